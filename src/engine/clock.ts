@@ -1,0 +1,16 @@
+// Time is injected so that schedulers can be tested without sleeping
+// (docs/style.md rule 8). platform/clock.ts provides the real one;
+// test/support/fakeclock.ts a manual one.
+
+export interface TimerHandle {
+  cancel(): void;
+}
+
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** Monotonic milliseconds, for measuring durations. */
+  monotonic(): number;
+  /** Run fn once after ms milliseconds unless cancelled first. */
+  setTimer(ms: number, fn: () => void): TimerHandle;
+}
