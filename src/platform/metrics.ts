@@ -1,0 +1,182 @@
+// The kube-proxy metrics registry (reference 2.21; names, types, labels and
+// buckets exactly as upstream pkg/proxy/metrics). ProxyMetrics implements
+// ProxierObserver so the engine publishes into it without importing
+// prom-client; datapaths, the conntrack reconciler and the health servers use
+// the small methods below.
+//
+// SyncReport.counters convention (per-mode numbers a datapath returns):
+//   "iptables_total:<table>" -> kubeproxy_sync_proxy_rules_iptables_total{table}
+//   "iptables_last:<table>"  -> kubeproxy_sync_proxy_rules_iptables_last{table}
+// Other keys are ignored.
+
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from 'prom-client';
+import type { IPFamily, Protocol } from '../core/types.js';
+import type { ProxierObserver, SyncReport } from '../engine/observer.js';
+import { toEpochMs } from '../engine/health.js';
+
+const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
+/** Upstream merge(): a leading 0, then 0.25, 0.5, 1..59, 60..115, 120..300. */
+const NETWORK_PROGRAMMING_BUCKETS = [0, ...linearBuckets(0.25, 0.25, 2), ...linearBuckets(1, 1, 59),
+  ...linearBuckets(60, 5, 12), ...linearBuckets(120, 30, 7)];
+
+/** nfacct packet counters for the two iptables custom collectors; undefined = unknown (not exported). */
+export interface NfacctCounters {
+  readonly ctStateInvalidDropped?: number;
+  readonly localhostNodePortsAccepted?: number;
+}
+
+export interface ProxyMetricsOptions {
+  /** Add process and Node.js runtime metrics (default true). */
+  readonly defaultMetrics?: boolean;
+  /** Reads nfacct counters at scrape time (iptables mode). */
+  readonly nfacct?: () => Promise<NfacctCounters>;
+}
+
+export class ProxyMetrics implements ProxierObserver {
+  readonly registry = new Registry();
+  private readonly r = [this.registry];
+
+  readonly syncProxyRulesDuration = new Histogram({ name: 'kubeproxy_sync_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds', labelNames: ['ip_family'], buckets: SYNC_BUCKETS, registers: this.r });
+  readonly syncFullProxyRulesDuration = new Histogram({ name: 'kubeproxy_sync_full_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds for full resyncs', labelNames: ['ip_family'], buckets: SYNC_BUCKETS, registers: this.r });
+  readonly syncPartialProxyRulesDuration = new Histogram({ name: 'kubeproxy_sync_partial_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds for partial resyncs', labelNames: ['ip_family'], buckets: SYNC_BUCKETS, registers: this.r });
+  readonly syncProxyRulesLastTimestamp = new Gauge({ name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds', help: 'The last time proxy rules were successfully synced', labelNames: ['ip_family'], registers: this.r });
+  readonly syncProxyRulesLastQueuedTimestamp = new Gauge({ name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', help: 'The last time a sync of proxy rules was queued', labelNames: ['ip_family'], registers: this.r });
+  readonly networkProgrammingDuration = new Histogram({ name: 'kubeproxy_network_programming_duration_seconds', help: 'In Cluster Network Programming Latency in seconds', labelNames: ['ip_family'], buckets: NETWORK_PROGRAMMING_BUCKETS, registers: this.r });
+  readonly endpointChangesPending = new Gauge({ name: 'kubeproxy_sync_proxy_rules_endpoint_changes_pending', help: 'Pending proxy rules Endpoint changes', registers: this.r });
+  readonly endpointChangesTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total', help: 'Cumulative proxy rules Endpoint changes', registers: this.r });
+  readonly serviceChangesPending = new Gauge({ name: 'kubeproxy_sync_proxy_rules_service_changes_pending', help: 'Pending proxy rules Service changes', registers: this.r });
+  readonly serviceChangesTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_service_changes_total', help: 'Cumulative proxy rules Service changes', registers: this.r });
+  readonly noLocalEndpointsTotal = new Gauge({ name: 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', help: 'Number of services with a Local traffic policy and no endpoints', labelNames: ['ip_family', 'traffic_policy'], registers: this.r });
+  readonly iptablesRestoreFailuresTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total', help: 'Cumulative proxy iptables restore failures', labelNames: ['ip_family'], registers: this.r });
+  readonly iptablesPartialRestoreFailuresTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total', help: 'Cumulative proxy iptables partial restore failures', labelNames: ['ip_family'], registers: this.r });
+  readonly iptablesTotal = new Gauge({ name: 'kubeproxy_sync_proxy_rules_iptables_total', help: 'Total number of iptables rules owned by kube-proxy', labelNames: ['ip_family', 'table'], registers: this.r });
+  readonly iptablesLast = new Gauge({ name: 'kubeproxy_sync_proxy_rules_iptables_last', help: 'Number of iptables rules written by kube-proxy in last sync', labelNames: ['ip_family', 'table'], registers: this.r });
+  readonly nftablesSyncFailuresTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', help: 'Cumulative proxy nftables sync failures', labelNames: ['ip_family'], registers: this.r });
+  readonly nftablesCleanupFailuresTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total', help: 'Cumulative proxy nftables cleanup failures', labelNames: ['ip_family'], registers: this.r });
+  readonly conntrackReconcilerSyncDuration = new Histogram({ name: 'kubeproxy_conntrack_reconciler_sync_duration_seconds', help: 'ReconcileConntrackFlowsLatency latency in seconds', labelNames: ['ip_family'], buckets: SYNC_BUCKETS, registers: this.r });
+  readonly conntrackReconcilerDeletedEntriesTotal = new Counter({ name: 'kubeproxy_conntrack_reconciler_deleted_entries_total', help: 'Cumulative conntrack flows deleted by conntrack reconciler', labelNames: ['ip_family'], registers: this.r });
+  readonly proxyHealthzTotal = new Counter({ name: 'kubeproxy_proxy_healthz_total', help: 'Cumulative proxy healthz HTTP status', labelNames: ['code'], registers: this.r });
+  readonly proxyLivezTotal = new Counter({ name: 'kubeproxy_proxy_livez_total', help: 'Cumulative proxy livez HTTP status', labelNames: ['code'], registers: this.r });
+  readonly nftablesLocalhostNodePortRejectedPacketsTotal = new Counter({ name: 'kubeproxy_nftables_localhost_nodeport_rejected_packets_total', help: 'Packets to localhost NodePorts rejected by nftables', labelNames: ['ip_family', 'protocol'], registers: this.r });
+  readonly nftablesLocalhostNodePortListeners = new Gauge({ name: 'kubeproxy_nftables_localhost_nodeport_listeners', help: 'Number of localhost NodePort listeners', labelNames: ['ip_family'], registers: this.r });
+  readonly nftablesLocalhostNodePortListenerCreationFailuresTotal = new Counter({ name: 'kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total', help: 'Cumulative localhost NodePort listener creation failures', labelNames: ['ip_family'], registers: this.r });
+  /** Bad input the engine skipped (not upstream; our own visibility of logged-and-counted skips). */
+  readonly inputSkippedTotal = new Counter({ name: 'kubeproxy_ts_input_skipped_total', help: 'API objects skipped as invalid', labelNames: ['kind'], registers: this.r });
+  /** healthCheckNodePort listeners that failed to open (not upstream: upstream only emits an event). */
+  readonly serviceHealthcheckFailuresTotal = new Counter({ name: 'kubeproxy_ts_service_healthcheck_listen_failures_total', help: 'Service health check listeners that failed to open', registers: this.r });
+
+  constructor(opts: ProxyMetricsOptions = {}) {
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    if (opts.nfacct) this.addNfacctCollectors(opts.nfacct);
+  }
+
+  // ---- ProxierObserver -------------------------------------------------
+
+  queuedUpdate(family: IPFamily, at: number): void {
+    this.syncProxyRulesLastQueuedTimestamp.set({ ip_family: family }, toEpochMs(at) / 1000);
+  }
+
+  syncSucceeded(report: SyncReport): void {
+    const l = { ip_family: report.family };
+    this.syncProxyRulesDuration.observe(l, report.durationSeconds);
+    (report.partial ? this.syncPartialProxyRulesDuration : this.syncFullProxyRulesDuration).observe(l, report.durationSeconds);
+    this.syncProxyRulesLastTimestamp.set(l, toEpochMs(report.finishedAt) / 1000);
+    this.noLocalEndpointsTotal.set({ ...l, traffic_policy: 'internal' }, report.noLocalEndpoints.internal);
+    this.noLocalEndpointsTotal.set({ ...l, traffic_policy: 'external' }, report.noLocalEndpoints.external);
+    for (const [key, value] of Object.entries(report.counters ?? {})) {
+      const [kind, table] = key.split(':');
+      if (!table || !Number.isFinite(value)) continue;
+      if (kind === 'iptables_total') this.iptablesTotal.set({ ...l, table }, value);
+      else if (kind === 'iptables_last') this.iptablesLast.set({ ...l, table }, value);
+    }
+  }
+
+  /** Upstream records the duration of failed syncs too (the deferred observe in syncProxyRules). */
+  syncFailed(family: IPFamily, _error: unknown, durationSeconds: number): void {
+    if (Number.isFinite(durationSeconds)) this.syncProxyRulesDuration.observe({ ip_family: family }, durationSeconds);
+  }
+
+  pendingChanges(kind: 'service' | 'endpoint', pending: number): void {
+    (kind === 'service' ? this.serviceChangesPending : this.endpointChangesPending).set(pending);
+  }
+
+  changeRecorded(kind: 'service' | 'endpoint'): void {
+    (kind === 'service' ? this.serviceChangesTotal : this.endpointChangesTotal).inc();
+  }
+
+  networkProgrammingLatency(family: IPFamily, seconds: number): void {
+    if (Number.isFinite(seconds) && seconds >= 0) this.networkProgrammingDuration.observe({ ip_family: family }, seconds);
+  }
+
+  inputSkipped(kind: 'service' | 'endpointslice' | 'node', _key: string, _reason: string): void {
+    this.inputSkippedTotal.inc({ kind });
+  }
+
+  event(): void {}
+
+  // ---- datapath / reconciler / server API ------------------------------
+
+  /** iptables-restore failed (partial: it was a partial restore). */
+  iptablesRestoreFailed(family: IPFamily, partial = false): void {
+    this.iptablesRestoreFailuresTotal.inc({ ip_family: family });
+    if (partial) this.iptablesPartialRestoreFailuresTotal.inc({ ip_family: family });
+  }
+
+  nftablesSyncFailed(family: IPFamily): void {
+    this.nftablesSyncFailuresTotal.inc({ ip_family: family });
+  }
+
+  nftablesCleanupFailed(family: IPFamily): void {
+    this.nftablesCleanupFailuresTotal.inc({ ip_family: family });
+  }
+
+  /** One conntrack cleanup pass (upstream CleanStaleEntries) for one family. */
+  conntrackReconciled(family: IPFamily, seconds: number, deleted: number): void {
+    this.conntrackReconcilerSyncDuration.observe({ ip_family: family }, seconds);
+    if (deleted > 0) this.conntrackReconcilerDeletedEntriesTotal.inc({ ip_family: family }, deleted);
+  }
+
+  healthzServed(code: number): void {
+    this.proxyHealthzTotal.inc({ code: String(code) });
+  }
+
+  livezServed(code: number): void {
+    this.proxyLivezTotal.inc({ code: String(code) });
+  }
+
+  localhostNodePortRejected(family: IPFamily, protocol: Protocol, packets: number): void {
+    if (packets > 0) this.nftablesLocalhostNodePortRejectedPacketsTotal.inc({ ip_family: family, protocol }, packets);
+  }
+
+  localhostNodePortListeners(family: IPFamily, n: number, creationFailures = 0): void {
+    this.nftablesLocalhostNodePortListeners.set({ ip_family: family }, n);
+    if (creationFailures > 0) this.nftablesLocalhostNodePortListenerCreationFailuresTotal.inc({ ip_family: family }, creationFailures);
+  }
+
+  serviceHealthcheckListenFailed(): void {
+    this.serviceHealthcheckFailuresTotal.inc();
+  }
+
+  /** Prometheus text exposition of everything registered. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  private addNfacctCollectors(read: () => Promise<NfacctCounters>): void {
+    // Upstream's custom collectors read nfacct at scrape time; a failed read exports nothing.
+    const mk = (name: string, help: string, pick: (c: NfacctCounters) => number | undefined) => new Counter({
+      name, help, registers: this.r,
+      async collect() {
+        this.reset();
+        try {
+          const v = pick(await read());
+          if (v !== undefined && Number.isFinite(v) && v > 0) this.inc(v);
+        } catch {
+          // unreadable: leave at 0
+        }
+      },
+    });
+    mk('kubeproxy_iptables_ct_state_invalid_dropped_packets_total', 'packets dropped by iptables to work around conntrack problems', (c) => c.ctStateInvalidDropped);
+    mk('kubeproxy_iptables_localhost_nodeports_accepted_packets_total', 'Number of packets accepted on nodeports of loopback interface', (c) => c.localhostNodePortsAccepted);
+  }
+}
