@@ -1,0 +1,171 @@
+// The process that runs INSIDE a test namespace (`ip netns exec <ns> node agent.js`).
+// It speaks JSON lines on stdin/stdout: one request {id, op, ...} in, one
+// response {id, ok, ...} out, in any order. It is both
+//  - the pod's workload: TCP and UDP echo servers that answer every line /
+//    datagram with {pod, src, dst, data}, so a test sees which endpoint
+//    answered and which client address it saw;
+//  - a client: one-shot TCP/UDP exchanges, held TCP connections, HTTP GETs.
+// Every client operation has its own timeout, so a lost packet is a bounded
+// failure (error 'ETIMEDOUT'), never a hang. It imports nothing from the
+// project so it starts fast and runs from .ts (tsx) or .js (dist) alike.
+import * as dgram from 'node:dgram';
+import * as http from 'node:http';
+import * as net from 'node:net';
+import * as readline from 'node:readline';
+
+type Req = { id: number; op: string } & Record<string, unknown>;
+type Res = Record<string, unknown>;
+
+let podName = process.env['KPT_AGENT_NAME'] ?? 'agent';
+const held = new Map<string, { sock: net.Socket; lines: string[]; waiters: Array<(l: string) => void> }>();
+const servers: Array<net.Server | dgram.Socket> = [];
+
+function addr(ip: string | undefined, port: number | undefined): string {
+  const a = ip ?? '?';
+  return `${a.startsWith('::ffff:') ? a.slice(7) : a}:${port ?? 0}`;
+}
+
+function echo(src: string, dst: string, data: string): string {
+  return JSON.stringify({ pod: podName, src, dst, data });
+}
+
+function serve(req: Req): Promise<Res> {
+  podName = String(req['name'] ?? podName);
+  const tasks: Array<Promise<void>> = [];
+  for (const port of (req['tcp'] as number[] | undefined) ?? []) {
+    const srv = net.createServer((sock) => {
+      const rl = readline.createInterface({ input: sock });
+      rl.on('error', () => {});
+      rl.on('line', (line) => sock.write(echo(addr(sock.remoteAddress, sock.remotePort), addr(sock.localAddress, sock.localPort), line) + '\n'));
+      sock.on('error', () => {});
+    });
+    servers.push(srv);
+    tasks.push(new Promise((res, rej) => { srv.once('error', rej); srv.listen(port, '0.0.0.0', () => res()); }));
+  }
+  for (const port of (req['udp'] as number[] | undefined) ?? []) {
+    const sock = dgram.createSocket('udp4');
+    sock.on('message', (msg, rinfo) => {
+      sock.send(echo(addr(rinfo.address, rinfo.port), `0.0.0.0:${port}`, msg.toString()), rinfo.port, rinfo.address);
+    });
+    servers.push(sock);
+    tasks.push(new Promise((res, rej) => { sock.once('error', rej); sock.bind(port, '0.0.0.0', () => res()); }));
+  }
+  return Promise.all(tasks).then(() => ({ ok: true }));
+}
+
+function errCode(err: unknown): string {
+  return (err as NodeJS.ErrnoException).code ?? String(err);
+}
+
+/** Connect, send one line, read one line, close. */
+function tcp(req: Req): Promise<Res> {
+  const start = performance.now();
+  const timeoutMs = Number(req['timeoutMs'] ?? 2000);
+  return new Promise((resolve) => {
+    const opts: net.NetConnectOpts = { host: String(req['host']), port: Number(req['port']) };
+    if (req['bind']) opts.localAddress = String(req['bind']);
+    const sock = net.connect(opts);
+    let done = false;
+    const finish = (r: Res): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      sock.destroy();
+      resolve({ ...r, ms: Math.round(performance.now() - start) });
+    };
+    const timer = setTimeout(() => finish({ ok: false, error: 'ETIMEDOUT' }), timeoutMs);
+    sock.on('connect', () => sock.write(String(req['data'] ?? 'hello') + '\n'));
+    sock.on('error', (e) => finish({ ok: false, error: errCode(e) }));
+    const rl = readline.createInterface({ input: sock });
+    rl.on('error', () => {}); // the socket's own 'error' handler reports it
+    rl.once('line', (l) => finish({ ok: true, reply: JSON.parse(l) }));
+    sock.on('close', () => finish({ ok: false, error: 'ECONNRESET' }));
+  });
+}
+
+/** Send one datagram from a connected socket (optionally from a fixed local port) and wait for one reply. */
+function udp(req: Req): Promise<Res> {
+  const start = performance.now();
+  const timeoutMs = Number(req['timeoutMs'] ?? 2000);
+  return new Promise((resolve) => {
+    const sock = dgram.createSocket({ type: 'udp4', reuseAddr: true });
+    let done = false;
+    const finish = (r: Res): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      try { sock.close(); } catch { /* closed */ }
+      resolve({ ...r, ms: Math.round(performance.now() - start) });
+    };
+    const timer = setTimeout(() => finish({ ok: false, error: 'ETIMEDOUT' }), timeoutMs);
+    sock.on('error', (e) => finish({ ok: false, error: errCode(e) }));
+    sock.on('message', (m) => finish({ ok: true, reply: JSON.parse(m.toString()) }));
+    const bindOpts: dgram.BindOptions = { port: Number(req['localPort'] ?? 0) };
+    if (req['bind']) bindOpts.address = String(req['bind']);
+    sock.bind(bindOpts, () => {
+      sock.connect(Number(req['port']), String(req['host']), () => sock.send(String(req['data'] ?? 'hello')));
+    });
+  });
+}
+
+function httpGet(req: Req): Promise<Res> {
+  const timeoutMs = Number(req['timeoutMs'] ?? 2000);
+  return new Promise((resolve) => {
+    const r = http.get(String(req['url']), { timeout: timeoutMs, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => { body += c; });
+      res.on('end', () => resolve({ ok: true, status: res.statusCode, headers: res.headers, body }));
+    });
+    r.on('timeout', () => { r.destroy(); resolve({ ok: false, error: 'ETIMEDOUT' }); });
+    r.on('error', (e) => resolve({ ok: false, error: errCode(e) }));
+  });
+}
+
+/** Open a TCP connection kept under `key` for later `send`s (established-traffic tests). */
+function open(req: Req): Promise<Res> {
+  const key = String(req['key']);
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: String(req['host']), port: Number(req['port']) });
+    const entry = { sock, lines: [] as string[], waiters: [] as Array<(l: string) => void> };
+    const timer = setTimeout(() => { sock.destroy(); resolve({ ok: false, error: 'ETIMEDOUT' }); }, Number(req['timeoutMs'] ?? 2000));
+    sock.on('error', (e) => { clearTimeout(timer); resolve({ ok: false, error: errCode(e) }); });
+    sock.on('connect', () => { clearTimeout(timer); held.set(key, entry); resolve({ ok: true }); });
+    const rl = readline.createInterface({ input: sock });
+    rl.on('error', () => {});
+    rl.on('line', (l) => {
+      const w = entry.waiters.shift();
+      if (w) w(l); else entry.lines.push(l);
+    });
+  });
+}
+
+function send(req: Req): Promise<Res> {
+  const entry = held.get(String(req['key']));
+  if (!entry || entry.sock.destroyed) return Promise.resolve({ ok: false, error: 'ENOTCONN' });
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve({ ok: false, error: 'ETIMEDOUT' }), Number(req['timeoutMs'] ?? 2000));
+    entry.waiters.push((l) => { clearTimeout(timer); resolve({ ok: true, reply: JSON.parse(l) }); });
+    entry.sock.write(String(req['data'] ?? 'ping') + '\n');
+  });
+}
+
+function close(req: Req): Promise<Res> {
+  held.get(String(req['key']))?.sock.destroy();
+  held.delete(String(req['key']));
+  return Promise.resolve({ ok: true });
+}
+
+const ops: Record<string, (r: Req) => Promise<Res>> = { serve, tcp, udp, http: httpGet, open, send, close };
+
+readline.createInterface({ input: process.stdin }).on('line', (line) => {
+  let req: Req;
+  try { req = JSON.parse(line) as Req; } catch { return; }
+  const op = ops[req.op];
+  const p = op ? op(req).catch((e: unknown) => ({ ok: false, error: errCode(e) })) : Promise.resolve({ ok: false, error: `unknown op ${req.op}` });
+  void p.then((res) => process.stdout.write(JSON.stringify({ ...res, id: req.id }) + '\n'));
+});
+process.stdin.on('end', () => process.exit(0));
+// A bug in one exchange must not take the pod's servers down: report it and carry on.
+process.on('uncaughtException', (e) => process.stderr.write(`agent ${podName}: ${e.stack ?? String(e)}\n`));
+process.stdout.write(JSON.stringify({ id: 0, ok: true, ready: true }) + '\n');
