@@ -1,0 +1,328 @@
+// A faithful-enough Kubernetes API server for tests: HTTPS with a throw-away
+// CA, bearer-token (or client-certificate) authentication, the real REST paths
+// for Services, EndpointSlices, Nodes and ServiceCIDRs, and list / watch / get /
+// create / update / merge-patch / delete with one global resourceVersion.
+//
+// Lifecycle: start() listens; stop() closes the listener and kills every open
+// connection (watches included) but keeps the store; restart() listens again on
+// the same port with the same CA, so clients can reconnect and resume.
+// The store (and the helpers below) keep working while the server is stopped,
+// which lets a test change the world while clients cannot see it.
+
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
+import { TestPKI, type KeyPair } from './certs.js';
+import { BadRequest, mergePatch, readJSON, sendJSON, sendStatus, withKind } from './http.js';
+import { RESOURCES, type ResourceDef, apiGroups, resourceByPlural } from './resources.js';
+import { parseFieldSelector, parseLabelSelector, SelectorError } from './selectors.js';
+import { type Obj, Store, StoreError } from './store.js';
+import { serveWatch, type ServedWatch } from './watch.js';
+
+export interface TestApiServerOptions {
+  /** Listen address; default 127.0.0.1. */
+  readonly host?: string;
+  /** Listen port; default 0 (any free port, kept across restart()). */
+  readonly port?: number;
+  /** The accepted bearer token; default a random one. */
+  readonly token?: string;
+  /** BOOKMARK period for watches that allow them; default 1000 ms. */
+  readonly bookmarkIntervalMs?: number;
+  /** Resources to serve; others answer 404 (e.g. omit 'servicecidrs' to mimic an old server). */
+  readonly resources?: readonly string[];
+  /** Extra names/IPs for the serving certificate. */
+  readonly certHosts?: readonly string[];
+}
+
+/** One request as the server saw it (for tests that check what a client asked). */
+export interface RequestRecord {
+  readonly method: string;
+  readonly path: string;
+  readonly query: Readonly<Record<string, string>>;
+}
+
+interface Route {
+  def: ResourceDef;
+  namespace: string | undefined;
+  name: string | undefined;
+  status: boolean;
+}
+
+export class TestApiServer {
+  readonly store = new Store();
+  readonly token: string;
+  readonly requests: RequestRecord[] = [];
+  private readonly opts: TestApiServerOptions;
+  private readonly served: ResourceDef[];
+  private pki: TestPKI | undefined;
+  private server: Server | undefined;
+  private port = 0;
+  private readonly sockets = new Set<Socket>();
+  private readonly watches = new Set<ServedWatch>();
+
+  constructor(opts: TestApiServerOptions = {}) {
+    this.opts = opts;
+    this.token = opts.token ?? randomBytes(16).toString('hex');
+    this.port = opts.port ?? 0;
+    const names = opts.resources ?? RESOURCES.map((r) => r.plural);
+    this.served = RESOURCES.filter((r) => names.includes(r.plural));
+  }
+
+  get host(): string { return this.opts.host ?? '127.0.0.1'; }
+  get url(): string {
+    const h = this.host.includes(':') ? `[${this.host}]` : this.host;
+    return `https://${h}:${this.port}`;
+  }
+  get caCert(): string { return this.ensurePKI().ca.cert; }
+  get running(): boolean { return this.server !== undefined; }
+  /** Open watch streams right now. */
+  get openWatches(): number { return this.watches.size; }
+
+  private ensurePKI(): TestPKI {
+    this.pki ??= new TestPKI([this.host, ...(this.opts.certHosts ?? [])]);
+    return this.pki;
+  }
+
+  /** A client certificate the server accepts as user `user`. */
+  issueClientCert(user: string, groups: readonly string[] = []): KeyPair {
+    return this.ensurePKI().issueClient(user, groups);
+  }
+
+  async start(): Promise<void> {
+    if (this.server) return;
+    const pki = this.ensurePKI();
+    const server = createServer({
+      cert: pki.serving.cert, key: pki.serving.key, ca: pki.ca.cert, requestCert: true, rejectUnauthorized: false,
+    }, (req, res) => { void this.handle(req, res); });
+    server.on('connection', (s: Socket) => {
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+    });
+    server.on('secureConnection', (s: TLSSocket) => {
+      this.sockets.add(s);
+      s.on('close', () => this.sockets.delete(s));
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.port, this.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    this.port = (server.address() as AddressInfo).port;
+    this.server = server;
+  }
+
+  /** Close the listener and kill every open connection and watch; the store survives. */
+  async stop(): Promise<void> {
+    const server = this.server;
+    if (!server) return;
+    this.server = undefined;
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    this.closeWatches();
+    for (const s of this.sockets) s.destroy();
+    this.sockets.clear();
+    await closed;
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.start();
+  }
+
+  /** Kill open watch streams (the listener stays up): clients must re-watch. */
+  closeWatches(): void {
+    for (const w of [...this.watches]) w.close();
+  }
+
+  /** Drop the event history: watches/lists from older versions get 410 Gone. */
+  compact(): void { this.store.compact(); }
+
+  dispose(): Promise<void> {
+    return this.stop().finally(() => this.pki?.dispose());
+  }
+
+  private def(plural: string): ResourceDef {
+    const d = resourceByPlural(plural);
+    if (!d) throw new Error(`unknown resource ${plural}`);
+    return d;
+  }
+
+  // In-process helpers (tests): they go through the same store as REST writes.
+  create(plural: string, obj: object): Obj { return this.store.create(this.def(plural), obj as Obj); }
+  update(plural: string, obj: object): Obj { return this.store.update(this.def(plural), obj as Obj, 'main'); }
+  updateStatus(plural: string, obj: object): Obj { return this.store.update(this.def(plural), obj as Obj, 'status'); }
+  delete(plural: string, namespace: string | undefined, name: string): Obj {
+    return this.store.delete(this.def(plural), namespace, name);
+  }
+  get(plural: string, namespace: string | undefined, name: string): Obj {
+    return this.store.get(this.def(plural), namespace, name);
+  }
+
+  /** A kubeconfig (YAML is a JSON superset) for this server with token auth and its CA inline. */
+  kubeconfig(opts: { token?: string; clientCert?: KeyPair } = {}): string {
+    const b64 = (s: string): string => Buffer.from(s).toString('base64');
+    const user: Record<string, string> = opts.clientCert
+      ? { 'client-certificate-data': b64(opts.clientCert.cert), 'client-key-data': b64(opts.clientCert.key) }
+      : { token: opts.token ?? this.token };
+    return JSON.stringify({
+      apiVersion: 'v1', kind: 'Config', 'current-context': 'kpt-test',
+      clusters: [{ name: 'kpt-test', cluster: { server: this.url, 'certificate-authority-data': b64(this.caCert) } }],
+      users: [{ name: 'kpt-test', user }],
+      contexts: [{ name: 'kpt-test', context: { cluster: 'kpt-test', user: 'kpt-test' } }],
+    }, null, 2);
+  }
+
+  private authenticated(req: IncomingMessage): boolean {
+    const auth = req.headers.authorization;
+    if (auth !== undefined) return auth === `Bearer ${this.token}`;
+    const sock = req.socket as TLSSocket;
+    return sock.authorized === true && Boolean(sock.getPeerCertificate()?.subject?.CN);
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'https://x');
+    this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query: Object.fromEntries(url.searchParams) });
+    try {
+      if (!this.authenticated(req)) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
+      if (this.discovery(url.pathname, res)) return;
+      const route = this.route(url.pathname);
+      if (!route) return sendStatus(res, 404, 'NotFound', 'the server could not find the requested resource');
+      await this.serve(req, res, route, url.searchParams);
+    } catch (err) {
+      if (res.headersSent) return void res.destroy();
+      if (err instanceof StoreError || err instanceof BadRequest) return sendStatus(res, err.code, err.reason, err.message);
+      if (err instanceof SelectorError) return sendStatus(res, 400, 'BadRequest', err.message);
+      sendStatus(res, 500, 'InternalError', String(err));
+    }
+  }
+
+  private discovery(path: string, res: ServerResponse): boolean {
+    const resourceList = (gv: string, defs: ResourceDef[]): unknown => ({
+      kind: 'APIResourceList', apiVersion: 'v1', groupVersion: gv,
+      resources: defs.map((d) => ({
+        name: d.plural, singularName: d.kind.toLowerCase(), namespaced: d.namespaced, kind: d.kind,
+        verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
+      })),
+    });
+    if (path === '/version') {
+      sendJSON(res, 200, { major: '1', minor: '34', gitVersion: 'v1.34.0-kpt-test', platform: 'linux/amd64' });
+    } else if (path === '/api') {
+      sendJSON(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] });
+    } else if (path === '/apis') {
+      sendJSON(res, 200, {
+        kind: 'APIGroupList', apiVersion: 'v1',
+        groups: apiGroups(this.served).map((g) => ({
+          name: g.name, versions: [{ groupVersion: `${g.name}/${g.version}`, version: g.version }],
+          preferredVersion: { groupVersion: `${g.name}/${g.version}`, version: g.version },
+        })),
+      });
+    } else if (path === '/api/v1') {
+      sendJSON(res, 200, resourceList('v1', this.served.filter((d) => d.prefix === '/api/v1')));
+    } else {
+      const m = /^\/apis\/([^/]+)\/([^/]+)$/.exec(path);
+      const defs = m ? this.served.filter((d) => d.apiVersion === `${m[1]}/${m[2]}`) : [];
+      if (defs.length === 0) return false;
+      sendJSON(res, 200, resourceList(`${m![1]}/${m![2]}`, defs));
+    }
+    return true;
+  }
+
+  /** Map a URL path onto a served resource, or undefined (404). */
+  private route(path: string): Route | undefined {
+    for (const def of this.served) {
+      if (!path.startsWith(def.prefix + '/')) continue;
+      const parts = path.slice(def.prefix.length + 1).split('/').map(decodeURIComponent);
+      let namespace: string | undefined;
+      if (parts[0] === 'namespaces' && parts.length >= 3 && def.namespaced) {
+        namespace = parts[1];
+        parts.splice(0, 2);
+      }
+      if (parts[0] !== def.plural || parts.length > 3) continue;
+      const status = parts[2] === 'status';
+      if (parts.length === 3 && !status) continue;
+      if (status && !def.statusSubresource) continue;
+      return { def, namespace, name: parts[1], status };
+    }
+    return undefined;
+  }
+
+  private async serve(req: IncomingMessage, res: ServerResponse, r: Route, q: URLSearchParams): Promise<void> {
+    const method = req.method ?? 'GET';
+    if (r.name === undefined) {
+      if (method === 'GET') return this.listOrWatch(res, r, q);
+      if (method === 'POST') {
+        const body = await this.readObject(req, r);
+        return sendJSON(res, 201, withKind(r.def, this.store.create(r.def, body)));
+      }
+    } else if (method === 'GET') {
+      return sendJSON(res, 200, withKind(r.def, this.store.get(r.def, r.namespace, r.name)));
+    } else if (method === 'PUT') {
+      const body = await this.readObject(req, r);
+      if (body.metadata.name !== r.name) throw new BadRequest(400, 'BadRequest', 'the name of the object does not match the URL');
+      return sendJSON(res, 200, withKind(r.def, this.store.update(r.def, body, r.status ? 'status' : 'main')));
+    } else if (method === 'PATCH') {
+      const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
+      // Strategic merge patch is taken as a JSON merge patch: the same for the maps we patch, not for lists.
+      if (type !== 'application/merge-patch+json' && type !== 'application/strategic-merge-patch+json') {
+        throw new BadRequest(415, 'UnsupportedMediaType', `the body of the request was in an unknown format: ${type}`);
+      }
+      const patch = await readJSON(req);
+      const cur = this.store.get(r.def, r.namespace, r.name);
+      const next = mergePatch(cur, patch) as Obj;
+      next.metadata = { ...next.metadata, name: r.name, namespace: r.namespace };
+      const wanted = (patch as { metadata?: { resourceVersion?: string } })?.metadata?.resourceVersion;
+      if (!wanted) next.metadata.resourceVersion = cur.metadata.resourceVersion;
+      return sendJSON(res, 200, withKind(r.def, this.store.update(r.def, next, r.status ? 'status' : 'main')));
+    } else if (method === 'DELETE' && !r.status) {
+      return sendJSON(res, 200, withKind(r.def, this.store.delete(r.def, r.namespace, r.name)));
+    }
+    sendStatus(res, 405, 'MethodNotAllowed', `${method} is not supported here`);
+  }
+
+  private async readObject(req: IncomingMessage, r: Route): Promise<Obj> {
+    const body = await readJSON(req);
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+      throw new BadRequest(400, 'BadRequest', 'the body must be a JSON object');
+    }
+    const obj = body as Obj;
+    obj.metadata = { ...(obj.metadata ?? {}) };
+    if (r.def.namespaced) {
+      if (obj.metadata.namespace && r.namespace && obj.metadata.namespace !== r.namespace) {
+        throw new BadRequest(400, 'BadRequest', 'the namespace of the object does not match the namespace on the request');
+      }
+      obj.metadata.namespace = r.namespace ?? obj.metadata.namespace;
+    }
+    delete obj.kind;
+    delete obj.apiVersion;
+    return obj;
+  }
+
+  private listOrWatch(res: ServerResponse, r: Route, q: URLSearchParams): void {
+    const labels = parseLabelSelector(q.get('labelSelector'));
+    const fields = parseFieldSelector(q.get('fieldSelector'), r.def.fields);
+    const rv = q.get('resourceVersion');
+    if (rv !== null && rv !== '' && !/^\d+$/.test(rv)) {
+      throw new BadRequest(400, 'BadRequest', `invalid resourceVersion ${JSON.stringify(rv)}`);
+    }
+    if (q.get('watch') === 'true' || q.get('watch') === '1') {
+      const t = q.get('timeoutSeconds');
+      serveWatch(this.store, res, {
+        def: r.def, namespace: r.namespace, labels, fields, resourceVersion: rv,
+        bookmarks: q.get('allowWatchBookmarks') === 'true', timeoutSeconds: t === null ? undefined : Number(t),
+      }, this.opts.bookmarkIntervalMs ?? 1000, this.watches);
+      return;
+    }
+    if (rv && rv !== '0' && Number(rv) < this.store.oldestWatchableRV) {
+      throw new StoreError(410, 'Expired', `too old resource version: ${rv} (${this.store.oldestWatchableRV})`);
+    }
+    const list = this.store.list(r.def, r.namespace);
+    sendJSON(res, 200, {
+      kind: `${r.def.kind}List`, apiVersion: r.def.apiVersion,
+      metadata: { resourceVersion: String(list.rv) },
+      items: list.items.filter((o) => labels(o.metadata.labels) && fields(o)),
+    });
+  }
+}

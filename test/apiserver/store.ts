@@ -1,0 +1,159 @@
+// The object store behind the test API server: one global resourceVersion
+// counter (as etcd's revision), an ordered event history that compact() can
+// drop, and synchronous listeners so watchers see events in commit order.
+//
+// Invariants: every write bumps `rv` by one and appends exactly one event;
+// history holds every event with rv > compactedRV, in order. A watch from
+// version R can be served iff R >= compactedRV; otherwise it is 410 Expired.
+
+import { randomUUID } from 'node:crypto';
+import type { ResourceDef } from './resources.js';
+
+export type Obj = Record<string, unknown> & { metadata: Meta };
+export interface Meta {
+  name?: string;
+  namespace?: string;
+  uid?: string;
+  resourceVersion?: string;
+  creationTimestamp?: string;
+  labels?: Record<string, string>;
+  [k: string]: unknown;
+}
+
+export interface StoreEvent {
+  readonly type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  readonly rv: number;
+  readonly resource: string;
+  /** The object after the change (for DELETED: the last state, with the deletion's rv). */
+  readonly object: Obj;
+  /** The object before the change (MODIFIED and DELETED). */
+  readonly prev?: Obj;
+}
+
+/** A failure with the HTTP status and Status reason the real server would answer. */
+export class StoreError extends Error {
+  constructor(readonly code: number, readonly reason: string, message: string) {
+    super(message);
+    this.name = 'StoreError';
+  }
+}
+
+export function objectKey(ns: string | undefined, name: string): string {
+  return ns ? `${ns}/${name}` : name;
+}
+
+export class Store {
+  private rv: number;
+  private compactedRV: number;
+  private readonly objects = new Map<string, Map<string, Obj>>();
+  private history: StoreEvent[] = [];
+  private readonly listeners = new Set<(ev: StoreEvent) => void>();
+
+  constructor(startRV = 100) {
+    this.rv = startRV;
+    this.compactedRV = startRV;
+  }
+
+  get resourceVersion(): number { return this.rv; }
+  get oldestWatchableRV(): number { return this.compactedRV; }
+
+  private bucket(resource: string): Map<string, Obj> {
+    let b = this.objects.get(resource);
+    if (!b) this.objects.set(resource, (b = new Map()));
+    return b;
+  }
+
+  get(def: ResourceDef, ns: string | undefined, name: string): Obj {
+    const o = this.bucket(def.plural).get(objectKey(ns, name));
+    if (!o) throw new StoreError(404, 'NotFound', `${def.plural} "${name}" not found`);
+    return structuredClone(o);
+  }
+
+  /** All objects of a resource (optionally in one namespace), sorted by key, with the list's rv. */
+  list(def: ResourceDef, ns?: string): { rv: number; items: Obj[] } {
+    const items = [...this.bucket(def.plural).entries()]
+      .filter(([, o]) => ns === undefined || o.metadata.namespace === ns)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, o]) => structuredClone(o));
+    return { rv: this.rv, items };
+  }
+
+  create(def: ResourceDef, input: Obj): Obj {
+    const meta = input.metadata ?? {};
+    if (typeof meta.name !== 'string' || meta.name === '') throw new StoreError(422, 'Invalid', 'metadata.name: Required value');
+    if (def.namespaced && !meta.namespace) throw new StoreError(422, 'Invalid', 'metadata.namespace: Required value');
+    const key = objectKey(def.namespaced ? meta.namespace : undefined, meta.name);
+    const b = this.bucket(def.plural);
+    if (b.has(key)) throw new StoreError(409, 'AlreadyExists', `${def.plural} "${meta.name}" already exists`);
+    const obj = structuredClone(input);
+    if (!def.namespaced) delete obj.metadata.namespace;
+    obj.metadata.uid = randomUUID();
+    obj.metadata.creationTimestamp = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    return this.commit(def, 'ADDED', key, obj, undefined);
+  }
+
+  /**
+   * Replace an object. A non-empty metadata.resourceVersion must match the
+   * stored one (optimistic concurrency, 409 Conflict). With a status
+   * subresource, `part` picks what the write may change, as upstream's
+   * PrepareForUpdate does.
+   */
+  update(def: ResourceDef, input: Obj, part: 'main' | 'status' = 'main'): Obj {
+    const meta = input.metadata ?? {};
+    const key = objectKey(def.namespaced ? meta.namespace : undefined, String(meta.name ?? ''));
+    const old = this.bucket(def.plural).get(key);
+    if (!old) throw new StoreError(404, 'NotFound', `${def.plural} "${meta.name}" not found`);
+    if (meta.resourceVersion && meta.resourceVersion !== old.metadata.resourceVersion) {
+      throw new StoreError(409, 'Conflict', `Operation cannot be fulfilled on ${def.plural} "${meta.name}": the object has been modified`);
+    }
+    let obj: Obj;
+    if (def.statusSubresource && part === 'status') {
+      obj = { ...structuredClone(old), status: structuredClone(input.status) };
+    } else {
+      obj = structuredClone(input);
+      if (def.statusSubresource && 'status' in old) obj.status = structuredClone(old.status);
+      else if (def.statusSubresource) delete obj.status;
+    }
+    obj.metadata = { ...obj.metadata, uid: old.metadata.uid, creationTimestamp: old.metadata.creationTimestamp };
+    if (!def.namespaced) delete obj.metadata.namespace;
+    return this.commit(def, 'MODIFIED', key, obj, old);
+  }
+
+  delete(def: ResourceDef, ns: string | undefined, name: string): Obj {
+    const key = objectKey(def.namespaced ? ns : undefined, name);
+    const old = this.bucket(def.plural).get(key);
+    if (!old) throw new StoreError(404, 'NotFound', `${def.plural} "${name}" not found`);
+    return this.commit(def, 'DELETED', key, structuredClone(old), old);
+  }
+
+  private commit(def: ResourceDef, type: StoreEvent['type'], key: string, obj: Obj, prev: Obj | undefined): Obj {
+    this.rv++;
+    obj.metadata.resourceVersion = String(this.rv);
+    const b = this.bucket(def.plural);
+    if (type === 'DELETED') b.delete(key);
+    else b.set(key, obj);
+    const ev: StoreEvent = { type, rv: this.rv, resource: def.plural, object: obj, prev };
+    this.history.push(ev);
+    for (const l of [...this.listeners]) l(ev);
+    return structuredClone(obj);
+  }
+
+  /** Events after `rv`, in order; throws 410 Expired if history no longer reaches back that far. */
+  eventsSince(rv: number): StoreEvent[] {
+    if (rv < this.compactedRV) {
+      throw new StoreError(410, 'Expired', `too old resource version: ${rv} (${this.compactedRV})`);
+    }
+    return this.history.filter((e) => e.rv > rv);
+  }
+
+  /** Drop all history: any watch or list from an older version now gets 410 Gone. */
+  compact(): void {
+    this.compactedRV = this.rv;
+    this.history = [];
+  }
+
+  subscribe(fn: (ev: StoreEvent) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+}

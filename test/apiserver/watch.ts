@@ -1,0 +1,100 @@
+// One watch stream, served as the real API server's watch cache does
+// (apiserver pkg/storage/cacher/cache_watcher.go):
+// - resourceVersion "" or "0": synthetic ADDED for every matching object, then live events;
+// - resourceVersion N: every event after N from history, then live events; if
+//   history was compacted past N: a 200 reply carrying one ERROR event with a
+//   410 "Expired" Status, then the stream ends;
+// - with selectors, an object that starts matching arrives as ADDED, one that
+//   stops matching as DELETED (its previous state with the event's rv);
+// - allowWatchBookmarks=true: BOOKMARK events every bookmark interval;
+// - timeoutSeconds: the stream ends cleanly after that long.
+// Events are written synchronously from the store's commit, so order is commit order.
+
+import type { ServerResponse } from 'node:http';
+import { statusBody, withKind } from './http.js';
+import type { ResourceDef } from './resources.js';
+import type { FieldSelector, LabelSelector } from './selectors.js';
+import { type Obj, type Store, type StoreEvent, StoreError } from './store.js';
+
+export interface WatchRequest {
+  readonly def: ResourceDef;
+  readonly namespace: string | undefined;
+  readonly labels: LabelSelector;
+  readonly fields: FieldSelector;
+  readonly resourceVersion: string | null;
+  readonly bookmarks: boolean;
+  readonly timeoutSeconds: number | undefined;
+}
+
+/** A running watch; close() ends it from the server side. */
+export interface ServedWatch {
+  close(): void;
+}
+
+/** Serve a watch on res; it stays in `open` until it ends, however it ends. */
+export function serveWatch(store: Store, res: ServerResponse, w: WatchRequest, bookmarkIntervalMs: number,
+  open: Set<ServedWatch>): void {
+  const matches = (o: Obj | undefined): boolean => o !== undefined
+    && (w.namespace === undefined || o.metadata.namespace === w.namespace)
+    && w.labels(o.metadata.labels) && w.fields(o);
+  const send = (type: string, object: unknown): void => {
+    if (!res.writableEnded) res.write(JSON.stringify({ type, object }) + '\n');
+  };
+  const deliver = (ev: StoreEvent): void => {
+    if (ev.resource !== w.def.plural) return;
+    const now = ev.type !== 'DELETED' && matches(ev.object);
+    const before = ev.type !== 'ADDED' && matches(ev.prev);
+    if (ev.type === 'DELETED') {
+      if (before) send('DELETED', withKind(w.def, ev.object));
+    } else if (now && before) send('MODIFIED', withKind(w.def, ev.object));
+    else if (now) send('ADDED', withKind(w.def, ev.object));
+    else if (before) {
+      const gone = structuredClone(ev.prev!);
+      gone.metadata.resourceVersion = String(ev.rv);
+      send('DELETED', withKind(w.def, gone));
+    }
+  };
+
+  let backlog: StoreEvent[] = [];
+  const rvParam = w.resourceVersion;
+  res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
+  if (rvParam === null || rvParam === '' || rvParam === '0') {
+    for (const o of store.list(w.def, w.namespace).items) if (matches(o)) send('ADDED', withKind(w.def, o));
+  } else {
+    try {
+      backlog = store.eventsSince(Number(rvParam));
+    } catch (err) {
+      if (!(err instanceof StoreError)) throw err;
+      send('ERROR', statusBody(err.code, err.reason, err.message));
+      res.end();
+      return;
+    }
+  }
+  for (const ev of backlog) deliver(ev);
+  const unsubscribe = store.subscribe(deliver);
+
+  const timers: NodeJS.Timeout[] = [];
+  if (w.bookmarks && bookmarkIntervalMs > 0) {
+    timers.push(setInterval(() => send('BOOKMARK', {
+      kind: w.def.kind, apiVersion: w.def.apiVersion, metadata: { resourceVersion: String(store.resourceVersion) },
+    }), bookmarkIntervalMs));
+  }
+  let ended = false;
+  const end = (): void => {
+    if (ended) return;
+    ended = true;
+    unsubscribe();
+    for (const t of timers) clearTimeout(t);
+    if (!res.writableEnded) res.end();
+    open.delete(served);
+  };
+  if (w.timeoutSeconds !== undefined) timers.push(setTimeout(end, w.timeoutSeconds * 1000));
+  const served: ServedWatch = {
+    close() {
+      end();
+      res.socket?.destroy();
+    },
+  };
+  open.add(served);
+  res.on('close', end);
+}
