@@ -73,15 +73,15 @@ export class Agent {
   }
 
   tcp(host: string, port: number, opts: TcpOpts = {}): Promise<ClientResult> {
-    return this.request('tcp', { host, port, bind: opts.bind, data: opts.data }, opts.timeoutMs ?? 2000) as Promise<ClientResult>;
+    return this.request('tcp', { host, port, bind: opts.bind, data: opts.data }, opts.timeoutMs ?? 2000) as unknown as Promise<ClientResult>;
   }
 
   udp(host: string, port: number, opts: UdpOpts = {}): Promise<ClientResult> {
-    return this.request('udp', { host, port, bind: opts.bind, data: opts.data, localPort: opts.localPort }, opts.timeoutMs ?? 2000) as Promise<ClientResult>;
+    return this.request('udp', { host, port, bind: opts.bind, data: opts.data, localPort: opts.localPort }, opts.timeoutMs ?? 2000) as unknown as Promise<ClientResult>;
   }
 
   http(url: string, timeoutMs = 2000): Promise<HttpResult> {
-    return this.request('http', { url }, timeoutMs) as Promise<HttpResult>;
+    return this.request('http', { url }, timeoutMs) as unknown as Promise<HttpResult>;
   }
 
   /** Hold a TCP connection open under key; send() exchanges a line on it. */
@@ -89,7 +89,7 @@ export class Agent {
     return (await this.request('open', { key, host, port }, timeoutMs)) as { ok: boolean; error?: string };
   }
   send(key: string, data = 'ping', timeoutMs = 2000): Promise<ClientResult> {
-    return this.request('send', { key, data }, timeoutMs) as Promise<ClientResult>;
+    return this.request('send', { key, data }, timeoutMs) as unknown as Promise<ClientResult>;
   }
   async closeConn(key: string): Promise<void> {
     await this.request('close', { key });
