@@ -1,0 +1,263 @@
+// EndpointSlice intake (upstream endpointslicecache.go): slices of one IP
+// family -> Endpoint lists per service port. Several slices of a Service are
+// merged. Slices are parsed once, on arrival, into a compact canonical form
+// (SliceInfo); a slice whose canonical form did not change is not a change.
+//
+// Like upstream, the cache keeps per Service the slices "applied" (what the
+// last checkout produced) and "pending" (arrived since). checkoutChanges()
+// applies the pending ones and returns previous/current per changed Service.
+
+import type { EndpointSlice } from './api.js';
+import { LABEL_SERVICE_NAME } from './api.js';
+import { joinHostPort, parseIP } from './ip.js';
+import type { SkipReporter } from './serviceport.js';
+import { noSkipReporter } from './serviceport.js';
+import type { Endpoint, IPFamily, Protocol, ServicePortName } from './types.js';
+import { namespacedName, servicePortNameString } from './types.js';
+
+/** The endpoints of one service port (name carries the protocol). */
+export interface PortEndpoints {
+  readonly name: ServicePortName;
+  /** Sorted by Endpoint.key. */
+  readonly endpoints: readonly Endpoint[];
+}
+
+/**
+ * Endpoints keyed by endpointsKey(ServicePortName). The key includes the
+ * protocol (upstream ServicePortName equality does), so an unnamed TCP port
+ * and an unnamed UDP port of one Service never merge.
+ */
+export type EndpointsMap = ReadonlyMap<string, PortEndpoints>;
+
+export function endpointsKey(spn: ServicePortName): string {
+  return `${servicePortNameString(spn)}/${spn.protocol}`;
+}
+
+interface SlicePort { readonly name: string; readonly port: number; readonly protocol: Protocol }
+interface SliceEndpointInfo {
+  readonly ip: string;
+  readonly ready: boolean;
+  readonly serving: boolean;
+  readonly terminating: boolean;
+  readonly nodeName: string;
+  readonly zone: string;
+  readonly zoneHints: readonly string[] | null;
+  readonly nodeHints: readonly string[] | null;
+}
+/** Upstream endpointSliceInfo: what of a slice matters, in canonical order. */
+interface SliceInfo {
+  readonly ports: readonly SlicePort[];
+  readonly endpoints: readonly SliceEndpointInfo[];
+  readonly remove: boolean;
+  /** JSON of the above: equality test. */
+  readonly canonical: string;
+}
+
+interface SliceTracker {
+  applied: Map<string, SliceInfo>;
+  pending: Map<string, SliceInfo>;
+}
+
+export interface EndpointsChange {
+  readonly previous: EndpointsMap;
+  readonly current: EndpointsMap;
+}
+
+function isRecord(x: unknown): x is Record<string, unknown> {
+  return typeof x === 'object' && x !== null && !Array.isArray(x);
+}
+
+/** "ns/service" a slice belongs to, and the slice's own name; null when unusable. */
+export function endpointSliceKeys(slice: unknown): { serviceKey: string; sliceName: string } | null {
+  if (!isRecord(slice) || !isRecord(slice['metadata'])) return null;
+  const md = slice['metadata'];
+  const labels = isRecord(md['labels']) ? md['labels'] : {};
+  const svcName = labels[LABEL_SERVICE_NAME];
+  const ns = md['namespace'];
+  const name = md['name'];
+  const ok = (x: unknown): x is string => typeof x === 'string' && x.length > 0 && !x.includes('/');
+  if (!ok(svcName) || !ok(ns) || !ok(name)) return null;
+  return { serviceKey: namespacedName(ns, svcName), sliceName: name };
+}
+
+function hintNames(list: unknown): string[] | null {
+  if (!Array.isArray(list)) return null;
+  const names = list
+    .map((h) => (isRecord(h) && typeof h['name'] === 'string' ? h['name'] : null))
+    .filter((n): n is string => n !== null && n !== '');
+  return names.length === 0 ? null : [...new Set(names)].sort();
+}
+
+function condition(c: unknown, dflt: boolean): boolean {
+  return typeof c === 'boolean' ? c : dflt;
+}
+
+function parsePorts(raw: unknown, report: (r: string) => void): SlicePort[] {
+  const out: SlicePort[] = [];
+  for (const p of Array.isArray(raw) ? raw : []) {
+    if (!isRecord(p)) continue;
+    // A nil name (absent or null) is not the same as "": upstream skips nil.
+    if (typeof p['name'] !== 'string') continue;
+    if (p['port'] === undefined || p['port'] === null || p['port'] === 0) continue;
+    const port = p['port'];
+    if (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65535) {
+      report(`invalid endpoint port ${JSON.stringify(port)}`);
+      continue;
+    }
+    const proto = p['protocol'] === undefined ? 'TCP' : p['protocol'];
+    if (proto !== 'TCP' && proto !== 'UDP' && proto !== 'SCTP') {
+      report(`invalid endpoint port protocol ${JSON.stringify(proto)}`);
+      continue;
+    }
+    out.push({ name: p['name'], port, protocol: proto });
+  }
+  return out;
+}
+
+function parseEndpoints(raw: unknown, family: IPFamily, report: (r: string) => void): SliceEndpointInfo[] {
+  const out: SliceEndpointInfo[] = [];
+  for (const e of Array.isArray(raw) ? raw : []) {
+    if (!isRecord(e)) continue;
+    const addrs = e['addresses'];
+    if (!Array.isArray(addrs) || addrs.length === 0) continue;
+    const ip = parseIP(addrs[0]); // only addresses[0] is used (upstream)
+    if (!ip) {
+      report(`invalid endpoint address ${JSON.stringify(addrs[0])}`);
+      continue;
+    }
+    if (ip.family !== family) continue;
+    const cond = isRecord(e['conditions']) ? e['conditions'] : {};
+    const hints = isRecord(e['hints']) ? e['hints'] : {};
+    out.push({
+      ip: ip.text,
+      ready: condition(cond['ready'], true),
+      serving: condition(cond['serving'], true),
+      terminating: condition(cond['terminating'], false),
+      nodeName: typeof e['nodeName'] === 'string' ? e['nodeName'] : '',
+      zone: typeof e['zone'] === 'string' ? e['zone'] : '',
+      zoneHints: hintNames(hints['forZones']),
+      nodeHints: hintNames(hints['forNodes']),
+    });
+  }
+  out.sort((a, b) => (a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : 0));
+  return out;
+}
+
+function sliceInfo(slice: EndpointSlice, family: IPFamily, remove: boolean, report: (r: string) => void): SliceInfo {
+  if (remove) return { ports: [], endpoints: [], remove, canonical: 'remove' };
+  const ports = parsePorts(slice.ports, report);
+  const endpoints = parseEndpoints(slice.endpoints, family, report);
+  return { ports, endpoints, remove, canonical: JSON.stringify([ports, endpoints]) };
+}
+
+/** Pick between two endpoints with the same IP:port: non-terminating wins, then local. */
+function preferEndpoint(old: Endpoint, cand: Endpoint): Endpoint {
+  if (old.terminating !== cand.terminating) return old.terminating ? cand : old;
+  if (old.isLocal !== cand.isLocal) return old.isLocal ? old : cand;
+  return old;
+}
+
+export class EndpointSliceCache {
+  private readonly trackers = new Map<string, SliceTracker>();
+
+  constructor(
+    readonly nodeName: string,
+    readonly family: IPFamily,
+    private readonly onSkip: SkipReporter = noSkipReporter,
+  ) {}
+
+  /**
+   * Record a slice add/update (remove=false) or delete (remove=true). Returns
+   * whether this is a change against what is pending or applied. Slices
+   * without the service-name label or of another address family return false.
+   */
+  updatePending(slice: EndpointSlice, remove: boolean): boolean {
+    const keys = endpointSliceKeys(slice);
+    if (!keys) {
+      this.onSkip('', 'endpointslice without namespace/name or kubernetes.io/service-name label');
+      return false;
+    }
+    if (slice.addressType !== this.family) return false;
+    const report = (r: string) => this.onSkip(`${keys.serviceKey}/${keys.sliceName}`, r);
+    const info = sliceInfo(slice, this.family, remove, report);
+    let t = this.trackers.get(keys.serviceKey);
+    if (!t) {
+      t = { applied: new Map(), pending: new Map() };
+      this.trackers.set(keys.serviceKey, t);
+    }
+    const prior = t.pending.get(keys.sliceName) ?? t.applied.get(keys.sliceName);
+    const changed = prior ? prior.canonical !== info.canonical : !remove;
+    if (changed) t.pending.set(keys.sliceName, info);
+    if (t.applied.size === 0 && t.pending.size === 0) this.trackers.delete(keys.serviceKey);
+    return changed;
+  }
+
+  /** Number of Services with pending slice changes. */
+  pendingCount(): number {
+    let n = 0;
+    for (const t of this.trackers.values()) if (t.pending.size > 0) n++;
+    return n;
+  }
+
+  /** Apply pending slices; previous/current endpoints for every Service that had any. */
+  checkoutChanges(): Map<string, EndpointsChange> {
+    const changes = new Map<string, EndpointsChange>();
+    for (const [serviceKey, t] of this.trackers) {
+      if (t.pending.size === 0) continue;
+      const previous = this.endpointsMapOf(serviceKey, t.applied);
+      for (const [name, info] of t.pending) {
+        if (info.remove) t.applied.delete(name);
+        else t.applied.set(name, info);
+      }
+      t.pending.clear();
+      changes.set(serviceKey, { previous, current: this.endpointsMapOf(serviceKey, t.applied) });
+      if (t.applied.size === 0) this.trackers.delete(serviceKey);
+    }
+    return changes;
+  }
+
+  /** The applied endpoints of one Service. */
+  endpointsOf(serviceKey: string): EndpointsMap {
+    const t = this.trackers.get(serviceKey);
+    return t ? this.endpointsMapOf(serviceKey, t.applied) : new Map();
+  }
+
+  private endpointsMapOf(serviceKey: string, slices: ReadonlyMap<string, SliceInfo>): EndpointsMap {
+    const [namespace, name] = serviceKey.split('/') as [string, string];
+    const byPort = new Map<string, { name: ServicePortName; eps: Map<string, Endpoint> }>();
+    const sliceNames = [...slices.keys()].sort(); // deterministic duplicate resolution
+    for (const sliceName of sliceNames) {
+      const info = slices.get(sliceName)!;
+      for (const p of info.ports) {
+        const spn: ServicePortName = { namespace, name, port: p.name, protocol: p.protocol };
+        const k = endpointsKey(spn);
+        let entry = byPort.get(k);
+        if (!entry) {
+          entry = { name: spn, eps: new Map() };
+          byPort.set(k, entry);
+        }
+        for (const e of info.endpoints) this.addEndpoint(entry.eps, e, p.port);
+      }
+    }
+    const out = new Map<string, PortEndpoints>();
+    for (const [k, { name: spn, eps }] of byPort) {
+      const list = [...eps.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      out.set(k, { name: spn, endpoints: list });
+    }
+    return out;
+  }
+
+  private addEndpoint(eps: Map<string, Endpoint>, e: SliceEndpointInfo, port: number): void {
+    const key = joinHostPort(e.ip, port);
+    const ep: Endpoint = {
+      ip: e.ip, port, key,
+      isLocal: e.nodeName !== '' && e.nodeName === this.nodeName,
+      ready: e.ready, serving: e.serving, terminating: e.terminating,
+      zoneHints: e.zoneHints ? new Set(e.zoneHints) : null,
+      nodeHints: e.nodeHints ? new Set(e.nodeHints) : null,
+      nodeName: e.nodeName, zone: e.zone,
+    };
+    const old = eps.get(key);
+    eps.set(key, old ? preferEndpoint(old, ep) : ep);
+  }
+}
