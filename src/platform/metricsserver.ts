@@ -1,0 +1,153 @@
+// The metrics server (reference 2.21; upstream cmd/kube-proxy/app/server.go
+// serveMetrics): /metrics, /healthz ("ok"), /proxyMode, /configz. Plus the
+// listener helper both it and the healthz server use: like upstream's
+// wait.Until(..., 5s), a failed listen is retried every 5 s, unless hardFail
+// (bindAddressHardFail), where the first failure is reported and retrying stops.
+
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { ProxyError } from '../core/errors.js';
+import { normalizeIP } from '../core/ip.js';
+import type { Clock, TimerHandle } from '../engine/clock.js';
+import { realClock } from './clock.js';
+import type { Logger } from './logger.js';
+import type { ProxyMetrics } from './metrics.js';
+
+export interface HostPort {
+  /** Normalised IP; "" means every address (dual-stack ::). */
+  readonly host: string;
+  readonly port: number;
+}
+
+/**
+ * "0.0.0.0:10256", "[::]:10256", "127.0.0.1:10249", ":10249". Empty -> null
+ * (server disabled; the deprecated --healthz-port=0 is the config layer's to
+ * turn into ""). Port 0 means an ephemeral port (tests). Anything else
+ * malformed is a KPT_CONFIG_INVALID error.
+ */
+export function parseBindAddress(addr: string): HostPort | null {
+  const s = addr.trim();
+  if (s === '') return null;
+  const m = /^(?:\[([^\]]*)\]|([^:[\]]*)):(\d{1,5})$/.exec(s);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw new ProxyError('KPT_CONFIG_INVALID', `invalid bind address ${JSON.stringify(addr)}: want IP:port`);
+  const rawHost = m[1] ?? m[2] ?? '';
+  if (rawHost === '') return { host: '', port };
+  const host = normalizeIP(rawHost);
+  if (!host) throw new ProxyError('KPT_CONFIG_INVALID', `invalid bind address ${JSON.stringify(addr)}: bad IP`);
+  return { host, port };
+}
+
+export interface ServeOptions {
+  /** For logs and errors ("healthz", "metrics"). */
+  readonly name: string;
+  readonly address: HostPort;
+  readonly handler: RequestListener;
+  readonly log?: Logger;
+  /** Milliseconds between listen attempts (upstream 5 s). */
+  readonly retryInterval?: number;
+  /** Stop retrying after the first failure (bindAddressHardFail). */
+  readonly hardFail?: boolean;
+  /** Every listen failure (e.g. to emit an event, or to exit when hardFail). */
+  readonly onListenError?: (err: Error) => void;
+  readonly clock?: Clock;
+}
+
+/** An HTTP server that keeps trying to listen until it succeeds or is closed. */
+export class RetryingServer {
+  private readonly server: Server;
+  private retry: TimerHandle | null = null;
+  private closed = false;
+  private readyResolve!: (a: AddressInfo) => void;
+  /** Resolves with the bound address once listening succeeds. */
+  readonly ready: Promise<AddressInfo>;
+
+  constructor(private readonly opts: ServeOptions) {
+    this.server = createServer(opts.handler);
+    this.ready = new Promise((resolve) => { this.readyResolve = resolve; });
+    this.attempt();
+  }
+
+  private attempt(): void {
+    if (this.closed) return;
+    const { host, port } = this.opts.address;
+    const onError = (err: Error) => {
+      this.server.off('listening', onListening);
+      this.opts.log?.error({ err, server: this.opts.name, address: `${host}:${port}` }, `failed to start ${this.opts.name} server`);
+      this.opts.onListenError?.(err);
+      if (this.opts.hardFail || this.closed) return;
+      this.retry = (this.opts.clock ?? realClock).setTimer(this.opts.retryInterval ?? 5000, () => { this.retry = null; this.attempt(); });
+    };
+    const onListening = () => {
+      this.server.off('error', onError);
+      const a = this.server.address() as AddressInfo;
+      this.opts.log?.info({ server: this.opts.name, address: `${a.address}:${a.port}` }, `${this.opts.name} server listening`);
+      this.readyResolve(a);
+    };
+    this.server.once('error', onError);
+    this.server.once('listening', onListening);
+    this.server.listen({ port, host: host === '' ? undefined : host });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.retry?.cancel();
+    this.retry = null;
+    if (!this.server.listening) return;
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+export interface MetricsServerOptions {
+  readonly bindAddress: string;
+  readonly metrics: ProxyMetrics;
+  readonly proxyMode: string;
+  /** The running configuration; /configz answers {"kubeproxy.config.k8s.io": config} like upstream's configz. */
+  readonly config: unknown;
+  readonly log?: Logger;
+  readonly hardFail?: boolean;
+  readonly onListenError?: (err: Error) => void;
+  readonly retryInterval?: number;
+  readonly clock?: Clock;
+}
+
+function send(res: ServerResponse, status: number, contentType: string, body: string): void {
+  res.writeHead(status, { 'Content-Type': contentType, 'X-Content-Type-Options': 'nosniff' });
+  res.end(body);
+}
+
+/** The metrics mux as a plain request handler (testable without sockets' retry logic). */
+export function metricsHandler(opts: Pick<MetricsServerOptions, 'metrics' | 'proxyMode' | 'config'>): RequestListener {
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    switch (path) {
+      case '/metrics':
+        opts.metrics.render().then(
+          ({ contentType, body }) => send(res, 200, contentType, body),
+          (err: unknown) => send(res, 500, 'text/plain; charset=utf-8', `error gathering metrics: ${String(err)}\n`));
+        return;
+      case '/healthz':
+        send(res, 200, 'text/plain; charset=utf-8', 'ok');
+        return;
+      case '/proxyMode':
+        send(res, 200, 'text/plain; charset=utf-8', opts.proxyMode);
+        return;
+      case '/configz':
+        send(res, 200, 'application/json', JSON.stringify({ 'kubeproxy.config.k8s.io': opts.config }));
+        return;
+      default:
+        send(res, 404, 'text/plain; charset=utf-8', '404 page not found\n');
+    }
+  };
+}
+
+/** Start the metrics server; null when bindAddress is empty (disabled). */
+export function startMetricsServer(opts: MetricsServerOptions): RetryingServer | null {
+  const address = parseBindAddress(opts.bindAddress);
+  if (!address) return null;
+  return new RetryingServer({
+    name: 'metrics', address, handler: metricsHandler(opts), log: opts.log, hardFail: opts.hardFail,
+    onListenError: opts.onListenError, retryInterval: opts.retryInterval, clock: opts.clock,
+  });
+}
