@@ -10,6 +10,7 @@
 // project so it starts fast and runs from .ts (tsx) or .js (dist) alike.
 import * as dgram from 'node:dgram';
 import * as http from 'node:http';
+import * as https from 'node:https';
 import * as net from 'node:net';
 import * as readline from 'node:readline';
 
@@ -122,6 +123,25 @@ function httpGet(req: Req): Promise<Res> {
   });
 }
 
+/** One HTTPS request (the tests' REST calls to the API server, made from inside a namespace). */
+function httpsRequest(req: Req): Promise<Res> {
+  const timeoutMs = Number(req['timeoutMs'] ?? 5000);
+  return new Promise((resolve) => {
+    const r = https.request(String(req['url']), {
+      method: String(req['method'] ?? 'GET'), ca: String(req['ca']), timeout: timeoutMs, agent: false,
+      headers: req['headers'] as Record<string, string>,
+    }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => { body += c; });
+      res.on('end', () => resolve({ ok: true, status: res.statusCode, body }));
+    });
+    r.on('timeout', () => { r.destroy(); resolve({ ok: false, error: 'ETIMEDOUT' }); });
+    r.on('error', (e) => resolve({ ok: false, error: errCode(e) }));
+    r.end(req['body'] === undefined ? undefined : String(req['body']));
+  });
+}
+
 /** Open a TCP connection kept under `key` for later `send`s (established-traffic tests). */
 function open(req: Req): Promise<Res> {
   const key = String(req['key']);
@@ -156,7 +176,7 @@ function close(req: Req): Promise<Res> {
   return Promise.resolve({ ok: true });
 }
 
-const ops: Record<string, (r: Req) => Promise<Res>> = { serve, tcp, udp, http: httpGet, open, send, close };
+const ops: Record<string, (r: Req) => Promise<Res>> = { serve, tcp, udp, http: httpGet, https: httpsRequest, open, send, close };
 
 readline.createInterface({ input: process.stdin }).on('line', (line) => {
   let req: Req;

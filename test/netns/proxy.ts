@@ -1,0 +1,76 @@
+// One kube-proxy-ts process per node namespace, started with the flags an
+// operator would use, and considered up once its /healthz answers 200 (as
+// seen from inside the node). The binary is src/cmd/main.ts (tsx) when the
+// tests run from source and dist/src/cmd/main.js when they run from dist/.
+import { existsSync } from 'node:fs';
+import type { NetnsCluster } from './cluster.js';
+import { nsRun, nsSpawn, repoScript, REPO_ROOT, type NsProcess } from './spawn.js';
+import { CLUSTER_CIDR, type NodeInfo } from './topology.js';
+
+/** Modes the e2e suite runs; adding a mode is adding it here. */
+export const E2E_MODES = ['iptables', 'nftables'] as const;
+export type E2EMode = (typeof E2E_MODES)[number];
+
+export const HEALTHZ_PORT = 10256;
+
+/** True when the proxy's entry point exists (the lead wires src/cmd/main.ts). */
+export function proxyAvailable(): boolean {
+  return existsSync(`${REPO_ROOT}src/cmd/main.ts`) || existsSync(`${REPO_ROOT}dist/src/cmd/main.js`);
+}
+
+export function proxyArgv(): string[] {
+  return repoScript('src/cmd/main.ts');
+}
+
+export class ProxyProcess {
+  private proc: NsProcess | undefined;
+
+  constructor(readonly cluster: NetnsCluster, readonly node: NodeInfo, readonly mode: E2EMode, readonly kubeconfig: string, readonly extraArgs: string[] = []) {}
+
+  flags(): string[] {
+    return [
+      '--kubeconfig', this.kubeconfig, '--hostname-override', this.node.name, '--proxy-mode', this.mode,
+      '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', `${this.node.ip}:${HEALTHZ_PORT}`,
+      '--metrics-bind-address', '127.0.0.1:10249', '-v', '2', ...this.extraArgs,
+    ];
+  }
+
+  /** Start and wait until /healthz is 200 (timeoutMs bounds it). */
+  async start(timeoutMs = 30000): Promise<void> {
+    if (this.proc) throw new Error('proxy already running');
+    const proc = nsSpawn(this.node.ns, [...proxyArgv(), ...this.flags()]);
+    this.proc = proc;
+    const agent = await this.cluster.agent(this.node.name);
+    const deadline = Date.now() + timeoutMs;
+    let last = '';
+    while (Date.now() < deadline) {
+      if (proc.child.exitCode !== null) throw new Error(`kube-proxy-ts on ${this.node.name} exited ${proc.child.exitCode}:\n${proc.log()}`);
+      const r = await agent.http(`http://${this.node.ip}:${HEALTHZ_PORT}/healthz`, 1000);
+      if (r.status === 200) return;
+      last = JSON.stringify(r);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    throw new Error(`kube-proxy-ts on ${this.node.name} not healthy after ${timeoutMs} ms (last ${last}):\n${proc.log()}`);
+  }
+
+  /** SIGTERM and wait for the exit. The rules stay in the kernel (as upstream's do). */
+  async stop(): Promise<void> {
+    await this.proc?.stop(5000);
+    this.proc = undefined;
+  }
+
+  log(): string { return this.proc?.log() ?? ''; }
+
+  /** Run `kube-proxy-ts --cleanup` in the node namespace; returns its exit code and output. */
+  async cleanup(): Promise<{ code: number; output: string }> {
+    const r = await nsRun(this.node.ns, [...proxyArgv(), '--cleanup', '--proxy-mode', this.mode, '--hostname-override', this.node.name, '--kubeconfig', this.kubeconfig], { allowFailure: true });
+    return { code: r.code, output: r.stdout + r.stderr };
+  }
+}
+
+/** What the kernel holds for kube-proxy in ns: iptables-save of nat+filter and the nft ruleset. */
+export async function dumpRules(ns: string): Promise<{ iptables: string; nft: string }> {
+  const ipt = await nsRun(ns, ['iptables-save'], { allowFailure: true });
+  const nft = await nsRun(ns, ['nft', 'list', 'ruleset'], { allowFailure: true });
+  return { iptables: ipt.stdout, nft: nft.stdout };
+}
