@@ -1,0 +1,83 @@
+// The jump rules from built-in chains into kube-proxy's chains (reference 4.1,
+// upstream iptablesJumpChains + the KUBE-FIREWALL jumps). The platform inserts
+// them at position 1 with `iptables -t <table> -I <from> 1 <args>` (after
+// checking with -C) on full syncs only, after the restore that creates the
+// target chains. Also the helpers to read iptables-save output.
+
+import { isServiceChainName } from './names.js';
+
+export type IptablesTableName = 'filter' | 'nat' | 'mangle';
+
+export interface JumpChain {
+  readonly table: IptablesTableName;
+  /** Built-in chain that holds the jump rule. */
+  readonly from: string;
+  /** kube-proxy chain jumped to. */
+  readonly to: string;
+  readonly comment: string | null;
+  /** Matches placed before the comment (e.g. conntrack NEW). */
+  readonly extraArgs: readonly string[];
+  /**
+   * Only when the target chain is rendered: KUBE-FIREWALL exists only for IPv4
+   * with localhost NodePorts (kubelet keeps its own copy; cleanup leaves it).
+   */
+  readonly onlyIfChainRendered: boolean;
+}
+
+const NEW = ['-m', 'conntrack', '--ctstate', 'NEW'] as const;
+
+function j(table: IptablesTableName, from: string, to: string, comment: string | null, extraArgs: readonly string[] = [], onlyIfChainRendered = false): JumpChain {
+  return { table, from, to, comment, extraArgs, onlyIfChainRendered };
+}
+
+/** In upstream order; each entry is one rule. */
+export const IPTABLES_JUMP_CHAINS: readonly JumpChain[] = [
+  j('filter', 'INPUT', 'KUBE-EXTERNAL-SERVICES', 'kubernetes externally-visible service portals', NEW),
+  j('filter', 'FORWARD', 'KUBE-EXTERNAL-SERVICES', 'kubernetes externally-visible service portals', NEW),
+  j('filter', 'INPUT', 'KUBE-NODEPORTS', 'kubernetes health check service ports'),
+  j('filter', 'FORWARD', 'KUBE-SERVICES', 'kubernetes service portals', NEW),
+  j('filter', 'OUTPUT', 'KUBE-SERVICES', 'kubernetes service portals', NEW),
+  j('filter', 'FORWARD', 'KUBE-FORWARD', 'kubernetes forwarding rules'),
+  j('filter', 'INPUT', 'KUBE-PROXY-FIREWALL', 'kubernetes load balancer firewall', NEW),
+  j('filter', 'OUTPUT', 'KUBE-PROXY-FIREWALL', 'kubernetes load balancer firewall', NEW),
+  j('filter', 'FORWARD', 'KUBE-PROXY-FIREWALL', 'kubernetes load balancer firewall', NEW),
+  j('nat', 'OUTPUT', 'KUBE-SERVICES', 'kubernetes service portals'),
+  j('nat', 'PREROUTING', 'KUBE-SERVICES', 'kubernetes service portals'),
+  j('nat', 'POSTROUTING', 'KUBE-POSTROUTING', 'kubernetes postrouting rules'),
+  j('filter', 'INPUT', 'KUBE-FIREWALL', null, [], true),
+  j('filter', 'OUTPUT', 'KUBE-FIREWALL', null, [], true),
+];
+
+/** Rule args after `-I <from> 1` (or `-C <from>`), quoted comment not shell-escaped: an argv. */
+export function jumpRuleArgs(jc: JumpChain): string[] {
+  const args = [...jc.extraArgs];
+  if (jc.comment !== null) args.push('-m', 'comment', '--comment', jc.comment);
+  args.push('-j', jc.to);
+  return args;
+}
+
+/**
+ * Chain names declared in one table of iptables-save output (upstream
+ * GetChainsFromTable): the `:NAME POLICY [p:b]` lines between `*table` and COMMIT.
+ */
+export function chainsFromSave(saveText: string, table: IptablesTableName): string[] {
+  const out: string[] = [];
+  let inTable = false;
+  for (const raw of saveText.split('\n')) {
+    const line = raw.trim();
+    if (line.startsWith('*')) inTable = line.slice(1) === table;
+    else if (line === 'COMMIT') inTable = false;
+    else if (inTable && line.startsWith(':')) {
+      const name = line.slice(1).split(/\s+/, 1)[0];
+      if (name) out.push(name);
+    }
+  }
+  return out;
+}
+
+/** Our service chains present in `existing` but not `active`, sorted (stale). */
+export function staleChains(existing: Iterable<string>, active: ReadonlySet<string>): string[] {
+  const out = new Set<string>();
+  for (const c of existing) if (isServiceChainName(c) && !active.has(c)) out.add(c);
+  return [...out].sort();
+}

@@ -1,0 +1,226 @@
+// renderIptables: the pure core of upstream iptables syncProxyRules. See
+// index.ts for the contract. Output order follows upstream byte for byte:
+// filter chain lines, filter rules, then nat chain lines and nat rules.
+
+import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../core/ip.js';
+import type { DataplaneConfig, IPFamily, LocalDetector, ServicePort, SyncState } from '../../core/types.js';
+import { staleChains } from './jumps.js';
+import { LineBuffer, chainLine } from './restore.js';
+import {
+  KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES,
+  type ChainSink, type ServiceRenderContext, writeServicePort,
+} from './servicerules.js';
+
+export const KUBE_FORWARD = 'KUBE-FORWARD';
+export const KUBE_POSTROUTING = 'KUBE-POSTROUTING';
+export const KUBE_FIREWALL = 'KUBE-FIREWALL';
+export const CT_INVALID_COUNTER = 'ct_state_invalid_dropped_pkts';
+
+export interface IptablesOptions {
+  /** iptables supports MASQUERADE --random-fully. */
+  readonly randomFully: boolean;
+  /** nfacct counters that exist (upstream nfAcctCounters). */
+  readonly nfacct: { readonly ctStateInvalidDropped: boolean; readonly localhostNodePortsAccepted: boolean };
+  /** nf_conntrack_tcp_be_liberal=1: omit the INVALID drop. */
+  readonly beLiberal: boolean;
+  /** Large-cluster mode when total endpoints exceed this (upstream 1000). */
+  readonly largeClusterThreshold: number;
+}
+
+export const DEFAULT_IPTABLES_OPTIONS: IptablesOptions = {
+  randomFully: true,
+  nfacct: { ctStateInvalidDropped: true, localhostNodePortsAccepted: true },
+  beLiberal: false,
+  largeClusterThreshold: 1000,
+};
+
+/** What a render must remember for the next (partial) one. */
+export interface IptablesMemory {
+  readonly family: IPFamily;
+  readonly natChainsActive: ReadonlySet<string>;
+}
+
+export interface IptablesRenderInput {
+  readonly state: SyncState;
+  readonly config: DataplaneConfig;
+  readonly options: IptablesOptions;
+  /** Memory of the last successful restore; null forces a full sync. */
+  readonly previous: IptablesMemory | null;
+  /** Chains of `iptables-save -t nat`; null skips the iptables-save based stale cleanup. */
+  readonly existingNatChains: readonly string[] | null;
+}
+
+export interface SkippedServicePort {
+  readonly key: string;
+  readonly reason: string;
+}
+
+export interface IptablesRender {
+  /** Exact `iptables-restore --noflush --counters` input. */
+  readonly restoreText: string;
+  readonly partial: boolean;
+  readonly largeClusterMode: boolean;
+  /** Filter chains declared (KUBE-FIREWALL only for IPv4 + localhost NodePorts). */
+  readonly filterChains: readonly string[];
+  /** Every nat chain that exists after this restore (written or kept). */
+  readonly natChainsActive: ReadonlySet<string>;
+  /** Stale chains deleted with -X, sorted. */
+  readonly deletedChains: readonly string[];
+  /** Filter rules written (upstream sync_proxy_rules_iptables_last, table filter). */
+  readonly filterRules: number;
+  /** Nat rules written, excluding -X lines (…_last, table nat). */
+  readonly natRules: number;
+  /** Nat rules in the kernel after the restore, incl. unchanged chains (…_total, table nat). */
+  readonly natRulesTotal: number;
+  readonly noLocalEndpoints: { readonly internal: number; readonly external: number };
+  readonly skipped: readonly SkippedServicePort[];
+  readonly memory: IptablesMemory;
+}
+
+interface DetectorArgs { ifLocal: string[] | null; ifNotLocal: string[] | null }
+
+/** Upstream LocalTrafficDetector IfLocal/IfNotLocal for one family (first CIDR of the family). */
+export function detectorArgs(d: LocalDetector, family: IPFamily): DetectorArgs {
+  switch (d.kind) {
+    case 'none': return { ifLocal: null, ifNotLocal: null };
+    case 'cidr': {
+      const c = d.cidrs.map((s) => parseCIDR(s.trim())).find((x) => x !== null && x.family === family);
+      return c ? { ifLocal: ['-s', c.text], ifNotLocal: ['!', '-s', c.text] } : { ifLocal: null, ifNotLocal: null };
+    }
+    case 'bridge': return { ifLocal: ['-i', d.interfaceName], ifNotLocal: ['!', '-i', d.interfaceName] };
+    case 'prefix': return { ifLocal: ['-i', `${d.interfacePrefix}+`], ifNotLocal: ['!', '-i', `${d.interfacePrefix}+`] };
+  }
+}
+
+/** nodePortAddresses null or containing a zero CIDR means "all local IPs". */
+function matchAll(cfg: DataplaneConfig): boolean {
+  return cfg.nodePortAddresses === null || cfg.nodePortAddresses.some((c) => isZeroCIDR(c));
+}
+
+/** Upstream: localhost NodePorts need IPv4 and a nodePortAddresses containing IPv4 loopback. */
+function localhostNodePortsOn(cfg: DataplaneConfig): boolean {
+  if (cfg.family !== 'IPv4' || !cfg.localhostNodePorts) return false;
+  if (matchAll(cfg)) return true;
+  return (cfg.nodePortAddresses ?? []).some((c) => {
+    const p = parseCIDR(c);
+    return p !== null && cidrContains(p, '127.0.0.1');
+  });
+}
+
+function validate(svc: ServicePort, family: IPFamily): string | null {
+  if (svc.family !== family) return `family ${svc.family} in a ${family} render`;
+  if (parseIP(svc.clusterIP)?.family !== family) return `bad clusterIP ${svc.clusterIP}`;
+  if (!Number.isInteger(svc.port) || svc.port < 1 || svc.port > 65535) return `bad port ${svc.port}`;
+  return null;
+}
+
+export function renderIptables(input: IptablesRenderInput): IptablesRender {
+  const { state, config, options } = input;
+  const family = config.family;
+  const ipv6 = family === 'IPv6';
+  const partial = !state.fullSync && input.previous !== null && input.previous.family === family;
+  const lnp = localhostNodePortsOn(config);
+  const mark = `0x${config.masqueradeMark.toString(16).padStart(8, '0')}`;
+
+  const filterChains = [KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL];
+  const natChains = new LineBuffer();
+  const natRules = new LineBuffer();
+  const filterRules = new LineBuffer();
+  for (const c of [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ]) natChains.writeLine(chainLine(c));
+
+  natRules.write('-A', KUBE_POSTROUTING, '-m', 'mark', '!', '--mark', `${mark}/${mark}`, '-j', 'RETURN');
+  natRules.write('-A', KUBE_POSTROUTING, '-j', 'MARK', '--xor-mark', mark);
+  natRules.write('-A', KUBE_POSTROUTING, '-m', 'comment', '--comment', '"kubernetes service traffic requiring SNAT"',
+    '-j', 'MASQUERADE', options.randomFully ? ['--random-fully'] : []);
+  natRules.write('-A', KUBE_MARK_MASQ, '-j', 'MARK', '--or-mark', mark);
+  if (lnp) {
+    filterChains.push(KUBE_FIREWALL);
+    filterRules.write('-A', KUBE_FIREWALL, '-m', 'comment', '--comment', '"block incoming localnet connections"',
+      '-d', '127.0.0.0/8', '!', '-s', '127.0.0.0/8', '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT', '-j', 'DROP');
+  }
+
+  let totalEndpoints = 0;
+  for (const key of state.services.keys()) totalEndpoints += state.endpoints.get(key)?.length ?? 0;
+  const largeClusterMode = totalEndpoints > options.largeClusterThreshold;
+
+  const det = detectorArgs(config.localDetector, family);
+  const active = new Set<string>();
+  const ctx: ServiceRenderContext = {
+    ipv6, masqueradeAll: config.masqueradeAll, ifLocal: det.ifLocal, ifNotLocal: det.ifNotLocal,
+    localhostNodePortCounter: lnp && options.nfacct.localhostNodePortsAccepted,
+    largeClusterMode, nodeIP: state.node.nodeIPs[family] ?? null,
+    filterRules, natRules, activeNatChains: active,
+  };
+  const real: ChainSink = { natChains, natRules };
+  const skippedSink: ChainSink = { natChains: new LineBuffer(), natRules: new LineBuffer() };
+  const skipped: SkippedServicePort[] = [];
+  let noLocalInternal = 0;
+  let noLocalExternal = 0;
+  const empty = { clusterEndpoints: null, localEndpoints: null, allReachableEndpoints: [], hasAnyEndpoints: false };
+
+  for (const key of [...state.services.keys()].sort()) {
+    const svc = state.services.get(key)!;
+    const bad = validate(svc, family);
+    if (bad !== null) { skipped.push({ key, reason: bad }); continue; }
+    const sink = partial && !state.changedServices.has(svc.serviceKey) ? skippedSink : real;
+    const counts = writeServicePort(ctx, sink, svc, state.categorized.get(key) ?? empty);
+    if (counts.noLocalInternal) noLocalInternal++;
+    if (counts.noLocalExternal) noLocalExternal++;
+  }
+
+  const existing = [...(input.existingNatChains ?? []), ...(input.previous?.natChainsActive ?? [])];
+  const deletedChains = staleChains(existing, active);
+  for (const c of deletedChains) {
+    natChains.writeLine(chainLine(c));
+    natRules.write('-X', c);
+  }
+
+  writeNodePortsJump(natRules, config, lnp, ipv6);
+  writeForwardRules(filterRules, options, mark);
+
+  const restoreText = '*filter\n' + filterChains.map((c) => chainLine(c) + '\n').join('') + filterRules.text() + 'COMMIT\n'
+    + '*nat\n' + natChains.text() + natRules.text() + 'COMMIT\n';
+  return {
+    restoreText, partial, largeClusterMode, filterChains, natChainsActive: active, deletedChains,
+    filterRules: filterRules.count,
+    natRules: natRules.count - deletedChains.length,
+    natRulesTotal: natRules.count + skippedSink.natRules.count - deletedChains.length,
+    noLocalEndpoints: { internal: noLocalInternal, external: noLocalExternal },
+    skipped,
+    memory: { family, natChainsActive: active },
+  };
+}
+
+/** The last rule of nat KUBE-SERVICES: hand local destinations to KUBE-NODEPORTS. */
+function writeNodePortsJump(natRules: LineBuffer, cfg: DataplaneConfig, lnp: boolean, ipv6: boolean): void {
+  const cmt = ['-m', 'comment', '--comment', '"kubernetes service nodeports; NOTE: this must be the last rule in this chain"'];
+  if (matchAll(cfg)) {
+    const dest = ['-m', 'addrtype', '--dst-type', 'LOCAL'];
+    if (ipv6) dest.push('!', '-d', '::1/128');
+    else if (!lnp) dest.push('!', '-d', '127.0.0.0/8');
+    natRules.write('-A', KUBE_SERVICES, cmt, dest, '-j', KUBE_NODEPORTS);
+    return;
+  }
+  const cidrs = (cfg.nodePortAddresses ?? []).map((c) => parseCIDR(c)).filter((c) => c !== null && c.family === cfg.family);
+  const seen = new Set<string>();
+  for (const ipText of cfg.localIPs) {
+    const ip = parseIP(ipText);
+    if (!ip || ip.family !== cfg.family || seen.has(ip.text)) continue;
+    if (!cidrs.some((c) => cidrContains(c!, ip))) continue;
+    // Upstream logs an error and skips loopback when it cannot be served.
+    if (isLoopback(ip) && (ipv6 || !lnp)) continue;
+    seen.add(ip.text);
+    natRules.write('-A', KUBE_SERVICES, cmt, '-d', ip.text, '-j', KUBE_NODEPORTS);
+  }
+}
+
+function writeForwardRules(filterRules: LineBuffer, options: IptablesOptions, mark: string): void {
+  if (!options.beLiberal) {
+    filterRules.write('-A', KUBE_FORWARD, '-m', 'conntrack', '--ctstate', 'INVALID',
+      options.nfacct.ctStateInvalidDropped ? ['-m', 'nfacct', '--nfacct-name', CT_INVALID_COUNTER] : [], '-j', 'DROP');
+  }
+  filterRules.write('-A', KUBE_FORWARD, '-m', 'comment', '--comment', '"kubernetes forwarding rules"',
+    '-m', 'mark', '--mark', `${mark}/${mark}`, '-j', 'ACCEPT');
+  filterRules.write('-A', KUBE_FORWARD, '-m', 'comment', '--comment', '"kubernetes forwarding conntrack rule"',
+    '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'ACCEPT');
+}
