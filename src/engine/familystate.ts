@@ -1,0 +1,80 @@
+// Per-IP-family bookkeeping of the Proxier: the change trackers, the applied
+// service-port and endpoints maps, the full-sync state, and the changes that
+// were checked out for a sync that has not succeeded yet.
+
+import type { MutableEndpointsMap } from '../core/endpointschangetracker.js';
+import { applyEndpointsChanges, EndpointsChangeTracker } from '../core/endpointschangetracker.js';
+import type { ServicePortMap } from '../core/servicechangetracker.js';
+import { applyServiceChanges, ServiceChangeTracker } from '../core/servicechangetracker.js';
+import type { SkipReporter } from '../core/serviceport.js';
+import type { Dataplane, IPFamily, SyncState } from '../core/types.js';
+
+/** Everything checked out since the last successful sync of the family. */
+export interface FamilyChanges {
+  readonly updatedServices: Set<string>;
+  readonly deletedUDPClusterIPs: Set<string>;
+  readonly lastChangeTriggerTimes: Map<string, number[]>;
+  readonly conntrackCleanupRequired: boolean;
+}
+
+export class FamilyState {
+  readonly family: IPFamily;
+  readonly services: ServiceChangeTracker;
+  readonly endpointsTracker: EndpointsChangeTracker;
+  readonly servicePorts: ServicePortMap = new Map();
+  readonly endpoints: MutableEndpointsMap = new Map();
+  /** Starts true: the first sync is full. */
+  needFullSync = true;
+  /** Monotonic ms of the start of the last successful full sync. */
+  lastFullSyncAt = Number.NEGATIVE_INFINITY;
+  lastState: SyncState | null = null;
+  /** Changes of failed syncs, merged into the next checkout. */
+  private carried: FamilyChanges | null = null;
+
+  constructor(
+    readonly dataplane: Dataplane,
+    nodeName: string,
+    startTime: number,
+    onServiceSkip: SkipReporter,
+    onSliceSkip: SkipReporter,
+  ) {
+    this.family = dataplane.family;
+    this.services = new ServiceChangeTracker(this.family, onServiceSkip);
+    this.endpointsTracker = new EndpointsChangeTracker(nodeName, this.family, startTime, onSliceSkip);
+  }
+
+  /** Apply pending tracker changes to the maps; returns them merged with carried ones. */
+  checkout(): FamilyChanges {
+    const s = applyServiceChanges(this.servicePorts, this.services.checkout());
+    const e = applyEndpointsChanges(this.endpoints, this.endpointsTracker.checkout());
+    const c = this.carried;
+    this.carried = null;
+    const updatedServices = new Set([...(c?.updatedServices ?? []), ...s.updatedServices, ...e.updatedServices]);
+    const deletedUDPClusterIPs = new Set([...(c?.deletedUDPClusterIPs ?? []), ...s.deletedUDPClusterIPs]);
+    const lastChangeTriggerTimes = new Map<string, number[]>();
+    for (const src of [c?.lastChangeTriggerTimes, e.lastChangeTriggerTimes]) {
+      for (const [k, v] of src ?? []) lastChangeTriggerTimes.set(k, [...(lastChangeTriggerTimes.get(k) ?? []), ...v]);
+    }
+    return {
+      updatedServices,
+      deletedUDPClusterIPs,
+      lastChangeTriggerTimes,
+      conntrackCleanupRequired: (c?.conntrackCleanupRequired ?? false) || e.conntrackCleanupRequired,
+    };
+  }
+
+  /** The datapath rejected: keep the changes, make the next sync full. */
+  failed(changes: FamilyChanges): void {
+    this.carried = changes;
+    this.needFullSync = true;
+  }
+
+  /** fullSyncStartedAt: monotonic start of this sync when it was full, else null. */
+  succeeded(state: SyncState, fullSyncStartedAt: number | null): void {
+    this.lastState = state;
+    if (fullSyncStartedAt !== null) {
+      this.lastFullSyncAt = fullSyncStartedAt;
+      this.needFullSync = false;
+    }
+  }
+}

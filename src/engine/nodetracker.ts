@@ -1,0 +1,71 @@
+// This proxy's own Node: labels (topology), primary IPs, podCIDRs and
+// eligibility for the health server (upstream NodeManager + ProxyHealthServer
+// SyncNode). Other Nodes are ignored.
+
+import type { Node } from '../core/api.js';
+import { LABEL_TOPOLOGY_ZONE, TAINT_TO_BE_DELETED } from '../core/api.js';
+import { nodeInfoFromNode } from '../core/nodeinfo.js';
+import type { SkipReporter } from '../core/serviceport.js';
+import type { IPFamily, NodeInfo } from '../core/types.js';
+
+export interface NodeUpdate {
+  /** A topology label (upstream NodeTopologyConfig: the zone) changed. */
+  readonly labelsChanged: boolean;
+  readonly podCIDRsChanged: boolean;
+  readonly ipsChanged: boolean;
+}
+
+/** The labels whose change is a topology change (upstream OnTopologyChange). */
+export const TOPOLOGY_LABELS: readonly string[] = [LABEL_TOPOLOGY_ZONE];
+
+function sameTopology(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  return TOPOLOGY_LABELS.every((k) => a[k] === b[k]);
+}
+
+export class NodeTracker {
+  private current: NodeInfo;
+  private isEligible = true;
+
+  constructor(
+    readonly nodeName: string,
+    private readonly ipOverride: Partial<Record<IPFamily, string>>,
+    private readonly onSkip: SkipReporter,
+  ) {
+    this.current = nodeInfoFromNode(nodeName, null, ipOverride);
+  }
+
+  info(): NodeInfo {
+    return this.current;
+  }
+
+  /**
+   * Eligible until the Node is deleted, carries a deletionTimestamp, or has
+   * the cluster autoscaler's ToBeDeleted taint (upstream healthz semantics).
+   */
+  eligible(): boolean {
+    return this.isEligible;
+  }
+
+  /** Returns what changed, or null when the object is not this proxy's Node. */
+  update(node: Node, deleted: boolean): NodeUpdate | null {
+    const name = node && typeof node === 'object' ? node.metadata?.name : undefined;
+    if (name !== this.nodeName) return null;
+    const prev = this.current;
+    this.isEligible = !deleted && !node.metadata.deletionTimestamp && !hasDeletionTaint(node);
+    if (deleted) {
+      // Keep the last known labels/IPs: rules stay as they are while the node goes away.
+      return { labelsChanged: false, podCIDRsChanged: false, ipsChanged: false };
+    }
+    this.current = nodeInfoFromNode(this.nodeName, node, this.ipOverride, this.onSkip);
+    return {
+      labelsChanged: !sameTopology(prev.labels, this.current.labels),
+      podCIDRsChanged: prev.podCIDRs.join(',') !== this.current.podCIDRs.join(','),
+      ipsChanged: JSON.stringify(prev.nodeIPs) !== JSON.stringify(this.current.nodeIPs),
+    };
+  }
+}
+
+function hasDeletionTaint(node: Node): boolean {
+  const taints = node.spec && Array.isArray(node.spec.taints) ? node.spec.taints : [];
+  return taints.some((t) => t && typeof t === 'object' && t.key === TAINT_TO_BE_DELETED);
+}

@@ -1,0 +1,311 @@
+// The one sync path every datapath mode plugs into (upstream style: handlers
+// record, one function syncs). Handlers only feed change trackers and ask the
+// runner for a sync; syncProxyRules (called by the bounded-frequency runner,
+// never concurrently) checks the changes out per family, builds a SyncState,
+// hands it to that family's Dataplane, and reports to the observer.
+//
+// Invariants:
+// - Nothing is programmed until Services AND EndpointSlices reported Synced
+//   (upstream isInitialized). The Node is not waited for here: upstream waits
+//   for it in the composition root (NodeManager) before the proxier exists.
+// - A family's sync is full on its first run, after any failure of it, after
+//   a topology (node labels) change, and when its last full sync is older
+//   than fullSyncPeriodMs (default 1 h) by the clock.
+// - Changes checked out for a sync that failed are kept (updated services,
+//   trigger times, conntrack cleanup) and reported with the next success.
+
+import type { EndpointSlice, Node, Service, ServiceCIDR } from '../core/api.js';
+import type { ConntrackFlow } from '../core/conntrack.js';
+import { staleFlowIndex, isStaleUDPFlow } from '../core/conntrack.js';
+import { BugError, ProxyError } from '../core/errors.js';
+import type { SkipReporter } from '../core/serviceport.js';
+import { buildSyncState, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
+import type { Dataplane, IPFamily, NodeInfo, SyncState } from '../core/types.js';
+import type { Clock } from './clock.js';
+import type { FamilyChanges } from './familystate.js';
+import { FamilyState } from './familystate.js';
+import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler } from './handlers.js';
+import { NodeTracker } from './nodetracker.js';
+import type { ProxierObserver } from './observer.js';
+
+/**
+ * Optional platform hook for stale UDP conntrack entries: list the family's
+ * entries, delete those for which isStale returns true, resolve to the number
+ * deleted. Called after a successful sync that needs it.
+ */
+export interface ConntrackHook {
+  listAndDelete(family: IPFamily, isStale: (flow: ConntrackFlow) => boolean): Promise<number>;
+}
+
+export interface ProxierDeps {
+  readonly nodeName: string;
+  /** One per IP family (the first is the primary family). */
+  readonly dataplanes: readonly Dataplane[];
+  readonly clock: Clock;
+  readonly observer: ProxierObserver;
+  /** The runner's run(): coalesced request for syncProxyRules. */
+  readonly requestSync: () => void;
+  readonly conntrack?: ConntrackHook;
+  /** Primary node IPs that win over the Node's addresses (e.g. --bind-address). */
+  readonly nodeIPOverride?: Partial<Record<IPFamily, string>>;
+  /** Default 3_600_000 (upstream FullSyncPeriod). */
+  readonly fullSyncPeriodMs?: number;
+}
+
+export const DEFAULT_FULL_SYNC_PERIOD_MS = 60 * 60 * 1000;
+
+export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandler, ServiceCIDRHandler {
+  private readonly families: FamilyState[];
+  private readonly node: NodeTracker;
+  private servicesSynced = false;
+  private endpointSlicesSynced = false;
+  private serviceCIDRs: string[] = [];
+  private syncing = false;
+
+  constructor(private readonly deps: ProxierDeps) {
+    if (deps.dataplanes.length === 0) throw new BugError('Proxier needs at least one dataplane');
+    const start = deps.clock.now();
+    this.families = deps.dataplanes.map((dp, i) => {
+      // Bad input is reported once, by the primary family's trackers.
+      const skip = (kind: 'service' | 'endpointslice'): SkipReporter =>
+        i === 0 ? (key, reason) => deps.observer.inputSkipped(kind, key, reason) : () => {};
+      return new FamilyState(dp, deps.nodeName, start, skip('service'), skip('endpointslice'));
+    });
+    this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) => deps.observer.inputSkipped('node', key, reason));
+  }
+
+  // ---- ServiceHandler ----
+  onServiceAdd(svc: Service): void { this.serviceChange(null, svc); }
+  onServiceUpdate(oldSvc: Service, svc: Service): void { this.serviceChange(oldSvc, svc); }
+  onServiceDelete(svc: Service): void { this.serviceChange(svc, null); }
+  onServiceSynced(): void {
+    this.servicesSynced = true;
+    this.maybeInitialized();
+  }
+
+  // ---- EndpointSliceHandler ----
+  onEndpointSliceAdd(slice: EndpointSlice): void { this.sliceChange(slice, false); }
+  onEndpointSliceUpdate(_oldSlice: EndpointSlice, slice: EndpointSlice): void { this.sliceChange(slice, false); }
+  onEndpointSliceDelete(slice: EndpointSlice): void { this.sliceChange(slice, true); }
+  onEndpointSliceSynced(): void {
+    this.endpointSlicesSynced = true;
+    this.maybeInitialized();
+  }
+
+  // ---- NodeHandler (only this proxy's own Node matters) ----
+  onNodeAdd(node: Node): void { this.nodeChange(node, false); }
+  onNodeUpdate(_oldNode: Node, node: Node): void { this.nodeChange(node, false); }
+  onNodeDelete(node: Node): void { this.nodeChange(node, true); }
+  onNodeSynced(): void {}
+
+  // ---- ServiceCIDRHandler ----
+  onServiceCIDRsChanged(cidrs: readonly ServiceCIDR[]): void {
+    const next = cidrsOfServiceCIDRs(Array.isArray(cidrs) ? cidrs : []).sort();
+    if (next.join(',') === this.serviceCIDRs.join(',')) return;
+    this.serviceCIDRs = next;
+    this.changed(this.families);
+  }
+
+  /** Both initial lists are in: syncs may program the datapaths. */
+  isInitialized(): boolean {
+    return this.servicesSynced && this.endpointSlicesSynced;
+  }
+
+  /** Health: false once the Node is deleted, being deleted, or tainted for deletion. */
+  nodeEligible(): boolean {
+    return this.node.eligible();
+  }
+
+  /** What this proxy currently knows about its Node. */
+  nodeInfo(): NodeInfo {
+    return this.node.info();
+  }
+
+  podCIDRs(): readonly string[] {
+    return this.node.info().podCIDRs;
+  }
+
+  /** The last SyncState handed to (and accepted by) a family's datapath. */
+  lastSyncState(family: IPFamily): SyncState | null {
+    return this.families.find((f) => f.family === family)?.lastState ?? null;
+  }
+
+  /** Service key -> healthCheckNodePort, over every family's last successful state (service health server). */
+  healthCheckNodePorts(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const f of this.families) {
+      for (const sp of f.lastState?.services.values() ?? []) if (sp.healthCheckNodePort !== 0) out.set(sp.serviceKey, sp.healthCheckNodePort);
+    }
+    return out;
+  }
+
+  /**
+   * Service key -> number of distinct local READY endpoint IPs (terminating
+   * ones are not ready), over every family (service health server weight).
+   */
+  localReadyEndpoints(): Map<string, number> {
+    const ips = new Map<string, Set<string>>();
+    for (const f of this.families) {
+      const st = f.lastState;
+      if (!st) continue;
+      for (const [k, eps] of st.endpoints) {
+        const sp = st.services.get(k)!;
+        for (const ep of eps) {
+          if (!ep.isLocal || !ep.ready) continue;
+          const set = ips.get(sp.serviceKey) ?? new Set<string>();
+          set.add(ep.ip);
+          ips.set(sp.serviceKey, set);
+        }
+      }
+    }
+    return new Map([...ips].map(([k, s]) => [k, s.size]));
+  }
+
+  /**
+   * Sync every family. Rejects (ProxyError KPT_SYNC_FAILED, cause = the first
+   * failure) when any datapath failed, after the other families were synced.
+   */
+  async syncProxyRules(): Promise<void> {
+    if (!this.isInitialized()) {
+      this.deps.observer.event('debug', {}, 'not syncing: services and endpointslices not yet synced');
+      return;
+    }
+    if (this.syncing) throw new BugError('syncProxyRules called concurrently');
+    this.syncing = true;
+    const failures: Array<{ family: IPFamily; error: unknown }> = [];
+    try {
+      for (const f of this.families) {
+        const err = await this.syncFamily(f);
+        if (err !== undefined) failures.push({ family: f.family, error: err });
+      }
+    } finally {
+      this.syncing = false;
+      this.publishPending();
+    }
+    if (failures.length > 0) {
+      const fams = failures.map((x) => x.family).join(',');
+      throw new ProxyError('KPT_SYNC_FAILED', `sync failed for ${fams}`, { cause: failures[0]!.error });
+    }
+  }
+
+  /** One family; resolves to the error when its datapath failed. */
+  private async syncFamily(f: FamilyState): Promise<unknown> {
+    const { clock, observer } = this.deps;
+    const t0 = clock.monotonic();
+    const changes = f.checkout();
+    const fullSync = f.needFullSync || t0 - f.lastFullSyncAt >= (this.deps.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS);
+    const state = buildSyncState({
+      family: f.family,
+      services: f.servicePorts,
+      endpoints: f.endpoints,
+      node: this.node.info(),
+      changedServices: changes.updatedServices,
+      fullSync,
+      serviceCIDRs: this.serviceCIDRs,
+    });
+    let outcome;
+    try {
+      outcome = await f.dataplane.sync(state);
+    } catch (error) {
+      f.failed(changes);
+      observer.syncFailed(f.family, error, (clock.monotonic() - t0) / 1000);
+      return error ?? new Error('datapath sync rejected');
+    }
+    f.succeeded(state, fullSync ? t0 : null);
+    observer.syncSucceeded({
+      family: f.family,
+      durationSeconds: (clock.monotonic() - t0) / 1000,
+      partial: outcome.partial,
+      finishedAt: clock.now() / 1000,
+      ...(outcome.counters ? { counters: outcome.counters } : {}),
+      noLocalEndpoints: countNoLocalEndpoints(state),
+    });
+    this.reportLatency(f.family, changes);
+    if (changes.conntrackCleanupRequired) await this.cleanConntrack(state);
+    return undefined;
+  }
+
+  private reportLatency(family: IPFamily, changes: FamilyChanges): void {
+    const now = this.deps.clock.now();
+    for (const times of changes.lastChangeTriggerTimes.values()) {
+      for (const t of times) this.deps.observer.networkProgrammingLatency(family, Math.max(0, (now - t) / 1000));
+    }
+  }
+
+  /** Conntrack trouble is logged, never a sync failure (upstream logs it too). */
+  private async cleanConntrack(state: SyncState): Promise<void> {
+    const hook = this.deps.conntrack;
+    if (!hook) return;
+    const index = staleFlowIndex(state);
+    if (index.byServiceIP.size === 0 && index.byNodePort.size === 0) return;
+    try {
+      const n = await hook.listAndDelete(state.family, (flow) => isStaleUDPFlow(index, flow));
+      this.deps.observer.event('debug', { family: state.family, deleted: n }, 'stale UDP conntrack entries deleted');
+    } catch (error) {
+      this.deps.observer.event('warn', { family: state.family, err: String(error) }, 'conntrack cleanup failed');
+    }
+  }
+
+  private serviceChange(prev: Service | null, cur: Service | null): void {
+    const touched = this.guard('service', prev ?? cur, () => this.families.filter((f) => f.services.update(prev, cur)));
+    this.deps.observer.changeRecorded('service');
+    this.changed(touched);
+  }
+
+  private sliceChange(slice: EndpointSlice, remove: boolean): void {
+    const touched = this.guard('endpointslice', slice, () => this.families.filter((f) => f.endpointsTracker.endpointSliceUpdate(slice, remove)));
+    if (touched.length > 0) this.deps.observer.changeRecorded('endpoint');
+    this.changed(touched);
+  }
+
+  private nodeChange(node: Node, deleted: boolean): void {
+    const r = this.guard('node', node, () => [this.node.update(node, deleted)])[0];
+    if (!r) return;
+    if (r.labelsChanged) {
+      this.deps.observer.event('info', { node: this.deps.nodeName }, 'node topology labels changed; next sync is full');
+      for (const f of this.families) f.needFullSync = true;
+      this.changed(this.families);
+    } else if (r.podCIDRsChanged || r.ipsChanged) {
+      // Upstream restarts kube-proxy on these; we re-render everything instead.
+      this.deps.observer.event('warn', { node: this.deps.nodeName }, 'node IPs or podCIDRs changed; next sync is full');
+      for (const f of this.families) f.needFullSync = true;
+      this.changed(this.families);
+    }
+  }
+
+  /** Intake never throws by design; this keeps a bug from killing the informer loop. */
+  private guard<T>(kind: 'service' | 'endpointslice' | 'node', obj: unknown, fn: () => T[]): T[] {
+    try {
+      return fn();
+    } catch (error) {
+      const md = (obj as { metadata?: { namespace?: unknown; name?: unknown } } | null)?.metadata;
+      this.deps.observer.inputSkipped(kind, `${String(md?.namespace ?? '')}/${String(md?.name ?? '')}`, `intake error: ${String(error)}`);
+      return [];
+    }
+  }
+
+  /** After a handler recorded something for `touched` families. */
+  private changed(touched: readonly FamilyState[]): void {
+    this.publishPending();
+    if (touched.length === 0 || !this.isInitialized()) return;
+    const now = this.deps.clock.now();
+    for (const f of touched) this.deps.observer.queuedUpdate(f.family, now);
+    this.deps.requestSync();
+  }
+
+  private maybeInitialized(): void {
+    if (!this.isInitialized()) return;
+    this.changed(this.families);
+  }
+
+  private publishPending(): void {
+    let svc = 0;
+    let ep = 0;
+    for (const f of this.families) {
+      svc = Math.max(svc, f.services.pendingCount());
+      ep = Math.max(ep, f.endpointsTracker.pendingCount());
+    }
+    this.deps.observer.pendingChanges('service', svc);
+    this.deps.observer.pendingChanges('endpoint', ep);
+  }
+}
