@@ -1,0 +1,22 @@
+// What the Kubernetes sources publish about their connection (docs/style.md
+// rule 10): the composition root logs these; tests record them.
+
+export type SourceEvent =
+  /** A list completed and its diff was delivered (the connection works). */
+  | { type: 'listed'; resource: string; resourceVersion: string; items: number; added: number; updated: number; deleted: number }
+  /** A watch was accepted by the server and is streaming. */
+  | { type: 'watching'; resource: string; resourceVersion: string }
+  /** A watch ended normally (server timeout or closed connection); it is resumed. */
+  | { type: 'watchClosed'; resource: string; resourceVersion: string; events: number }
+  /** A list or watch failed; a backoff follows. */
+  | { type: 'error'; resource: string; phase: 'list' | 'watch'; error: string; statusCode?: number }
+  /** Waiting before the next attempt. */
+  | { type: 'backoff'; resource: string; delayMs: number; attempt: number }
+  /** The server no longer has history back to our resourceVersion (410 Gone): relisting. */
+  | { type: 'expired'; resource: string; resourceVersion: string }
+  /** The server does not serve this optional resource (404); carrying on without it. */
+  | { type: 'unavailable'; resource: string }
+  /** A handler threw; the event was skipped. */
+  | { type: 'handlerError'; resource: string; error: string }
+  /** The source stopped (shutdown). */
+  | { type: 'stopped'; resource: string };

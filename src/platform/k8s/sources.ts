@@ -1,0 +1,108 @@
+// The proxy's informers (upstream cmd/kube-proxy/app/server.go): Services,
+// EndpointSlices, this node's Node and ServiceCIDRs, each a Reflector feeding
+// the engine's handlers. Selectors are applied server-side exactly as upstream:
+//   Services:       labelSelector !service.kubernetes.io/service-proxy-name,
+//                   fieldSelector spec.clusterIP!=None (headless excluded)
+//   EndpointSlices: labelSelector !service.kubernetes.io/headless
+//   Node:           fieldSelector metadata.name=<nodeName>
+//   ServiceCIDRs:   networking.k8s.io/v1, optional (404 -> carry on without)
+
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../core/api.js';
+import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../../core/api.js';
+import type { Clock } from '../../engine/clock.js';
+import type {
+  EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler,
+} from '../../engine/handlers.js';
+import { realClock } from '../clock.js';
+import type { SourceEvent } from './events.js';
+import { type BackoffOptions, Reflector, type ReflectorSink } from './reflector.js';
+import { KubeTransport, type ListWatchTransport } from './transport.js';
+
+export interface SourceHandlers {
+  readonly service: ServiceHandler;
+  readonly endpointSlice: EndpointSliceHandler;
+  readonly node: NodeHandler;
+  readonly serviceCIDR: ServiceCIDRHandler;
+}
+
+export interface StartSourcesOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly nodeName: string;
+  readonly handlers: SourceHandlers;
+  readonly signal: AbortSignal;
+  readonly onEvent?: (ev: SourceEvent) => void;
+  /** Injected time (backoff, stall watchdog); default the real clock. */
+  readonly clock?: Clock;
+  /** Default 800 ms doubling to 30 s, as client-go's reflector. */
+  readonly backoff?: BackoffOptions;
+  /** Server-side watch timeout; default 300 s (client-go: 5-10 min). */
+  readonly watchTimeoutSeconds?: number;
+  /** Replace the HTTP transport (tests); default one built from kubeConfig. */
+  readonly transport?: ListWatchTransport;
+}
+
+export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 800, maxMs: 30_000, factor: 2 };
+
+/** Run the four sources until opts.signal aborts; resolves once all have stopped. */
+export async function startSources(opts: StartSourcesOptions): Promise<void> {
+  const h = opts.handlers;
+  const common = {
+    transport: opts.transport ?? new KubeTransport(opts.kubeConfig),
+    clock: opts.clock ?? realClock,
+    backoff: opts.backoff ?? DEFAULT_BACKOFF,
+    watchTimeoutSeconds: opts.watchTimeoutSeconds ?? 300,
+    onEvent: opts.onEvent,
+  };
+  const services = new Reflector<Service>({
+    ...common, resource: 'services', path: '/api/v1/services',
+    labelSelector: `!${LABEL_SERVICE_PROXY_NAME}`, fieldSelector: 'spec.clusterIP!=None',
+    sink: {
+      add: (s) => h.service.onServiceAdd(s), update: (o, s) => h.service.onServiceUpdate(o, s),
+      delete: (s) => h.service.onServiceDelete(s), synced: () => h.service.onServiceSynced(),
+    },
+  });
+  const slices = new Reflector<EndpointSlice>({
+    ...common, resource: 'endpointslices', path: '/apis/discovery.k8s.io/v1/endpointslices',
+    labelSelector: `!${LABEL_HEADLESS}`,
+    sink: {
+      add: (s) => h.endpointSlice.onEndpointSliceAdd(s), update: (o, s) => h.endpointSlice.onEndpointSliceUpdate(o, s),
+      delete: (s) => h.endpointSlice.onEndpointSliceDelete(s), synced: () => h.endpointSlice.onEndpointSliceSynced(),
+    },
+  });
+  const nodes = new Reflector<Node>({
+    ...common, resource: 'nodes', path: '/api/v1/nodes', fieldSelector: `metadata.name=${opts.nodeName}`,
+    sink: {
+      add: (n) => h.node.onNodeAdd(n), update: (o, n) => h.node.onNodeUpdate(o, n),
+      delete: (n) => h.node.onNodeDelete(n), synced: () => h.node.onNodeSynced(),
+    },
+  });
+  const cidrs: Reflector<ServiceCIDR> = new Reflector<ServiceCIDR>({
+    ...common, resource: 'servicecidrs', path: '/apis/networking.k8s.io/v1/servicecidrs', optional: true,
+    sink: serviceCIDRSink(h.serviceCIDR, () => cidrs),
+  });
+  await Promise.all([services, slices, nodes, cidrs].map((r) => r.run(opts.signal)));
+}
+
+/**
+ * ServiceCIDR handlers take the whole set: publish it after each watch event,
+ * and once per list (always after the first, after a relist only if it changed).
+ */
+function serviceCIDRSink(handler: ServiceCIDRHandler, reflector: () => Reflector<ServiceCIDR>): ReflectorSink<ServiceCIDR> {
+  let listed = false;
+  let dirty = false;
+  const changed = (): void => {
+    if (reflector().listing) dirty = true;
+    else handler.onServiceCIDRsChanged(reflector().snapshot());
+  };
+  return {
+    add: changed,
+    update: changed,
+    delete: changed,
+    synced: () => {
+      if (!listed || dirty) handler.onServiceCIDRsChanged(reflector().snapshot());
+      listed = true;
+      dirty = false;
+    },
+  };
+}
