@@ -1,0 +1,42 @@
+// Feature gates this program knows by name. Upstream rejects unknown gates;
+// we accept them with a warning instead, because the full Kubernetes gate list
+// is long and changes every release, and rejecting a gate that upstream
+// accepts would break drop-in use. Gates that change our behaviour are read
+// by the code that implements them.
+
+export const KNOWN_FEATURE_GATES: ReadonlySet<string> = new Set([
+  'AllAlpha',
+  'AllBeta',
+  'ComponentFlagz',
+  'ComponentStatusz',
+  'ContextualLogging',
+  'KubeProxyNFTablesLocalhostNodePorts',
+  'LoggingAlphaOptions',
+  'LoggingBetaOptions',
+  'MultiCIDRServiceAllocator',
+  'NFTablesProxyMode',
+  'PreferSameTrafficDistribution',
+  'ServiceTrafficDistribution',
+  'TopologyAwareHints',
+]);
+
+/** Parse "--feature-gates A=true,B=false"; throws Error naming the bad pair. */
+export function parseFeatureGates(value: string, into: Record<string, boolean>): void {
+  for (const raw of value.split(',')) {
+    const pair = raw.trim();
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    if (eq < 0) throw new Error(`missing bool value for ${pair}`);
+    const key = pair.slice(0, eq).trim();
+    const b = parseGoBool(pair.slice(eq + 1).trim());
+    if (b === null) throw new Error(`invalid value of ${key}=${pair.slice(eq + 1)}, err: strconv.ParseBool: parsing ${JSON.stringify(pair.slice(eq + 1))}: invalid syntax`);
+    into[key] = b;
+  }
+}
+
+/** Go strconv.ParseBool. */
+export function parseGoBool(s: string): boolean | null {
+  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(s)) return true;
+  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(s)) return false;
+  return null;
+}
