@@ -1,0 +1,78 @@
+// Upstream's nftables object names (pkg/proxy/nftables/proxier.go). Operators
+// and tools see these, so they are kept byte-for-byte: the table, the static
+// chains, sets and maps, and the hashed per-service chain names.
+import type { IPFamily, ServicePortName } from '../../core/types.js';
+import { base32, sha256 } from './hash.js';
+
+export const TABLE_NAME = 'kube-proxy';
+export const TABLE_COMMENT = 'rules for kube-proxy';
+
+export type NftFamily = 'ip' | 'ip6';
+export function nftFamily(family: IPFamily): NftFamily {
+  return family === 'IPv4' ? 'ip' : 'ip6';
+}
+
+// Static chains.
+export const SERVICES_CHAIN = 'services';
+export const MASQUERADING_CHAIN = 'masquerading';
+export const CLUSTER_IPS_CHECK_CHAIN = 'cluster-ips-check';
+export const SERVICE_ENDPOINTS_CHECK_CHAIN = 'service-endpoints-check';
+export const NODEPORT_ENDPOINTS_CHECK_CHAIN = 'nodeport-endpoints-check';
+export const FIREWALL_CHECK_CHAIN = 'firewall-check';
+export const REJECT_CHAIN = 'reject-chain';
+
+// Sets and maps.
+export const CLUSTER_IPS_SET = 'cluster-ips';
+export const NODEPORT_IPS_SET = 'nodeport-ips';
+export const HAIRPIN_CONNECTIONS_SET = 'hairpin-connections';
+export const SERVICE_IPS_MAP = 'service-ips';
+export const SERVICE_NODEPORTS_MAP = 'service-nodeports';
+export const NO_ENDPOINT_SERVICES_MAP = 'no-endpoint-services';
+export const NO_ENDPOINT_NODEPORTS_MAP = 'no-endpoint-nodeports';
+export const FIREWALL_IPS_MAP = 'firewall-ips';
+
+// Prefixes of per-service objects.
+export const SERVICE_CHAIN_PREFIX = 'service-';
+export const LOCAL_CHAIN_PREFIX = 'local-';
+export const EXTERNAL_CHAIN_PREFIX = 'external-';
+export const FIREWALL_CHAIN_PREFIX = 'firewall-';
+export const ENDPOINT_CHAIN_PREFIX = 'endpoint-';
+export const AFFINITY_SET_PREFIX = 'affinity-';
+
+/** Longest base name; leaves room for the longest prefix within nft's 256-char limit. */
+export const CHAIN_NAME_BASE_LENGTH_MAX = 240;
+
+/** base32(sha256(name))[:8] + "-" + name, cut to 240 chars with a "..." suffix. */
+export function hashAndTruncate(name: string): string {
+  const full = `${base32(sha256(name)).slice(0, 8)}-${name}`;
+  return full.length > CHAIN_NAME_BASE_LENGTH_MAX ? `${full.slice(0, CHAIN_NAME_BASE_LENGTH_MAX - 3)}...` : full;
+}
+
+/** nft protocol keyword: tcp, udp or sctp. */
+export function nftProtocol(spn: Pick<ServicePortName, 'protocol'>): string {
+  return spn.protocol.toLowerCase();
+}
+
+/** "ns/svc/proto/portName", hashed (upstream servicePortChainNameBase). */
+export function servicePortChainNameBase(spn: ServicePortName): string {
+  return hashAndTruncate(`${spn.namespace}/${spn.name}/${nftProtocol(spn)}/${spn.port}`);
+}
+
+/**
+ * "ns/svc/proto/portName__IP/port", hashed; IPv6 colons become dots because
+ * ':' is not allowed in chain names (upstream servicePortEndpointChainNameBase).
+ */
+export function servicePortEndpointChainNameBase(spn: ServicePortName, ip: string, port: number): string {
+  const host = ip.replaceAll(':', '.');
+  return hashAndTruncate(`${spn.namespace}/${spn.name}/${nftProtocol(spn)}/${spn.port}__${host}/${port}`);
+}
+
+/** Service chains are the only chain names containing '/' (upstream isServiceChainName). */
+export function isServiceChainName(name: string): boolean {
+  return name.includes('/');
+}
+
+/** Affinity sets carry the endpoint base name, which also contains '/'. */
+export function isAffinitySetName(name: string): boolean {
+  return name.startsWith(AFFINITY_SET_PREFIX) && name.includes('/');
+}

@@ -1,0 +1,281 @@
+// syncProxyRules for nftables: turns a SyncState into one transaction against
+// what the table already holds (upstream pkg/proxy/nftables/proxier.go).
+//
+// Full sync: the static objects are rewritten, every service's chains are
+// re-filled, and set/map elements are diffed against a snapshot read back
+// from the kernel (or our memory when none is given): only missing or changed
+// elements are added (changed = delete + add), leftovers are deleted.
+// Partial sync: only the changed services' chains and elements are touched.
+// Stale service chains are flushed at once and deleted in a later
+// transaction at least STALE_CHAIN_DELAY_MS afterwards (before kernel 6.2 a
+// deleted map element can still reference its chain for a moment). Stale
+// affinity sets are deleted at once.
+//
+// Memory is updated as the transaction is built. If the transaction fails the
+// caller must call reset(); the next render is then full.
+import type { DataplaneConfig, ServicePort, SyncState } from '../../core/types.js';
+import * as N from './names.js';
+import { elementKeyText, type Chain, type Element, type NftObject, type NftSet, type Verb } from './objects.js';
+import { renderServicePort, type ServicePortObjects } from './serviceport.js';
+import { MANAGED_SETS, makeContext, writeStatic } from './static.js';
+import { Transaction } from './transaction.js';
+
+export const STALE_CHAIN_DELAY_MS = 1000;
+
+/** What the kernel table holds, read back before a full sync. */
+export interface KernelSnapshot {
+  readonly chains: readonly string[];
+  /** Names of all sets and maps. */
+  readonly sets: readonly string[];
+  /** Elements of the managed sets and maps (MANAGED_SETS). */
+  readonly elements: ReadonlyMap<string, readonly Element[]>;
+}
+
+export const EMPTY_SNAPSHOT: KernelSnapshot = { chains: [], sets: [], elements: new Map() };
+
+export interface RenderResult {
+  readonly tx: Transaction;
+  readonly partial: boolean;
+  readonly counters: Readonly<Record<string, number>>;
+}
+
+interface Stored { el: Element; owners: Set<string> }
+interface Owned { readonly elems: Set<string>; readonly chains: Set<string>; readonly affinity: Set<string> }
+
+const STATIC_OWNER = '';
+const id = (set: string, key: readonly string[]) => `${set}\u0000${elementKeyText(key)}`;
+const valueText = (e: Element) => (e.value ?? []).join(' . ');
+
+export class NftablesRenderer {
+  private valid = false;
+  private initialized = false;
+  private storage = new Map<string, Stored>();
+  private owned = new Map<string, Owned>();
+  private chainOwner = new Map<string, string>();
+  /** Service chains present in the table, active or stale. */
+  private tableChains = new Set<string>();
+  private tableAffinitySets = new Set<string>();
+  private readonly staleChains = new Map<string, number>();
+
+  constructor(private readonly config: DataplaneConfig) {}
+
+  /** True when the next render will be full and wants a kernel snapshot. */
+  needsFullSync(state: SyncState): boolean {
+    return state.fullSync || !this.valid;
+  }
+
+  /** Forget what the table holds (after a failed transaction). */
+  reset(): void {
+    this.valid = false;
+  }
+
+  /** Stale chains waiting for deletion, with the time they were flushed. */
+  pendingStaleChains(): ReadonlyMap<string, number> {
+    return this.staleChains;
+  }
+
+  render(state: SyncState, now: number, snapshot: KernelSnapshot | null = null): RenderResult {
+    const full = this.needsFullSync(state);
+    const ctx = makeContext(this.config, state.node.nodeIPs[this.config.family]);
+    const tx = new Transaction(ctx.ipX);
+    const ops = new OpList();
+    let npIPs: string[] | null = null;
+    if (full) {
+      npIPs = writeStatic(tx, ctx, { config: this.config, serviceCIDRs: state.serviceCIDRs, recreateBaseChains: !this.initialized });
+      this.initialized = true;
+      if (snapshot !== null || !this.valid) this.loadSnapshot(snapshot ?? EMPTY_SNAPSHOT);
+    }
+    const byService = groupByService(state, full ? null : state.changedServices);
+    const rendered = new Map<string, ServicePortObjects[]>();
+    for (const [key, ports] of byService) {
+      rendered.set(key, ports.map((sp) => renderServicePort(ctx, sp, state.categorized.get(sp.key))));
+    }
+    // Chains deleted now: stale for long enough and not wanted again.
+    const wanted = new Set<string>();
+    for (const objs of rendered.values()) for (const o of objs) for (const c of o.chains) wanted.add(c.name);
+    for (const [chain, since] of this.staleChains) {
+      if (now - since < STALE_CHAIN_DELAY_MS) continue;
+      this.staleChains.delete(chain);
+      if (wanted.has(chain) || this.chainOwner.has(chain) || !this.tableChains.has(chain)) continue;
+      ops.push('delete', { kind: 'chain', name: chain });
+      this.tableChains.delete(chain);
+    }
+    if (full) this.syncAll(ops, rendered, npIPs, now);
+    else for (const [key, objs] of rendered) this.syncService(ops, key, objs, now);
+    ops.flushInto(tx);
+    this.valid = true;
+    return {
+      tx,
+      partial: !full,
+      counters: { nftables_operations: tx.numOperations, nftables_service_chains: this.chainOwner.size, nftables_elements: this.storage.size },
+    };
+  }
+
+  private loadSnapshot(s: KernelSnapshot): void {
+    this.storage = new Map();
+    for (const [set, els] of s.elements) {
+      if (!MANAGED_SETS.has(set)) continue;
+      for (const e of els) this.storage.set(id(set, e.key), { el: e, owners: new Set() });
+    }
+    this.tableChains = new Set(s.chains.filter(N.isServiceChainName));
+    this.tableAffinitySets = new Set(s.sets.filter(N.isAffinitySetName));
+    this.owned = new Map();
+    this.chainOwner = new Map();
+  }
+
+  /** Full sync: every service, elements diffed against everything stored. */
+  private syncAll(ops: OpList, rendered: Map<string, ServicePortObjects[]>, npIPs: string[] | null, now: number): void {
+    const prev = this.storage;
+    this.storage = new Map();
+    this.owned = new Map();
+    this.chainOwner = new Map();
+    const staleAffinity = new Set(this.tableAffinitySets);
+    for (const [key, objs] of rendered) {
+      const own = this.writeChains(ops, key, objs);
+      for (const a of own.affinity) staleAffinity.delete(a);
+      for (const o of objs) for (const e of o.elements) this.want(ops, prev, key, e, own);
+    }
+    if (npIPs !== null) {
+      for (const ip of npIPs) this.want(ops, prev, STATIC_OWNER, { kind: 'element', set: N.NODEPORT_IPS_SET, key: [ip] }, null);
+    }
+    for (const [k, s] of prev) {
+      if (this.storage.has(k)) continue;
+      if (npIPs === null && s.el.set === N.NODEPORT_IPS_SET) continue; // the set itself was deleted
+      ops.push('delete', { kind: 'element', set: s.el.set, key: s.el.key });
+    }
+    for (const chain of this.tableChains) {
+      if (this.chainOwner.has(chain) || this.staleChains.has(chain)) continue;
+      this.markStale(ops, chain, now);
+    }
+    for (const a of staleAffinity) this.deleteAffinitySet(ops, a);
+  }
+
+  /** Partial sync of one service: rewrite its chains, diff its elements. */
+  private syncService(ops: OpList, key: string, objs: ServicePortObjects[], now: number): void {
+    const old = this.owned.get(key);
+    if (old) for (const c of old.chains) this.chainOwner.delete(c);
+    this.owned.delete(key);
+    const own = objs.length > 0 ? this.writeChains(ops, key, objs) : { elems: new Set<string>(), chains: new Set<string>(), affinity: new Set<string>() };
+    for (const o of objs) for (const e of o.elements) this.want(ops, this.storage, key, e, own);
+    if (old) {
+      for (const k of old.elems) {
+        if (own.elems.has(k)) continue;
+        const s = this.storage.get(k);
+        if (!s) continue;
+        s.owners.delete(key);
+        if (s.owners.size === 0) {
+          this.storage.delete(k);
+          ops.push('delete', { kind: 'element', set: s.el.set, key: s.el.key });
+        }
+      }
+      for (const c of old.chains) if (!own.chains.has(c)) this.markStale(ops, c, now);
+      for (const a of old.affinity) if (!own.affinity.has(a)) this.deleteAffinitySet(ops, a);
+    }
+    if (objs.length === 0) this.owned.delete(key);
+  }
+
+  /** ensureChain (add + flush) and the rules of every chain of one service. */
+  private writeChains(ops: OpList, key: string, objs: ServicePortObjects[]): Owned {
+    const own: Owned = { elems: new Set(), chains: new Set(), affinity: new Set() };
+    for (const o of objs) {
+      for (const s of o.affinitySets) {
+        ops.push('add', s, 'sets');
+        own.affinity.add(s.name);
+        this.tableAffinitySets.add(s.name);
+      }
+      for (const c of o.chains) {
+        const chain: Chain = { kind: 'chain', name: c.name };
+        ops.push('add', chain, 'chains').push('flush', chain, 'chains');
+        own.chains.add(c.name);
+        this.chainOwner.set(c.name, key);
+        this.tableChains.add(c.name);
+        this.staleChains.delete(c.name);
+      }
+    }
+    for (const o of objs) for (const c of o.chains) for (const r of c.rules) ops.push('add', r, 'rules');
+    this.owned.set(key, own);
+    return own;
+  }
+
+  /** ensureElem: add if missing, delete + add if the value changed, else nothing. */
+  private want(ops: OpList, current: Map<string, Stored>, owner: string, e: Element, own: Owned | null): void {
+    const k = id(e.set, e.key);
+    own?.elems.add(k);
+    const mine = this.storage.get(k);
+    if (mine) {
+      // Already written in this sync (shared clusterIP, hairpin, or a conflict).
+      if (valueText(mine.el) !== valueText(e)) {
+        ops.push('delete', { kind: 'element', set: e.set, key: e.key }, 'elements').push('add', e, 'elements');
+        mine.el = e;
+      }
+      mine.owners.add(owner);
+      return;
+    }
+    const cur = current.get(k);
+    if (!cur || valueText(cur.el) !== valueText(e)) {
+      if (cur) ops.push('delete', { kind: 'element', set: e.set, key: e.key }, 'elements');
+      ops.push('add', e, 'elements');
+    }
+    this.storage.set(k, { el: e, owners: new Set([owner]) });
+  }
+
+  private markStale(ops: OpList, chain: string, now: number): void {
+    if (!this.tableChains.has(chain) || this.chainOwner.has(chain)) return;
+    ops.push('flush', { kind: 'chain', name: chain });
+    if (!this.staleChains.has(chain)) this.staleChains.set(chain, now);
+  }
+
+  private deleteAffinitySet(ops: OpList, name: string): void {
+    if (!this.tableAffinitySets.has(name)) return;
+    const s: NftSet = { kind: 'set', name, type: 'ipv4_addr' };
+    ops.push('delete', s, 'late');
+    this.tableAffinitySets.delete(name);
+  }
+}
+
+type Section = 'sets' | 'chains' | 'rules' | 'elements' | 'stale' | 'late';
+const ORDER: readonly Section[] = ['sets', 'chains', 'rules', 'elements', 'stale', 'late'];
+
+/**
+ * Operations grouped so that references resolve inside one kernel batch:
+ * sets and chains exist before rules and elements point at them; stale
+ * flushes and element deletes come after; affinity sets are deleted last,
+ * once no rule refers to them.
+ */
+class OpList {
+  private readonly sections = new Map<Section, Array<[Verb, NftObject]>>(ORDER.map((s) => [s, []]));
+
+  push(verb: Verb, o: NftObject, section: Section = defaultSection(verb, o)): this {
+    this.sections.get(section)!.push([verb, o]);
+    return this;
+  }
+
+  flushInto(tx: Transaction): void {
+    for (const s of ORDER) {
+      for (const [verb, o] of this.sections.get(s)!) {
+        if (verb === 'add') tx.add(o);
+        else if (verb === 'delete') tx.delete(o);
+        else tx.flush(o);
+      }
+    }
+  }
+}
+
+function defaultSection(verb: Verb, o: NftObject): Section {
+  if (o.kind === 'chain') return verb === 'delete' ? 'chains' : 'stale';
+  if (o.kind === 'element') return verb === 'add' ? 'elements' : 'stale';
+  return 'late';
+}
+
+/** Service ports grouped by service key; only the given keys when `only` is set (deleted services map to []). */
+function groupByService(state: SyncState, only: ReadonlySet<string> | null): Map<string, ServicePort[]> {
+  const out = new Map<string, ServicePort[]>();
+  if (only !== null) for (const k of only) out.set(k, []);
+  for (const sp of state.services.values()) {
+    if (only !== null && !only.has(sp.serviceKey)) continue;
+    let list = out.get(sp.serviceKey);
+    if (!list) out.set(sp.serviceKey, (list = []));
+    list.push(sp);
+  }
+  return out;
+}

@@ -1,0 +1,193 @@
+// The objects of one service port (upstream syncProxyRules' per-service loop,
+// newest masquerade design): its chains with their rules, its affinity sets,
+// and the elements it puts into the shared sets and maps. Pure: the caller
+// decides what to write based on what is already in the table.
+import type { CategorizedEndpoints, Endpoint, ServicePort } from '../../core/types.js';
+import { cidrContains, joinHostPort, parseCIDR } from '../../core/ip.js';
+import * as N from './names.js';
+import type { Element, NftSet, Rule } from './objects.js';
+import type { RenderContext } from './static.js';
+
+export interface ChainContent {
+  readonly name: string;
+  readonly rules: readonly Rule[];
+}
+
+export interface ServicePortObjects {
+  readonly chains: readonly ChainContent[];
+  readonly affinitySets: readonly NftSet[];
+  readonly elements: readonly Element[];
+  /** Upstream's no_local_endpoints metric inputs. */
+  readonly noLocalInternal: boolean;
+  readonly noLocalExternal: boolean;
+}
+
+function el(set: string, key: string[], value?: string, comment?: string): Element {
+  return {
+    kind: 'element', set, key,
+    ...(value !== undefined ? { value: [value] } : {}),
+    ...(comment !== undefined ? { comment } : {}),
+  };
+}
+
+function rule(chain: string, text: string, comment?: string): Rule {
+  return comment === undefined ? { kind: 'rule', chain, rule: text } : { kind: 'rule', chain, rule: text, comment };
+}
+
+export function renderServicePort(ctx: RenderContext, svc: ServicePort, cat: CategorizedEndpoints | undefined): ServicePortObjects {
+  const base = N.servicePortChainNameBase(svc.name);
+  const proto = N.nftProtocol(svc.name);
+  const port = String(svc.port);
+  const spn = svc.key;
+  const clusterEndpoints = cat?.clusterEndpoints ?? [];
+  const localEndpoints = cat?.localEndpoints ?? [];
+  const hasEndpoints = cat?.hasAnyEndpoints ?? false;
+  const clusterPolicyChain = N.SERVICE_CHAIN_PREFIX + base;
+  const localPolicyChain = N.LOCAL_CHAIN_PREFIX + base;
+  const externalTrafficChain = N.EXTERNAL_CHAIN_PREFIX + base;
+  const fwChain = N.FIREWALL_CHAIN_PREFIX + base;
+  const usesClusterPolicyChain = clusterEndpoints.length > 0 && svc.usesClusterEndpoints;
+  const usesLocalPolicyChain = localEndpoints.length > 0 && svc.usesLocalEndpoints;
+
+  let internalTrafficChain = clusterPolicyChain;
+  let hasInternalEndpoints = hasEndpoints;
+  if (svc.internalPolicyLocal) {
+    internalTrafficChain = localPolicyChain;
+    if (localEndpoints.length === 0) hasInternalEndpoints = false;
+  }
+  let externalPolicyChain = clusterPolicyChain;
+  let hasExternalEndpoints = hasEndpoints;
+  if (svc.externalPolicyLocal) {
+    externalPolicyChain = localPolicyChain;
+    if (localEndpoints.length === 0) hasExternalEndpoints = false;
+  }
+  // Based on hasEndpoints, not hasExternalEndpoints: the short-circuit rules
+  // for local traffic are needed even without externally usable endpoints.
+  const usesExternalTrafficChain = hasEndpoints && svc.externallyAccessible;
+  const reject = `goto ${N.REJECT_CHAIN}`;
+  const internalFilterVerdict = hasEndpoints ? 'drop' : reject;
+  const externalFilterVerdict = hasEndpoints ? 'drop' : reject;
+
+  const elements: Element[] = [el(N.CLUSTER_IPS_SET, [svc.clusterIP])];
+  if (hasInternalEndpoints) {
+    elements.push(el(N.SERVICE_IPS_MAP, [svc.clusterIP, proto, port], `goto ${internalTrafficChain}`));
+  } else {
+    elements.push(el(N.NO_ENDPOINT_SERVICES_MAP, [svc.clusterIP, proto, port], internalFilterVerdict, spn));
+  }
+  for (const ip of svc.externalIPs) {
+    if (hasEndpoints) elements.push(el(N.SERVICE_IPS_MAP, [ip, proto, port], `goto ${externalTrafficChain}`));
+    if (!hasExternalEndpoints) elements.push(el(N.NO_ENDPOINT_SERVICES_MAP, [ip, proto, port], externalFilterVerdict, spn));
+  }
+  const usesFWChain = svc.loadBalancerVIPs.length > 0 && svc.loadBalancerSourceRanges.length > 0;
+  const chains: ChainContent[] = [];
+  if (usesFWChain) chains.push({ name: fwChain, rules: [firewallRule(ctx, svc, fwChain)] });
+  for (const ip of svc.loadBalancerVIPs) {
+    if (hasEndpoints) elements.push(el(N.SERVICE_IPS_MAP, [ip, proto, port], `goto ${externalTrafficChain}`));
+    if (usesFWChain) elements.push(el(N.FIREWALL_IPS_MAP, [ip, proto, port], `goto ${fwChain}`));
+  }
+  if (!hasExternalEndpoints) {
+    for (const ip of svc.loadBalancerVIPs) elements.push(el(N.NO_ENDPOINT_SERVICES_MAP, [ip, proto, port], externalFilterVerdict, spn));
+  }
+  if (svc.nodePort > 0) {
+    const np = String(svc.nodePort);
+    if (hasEndpoints) elements.push(el(N.SERVICE_NODEPORTS_MAP, [proto, np], `goto ${externalTrafficChain}`));
+    if (!hasExternalEndpoints) elements.push(el(N.NO_ENDPOINT_NODEPORTS_MAP, [proto, np], externalFilterVerdict, spn));
+  }
+
+  if (usesExternalTrafficChain) {
+    chains.push({ name: externalTrafficChain, rules: externalRules(ctx, svc, externalTrafficChain, clusterPolicyChain, hasExternalEndpoints ? externalPolicyChain : null) });
+  }
+  const affinitySets: NftSet[] = [];
+  if (usesClusterPolicyChain) chains.push(...endpointChains(ctx, svc, clusterPolicyChain, clusterEndpoints));
+  if (usesLocalPolicyChain) chains.push(...endpointChains(ctx, svc, localPolicyChain, localEndpoints));
+
+  const reachable = cat?.allReachableEndpoints ?? [];
+  for (const ep of reachable) {
+    if (svc.stickyMaxAgeSeconds > 0 && (usesClusterPolicyChain || usesLocalPolicyChain)) {
+      affinitySets.push({
+        kind: 'set', name: N.AFFINITY_SET_PREFIX + N.servicePortEndpointChainNameBase(svc.name, ep.ip, ep.port),
+        type: ctx.addrType, flags: ['dynamic', 'timeout'], timeoutSeconds: svc.stickyMaxAgeSeconds,
+      });
+    }
+    if (ep.isLocal) elements.push(el(N.HAIRPIN_CONNECTIONS_SET, [ep.ip, ep.ip, proto, String(ep.port)]));
+  }
+  return {
+    chains: dedupeChains(chains),
+    affinitySets,
+    elements,
+    noLocalInternal: hasEndpoints && !hasInternalEndpoints,
+    noLocalExternal: hasEndpoints && svc.externallyAccessible && !hasExternalEndpoints,
+  };
+}
+
+function firewallRule(ctx: RenderContext, svc: ServicePort, fwChain: string): Rule {
+  const sources: string[] = [];
+  let allowFromNode = false;
+  for (const r of svc.loadBalancerSourceRanges) {
+    const c = parseCIDR(r);
+    if (!c) continue;
+    sources.push(c.text);
+    if (ctx.nodeIP !== undefined && cidrContains(c, ctx.nodeIP)) allowFromNode = true;
+  }
+  // A VIP is often also a local address (via a route); a request from this
+  // node to it loops back with the VIP as source, which must be let through.
+  if (allowFromNode) sources.push(...svc.loadBalancerVIPs);
+  return rule(fwChain, `${ctx.ipX} saddr != { ${sources.join(', ')} } drop`);
+}
+
+function externalRules(ctx: RenderContext, svc: ServicePort, chain: string, clusterPolicyChain: string, policyChain: string | null): Rule[] {
+  const M = `mark set mark or ${ctx.masqMark}`;
+  const out: Rule[] = [];
+  if (!svc.externalPolicyLocal) {
+    // Endpoints may be on other nodes: masquerade so replies come back here.
+    out.push(rule(chain, M, 'masquerade'));
+  } else {
+    // Pod -> external destination is treated like going out to the LB and
+    // back: subject to neither traffic policy.
+    if (ctx.ifLocal !== null) out.push(rule(chain, `${ctx.ifLocal} goto ${clusterPolicyChain}`, 'short-circuit pod traffic'));
+    // The host picks the (local) external IP as source: masquerade it.
+    out.push(rule(chain, `fib saddr type local ${M}`, 'masquerade local traffic'));
+    out.push(rule(chain, `fib saddr type local goto ${clusterPolicyChain}`, 'short-circuit local traffic'));
+  }
+  if (policyChain !== null) out.push(rule(chain, `goto ${policyChain}`));
+  return out;
+}
+
+/**
+ * The policy chain's endpoint selection. Without affinity one DNAT through a
+ * numgen-indexed map; with affinity one chain per endpoint that records the
+ * client in the endpoint's affinity set.
+ */
+function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps: readonly Endpoint[]): ChainContent[] {
+  const proto = N.nftProtocol(svc.name);
+  if (svc.stickyMaxAgeSeconds <= 0) {
+    const entries = eps.map((ep, i) => `${i} : ${ep.ip} . ${ep.port}`).join(' , ');
+    return [{ name: chain, rules: [rule(chain, `meta l4proto ${proto} dnat ${ctx.ipX} addr . port to numgen random mod ${eps.length} map { ${entries} }`)] }];
+  }
+  const rules: Rule[] = [];
+  const out: ChainContent[] = [];
+  const names = eps.map((ep) => N.servicePortEndpointChainNameBase(svc.name, ep.ip, ep.port));
+  eps.forEach((_, i) => {
+    rules.push(rule(chain, `${ctx.ipX} saddr @${N.AFFINITY_SET_PREFIX}${names[i]} goto ${N.ENDPOINT_CHAIN_PREFIX}${names[i]}`));
+  });
+  const vmap = names.map((n, i) => `${i} : goto ${N.ENDPOINT_CHAIN_PREFIX}${n}`).join(' , ');
+  rules.push(rule(chain, `numgen random mod ${eps.length} vmap { ${vmap} }`));
+  eps.forEach((ep, i) => {
+    const epChain = N.ENDPOINT_CHAIN_PREFIX + names[i];
+    out.push({
+      name: epChain,
+      rules: [
+        rule(epChain, `update @${N.AFFINITY_SET_PREFIX}${names[i]} { ${ctx.ipX} saddr }`),
+        rule(epChain, `meta l4proto ${proto} dnat to ${joinHostPort(ep.ip, ep.port)}`),
+      ],
+    });
+  });
+  // Endpoint chains shared by the cluster and local policy chains are
+  // deduplicated by the caller.
+  return [...out, { name: chain, rules }];
+}
+
+function dedupeChains(chains: ChainContent[]): ChainContent[] {
+  const seen = new Set<string>();
+  return chains.filter((c) => (seen.has(c.name) ? false : (seen.add(c.name), true)));
+}

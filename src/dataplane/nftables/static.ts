@@ -1,0 +1,181 @@
+// The fixed part of the kube-proxy table (upstream setupNFTables and
+// nftablesJumpChains): base chains with their priorities, helper chains,
+// sets and maps, and their static rules. Written on full syncs only.
+import type { DataplaneConfig, IPFamily } from '../../core/types.js';
+import { cidrContains, isLoopback, isZeroCIDR, parseCIDR } from '../../core/ip.js';
+import * as N from './names.js';
+import type { Chain, ChainHook, ChainType, NftMap, NftSet, Rule } from './objects.js';
+import type { Transaction } from './transaction.js';
+
+export interface RenderContext {
+  readonly family: IPFamily;
+  /** "ip" or "ip6": the table family and the address-match keyword. */
+  readonly ipX: N.NftFamily;
+  readonly addrType: 'ipv4_addr' | 'ipv6_addr';
+  /** Mark in upstream's "%#08x" form: 0x00004000. */
+  readonly masqMark: string;
+  /** Match for "from a local pod", or null without a local detector. */
+  readonly ifLocal: string | null;
+  readonly ifNotLocal: string | null;
+  readonly nodeIP: string | undefined;
+}
+
+export function makeContext(config: DataplaneConfig, nodeIP: string | undefined): RenderContext {
+  const ipX = N.nftFamily(config.family);
+  const det = config.localDetector;
+  let ifLocal: string | null = null;
+  let ifNotLocal: string | null = null;
+  if (det.kind === 'cidr') {
+    const cidrs = det.cidrs.map((c) => parseCIDR(c)).filter((c) => c !== null && c.family === config.family).map((c) => c!.text);
+    if (cidrs.length > 0) {
+      const set = cidrs.length === 1 ? cidrs[0]! : `{ ${cidrs.join(', ')} }`;
+      ifLocal = `${ipX} saddr ${set}`;
+      ifNotLocal = `${ipX} saddr != ${set}`;
+    }
+  } else if (det.kind === 'bridge') {
+    ifLocal = `iifname ${JSON.stringify(det.interfaceName)}`;
+    ifNotLocal = `iifname != ${JSON.stringify(det.interfaceName)}`;
+  } else if (det.kind === 'prefix') {
+    ifLocal = `iifname ${JSON.stringify(det.interfacePrefix + '*')}`;
+    ifNotLocal = `iifname != ${JSON.stringify(det.interfacePrefix + '*')}`;
+  }
+  return {
+    family: config.family,
+    ipX,
+    addrType: config.family === 'IPv4' ? 'ipv4_addr' : 'ipv6_addr',
+    masqMark: `0x${(config.masqueradeMark >>> 0).toString(16).padStart(8, '0')}`,
+    ifLocal,
+    ifNotLocal,
+    nodeIP,
+  };
+}
+
+interface BaseChainSpec { readonly name: string; readonly type: ChainType; readonly hook: ChainHook; readonly priority: number }
+
+/** Upstream nftablesBaseChains, priorities as numbers (dstnat-10 = -110, ...). */
+export const BASE_CHAINS: readonly BaseChainSpec[] = [
+  { name: 'filter-prerouting-pre-dnat', type: 'filter', hook: 'prerouting', priority: -110 },
+  { name: 'filter-output-pre-dnat', type: 'filter', hook: 'output', priority: -110 },
+  { name: 'filter-input', type: 'filter', hook: 'input', priority: 0 },
+  { name: 'filter-forward', type: 'filter', hook: 'forward', priority: 0 },
+  { name: 'filter-output', type: 'filter', hook: 'output', priority: 0 },
+  { name: 'nat-prerouting', type: 'nat', hook: 'prerouting', priority: -100 },
+  { name: 'nat-output', type: 'nat', hook: 'output', priority: -100 },
+  { name: 'nat-postrouting', type: 'nat', hook: 'postrouting', priority: 100 },
+];
+
+/** Upstream nftablesJumpChains: [from, to] with the "ct state new" filter where upstream has it. */
+const JUMPS: ReadonlyArray<readonly [string, string, boolean]> = [
+  ['filter-input', N.NODEPORT_ENDPOINTS_CHECK_CHAIN, true],
+  ['filter-input', N.SERVICE_ENDPOINTS_CHECK_CHAIN, true],
+  ['filter-forward', N.SERVICE_ENDPOINTS_CHECK_CHAIN, true],
+  ['filter-forward', N.CLUSTER_IPS_CHECK_CHAIN, true],
+  ['filter-output', N.SERVICE_ENDPOINTS_CHECK_CHAIN, true],
+  ['filter-output', N.CLUSTER_IPS_CHECK_CHAIN, true],
+  ['filter-prerouting-pre-dnat', N.FIREWALL_CHECK_CHAIN, true],
+  ['filter-output-pre-dnat', N.FIREWALL_CHECK_CHAIN, true],
+  ['nat-output', N.SERVICES_CHAIN, false],
+  ['nat-prerouting', N.SERVICES_CHAIN, false],
+  ['nat-postrouting', N.MASQUERADING_CHAIN, false],
+];
+
+const HELPER_CHAINS: readonly Chain[] = [
+  { kind: 'chain', name: N.SERVICES_CHAIN },
+  { kind: 'chain', name: N.MASQUERADING_CHAIN },
+  { kind: 'chain', name: N.CLUSTER_IPS_CHECK_CHAIN },
+  { kind: 'chain', name: N.SERVICE_ENDPOINTS_CHECK_CHAIN },
+  { kind: 'chain', name: N.NODEPORT_ENDPOINTS_CHECK_CHAIN },
+  { kind: 'chain', name: N.FIREWALL_CHECK_CHAIN },
+  { kind: 'chain', name: N.REJECT_CHAIN, comment: 'helper for @no-endpoint-services / @no-endpoint-nodeports' },
+];
+
+export function staticSets(ctx: RenderContext): ReadonlyArray<NftSet | NftMap> {
+  const a = ctx.addrType;
+  return [
+    { kind: 'set', name: N.CLUSTER_IPS_SET, type: a, comment: 'Active ClusterIPs' },
+    { kind: 'set', name: N.NODEPORT_IPS_SET, type: a, comment: 'IPs that accept NodePort traffic' },
+    { kind: 'set', name: N.HAIRPIN_CONNECTIONS_SET, type: `${a} . ${a} . inet_proto . inet_service`, comment: 'service hairpin connections' },
+    { kind: 'map', name: N.SERVICE_IPS_MAP, type: `${a} . inet_proto . inet_service : verdict`, comment: 'ClusterIP, ExternalIP and LoadBalancer IP traffic' },
+    { kind: 'map', name: N.SERVICE_NODEPORTS_MAP, type: 'inet_proto . inet_service : verdict', comment: 'NodePort traffic' },
+    { kind: 'map', name: N.NO_ENDPOINT_SERVICES_MAP, type: `${a} . inet_proto . inet_service : verdict`, comment: 'vmap to drop or reject packets to services with no endpoints' },
+    { kind: 'map', name: N.NO_ENDPOINT_NODEPORTS_MAP, type: 'inet_proto . inet_service : verdict', comment: 'vmap to drop or reject packets to service nodeports with no endpoints' },
+    { kind: 'map', name: N.FIREWALL_IPS_MAP, type: `${a} . inet_proto . inet_service : verdict`, comment: 'destinations that are subject to LoadBalancerSourceRanges' },
+  ];
+}
+
+/** Sets and maps whose elements the renderer owns (affinity sets are filled by the kernel). */
+export const MANAGED_SETS: ReadonlySet<string> = new Set([
+  N.CLUSTER_IPS_SET, N.NODEPORT_IPS_SET, N.HAIRPIN_CONNECTIONS_SET, N.SERVICE_IPS_MAP, N.SERVICE_NODEPORTS_MAP,
+  N.NO_ENDPOINT_SERVICES_MAP, N.NO_ENDPOINT_NODEPORTS_MAP, N.FIREWALL_IPS_MAP,
+]);
+
+/**
+ * nodePortAddresses resolved for this family: null means MatchAll (unset, or
+ * a zero CIDR among them); otherwise the matching local IPs minus loopback.
+ */
+export function nodePortIPs(config: DataplaneConfig): string[] | null {
+  const npa = config.nodePortAddresses;
+  if (npa === null || npa.some((c) => isZeroCIDR(c))) return null;
+  const cidrs = npa.map((c) => parseCIDR(c)).filter((c) => c !== null && c.family === config.family);
+  return config.localIPs.filter((ip) => !isLoopback(ip) && cidrs.some((c) => cidrContains(c!, ip))).sort();
+}
+
+function rule(chain: string, text: string, comment?: string): Rule {
+  return comment === undefined ? { kind: 'rule', chain, rule: text } : { kind: 'rule', chain, rule: text, comment };
+}
+
+export interface StaticOptions {
+  readonly config: DataplaneConfig;
+  readonly serviceCIDRs: readonly string[];
+  /** First sync of this process: add+delete every base chain so priority changes apply. */
+  readonly recreateBaseChains: boolean;
+}
+
+/** Write table, chains, sets and static rules; returns the nodeport-ips elements wanted (null = set deleted). */
+export function writeStatic(tx: Transaction, ctx: RenderContext, opts: StaticOptions): string[] | null {
+  const { ipX } = ctx;
+  tx.add({ kind: 'table', comment: N.TABLE_COMMENT });
+  if (opts.recreateBaseChains) {
+    for (const b of BASE_CHAINS) {
+      tx.add({ kind: 'chain', name: b.name });
+      tx.delete({ kind: 'chain', name: b.name });
+    }
+  }
+  for (const b of BASE_CHAINS) {
+    const c: Chain = { kind: 'chain', name: b.name, type: b.type, hook: b.hook, priority: b.priority };
+    tx.add(c).flush(c);
+  }
+  for (const c of HELPER_CHAINS) tx.add(c).flush(c);
+  for (const s of staticSets(ctx)) tx.add(s);
+  const npIPs = nodePortIPs(opts.config);
+  if (npIPs === null) tx.delete(staticSets(ctx)[1]!);
+
+  for (const [from, to, ctNew] of JUMPS) tx.add(rule(from, `${ctNew ? 'ct state new ' : ''}jump ${to}`));
+
+  const M = ctx.masqMark;
+  if (opts.config.masqueradeAll) {
+    tx.add(rule(N.SERVICES_CHAIN, `${ipX} daddr @${N.CLUSTER_IPS_SET} mark set mark or ${M}`, 'masquerade all clusterIP traffic'));
+  } else if (ctx.ifNotLocal !== null) {
+    tx.add(rule(N.SERVICES_CHAIN, `${ipX} daddr @${N.CLUSTER_IPS_SET} ${ctx.ifNotLocal} mark set mark or ${M}`, 'masquerade clusterIP traffic from outside cluster'));
+  }
+  tx.add(rule(N.SERVICES_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.SERVICE_IPS_MAP}`));
+  const noLocalhost = ipX === 'ip' ? 'ip daddr != 127.0.0.0/8' : 'ip6 daddr != ::1';
+  if (npIPs === null) {
+    tx.add(rule(N.SERVICES_CHAIN, `fib daddr type local ${noLocalhost} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS_MAP}`));
+    tx.add(rule(N.NODEPORT_ENDPOINTS_CHECK_CHAIN, `${noLocalhost} meta l4proto . th dport vmap @${N.NO_ENDPOINT_NODEPORTS_MAP}`));
+  } else {
+    tx.add(rule(N.SERVICES_CHAIN, `${ipX} daddr @${N.NODEPORT_IPS_SET} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS_MAP}`));
+    tx.add(rule(N.NODEPORT_ENDPOINTS_CHECK_CHAIN, `${ipX} daddr @${N.NODEPORT_IPS_SET} meta l4proto . th dport vmap @${N.NO_ENDPOINT_NODEPORTS_MAP}`));
+  }
+  tx.add(rule(N.MASQUERADING_CHAIN, `mark and ${M} != 0 mark set mark xor ${M} masquerade fully-random`));
+  tx.add(rule(N.MASQUERADING_CHAIN, `ct status dnat ${ipX} saddr . ${ipX} daddr . meta l4proto . th dport @${N.HAIRPIN_CONNECTIONS_SET} masquerade fully-random`));
+  tx.add(rule(N.CLUSTER_IPS_CHECK_CHAIN, `${ipX} daddr @${N.CLUSTER_IPS_SET} reject`, 'Reject traffic to invalid ports of ClusterIPs'));
+  const cidrs = opts.serviceCIDRs.map((c) => parseCIDR(c)).filter((c) => c !== null && c.family === ctx.family).map((c) => c!.text);
+  if (cidrs.length > 0) {
+    tx.add(rule(N.CLUSTER_IPS_CHECK_CHAIN, `${ipX} daddr { ${cidrs.join(',')} } drop`, 'Drop traffic to unallocated ClusterIPs'));
+  }
+  tx.add(rule(N.SERVICE_ENDPOINTS_CHECK_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.NO_ENDPOINT_SERVICES_MAP}`));
+  tx.add(rule(N.FIREWALL_CHECK_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.FIREWALL_IPS_MAP}`));
+  tx.add(rule(N.REJECT_CHAIN, 'reject'));
+  return npIPs;
+}
