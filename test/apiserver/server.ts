@@ -54,6 +54,8 @@ export class TestApiServer {
   readonly store = new Store();
   readonly token: string;
   readonly requests: RequestRecord[] = [];
+  /** Per resource, the resourceVersion of the last BOOKMARK sent on any watch. */
+  readonly lastBookmark = new Map<string, number>();
   private readonly opts: TestApiServerOptions;
   private readonly served: ResourceDef[];
   private pki: TestPKI | undefined;
@@ -312,7 +314,7 @@ export class TestApiServer {
       serveWatch(this.store, res, {
         def: r.def, namespace: r.namespace, labels, fields, resourceVersion: rv,
         bookmarks: q.get('allowWatchBookmarks') === 'true', timeoutSeconds: t === null ? undefined : Number(t),
-      }, this.opts.bookmarkIntervalMs ?? 1000, this.watches);
+      }, this.opts.bookmarkIntervalMs ?? 1000, this.watches, (bm) => this.lastBookmark.set(r.def.plural, bm));
       return;
     }
     if (rv && rv !== '0' && Number(rv) < this.store.oldestWatchableRV) {
