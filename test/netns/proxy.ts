@@ -61,6 +61,11 @@ export class ProxyProcess {
 
   log(): string { return this.proc?.log() ?? ''; }
 
+  /** True while the process runs (it was started and has not exited). */
+  running(): boolean {
+    return this.proc !== undefined && this.proc.child.exitCode === null && this.proc.child.signalCode === null;
+  }
+
   /** Run `kube-proxy-ts --cleanup` in the node namespace; returns its exit code and output. */
   async cleanup(): Promise<{ code: number; output: string }> {
     const r = await nsRun(this.node.ns, [...proxyArgv(), '--cleanup', '--proxy-mode', this.mode, '--hostname-override', this.node.name, '--kubeconfig', this.kubeconfig], { allowFailure: true });

@@ -1,0 +1,85 @@
+// Lifecycle behaviours on the real kernel, per proxy mode: a proxy restart
+// does not break established traffic, an API-server outage does not stop
+// traffic and a change made after it is applied, and `--cleanup` removes
+// everything the proxy created (and nothing else).
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { E2EEnv } from '../netns/e2e.js';
+import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
+import { dumpRules, E2E_MODES } from '../netns/proxy.js';
+import { nsRun } from '../netns/spawn.js';
+
+for (const mode of E2E_MODES) {
+  describe(`proxy lifecycle on the real kernel (${mode})`, { concurrency: false }, () => {
+    let env: E2EEnv;
+    before(async () => { env = await E2EEnv.start(mode); });
+    after(async () => { await env?.dispose(); });
+
+    const pod = (name: string) => env.cluster.pod(name);
+
+    it('a proxy restart does not break an established connection, and new ones keep working', async () => {
+      const ip = '10.96.1.10';
+      await env.apply(service({ name: 'keep', clusterIP: ip, ports: webPorts() }), endpointSlice('keep', [{ pod: pod('node2-a') }, { pod: pod('node2-b') }], webPorts()));
+      await env.waitReachable('node1-a', 'tcp', ip, 80);
+      const client = await env.cluster.agent('node1-a');
+      const opened = await client.open('held', ip, 80);
+      assert.ok(opened.ok, JSON.stringify(opened));
+      const first = await client.send('held', 'before');
+      assert.ok(first.ok, JSON.stringify(first));
+
+      const proxy = env.proxy('node1');
+      await proxy.stop();
+      const whileDown = await client.send('held', 'while-down');
+      assert.ok(whileDown.ok && whileDown.reply.pod === first.reply.pod, `rules stay while the proxy is down: ${JSON.stringify(whileDown)}`);
+      await proxy.start();
+      const after = await client.send('held', 'after');
+      assert.ok(after.ok, JSON.stringify(after));
+      assert.equal(after.reply.pod, first.reply.pod, 'same endpoint');
+      assert.equal(after.reply.src, first.reply.src, 'same connection (same source port)');
+      const fresh = await env.send('node1-a', 'tcp', ip, 80);
+      assert.ok(fresh.ok, JSON.stringify(fresh));
+      await client.closeConn('held');
+    });
+
+    it('an API-server outage keeps traffic flowing; a change made after it is applied', async () => {
+      const ip = '10.96.1.11';
+      await env.apply(service({ name: 'outage', clusterIP: ip, ports: webPorts() }), endpointSlice('outage', [{ pod: pod('node1-b') }], webPorts()));
+      await env.waitServedBy('node2-a', 'tcp', ip, 80, ['node1-b']);
+      await env.cp.stopServing();
+      try {
+        // Keep sending for a few seconds while the proxies' watches fail and retry.
+        const during = [];
+        const until = Date.now() + 3000;
+        while (Date.now() < until) during.push(await env.send('node2-a', 'tcp', ip, 80));
+        assert.ok(during.every((r) => r.ok && r.reply.pod === 'node1-b'), `traffic during the outage: ${JSON.stringify(during)}`);
+        for (const n of env.cluster.nodes) assert.ok(env.proxy(n.name).running(), `proxy on ${n.name} survives the outage`);
+      } finally {
+        await env.cp.startServing();
+      }
+      await env.apply(endpointSlice('outage', [{ pod: pod('node2-b') }], webPorts()));
+      const { ms } = await env.waitServedBy('node2-a', 'tcp', ip, 80, ['node2-b'], {}, 6);
+      console.log(`${mode}: change after API-server outage applied in ${ms} ms`);
+    });
+
+    it('--cleanup removes every rule the proxy made in the node, and Service traffic stops', async () => {
+      const ip = '10.96.1.12';
+      const node2 = env.cluster.node('node2');
+      await env.apply(service({ name: 'gone', clusterIP: ip, ports: webPorts() }), endpointSlice('gone', [{ pod: pod('node1-a') }], webPorts()));
+      await env.waitReachable('node2-b', 'tcp', ip, 80);
+      // A rule that is not the proxy's must survive the cleanup.
+      await nsRun(node2.ns, ['iptables', '-t', 'filter', '-N', 'KPT-E2E-OTHER']);
+      const before = await dumpRules(node2.ns);
+      assert.match(before.iptables + before.nft, /KUBE-|kube-proxy/, 'the proxy programmed something');
+      const proxy = env.proxy('node2');
+      await proxy.stop();
+      const r = await proxy.cleanup();
+      assert.equal(r.code, 0, r.output);
+      const left = await dumpRules(node2.ns);
+      assert.doesNotMatch(left.iptables, /KUBE-/, `iptables leftovers:\n${left.iptables}`);
+      assert.doesNotMatch(left.nft, /table \w+ kube-proxy/, `nft leftovers:\n${left.nft}`);
+      assert.match(left.iptables, /KPT-E2E-OTHER/, 'a chain that is not the proxy\'s is kept');
+      const after = await env.send('node2-b', 'tcp', ip, 80, { timeoutMs: 700 });
+      assert.equal(after.ok, false, 'no proxy rules, no Service');
+    });
+  });
+}

@@ -1,0 +1,126 @@
+// The end-to-end environment shared by test/e2e/cluster-*.test.ts and the
+// demo: a namespace cluster, the API server in it, one kube-proxy-ts per
+// node, and helpers that send real packets and wait (bounded) for the
+// proxy to converge on a change.
+import { NetnsCluster } from './cluster.js';
+import { ControlPlane } from './controlplane.js';
+import type { ClientResult, EchoReply } from './agentclient.js';
+import type { KubeObject } from './kube.js';
+import { ProxyProcess, type E2EMode } from './proxy.js';
+
+export interface E2EOptions {
+  /** Extra proxy flags, e.g. ['--masquerade-all']. */
+  readonly proxyArgs?: string[];
+}
+
+export type Proto = 'tcp' | 'udp';
+
+export interface SendOpts {
+  readonly bind?: string;
+  readonly localPort?: number;
+  readonly timeoutMs?: number;
+}
+
+export class E2EEnv {
+  private constructor(readonly mode: E2EMode, readonly cluster: NetnsCluster, readonly cp: ControlPlane, readonly proxies: ReadonlyMap<string, ProxyProcess>) {}
+
+  /** Build everything; on any failure tear down what was built and rethrow. */
+  static async start(mode: E2EMode, opts: E2EOptions = {}): Promise<E2EEnv> {
+    const cluster = await NetnsCluster.create();
+    let cp: ControlPlane | undefined;
+    const proxies = new Map<string, ProxyProcess>();
+    try {
+      cp = await ControlPlane.start(cluster);
+      for (const n of cluster.nodes) proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp.kubeconfig, opts.proxyArgs));
+      await Promise.all([...proxies.values()].map((p) => p.start()));
+      return new E2EEnv(mode, cluster, cp, proxies);
+    } catch (err) {
+      await Promise.all([...proxies.values()].map((p) => p.stop().catch(() => {})));
+      await cp?.dispose().catch(() => {});
+      await cluster.destroy();
+      throw err;
+    }
+  }
+
+  get kube() { return this.cp.kube; }
+
+  proxy(node: string): ProxyProcess {
+    const p = this.proxies.get(node);
+    if (!p) throw new Error(`no proxy on ${node}`);
+    return p;
+  }
+
+  async apply(...objs: KubeObject[]): Promise<void> {
+    for (const o of objs) await this.kube.apply(o);
+  }
+
+  /** One exchange from the namespace of `from` (a pod, node, 'ext'). */
+  async send(from: string, proto: Proto, host: string, port: number, opts: SendOpts = {}): Promise<ClientResult> {
+    const a = await this.cluster.agent(from);
+    return proto === 'tcp' ? a.tcp(host, port, opts) : a.udp(host, port, opts);
+  }
+
+  /** n exchanges, one after the other (fresh connection / source port each, unless localPort is fixed). */
+  async sendMany(from: string, proto: Proto, host: string, port: number, n: number, opts: SendOpts = {}): Promise<ClientResult[]> {
+    const out: ClientResult[] = [];
+    for (let i = 0; i < n; i++) out.push(await this.send(from, proto, host, port, opts));
+    return out;
+  }
+
+  /**
+   * Poll until check() returns a value other than undefined, or timeoutMs
+   * passes (then throw with the last observation). Returns the value and the
+   * time it took: the convergence time of whatever change preceded the call.
+   */
+  async waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 15000, describeLast?: () => string): Promise<{ value: T; ms: number }> {
+    const start = Date.now();
+    for (;;) {
+      const v = await check();
+      if (v !== undefined) return { value: v, ms: Date.now() - start };
+      if (Date.now() - start > timeoutMs) {
+        throw new Error(`${this.mode}: ${what}: not within ${timeoutMs} ms${describeLast ? ` (${describeLast()})` : ''}\n${this.proxyLogs()}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** Wait until a single exchange succeeds (e.g. a new Service is programmed). */
+  async waitReachable(from: string, proto: Proto, host: string, port: number, opts: SendOpts = {}, timeoutMs = 15000): Promise<{ value: EchoReply; ms: number }> {
+    let last: ClientResult | undefined;
+    return this.waitFor(`${from} -> ${proto} ${host}:${port} reachable`, async () => {
+      last = await this.send(from, proto, host, port, { timeoutMs: 500, ...opts });
+      return last.ok ? last.reply : undefined;
+    }, timeoutMs, () => JSON.stringify(last));
+  }
+
+  /** Wait until `want` of `n` consecutive exchanges are answered only by pods in `pods`, and all succeed. */
+  async waitServedBy(from: string, proto: Proto, host: string, port: number, pods: string[], opts: SendOpts = {}, n = 6): Promise<{ value: EchoReply[]; ms: number }> {
+    let last: ClientResult[] = [];
+    return this.waitFor(`${from} -> ${proto} ${host}:${port} served only by ${pods.join(',')}`, async () => {
+      last = await this.sendMany(from, proto, host, port, n, { timeoutMs: 500, ...opts });
+      const replies = last.flatMap((r) => (r.ok ? [r.reply] : []));
+      return replies.length === n && replies.every((r) => pods.includes(r.pod)) ? replies : undefined;
+    }, 15000, () => JSON.stringify(last.map((r) => (r.ok ? r.reply.pod : r.error))));
+  }
+
+  /** Logs of every proxy (tails), for failure messages. */
+  proxyLogs(): string {
+    return [...this.proxies.values()].map((p) => `--- kube-proxy-ts ${p.node.name} ---\n${p.log().slice(-3000)}`).join('\n');
+  }
+
+  async dispose(): Promise<void> {
+    await Promise.all([...this.proxies.values()].map((p) => p.stop().catch(() => {})));
+    await this.cp.dispose().catch(() => {});
+    await this.cluster.destroy();
+  }
+}
+
+/** The distinct pods among successful replies. */
+export function podsOf(results: readonly ClientResult[]): string[] {
+  return [...new Set(results.flatMap((r) => (r.ok ? [r.reply.pod] : [])))].sort();
+}
+
+/** The source IP (without port) an echo server saw. */
+export function srcIP(reply: EchoReply): string {
+  return reply.src.slice(0, reply.src.lastIndexOf(':'));
+}
