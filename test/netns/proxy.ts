@@ -18,7 +18,9 @@ export function proxyAvailable(): boolean {
   return existsSync(`${REPO_ROOT}src/cmd/main.ts`) || existsSync(`${REPO_ROOT}dist/src/cmd/main.js`);
 }
 
+/** From dist/: bin/kube-proxy-ts, exactly as an operator runs it. From source: src/cmd/main.ts under tsx. */
 export function proxyArgv(): string[] {
+  if (import.meta.url.includes('/dist/')) return [process.execPath, `${REPO_ROOT}bin/kube-proxy-ts`];
   return repoScript('src/cmd/main.ts');
 }
 
