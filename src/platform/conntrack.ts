@@ -1,0 +1,151 @@
+// The conntrack table through the `conntrack` CLI (conntrack-tools): list the
+// UDP flows of one family and delete chosen ones. WHICH flows are stale is
+// decided by the pure core/conntrack.ts (upstream conntrack/cleanup.go); this
+// file only talks to the kernel.
+//
+// `conntrack -L -p udp -f ipv4 -o extended` prints one flow a line, e.g.
+//   ipv4 2 udp 17 29 src=10.250.0.1 dst=172.30.0.10 sport=40001 dport=53 [UNREPLIED]
+//        src=10.250.0.2 dst=10.250.0.1 sport=5354 dport=40001 mark=0 use=1
+// The first src/dst/sport/dport group is the original direction, the second
+// the reply direction. `conntrack -D` exits 1 when nothing matched; that is
+// "already gone", not a failure.
+
+import type { ConntrackFlow } from '../core/conntrack.js';
+import { staleUDPFlows } from '../core/conntrack.js';
+import { normalizeIP } from '../core/ip.js';
+import type { IPFamily, SyncState } from '../core/types.js';
+import type { Clock } from '../engine/clock.js';
+import { run, type ExecResult } from './exec.js';
+
+/** One UDP conntrack entry. IPs are normalised. */
+export interface FlowRecord {
+  readonly proto: 'udp';
+  readonly origSrc: string;
+  readonly origDst: string;
+  readonly origSrcPort: number;
+  readonly origDstPort: number;
+  readonly replySrc: string;
+  readonly replySrcPort: number;
+}
+
+/**
+ * What deleteFlows needs: a FlowRecord, or a core ConntrackFlow without the
+ * original source (then every flow to origDst:origDstPort answered by
+ * replySrc:replySrcPort goes, which is what upstream's filter deletes).
+ */
+export type FlowToDelete = Omit<FlowRecord, 'proto' | 'origSrc' | 'origSrcPort'> & {
+  readonly proto?: string;
+  readonly origSrc?: string;
+  readonly origSrcPort?: number;
+};
+
+/** Runs `conntrack <args>`; inject one to add a prefix (ip netns exec ...) or to fake it. */
+export type ConntrackExec = (args: readonly string[]) => Promise<ExecResult>;
+
+/** The real CLI, optionally behind a prefix such as ['ip', 'netns', 'exec', 'ns1']. */
+export function conntrackExec(prefix: readonly string[] = []): ConntrackExec {
+  const [cmd, ...pre] = [...prefix, 'conntrack'];
+  return (args) => run(cmd!, [...pre, ...args], { allowFailure: true });
+}
+
+const fam = (f: IPFamily) => (f === 'IPv4' ? 'ipv4' : 'ipv6');
+
+/** Parse `conntrack -L -o extended` output; lines that are not well-formed UDP flows are skipped. */
+export function parseConntrackList(text: string, family: IPFamily): FlowRecord[] {
+  const out: FlowRecord[] = [];
+  for (const line of text.split('\n')) {
+    const tokens = line.trim().split(/\s+/);
+    if (!tokens.includes('udp')) continue;
+    const groups: Array<Record<string, string>> = [];
+    for (const t of tokens) {
+      const m = /^(src|dst|sport|dport)=(.+)$/.exec(t);
+      if (!m) continue;
+      let g = groups[groups.length - 1];
+      if (!g || m[1]! in g) groups.push((g = {}));
+      g[m[1]!] = m[2]!;
+    }
+    const [o, r] = groups;
+    if (!o || !r) continue;
+    const origSrc = normalizeIP(o.src);
+    const origDst = normalizeIP(o.dst);
+    const replySrc = normalizeIP(r.src);
+    const ports = [o.sport, o.dport, r.sport].map((p) => Number(p));
+    if (!origSrc || !origDst || !replySrc || ports.some((p) => !Number.isInteger(p) || p < 0 || p > 65535)) continue;
+    if ((origDst.includes(':')) !== (family === 'IPv6')) continue;
+    out.push({ proto: 'udp', origSrc, origDst, origSrcPort: ports[0]!, origDstPort: ports[1]!, replySrc, replySrcPort: ports[2]! });
+  }
+  return out;
+}
+
+export interface DeleteResult {
+  /** Kernel-reported count of deleted entries. */
+  readonly deleted: number;
+  /** Commands that failed for another reason than "no such entry". */
+  readonly errors: readonly string[];
+}
+
+export class Conntrack {
+  constructor(private readonly exec: ConntrackExec = conntrackExec()) {}
+
+  async listUDPFlows(family: IPFamily): Promise<FlowRecord[]> {
+    const r = await this.exec(['-L', '-p', 'udp', '-f', fam(family), '-o', 'extended']);
+    if (r.code !== 0) throw new Error(`conntrack -L failed (${r.code}): ${r.stderr.trim()}`);
+    return parseConntrackList(r.stdout, family);
+  }
+
+  /** Delete each flow (identical filters once). Never throws for a single flow. */
+  async deleteFlows(family: IPFamily, flows: readonly FlowToDelete[]): Promise<DeleteResult> {
+    const argLists = new Map<string, string[]>();
+    for (const f of flows) {
+      const args = deleteArgs(family, f);
+      if (args) argLists.set(args.join(' '), args);
+    }
+    let deleted = 0;
+    const errors: string[] = [];
+    for (const args of argLists.values()) {
+      const r = await this.exec(args);
+      const m = /(\d+) flow entr(?:y|ies) ha(?:s|ve) been deleted/.exec(r.stderr);
+      if (m) deleted += Number(m[1]);
+      else if (r.code !== 0) errors.push(`conntrack ${args.join(' ')}: exit ${r.code}: ${r.stderr.trim()}`);
+    }
+    return { deleted, errors };
+  }
+}
+
+function deleteArgs(family: IPFamily, f: FlowToDelete): string[] | null {
+  const dst = normalizeIP(f.origDst);
+  const rsrc = normalizeIP(f.replySrc);
+  if (!dst || !rsrc) return null;
+  const args = ['-D', '-p', 'udp', '-f', fam(family), '--orig-dst', dst, '--orig-port-dst', String(f.origDstPort),
+    '--reply-src', rsrc, '--reply-port-src', String(f.replySrcPort)];
+  const src = f.origSrc === undefined ? null : normalizeIP(f.origSrc);
+  if (src) args.push('--orig-src', src);
+  if (f.origSrcPort !== undefined) args.push('--orig-port-src', String(f.origSrcPort));
+  return args;
+}
+
+export interface ConntrackCleanupReport {
+  readonly family: IPFamily;
+  readonly seconds: number;
+  readonly deleted: number;
+  readonly errors: readonly string[];
+}
+
+/**
+ * Upstream CleanStaleEntries for one family: list, filter with the core's
+ * staleUDPFlows, delete. Pass the report to ProxyMetrics.conntrackReconciled.
+ * A failed listing rejects; failed single deletions are in `errors`.
+ */
+export async function cleanStaleUDPEntries(ct: Conntrack, state: SyncState, clock: Clock): Promise<ConntrackCleanupReport> {
+  const start = clock.monotonic();
+  const flows = await ct.listUDPFlows(state.family);
+  const stale = staleUDPFlows(state, flows as readonly ConntrackFlow[]) as FlowRecord[];
+  const { deleted, errors } = stale.length > 0 ? await ct.deleteFlows(state.family, stale) : { deleted: 0, errors: [] };
+  return { family: state.family, seconds: (clock.monotonic() - start) / 1000, deleted, errors };
+}
+
+const defaultConntrack = new Conntrack();
+/** listUDPFlows on the host's own namespace with the real CLI. */
+export const listUDPFlows = (family: IPFamily) => defaultConntrack.listUDPFlows(family);
+/** deleteFlows on the host's own namespace with the real CLI. */
+export const deleteFlows = (family: IPFamily, flows: readonly FlowToDelete[]) => defaultConntrack.deleteFlows(family, flows);
