@@ -1,0 +1,169 @@
+// IptablesDataplane: the iptables mode for one IP family on a real kernel
+// (upstream iptables Proxier.syncProxyRules minus the pure rendering, which is
+// src/dataplane/iptables). Each sync:
+//   1. on a partial sync, checks the KUBE-PROXY-CANARY chains (mangle, nat,
+//      filter); any one missing means the ruleset was wiped (e.g. a firewall
+//      reload), so this sync becomes full (upstream ipt.Monitor);
+//   2. on a full sync, creates the canaries;
+//   3. reads `iptables-save -t nat` for stale-chain cleanup (every sync, or at
+//      most once per syncPeriod in large-cluster mode, like upstream);
+//   4. renders and applies with `iptables-restore -w --noflush --counters`,
+//      one atomic transaction per table, choosing the whole-table cache
+//      request when it is cheaper (restore.ts);
+//   5. on a full sync, ensures the jump rules from the built-in chains
+//      (-C, then -I at position 1), after the restore created their targets;
+//   6. sets route_localnet=1 once when localhost NodePorts are served.
+// Any failure forgets the render memory, so the next sync is full.
+import { ProxyError } from '../../core/errors.js';
+import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import type { Clock } from '../../engine/clock.js';
+import {
+  IPTABLES_JUMP_CHAINS, chainsFromSave, jumpRuleArgs, renderIptables,
+  type IptablesMemory, type IptablesOptions, type IptablesRender,
+} from '../../dataplane/iptables/index.js';
+import { CANARY_CHAIN, cleanupLeftovers } from './cleanup.js';
+import { detectFeatures, type IptablesFeatures } from './features.js';
+import { Iptables, type Table } from './iptables.js';
+import { wholeTableCachePays, withWholeTableCache } from './restore.js';
+import type { CommandRunner } from './runner.js';
+import type { Sysctl } from './sysctl.js';
+
+export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
+const CANARY_TABLES: readonly Table[] = ['mangle', 'nat', 'filter'];
+
+export interface IptablesDataplaneOptions {
+  readonly config: DataplaneConfig;
+  /** hostRunner in production; netnsRunner(ns) in tests and the benchmark. */
+  readonly run: CommandRunner;
+  readonly sysctl: Sysctl;
+  readonly clock: Clock;
+  /** Large-cluster mode runs the iptables-save stale-chain cleanup at most this often. */
+  readonly syncPeriodMs: number;
+  /** Overrides of the detected renderer options (tests). */
+  readonly options?: Partial<IptablesOptions>;
+  /** 'auto' (default) uses restore.ts's cost model on the nf_tables backend. */
+  readonly wholeTableCache?: 'auto' | 'always' | 'never';
+  readonly onEvent?: (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
+}
+
+export class IptablesDataplane implements Dataplane {
+  readonly mode = 'iptables' as const;
+  readonly family: IPFamily;
+  readonly ipt: Iptables;
+  private memory: IptablesMemory | null = null;
+  private features: Promise<IptablesFeatures> | null = null;
+  private lastLargeClusterMode = false;
+  private lastStaleCleanup = Number.NEGATIVE_INFINITY;
+  private routeLocalnetSet = false;
+
+  constructor(private readonly o: IptablesDataplaneOptions) {
+    this.family = o.config.family;
+    this.ipt = new Iptables(this.family, o.run);
+  }
+
+  /** Detected once; a failed detection is retried on the next sync. */
+  detect(): Promise<IptablesFeatures> {
+    if (this.features === null) {
+      this.features = detectFeatures(this.ipt, this.o.run, this.o.sysctl).catch((e: unknown) => {
+        this.features = null;
+        throw e;
+      });
+    }
+    return this.features;
+  }
+
+  async sync(state: SyncState): Promise<SyncOutcome> {
+    try {
+      return await this.syncOnce(state);
+    } catch (e) {
+      this.memory = null;
+      throw e instanceof ProxyError && e.code === 'KPT_SYNC_FAILED' ? e : new ProxyError('KPT_SYNC_FAILED', `iptables ${this.family} sync failed: ${String(e)}`, { cause: e });
+    }
+  }
+
+  private async syncOnce(state: SyncState): Promise<SyncOutcome> {
+    const clock = this.o.clock;
+    const features = await this.detect();
+    let full = state.fullSync || this.memory === null;
+    let canaryMissing = false;
+    if (!full && !(await this.canariesPresent())) {
+      full = true;
+      canaryMissing = true;
+      this.o.onEvent?.('warn', { family: this.family }, 'iptables canary missing: ruleset was flushed, forcing a full sync');
+    }
+    if (full) for (const t of CANARY_TABLES) await this.ipt.ensureChain(t, CANARY_CHAIN);
+
+    const existingNatChains = await this.existingNatChains();
+    const t0 = clock.monotonic();
+    const render = renderIptables({
+      state, config: this.o.config, options: { ...features.options, ...this.o.options },
+      previous: full ? null : this.memory, existingNatChains,
+    });
+    let text = render.restoreText;
+    const whole = this.useWholeTableCache(features, render);
+    if (whole) text = withWholeTableCache(text);
+    const t1 = clock.monotonic();
+
+    if (render.filterChains.includes('KUBE-FIREWALL') && !this.routeLocalnetSet) {
+      await this.o.sysctl.set(ROUTE_LOCALNET, '1');
+      this.routeLocalnetSet = true;
+    }
+    this.memory = null; // until the restore is known to have succeeded
+    await this.ipt.restore(text, { noflush: true, counters: true, discardStdout: whole });
+    const t2 = clock.monotonic();
+    if (full) await this.ensureJumpRules(render);
+    this.memory = render.memory;
+    this.lastLargeClusterMode = render.largeClusterMode;
+    for (const s of render.skipped) this.o.onEvent?.('warn', { service: s.key, reason: s.reason }, 'service port skipped');
+    return {
+      partial: render.partial,
+      counters: {
+        filterRules: render.filterRules, natRules: render.natRules, natRulesTotal: render.natRulesTotal,
+        deletedChains: render.deletedChains.length, skipped: render.skipped.length,
+        renderMs: t1 - t0, restoreMs: t2 - t1, wholeTableCache: whole ? 1 : 0, canaryMissing: canaryMissing ? 1 : 0,
+      },
+    };
+  }
+
+  /** Upstream Monitor: all three canaries must exist. */
+  async canariesPresent(): Promise<boolean> {
+    for (const t of CANARY_TABLES) if (!(await this.ipt.chainExists(t, CANARY_CHAIN))) return false;
+    return true;
+  }
+
+  /** iptables-save -t nat chains, or null when upstream would skip the cleanup this time. */
+  private async existingNatChains(): Promise<string[] | null> {
+    const now = this.o.clock.monotonic();
+    if (this.lastLargeClusterMode && this.memory !== null && now - this.lastStaleCleanup < this.o.syncPeriodMs) return null;
+    this.lastStaleCleanup = now;
+    return chainsFromSave(await this.ipt.save('nat'), 'nat');
+  }
+
+  private useWholeTableCache(f: IptablesFeatures, r: IptablesRender): boolean {
+    const mode = this.o.wholeTableCache ?? 'auto';
+    if (mode !== 'auto') return mode === 'always';
+    if (!f.nftBackend) return false;
+    const commands = r.natRules + r.deletedChains.length;
+    // Chains named: every active chain on a full sync; on a partial one the
+    // top-level chains still jump to every service chain, so about one name
+    // per rule written.
+    const chainNames = Math.min(r.natChainsActive.size + r.deletedChains.length, commands);
+    return wholeTableCachePays({ commands, chainNames, tableRules: Math.max(r.natRulesTotal, 1) });
+  }
+
+  private async ensureJumpRules(r: IptablesRender): Promise<void> {
+    for (const jc of IPTABLES_JUMP_CHAINS) {
+      if (jc.onlyIfChainRendered && !r.filterChains.includes(jc.to)) continue;
+      await this.ipt.ensureRulePrepended(jc.table, jc.from, jumpRuleArgs(jc));
+    }
+  }
+
+  async cleanup(): Promise<void> {
+    const f = await this.detect().catch(() => null);
+    const res = await cleanupLeftovers(this.ipt, { wholeTableCache: f?.nftBackend ?? false });
+    this.memory = null;
+    if (res.errors.length > 0) {
+      throw new ProxyError('KPT_EXEC_FAILED', `iptables ${this.family} cleanup: ${res.errors.length} step(s) failed`, { cause: res.errors[0] });
+    }
+  }
+}

@@ -1,0 +1,64 @@
+// How we hand a restore input to iptables-restore without paying iptables-nft's
+// quadratic cache-request cost. Measured facts (bench/README.md, iptables 1.8.9
+// nf_tables backend):
+//
+// * In --noflush mode iptables-nft fetches only the chains the input names. For
+//   every command it records the command's chain and jump target in
+//   nft_cache_level_set() -> cache_chain_list_insert(), a SORTED LINKED LIST
+//   walked with strcmp from the head. That costs O(rules x chains): 60k chains
+//   and 170k rules (10k Services x 5 endpoints) spend minutes in strcmp
+//   (perf: >80% of the time in __strcmp_evex and its caller).
+// * A command that names no chain sets cache_req.all_chains, after which
+//   cache_chain_list_insert is never called again for that table section and
+//   the whole table is fetched instead. `-S` (list rules of every chain in
+//   the table) is such a command and changes nothing: it only prints. Placed
+//   first in the `*nat` section, it turns the restore linear. Its price is
+//   fetching (and printing, which we discard) every rule already in the
+//   table, so it only pays when the input names many chains.
+//
+// The result is byte-for-byte the same ruleset (checked by the kernel test
+// and the benchmark); no rule we do not own is read-modified-written.
+
+/** Per existing nat rule, the full fetch costs about this many strcmp steps (measured, see bench). */
+export const WHOLE_TABLE_COST_FACTOR = 500;
+
+/** Counts of the nat section that drive the cost model. */
+export interface NatInputShape {
+  /** `-A`/`-X` lines in the nat section. */
+  readonly commands: number;
+  /** Distinct chain names the section mentions (declared or jumped to), approximated. */
+  readonly chainNames: number;
+  /** Rules expected in the nat table (what the full fetch must read). */
+  readonly tableRules: number;
+}
+
+/**
+ * True when requesting the whole-table cache is cheaper than iptables-nft's
+ * per-chain list: commands x chainNames / 2 strcmp steps against roughly
+ * tableRules x WHOLE_TABLE_COST_FACTOR / 2.
+ */
+export function wholeTableCachePays(s: NatInputShape): boolean {
+  return s.commands * s.chainNames > s.tableRules * WHOLE_TABLE_COST_FACTOR;
+}
+
+/**
+ * Insert the no-op `-S` after the `*nat` header (and after any other table
+ * header listed) so that iptables-nft requests the whole table's cache.
+ * Returns the text unchanged when the header is missing.
+ */
+export function withWholeTableCache(text: string, tables: readonly string[] = ['nat']): string {
+  let out = text;
+  for (const t of tables) {
+    const header = `*${t}\n`;
+    const at = out.startsWith(header) ? 0 : out.indexOf(`\n${header}`);
+    if (at < 0) continue;
+    const end = (at === 0 ? 0 : at + 1) + header.length;
+    out = `${out.slice(0, end)}-S\n${out.slice(end)}`;
+  }
+  return out;
+}
+
+/** True when `iptables --version` names the nf_tables backend (where the quirk lives). */
+export function isNftBackend(version: string): boolean {
+  return /\(nf_tables\)/.test(version);
+}

@@ -1,0 +1,55 @@
+// The one way this folder runs commands. A CommandRunner is injected into
+// everything here so that tests and the benchmark can target a network
+// namespace (`ip netns exec <ns> ...`) and never the root namespace.
+import { spawn } from 'node:child_process';
+import { ProxyError } from '../../core/errors.js';
+import { ExecError, type ExecResult } from '../exec.js';
+
+export interface RunOptions {
+  readonly input?: string;
+  /** Resolve instead of rejecting on a non-zero exit. */
+  readonly allowFailure?: boolean;
+  /**
+   * Send stdout to /dev/null instead of buffering it (the whole-table cache
+   * request of restore.ts makes iptables-restore print the table).
+   */
+  readonly discardStdout?: boolean;
+}
+
+/** Runs `command args` (possibly wrapped); rejects with ExecError on failure. */
+export type CommandRunner = (command: string, args: readonly string[], opts?: RunOptions) => Promise<ExecResult>;
+
+/** A runner that prefixes every command line, e.g. ['ip', 'netns', 'exec', ns]. */
+export function prefixRunner(prefix: readonly string[]): CommandRunner {
+  return (command, args, opts = {}) => {
+    const argv = [...prefix, command, ...args];
+    return spawnCapture(argv[0]!, argv.slice(1), opts, command, args);
+  };
+}
+
+/** Commands on this host's own namespace: what the proxy uses in production. */
+export const hostRunner: CommandRunner = prefixRunner([]);
+
+/** Commands inside the named network namespace (tests, benchmark). */
+export function netnsRunner(ns: string): CommandRunner {
+  return prefixRunner(['ip', 'netns', 'exec', ns]);
+}
+
+function spawnCapture(cmd: string, argv: readonly string[], opts: RunOptions, shownCmd: string, shownArgs: readonly string[]): Promise<ExecResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, argv, { stdio: ['pipe', opts.discardStdout ? 'ignore' : 'pipe', 'pipe'] });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    child.stdout?.on('data', (b: Buffer) => out.push(b));
+    child.stderr?.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => reject(new ProxyError('KPT_EXEC_FAILED', `${cmd}: ${e.message}`, { cause: e })));
+    child.on('close', (code, sig) => {
+      const result = { stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), code: code ?? (sig ? 128 : 1) };
+      if (result.code !== 0 && !opts.allowFailure) reject(new ExecError(shownCmd, shownArgs, result));
+      else resolve(result);
+    });
+    // EPIPE when the command exits before reading its input is reported by 'close'.
+    child.stdin?.on('error', () => {});
+    child.stdin?.end(opts.input ?? '');
+  });
+}
