@@ -7,7 +7,7 @@ import { Agent } from './agentclient.js';
 import { deleteNamespaceSync, sweepStaleNamespaces, trackNamespace, untrackNamespace } from './cleanup.js';
 import { newPrefix } from './names.js';
 import { ip, nsRun } from './spawn.js';
-import { allNamespaces, planTopology, SEGMENT_PREFIX, SERVICE_CIDR, type NodeInfo, type PodInfo, type Topology } from './topology.js';
+import { allNamespaces, GATEWAY_IP, planTopology, SEGMENT_PREFIX, SERVICE_CIDR, type NodeInfo, type PodInfo, type Topology } from './topology.js';
 
 export interface ClusterOptions {
   readonly nodeCount?: number;
@@ -62,7 +62,9 @@ export class NetnsCluster {
       await ip(['-n', ns, 'link', 'set', 'lo', 'up']);
     }
     await ip(['-n', t.switchNs, 'link', 'add', 'br0', 'type', 'bridge']);
+    await ip(['-n', t.switchNs, 'addr', 'add', `${GATEWAY_IP}/${SEGMENT_PREFIX}`, 'dev', 'br0']);
     await ip(['-n', t.switchNs, 'link', 'set', 'br0', 'up']);
+    await nsRun(t.switchNs, ['sysctl', '-q', '-w', 'net.ipv4.ip_forward=0']);
     await this.plug('cp', t.controlPlane.ns, [t.controlPlane.ip]);
     await this.plug('ext', t.external.ns, [t.external.ip, t.external.ip2]);
     // External clients send Service traffic to node1 unless a test routes an IP elsewhere.
@@ -83,6 +85,7 @@ export class NetnsCluster {
     const port = `n${n.name.replace(/\D/g, '')}`;
     await this.plug(port, n.ns, [n.ip]);
     await nsRun(n.ns, ['sysctl', '-q', '-w', 'net.ipv4.ip_forward=1', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.default.rp_filter=0']);
+    await ip(['-n', n.ns, 'route', 'add', 'default', 'via', GATEWAY_IP]);
     for (const other of this.topo.nodes) {
       if (other !== n) await ip(['-n', n.ns, 'route', 'add', other.podCIDR, 'via', other.ip]);
     }

@@ -2,7 +2,11 @@
 // addresses; they live only inside the run's own namespaces, so runs cannot
 // see each other and nothing touches the root namespace.
 //
-//   switch ns: bridge br0 (the shared L2 segment 192.168.77.0/24)
+//   switch ns: bridge br0 (the shared L2 segment 192.168.77.0/24); br0 has
+//              192.168.77.1, the nodes' default gateway, which forwards
+//              nothing: a packet no rule took care of vanishes there, as it
+//              would upstream of a real node, instead of failing the route
+//              lookup (which would hide REJECT rules behind ENETUNREACH)
 //     |-- cp    192.168.77.2    control plane: the test API server
 //     |-- node1 192.168.77.11   pods 10.244.1.0/24 (routed /32s on veths)
 //     |-- node2 192.168.77.12   pods 10.244.2.0/24
@@ -11,6 +15,7 @@
 //   cluster CIDR 10.244.0.0/16, Service CIDR 10.96.0.0/16 (ext routes it via node1)
 
 export const SEGMENT_PREFIX = 24;
+export const GATEWAY_IP = '192.168.77.1';
 export const CONTROL_PLANE_IP = '192.168.77.2';
 export const EXTERNAL_IP = '192.168.77.100';
 export const EXTERNAL_IP2 = '192.168.77.101';
