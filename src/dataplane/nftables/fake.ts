@@ -7,6 +7,7 @@ import { ProxyError } from '../../core/errors.js';
 import { parseCIDR, parseIP } from '../../core/ip.js';
 import { TABLE_NAME, type NftFamily } from './names.js';
 import { elementKeyText, keyArity, operationText, type Chain, type Element, type NftMap, type NftSet, type Operation, type Rule, type Table } from './objects.js';
+import type { KernelSnapshot } from './renderer.js';
 import type { Transaction } from './transaction.js';
 
 export interface FakeChain { readonly chain: Chain; readonly rules: Rule[] }
@@ -65,6 +66,13 @@ export class Fake {
     return [...s.elements.values()];
   }
 
+  /** What a full sync reads back from the kernel (NftablesDataplane does the same with `nft -j`). */
+  snapshot(): KernelSnapshot {
+    const elements = new Map<string, Element[]>();
+    for (const [name, s] of this.state.sets) elements.set(name, [...s.elements.values()]);
+    return { chains: [...this.state.chains.keys()], sets: [...this.state.sets.keys()], elements };
+  }
+
   /**
    * The table as sorted `add` lines (knftables Dump): table, chains, sets,
    * maps, then rules chain by chain, then elements set by set. Also valid
@@ -111,9 +119,12 @@ export class Fake {
     const cur = st.chains.get(o.name);
     if (verb === 'add') {
       if (!cur) { st.chains.set(o.name, { chain: o, rules: [] }); return; }
-      if (cur.chain.type !== o.type || cur.chain.hook !== o.hook || (o.type !== undefined && cur.chain.priority !== o.priority)) {
+      // Re-adding without a hook spec leaves a chain as it is (the kernel
+      // updates nothing); a different hook, type or priority is refused.
+      if (o.type !== undefined && (cur.chain.type !== o.type || cur.chain.hook !== o.hook || cur.chain.priority !== o.priority)) {
         throw new FakeError(what, 'EEXIST', 'chain exists with different type, hook or priority');
       }
+      if (o.type === undefined && cur.chain.type !== undefined) return;
       if (o.comment !== undefined && o.comment !== cur.chain.comment) st.chains.set(o.name, { chain: o, rules: cur.rules });
       return;
     }
