@@ -1,0 +1,124 @@
+// IptablesDataplane against FakeIptables (through fakerunner.ts): sync order,
+// partial syncs, canary detection, failure -> full, cleanup ownership.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { syncStateFromObjects } from '../../core/snapshot.js';
+import type { DataplaneConfig, SyncState } from '../../core/types.js';
+import { FakeClock } from '../../../test/support/fakeclock.js';
+import { service, slice } from '../../../test/cases/fixtures.js';
+import { IptablesDataplane } from './dataplane.js';
+import { fakeRunner, type FakeRunner } from './fakerunner.js';
+import { runnerSysctl } from './sysctl.js';
+
+const CONFIG: DataplaneConfig = {
+  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: null, localhostNodePorts: false, localIPs: ['127.0.0.1', '192.168.0.2'],
+};
+
+function state(opts: { svcs: number; full?: boolean; changed?: string[]; epOffset?: number }): SyncState {
+  const services = [];
+  const slices = [];
+  for (let i = 0; i < opts.svcs; i++) {
+    services.push(service(`s${i}`, { clusterIP: `172.30.0.${i + 1}` }, [{ name: 'p80', port: 80 }]));
+    slices.push(slice(`s${i}`, [{ name: 'p80', port: 80 }], [{ ip: `10.180.${i}.${1 + (i === 0 ? (opts.epOffset ?? 0) : 0)}` }]));
+  }
+  return syncStateFromObjects({
+    services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' },
+    fullSync: opts.full ?? true, ...(opts.changed ? { changedServices: opts.changed } : {}),
+  });
+}
+
+function setup(config: DataplaneConfig = CONFIG, wholeTableCache: 'auto' | 'always' | 'never' = 'auto'): { dp: IptablesDataplane; f: FakeRunner } {
+  const f = fakeRunner();
+  const dp = new IptablesDataplane({ config, run: f.run, sysctl: runnerSysctl(f.run), clock: new FakeClock(), syncPeriodMs: 30_000, wholeTableCache });
+  return { dp, f };
+}
+
+test('full sync: canaries in mangle/nat/filter, rules restored, jump rules inserted once', async () => {
+  const { dp, f } = setup();
+  const out = await dp.sync(state({ svcs: 2 }));
+  assert.equal(out.partial, false);
+  for (const t of ['mangle', 'nat', 'filter'] as const) assert.ok(f.ipt.hasChain(t, 'KUBE-PROXY-CANARY'), t);
+  assert.deepEqual(f.ipt.rules('nat', 'PREROUTING'), ['-m comment --comment "kubernetes service portals" -j KUBE-SERVICES']);
+  assert.equal(f.ipt.rules('filter', 'INPUT').length, 3);
+  assert.ok(f.ipt.rules('nat', 'KUBE-SERVICES').some((r) => r.includes('-d 172.30.0.2')));
+  // A second full sync must not duplicate the jumps.
+  await dp.sync(state({ svcs: 2 }));
+  assert.equal(f.ipt.rules('filter', 'INPUT').length, 3);
+  assert.equal(f.ipt.rules('nat', 'OUTPUT').length, 1);
+  assert.ok(f.log.every((l) => !l.startsWith('iptables ') || l.startsWith('iptables -w 5 ') || l === 'iptables --version'));
+});
+
+test('partial sync writes only the changed service chains and skips jump/canary setup', async () => {
+  const { dp, f } = setup();
+  await dp.sync(state({ svcs: 3 }));
+  const before = f.log.length;
+  const out = await dp.sync(state({ svcs: 3, full: false, changed: ['ns1/s0'], epOffset: 5 }));
+  assert.equal(out.partial, true);
+  const input = f.restoreInputs.at(-1)!;
+  assert.match(input, /--to-destination 10\.180\.0\.6:80/);
+  assert.doesNotMatch(input, /--to-destination 10\.180\.1\.1:80/);
+  const cmds = f.log.slice(before);
+  assert.ok(!cmds.some((l) => / -I /.test(l) || / -N /.test(l)), cmds.join('\n'));
+  // The old endpoint chain of s0 is stale and deleted; s1's survives untouched.
+  const save = f.ipt.save('nat');
+  assert.doesNotMatch(save, /10\.180\.0\.1:80/);
+  assert.match(save, /10\.180\.1\.1:80/);
+});
+
+test('a missing canary turns the next sync into a full one', async () => {
+  const { dp, f } = setup();
+  await dp.sync(state({ svcs: 2 }));
+  f.ipt.deleteChain('mangle', 'KUBE-PROXY-CANARY');
+  const out = await dp.sync(state({ svcs: 2, full: false, changed: [] }));
+  assert.equal(out.partial, false);
+  assert.equal(out.counters?.canaryMissing, 1);
+  assert.ok(f.ipt.hasChain('mangle', 'KUBE-PROXY-CANARY'));
+});
+
+test('a failed restore rejects with KPT_SYNC_FAILED and makes the next sync full', async () => {
+  const { dp, f } = setup();
+  await dp.sync(state({ svcs: 2 }));
+  f.failNextRestore();
+  await assert.rejects(dp.sync(state({ svcs: 2, full: false, changed: ['ns1/s0'] })), (e: unknown) => (e as { code?: string }).code === 'KPT_SYNC_FAILED');
+  const out = await dp.sync(state({ svcs: 2, full: false, changed: [] }));
+  assert.equal(out.partial, false);
+});
+
+test('localhost NodePorts set route_localnet=1 and add the KUBE-FIREWALL jumps', async () => {
+  const { dp, f } = setup({ ...CONFIG, localhostNodePorts: true });
+  await dp.sync(state({ svcs: 1 }));
+  assert.equal(f.sysctls.get('net.ipv4.conf.all.route_localnet'), '1');
+  assert.ok(f.ipt.rules('filter', 'INPUT').includes('-j KUBE-FIREWALL'));
+  const { dp: dp2, f: f2 } = setup();
+  await dp2.sync(state({ svcs: 1 }));
+  assert.equal(f2.sysctls.has('net.ipv4.conf.all.route_localnet'), false);
+});
+
+test('whole-table cache request: always puts -S right after *nat; never leaves it out', async () => {
+  const a = setup(CONFIG, 'always');
+  await a.dp.sync(state({ svcs: 2 }));
+  assert.match(a.f.restoreInputs.at(-1)!, /\n\*nat\n-S\n:KUBE-SERVICES/);
+  const n = setup(CONFIG, 'never');
+  await n.dp.sync(state({ svcs: 2 }));
+  assert.doesNotMatch(n.f.restoreInputs.at(-1)!, /^-S$/m);
+  assert.equal(a.f.ipt.save(), n.f.ipt.save());
+});
+
+test('cleanup removes our jumps and chains and nothing else', async () => {
+  const { dp, f } = setup({ ...CONFIG, localhostNodePorts: true });
+  f.ipt.restore([
+    '*nat', ':KUBE-MARK-DROP - [0:0]', ':FOREIGN - [0:0]', '-A FOREIGN -j RETURN', '-A PREROUTING -s 198.51.100.1 -j FOREIGN', 'COMMIT',
+    '*filter', ':KUBE-KUBELET-CANARY - [0:0]', '-A INPUT -p tcp --dport 22 -j ACCEPT', 'COMMIT', '',
+  ].join('\n'), { noflush: true });
+  await dp.sync(state({ svcs: 2 }));
+  await dp.cleanup();
+  const nat = f.ipt.chains('nat');
+  assert.deepEqual(nat.filter((c) => !['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'].includes(c)).sort(), ['FOREIGN', 'KUBE-MARK-DROP']);
+  assert.deepEqual(f.ipt.rules('nat', 'PREROUTING'), ['-s 198.51.100.1 -j FOREIGN']);
+  assert.deepEqual(f.ipt.rules('nat', 'OUTPUT'), []);
+  // KUBE-FIREWALL is kubelet's too: upstream cleanup keeps the chain and its jumps.
+  assert.deepEqual(f.ipt.chains('filter').filter((c) => c.startsWith('KUBE-')).sort(), ['KUBE-FIREWALL', 'KUBE-KUBELET-CANARY']);
+  assert.deepEqual(f.ipt.rules('filter', 'INPUT'), ['-j KUBE-FIREWALL', '-p tcp --dport 22 -j ACCEPT']);
+  assert.equal(f.ipt.hasChain('mangle', 'KUBE-PROXY-CANARY'), false);
+});

@@ -1,0 +1,41 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { isNftBackend, wholeTableCachePays, withWholeTableCache } from './restore.js';
+import { parseIptablesVersion, supportsRandomFully } from './features.js';
+import { chainsToRemove, deleteChainsInput } from './cleanup.js';
+
+test('withWholeTableCache inserts -S right after the *nat header only', () => {
+  const t = '*filter\n:KUBE-SERVICES - [0:0]\nCOMMIT\n*nat\n:KUBE-SERVICES - [0:0]\nCOMMIT\n';
+  assert.equal(withWholeTableCache(t), '*filter\n:KUBE-SERVICES - [0:0]\nCOMMIT\n*nat\n-S\n:KUBE-SERVICES - [0:0]\nCOMMIT\n');
+  assert.equal(withWholeTableCache('*nat\nCOMMIT\n'), '*nat\n-S\nCOMMIT\n');
+  assert.equal(withWholeTableCache('*filter\nCOMMIT\n', ['filter', 'nat']), '*filter\n-S\nCOMMIT\n');
+  // A comment containing "*nat" is not a header.
+  assert.equal(withWholeTableCache('*filter\n-A X -m comment --comment "*nat"\nCOMMIT\n'), '*filter\n-A X -m comment --comment "*nat"\nCOMMIT\n');
+});
+
+test('cost model: full syncs of many chains pay for the whole table, small partial syncs do not', () => {
+  // 10k Services x 5 endpoints: full sync names 60k chains in 170k commands.
+  assert.equal(wholeTableCachePays({ commands: 170_000, chainNames: 60_000, tableRules: 170_000 }), true);
+  // One-endpoint partial sync at 10k: top-level chains only (about 10k rules naming 10k chains).
+  assert.equal(wholeTableCachePays({ commands: 10_020, chainNames: 10_020, tableRules: 170_000 }), false);
+  assert.equal(wholeTableCachePays({ commands: 30, chainNames: 12, tableRules: 40 }), false);
+});
+
+test('backend and version detection', () => {
+  assert.equal(isNftBackend('iptables v1.8.9 (nf_tables)'), true);
+  assert.equal(isNftBackend('iptables v1.8.9 (legacy)'), false);
+  assert.deepEqual(parseIptablesVersion('ip6tables v1.8.10 (nf_tables)'), [1, 8, 10]);
+  assert.equal(parseIptablesVersion('garbage'), null);
+  assert.equal(supportsRandomFully([1, 6, 1]), false);
+  assert.equal(supportsRandomFully([1, 6, 2]), true);
+  assert.equal(supportsRandomFully([1, 8, 9]), true);
+  assert.equal(supportsRandomFully(null), false);
+});
+
+test('cleanup targets exactly upstream CleanupLeftovers chains', () => {
+  const nat = ['PREROUTING', 'KUBE-SERVICES', 'KUBE-MARK-DROP', 'KUBE-MARK-MASQ', 'KUBE-SEP-AAAA', 'KUBE-SVC-BBBB', 'KUBE-FW-CCCC', 'KUBE-XYZ', 'KUBE-PROXY-CANARY'];
+  assert.deepEqual(chainsToRemove('nat', nat), ['KUBE-SERVICES', 'KUBE-MARK-MASQ', 'KUBE-PROXY-CANARY', 'KUBE-FW-CCCC', 'KUBE-SEP-AAAA', 'KUBE-SVC-BBBB']);
+  const filter = ['INPUT', 'KUBE-FIREWALL', 'KUBE-FORWARD', 'KUBE-KUBELET-CANARY', 'KUBE-PROXY-FIREWALL'];
+  assert.deepEqual(chainsToRemove('filter', filter), ['KUBE-FORWARD', 'KUBE-PROXY-FIREWALL']);
+  assert.equal(deleteChainsInput('nat', ['A', 'B']), '*nat\n:A - [0:0]\n:B - [0:0]\n-X A\n-X B\nCOMMIT\n');
+});
