@@ -1,0 +1,178 @@
+// The reflector against a scripted transport and a manual clock: backoff
+// schedule, the stall watchdog, relist diffs, odd watch events, shutdown.
+
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { FakeClock } from '../../../test/support/fakeclock.js';
+import type { SourceEvent } from './events.js';
+import { Reflector, type K8sObject } from './reflector.js';
+import { ApiStatusError, type ListResult, type ListWatchTransport, type Query } from './transport.js';
+
+interface OpenWatch {
+  query: Query;
+  open(): void;
+  send(type: string, obj: unknown): void;
+  end(): void;
+  fail(err: Error): void;
+  aborted(): boolean;
+}
+
+/** A transport whose lists are scripted and whose watches the test drives. */
+class ScriptedTransport implements ListWatchTransport {
+  lists: Array<ListResult | Error> = [];
+  listCalls = 0;
+  watches: OpenWatch[] = [];
+
+  async list(): Promise<ListResult> {
+    this.listCalls++;
+    const next = this.lists.shift() ?? new Error('no scripted list');
+    if (next instanceof Error) throw next;
+    return next;
+  }
+
+  watch(_path: string, query: Query, onOpen: () => void, onEvent: (t: string, o: unknown) => void, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      signal.addEventListener('abort', () => resolve());
+      this.watches.push({
+        query, open: onOpen, send: onEvent, end: () => resolve(), fail: reject, aborted: () => signal.aborted,
+      });
+    });
+  }
+}
+
+const obj = (name: string, rv: string): K8sObject => ({ metadata: { namespace: 'ns', name, resourceVersion: rv } });
+const flush = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+function setup(transport: ScriptedTransport) {
+  const clock = new FakeClock();
+  const calls: string[] = [];
+  const events: SourceEvent[] = [];
+  const id = (o: K8sObject): string => `${o.metadata.name}@${o.metadata.resourceVersion}`;
+  const reflector = new Reflector<K8sObject>({
+    resource: 'things', path: '/api/v1/things', transport, clock,
+    backoff: { initialMs: 20, maxMs: 100, factor: 2 }, watchTimeoutSeconds: 60,
+    sink: {
+      add: (o) => calls.push(`add ${id(o)}`), update: (a, b) => calls.push(`update ${id(a)}->${id(b)}`),
+      delete: (o) => calls.push(`delete ${id(o)}`), synced: () => calls.push('synced'),
+    },
+    onEvent: (e) => events.push(e),
+  });
+  const ac = new AbortController();
+  const done = reflector.run(ac.signal);
+  return { clock, calls, events, reflector, ac, done };
+}
+
+describe('Reflector', () => {
+  it('backs off exponentially up to the maximum between failed lists', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [1, 2, 3, 4, 5].map(() => new Error('connect ECONNREFUSED'));
+    t.lists.push({ resourceVersion: '7', items: [obj('a', '5')] });
+    const { clock, calls, events, ac, done } = setup(t);
+    for (const delay of [20, 40, 80, 100, 100]) {
+      await flush();
+      const attempts = t.listCalls;
+      clock.advance(delay - 1);
+      await flush();
+      assert.equal(t.listCalls, attempts, `no retry before ${delay} ms`);
+      clock.advance(1);
+      await flush();
+      assert.equal(t.listCalls, attempts + 1, `retry after ${delay} ms`);
+    }
+    assert.deepEqual(events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs), [20, 40, 80, 100, 100]);
+    assert.deepEqual(calls, ['add a@5', 'synced']);
+    await flush();
+    assert.equal(t.watches[0]?.query.resourceVersion, '7');
+    ac.abort();
+    await done;
+  });
+
+  it('treats a watch that outlives its timeout as stalled and resumes from the same version', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '10', items: [] }];
+    const { clock, events, ac, done } = setup(t);
+    await flush();
+    const w = t.watches[0]!;
+    w.open();
+    w.send('BOOKMARK', { metadata: { resourceVersion: '12' } });
+    clock.advance(60_000 + 29_999);
+    assert.equal(w.aborted(), false);
+    clock.advance(1);
+    assert.equal(w.aborted(), true);
+    await flush();
+    assert.ok(events.some((e) => e.type === 'error' && e.error.includes('stalled')));
+    clock.advance(20);
+    await flush();
+    assert.equal(t.watches.length, 2);
+    assert.equal(t.watches[1]!.query.resourceVersion, '12');
+    assert.equal(t.listCalls, 1);
+    ac.abort();
+    await done;
+  });
+
+  it('relists on a 410 ERROR event and delivers the diff, with synced last', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [
+      { resourceVersion: '10', items: [obj('a', '1'), obj('b', '2'), obj('c', '3')] },
+      { resourceVersion: '20', items: [obj('a', '1'), obj('b', '15'), obj('d', '16')] },
+    ];
+    const { calls, events, ac, done } = setup(t);
+    await flush();
+    t.watches[0]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' });
+    await flush();
+    await flush();
+    assert.deepEqual(calls, ['add a@1', 'add b@2', 'add c@3', 'synced', 'update b@2->b@15', 'add d@16', 'delete c@3', 'synced']);
+    assert.ok(events.some((e) => e.type === 'expired'));
+    assert.equal(t.watches[1]!.query.resourceVersion, '20');
+    ac.abort();
+    await done;
+  });
+
+  it('relists on an HTTP 410 from the watch request too', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '10', items: [] }, { resourceVersion: '30', items: [obj('z', '29')] }];
+    const { calls, ac, done } = setup(t);
+    await flush();
+    t.watches[0]!.fail(new ApiStatusError(410, 'Expired', 'gone'));
+    await flush();
+    await flush();
+    assert.deepEqual(calls, ['synced', 'add z@29', 'synced']);
+    ac.abort();
+    await done;
+  });
+
+  it('maps watch events onto the local copy (MODIFIED of unknown = add, DELETED of unknown = nothing)', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '10', items: [obj('a', '1')] }];
+    const { calls, reflector, ac, done } = setup(t);
+    await flush();
+    const w = t.watches[0]!;
+    w.send('MODIFIED', obj('b', '11'));
+    w.send('ADDED', obj('a', '12'));
+    w.send('DELETED', obj('ghost', '13'));
+    w.send('DELETED', obj('b', '14'));
+    w.send('ADDED', 'not an object');
+    assert.deepEqual(calls.slice(2), ['add b@11', 'update a@1->a@12', 'delete b@14']);
+    assert.deepEqual(reflector.snapshot().map((o) => o.metadata.name), ['a']);
+    assert.equal(reflector.resourceVersion, '14');
+    ac.abort();
+    await done;
+  });
+
+  it('resumes a cleanly closed watch at once, and stops promptly when aborted during a backoff', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '10', items: [] }];
+    const { events, ac, done } = setup(t);
+    await flush();
+    t.watches[0]!.send('BOOKMARK', { metadata: { resourceVersion: '11' } });
+    t.watches[0]!.end();
+    await flush();
+    assert.equal(t.watches.length, 2, 'resumed without waiting');
+    assert.equal(t.watches[1]!.query.resourceVersion, '11');
+    t.watches[1]!.fail(new Error('socket hang up'));
+    await flush();
+    assert.equal(events.at(-1)?.type, 'backoff');
+    ac.abort();
+    await done;
+    assert.equal(events.at(-1)?.type, 'stopped');
+  });
+});
