@@ -40,6 +40,15 @@ for (const mode of E2E_MODES) {
       }
     });
 
+    it('ClusterIP from outside the cluster (routed via node1) is served and masqueraded', async () => {
+      await env.waitServedBy('node1-a', 'tcp', '10.96.0.10', 80, ['node1-b', 'node2-a']);
+      const rs = await env.sendMany('ext', 'tcp', '10.96.0.10', 80, 6);
+      for (const r of rs) {
+        assert.ok(r.ok, JSON.stringify(r));
+        assert.notEqual(srcIP(r.reply), env.cluster.external.ip, 'source outside the cluster CIDR is masqueraded');
+      }
+    });
+
     it('NodePort from the external client: served by endpoints on both nodes, masqueraded to the node', async () => {
       const ports = webPorts(30080);
       await env.apply(service({ name: 'np', type: 'NodePort', clusterIP: '10.96.0.11', ports }), endpointSlice('np', eps('node1-a', 'node2-b'), ports));
@@ -113,6 +122,10 @@ for (const mode of E2E_MODES) {
       const h1 = await ext.http(`http://${node1.ip}:${hc}/`);
       assert.equal(h1.status, 503);
       assert.equal(JSON.parse(h1.body ?? '{}').localEndpoints, 0);
+      // A pod on node1 is short-circuited to the cluster-wide endpoints, unmasqueraded.
+      const fromPod = await env.send('node1-a', 'tcp', node1.ip, 30280);
+      assert.ok(fromPod.ok && fromPod.reply.pod.startsWith('node2-'), JSON.stringify(fromPod));
+      assert.equal(srcIP(fromPod.reply), pod('node1-a').ip);
     });
 
     it('internalTrafficPolicy Local: pods reach only their node\'s endpoint; none local is a drop', async () => {
