@@ -1,0 +1,197 @@
+// kube-proxy's command line and configuration file, drop-in compatible with
+// upstream cmd/kube-proxy/app/options.go.
+//
+// PUBLIC API (for src/cmd/main.ts)
+//
+//   parseCommandLine(argv, deps, version?): Promise<ParsedCommand>
+//     argv    - process.argv.slice(2)
+//     deps    - { readFile(path): Promise<string> } (used for --config only)
+//     version - package.json version, for --version ("kube-proxy-ts v<version>")
+//   Returns { kind: 'help' | 'version', text } (print text, exit 0) or
+//   { kind: 'run', config, resolved, timing, actions, warnings, configFile?, master? }.
+//   Throws ProxyError: KPT_FLAG_INVALID (unknown flag, unparsable value, empty
+//   --hostname-override, positional args), KPT_CONFIG_FILE (unreadable or
+//   undecodable --config file), KPT_CONFIG_INVALID (ConfigValidationError, one
+//   "field: Invalid value: v: why" per problem). Exit non-zero on any of them.
+//
+//   encodeConfigYAML(config) (re-exported) - the text --write-config-to writes.
+//   resolveDataplaneConfig(resolved, family, localIPs, nodeIP, podCIDRs?) in
+//   src/core/config/nodeport.ts - per-family DataplaneConfig for a datapath.
+//
+// PRECEDENCE (upstream Options.Complete):
+// * Without --config, flags set the configuration on top of the v1alpha1
+//   defaults. --iptables-[min-]sync-period apply when --proxy-mode is not ipvs
+//   (iptables, nftables, userspace, ""), --ipvs-[min-]sync-period only when it
+//   is ipvs; the other pair is ignored. As upstream, the unselected pair's
+//   defaults are the iptables ones (so ipvs' minSyncPeriod defaults to 1s when
+//   chosen by flag). The deprecated --healthz-port/--metrics-port then fill in
+//   a missing port (0 disables the server) unless --write-config-to is given.
+// * With --config, every flag that maps to a config field is ignored (a
+//   warning lists them), EXCEPT the logging flags (-v, --vmodule,
+//   --logging-format, --log-flush-frequency), which override the file
+//   (--vmodule entries go before the file's), and --hostname-override.
+// * Always honoured: --config, --write-config-to, --cleanup, --init-only,
+//   --master, --hostname-override (trimmed, lower-cased; empty after trimming
+//   is an error), --help, --version.
+// * Then mode "" becomes iptables, nftables without nodePortAddresses gets
+//   ["primary"], detectLocalMode "" becomes ClusterCIDR, and the result is
+//   validated.
+
+import { defaultV1Alpha1 } from '../core/config/defaults.js';
+import { decodeConfigFile } from '../core/config/decode.js';
+import { platformApplyDefaults, resolvedToV1Alpha1, timingOf, v1alpha1ToResolved } from '../core/config/convert.js';
+import { ConfigValidationError } from '../core/config/field.js';
+import { appendPortIfNeeded } from '../core/config/hostport.js';
+import type { KubeProxyConfigurationV1Alpha1, ResolvedConfig, ResolvedTiming } from '../core/config/types.js';
+import { validateConfig } from '../core/config/validate.js';
+import { ProxyError } from '../core/errors.js';
+import { splitArgs } from './argv.js';
+import { parseFlagValues, type ParsedFlags } from './flagparse.js';
+import { FLAGS, formatFlagUsages, type CommandOptions, type FlagTarget } from './flags.js';
+
+export { encodeConfigYAML } from '../core/config/encode.js';
+
+export interface CommandDeps {
+  readFile(path: string): Promise<string>;
+}
+
+export interface RunCommand {
+  readonly kind: 'run';
+  /** The effective configuration as v1alpha1 (what --write-config-to writes). */
+  readonly config: KubeProxyConfigurationV1Alpha1;
+  /** The effective configuration as upstream's internal type. */
+  readonly resolved: ResolvedConfig;
+  /** resolved's periods in milliseconds, for the injected Clock. */
+  readonly timing: ResolvedTiming;
+  readonly actions: { readonly cleanup: boolean; readonly initOnly: boolean; readonly writeConfigTo?: string };
+  /** To be logged: lenient decoding, deprecated flags, ignored flags, unknown gates. */
+  readonly warnings: string[];
+  readonly configFile?: string;
+  readonly master?: string;
+}
+
+export type ParsedCommand = { readonly kind: 'help' | 'version'; readonly text: string } | RunCommand;
+
+export const HELP_HEADER = `The Kubernetes network proxy runs on each node. This
+reflects services as defined in the Kubernetes API on each node and can do simple
+TCP, UDP, and SCTP stream forwarding or round robin TCP, UDP, and SCTP forwarding across a set of backends.
+Service cluster IPs and ports are currently found through Docker-links-compatible
+environment variables specifying ports opened by the service proxy. There is an optional
+addon that provides cluster DNS for these cluster IPs. The user must create a service
+with the apiserver API to configure the proxy.
+
+Usage:
+  kube-proxy [flags]
+
+Flags:
+`;
+
+export function helpText(): string {
+  return HELP_HEADER + formatFlagUsages();
+}
+
+function defaultOptions(cfg: ResolvedConfig): CommandOptions {
+  return {
+    configFile: '', writeConfigTo: '', cleanup: false, initOnly: false, master: '',
+    healthzPort: 10256, metricsPort: 10249, hostnameOverride: '',
+    iptablesSyncPeriod: cfg.syncPeriod, iptablesMinSyncPeriod: cfg.minSyncPeriod,
+    ipvsSyncPeriod: cfg.syncPeriod, ipvsMinSyncPeriod: cfg.minSyncPeriod,
+    clusterCIDRs: '', help: false, version: false,
+  };
+}
+
+/** Upstream addressFromDeprecatedFlags: port 0 disables, otherwise fill in a missing port. */
+function addressFromDeprecatedFlags(addr: string, port: number): string {
+  return port === 0 ? '' : appendPortIfNeeded(addr, port);
+}
+
+export async function parseCommandLine(argv: readonly string[], deps: CommandDeps, version = '0.0.0'): Promise<ParsedCommand> {
+  const split = splitArgs(argv);
+  const flags = parseFlagValues(split.occurrences);
+  // newKubeProxyConfiguration: defaulted v1alpha1 (mode "") converted to internal.
+  const target: FlagTarget = { cfg: v1alpha1ToResolved(defaultV1Alpha1()), opts: defaultOptions(v1alpha1ToResolved(defaultV1Alpha1())) };
+  for (const f of FLAGS) {
+    const v = flags.values.get(f.name);
+    if (v !== undefined) f.apply(target, v);
+  }
+  const { opts } = target;
+  if (opts.help) return { kind: 'help', text: helpText() };
+  if (opts.version) return { kind: 'version', text: `kube-proxy-ts v${version}` };
+  if (split.positional.some((a) => a.length > 0)) {
+    throw new ProxyError('KPT_FLAG_INVALID', `"kube-proxy" does not take any arguments, got ${JSON.stringify(split.positional)}`);
+  }
+  const warnings = [...flags.warnings];
+  let cfg = target.cfg;
+  if (opts.configFile === '' && opts.writeConfigTo === '') {
+    cfg.healthzBindAddress = addressFromDeprecatedFlags(cfg.healthzBindAddress, opts.healthzPort);
+    cfg.metricsBindAddress = addressFromDeprecatedFlags(cfg.metricsBindAddress, opts.metricsPort);
+  }
+  if (opts.configFile !== '') {
+    cfg = await loadConfigFile(opts.configFile, deps, warnings);
+    copyLoggingFlags(flags, cfg);
+    const ignored = FLAGS.filter((f) => f.scope === 'config' && flags.values.has(f.name)).map((f) => `--${f.name}`);
+    if (ignored.length > 0) warnings.push(`flags ignored because --config is given: ${ignored.join(' ')}`);
+  } else {
+    processV1Alpha1Flags(flags, opts, cfg);
+  }
+  platformApplyDefaults(cfg);
+  applyHostnameOverride(opts, cfg);
+  const { errors, warnings: vw } = validateConfig(cfg);
+  if (errors.length > 0) throw new ConfigValidationError(errors);
+  warnings.push(...vw);
+  return {
+    kind: 'run',
+    config: resolvedToV1Alpha1(cfg),
+    resolved: cfg,
+    timing: timingOf(cfg),
+    actions: { cleanup: opts.cleanup, initOnly: opts.initOnly, ...(opts.writeConfigTo ? { writeConfigTo: opts.writeConfigTo } : {}) },
+    warnings,
+    ...(opts.configFile ? { configFile: opts.configFile } : {}),
+    ...(opts.master ? { master: opts.master } : {}),
+  };
+}
+
+async function loadConfigFile(path: string, deps: CommandDeps, warnings: string[]): Promise<ResolvedConfig> {
+  let text: string;
+  try {
+    text = await deps.readFile(path);
+  } catch (err) {
+    throw new ProxyError('KPT_CONFIG_FILE', `failed to read config file ${JSON.stringify(path)}: ${(err as Error).message}`, { cause: err });
+  }
+  const decoded = decodeConfigFile(text, path);
+  warnings.push(...decoded.warnings);
+  return v1alpha1ToResolved(decoded.config);
+}
+
+/** copyLogsFromFlags: logging flags that were given override the file. */
+function copyLoggingFlags(flags: ParsedFlags, cfg: ResolvedConfig): void {
+  const fileVModule = cfg.logging.vmodule ?? [];
+  cfg.logging.vmodule = [];
+  const target: FlagTarget = { cfg, opts: defaultOptions(cfg) };
+  for (const f of FLAGS) {
+    const v = flags.values.get(f.name);
+    if (f.scope === 'logging' && v !== undefined) f.apply(target, v);
+  }
+  const merged = [...cfg.logging.vmodule, ...fileVModule];
+  if (merged.length > 0) cfg.logging.vmodule = merged;
+  else delete cfg.logging.vmodule;
+}
+
+/** Upstream processV1Alpha1Flags: flags that do not map 1:1 onto the internal config. */
+function processV1Alpha1Flags(flags: ParsedFlags, opts: CommandOptions, cfg: ResolvedConfig): void {
+  const changed = (name: string) => flags.values.has(name);
+  const ipvs = cfg.mode === 'ipvs';
+  if (changed('iptables-sync-period') && !ipvs) cfg.syncPeriod = opts.iptablesSyncPeriod;
+  if (changed('iptables-min-sync-period') && !ipvs) cfg.minSyncPeriod = opts.iptablesMinSyncPeriod;
+  if (changed('ipvs-sync-period') && ipvs) cfg.syncPeriod = opts.ipvsSyncPeriod;
+  if (changed('ipvs-min-sync-period') && ipvs) cfg.minSyncPeriod = opts.ipvsMinSyncPeriod;
+  if (changed('cluster-cidr')) cfg.detectLocal.clusterCIDRs = opts.clusterCIDRs.split(',');
+}
+
+/** Upstream processHostnameOverrideFlag: the flag wins over the file. */
+function applyHostnameOverride(opts: CommandOptions, cfg: ResolvedConfig): void {
+  if (opts.hostnameOverride.length === 0) return;
+  const name = opts.hostnameOverride.trim();
+  if (name.length === 0) throw new ProxyError('KPT_FLAG_INVALID', '--hostname-override: empty hostname-override is invalid');
+  cfg.hostnameOverride = name.toLowerCase();
+}
