@@ -41,8 +41,9 @@ for (const mode of E2E_MODES) {
     });
 
     it('ClusterIP from outside the cluster (routed via node1) is served and masqueraded', async () => {
-      await env.waitServedBy('node1-a', 'tcp', '10.96.0.10', 80, ['node1-b', 'node2-a']);
-      const rs = await env.sendMany('ext', 'tcp', '10.96.0.10', 80, 6);
+      await env.apply(service({ name: 'outside', clusterIP: '10.96.0.22', ports: webPorts() }), endpointSlice('outside', eps('node1-b', 'node2-a'), webPorts()));
+      await env.waitReachable('ext', 'tcp', '10.96.0.22', 80);
+      const rs = await env.sendMany('ext', 'tcp', '10.96.0.22', 80, 6);
       for (const r of rs) {
         assert.ok(r.ok, JSON.stringify(r));
         assert.notEqual(srcIP(r.reply), env.cluster.external.ip, 'source outside the cluster CIDR is masqueraded');
