@@ -95,3 +95,20 @@ test('hardFail: reports once and stops retrying', async () => {
   await srv.close();
   await release();
 });
+
+test('close() during a listen attempt leaves nothing listening', async () => {
+  const { port, release } = await occupiedPort();
+  await release();
+  const srv = new RetryingServer({ name: 'test', address: { host: '127.0.0.1', port }, handler: (_q, s) => s.end() });
+  await srv.close();
+  // The port must be free again: bind it ourselves.
+  const again = await occupiedPortAt(port);
+  await again();
+});
+
+async function occupiedPortAt(port: number): Promise<() => Promise<void>> {
+  const s = createServer();
+  s.listen(port, '127.0.0.1');
+  await once(s, 'listening');
+  return () => new Promise((r) => s.close(() => r()));
+}

@@ -58,6 +58,8 @@ export class RetryingServer {
   private readonly server: Server;
   private retry: TimerHandle | null = null;
   private closed = false;
+  /** Settles when the listen attempt in progress (if any) has succeeded or failed. */
+  private attempting: Promise<void> = Promise.resolve();
   private readyResolve!: (a: AddressInfo) => void;
   /** Resolves with the bound address once listening succeeds. */
   readonly ready: Promise<AddressInfo>;
@@ -71,28 +73,33 @@ export class RetryingServer {
   private attempt(): void {
     if (this.closed) return;
     const { host, port } = this.opts.address;
-    const onError = (err: Error) => {
-      this.server.off('listening', onListening);
-      this.opts.log?.error({ err, server: this.opts.name, address: `${host}:${port}` }, `failed to start ${this.opts.name} server`);
-      this.opts.onListenError?.(err);
-      if (this.opts.hardFail || this.closed) return;
-      this.retry = (this.opts.clock ?? realClock).setTimer(this.opts.retryInterval ?? 5000, () => { this.retry = null; this.attempt(); });
-    };
-    const onListening = () => {
-      this.server.off('error', onError);
-      const a = this.server.address() as AddressInfo;
-      this.opts.log?.info({ server: this.opts.name, address: `${a.address}:${a.port}` }, `${this.opts.name} server listening`);
-      this.readyResolve(a);
-    };
-    this.server.once('error', onError);
-    this.server.once('listening', onListening);
-    this.server.listen({ port, host: host === '' ? undefined : host });
+    this.attempting = new Promise<void>((settle) => {
+      const onError = (err: Error) => {
+        this.server.off('listening', onListening);
+        settle();
+        this.opts.log?.error({ err, server: this.opts.name, address: `${host}:${port}` }, `failed to start ${this.opts.name} server`);
+        this.opts.onListenError?.(err);
+        if (this.opts.hardFail || this.closed) return;
+        this.retry = (this.opts.clock ?? realClock).setTimer(this.opts.retryInterval ?? 5000, () => { this.retry = null; this.attempt(); });
+      };
+      const onListening = () => {
+        this.server.off('error', onError);
+        settle();
+        const a = this.server.address() as AddressInfo;
+        this.opts.log?.info({ server: this.opts.name, address: `${a.address}:${a.port}` }, `${this.opts.name} server listening`);
+        this.readyResolve(a);
+      };
+      this.server.once('error', onError);
+      this.server.once('listening', onListening);
+      this.server.listen({ port, host: host === '' ? undefined : host });
+    });
   }
 
   async close(): Promise<void> {
     this.closed = true;
     this.retry?.cancel();
     this.retry = null;
+    await this.attempting;
     if (!this.server.listening) return;
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
