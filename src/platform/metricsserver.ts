@@ -85,6 +85,8 @@ export class RetryingServer {
       const onListening = () => {
         this.server.off('error', onError);
         settle();
+        // Errors after a successful listen are logged, never fatal.
+        this.server.on('error', (err) => this.opts.log?.error({ err, server: this.opts.name }, `${this.opts.name} server error`));
         const a = this.server.address() as AddressInfo;
         this.opts.log?.info({ server: this.opts.name, address: `${a.address}:${a.port}` }, `${this.opts.name} server listening`);
         this.readyResolve(a);
