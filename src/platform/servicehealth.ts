@@ -96,7 +96,8 @@ export class ServiceHealthServer {
         });
         servers.push(srv);
         srv.listen({ port, host });
-        await Promise.race([once(srv, 'listening'), once(srv, 'error').then(([e]) => { throw e; })]);
+        await once(srv, 'listening'); // rejects on 'error' (EADDRINUSE, EADDRNOTAVAIL...)
+        srv.on('error', (err) => this.opts.log?.error({ err, service: key, port }, 'Healthcheck server error'));
       }
       return servers;
     } catch (e) {
