@@ -325,7 +325,23 @@ test('ServiceCIDR changes reach the state and request a sync', async () => {
   assert.equal(t.requests(), r + 1);
   await t.proxier.syncProxyRules();
   assert.deepEqual(t.dps[0]!.last.serviceCIDRs, ['172.30.0.0/16']);
+  assert.equal(t.dps[0]!.last.fullSync, true);
   assert.deepEqual(t.dps[1]!.last.serviceCIDRs, ['fd00:172:30::/108']);
   t.proxier.onServiceCIDRsChanged([{ metadata: { name: 'kubernetes' }, spec: { cidrs: ['fd00:172:30::/108', '172.30.0.0/16'] } }]);
   assert.equal(t.requests(), r + 1, 'same set in another order is no change');
+});
+
+test('sync() queues every family once initialized; duplicate families are a bug', async () => {
+  const t = setup(['IPv4', 'IPv6']);
+  t.proxier.sync();
+  assert.equal(t.requests(), 0);
+  t.proxier.onServiceSynced();
+  t.proxier.onEndpointSliceSynced();
+  const r = t.requests();
+  const q = t.observer.queued.length;
+  t.proxier.sync();
+  assert.equal(t.requests(), r + 1);
+  assert.deepEqual(t.observer.queued.slice(q).map((x) => x[0]), ['IPv4', 'IPv6']);
+  const clock = new FakeClock();
+  assert.throws(() => new Proxier({ nodeName: TEST_NODE, dataplanes: [new RecordingDataplane('IPv4'), new RecordingDataplane('IPv4')], clock, observer: new RecordingObserver(), requestSync: () => {} }), (e: unknown) => hasCode(e, 'KPT_BUG'));
 });

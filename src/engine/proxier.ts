@@ -64,6 +64,9 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
 
   constructor(private readonly deps: ProxierDeps) {
     if (deps.dataplanes.length === 0) throw new BugError('Proxier needs at least one dataplane');
+    if (new Set(deps.dataplanes.map((d) => d.family)).size !== deps.dataplanes.length) {
+      throw new BugError('Proxier needs at most one dataplane per IP family');
+    }
     const start = deps.clock.now();
     this.families = deps.dataplanes.map((dp, i) => {
       // Bad input is reported once, by the primary family's trackers.
@@ -103,6 +106,16 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     const next = cidrsOfServiceCIDRs(Array.isArray(cidrs) ? cidrs : []).sort();
     if (next.join(',') === this.serviceCIDRs.join(',')) return;
     this.serviceCIDRs = next;
+    // Rare, and renderers may keep the CIDR rule in base setup that partial syncs skip.
+    for (const f of this.families) f.needFullSync = true;
+    this.changed(this.families);
+  }
+
+  /**
+   * Queue a sync of every family (upstream Proxier.Sync): publishes
+   * queuedUpdate and calls requestSync. A no-op until initialized.
+   */
+  sync(): void {
     this.changed(this.families);
   }
 
