@@ -87,13 +87,14 @@ function onSignalCleanup(sig: NodeJS.Signals) {
   return () => process.off(sig, h);
 }
 
-async function sendUDP(ns: string, srcPorts: number[], dst: string, port: number): Promise<void> {
-  const script = `const d=require('dgram');let n=${srcPorts.length};for(const sp of ${JSON.stringify(srcPorts)}){const s=d.createSocket('udp4');`
-    + `s.bind(sp,'10.250.0.1',()=>s.send('x',${port},'${dst}',()=>{s.close();if(--n===0)process.exit(0);}));}`;
+async function sendUDP(ns: string, src: string, srcPorts: number[], dst: string, port: number): Promise<void> {
+  const type = src.includes(':') ? 'udp6' : 'udp4';
+  const script = `const d=require('dgram');let n=${srcPorts.length};for(const sp of ${JSON.stringify(srcPorts)}){const s=d.createSocket('${type}');`
+    + `s.bind(sp,'${src}',()=>s.send('x',${port},'${dst}',()=>{s.close();if(--n===0)process.exit(0);}));}`;
   await sh('ip', ['netns', 'exec', ns, process.execPath, '-e', script]);
 }
 
-test('real kernel (root): list UDP flows through a DNAT rule and delete a selected one', async (t) => {
+test('real kernel (root): list UDP flows (IPv4 and IPv6) through DNAT rules and delete selected ones', async (t) => {
   const offs = [onSignalCleanup('SIGINT'), onSignalCleanup('SIGTERM')];
   t.after(async () => { await removeNamespaces(); offs.forEach((f) => f()); });
   await removeNamespaces();
@@ -104,14 +105,22 @@ test('real kernel (root): list UDP flows through a DNAT rule and delete a select
   await sh('ip', ['link', 'add', vc, 'netns', CLIENT, 'type', 'veth', 'peer', 'name', vs, 'netns', SERVER]);
   await sh('ip', ['-n', CLIENT, 'addr', 'add', '10.250.0.1/24', 'dev', vc]);
   await sh('ip', ['-n', SERVER, 'addr', 'add', '10.250.0.2/24', 'dev', vs]);
+  await sh('ip', ['-n', CLIENT, 'addr', 'add', 'fd00:250::1/64', 'dev', vc, 'nodad']);
+  await sh('ip', ['-n', SERVER, 'addr', 'add', 'fd00:250::2/64', 'dev', vs, 'nodad']);
   for (const [ns, dev] of [[CLIENT, vc], [SERVER, vs]] as const) {
     await sh('ip', ['-n', ns, 'link', 'set', dev, 'up']);
     await sh('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
   }
+  // Static neighbours: the client's packets leave at once, without waiting for ARP/ND.
+  const mac = (JSON.parse(await sh('ip', ['-n', SERVER, '-j', 'link', 'show', vs])) as Array<{ address: string }>)[0]!.address;
+  for (const ip of ['10.250.0.2', 'fd00:250::2']) await sh('ip', ['-n', CLIENT, 'neigh', 'replace', ip, 'lladdr', mac, 'dev', vc, 'nud', 'permanent']);
   await sh('ip', ['-n', CLIENT, 'route', 'add', '172.30.0.0/24', 'via', '10.250.0.2']);
+  await sh('ip', ['-n', CLIENT, 'route', 'add', 'fd00:30::/64', 'via', 'fd00:250::2']);
   await sh('ip', ['netns', 'exec', SERVER, 'nft', '-f', '-'],
-    'table ip kpt { chain pre { type nat hook prerouting priority -100; ip daddr 172.30.0.10 udp dport 53 dnat to 10.250.0.2:5354; }; }\n');
-  await sendUDP(CLIENT, [40001, 40002, 40003], '172.30.0.10', 53);
+    'table ip kpt { chain pre { type nat hook prerouting priority -100; ip daddr 172.30.0.10 udp dport 53 dnat to 10.250.0.2:5354; }; }\n'
+    + 'table ip6 kpt6 { chain pre { type nat hook prerouting priority -100; ip6 daddr fd00:30::10 udp dport 53 dnat to [fd00:250::2]:5354; }; }\n');
+  await sendUDP(CLIENT, '10.250.0.1', [40001, 40002, 40003], '172.30.0.10', 53);
+  await sendUDP(CLIENT, 'fd00:250::1', [41001, 41002], 'fd00:30::10', 53);
 
   const ct = new Conntrack((args) => run('ip', ['netns', 'exec', SERVER, 'conntrack', ...args], { allowFailure: true }));
   const flows = (await ct.listUDPFlows('IPv4')).filter((f) => f.origDst === '172.30.0.10');
@@ -119,7 +128,12 @@ test('real kernel (root): list UDP flows through a DNAT rule and delete a select
   for (const f of flows) {
     assert.deepEqual([f.origSrc, f.origDstPort, f.replySrc, f.replySrcPort], ['10.250.0.1', 53, '10.250.0.2', 5354]);
   }
-  assert.deepEqual(await ct.listUDPFlows('IPv6'), []);
+  const flows6 = (await ct.listUDPFlows('IPv6')).filter((f) => f.origDst === 'fd00:30::10');
+  assert.deepEqual(flows6.map((f) => [f.origSrc, f.origSrcPort, f.replySrc, f.replySrcPort]).sort(),
+    [['fd00:250::1', 41001, 'fd00:250::2', 5354], ['fd00:250::1', 41002, 'fd00:250::2', 5354]]);
+  assert.deepEqual(await ct.deleteFlows('IPv6', [flows6.find((f) => f.origSrcPort === 41001)!]), { deleted: 1, errors: [] });
+  assert.deepEqual((await ct.listUDPFlows('IPv6')).filter((f) => f.origDst === 'fd00:30::10').map((f) => f.origSrcPort), [41002]);
+  assert.equal((await ct.listUDPFlows('IPv4')).length, 3, 'IPv6 deletion left IPv4 alone');
 
   const victim = flows.find((f) => f.origSrcPort === 40002)!;
   const r = await ct.deleteFlows('IPv4', [victim]);
