@@ -1,0 +1,102 @@
+// NftablesDataplane: the nftables mode's Dataplane for one IP family. Renders
+// a transaction with the pure NftablesRenderer and applies it atomically with
+// `nft -f -`. Full syncs first read the table back (`nft -j list table`) so
+// only differences are written. Any failure makes the next sync full.
+// The runner is injectable so tests can target a network namespace
+// (`ip netns exec <ns> nft ...`).
+import { ProxyError } from '../../core/errors.js';
+import type { DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import type { Dataplane } from '../../core/types.js';
+import type { Clock } from '../../engine/clock.js';
+import { nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
+import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dataplane/nftables/renderer.js';
+import { realClock } from '../clock.js';
+import { run, type ExecResult } from '../exec.js';
+import { parseTableJSON } from './readback.js';
+
+/** Runs `nft <args>` with optional stdin; rejects with ExecError on failure. */
+export type NftRunner = (args: readonly string[], input?: string) => Promise<ExecResult>;
+
+/** The host's nft, or nft inside a named network namespace. */
+export function nftRunner(netns?: string): NftRunner {
+  if (netns === undefined) return (args, input) => run('nft', args, input === undefined ? {} : { input });
+  return (args, input) => run('ip', ['netns', 'exec', netns, 'nft', ...args], input === undefined ? {} : { input });
+}
+
+export interface NftablesDataplaneOptions {
+  readonly config: DataplaneConfig;
+  readonly runner?: NftRunner;
+  readonly clock?: Clock;
+  /** Called with each transaction's text before it is applied (debug logging). */
+  readonly onTransaction?: (family: IPFamily, script: string, partial: boolean) => void;
+}
+
+export class NftablesDataplane implements Dataplane {
+  readonly mode = 'nftables' as const;
+  readonly family: IPFamily;
+  private readonly renderer: NftablesRenderer;
+  private readonly runner: NftRunner;
+  private readonly clock: Clock;
+
+  constructor(private readonly opts: NftablesDataplaneOptions) {
+    this.family = opts.config.family;
+    this.renderer = new NftablesRenderer(opts.config);
+    this.runner = opts.runner ?? nftRunner();
+    this.clock = opts.clock ?? realClock;
+  }
+
+  async sync(state: SyncState): Promise<SyncOutcome> {
+    try {
+      const snapshot = this.renderer.needsFullSync(state) ? await this.readSnapshot() : null;
+      const { tx, partial, counters } = this.renderer.render(state, this.clock.now(), snapshot);
+      if (tx.error) throw tx.error;
+      if (tx.numOperations > 0) {
+        const script = tx.toString();
+        this.opts.onTransaction?.(this.family, script, partial);
+        await this.runner(['-f', '-'], script);
+      }
+      return { partial, counters };
+    } catch (err) {
+      this.renderer.reset();
+      throw err instanceof ProxyError && err.code === 'KPT_SYNC_FAILED'
+        ? err
+        : new ProxyError('KPT_SYNC_FAILED', `nftables ${this.family} sync failed: ${(err as Error).message}`, { cause: err });
+    }
+  }
+
+  /** Stale chains flushed but not yet deleted (deleted by a sync >= 1 s later). */
+  pendingStaleChains(): number {
+    return this.renderer.pendingStaleChains().size;
+  }
+
+  /** Delete this family's kube-proxy table, if present, and nothing else. */
+  async cleanup(): Promise<void> {
+    await deleteTableIfPresent(this.runner, nftFamily(this.family));
+    this.renderer.reset();
+  }
+
+  private async readSnapshot(): Promise<KernelSnapshot> {
+    const fam = nftFamily(this.family);
+    if (!(await tableExists(this.runner, fam))) return EMPTY_SNAPSHOT;
+    const out = await this.runner(['-j', 'list', 'table', fam, TABLE_NAME]);
+    return parseTableJSON(out.stdout, TABLE_NAME);
+  }
+}
+
+async function tableExists(runner: NftRunner, fam: string): Promise<boolean> {
+  const out = await runner(['list', 'tables', fam]);
+  return out.stdout.split('\n').some((l) => l.trim() === `table ${fam} ${TABLE_NAME}`);
+}
+
+async function deleteTableIfPresent(runner: NftRunner, fam: 'ip' | 'ip6'): Promise<void> {
+  if (await tableExists(runner, fam)) await runner(['delete', 'table', fam, TABLE_NAME]);
+}
+
+/**
+ * Upstream nftables.CleanupLeftovers: delete `ip kube-proxy` and `ip6
+ * kube-proxy` (used by --cleanup and when running another mode).
+ */
+export async function cleanupNftablesLeftovers(runner: NftRunner = nftRunner()): Promise<void> {
+  await deleteTableIfPresent(runner, 'ip');
+  await deleteTableIfPresent(runner, 'ip6');
+}
