@@ -345,3 +345,19 @@ test('sync() queues every family once initialized; duplicate families are a bug'
   const clock = new FakeClock();
   assert.throws(() => new Proxier({ nodeName: TEST_NODE, dataplanes: [new RecordingDataplane('IPv4'), new RecordingDataplane('IPv4')], clock, observer: new RecordingObserver(), requestSync: () => {} }), (e: unknown) => hasCode(e, 'KPT_BUG'));
 });
+
+test('dual-stack: bad input is reported once, also when only the IPv6 family looks at it', () => {
+  const t = setup(['IPv4', 'IPv6']);
+  t.proxier.onServiceAdd(svc('both', '172.30.0.80', (s) => { s.spec.clusterIPs = ['172.30.0.80', 'fd00::80']; s.spec.externalIPs = ['bogus']; }));
+  assert.deepEqual(t.observer.skipped, [['service', 'ns1/both', 'invalid externalIP "bogus"']]);
+  t.observer.skipped.length = 0;
+  t.proxier.onServiceAdd(svc('v6only', 'fd00::81', (s) => { s.spec.externalIPs = ['bogus']; }));
+  assert.deepEqual(t.observer.skipped, [['service', 'ns1/v6only', 'invalid externalIP "bogus"']]);
+  t.observer.skipped.length = 0;
+  t.proxier.onEndpointSliceAdd(makeSlice('ns1', 'v6only', 1, (s) => { s.addressType = 'IPv6'; s.endpoints = [{ addresses: ['fd00::zz'] }]; s.ports = [slicePort('p80', 80)]; }));
+  assert.equal(t.observer.skipped.length, 1);
+  assert.equal(t.observer.skipped[0]![0], 'endpointslice');
+  t.observer.skipped.length = 0;
+  t.proxier.onEndpointSliceAdd(null as never);
+  assert.equal(t.observer.skipped.length, 1);
+});

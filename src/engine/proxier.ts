@@ -61,6 +61,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   private endpointSlicesSynced = false;
   private serviceCIDRs: string[] = [];
   private syncing = false;
+  private readonly reportedThisCall = new Set<string>();
 
   constructor(private readonly deps: ProxierDeps) {
     if (deps.dataplanes.length === 0) throw new BugError('Proxier needs at least one dataplane');
@@ -68,13 +69,9 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       throw new BugError('Proxier needs at most one dataplane per IP family');
     }
     const start = deps.clock.now();
-    this.families = deps.dataplanes.map((dp, i) => {
-      // Bad input is reported once, by the primary family's trackers.
-      const skip = (kind: 'service' | 'endpointslice'): SkipReporter =>
-        i === 0 ? (key, reason) => deps.observer.inputSkipped(kind, key, reason) : () => {};
-      return new FamilyState(dp, deps.nodeName, start, skip('service'), skip('endpointslice'));
-    });
-    this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) => deps.observer.inputSkipped('node', key, reason));
+    const skip = (kind: 'service' | 'endpointslice'): SkipReporter => (key, reason) => this.reportSkip(kind, key, reason);
+    this.families = deps.dataplanes.map((dp) => new FamilyState(dp, deps.nodeName, start, skip('service'), skip('endpointslice')));
+    this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) => this.reportSkip('node', key, reason));
   }
 
   // ---- ServiceHandler ----
@@ -259,6 +256,18 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     }
   }
 
+  /**
+   * Every family's intake reports what it finds bad (an IPv6-only Service is
+   * only looked at closely by the IPv6 family); within one handler call the
+   * same report is published once.
+   */
+  private reportSkip(kind: 'service' | 'endpointslice' | 'node', key: string, reason: string): void {
+    const id = `${kind}\0${key}\0${reason}`;
+    if (this.reportedThisCall.has(id)) return;
+    this.reportedThisCall.add(id);
+    this.deps.observer.inputSkipped(kind, key, reason);
+  }
+
   private serviceChange(prev: Service | null, cur: Service | null): void {
     const touched = this.guard('service', prev ?? cur, () => this.families.filter((f) => f.services.update(prev, cur)));
     this.deps.observer.changeRecorded('service');
@@ -288,6 +297,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
 
   /** Intake never throws by design; this keeps a bug from killing the informer loop. */
   private guard<T>(kind: 'service' | 'endpointslice' | 'node', obj: unknown, fn: () => T[]): T[] {
+    this.reportedThisCall.clear();
     try {
       return fn();
     } catch (error) {
