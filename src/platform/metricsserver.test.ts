@@ -18,7 +18,7 @@ test('parseBindAddress', () => {
   }
 });
 
-test('metrics server answers /metrics, /healthz, /proxyMode, /configz and 404 over real HTTP', async (t) => {
+test('metrics server answers /metrics, /healthz, /metrics/slis, /proxyMode, /configz and 404 over real HTTP', async (t) => {
   const metrics = new ProxyMetrics({ defaultMetrics: false });
   metrics.changeRecorded('endpoint');
   const srv = startMetricsServer({ bindAddress: '127.0.0.1:0', metrics, proxyMode: 'nftables', config: { mode: 'nftables', clusterCIDR: '10.0.0.0/8' } });
@@ -33,6 +33,12 @@ test('metrics server answers /metrics, /healthz, /proxyMode, /configz and 404 ov
   assert.match(await r.text(), /^kubeproxy_sync_proxy_rules_endpoint_changes_total 1$/m);
   r = await get('/healthz');
   assert.equal(await r.text(), 'ok');
+  r = await get('/healthz?verbose');
+  assert.equal(await r.text(), '[+]ping ok\nhealthz check passed\n');
+  r = await get('/metrics/slis');
+  const slis = await r.text();
+  assert.match(slis, /^kubernetes_healthcheck\{name="ping",type="healthz"\} 1$/m);
+  assert.match(slis, /^kubernetes_healthchecks_total\{name="ping",status="success",type="healthz"\} 2$/m);
   r = await get('/proxyMode');
   assert.equal(r.headers.get('content-type'), 'text/plain; charset=utf-8');
   assert.equal(await r.text(), 'nftables');

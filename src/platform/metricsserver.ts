@@ -1,11 +1,12 @@
 // The metrics server (reference 2.21; upstream cmd/kube-proxy/app/server.go
-// serveMetrics): /metrics, /healthz ("ok"), /proxyMode, /configz. Plus the
+// serveMetrics): /metrics, /metrics/slis, /healthz ("ok"), /proxyMode, /configz. Plus the
 // listener helper both it and the healthz server use: like upstream's
 // wait.Until(..., 5s), a failed listen is retried every 5 s, unless hardFail
 // (bindAddressHardFail), where the first failure is reported and retrying stops.
 
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { ProxyError } from '../core/errors.js';
 import { normalizeIP } from '../core/ip.js';
 import type { Clock, TimerHandle } from '../engine/clock.js';
@@ -126,10 +127,29 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
   res.end(body);
 }
 
+/**
+ * component-base's /healthz (one "ping" check) and its SLI metrics, served at
+ * /metrics/slis: kubernetes_healthcheck{name,type} and
+ * kubernetes_healthchecks_total{name,status,type}.
+ */
+class PingHealthz {
+  readonly registry = new Registry();
+  private readonly gauge = new Gauge({ name: 'kubernetes_healthcheck', help: 'This metric records the result of a single healthcheck.', labelNames: ['name', 'type'], registers: [this.registry] });
+  private readonly total = new Counter({ name: 'kubernetes_healthchecks_total', help: 'This metric records the results of all healthcheck.', labelNames: ['name', 'status', 'type'], registers: [this.registry] });
+
+  serve(res: ServerResponse, verbose: boolean): void {
+    this.gauge.set({ name: 'ping', type: 'healthz' }, 1);
+    this.total.inc({ name: 'ping', status: 'success', type: 'healthz' });
+    send(res, 200, 'text/plain; charset=utf-8', verbose ? '[+]ping ok\nhealthz check passed\n' : 'ok');
+  }
+}
+
 /** The metrics mux as a plain request handler (testable without sockets' retry logic). */
 export function metricsHandler(opts: Pick<MetricsServerOptions, 'metrics' | 'proxyMode' | 'config'>): RequestListener {
+  const healthz = new PingHealthz();
   return (req: IncomingMessage, res: ServerResponse) => {
-    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    const url = new URL(req.url ?? '/', 'http://x');
+    const path = url.pathname;
     switch (path) {
       case '/metrics':
         opts.metrics.render().then(
@@ -137,7 +157,12 @@ export function metricsHandler(opts: Pick<MetricsServerOptions, 'metrics' | 'pro
           (err: unknown) => send(res, 500, 'text/plain; charset=utf-8', `error gathering metrics: ${String(err)}\n`));
         return;
       case '/healthz':
-        send(res, 200, 'text/plain; charset=utf-8', 'ok');
+      case '/healthz/ping':
+        healthz.serve(res, url.searchParams.has('verbose'));
+        return;
+      case '/metrics/slis':
+        healthz.registry.metrics().then((body) => send(res, 200, healthz.registry.contentType, body),
+          (err: unknown) => send(res, 500, 'text/plain; charset=utf-8', `error gathering metrics: ${String(err)}\n`));
         return;
       case '/proxyMode':
         send(res, 200, 'text/plain; charset=utf-8', opts.proxyMode);
