@@ -188,7 +188,7 @@ class Tracer {
     const body = braceBody(t);
     let result: Verdict = 'continue';
     for (const entry of body.split(',')) {
-      const v = entry.split(':').slice(1).join(':');
+      const v = entry.slice(entry.indexOf(' : ') + 3);
       const r = this.verdict(v, chain, pkt, depth);
       if (r === 'terminal') result = 'terminal';
     }
@@ -203,7 +203,8 @@ class Tracer {
     }
     if (t.includes('numgen')) {
       for (const entry of braceBody(t).split(',')) {
-        const [ip, port] = entry.split(':')[1]!.split(' . ').map((x) => x.trim());
+        // "0 : IP . port" (IPv6 addresses contain ':' themselves).
+        const [ip, port] = entry.slice(entry.indexOf(' : ') + 3).split(' . ').map((x) => x.trim());
         this.outputs.push(joinHostPort(ip!, Number(port)));
       }
       return 'terminal';
