@@ -3,10 +3,11 @@
 // SyncNode). Other Nodes are ignored.
 
 import type { Node } from '../core/api.js';
-import { LABEL_TOPOLOGY_ZONE, TAINT_TO_BE_DELETED } from '../core/api.js';
+import { LABEL_TOPOLOGY_ZONE } from '../core/api.js';
 import { nodeInfoFromNode } from '../core/nodeinfo.js';
 import type { SkipReporter } from '../core/serviceport.js';
 import type { IPFamily, NodeInfo } from '../core/types.js';
+import { isNodeEligible } from './health.js';
 
 export interface NodeUpdate {
   /** A topology label (upstream NodeTopologyConfig: the zone) changed. */
@@ -24,7 +25,7 @@ function sameTopology(a: Readonly<Record<string, string>>, b: Readonly<Record<st
 
 export class NodeTracker {
   private current: NodeInfo;
-  private isEligible = true;
+  private isEligible = false;
 
   constructor(
     readonly nodeName: string,
@@ -39,8 +40,9 @@ export class NodeTracker {
   }
 
   /**
-   * Eligible until the Node is deleted, carries a deletionTimestamp, or has
-   * the cluster autoscaler's ToBeDeleted taint (upstream healthz semantics).
+   * Eligible while the Node is known, not deleted, has no deletionTimestamp
+   * and no cluster-autoscaler ToBeDeleted taint (upstream healthz semantics;
+   * the rule itself is health.ts isNodeEligible). False until the Node is seen.
    */
   eligible(): boolean {
     return this.isEligible;
@@ -51,7 +53,7 @@ export class NodeTracker {
     const name = node && typeof node === 'object' ? node.metadata?.name : undefined;
     if (name !== this.nodeName) return null;
     const prev = this.current;
-    this.isEligible = !deleted && !node.metadata.deletionTimestamp && !hasDeletionTaint(node);
+    this.isEligible = !deleted && isNodeEligible(node);
     if (deleted) {
       // Keep the last known labels/IPs: rules stay as they are while the node goes away.
       return { labelsChanged: false, podCIDRsChanged: false, ipsChanged: false };
@@ -63,9 +65,4 @@ export class NodeTracker {
       ipsChanged: JSON.stringify(prev.nodeIPs) !== JSON.stringify(this.current.nodeIPs),
     };
   }
-}
-
-function hasDeletionTaint(node: Node): boolean {
-  const taints = node.spec && Array.isArray(node.spec.taints) ? node.spec.taints : [];
-  return taints.some((t) => t && typeof t === 'object' && t.key === TAINT_TO_BE_DELETED);
 }

@@ -240,7 +240,9 @@ test('malformed input is skipped and reported; healthy services still sync', asy
 
 test('node eligibility: deleted, being deleted, or tainted for deletion', () => {
   const t = setup();
-  assert.equal(t.proxier.nodeEligible(), true);
+  assert.equal(t.proxier.nodeEligible(), false, 'unknown until the Node is seen');
+  t.proxier.onNodeAdd(makeNode('other-node'));
+  assert.equal(t.proxier.nodeEligible(), false);
   t.proxier.onNodeAdd(makeNode(TEST_NODE));
   assert.equal(t.proxier.nodeEligible(), true);
   const tainted = makeNode(TEST_NODE);

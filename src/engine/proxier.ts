@@ -121,7 +121,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     return this.servicesSynced && this.endpointSlicesSynced;
   }
 
-  /** Health: false once the Node is deleted, being deleted, or tainted for deletion. */
+  /** Health: true while the Node is known and not deleted, being deleted, or tainted for deletion. */
   nodeEligible(): boolean {
     return this.node.eligible();
   }
