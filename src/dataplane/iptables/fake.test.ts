@@ -1,0 +1,102 @@
+// The fake must enforce what iptables-restore --noflush enforces, or tests
+// built on it prove nothing.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { hasCode } from '../../core/errors.js';
+import { FakeIptables } from './fake.js';
+import { chainsFromSave } from './jumps.js';
+
+const base = `*nat
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-A - [0:0]
+:KUBE-SEP-A - [0:0]
+-A KUBE-SERVICES -m comment --comment "ns/a cluster IP" -d 172.30.0.1 --dport 80 -j KUBE-SVC-A
+-A KUBE-SVC-A -j KUBE-SEP-A
+-A KUBE-SEP-A -m tcp -p tcp -j DNAT --to-destination 10.0.0.1:80
+COMMIT
+`;
+
+function rejects(fake: FakeIptables, text: string, re: RegExp): void {
+  const before = fake.save();
+  assert.throws(() => fake.restore(text), (e: unknown) => hasCode(e, 'KPT_EXEC_FAILED') && re.test((e as Error).message));
+  assert.equal(fake.save(), before, 'a rejected restore changes nothing');
+}
+
+test('restore creates chains and rules; save prints built-ins first, then user chains sorted', () => {
+  const f = new FakeIptables();
+  f.restore(base);
+  assert.equal(f.save('nat'), `*nat
+:PREROUTING ACCEPT [0:0]
+:INPUT ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:KUBE-SEP-A - [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-SVC-A - [0:0]
+-A KUBE-SEP-A -m tcp -p tcp -j DNAT --to-destination 10.0.0.1:80
+-A KUBE-SERVICES -m comment --comment "ns/a cluster IP" -d 172.30.0.1 --dport 80 -j KUBE-SVC-A
+-A KUBE-SVC-A -j KUBE-SEP-A
+COMMIT
+`);
+  assert.deepEqual(chainsFromSave(f.save(), 'nat').sort(), ['INPUT', 'KUBE-SEP-A', 'KUBE-SERVICES', 'KUBE-SVC-A', 'OUTPUT', 'POSTROUTING', 'PREROUTING']);
+});
+
+test('--noflush: declared chains are flushed, undeclared chains and built-in rules are kept', () => {
+  const f = new FakeIptables();
+  f.restore(base);
+  f.ensureRule('prepend', 'nat', 'PREROUTING', ['-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES']);
+  f.restore('*nat\n:PREROUTING ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-A\nCOMMIT\n');
+  assert.deepEqual(f.rules('nat', 'KUBE-SERVICES'), ['-j KUBE-SVC-A']);
+  assert.deepEqual(f.rules('nat', 'KUBE-SVC-A'), ['-j KUBE-SEP-A'], 'undeclared chain untouched');
+  assert.deepEqual(f.rules('nat', 'PREROUTING'), ['-m comment --comment "kubernetes service portals" -j KUBE-SERVICES'], 'built-in keeps foreign rules');
+  // without --noflush the table is replaced
+  f.restore('*nat\n:KUBE-SERVICES - [0:0]\nCOMMIT\n', { noflush: false });
+  assert.equal(f.hasChain('nat', 'KUBE-SVC-A'), false);
+  assert.deepEqual(f.rules('nat', 'PREROUTING'), []);
+});
+
+test('-X deletes a flushed, unreferenced chain', () => {
+  const f = new FakeIptables();
+  f.restore(base);
+  f.restore('*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-A - [0:0]\n-X KUBE-SVC-A\n-X KUBE-SEP-A\nCOMMIT\n');
+  assert.equal(f.hasChain('nat', 'KUBE-SVC-A'), false);
+  assert.equal(f.hasChain('nat', 'KUBE-SEP-A'), false);
+  assert.deepEqual(f.rules('nat', 'KUBE-SERVICES'), []);
+});
+
+test('invalid input is rejected as a whole', () => {
+  const f = new FakeIptables();
+  f.restore(base);
+  rejects(f, '*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-NOPE\nCOMMIT\n', /unknown chain or target KUBE-SVC-NOPE/);
+  rejects(f, '*nat\n:KUBE-SEP-A - [0:0]\n-X KUBE-SEP-A\nCOMMIT\n', /KUBE-SEP-A is referenced/);
+  rejects(f, '*nat\n-X KUBE-SVC-A\nCOMMIT\n', /not empty/);
+  rejects(f, '*nat\n-A KUBE-MISSING -j ACCEPT\nCOMMIT\n', /no chain KUBE-MISSING/);
+  rejects(f, '*nat\n-X PREROUTING\nCOMMIT\n', /built-in/);
+  rejects(f, '*filter\n:KUBE-X - [0:0]\n-A KUBE-X -j DNAT --to-destination 1.2.3.4:80\nCOMMIT\n', /not valid in table filter/);
+  rejects(f, '*nat\n:KUBE-SERVICES - [0:0]\n', /COMMIT expected/);
+  rejects(f, '*nat\n-A KUBE-SERVICES -m comment --comment "unterminated -j ACCEPT\nCOMMIT\n', /bad line/);
+  rejects(f, '*bogus\nCOMMIT\n', /unknown table/);
+  // an error in the second table undoes the first
+  rejects(f, '*filter\n:KUBE-OK - [0:0]\nCOMMIT\n*nat\n-A NOPE -j ACCEPT\nCOMMIT\n', /no chain NOPE/);
+  assert.equal(f.hasChain('filter', 'KUBE-OK'), false);
+});
+
+test('ensureRule is idempotent and checks the target exists', () => {
+  const f = new FakeIptables();
+  f.restore(base);
+  const args = ['-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES'];
+  assert.equal(f.ensureRule('prepend', 'nat', 'OUTPUT', args), false);
+  assert.equal(f.ensureRule('prepend', 'nat', 'OUTPUT', args), true);
+  assert.equal(f.rules('nat', 'OUTPUT').length, 1);
+  assert.throws(() => f.ensureRule('append', 'nat', 'OUTPUT', ['-j', 'KUBE-NOPE']), (e: unknown) => hasCode(e, 'KPT_EXEC_FAILED'));
+});
+
+test('-I, -D and -N inside restore input', () => {
+  const f = new FakeIptables();
+  f.restore('*filter\n-N KUBE-A\n-A INPUT -j KUBE-A\n-I INPUT 1 -j ACCEPT\nCOMMIT\n');
+  assert.deepEqual(f.rules('filter', 'INPUT'), ['-j ACCEPT', '-j KUBE-A']);
+  f.restore('*filter\n-D INPUT -j KUBE-A\nCOMMIT\n');
+  assert.deepEqual(f.rules('filter', 'INPUT'), ['-j ACCEPT']);
+  rejects(f, '*filter\n-D INPUT -j KUBE-A\nCOMMIT\n', /rule does not exist/);
+});
