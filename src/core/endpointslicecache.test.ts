@@ -91,6 +91,8 @@ test('updatePending reports real changes only; checkout returns previous/current
   assert.equal(c.updatePending(structuredClone(s1), false), false, 'same content again');
   assert.equal(c.pendingCount(), 1);
   let ch = c.checkoutChanges().get('ns1/svc1')!;
+  assert.equal(c.pendingCount(), 0);
+  assert.equal(c.checkoutChanges().size, 0, 'a second checkout has nothing');
   assert.equal(ch.previous.size, 0);
   assert.deepEqual(ch.current.get(pk('p'))!.endpoints.map((e) => e.key), ['10.0.0.1:80']);
   const relabelled = structuredClone(s1);

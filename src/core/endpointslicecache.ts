@@ -159,6 +159,8 @@ function preferEndpoint(old: Endpoint, cand: Endpoint): Endpoint {
 
 export class EndpointSliceCache {
   private readonly trackers = new Map<string, SliceTracker>();
+  /** Service keys with pending slices (so pendingCount is O(1) per handler call). */
+  private readonly pendingServices = new Set<string>();
 
   constructor(
     readonly nodeName: string,
@@ -187,23 +189,25 @@ export class EndpointSliceCache {
     }
     const prior = t.pending.get(keys.sliceName) ?? t.applied.get(keys.sliceName);
     const changed = prior ? prior.canonical !== info.canonical : !remove;
-    if (changed) t.pending.set(keys.sliceName, info);
+    if (changed) {
+      t.pending.set(keys.sliceName, info);
+      this.pendingServices.add(keys.serviceKey);
+    }
     if (t.applied.size === 0 && t.pending.size === 0) this.trackers.delete(keys.serviceKey);
     return changed;
   }
 
   /** Number of Services with pending slice changes. */
   pendingCount(): number {
-    let n = 0;
-    for (const t of this.trackers.values()) if (t.pending.size > 0) n++;
-    return n;
+    return this.pendingServices.size;
   }
 
   /** Apply pending slices; previous/current endpoints for every Service that had any. */
   checkoutChanges(): Map<string, EndpointsChange> {
     const changes = new Map<string, EndpointsChange>();
-    for (const [serviceKey, t] of this.trackers) {
-      if (t.pending.size === 0) continue;
+    for (const serviceKey of this.pendingServices) {
+      const t = this.trackers.get(serviceKey);
+      if (!t || t.pending.size === 0) continue;
       const previous = this.endpointsMapOf(serviceKey, t.applied);
       for (const [name, info] of t.pending) {
         if (info.remove) t.applied.delete(name);
@@ -213,6 +217,7 @@ export class EndpointSliceCache {
       changes.set(serviceKey, { previous, current: this.endpointsMapOf(serviceKey, t.applied) });
       if (t.applied.size === 0) this.trackers.delete(serviceKey);
     }
+    this.pendingServices.clear();
     return changes;
   }
 

@@ -78,3 +78,19 @@ test('buildSyncState drops service ports of the other family', () => {
   assert.equal(st.services.size, 0);
   assert.equal(v6.services.get('ns1/s6:a')!.clusterIP, 'fd00::10');
 });
+
+test('buildSyncState reuses categorization only for identical service port, endpoints and node', () => {
+  const slice = (ips: string[]) => makeSlice('ns1', 'svc1', 1, (s) => { s.endpoints = ips.map((ip) => endpoint(ip)); s.ports = [slicePort('p80', 80), slicePort('dns', 53, 'UDP')]; });
+  const first = syncStateFromObjects({ services: [lbService()], slices: [slice(['10.180.0.1'])], family: 'IPv4' });
+  const eps = (st: typeof first) => new Map([...st.services.values()].map((sp) => [`${sp.key}/${sp.protocol}`, { name: sp.name, endpoints: st.endpoints.get(sp.key)! }]));
+  const again = buildSyncState({ family: 'IPv4', services: first.services, endpoints: eps(first), node: first.node, changedServices: new Set(), fullSync: false, serviceCIDRs: [], previous: first });
+  assert.equal(again.categorized.get('ns1/svc1:p80'), first.categorized.get('ns1/svc1:p80'));
+  const changedEps = eps(first);
+  changedEps.set('ns1/svc1:p80/TCP', { name: first.services.get('ns1/svc1:p80')!.name, endpoints: [] });
+  const changed = buildSyncState({ family: 'IPv4', services: first.services, endpoints: changedEps, node: first.node, changedServices: new Set(), fullSync: false, serviceCIDRs: [], previous: first });
+  assert.notEqual(changed.categorized.get('ns1/svc1:p80'), first.categorized.get('ns1/svc1:p80'));
+  assert.equal(changed.categorized.get('ns1/svc1:p80')!.hasAnyEndpoints, false);
+  assert.equal(changed.categorized.get('ns1/svc1:dns'), first.categorized.get('ns1/svc1:dns'));
+  const otherNode = buildSyncState({ family: 'IPv4', services: first.services, endpoints: eps(first), node: { ...first.node }, changedServices: new Set(), fullSync: false, serviceCIDRs: [], previous: first });
+  assert.notEqual(otherNode.categorized.get('ns1/svc1:p80'), first.categorized.get('ns1/svc1:p80'));
+});

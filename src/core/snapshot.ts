@@ -23,6 +23,12 @@ export interface BuildSyncStateInput {
   readonly fullSync: boolean;
   /** CIDRs of any family; only this family's are kept. */
   readonly serviceCIDRs: readonly string[];
+  /**
+   * The previous snapshot of this family. A service port whose ServicePort,
+   * endpoint list and node are the very same objects (===) as in it keeps its
+   * categorization instead of recomputing it.
+   */
+  readonly previous?: SyncState | null;
 }
 
 const EMPTY: readonly Endpoint[] = Object.freeze([]);
@@ -56,6 +62,7 @@ export function buildSyncState(input: BuildSyncStateInput): SyncState {
   const services = new Map<string, ServicePort>();
   const endpoints = new Map<string, readonly Endpoint[]>();
   const categorized = new Map<string, CategorizedEndpoints>();
+  const prev = input.previous && input.previous.node === input.node ? input.previous : null;
   const keys = [...input.services.keys()].sort();
   for (const k of keys) {
     const sp = input.services.get(k)!;
@@ -63,7 +70,8 @@ export function buildSyncState(input: BuildSyncStateInput): SyncState {
     const eps = input.endpoints.get(endpointsKey(sp.name))?.endpoints ?? EMPTY;
     services.set(k, sp);
     endpoints.set(k, eps);
-    categorized.set(k, categorizeEndpoints(eps, sp, input.node.name, input.node.labels));
+    const reuse = prev && prev.services.get(k) === sp && prev.endpoints.get(k) === eps ? prev.categorized.get(k) : undefined;
+    categorized.set(k, reuse ?? categorizeEndpoints(eps, sp, input.node.name, input.node.labels));
   }
   return {
     family: input.family,

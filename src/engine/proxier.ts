@@ -212,6 +212,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       changedServices: changes.updatedServices,
       fullSync,
       serviceCIDRs: this.serviceCIDRs,
+      previous: f.lastState,
     });
     let outcome;
     try {
