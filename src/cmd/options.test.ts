@@ -32,6 +32,7 @@ async function rejects(argv: string[], code: string, re: RegExp, fs: Record<stri
 
 test('no flags: upstream defaults, mode iptables, detect-local ClusterCIDR', async () => {
   const r = await run([]);
+  assert.equal(r.mode, 'iptables');
   assert.equal(r.resolved.mode, 'iptables');
   assert.equal(r.resolved.detectLocalMode, 'ClusterCIDR');
   assert.equal(r.resolved.syncPeriod, 30 * SECOND);

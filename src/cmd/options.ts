@@ -8,7 +8,7 @@
 //     deps    - { readFile(path): Promise<string> } (used for --config only)
 //     version - package.json version, for --version ("kube-proxy-ts v<version>")
 //   Returns { kind: 'help' | 'version', text } (print text, exit 0) or
-//   { kind: 'run', config, resolved, timing, actions, warnings, configFile?, master? }.
+//   { kind: 'run', mode, config, resolved, timing, actions, warnings, configFile?, master? }.
 //   Throws ProxyError: KPT_FLAG_INVALID (unknown flag, unparsable value, empty
 //   --hostname-override, positional args), KPT_CONFIG_FILE (unreadable or
 //   undecodable --config file), KPT_CONFIG_INVALID (ConfigValidationError, one
@@ -45,6 +45,7 @@ import { appendPortIfNeeded } from '../core/config/hostport.js';
 import type { KubeProxyConfigurationV1Alpha1, ResolvedConfig, ResolvedTiming } from '../core/config/types.js';
 import { validateConfig } from '../core/config/validate.js';
 import { ProxyError } from '../core/errors.js';
+import type { ProxyMode } from '../core/types.js';
 import { splitArgs } from './argv.js';
 import { parseFlagValues, type ParsedFlags } from './flagparse.js';
 import { FLAGS, formatFlagUsages, type CommandOptions, type FlagTarget } from './flags.js';
@@ -57,6 +58,8 @@ export interface CommandDeps {
 
 export interface RunCommand {
   readonly kind: 'run';
+  /** resolved.mode, never "" (platform default applied). */
+  readonly mode: ProxyMode;
   /** The effective configuration as v1alpha1 (what --write-config-to writes). */
   readonly config: KubeProxyConfigurationV1Alpha1;
   /** The effective configuration as upstream's internal type. */
@@ -141,6 +144,7 @@ export async function parseCommandLine(argv: readonly string[], deps: CommandDep
   warnings.push(...vw);
   return {
     kind: 'run',
+    mode: cfg.mode === '' ? 'iptables' : cfg.mode,
     config: resolvedToV1Alpha1(cfg),
     resolved: cfg,
     timing: timingOf(cfg),

@@ -9,5 +9,9 @@ import type { KubeProxyConfigurationV1Alpha1 } from './types.js';
 export function encodeConfigYAML(config: KubeProxyConfigurationV1Alpha1): string {
   const logging = { ...config.logging };
   if (!logging.vmodule || logging.vmodule.length === 0) delete logging.vmodule;
-  return stringify({ ...config, logging }, { version: '1.1', sortMapEntries: true, lineWidth: 0 });
+  const out: Partial<KubeProxyConfigurationV1Alpha1> = { ...config, logging };
+  // Fields tagged omitempty upstream.
+  if (Object.keys(config.featureGates).length === 0) delete out.featureGates;
+  if (!config.windowsRunAsService) delete out.windowsRunAsService;
+  return stringify(out, { version: '1.1', sortMapEntries: true, lineWidth: 0 });
 }
