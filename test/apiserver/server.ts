@@ -123,7 +123,7 @@ export class TestApiServer {
     if (!server) return;
     this.server = undefined;
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    this.closeWatches();
+    for (const w of [...this.watches]) w.close(true);
     for (const s of this.sockets) s.destroy();
     this.sockets.clear();
     await closed;
@@ -134,9 +134,13 @@ export class TestApiServer {
     await this.start();
   }
 
-  /** Kill open watch streams (the listener stays up): clients must re-watch. */
+  /**
+   * End open watch streams cleanly, as the real server does at a watch's
+   * timeout (everything already sent is delivered); the listener stays up and
+   * clients must re-watch.
+   */
   closeWatches(): void {
-    for (const w of [...this.watches]) w.close();
+    for (const w of [...this.watches]) w.close(false);
   }
 
   /** Drop the event history: watches/lists from older versions get 410 Gone. */

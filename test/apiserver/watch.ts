@@ -26,9 +26,9 @@ export interface WatchRequest {
   readonly timeoutSeconds: number | undefined;
 }
 
-/** A running watch; close() ends it from the server side. */
+/** A running watch; close() ends it from the server side (abort: drop the connection, like a crash). */
 export interface ServedWatch {
-  close(): void;
+  close(abort: boolean): void;
 }
 
 /** Serve a watch on res; it stays in `open` until it ends, however it ends. */
@@ -92,9 +92,9 @@ export function serveWatch(store: Store, res: ServerResponse, w: WatchRequest, b
   };
   if (w.timeoutSeconds !== undefined) timers.push(setTimeout(end, w.timeoutSeconds * 1000));
   const served: ServedWatch = {
-    close() {
+    close(abort) {
       end();
-      res.socket?.destroy();
+      if (abort) res.socket?.destroy();
     },
   };
   open.add(served);

@@ -107,8 +107,8 @@ describe('k8s sources across API server outages', () => {
     // Changes the services and node-a watches do not match: only bookmarks tell them the version moved.
     for (let i = 0; i < 5; i++) server.create('nodes', node(`other-${i}`, `192.0.2.${10 + i}`));
     const target = server.store.resourceVersion;
-    await waitFor(() => (server.lastBookmark.get('services') ?? 0) >= target && (server.lastBookmark.get('nodes') ?? 0) >= target,
-      'bookmarks past the changes');
+    await waitFor(() => ['services', 'endpointslices', 'nodes', 'servicecidrs'].every((r) => (server.lastBookmark.get(r) ?? 0) >= target),
+      'bookmarks past the changes on every watch');
     const watches = watching();
     server.compact();
     server.closeWatches();
