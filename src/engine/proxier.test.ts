@@ -76,12 +76,13 @@ test('nothing is synced or requested until Services and EndpointSlices are both 
   t.proxier.onEndpointSliceAdd(slice());
   t.proxier.onServiceSynced();
   assert.equal(t.requests(), 0);
+  assert.equal(t.observer.queued.length, 2, 'queuedUpdate is published for every recorded change');
   await t.proxier.syncProxyRules();
   assert.equal(t.dp.states.length, 0);
   assert.equal(t.proxier.isInitialized(), false);
   t.proxier.onEndpointSliceSynced();
   assert.equal(t.requests(), 1);
-  assert.equal(t.observer.queued.length, 1);
+  assert.equal(t.observer.queued.length, 3);
   await t.proxier.syncProxyRules();
   assert.equal(t.dp.states.length, 1);
   const st = t.dp.last;
@@ -336,7 +337,7 @@ test('ServiceCIDR changes reach the state and request a sync', async () => {
 test('sync() queues every family once initialized; duplicate families are a bug', async () => {
   const t = setup(['IPv4', 'IPv6']);
   t.proxier.sync();
-  assert.equal(t.requests(), 0);
+  assert.equal(t.requests(), 0, 'no sync request before initialization');
   t.proxier.onServiceSynced();
   t.proxier.onEndpointSliceSynced();
   const r = t.requests();

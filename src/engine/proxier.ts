@@ -110,7 +110,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
 
   /**
    * Queue a sync of every family (upstream Proxier.Sync): publishes
-   * queuedUpdate and calls requestSync. A no-op until initialized.
+   * queuedUpdate and, once initialized, calls requestSync.
    */
   sync(): void {
     this.changed(this.families);
@@ -308,13 +308,17 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     }
   }
 
-  /** After a handler recorded something for `touched` families. */
+  /**
+   * After a handler recorded something for `touched` families: queuedUpdate
+   * for each of them (always; the health state ignores families that never
+   * synced), and a sync request once initialized.
+   */
   private changed(touched: readonly FamilyState[]): void {
     this.publishPending();
-    if (touched.length === 0 || !this.isInitialized()) return;
+    if (touched.length === 0) return;
     const now = this.deps.clock.now();
     for (const f of touched) this.deps.observer.queuedUpdate(f.family, now);
-    this.deps.requestSync();
+    if (this.isInitialized()) this.deps.requestSync();
   }
 
   private maybeInitialized(): void {
