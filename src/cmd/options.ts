@@ -73,7 +73,13 @@ export interface RunCommand {
   readonly master?: string;
 }
 
-export type ParsedCommand = { readonly kind: 'help' | 'version'; readonly text: string } | RunCommand;
+export interface TextCommand {
+  readonly kind: 'help' | 'version';
+  /** Print to stdout and exit 0. */
+  readonly text: string;
+}
+
+export type ParsedCommand = TextCommand | RunCommand;
 
 export const HELP_HEADER = `The Kubernetes network proxy runs on each node. This
 reflects services as defined in the Kubernetes API on each node and can do simple
