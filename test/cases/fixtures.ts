@@ -1,7 +1,7 @@
 // Fixed addresses of the shared packet-flow scenarios (reference 5.3) and the
 // JSON builders the scenarios use. Mode-agnostic: no datapath imports here.
 
-import type { EndpointSlice, Service, ServiceSpec } from '../../src/core/api.js';
+import type { EndpointSlice, LoadBalancerIngress, Service, ServiceSpec } from '../../src/core/api.js';
 import type { Protocol } from '../../src/core/types.js';
 
 export const TEST_NODE_NAME = 'test-node';
@@ -34,8 +34,8 @@ export interface PortDef {
   readonly nodePort?: number;
 }
 
-/** A Service in namespace ns1. `lb` are status ingress IPs (VIP mode). */
-export function service(name: string, spec: ServiceSpec & { lb?: string[] }, ports: PortDef[]): Service {
+/** A Service in namespace ns1. `lb` are status ingress entries (a string is an IP without ipMode). */
+export function service(name: string, spec: ServiceSpec & { lb?: Array<string | LoadBalancerIngress> }, ports: PortDef[]): Service {
   const { lb, ...rest } = spec;
   const fam = rest.clusterIP?.includes(':') ? 'IPv6' : 'IPv4';
   const svc: Service = {
@@ -45,7 +45,7 @@ export function service(name: string, spec: ServiceSpec & { lb?: string[] }, por
       ports: ports.map((p) => ({ name: p.name ?? '', port: p.port, protocol: p.protocol ?? 'TCP', targetPort: p.targetPort ?? p.port, ...(p.nodePort ? { nodePort: p.nodePort } : {}) })),
     },
   };
-  if (lb) svc.status = { loadBalancer: { ingress: lb.map((ip) => ({ ip })) } };
+  if (lb) svc.status = { loadBalancer: { ingress: lb.map((x) => (typeof x === 'string' ? { ip: x } : x)) } };
   return svc;
 }
 

@@ -361,8 +361,40 @@ function hcScenario(name: string, config?: ScenarioConfig): Scenario {
   };
 }
 
+// ---------------------------------------------------------------- LB ipMode, sloppy IPs
+const lbIPMode: Scenario = {
+  name: 'LoadBalancerIngressRouteTypeProxy', refs: [55], family: 'IPv4',
+  setup: {
+    services: [
+      service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.41', lb: [{ ip: '1.2.3.4', ipMode: 'Proxy' }] }, [{ name: 'p80', port: 80, nodePort: 3001 }]),
+      service('svc2', { type: 'LoadBalancer', clusterIP: '172.30.0.42', lb: [{ ip: '5.6.7.8', ipMode: 'VIP' }] }, [{ name: 'p80', port: 80, nodePort: 3002 }]),
+      service('svc3', { type: 'LoadBalancer', clusterIP: '172.30.0.43', lb: ['9.10.11.12'] }, [{ name: 'p80', port: 80, nodePort: 3003 }]),
+    ],
+    slices: [1, 2, 3].map((n) => slice(`svc${n}`, [{ name: 'p80', port: 80 }], [{ ip: `10.180.0.${n}`, node: 'host2' }])),
+  },
+  flows: [
+    flow('ipMode Proxy LB IP is not captured', EXT, '1.2.3.4', 80, '', false),
+    flow('ipMode VIP LB IP is captured', EXT, '5.6.7.8', 80, '10.180.0.2:80', true),
+    flow('LB IP without ipMode is captured', EXT, '9.10.11.12', 80, '10.180.0.3:80', true),
+    flow('the NodePort of an ipMode Proxy service still works', EXT, NODE, 3001, '10.180.0.1:80', true),
+  ],
+};
+const badIPs: Scenario = {
+  name: 'BadIPs (leading zeros are parsed sloppily and normalised)', refs: [], family: 'IPv4',
+  setup: {
+    services: [service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.041', lb: ['1.2.3.004'],
+      loadBalancerSourceRanges: ['203.0.113.000/025'] }, [{ name: 'p80', port: 80, nodePort: 3001 }])],
+    slices: [slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: '10.180.0.1', node: 'host2' }])],
+  },
+  flows: [
+    flow('pod to cluster IP', POD, '172.30.0.41', 80, '10.180.0.1:80', false),
+    flow('external inside the range to LB IP', EXT, '1.2.3.4', 80, '10.180.0.1:80', true),
+    flow('external outside the range to LB IP', EXT_OUT, '1.2.3.4', 80, 'DROP', false),
+  ],
+};
+
 export const PACKET_FLOW_SCENARIOS: readonly Scenario[] = [
   clusterIPGeneral, noEndpointsReject, nodePortsDefault, nodePortsRestricted, nodePortsNoLocalhost, nodePortsIPv6,
   lbSourceRanges, etpLocal, etpCluster, ...itpScenarios, ...termScenarios, ...iemScenarios, tracePacketScenario,
-  hcScenario('HealthCheckNodePort'), hcScenario('HealthCheckNodePort (nodePortAddresses 127.0.0.0/8)', { nodePortAddresses: ['127.0.0.0/8'] }),
+  lbIPMode, badIPs, hcScenario('HealthCheckNodePort'), hcScenario('HealthCheckNodePort (nodePortAddresses 127.0.0.0/8)', { nodePortAddresses: ['127.0.0.0/8'] }),
 ];

@@ -13,7 +13,22 @@ export const EXTERNAL_CHAIN_PREFIX = 'KUBE-EXT-';
 export const FIREWALL_CHAIN_PREFIX = 'KUBE-FW-';
 export const ENDPOINT_CHAIN_PREFIX = 'KUBE-SEP-';
 
-const hash16 = (s: string) => base32(sha256(s)).slice(0, 16);
+// Chain names are recomputed for every service port on every sync (partial
+// syncs too, to know the active chains), so hashes are memoised. The cache is
+// bounded: it is dropped whole when it grows past MAX_CACHED (a cluster of
+// that size simply re-hashes once).
+const MAX_CACHED = 262144;
+const cache = new Map<string, string>();
+
+function hash16(s: string): string {
+  let h = cache.get(s);
+  if (h === undefined) {
+    h = base32(sha256(s)).slice(0, 16);
+    if (cache.size >= MAX_CACHED) cache.clear();
+    cache.set(s, h);
+  }
+  return h;
+}
 
 /** `spn` is servicePortNameString ("ns/svc:port" or "ns/svc"). */
 export function servicePortChainHash(spn: string, protocol: Protocol | string): string {

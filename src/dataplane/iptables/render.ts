@@ -152,7 +152,7 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
     filterRules, natRules, activeNatChains: active,
   };
   const real: ChainSink = { natChains, natRules };
-  const skippedSink: ChainSink = { natChains: new LineBuffer(), natRules: new LineBuffer() };
+  const skippedSink: ChainSink = { natChains: new LineBuffer(true), natRules: new LineBuffer(true) };
   const skipped: SkippedServicePort[] = [];
   let noLocalInternal = 0;
   let noLocalExternal = 0;

@@ -5,9 +5,17 @@
 
 export class LineBuffer {
   private readonly lines: string[] = [];
+  private discarded = 0;
+
+  /**
+   * @param discard count lines without keeping them (upstream's skipped
+   *   buffers of a partial sync exist only for the rule-count metrics).
+   */
+  constructor(private readonly discard = false) {}
 
   /** Append one line made of words and nested word lists. */
   write(...words: ReadonlyArray<string | readonly string[]>): void {
+    if (this.discard) { this.discarded++; return; }
     const flat: string[] = [];
     for (const w of words) {
       if (typeof w === 'string') flat.push(w);
@@ -17,11 +25,12 @@ export class LineBuffer {
   }
 
   writeLine(line: string): void {
-    this.lines.push(line);
+    if (this.discard) this.discarded++;
+    else this.lines.push(line);
   }
 
   get count(): number {
-    return this.lines.length;
+    return this.lines.length + this.discarded;
   }
 
   text(): string {
