@@ -98,7 +98,7 @@ test('localhost NodePorts set route_localnet=1 and add the KUBE-FIREWALL jumps',
 test('whole-table cache request: always puts -S right after *nat; never leaves it out', async () => {
   const a = setup(CONFIG, 'always');
   await a.dp.sync(state({ svcs: 2 }));
-  assert.match(a.f.restoreInputs.at(-1)!, /\n\*nat\n-S\n:KUBE-SERVICES/);
+  assert.match(a.f.restoreInputs.at(-1)!, /\n\*nat\n-S\n:KUBE-PROXY-CANARY - \[0:0\]\n:KUBE-SERVICES/);
   const n = setup(CONFIG, 'never');
   await n.dp.sync(state({ svcs: 2 }));
   assert.doesNotMatch(n.f.restoreInputs.at(-1)!, /^-S$/m);

@@ -46,6 +46,24 @@ export interface IptablesDataplaneOptions {
   readonly onEvent?: (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
 }
 
+/** A rule as iptables-save prints it: `-A CHAIN args`, arguments with spaces in double quotes. */
+export function ruleLine(chain: string, args: readonly string[]): string {
+  return ['-A', chain, ...args.map((a) => (/\s/.test(a) ? `"${a}"` : a))].join(' ');
+}
+
+/** Declare KUBE-PROXY-CANARY in filter and nat (after their headers) and in a mangle section. */
+export function withCanaries(text: string): string {
+  const decl = `:${CANARY_CHAIN} - [0:0]`;
+  let out = text;
+  for (const t of ['filter', 'nat']) {
+    const header = `*${t}\n`;
+    const at = out.startsWith(header) ? 0 : (out.indexOf(`\n${header}`) + 1 || -1);
+    if (at < 0) continue;
+    out = `${out.slice(0, at + header.length)}${decl}\n${out.slice(at + header.length)}`;
+  }
+  return `${out}${out.endsWith('\n') ? '' : '\n'}*mangle\n${decl}\nCOMMIT\n`;
+}
+
 export class IptablesDataplane implements Dataplane {
   readonly mode = 'iptables' as const;
   readonly family: IPFamily;
@@ -91,17 +109,17 @@ export class IptablesDataplane implements Dataplane {
       canaryMissing = true;
       this.o.onEvent?.('warn', { family: this.family }, 'iptables canary missing: ruleset was flushed, forcing a full sync');
     }
-    if (full) for (const t of CANARY_TABLES) await this.ipt.ensureChain(t, CANARY_CHAIN);
-
-    const existingNatChains = await this.existingNatChains();
+    const natSave = await this.natSaveForStaleCleanup();
+    const existingNatChains = natSave === null ? null : chainsFromSave(natSave, 'nat');
     const t0 = clock.monotonic();
     const render = renderIptables({
       state, config: this.o.config, options: { ...features.options, ...this.o.options },
       previous: full ? null : this.memory, existingNatChains,
     });
-    let text = render.restoreText;
+    // The canaries ride in the same atomic restore (declaring an empty chain is idempotent).
+    let text = full ? withCanaries(render.restoreText) : render.restoreText;
     const whole = this.useWholeTableCache(features, render);
-    if (whole) text = withWholeTableCache(text);
+    if (whole) text = withWholeTableCache(text); // after the canaries: `-S` must come first
     const t1 = clock.monotonic();
 
     if (render.filterChains.includes('KUBE-FIREWALL') && !this.routeLocalnetSet) {
@@ -111,7 +129,7 @@ export class IptablesDataplane implements Dataplane {
     this.memory = null; // until the restore is known to have succeeded
     await this.ipt.restore(text, { noflush: true, counters: true, discardStdout: whole });
     const t2 = clock.monotonic();
-    if (full) await this.ensureJumpRules(render);
+    if (full) await this.ensureJumpRules(render, natSave);
     this.memory = render.memory;
     this.lastLargeClusterMode = render.largeClusterMode;
     for (const s of render.skipped) this.o.onEvent?.('warn', { service: s.key, reason: s.reason }, 'service port skipped');
@@ -127,16 +145,16 @@ export class IptablesDataplane implements Dataplane {
 
   /** Upstream Monitor: all three canaries must exist. */
   async canariesPresent(): Promise<boolean> {
-    for (const t of CANARY_TABLES) if (!(await this.ipt.chainExists(t, CANARY_CHAIN))) return false;
-    return true;
+    const found = await Promise.all(CANARY_TABLES.map((t) => this.ipt.chainExists(t, CANARY_CHAIN)));
+    return found.every(Boolean);
   }
 
-  /** iptables-save -t nat chains, or null when upstream would skip the cleanup this time. */
-  private async existingNatChains(): Promise<string[] | null> {
+  /** `iptables-save -t nat`, or null when upstream would skip the stale-chain cleanup this time. */
+  private async natSaveForStaleCleanup(): Promise<string | null> {
     const now = this.o.clock.monotonic();
     if (this.lastLargeClusterMode && this.memory !== null && now - this.lastStaleCleanup < this.o.syncPeriodMs) return null;
     this.lastStaleCleanup = now;
-    return chainsFromSave(await this.ipt.save('nat'), 'nat');
+    return this.ipt.save('nat');
   }
 
   private useWholeTableCache(f: IptablesFeatures, r: IptablesRender): boolean {
@@ -151,10 +169,20 @@ export class IptablesDataplane implements Dataplane {
     return wholeTableCachePays({ commands, chainNames, tableRules: Math.max(r.natRulesTotal, 1) });
   }
 
-  private async ensureJumpRules(r: IptablesRender): Promise<void> {
+  /**
+   * -C then -I 1 for each jump rule, skipping the -C when an iptables-save of
+   * the table (filter: taken now; nat: the one of this sync, if any; the
+   * restore does not touch built-in chains) already shows the exact line.
+   * That saves a dozen process spawns per full sync.
+   */
+  private async ensureJumpRules(r: IptablesRender, natSave: string | null): Promise<void> {
+    const saves: Partial<Record<Table, string>> = { filter: await this.ipt.save('filter') };
+    if (natSave !== null) saves.nat = natSave;
     for (const jc of IPTABLES_JUMP_CHAINS) {
       if (jc.onlyIfChainRendered && !r.filterChains.includes(jc.to)) continue;
-      await this.ipt.ensureRulePrepended(jc.table, jc.from, jumpRuleArgs(jc));
+      const args = jumpRuleArgs(jc);
+      if (saves[jc.table]?.includes(`\n${ruleLine(jc.from, args)}\n`)) continue;
+      await this.ipt.ensureRulePrepended(jc.table, jc.from, args);
     }
   }
 

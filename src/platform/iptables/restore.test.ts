@@ -39,3 +39,11 @@ test('cleanup targets exactly upstream CleanupLeftovers chains', () => {
   assert.deepEqual(chainsToRemove('filter', filter), ['KUBE-FORWARD', 'KUBE-PROXY-FIREWALL']);
   assert.equal(deleteChainsInput('nat', ['A', 'B']), '*nat\n:A - [0:0]\n:B - [0:0]\n-X A\n-X B\nCOMMIT\n');
 });
+
+test('canaries are declared in filter and nat and a mangle section; save-format rule lines', async () => {
+  const { withCanaries, ruleLine } = await import('./dataplane.js');
+  assert.equal(withCanaries('*filter\nCOMMIT\n*nat\n:KUBE-SERVICES - [0:0]\nCOMMIT\n'),
+    '*filter\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n*nat\n:KUBE-PROXY-CANARY - [0:0]\n:KUBE-SERVICES - [0:0]\nCOMMIT\n*mangle\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n');
+  assert.equal(ruleLine('OUTPUT', ['-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES']),
+    '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES');
+});

@@ -1,0 +1,106 @@
+// The measured half of bench/iptables-sync.ts: one size, one process, one
+// namespace. Builds the SyncState, runs IptablesDataplane full (fresh), full
+// (loaded) and one-endpoint partial syncs, and saves the exact restore inputs
+// so the parent can time iptables-restore alone on them.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import type { EndpointSlice, Service } from '../../src/core/api.js';
+import { syncStateFromObjects } from '../../src/core/snapshot.js';
+import type { DataplaneConfig, SyncOutcome, SyncState } from '../../src/core/types.js';
+import { realClock } from '../../src/platform/clock.js';
+import { IptablesDataplane, netnsRunner, runnerSysctl, withWholeTableCache, type CommandRunner } from '../../src/platform/iptables/index.js';
+import { service, slice } from '../../test/cases/fixtures.js';
+
+export interface Phase {
+  readonly totalS: number;
+  /** Renderer wall time (single-threaded, CPU-bound). */
+  readonly renderS: number;
+  /** iptables-restore wall time. */
+  readonly restoreS: number;
+  /** Everything else: canary checks, iptables-save, jump rules, process spawns. */
+  readonly otherS: number;
+  readonly wholeTableCache: boolean;
+}
+
+export interface ChildResult {
+  readonly size: number;
+  readonly natRules: number;
+  readonly natChains: number;
+  readonly full: Phase;
+  readonly fullAgain: Phase;
+  readonly partial: Phase;
+  readonly maxRssKiB: number;
+  readonly files: { fullPlain: string; fullWithCache: string; partialPlain: string; partialWithCache: string };
+}
+
+const EPS = 5;
+const CONFIG: DataplaneConfig = {
+  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: null, localhostNodePorts: false, localIPs: ['127.0.0.1', '192.168.0.2'],
+};
+
+const epIP = (idx: number) => `10.${100 + (idx >> 16)}.${(idx >> 8) & 255}.${idx & 255}`;
+
+function objects(n: number): { services: Service[]; slices: EndpointSlice[] } {
+  const services: Service[] = [];
+  const slices: EndpointSlice[] = [];
+  for (let i = 0; i < n; i++) {
+    services.push(service(`s${i}`, { clusterIP: `172.30.${i >> 8}.${i & 255}` }, [{ name: 'http', port: 80, targetPort: 8080 }]));
+    slices.push(slice(`s${i}`, [{ name: 'http', port: 8080 }], Array.from({ length: EPS }, (_, e) => ({ ip: epIP(i * EPS + e) }))));
+  }
+  return { services, slices };
+}
+
+function phase(out: SyncOutcome, totalS: number): Phase {
+  const renderS = (out.counters?.renderMs ?? 0) / 1000;
+  const restoreS = (out.counters?.restoreMs ?? 0) / 1000;
+  return { totalS, renderS, restoreS, otherS: totalS - renderS - restoreS, wholeTableCache: out.counters?.wholeTableCache === 1 };
+}
+
+export async function runChild(size: number, ns: string, outDir: string): Promise<ChildResult> {
+  const base = netnsRunner(ns);
+  let lastRestore = '';
+  const run: CommandRunner = async (cmd, args, opts) => {
+    if (cmd === 'iptables-restore') {
+      lastRestore = join(outDir, `tmp-restore-${size}-${Date.now()}.txt`);
+      writeFileSync(lastRestore, (opts?.input ?? '').split('\n').filter((l) => l !== '-S').join('\n'));
+    }
+    return base(cmd, args, opts);
+  };
+  const dp = new IptablesDataplane({ config: CONFIG, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000 });
+  const { services, slices } = objects(size);
+  const timed = async (state: SyncState) => {
+    const t0 = performance.now();
+    const out = await dp.sync(state);
+    return phase(out, (performance.now() - t0) / 1000);
+  };
+  const fullState = syncStateFromObjects({ services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync: true });
+  const full = await timed(fullState);
+  const fullPlain = lastRestore;
+  const fullAgain = await timed(fullState);
+  // One endpoint of s0 moves.
+  const eps0 = Array.from({ length: EPS }, (_, e) => ({ ip: e === 0 ? '10.99.0.1' : epIP(e) }));
+  const changed = [slice('s0', [{ name: 'http', port: 8080 }], eps0), ...slices.slice(1)];
+  const partialState = syncStateFromObjects({ services, slices: changed, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync: false, changedServices: ['ns1/s0'] });
+  const partial = await timed(partialState);
+  const partialPlain = lastRestore;
+  const maxRssKiB = process.resourceUsage().maxRSS;
+  const withCache = (f: string) => {
+    const p = f.replace(/\.txt$/, '-S.txt');
+    writeFileSync(p, withWholeTableCache(readText(f)));
+    return p;
+  };
+  const natText = readText(fullPlain).split('*nat\n')[1] ?? '';
+  return {
+    size, full, fullAgain, partial,
+    natRules: (natText.match(/^-A /gm) ?? []).length,
+    natChains: (natText.match(/^:/gm) ?? []).length,
+    maxRssKiB,
+    files: { fullPlain, fullWithCache: withCache(fullPlain), partialPlain, partialWithCache: withCache(partialPlain) },
+  };
+}
+
+function readText(f: string): string {
+  return readFileSync(f, 'utf8');
+}
