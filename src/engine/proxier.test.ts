@@ -364,3 +364,16 @@ test('dual-stack: bad input is reported once, also when only the IPv6 family loo
   t.proxier.onEndpointSliceAdd(null as never);
   assert.equal(t.observer.skipped.length, 1);
 });
+
+test('a slice relabelled to another Service leaves the old one', async () => {
+  const t = await initialized();
+  t.proxier.onServiceAdd(svc('svc2', '172.30.0.42'));
+  const moved = slice();
+  moved.metadata.labels = { 'kubernetes.io/service-name': 'svc2' };
+  t.proxier.onEndpointSliceUpdate(slice(), moved);
+  await t.proxier.syncProxyRules();
+  assert.deepEqual(t.dp.last.endpoints.get('ns1/svc1:p80'), []);
+  assert.deepEqual(t.dp.last.endpoints.get('ns1/svc2:p80')!.map((e) => e.key), ['10.180.0.1:80']);
+  assert.deepEqual([...t.dp.last.changedServices].sort(), ['ns1/svc1', 'ns1/svc2']);
+  assert.doesNotThrow(() => t.proxier.onEndpointSliceUpdate(null as never, null as never));
+});

@@ -18,6 +18,7 @@ import type { EndpointSlice, Node, Service, ServiceCIDR } from '../core/api.js';
 import type { ConntrackFlow } from '../core/conntrack.js';
 import { staleFlowIndex, isStaleUDPFlow } from '../core/conntrack.js';
 import { BugError, ProxyError } from '../core/errors.js';
+import { endpointSliceKeys } from '../core/endpointslicecache.js';
 import type { SkipReporter } from '../core/serviceport.js';
 import { buildSyncState, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
 import type { Dataplane, IPFamily, NodeInfo, SyncState } from '../core/types.js';
@@ -85,7 +86,14 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
 
   // ---- EndpointSliceHandler ----
   onEndpointSliceAdd(slice: EndpointSlice): void { this.sliceChange(slice, false); }
-  onEndpointSliceUpdate(_oldSlice: EndpointSlice, slice: EndpointSlice): void { this.sliceChange(slice, false); }
+  onEndpointSliceUpdate(oldSlice: EndpointSlice, slice: EndpointSlice): void {
+    // A slice relabelled to another Service (or family) must leave the old one.
+    const before = endpointSliceKeys(oldSlice);
+    const after = endpointSliceKeys(slice);
+    const moved = before !== null && (after === null || before.serviceKey !== after.serviceKey || oldSlice.addressType !== slice?.addressType);
+    if (moved) this.sliceChange(oldSlice, true);
+    this.sliceChange(slice, false);
+  }
   onEndpointSliceDelete(slice: EndpointSlice): void { this.sliceChange(slice, true); }
   onEndpointSliceSynced(): void {
     this.endpointSlicesSynced = true;
