@@ -20,17 +20,22 @@ const CONFIG: DataplaneConfig = {
   nodePortAddresses: [`${NODE_IP}/32`], localhostNodePorts: false, localIPs: LOCAL_IPS,
 };
 
-function load(services: unknown[], slices: unknown[], config: DataplaneConfig = CONFIG): Fake {
+// Each load renders both endpoint layouts; check() traces every flow through both.
+function load(services: unknown[], slices: unknown[], config: DataplaneConfig = CONFIG): Fake[] {
   const state = syncStateFromObjects({ services, slices, family: 'IPv4', node: makeNode(TEST_NODE), serviceCIDRs: [SERVICE_CIDR] });
-  const fake = new Fake('ip');
-  fake.run(new NftablesRenderer(config).render(state, 0, null).tx);
-  return fake;
+  return (['upstream', 'lean'] as const).map((layout) => {
+    const fake = new Fake('ip');
+    fake.run(new NftablesRenderer(config, layout).render(state, 0, null).tx);
+    return fake;
+  });
 }
 
-function check(fake: Fake, cases: Array<[string, TracePacket, string, boolean]>): void {
-  for (const [name, pkt, output, masq] of cases) {
-    const r = tracePacket(fake, pkt, LOCAL_IPS);
-    assert.deepEqual({ output: r.output, masq: r.masq }, { output, masq }, `${name}\n${r.matched.join('\n')}`);
+function check(fakes: Fake[], cases: Array<[string, TracePacket, string, boolean]>): void {
+  for (const fake of fakes) {
+    for (const [name, pkt, output, masq] of cases) {
+      const r = tracePacket(fake, pkt, LOCAL_IPS);
+      assert.deepEqual({ output: r.output, masq: r.masq }, { output, masq }, `${name}\n${r.matched.join('\n')}`);
+    }
   }
 }
 
@@ -56,10 +61,10 @@ test('ClusterIP: DNAT, hairpin masquerade, REJECT for wrong port/protocol, DROP 
 });
 
 test('no endpoints: REJECT on every address', () => {
-  const fake = load([lbService()], []);
+  const fakes = load([lbService()], []);
   for (const [src, dst, port] of [[POD_CLIENT, '172.30.0.41', 80], [EXTERNAL_CLIENT, EXTERNAL_IP, 80], [POD_CLIENT, NODE_IP, 3001],
     [EXTERNAL_CLIENT, NODE_IP, 3001], [POD_CLIENT, '1.2.3.4', 80], [EXTERNAL_CLIENT, '1.2.3.4', 80]] as const) {
-    check(fake, [[`${src} -> ${dst}:${port}`, { src, dst, port }, 'REJECT', false]]);
+    check(fakes, [[`${src} -> ${dst}:${port}`, { src, dst, port }, 'REJECT', false]]);
   }
 });
 
@@ -140,11 +145,26 @@ test('session affinity: per-endpoint chains and sets, every endpoint reachable',
     s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 10800 } };
   }), '172.30.0.41');
   const slice = makeSlice('ns1', 'svc1', 1, (s) => { s.endpoints = [endpoint('10.180.0.1'), endpoint('10.180.0.2')]; s.ports = [slicePort('p80', 80)]; });
-  const fake = load([svc], [slice]);
-  const dump = fake.dump();
+  const fakes = load([svc], [slice]);
+  const dump = fakes[0]!.dump();
   assert.match(dump, /^add set ip kube-proxy affinity-[A-Z0-9]{8}-ns1\/svc1\/tcp\/p80__10\.180\.0\.1\/80 \{ type ipv4_addr ; flags dynamic,timeout ; timeout 10800s ; \}$/m);
   assert.match(dump, /^add rule ip kube-proxy endpoint-[A-Z0-9]{8}-ns1\/svc1\/tcp\/p80__10\.180\.0\.2\/80 meta l4proto tcp dnat to 10\.180\.0\.2:80$/m);
-  check(fake, [['pod to clusterIP', { src: POD_CLIENT, dst: '172.30.0.41', port: 80 }, '10.180.0.1:80, 10.180.0.2:80', false]]);
+  assert.match(fakes[1]!.dump(), /^add rule ip kube-proxy service-[A-Z0-9]{8}-ns1\/svc1\/tcp\/p80 numgen random mod 2 0 goto endpoint-[A-Z0-9]{8}-ns1\/svc1\/tcp\/p80__10\.180\.0\.1\/80$/m);
+  check(fakes, [['pod to clusterIP', { src: POD_CLIENT, dst: '172.30.0.41', port: 80 }, '10.180.0.1:80, 10.180.0.2:80', false]]);
+});
+
+test('lean layout: a numgen cascade with the same names and elements as upstream', () => {
+  const svc = withClusterIP(makeService('ns1', 'svc1', (s) => { s.spec.ports = [svcPort('p80', 80)]; }), '172.30.0.41');
+  const slice = makeSlice('ns1', 'svc1', 1, (s) => { s.endpoints = ['10.180.0.1', '10.180.0.2', '10.180.0.3'].map((ip) => endpoint(ip)); s.ports = [slicePort('p80', 80)]; });
+  const [up, lean] = load([svc], [slice]);
+  const chain = 'service-ULMVA6XW-ns1/svc1/tcp/p80';
+  assert.deepEqual(lean!.chains.get(chain)!.rules.map((r) => r.rule), [
+    'numgen random mod 3 0 meta l4proto tcp dnat to 10.180.0.1:80',
+    'numgen random mod 2 0 meta l4proto tcp dnat to 10.180.0.2:80',
+    'meta l4proto tcp dnat to 10.180.0.3:80',
+  ]);
+  const withoutRules = (f: Fake) => f.dump().split('\n').filter((l) => !l.startsWith(`add rule ip kube-proxy ${chain} `)).join('\n');
+  assert.equal(withoutRules(lean!), withoutRules(up!));
 });
 
 test('no local detector: no ClusterIP masquerade; masqueradeAll: always', () => {

@@ -9,18 +9,20 @@ import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/re
 import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { nftFamily } from '../../src/dataplane/nftables/names.js';
 import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import type { EndpointLayout } from '../../src/dataplane/nftables/static.js';
 import { tracePacket } from '../tracer/nftables.js';
 
-export function loadScenario(s: Scenario): Fake {
+export function loadScenario(s: Scenario, layout: EndpointLayout = 'upstream'): Fake {
   const fake = new Fake(nftFamily(s.family));
-  fake.run(new NftablesRenderer(scenarioConfig(s, 'nftables')).render(scenarioSyncState(s), 0, null).tx);
+  fake.run(new NftablesRenderer(scenarioConfig(s, 'nftables'), layout).render(scenarioSyncState(s), 0, null).tx);
   return fake;
 }
 
-for (const s of PACKET_FLOW_SCENARIOS) {
+// Both endpoint layouts must behave identically (see static.ts EndpointLayout).
+for (const layout of ['upstream', 'lean'] as const) for (const s of PACKET_FLOW_SCENARIOS) {
   if (s.only && !s.only.includes('nftables')) continue;
-  describe(`nftables packet flow: ${s.name} (#${s.refs.join(', #')})`, () => {
-    const fake = loadScenario(s);
+  describe(`nftables (${layout}) packet flow: ${s.name} (#${s.refs.join(', #')})`, () => {
+    const fake = loadScenario(s, layout);
     for (const f of s.flows) {
       if (f.only && !f.only.includes('nftables')) continue;
       test(`${f.name}: ${f.protocol} ${f.src} -> ${f.dst}:${f.port}`, () => {

@@ -79,6 +79,16 @@ function assertKernelMatches(fake: Fake): void {
   for (const [name, c] of fake.chains) assert.equal(rules.get(name) ?? 0, c.rules.length, `rules in ${name}`);
 }
 
+test('upstream layout loads on the kernel as the Fake holds it', { timeout: 30_000 }, async () => {
+  const dp = new NftablesDataplane({ config: CONFIG, runner: nftRunner(NS), layout: 'upstream' });
+  const st = state([svc('web', '10.96.100.10', ['10.244.1.5']), svc('api', '10.96.100.20', ['10.244.2.7', '10.244.2.8'])], null);
+  await dp.sync(st);
+  const fake = new Fake('ip');
+  fake.run(new NftablesRenderer(CONFIG, 'upstream').render(st, 0).tx);
+  assertKernelMatches(fake);
+  await dp.cleanup();
+});
+
 test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
   foreignSetup();
   const foreignBefore = nft('list', 'table', 'ip', 'foreign');
@@ -86,7 +96,7 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
   const scripts: string[] = [];
   const dp = new NftablesDataplane({ config: CONFIG, runner: nftRunner(NS), clock, onTransaction: (_f, s) => scripts.push(s) });
   const fake = new Fake('ip');
-  const mirror = new NftablesRenderer(CONFIG);
+  const mirror = new NftablesRenderer(CONFIG, 'lean');
   const apply = async (st: SyncState) => {
     const out = await dp.sync(st);
     const m = mirror.render(st, clock.now(), mirror.needsFullSync(st) ? fake.snapshot() : null);
@@ -151,7 +161,7 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
     const out = await dp.sync(state([web], []));
     assert.equal(out.partial, false);
     const fresh = new Fake('ip');
-    fresh.run(new NftablesRenderer(CONFIG).render(state([web], null), clock.now()).tx);
+    fresh.run(new NftablesRenderer(CONFIG, 'lean').render(state([web], null), clock.now()).tx);
     assertKernelMatches(fresh);
   });
 

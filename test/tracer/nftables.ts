@@ -103,6 +103,7 @@ class Tracer {
     const next = () => t[i++];
     const peek = (o = 0) => t[i + o];
     const record = () => this.matched.push(`${chain}: ${rule}`);
+    let probabilistic = false;
     while (i < t.length) {
       const tok = next()!;
       if (tok === 'ct') {
@@ -173,14 +174,27 @@ class Tracer {
         if (tok === 'update') { while (next() !== '}') { /* skip "@set { ip saddr }" */ } }
         continue;
       }
+      if (tok === 'numgen' && peek(3) !== 'vmap' && peek(3) !== undefined) {
+        // "numgen random mod K V": a probabilistic match (the 'lean' layout's
+        // cascade). Like upstream's iptables tracer with --probability, take
+        // the branch AND fall through, so every endpoint is collected.
+        i += 4;
+        probabilistic = true;
+        continue;
+      }
       record();
-      if (tok === 'numgen') return this.numgen(t.slice(i - 1), chain, pkt, depth);
-      if (tok === 'dnat') return this.dnatTo(t.slice(i - 1), rule);
-      if (tok === 'masquerade') { this.masq = true; return 'terminal'; }
-      return this.verdict(`${tok} ${peek() ?? ''}`, chain, pkt, depth);
+      const v = this.statement(tok, t.slice(i - 1), chain, rule, pkt, depth);
+      return probabilistic ? 'continue' : v;
     }
     record();
     return 'continue';
+  }
+
+  private statement(tok: string, rest: string[], chain: string, rule: string, pkt: Pkt, depth: number): Verdict {
+    if (tok === 'numgen') return this.numgen(rest, chain, pkt, depth);
+    if (tok === 'dnat') return this.dnatTo(rest, rule);
+    if (tok === 'masquerade') { this.masq = true; return 'terminal'; }
+    return this.verdict(`${tok} ${rest[1] ?? ''}`, chain, pkt, depth);
   }
 
   /** numgen random mod N vmap { 0 : goto a , 1 : goto b }: follow every entry. */

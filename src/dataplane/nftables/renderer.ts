@@ -17,7 +17,7 @@ import type { DataplaneConfig, ServicePort, SyncState } from '../../core/types.j
 import * as N from './names.js';
 import { elementKeyText, type Chain, type Element, type NftObject, type NftSet, type Verb } from './objects.js';
 import { renderServicePort, type ServicePortObjects } from './serviceport.js';
-import { MANAGED_SETS, makeContext, writeStatic } from './static.js';
+import { MANAGED_SETS, makeContext, writeStatic, type EndpointLayout } from './static.js';
 import { Transaction } from './transaction.js';
 
 export const STALE_CHAIN_DELAY_MS = 1000;
@@ -57,7 +57,7 @@ export class NftablesRenderer {
   private tableAffinitySets = new Set<string>();
   private readonly staleChains = new Map<string, number>();
 
-  constructor(private readonly config: DataplaneConfig) {}
+  constructor(private readonly config: DataplaneConfig, private readonly layout: EndpointLayout = 'upstream') {}
 
   /** True when the next render will be full and wants a kernel snapshot. */
   needsFullSync(state: SyncState): boolean {
@@ -76,7 +76,7 @@ export class NftablesRenderer {
 
   render(state: SyncState, now: number, snapshot: KernelSnapshot | null = null): RenderResult {
     const full = this.needsFullSync(state);
-    const ctx = makeContext(this.config, state.node.nodeIPs[this.config.family]);
+    const ctx = makeContext(this.config, state.node.nodeIPs[this.config.family], this.layout);
     const tx = new Transaction(ctx.ipX);
     const ops = new OpList();
     let npIPs: string[] | null = null;

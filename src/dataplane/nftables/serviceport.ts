@@ -160,7 +160,9 @@ function externalRules(ctx: RenderContext, svc: ServicePort, chain: string, clus
  */
 function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps: readonly Endpoint[]): ChainContent[] {
   const proto = N.nftProtocol(svc.name);
+  const lean = ctx.layout === 'lean';
   if (svc.stickyMaxAgeSeconds <= 0) {
+    if (lean) return [{ name: chain, rules: cascade(eps.map((ep) => `meta l4proto ${proto} dnat to ${joinHostPort(ep.ip, ep.port)}`)).map((r) => rule(chain, r)) }];
     const entries = eps.map((ep, i) => `${i} : ${ep.ip} . ${ep.port}`).join(' , ');
     return [{ name: chain, rules: [rule(chain, `meta l4proto ${proto} dnat ${ctx.ipX} addr . port to numgen random mod ${eps.length} map { ${entries} }`)] }];
   }
@@ -170,8 +172,12 @@ function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps
   eps.forEach((_, i) => {
     rules.push(rule(chain, `${ctx.ipX} saddr @${N.AFFINITY_SET_PREFIX}${names[i]} goto ${N.ENDPOINT_CHAIN_PREFIX}${names[i]}`));
   });
-  const vmap = names.map((n, i) => `${i} : goto ${N.ENDPOINT_CHAIN_PREFIX}${n}`).join(' , ');
-  rules.push(rule(chain, `numgen random mod ${eps.length} vmap { ${vmap} }`));
+  if (lean) {
+    rules.push(...cascade(names.map((n) => `goto ${N.ENDPOINT_CHAIN_PREFIX}${n}`)).map((r) => rule(chain, r)));
+  } else {
+    const vmap = names.map((n, i) => `${i} : goto ${N.ENDPOINT_CHAIN_PREFIX}${n}`).join(' , ');
+    rules.push(rule(chain, `numgen random mod ${eps.length} vmap { ${vmap} }`));
+  }
   eps.forEach((ep, i) => {
     const epChain = N.ENDPOINT_CHAIN_PREFIX + names[i];
     out.push({
@@ -185,6 +191,15 @@ function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps
   // Endpoint chains shared by the cluster and local policy chains are
   // deduplicated by the caller.
   return [...out, { name: chain, rules }];
+}
+
+/**
+ * Uniform choice without an anonymous map: statement i runs with probability
+ * 1/(N-i) given that the earlier ones did not, i.e. 1/N each.
+ */
+function cascade(statements: readonly string[]): string[] {
+  const n = statements.length;
+  return statements.map((s, i) => (n - i > 1 ? `numgen random mod ${n - i} 0 ${s}` : s));
 }
 
 function dedupeChains(chains: ChainContent[]): ChainContent[] {

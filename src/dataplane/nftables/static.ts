@@ -18,9 +18,23 @@ export interface RenderContext {
   readonly ifLocal: string | null;
   readonly ifNotLocal: string | null;
   readonly nodeIP: string | undefined;
+  readonly layout: EndpointLayout;
 }
 
-export function makeContext(config: DataplaneConfig, nodeIP: string | undefined): RenderContext {
+/**
+ * How a policy chain picks an endpoint.
+ * - 'upstream': one `dnat ... to numgen random mod N map { ... }` rule (or a
+ *   numgen vmap with affinity), byte-for-byte upstream. Each such rule makes
+ *   an anonymous map, and loading thousands of them is superlinear in the
+ *   kernel/nft (measured: 10k services 11.4 s).
+ * - 'lean': the same uniform choice as a cascade of `numgen random mod K 0`
+ *   rules (K = N, N-1, ..., like iptables' statistic rules), no anonymous
+ *   sets (10k services 0.8 s). Chain, set and map names and all elements are
+ *   unchanged; only the rules inside service/local chains differ.
+ */
+export type EndpointLayout = 'upstream' | 'lean';
+
+export function makeContext(config: DataplaneConfig, nodeIP: string | undefined, layout: EndpointLayout = 'upstream'): RenderContext {
   const ipX = N.nftFamily(config.family);
   const det = config.localDetector;
   let ifLocal: string | null = null;
@@ -47,6 +61,7 @@ export function makeContext(config: DataplaneConfig, nodeIP: string | undefined)
     ifLocal,
     ifNotLocal,
     nodeIP,
+    layout,
   };
 }
 
