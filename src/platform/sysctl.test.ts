@@ -59,6 +59,8 @@ test('an unwritable hashsize is a warning; an unwritable sysctl is an error with
   assert.equal(r.warnings.length, 1);
   await assert.rejects(setupConntrack({ tcpBeLiberal: true }, { sysctl: new Sysctl(join(root, 'nope')) }), { code: 'KPT_EXEC_FAILED' });
   assert.throws(() => sysctl.path('net/../../etc/passwd'), { code: 'KPT_INPUT_INVALID' });
+  assert.equal(sysctl.path('net/ipv4/conf/eth0.100/route_localnet'), join(root, 'sys', 'net/ipv4/conf/eth0.100/route_localnet'));
+  assert.equal(sysctl.path('net.ipv4.ip_forward'), join(root, 'sys', 'net/ipv4/ip_forward'));
 });
 
 // ---- real kernel: inside a namespace we own --------------------------------

@@ -15,9 +15,11 @@ import type { Logger } from './logger.js';
 export class Sysctl {
   constructor(readonly root = '/proc/sys') {}
 
+  /** "a/b/c" is used as is (so "eth0.100" survives); a dotted "a.b.c" name is converted. */
   path(name: string): string {
-    if (name.split('/').includes('..')) throw new ProxyError('KPT_INPUT_INVALID', `bad sysctl name ${name}`);
-    return join(this.root, name.replaceAll('.', '/'));
+    const rel = name.includes('/') ? name : name.replaceAll('.', '/');
+    if (rel.split('/').some((p) => p === '..' || p === '.')) throw new ProxyError('KPT_INPUT_INVALID', `bad sysctl name ${name}`);
+    return join(this.root, rel);
   }
 
   async getInt(name: string): Promise<number> {
