@@ -9,6 +9,7 @@
 //        'option'  - not config (--config, --cleanup, --master, --hostname-override ...).
 
 import { formatDuration as durationText, type Duration } from '../core/config/duration.js';
+import { KNOWN_FEATURE_GATES } from '../core/config/features.js';
 import type { ResolvedConfig, VModuleItem } from '../core/config/types.js';
 
 export type FlagKind =
@@ -73,7 +74,8 @@ export const FLAGS: readonly FlagDef[] = [
     (t, v) => { t.opts.writeConfigTo = s(v); }),
   def('cleanup', 'bool', '', '', 'If true cleanup iptables and ipvs rules and exit.', 'option', (t, v) => { t.opts.cleanup = b(v); }),
   def('feature-gates', 'mapStringBool', 'mapStringBool', '',
-    'A set of key=value pairs that describe feature gates for alpha/experimental features.' + IGNORED, 'config',
+    'A set of key=value pairs that describe feature gates for alpha/experimental features. Options are:\n' +
+      [...KNOWN_FEATURE_GATES].sort().map((g) => `${g}=true|false`).join('\n') + '\n' + IGNORED.trim(), 'config',
     (t, v) => { Object.assign(t.cfg.featureGates, v as Record<string, boolean>); }),
   def('kubeconfig', 'string', 'string', '',
     'Path to kubeconfig file with authorization information (the master location can be overridden by the master flag).', 'config',
@@ -226,5 +228,6 @@ export function formatFlagUsages(): string {
     return { left, usage };
   });
   const width = Math.max(...rows.map((r) => r.left.length)) + 3;
-  return rows.map((r) => r.left.padEnd(width) + r.usage).join('\n') + '\n';
+  // Continuation lines of multi-line usages line up under the first, as pflag.
+  return rows.map((r) => r.left.padEnd(width) + r.usage.replaceAll('\n', `\n${' '.repeat(width)}`)).join('\n') + '\n';
 }

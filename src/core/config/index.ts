@@ -12,3 +12,4 @@ export { ConfigValidationError, formatFieldError, type FieldError } from './fiel
 export { expandNodePortAddresses, nodePortAddressesForFamily, resolveDataplaneConfig } from './nodeport.js';
 export { splitHostPort, appendPortIfNeeded } from './hostport.js';
 export { parseFeatureGates, parseGoBool, KNOWN_FEATURE_GATES } from './features.js';
+export { resolveNodeName } from './nodename.js';
