@@ -1,0 +1,58 @@
+// Entry point of bin/kube-proxy-ts: parse flags and config, then dispatch to
+// one of the actions (help, version, write-config-to, cleanup, init-only) or
+// run the proxy. Errors from bad input end the process with a message naming
+// the flag or field and exit code 1, like upstream's cobra command.
+import { readFile, writeFile } from 'node:fs/promises';
+import { hasCode, ProxyError } from '../core/errors.js';
+import { createLogger } from '../platform/logger.js';
+import { encodeConfigYAML, parseCommandLine, type ParsedCommand } from './options.js';
+import { cleanupAll } from './cleanup.js';
+import { initOnly, runProxy } from './server.js';
+
+async function packageVersion(): Promise<string> {
+  const pkg = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
+  return pkg.version ?? '0.0.0';
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let cmd: ParsedCommand;
+  try {
+    cmd = await parseCommandLine(argv, { readFile: (p) => readFile(p, 'utf8') }, await packageVersion());
+  } catch (err) {
+    if (err instanceof ProxyError) {
+      process.stderr.write(`Error: ${err.message}\n`);
+      if (hasCode(err, 'KPT_FLAG_INVALID')) process.stderr.write('Run \'kube-proxy-ts --help\' for usage.\n');
+      return 1;
+    }
+    throw err;
+  }
+  if (cmd.kind !== 'run') {
+    process.stdout.write(cmd.text.endsWith('\n') ? cmd.text : `${cmd.text}\n`);
+    return 0;
+  }
+  const log = createLogger({ verbosity: cmd.resolved.logging.verbosity ?? 0 });
+  for (const w of cmd.warnings) log.warn(w);
+
+  if (cmd.actions.writeConfigTo) {
+    await writeFile(cmd.actions.writeConfigTo, encodeConfigYAML(cmd.config));
+    log.info({ path: cmd.actions.writeConfigTo }, 'Wrote configuration');
+    return 0;
+  }
+  if (cmd.actions.cleanup) {
+    const errors = await cleanupAll(log);
+    return errors === 0 ? 0 : 1;
+  }
+  if (cmd.actions.initOnly) {
+    await initOnly(cmd, log);
+    return 0;
+  }
+  return runProxy(cmd, log);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code; },
+  (err: unknown) => {
+    process.stderr.write(`Error: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,61 @@
+// One place that knows which datapath class serves which --proxy-mode.
+import { access } from 'node:fs/promises';
+import type { ResolvedConfig } from '../core/config/types.js';
+import type { Dataplane, DataplaneConfig, IPFamily } from '../core/types.js';
+import type { Clock } from '../engine/clock.js';
+import { run } from '../platform/exec.js';
+import { hostRunner, IptablesDataplane, procSysctl } from '../platform/iptables/index.js';
+import type { Logger } from '../platform/logger.js';
+import type { ProxyMetrics } from '../platform/metrics.js';
+import { ipv6Supported } from '../platform/netinfo.js';
+import { NftablesDataplane } from '../platform/nftables/dataplane.js';
+
+export interface DataplaneDeps {
+  readonly config: DataplaneConfig;
+  readonly resolved: ResolvedConfig;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly metrics: ProxyMetrics;
+  readonly syncPeriodMs: number;
+}
+
+export const SUPPORTED_MODES = ['iptables', 'nftables'] as const;
+
+export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
+  const onEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => d.log[level](fields, msg);
+  switch (mode) {
+    case 'iptables':
+      return new IptablesDataplane({ config: d.config, run: hostRunner, sysctl: procSysctl, clock: d.clock, syncPeriodMs: d.syncPeriodMs, onEvent });
+    case 'nftables':
+      return new NftablesDataplane({
+        config: d.config, clock: d.clock,
+        onTransaction: (family, script, partial) => d.log.trace({ family, partial, script }, 'nft transaction'),
+      });
+    default:
+      throw new Error(`proxy mode ${JSON.stringify(mode)} is not available in this build (supported: ${SUPPORTED_MODES.join(', ')})`);
+  }
+}
+
+async function works(cmd: string, args: string[]): Promise<boolean> {
+  try {
+    await run(cmd, args);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * IP families to proxy, primary first (upstream: the node IP's family is
+ * primary; the other family is added when the platform supports it, e.g.
+ * ip6tables works and the kernel has IPv6).
+ */
+export async function familiesFor(mode: string, nodeIPs: Partial<Record<IPFamily, string>>): Promise<IPFamily[]> {
+  const primary: IPFamily = nodeIPs.IPv4 ? 'IPv4' : 'IPv6';
+  const secondary: IPFamily = primary === 'IPv4' ? 'IPv6' : 'IPv4';
+  let secondaryOK: boolean;
+  if (secondary === 'IPv6' && !ipv6Supported()) secondaryOK = false;
+  else if (mode === 'iptables') secondaryOK = await works(secondary === 'IPv6' ? 'ip6tables' : 'iptables', ['-w', '-t', 'nat', '-S', 'POSTROUTING']);
+  else secondaryOK = await access('/proc/net/if_inet6').then(() => true, () => secondary === 'IPv4');
+  return secondaryOK ? [primary, secondary] : [primary];
+}

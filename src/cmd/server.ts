@@ -1,0 +1,223 @@
+// The composition root of a running proxy (upstream cmd/kube-proxy/app
+// server.go + server_linux.go): platform setup, node discovery, one datapath
+// per IP family, the proxier and its runner, the Kubernetes sources, and the
+// healthz / metrics / service-health servers. All lifetimes end through one
+// AbortController (SIGTERM/SIGINT); rules stay in place on shutdown so the
+// next process takes over without a traffic gap.
+import { watch } from 'node:fs';
+import { hostname } from 'node:os';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Node } from '../core/api.js';
+import type { ResolvedConfig } from '../core/config/types.js';
+import { resolveDataplaneConfig } from '../core/config/nodeport.js';
+import { normalizeIP } from '../core/ip.js';
+import { nodeInfoFromNode } from '../core/nodeinfo.js';
+import type { Dataplane, IPFamily } from '../core/types.js';
+import { healthObserver, healthTimeoutFor, ProxyHealthState } from '../engine/health.js';
+import { Proxier, type ConntrackHook } from '../engine/proxier.js';
+import { BoundedFrequencyRunner } from '../engine/runner.js';
+import { selectNodeIPs } from '../engine/servicehealth.js';
+import { realClock } from '../platform/clock.js';
+import { Conntrack } from '../platform/conntrack.js';
+import { startHealthzServer } from '../platform/healthz.js';
+import { loadKubeConfig, startSources, type SourceEvent } from '../platform/k8s/index.js';
+import { loggingObserver, teeObservers, type Logger } from '../platform/logger.js';
+import { ProxyMetrics } from '../platform/metrics.js';
+import { startMetricsServer } from '../platform/metricsserver.js';
+import { localIPs } from '../platform/netinfo.js';
+import { ServiceHealthServer } from '../platform/servicehealth.js';
+import { setupConntrack } from '../platform/sysctl.js';
+import { writeFile } from 'node:fs/promises';
+import { cleanupOtherModes } from './cleanup.js';
+import { createDataplane, familiesFor } from './modes.js';
+import type { RunCommand } from './options.js';
+import { fetchNode } from './node.js';
+
+const NS_PER_S = 1e9;
+
+/** Upstream platformSetup's privileged part: conntrack sysctls. */
+async function platformSetup(cmd: RunCommand, log: Logger): Promise<void> {
+  const ct = cmd.resolved.linux.conntrack;
+  const sec = (ns: number | null) => (ns === null ? null : ns / NS_PER_S);
+  const r = await setupConntrack({
+    maxPerCore: ct.maxPerCore, min: ct.min,
+    tcpEstablishedTimeout: sec(ct.tcpEstablishedTimeout), tcpCloseWaitTimeout: sec(ct.tcpCloseWaitTimeout),
+    tcpBeLiberal: ct.tcpBeLiberal, udpTimeout: sec(ct.udpTimeout), udpStreamTimeout: sec(ct.udpStreamTimeout),
+  }, { log });
+  for (const w of r.warnings) log.warn(w);
+  const oom = cmd.resolved.linux.oomScoreAdj;
+  if (oom !== null) {
+    // Best effort, as upstream: an unprivileged run must still start.
+    await writeFile('/proc/self/oom_score_adj', `${oom}\n`).catch((e: Error) => log.debug({ err: e.message }, 'could not set oom_score_adj'));
+  }
+}
+
+export async function initOnly(cmd: RunCommand, log: Logger): Promise<void> {
+  await platformSetup(cmd, log);
+  log.info('Privileged initialization done (--init-only)');
+}
+
+function nodeNameOf(config: ResolvedConfig): string {
+  return config.hostnameOverride !== '' ? config.hostnameOverride : hostname().trim().toLowerCase();
+}
+
+/** Upstream's order: a specified bindAddress, else the Node's addresses, else loopback. */
+function primaryNodeIPs(config: ResolvedConfig, node: Node | null, log: Logger): Partial<Record<IPFamily, string>> {
+  const bind = normalizeIP(config.bindAddress);
+  const ips: Partial<Record<IPFamily, string>> = node ? { ...nodeInfoFromNode(node.metadata?.name ?? '', node).nodeIPs } : {};
+  if (bind && bind !== '0.0.0.0' && bind !== '::') ips[bind.includes(':') ? 'IPv6' : 'IPv4'] = bind;
+  if (!ips.IPv4 && !ips.IPv6) {
+    log.warn('Can\'t determine this node\'s IP, assuming loopback; if this is incorrect, please set the --bind-address flag');
+    ips.IPv4 = '127.0.0.1';
+  }
+  return ips;
+}
+
+function logSourceEvent(log: Logger, ev: SourceEvent): void {
+  switch (ev.type) {
+    case 'error': log.warn(ev, 'watch error; will retry'); break;
+    case 'expired': log.info(ev, 'resourceVersion expired; relisting'); break;
+    case 'handlerError': log.error(ev, 'event handler failed'); break;
+    case 'backoff': log.debug(ev, 'backing off'); break;
+    default: log.debug(ev, `source ${ev.type}`);
+  }
+}
+
+export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
+  const config = cmd.resolved;
+  const mode = config.mode === '' ? 'iptables' : config.mode;
+  const abort = new AbortController();
+  const stop = (why: string, code = 0) => {
+    if (abort.signal.aborted) return;
+    log.info({ reason: why }, 'Shutting down');
+    exitCode = code;
+    abort.abort();
+  };
+  let exitCode = 0;
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+
+  await platformSetup(cmd, log);
+  await cleanupOtherModes(mode, log);
+
+  let kubeConfig: KubeConfig;
+  try {
+    kubeConfig = loadKubeConfig({ kubeconfigPath: config.clientConnection.kubeconfig || undefined, master: cmd.master });
+  } catch (e) {
+    log.error({ err: (e as Error).message }, 'Failed to load Kubernetes client configuration');
+    return 1;
+  }
+  const nodeName = nodeNameOf(config);
+  const node = await fetchNode(kubeConfig, nodeName, log, abort.signal);
+  if (abort.signal.aborted) return exitCode;
+  const nodeIPs = primaryNodeIPs(config, node, log);
+  const podCIDRs = node?.spec?.podCIDRs ?? (node?.spec?.podCIDR ? [node.spec.podCIDR] : []);
+  log.info({ nodeName, nodeIPs, mode }, 'Starting kube-proxy-ts');
+
+  const clock = realClock;
+  const metrics = new ProxyMetrics();
+  const families = await familiesFor(mode, nodeIPs);
+  const dataplanes: Dataplane[] = families.map((family) => createDataplane(mode, {
+    config: resolveDataplaneConfig(config, family, localIPs(family), nodeIPs[family] ?? null, podCIDRs),
+    resolved: config, clock, log, metrics, syncPeriodMs: cmd.timing.syncPeriodMs,
+  }));
+
+  let proxier: Proxier | null = null;
+  const health = new ProxyHealthState({
+    clock, healthTimeout: healthTimeoutFor(cmd.timing.syncPeriodMs),
+    nodeEligible: () => proxier?.nodeEligible() ?? false,
+  });
+  const conntrack = new Conntrack();
+  const conntrackHook: ConntrackHook = {
+    async listAndDelete(family, isStale) {
+      const start = clock.monotonic();
+      const flows = await conntrack.listUDPFlows(family);
+      const stale = flows.filter((f) => isStale(f));
+      const r = stale.length > 0 ? await conntrack.deleteFlows(family, stale) : { deleted: 0, errors: [] };
+      for (const e of r.errors) log.warn({ err: e }, 'conntrack delete failed');
+      metrics.conntrackReconciled(family, (clock.monotonic() - start) / 1000, r.deleted);
+      return r.deleted;
+    },
+  };
+  const svcHealth = new ServiceHealthServer({
+    nodeIPs: selectNodeIPs(resolveDataplaneConfig(config, families[0]!, localIPs(families[0]!), nodeIPs[families[0]!] ?? null).nodePortAddresses, [...localIPs('IPv4'), ...localIPs('IPv6')]),
+    isProxyHealthy: () => health.isHealthy(),
+    log,
+    onListenFailed: (svcKey, port, err) => {
+      metrics.serviceHealthcheckListenFailed();
+      log.error({ service: svcKey, port, err: err.message }, 'FailedToStartServiceHealthcheck');
+    },
+  });
+
+  const runner = new BoundedFrequencyRunner('sync-runner', async () => {
+    await proxier!.syncProxyRules();
+    await svcHealth.syncServices(proxier!.healthCheckNodePorts());
+    svcHealth.syncEndpoints(proxier!.localReadyEndpoints());
+  }, {
+    minInterval: cmd.timing.minSyncPeriodMs,
+    maxInterval: cmd.timing.syncPeriodMs,
+    retryInterval: cmd.timing.minSyncPeriodMs > 0 ? cmd.timing.minSyncPeriodMs : 1000,
+  }, clock, { onError: (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'Sync failed; retrying') });
+
+  proxier = new Proxier({
+    nodeName, dataplanes, clock,
+    observer: teeObservers(metrics, healthObserver(health), loggingObserver(log)),
+    requestSync: () => runner.run(),
+    conntrack: conntrackHook,
+    nodeIPOverride: normalizeIP(config.bindAddress) && !['0.0.0.0', '::'].includes(config.bindAddress) ? nodeIPs : undefined,
+  });
+
+  const healthz = startHealthzServer({ bindAddress: config.healthzBindAddress, state: health, counters: metrics, log, hardFail: config.bindAddressHardFail, onListenError: () => stop('healthz bind failure', 1) });
+  const metricsSrv = startMetricsServer({ bindAddress: config.metricsBindAddress, metrics, proxyMode: mode, config: cmd.config, log, hardFail: config.bindAddressHardFail, onListenError: () => stop('metrics bind failure', 1) });
+
+  // Upstream exits when the config file changes, so its supervisor restarts it with the new one.
+  const configWatch = cmd.configFile ? watchConfigFile(cmd.configFile, () => stop('content of the proxy server\'s configuration file was updated', 1), log) : null;
+  // Node IP changes need a restart (upstream NodeManager exits too).
+  const nodeWatch = watchNodeIPs(proxier, nodeIPs, podCIDRs, config, (why) => stop(why, 1), clock);
+
+  runner.loop();
+  const sources = startSources({
+    kubeConfig, nodeName, signal: abort.signal,
+    handlers: { service: proxier, endpointSlice: proxier, node: proxier, serviceCIDR: proxier },
+    onEvent: (ev) => logSourceEvent(log, ev),
+  });
+
+  await new Promise<void>((resolve) => abort.signal.addEventListener('abort', () => resolve(), { once: true }));
+  nodeWatch.cancel();
+  configWatch?.close();
+  await runner.stop();
+  await Promise.allSettled([sources, healthz?.close(), metricsSrv?.close(), svcHealth.close()]);
+  log.info('Stopped; rules are left in place for the next proxy');
+  return exitCode;
+}
+
+function watchConfigFile(path: string, onChange: () => void, log: Logger): { close(): void } | null {
+  try {
+    const w = watch(path, (ev) => { if (ev === 'change' || ev === 'rename') onChange(); });
+    w.on('error', (e) => log.warn({ err: e.message }, 'config file watch failed'));
+    return w;
+  } catch (e) {
+    log.warn({ err: (e as Error).message, path }, 'cannot watch config file');
+    return null;
+  }
+}
+
+/** Poll the proxier's view of the Node every few seconds: an IP change means restart. */
+function watchNodeIPs(proxier: Proxier, startIPs: Partial<Record<IPFamily, string>>, startPodCIDRs: readonly string[], config: ResolvedConfig, onChange: (why: string) => void, clock: typeof realClock) {
+  let timer = clock.setTimer(5000, check);
+  function check() {
+    const now = proxier.nodeInfo();
+    if (proxier.isInitialized() && now.name !== '') {
+      for (const fam of ['IPv4', 'IPv6'] as const) {
+        const a = now.nodeIPs[fam];
+        if (a && startIPs[fam] && a !== startIPs[fam]) return onChange(`the node's ${fam} address changed from ${startIPs[fam]} to ${a}`);
+      }
+      // NodeCIDR detection is fixed at start; upstream exits when podCIDRs change.
+      if (config.detectLocalMode === 'NodeCIDR' && startPodCIDRs.join(',') !== now.podCIDRs.join(',')) {
+        return onChange(`the node's podCIDRs changed from ${startPodCIDRs.join(',')} to ${now.podCIDRs.join(',')}`);
+      }
+    }
+    timer = clock.setTimer(5000, check);
+  }
+  return { cancel: () => timer.cancel() };
+}
