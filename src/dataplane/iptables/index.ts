@@ -1,47 +1,52 @@
-// iptables datapath, pure side. API for the platform helper (src/platform/iptables/):
+// iptables datapath, pure side. API for the platform helper (src/platform/iptables/).
 //
-//   renderIptables(input: IptablesRenderInput): IptablesRender
-//     Pure. Produces the exact `iptables-restore --noflush --counters` payload
-//     (`*filter … COMMIT\n*nat … COMMIT\n`) in upstream syncProxyRules order.
-//     - The filter section is always complete.
-//     - The nat section always rewrites the top-level chains (KUBE-SERVICES,
-//       KUBE-NODEPORTS, KUBE-POSTROUTING, KUBE-MARK-MASQ); SVC/SVL/EXT/FW/SEP
-//       chains are written only for services in state.changedServices, unless
-//       the sync is full (state.fullSync, or input.previous === null).
-//     - Stale service chains (in input.existingNatChains but not active) are
-//       declared and deleted with `-X`. Pass the chains of `iptables-save -t nat`
-//       (parse them with chainsFromSave); pass null to skip the cleanup (upstream
-//       does so in large-cluster mode between syncPeriods).
-//     Never throws on bad data: a service port that cannot be rendered is
-//     skipped and listed in `skipped`.
-//     On success of the restore, keep `render.memory` and pass it as
-//     `previous` next time; on failure pass null (next sync is full).
+// A sync, as upstream syncProxyRules does it:
+//   1. existing = chainsFromSave(<iptables-save -t nat>, 'nat'), or null to skip that
+//      cleanup (upstream skips it while the last render was largeClusterMode and the
+//      last cleanup is younger than syncPeriod; chains of services deleted since
+//      the last render are still removed, from previous.natChainsActive)
+//   2. r = renderIptables({ state, config, options, previous: memory, existingNatChains: existing })
+//      (log/count r.skipped; metrics from r.filterRules / r.natRules / r.natRulesTotal /
+//       r.noLocalEndpoints; r.partial tells a partial sync)
+//   3. exec `iptables-restore --noflush --counters` (ip6tables-restore for IPv6) with r.restoreText
+//   4. on success: memory = r.memory; if !r.partial ensure the jump rules (below).
+//      on failure: memory = null (the next render is full).
 //
-//   IPTABLES_JUMP_CHAINS: readonly JumpChain[]   (reference table 4.1, "Jump rules")
-//     jumpRuleArgs(j): string[]  — args after `-I <from>` / `-C <from>`, i.e.
-//     `iptables -t <table> -I <from> 1 ...jumpRuleArgs(j)` (only on full syncs).
-//     Install them only after the restore that creates the target chains; the
-//     KUBE-FIREWALL jumps apply only when that chain is rendered
-//     (render.filterChains includes 'KUBE-FIREWALL').
+// renderIptables(input: IptablesRenderInput): IptablesRender
+//   Pure and deterministic (services in key order). Produces the exact restore
+//   payload `*filter … COMMIT\n*nat … COMMIT\n` in upstream order:
+//   - the filter section is always complete;
+//   - the nat section always rewrites KUBE-SERVICES, KUBE-NODEPORTS,
+//     KUBE-POSTROUTING, KUBE-MARK-MASQ; SVC/SVL/EXT/FW/SEP chains are written
+//     only for services in state.changedServices (a partial sync), unless
+//     state.fullSync or previous === null (or of another family);
+//   - stale service chains (in existingNatChains or previous.natChainsActive but
+//     no longer active) are declared and deleted with `-X`, listed in deletedChains.
+//   Options: randomFully, nfacct counters present, beLiberal, largeClusterThreshold
+//   (DEFAULT_IPTABLES_OPTIONS = upstream defaults with everything supported).
+//   Never throws on bad data: an unrenderable service port is skipped and listed.
 //
-//   chainsFromSave(saveText, table): string[] — chain names in one table of
-//     iptables-save output.
-//   staleChains(existing, active): string[] — our service chains (KUBE-SVC/SVL/
-//     EXT/FW/SEP-*) in `existing` that are not in `active`, sorted.
+// Jump rules (reference 4.1 table): IPTABLES_JUMP_CHAINS: readonly JumpChain[]
+//   {table, from, to, comment, extraArgs, onlyIfChainRendered}; argv via
+//   jumpRuleArgs(j) for `iptables -t <table> -C|-I <from> [1] ...args`. Install only
+//   after the restore that creates the targets; skip entries with
+//   onlyIfChainRendered unless r.filterChains includes j.to (KUBE-FIREWALL).
+// IPTABLES_TOP_LEVEL_CHAINS, KUBE_PROXY_CANARY: for the canary and cleanup.
+// chainsFromSave(saveText, table): string[] — chain names of one table of iptables-save output.
+// staleChains(existing, active): string[] — our service chains not active, sorted.
+// Names: servicePortChainHash, serviceChainName, localChainName, externalChainName,
+//   firewallChainName, endpointChainName, isServiceChainName.
 //
-//   Names (names.ts): servicePortChainHash, serviceChainName, localChainName,
-//     externalChainName, firewallChainName, endpointChainName, isServiceChainName.
-//
-//   FakeIptables (fake.ts): in-memory kernel state; restore(text, {noflush})
-//     applies all-or-nothing or throws ProxyError KPT_EXEC_FAILED; save(table?)
-//     dumps iptables-save text; insertRule/ensureRule for the jump rules.
-//
-// The tracer (test/tracer/iptables.ts) walks packets through a FakeIptables.
+// FakeIptables (fake.ts): in-memory kernel state for tests. restore(text,
+//   {noflush}) applies all-or-nothing or throws ProxyError KPT_EXEC_FAILED;
+//   save(table?) prints iptables-save text; ensureRule(pos, table, chain, argv)
+//   mirrors upstream EnsureRule; rules(table, chain), hasChain, chains, restores[].
+// The packet tracer over a FakeIptables is test/tracer/iptables.ts.
 
 export type { IptablesOptions, IptablesRenderInput, IptablesRender, IptablesMemory, SkippedServicePort } from './render.js';
 export { renderIptables, DEFAULT_IPTABLES_OPTIONS } from './render.js';
 export type { JumpChain } from './jumps.js';
-export { IPTABLES_JUMP_CHAINS, jumpRuleArgs, chainsFromSave, staleChains } from './jumps.js';
+export { IPTABLES_JUMP_CHAINS, IPTABLES_TOP_LEVEL_CHAINS, KUBE_PROXY_CANARY, jumpRuleArgs, chainsFromSave, staleChains } from './jumps.js';
 export {
   servicePortChainHash,
   serviceChainName,

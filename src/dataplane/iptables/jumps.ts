@@ -81,3 +81,17 @@ export function staleChains(existing: Iterable<string>, active: ReadonlySet<stri
   for (const c of existing) if (isServiceChainName(c) && !active.has(c)) out.add(c);
   return [...out].sort();
 }
+
+/** Upstream kubeProxyCanaryChain: created in mangle, nat and filter by the monitor. */
+export const KUBE_PROXY_CANARY = 'KUBE-PROXY-CANARY';
+
+/**
+ * The top-level chains kube-proxy owns per table (for cleanup: upstream
+ * CleanupLeftovers deletes the jump rules, then flushes and deletes these plus
+ * every service chain found by isServiceChainName). KUBE-FIREWALL is left alone
+ * because kubelet owns an identical copy.
+ */
+export const IPTABLES_TOP_LEVEL_CHAINS: Readonly<Record<'filter' | 'nat', readonly string[]>> = {
+  filter: ['KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-NODEPORTS', 'KUBE-PROXY-FIREWALL'],
+  nat: ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ'],
+};
