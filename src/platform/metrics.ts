@@ -32,7 +32,31 @@ export interface ProxyMetricsOptions {
   readonly nfacct?: () => Promise<NfacctCounters>;
 }
 
-export class ProxyMetrics implements ProxierObserver {
+/** The narrow API a datapath's platform side needs; ProxyMetrics implements it. */
+export interface DatapathMetrics {
+  iptablesRestoreFailed(family: IPFamily, partial?: boolean): void;
+  nftablesSyncFailed(family: IPFamily): void;
+  nftablesCleanupFailed(family: IPFamily): void;
+  localhostNodePortRejected(family: IPFamily, protocol: Protocol, packets: number): void;
+  localhostNodePortListeners(family: IPFamily, n: number, creationFailures?: number): void;
+}
+
+/** What the conntrack cleanup reports (ConntrackCleanupReport fits it). */
+export interface ConntrackMetrics {
+  conntrackReconciled(family: IPFamily, seconds: number, deleted: number): void;
+}
+
+/** For tests and tools that do not collect metrics. */
+export const nullDatapathMetrics: DatapathMetrics & ConntrackMetrics = {
+  iptablesRestoreFailed() {},
+  nftablesSyncFailed() {},
+  nftablesCleanupFailed() {},
+  localhostNodePortRejected() {},
+  localhostNodePortListeners() {},
+  conntrackReconciled() {},
+};
+
+export class ProxyMetrics implements ProxierObserver, DatapathMetrics, ConntrackMetrics {
   readonly registry = new Registry();
   private readonly r = [this.registry];
 
