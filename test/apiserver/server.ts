@@ -43,6 +43,9 @@ export interface RequestRecord {
   readonly query: Readonly<Record<string, string>>;
 }
 
+/** The request log is for tests; keep a long-running CLI server bounded. */
+const MAX_RECORDED_REQUESTS = 10_000;
+
 interface Route {
   def: ResourceDef;
   namespace: string | undefined;
@@ -191,6 +194,7 @@ export class TestApiServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'https://x');
     this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query: Object.fromEntries(url.searchParams) });
+    if (this.requests.length > MAX_RECORDED_REQUESTS) this.requests.splice(0, this.requests.length - MAX_RECORDED_REQUESTS);
     try {
       if (!this.authenticated(req)) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
       if (this.discovery(url.pathname, res)) return;

@@ -16,7 +16,19 @@ export type SourceEvent =
   | { type: 'expired'; resource: string; resourceVersion: string }
   /** The server does not serve this optional resource (404); carrying on without it. */
   | { type: 'unavailable'; resource: string }
+  /** An item the server sent was not an object with metadata; it was skipped. */
+  | { type: 'skipped'; resource: string; reason: string }
   /** A handler threw; the event was skipped. */
   | { type: 'handlerError'; resource: string; error: string }
   /** The source stopped (shutdown). */
   | { type: 'stopped'; resource: string };
+
+/** A suggested log level per event: failures warn, state changes inform, the rest is debug. */
+export function sourceEventLevel(ev: SourceEvent): 'debug' | 'info' | 'warn' | 'error' {
+  switch (ev.type) {
+    case 'error': case 'skipped': return 'warn';
+    case 'handlerError': return 'error';
+    case 'listed': case 'expired': case 'unavailable': case 'stopped': return 'info';
+    case 'watching': case 'watchClosed': case 'backoff': return 'debug';
+  }
+}

@@ -3,6 +3,6 @@
 // list/watch contract and events.ts for what they publish.
 export { loadKubeConfig, SERVICE_ACCOUNT_DIR, type LoadKubeConfigOptions } from './kubeconfig.js';
 export { startSources, DEFAULT_BACKOFF, type SourceHandlers, type StartSourcesOptions } from './sources.js';
-export type { SourceEvent } from './events.js';
+export { type SourceEvent, sourceEventLevel } from './events.js';
 export { ApiStatusError, KubeTransport, type ListWatchTransport } from './transport.js';
 export { Reflector, type ReflectorOptions, type ReflectorSink, type BackoffOptions } from './reflector.js';

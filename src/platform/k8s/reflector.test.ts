@@ -143,7 +143,7 @@ describe('Reflector', () => {
   it('maps watch events onto the local copy (MODIFIED of unknown = add, DELETED of unknown = nothing)', async () => {
     const t = new ScriptedTransport();
     t.lists = [{ resourceVersion: '10', items: [obj('a', '1')] }];
-    const { calls, reflector, ac, done } = setup(t);
+    const { calls, events, reflector, ac, done } = setup(t);
     await flush();
     const w = t.watches[0]!;
     w.send('MODIFIED', obj('b', '11'));
@@ -153,6 +153,7 @@ describe('Reflector', () => {
     w.send('ADDED', 'not an object');
     assert.deepEqual(calls.slice(2), ['add b@11', 'update a@1->a@12', 'delete b@14']);
     assert.deepEqual(reflector.snapshot().map((o) => o.metadata.name), ['a']);
+    assert.equal(events.filter((e) => e.type === 'skipped').length, 1);
     assert.equal(reflector.resourceVersion, '14');
     ac.abort();
     await done;

@@ -117,7 +117,10 @@ export class Reflector<T extends K8sObject> {
     if (signal.aborted) return;
     const fresh = new Map<string, T>();
     for (const item of res.items) {
-      if (!isObject(item)) continue;
+      if (!isObject(item)) {
+        this.emit({ type: 'skipped', resource: this.o.resource, reason: 'list item is not an object with metadata' });
+        continue;
+      }
       fresh.set(objectKey(item as T), item as T);
     }
     let added = 0, updated = 0, deleted = 0;
@@ -206,7 +209,10 @@ export class Reflector<T extends K8sObject> {
       this.emit({ type: 'error', resource: this.o.resource, phase: 'watch', error: err.message, statusCode: err.statusCode });
       return 'error';
     }
-    if (!isObject(obj)) return undefined;
+    if (!isObject(obj)) {
+      this.emit({ type: 'skipped', resource: this.o.resource, reason: `${type} event without an object with metadata` });
+      return undefined;
+    }
     const o = obj as T;
     const rv = o.metadata.resourceVersion;
     if (type === 'BOOKMARK') {
