@@ -76,8 +76,11 @@ test('values of the wrong type are errors naming the field', () => {
 test('YAML 1.1 scalars are read as go-yaml v2 reads them', () => {
   // "yes" is a boolean in YAML 1.1, so it cannot be a string field.
   assert.throws(() => decodeConfigFile(`${HEAD}hostnameOverride: yes\n`), /cannot use boolean as string/);
-  const { config } = decodeConfigFile(`${HEAD}enableProfiling: on\n`);
+  const { config } = decodeConfigFile(`${HEAD}enableProfiling: on\nhostnameOverride: 2001-12-14\nportRange: 1:20\noomScoreAdj: 0x10\n`);
   assert.equal(config.enableProfiling, true);
+  assert.equal(config.hostnameOverride, '2001-12-14', 'timestamps stay strings');
+  assert.equal(config.portRange, '1:20', 'no base-60 numbers');
+  assert.equal(config.oomScoreAdj, 16);
 });
 
 test('null keeps the default; malformed YAML and empty files are errors', () => {

@@ -7,7 +7,7 @@
 //
 // YAML is read as YAML 1.1, like the go-yaml v2 behind sigs.k8s.io/yaml.
 
-import { parseDocument } from 'yaml';
+import { parseDocument, type Tags } from 'yaml';
 import { ProxyError } from '../errors.js';
 import { setDefaultsV1Alpha1, zeroV1Alpha1 } from './defaults.js';
 import { formatDuration, parseDuration } from './duration.js';
@@ -38,13 +38,23 @@ function jsonType(v: unknown): string {
   return typeof v === 'object' ? 'object' : typeof v;
 }
 
+/**
+ * go-yaml v2 resolves YAML 1.1 booleans and 0x/0/underscore integers, but keeps
+ * timestamps as strings (when decoding into interface{}) and has no base-60
+ * numbers ("1:20" stays a string). Drop those tags from the 1.1 schema.
+ */
+const GO_YAML_V2_TAGS = (tags: Tags): Tags =>
+  tags.filter((t) => typeof t === 'string' || (t.tag !== 'tag:yaml.org,2002:timestamp' && t.format !== 'TIME'));
+
+const YAML_OPTIONS = { version: '1.1', prettyErrors: false, customTags: GO_YAML_V2_TAGS } as const;
+
 /** Parse YAML/JSON text into plain data; duplicate keys are reported, not fatal. */
 function parseText(text: string): { data: unknown; duplicates: string[] } {
-  const strict = parseDocument(text, { version: '1.1', uniqueKeys: true, prettyErrors: false });
+  const strict = parseDocument(text, { ...YAML_OPTIONS, uniqueKeys: true });
   const duplicates = strict.errors.filter((e) => e.code === 'DUPLICATE_KEY').map((e) => e.message.split('\n')[0]!);
   const fatal = strict.errors.find((e) => e.code !== 'DUPLICATE_KEY');
   if (fatal) throw fileError(`failed to decode: yaml: ${fatal.message.split('\n')[0]}`);
-  const doc = duplicates.length > 0 ? parseDocument(text, { version: '1.1', uniqueKeys: false }) : strict;
+  const doc = duplicates.length > 0 ? parseDocument(text, { ...YAML_OPTIONS, uniqueKeys: false }) : strict;
   return { data: doc.toJS({ maxAliasCount: 100 }) as unknown, duplicates };
 }
 
