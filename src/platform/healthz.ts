@@ -23,7 +23,10 @@ export interface HealthzServerOptions {
   readonly counters?: HealthzCounters;
   readonly log?: Logger;
   readonly hardFail?: boolean;
+  /** Listening failed and hardFail is set: fatal (never called without hardFail). */
   readonly onListenError?: (err: Error) => void;
+  /** Listening failed and will be retried in 5 s. */
+  readonly onListenRetry?: (err: Error) => void;
   readonly retryInterval?: number;
   readonly clock?: Clock;
 }
@@ -57,6 +60,6 @@ export function startHealthzServer(opts: HealthzServerOptions): RetryingServer |
   if (!address) return null;
   return new RetryingServer({
     name: 'healthz', address, handler: healthzHandler(opts.state, opts.counters), log: opts.log,
-    hardFail: opts.hardFail, onListenError: opts.onListenError, retryInterval: opts.retryInterval, clock: opts.clock,
+    hardFail: opts.hardFail, onListenError: opts.onListenError, onListenRetry: opts.onListenRetry, retryInterval: opts.retryInterval, clock: opts.clock,
   });
 }

@@ -69,7 +69,8 @@ test('a busy port is retried every retryInterval until it is free (injected cloc
   let nextFailure = new Promise<void>((r) => { failed = r; });
   const srv = new RetryingServer({
     name: 'test', address: { host: '127.0.0.1', port }, handler: (_q, s) => s.end('hi'), clock,
-    onListenError: (e) => { errors.push(e); failed(); },
+    onListenRetry: (e) => { errors.push(e); failed(); },
+    onListenError: () => assert.fail('not fatal without hardFail'),
   });
   t.after(() => srv.close());
   await nextFailure;
@@ -93,7 +94,7 @@ test('hardFail: reports once and stops retrying', async () => {
   let calls = 0;
   let failed!: () => void;
   const done = new Promise<void>((r) => { failed = r; });
-  const srv = new RetryingServer({ name: 'test', address: { host: '127.0.0.1', port }, handler: (_q, s) => s.end(), clock, hardFail: true, onListenError: () => { calls++; failed(); } });
+  const srv = new RetryingServer({ name: 'test', address: { host: '127.0.0.1', port }, handler: (_q, s) => s.end(), clock, hardFail: true, onListenError: () => { calls++; failed(); }, onListenRetry: () => assert.fail('no retry with hardFail') });
   await done;
   assert.equal(clock.pending(), 0, 'no retry armed');
   clock.advance(60_000);

@@ -49,8 +49,13 @@ export interface ServeOptions {
   readonly retryInterval?: number;
   /** Stop retrying after the first failure (bindAddressHardFail). */
   readonly hardFail?: boolean;
-  /** Every listen failure (e.g. to emit an event, or to exit when hardFail). */
+  /**
+   * A failure that will NOT be retried (hardFail): the caller should treat it
+   * as fatal, as upstream does with bindAddressHardFail. Never called otherwise.
+   */
   readonly onListenError?: (err: Error) => void;
+  /** A failure that will be retried after retryInterval (for events/metrics). */
+  readonly onListenRetry?: (err: Error) => void;
   readonly clock?: Clock;
 }
 
@@ -79,8 +84,12 @@ export class RetryingServer {
         this.server.off('listening', onListening);
         settle();
         this.opts.log?.error({ err, server: this.opts.name, address: `${host}:${port}` }, `failed to start ${this.opts.name} server`);
-        this.opts.onListenError?.(err);
-        if (this.opts.hardFail || this.closed) return;
+        if (this.closed) return;
+        if (this.opts.hardFail) {
+          this.opts.onListenError?.(err);
+          return;
+        }
+        this.opts.onListenRetry?.(err);
         this.retry = (this.opts.clock ?? realClock).setTimer(this.opts.retryInterval ?? 5000, () => { this.retry = null; this.attempt(); });
       };
       const onListening = () => {
@@ -117,7 +126,10 @@ export interface MetricsServerOptions {
   readonly config: unknown;
   readonly log?: Logger;
   readonly hardFail?: boolean;
+  /** Listening failed and hardFail is set: fatal. See ServeOptions. */
   readonly onListenError?: (err: Error) => void;
+  /** Listening failed and will be retried in 5 s. */
+  readonly onListenRetry?: (err: Error) => void;
   readonly retryInterval?: number;
   readonly clock?: Clock;
 }
@@ -182,6 +194,6 @@ export function startMetricsServer(opts: MetricsServerOptions): RetryingServer |
   if (!address) return null;
   return new RetryingServer({
     name: 'metrics', address, handler: metricsHandler(opts), log: opts.log, hardFail: opts.hardFail,
-    onListenError: opts.onListenError, retryInterval: opts.retryInterval, clock: opts.clock,
+    onListenError: opts.onListenError, onListenRetry: opts.onListenRetry, retryInterval: opts.retryInterval, clock: opts.clock,
   });
 }

@@ -1,7 +1,7 @@
 // Upstream's service health server sockets (service_health.go): one HTTP
 // listener set per healthCheckNodePort, bound on each selected node IP (or on
 // every address). A port that cannot be opened is logged and counted (and
-// reported through onListenError, for the FailedToStartServiceHealthcheck
+// reported through onListenFailed, for the FailedToStartServiceHealthcheck
 // event), never fatal; it is retried on the next syncServices. The decisions
 // live in engine/servicehealth.ts.
 
