@@ -1,0 +1,93 @@
+// The real bin/kube-proxy-ts process refuses bad flags and config files with
+// a message naming the flag or field, and --write-config-to round-trips.
+// Every run happens inside a throwaway network namespace: if a bad input were
+// ever accepted, the proxy would start there, never in the root namespace.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../netns/cleanup.js';
+import { newPrefix } from '../netns/names.js';
+
+const BIN = resolve(import.meta.dirname, '../../../bin/kube-proxy-ts');
+const ns = `${newPrefix()}cli`;
+let dir = '';
+
+function proxy(...args: string[]): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync('ip', ['netns', 'exec', ns, BIN, ...args], { encoding: 'utf8', timeout: 20_000 });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+before(() => {
+  trackNamespace(ns);
+  execFileSync('ip', ['netns', 'add', ns]);
+  dir = mkdtempSync(join(tmpdir(), 'kpt-cli-'));
+});
+after(() => {
+  deleteNamespaceSync(ns);
+  untrackNamespace(ns);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('kube-proxy-ts command line', () => {
+  test('--version and --help', () => {
+    const v = proxy('--version');
+    assert.equal(v.code, 0);
+    assert.match(v.stdout, /^kube-proxy-ts v\d+\.\d+\.\d+/);
+    const h = proxy('--help');
+    assert.equal(h.code, 0);
+    for (const flag of ['--config', '--proxy-mode', '--iptables-masquerade-bit', '--nodeport-addresses', '--detect-local-mode', '--cleanup']) {
+      assert.ok(h.stdout.includes(flag), `help mentions ${flag}`);
+    }
+  });
+
+  const badFlags: Array<[string[], RegExp]> = [
+    [['--no-such-flag'], /no-such-flag/],
+    [['--iptables-masquerade-bit', '40'], /masqueradeBit.*40|masquerade-bit.*40/i],
+    [['--iptables-sync-period', 'soon'], /iptables-sync-period/],
+    [['--bind-address', '300.1.1.1'], /bind-address|bindAddress/],
+    [['--proxy-mode', 'carrier-pigeon'], /mode/i],
+    [['--detect-local-mode', 'BridgeInterface'], /bridge/i],
+    [['--hostname-override', '   '], /hostname-override|hostnameOverride/],
+  ];
+  for (const [args, why] of badFlags) {
+    test(`refuses ${args.join(' ')}`, () => {
+      const r = proxy(...args);
+      assert.equal(r.code, 1, `exit code for ${args.join(' ')}; stderr: ${r.stderr}`);
+      assert.match(r.stderr, why);
+    });
+  }
+
+  test('refuses a config file with an invalid value, naming the field', () => {
+    const f = join(dir, 'bad.yaml');
+    writeFileSync(f, 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\niptables:\n  masqueradeBit: 99\n');
+    const r = proxy('--config', f);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /iptables\.masqueradeBit/);
+  });
+
+  test('refuses a config file that is not YAML, or of the wrong kind', () => {
+    const broken = join(dir, 'broken.yaml');
+    writeFileSync(broken, 'apiVersion: [unclosed\n');
+    assert.equal(proxy('--config', broken).code, 1);
+    const wrong = join(dir, 'wrong.yaml');
+    writeFileSync(wrong, 'apiVersion: v1\nkind: ConfigMap\n');
+    const r = proxy('--config', wrong);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /kind|apiVersion/);
+  });
+
+  test('--write-config-to writes the effective config, which --config reads back unchanged', () => {
+    const first = join(dir, 'first.yaml');
+    const second = join(dir, 'second.yaml');
+    assert.equal(proxy('--write-config-to', first, '--proxy-mode', 'nftables', '--iptables-masquerade-bit', '12', '--cluster-cidr', '10.244.0.0/16').code, 0);
+    const text = readFileSync(first, 'utf8');
+    assert.match(text, /kind: KubeProxyConfiguration/);
+    assert.match(text, /mode: nftables/);
+    assert.match(text, /masqueradeBit: 12/);
+    assert.equal(proxy('--config', first, '--write-config-to', second).code, 0);
+    assert.equal(readFileSync(second, 'utf8'), text);
+  });
+});
