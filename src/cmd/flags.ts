@@ -223,7 +223,10 @@ export function formatFlagUsages(): string {
   const rows = [...FLAGS].sort((a, b2) => a.name.localeCompare(b2.name)).map((f) => {
     const left = `${f.short ? `  -${f.short}, ` : '      '}--${f.name}${f.typeName ? ` ${f.typeName}` : ''}`;
     let usage = f.usage;
-    if (f.defValue !== '') usage += f.kind === 'string' ? ` (default "${f.defValue}")` : ` (default ${f.defValue})`;
+    // pflag omits zero defaults ("", "0", "0s", "false").
+    if (!['', '0', '0s', 'false'].includes(f.defValue)) {
+      usage += f.kind === 'string' ? ` (default "${f.defValue}")` : ` (default ${f.defValue})`;
+    }
     if (f.deprecated) usage += ` (DEPRECATED: ${f.deprecated})`;
     return { left, usage };
   });
