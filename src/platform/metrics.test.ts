@@ -81,6 +81,12 @@ test('observer calls land in the right series', async () => {
   assert.match(t, /^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv4",table="nat"\} 42$/m);
   assert.match(t, /^kubeproxy_sync_proxy_rules_iptables_last\{ip_family="IPv4",table="filter"\} 7$/m);
   assert.match(t, /^kubeproxy_sync_proxy_rules_endpoint_changes_pending 4$/m);
+  m.syncSucceeded({ family: 'IPv6', durationSeconds: 0.1, partial: false, finishedAt: 1, noLocalEndpoints: { internal: 0, external: 0 }, counters: { filterRules: 11, natRules: 20, natRulesTotal: 90, restoreMs: 5 } });
+  const t6 = (await m.render()).body;
+  assert.match(t6, /^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv6",table="filter"\} 11$/m);
+  assert.match(t6, /^kubeproxy_sync_proxy_rules_iptables_last\{ip_family="IPv6",table="filter"\} 11$/m);
+  assert.match(t6, /^kubeproxy_sync_proxy_rules_iptables_last\{ip_family="IPv6",table="nat"\} 20$/m);
+  assert.match(t6, /^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv6",table="nat"\} 90$/m);
   assert.match(t, /^kubeproxy_sync_proxy_rules_service_changes_total 2$/m);
   assert.match(t, /^kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total\{ip_family="IPv4"\} 1$/m);
   assert.match(t, /^kubeproxy_conntrack_reconciler_deleted_entries_total\{ip_family="IPv4"\} 3$/m);

@@ -4,9 +4,12 @@
 // prom-client; datapaths, the conntrack reconciler and the health servers use
 // the small methods below.
 //
-// SyncReport.counters convention (per-mode numbers a datapath returns):
+// SyncReport.counters (per-mode numbers a datapath returns) understood here:
 //   "iptables_total:<table>" -> kubeproxy_sync_proxy_rules_iptables_total{table}
 //   "iptables_last:<table>"  -> kubeproxy_sync_proxy_rules_iptables_last{table}
+//   and the iptables dataplane's own names, as upstream sets them:
+//   filterRules -> total and last {table="filter"} (filter is always rewritten),
+//   natRules -> last {table="nat"}, natRulesTotal -> total {table="nat"}.
 // Other keys are ignored.
 
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from 'prom-client';
@@ -18,6 +21,12 @@ const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
 /** Upstream merge(): a leading 0, then 0.25, 0.5, 1..59, 60..115, 120..300. */
 const NETWORK_PROGRAMMING_BUCKETS = [0, ...linearBuckets(0.25, 0.25, 2), ...linearBuckets(1, 1, 59),
   ...linearBuckets(60, 5, 12), ...linearBuckets(120, 30, 7)];
+
+const IPTABLES_COUNTER_ALIASES: Readonly<Record<string, ReadonlyArray<readonly [string, string]>>> = {
+  filterRules: [['iptables_total', 'filter'], ['iptables_last', 'filter']],
+  natRules: [['iptables_last', 'nat']],
+  natRulesTotal: [['iptables_total', 'nat']],
+};
 
 /** nfacct packet counters for the two iptables custom collectors; undefined = unknown (not exported). */
 export interface NfacctCounters {
@@ -108,10 +117,12 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
     this.noLocalEndpointsTotal.set({ ...l, traffic_policy: 'internal' }, report.noLocalEndpoints.internal);
     this.noLocalEndpointsTotal.set({ ...l, traffic_policy: 'external' }, report.noLocalEndpoints.external);
     for (const [key, value] of Object.entries(report.counters ?? {})) {
-      const [kind, table] = key.split(':');
-      if (!table || !Number.isFinite(value)) continue;
-      if (kind === 'iptables_total') this.iptablesTotal.set({ ...l, table }, value);
-      else if (kind === 'iptables_last') this.iptablesLast.set({ ...l, table }, value);
+      if (!Number.isFinite(value)) continue;
+      for (const [kind, table] of IPTABLES_COUNTER_ALIASES[key] ?? [key.split(':') as [string, string]]) {
+        if (!table) continue;
+        if (kind === 'iptables_total') this.iptablesTotal.set({ ...l, table }, value);
+        else if (kind === 'iptables_last') this.iptablesLast.set({ ...l, table }, value);
+      }
     }
   }
 
