@@ -17,7 +17,7 @@ function fakeWith(nat: string, filter = ''): FakeIptables {
 }
 
 test('node-local sources go through nat OUTPUT, remote ones through PREROUTING', () => {
-  const f = fakeWith('-A KUBE-T -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ\n-A KUBE-T -d 172.30.0.1 -j DNAT --to-destination 10.0.0.1:80\n');
+  const f = fakeWith('-A KUBE-T -m addrtype --src-type LOCAL -j KUBE-MARK-MASQ\n-A KUBE-T -d 172.30.0.1 -p tcp -j DNAT --to-destination 10.0.0.1:80\n');
   const local = tracePacket(f, { src: '192.168.0.2', dst: '172.30.0.1', port: 80 }, LOCAL);
   assert.deepEqual(local, { output: '10.0.0.1:80', masq: true, matched: local.matched });
   assert.ok(local.matched.some((m) => m.includes('nat/OUTPUT')));
@@ -36,7 +36,7 @@ test('filter hooks: FORWARD for remote destinations, INPUT for local, OUTPUT the
 });
 
 test('conntrack state is NEW, plus DNAT after a DNAT; negation works', () => {
-  const f = fakeWith('-A KUBE-T -d 172.30.0.1 -j DNAT --to-destination 10.0.0.1:80\n',
+  const f = fakeWith('-A KUBE-T -d 172.30.0.1 -p tcp -j DNAT --to-destination 10.0.0.1:80\n',
     '-A KUBE-T -m conntrack ! --ctstate DNAT -d 10.0.0.1 -j REJECT\n-A KUBE-T -m conntrack ! --ctstate DNAT -d 10.0.0.2 -j DROP\n');
   assert.equal(tracePacket(f, { src: '203.0.113.2', dst: '172.30.0.1', port: 80 }, LOCAL).output, '10.0.0.1:80');
   assert.equal(tracePacket(f, { src: '203.0.113.2', dst: '10.0.0.2', port: 80 }, LOCAL).output, 'DROP');

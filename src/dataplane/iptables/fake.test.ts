@@ -11,7 +11,7 @@ const base = `*nat
 :KUBE-SERVICES - [0:0]
 :KUBE-SVC-A - [0:0]
 :KUBE-SEP-A - [0:0]
--A KUBE-SERVICES -m comment --comment "ns/a cluster IP" -d 172.30.0.1 --dport 80 -j KUBE-SVC-A
+-A KUBE-SERVICES -m comment --comment "ns/a cluster IP" -d 172.30.0.1 -p tcp --dport 80 -j KUBE-SVC-A
 -A KUBE-SVC-A -j KUBE-SEP-A
 -A KUBE-SEP-A -m tcp -p tcp -j DNAT --to-destination 10.0.0.1:80
 COMMIT
@@ -35,7 +35,7 @@ test('restore creates chains and rules; save prints built-ins first, then user c
 :KUBE-SERVICES - [0:0]
 :KUBE-SVC-A - [0:0]
 -A KUBE-SEP-A -m tcp -p tcp -j DNAT --to-destination 10.0.0.1:80
--A KUBE-SERVICES -m comment --comment "ns/a cluster IP" -d 172.30.0.1 --dport 80 -j KUBE-SVC-A
+-A KUBE-SERVICES -m comment --comment "ns/a cluster IP" -d 172.30.0.1 -p tcp --dport 80 -j KUBE-SVC-A
 -A KUBE-SVC-A -j KUBE-SEP-A
 COMMIT
 `);
@@ -65,7 +65,7 @@ test('-X deletes a flushed, unreferenced chain', () => {
   assert.deepEqual(f.rules('nat', 'KUBE-SERVICES'), []);
 });
 
-test('invalid input is rejected as a whole', () => {
+test('invalid input is rejected and leaves the table unchanged', () => {
   const f = new FakeIptables();
   f.restore(base);
   rejects(f, '*nat\n:KUBE-SERVICES - [0:0]\n-A KUBE-SERVICES -j KUBE-SVC-NOPE\nCOMMIT\n', /unknown chain or target KUBE-SVC-NOPE/);
@@ -73,13 +73,29 @@ test('invalid input is rejected as a whole', () => {
   rejects(f, '*nat\n-X KUBE-SVC-A\nCOMMIT\n', /not empty/);
   rejects(f, '*nat\n-A KUBE-MISSING -j ACCEPT\nCOMMIT\n', /no chain KUBE-MISSING/);
   rejects(f, '*nat\n-X PREROUTING\nCOMMIT\n', /built-in/);
-  rejects(f, '*filter\n:KUBE-X - [0:0]\n-A KUBE-X -j DNAT --to-destination 1.2.3.4:80\nCOMMIT\n', /not valid in table filter/);
+  rejects(f, '*filter\n:KUBE-X - [0:0]\n-A KUBE-X -p tcp -j DNAT --to-destination 1.2.3.4:80\nCOMMIT\n', /not valid in table filter/);
   rejects(f, '*nat\n:KUBE-SERVICES - [0:0]\n', /COMMIT expected/);
   rejects(f, '*nat\n-A KUBE-SERVICES -m comment --comment "unterminated -j ACCEPT\nCOMMIT\n', /bad line/);
   rejects(f, '*bogus\nCOMMIT\n', /unknown table/);
-  // an error in the second table undoes the first
-  rejects(f, '*filter\n:KUBE-OK - [0:0]\nCOMMIT\n*nat\n-A NOPE -j ACCEPT\nCOMMIT\n', /no chain NOPE/);
-  assert.equal(f.hasChain('filter', 'KUBE-OK'), false);
+  rejects(f, '*nat\n:KUBE-T - [0:0]\n-A KUBE-T --dport 80 -j ACCEPT\nCOMMIT\n', /unknown option "--dport"/);
+  rejects(f, '*nat\n:KUBE-T - [0:0]\n-A KUBE-T -j DNAT --to-destination 10.0.0.1:80\nCOMMIT\n', /Need TCP, UDP, SCTP or DCCP/);
+  rejects(f, '*nat\n:KUBE-SEP-0123456789012345678901 - [0:0]\nCOMMIT\n', /too long/);
+  rejects(f, '*nat\n-X KUBE-NOPE\nCOMMIT\n', /no chain KUBE-NOPE/);
+});
+
+test('each table commits on its own, like iptables-nft: a later table\'s error keeps earlier tables', () => {
+  const f = new FakeIptables();
+  f.restore(base);
+  assert.throws(() => f.restore('*filter\n:KUBE-OK - [0:0]\nCOMMIT\n*nat\n:KUBE-NEW - [0:0]\n-A NOPE -j ACCEPT\nCOMMIT\n'), /no chain NOPE/);
+  assert.equal(f.hasChain('filter', 'KUBE-OK'), true);
+  assert.equal(f.hasChain('nat', 'KUBE-NEW'), false, 'the failing table is untouched');
+  assert.equal(f.restores.length, 1, 'only fully applied inputs are recorded');
+});
+
+test('accepted like the real tool: DNAT without port, policy on a user chain, -p before --dport', () => {
+  const f = new FakeIptables();
+  f.restore('*nat\n:KUBE-T ACCEPT [0:0]\n-A KUBE-T -j DNAT --to-destination 10.0.0.1\n-A KUBE-T -j DNAT --to-destination fd00::1\n-A KUBE-T -p udp --dport 53 -j DNAT --to-destination [fd00::1]:53\n-A KUBE-T -m tcp -p tcp --dport 1 -j RETURN\nCOMMIT\n');
+  assert.equal(f.rules('nat', 'KUBE-T').length, 4);
 });
 
 test('ensureRule is idempotent and checks the target exists', () => {

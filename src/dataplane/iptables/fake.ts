@@ -1,15 +1,22 @@
 // A faithful in-memory model of the kernel's iptables state, in the spirit of
-// knftables' Fake: restore() applies `iptables-restore [--noflush]` input
-// all-or-nothing (the whole input; real iptables-nft also commits it as one
-// batch) and save() prints iptables-save text. Rules are kept as the text the
-// caller wrote (no normalisation such as "/32" suffixes): the platform only
-// reads chain names back, and the tracer reads rules.
+// knftables' Fake: restore() applies `iptables-restore [--noflush]` input and
+// save() prints iptables-save text. Rules are kept as the text the caller
+// wrote (no normalisation such as "/32" suffixes): the platform only reads
+// chain names back, and the tracer reads rules.
 //
-// Semantics enforced (each violation rejects the whole input):
+// Atomicity is what iptables-nft 1.8.9 does (checked in a network namespace):
+// each table is applied all-or-nothing at its COMMIT; an error in a later
+// table of the same input leaves the tables committed before it in place.
+// The renderer's payload has filter before nat, so a nat error after a good
+// filter leaves the new filter rules applied; the next (full) sync repairs it.
+//
+// Semantics enforced, each also rejected by the real tool:
 // - `:CHAIN` declares a chain: a user chain is created or flushed; a built-in
-//   chain keeps its rules (--noflush) and takes the policy.
-// - -A/-I/-D/-R/-F/-X/-N/-P on unknown chains fail; jumps (-j/-g) to a chain
-//   that does not exist fail; `-X` of a built-in, non-empty or referenced chain fails.
+//   chain keeps its rules (--noflush) and takes the policy. Names > 28 chars fail.
+// - -A/-I/-D/-R/-F/-X/-P on unknown chains fail; jumps (-j/-g) to a chain that
+//   does not exist fail; `-X` of a built-in, non-empty or referenced chain fails.
+// - --dport/--sport need a preceding `-p`/`-m` tcp|udp|sctp|dccp; DNAT to
+//   "ip:port" needs such a `-p`; NAT targets only in nat, REJECT not in nat.
 // - Without --noflush, every table named in the input is flushed first.
 
 import { ProxyError } from '../../core/errors.js';
@@ -59,9 +66,12 @@ export class FakeIptables {
   /** Every restore payload applied successfully, oldest first. */
   readonly restores: string[] = [];
 
-  /** Apply restore input; throws ProxyError('KPT_EXEC_FAILED') and changes nothing on error. */
+  /**
+   * Apply restore input. Throws ProxyError('KPT_EXEC_FAILED') on the first
+   * error; the failing table is unchanged, tables committed before it stay.
+   */
   restore(text: string, opts: { noflush: boolean } = { noflush: true }): void {
-    const work = new Map([...this.tables].map(([k, v]) => [k, cloneTable(v)]));
+    const work = new Map<IptablesTable, TableState>();
     let table: IptablesTable | null = null;
     let cur: TableState | null = null;
     const lines = text.split('\n');
@@ -76,19 +86,24 @@ export class FakeIptables {
         const name = line.slice(1);
         if (!isTable(name)) fail(`unknown table ${name}`);
         table = name as IptablesTable;
-        if (!opts.noflush || !work.has(table)) work.set(table, newTable(table));
+        const existing = this.tables.get(table);
+        work.set(table, opts.noflush && existing ? cloneTable(existing) : newTable(table));
         cur = work.get(table)!;
         return;
       }
       if (table === null || cur === null) return fail('no table');
-      if (line === 'COMMIT') { table = null; cur = null; return; }
+      if (line === 'COMMIT') {
+        this.tables.set(table, cur);
+        table = null;
+        cur = null;
+        return;
+      }
       if (line.startsWith(':')) return declare(cur, line, fail);
       const tokens = tokenize(line);
       if (!tokens || tokens.length < 2) return fail('bad line');
       applyCommand(table, cur, tokens, line, fail);
     });
     if (table !== null) throw new ProxyError('KPT_EXEC_FAILED', `iptables-restore: COMMIT expected at end of input`);
-    this.tables = work;
     this.restores.push(text);
   }
 
@@ -158,7 +173,7 @@ function declare(cur: TableState, line: string, fail: (m: string) => never): voi
     if (policy !== '-') ch.policy = policy;
     return;
   }
-  if (policy !== '-') fail('policy on a user chain');
+  // iptables-restore ignores a policy on a user chain.
   if (ch) ch.rules = [];
   else cur.set(name, { builtin: false, policy: '-', rules: [] });
 }
@@ -170,7 +185,25 @@ function referenced(cur: TableState, chain: string): boolean {
   return false;
 }
 
+const PORT_PROTOS = new Set(['tcp', 'udp', 'sctp', 'dccp']);
+
+/** Option checks iptables itself makes while parsing a rule. */
+function checkOptions(tokens: readonly string[], fail: (m: string) => never): void {
+  let protoSeen = false;
+  let portModule = false;
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    const v = tokens[i + 1] ?? '';
+    if (t === '-p' && PORT_PROTOS.has(v.toLowerCase())) { protoSeen = true; portModule = true; }
+    if (t === '-m' && (PORT_PROTOS.has(v) || v === 'multiport')) portModule = true;
+    if ((t === '--dport' || t === '--sport') && !portModule) fail(`unknown option "${t}"`);
+    const hasPort = v.startsWith('[') ? /\]:\d+/.test(v) : v.split(':').length === 2;
+    if (t === '--to-destination' && hasPort && !protoSeen) fail('Need TCP, UDP, SCTP or DCCP with port specification');
+  }
+}
+
 function checkTarget(table: IptablesTable, cur: TableState, ruleTokens: readonly string[], fail: (m: string) => never): void {
+  checkOptions(ruleTokens, fail);
   const target = ruleTarget(ruleTokens);
   if (target === null) return;
   const std = STANDARD_TARGETS[target];

@@ -38,7 +38,9 @@
 //   firewallChainName, endpointChainName, isServiceChainName.
 //
 // FakeIptables (fake.ts): in-memory kernel state for tests. restore(text,
-//   {noflush}) applies all-or-nothing or throws ProxyError KPT_EXEC_FAILED;
+//   {noflush}) applies each table all-or-nothing at its COMMIT (like
+//   iptables-nft: an error in nat leaves an already committed filter) or throws
+//   ProxyError KPT_EXEC_FAILED;
 //   save(table?) prints iptables-save text; ensureRule(pos, table, chain, argv)
 //   mirrors upstream EnsureRule; rules(table, chain), hasChain, chains, restores[].
 // The packet tracer over a FakeIptables is test/tracer/iptables.ts.
