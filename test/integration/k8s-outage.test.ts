@@ -117,5 +117,6 @@ describe('k8s sources across API server outages', () => {
     assert.ok(Number(rewatch.query.resourceVersion) >= target, `resumed from ${rewatch.query.resourceVersion}, want >= ${target}`);
     assert.ok(!rec.events.some((e) => e.type === 'expired'), 'no 410: the bookmark carried the watches past the compaction');
     assert.ok(!rec.calls.some((c) => c.includes('other-')), 'other nodes never arrive');
+    assert.equal(listsOf('/api/v1/services'), 1, 'resumed by watch, not relisted');
   });
 });

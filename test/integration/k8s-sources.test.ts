@@ -114,6 +114,29 @@ describe('k8s sources against the test API server', () => {
     }
   });
 
+  it('resumes a watch the server ended at its timeoutSeconds, without relisting', async () => {
+    const seen = server.requests.length;
+    const rec = new Recorder();
+    const ac = new AbortController();
+    const done = startSources({
+      kubeConfig: kubeConfigFor(server), nodeName: 'node-a', handlers: rec.handlers, signal: ac.signal,
+      onEvent: rec.onEvent, backoff: FAST, watchTimeoutSeconds: 1,
+    });
+    try {
+      const closed = (): number => rec.events.filter((e) => e.type === 'watchClosed' && e.resource === 'services').length;
+      await rec.until(() => closed() >= 1, 'the server to end a watch', 10_000);
+      server.create('services', svc('timeout', 'late', '172.30.2.1'));
+      await rec.until(() => rec.calls.some((c) => c.startsWith('service add timeout/late')), 'an event on the resumed watch');
+      assert.equal(rec.events.filter((e) => e.type === 'listed' && e.resource === 'services').length, 1);
+      const watches = server.requests.slice(seen).filter((r) => r.path === '/api/v1/services' && r.query.watch === 'true');
+      assert.ok(watches.length >= 2 && watches.every((r) => r.query.timeoutSeconds === '1'));
+    } finally {
+      ac.abort();
+      await done;
+    }
+    server.delete('services', 'timeout', 'late');
+  });
+
   it('reports a token the server refuses, and delivers nothing', async () => {
     const { rec, stop } = run(kubeConfigFor(server, { token: 'wrong-token' }));
     try {
