@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ProxyMetrics } from './metrics.js';
+import { nfacctReader, parseNfacctPackets, ProxyMetrics } from './metrics.js';
 
 /** Every metric of reference table 2.21 with its type and label names. */
 const TABLE: Array<[string, string, string[]]> = [
@@ -105,4 +105,17 @@ test('default process metrics and nfacct collectors at scrape time', async () =>
   dropped = 9;
   t = (await m.render()).body;
   assert.match(t, /^kubeproxy_iptables_ct_state_invalid_dropped_packets_total 9$/m);
+});
+
+test('nfacct reader parses `nfacct get` and tolerates a missing tool or object', async () => {
+  const out = '{ pkts = 00000000000000000012, bytes = 00000000000000000840 } = ct_state_invalid_dropped_pkts;\n';
+  assert.equal(parseNfacctPackets(out, 'ct_state_invalid_dropped_pkts'), 12);
+  assert.equal(parseNfacctPackets(out, 'localhost_nps_accepted_pkts'), undefined);
+  const read = nfacctReader(async (args) => args[1] === 'ct_state_invalid_dropped_pkts'
+    ? { code: 0, stdout: out, stderr: '' } : { code: 1, stdout: '', stderr: 'No such file or directory' });
+  assert.deepEqual(await read(), { ctStateInvalidDropped: 12, localhostNodePortsAccepted: undefined });
+  const m = new ProxyMetrics({ defaultMetrics: false, nfacct: read });
+  assert.match((await m.render()).body, /^kubeproxy_iptables_ct_state_invalid_dropped_packets_total 12$/m);
+  const broken = nfacctReader(async () => { throw new Error('spawn nfacct ENOENT'); });
+  assert.deepEqual(await broken(), { ctStateInvalidDropped: undefined, localhostNodePortsAccepted: undefined });
 });

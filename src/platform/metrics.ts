@@ -16,6 +16,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponential
 import type { IPFamily, Protocol } from '../core/types.js';
 import type { ProxierObserver, SyncReport } from '../engine/observer.js';
 import { toEpochMs } from '../engine/health.js';
+import { run, type ExecResult } from './exec.js';
 
 const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
 /** Upstream merge(): a leading 0, then 0.25, 0.5, 1..59, 60..115, 120..300. */
@@ -214,4 +215,32 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
     mk('kubeproxy_iptables_ct_state_invalid_dropped_packets_total', 'packets dropped by iptables to work around conntrack problems', (c) => c.ctStateInvalidDropped);
     mk('kubeproxy_iptables_localhost_nodeports_accepted_packets_total', 'Number of packets accepted on nodeports of loopback interface', (c) => c.localhostNodePortsAccepted);
   }
+}
+
+/** Packets of one nfacct object from `nfacct get NAME` ("{ pkts = 0000..12, bytes = ... } = NAME;"); undefined if absent. */
+export function parseNfacctPackets(text: string, name: string): number | undefined {
+  for (const line of text.split('\n')) {
+    const m = /\{\s*pkts\s*=\s*(\d+)\s*,.*\}\s*=\s*(\S+?);?\s*$/.exec(line);
+    if (m && m[2] === name) return Number(m[1]);
+  }
+  return undefined;
+}
+
+/**
+ * ProxyMetricsOptions.nfacct reading the two upstream counters with the
+ * `nfacct` tool (exec injectable). A missing tool or object yields undefined.
+ */
+export function nfacctReader(exec: (args: string[]) => Promise<ExecResult> = (args) => run('nfacct', args, { allowFailure: true })): () => Promise<NfacctCounters> {
+  const one = async (name: string) => {
+    try {
+      const r = await exec(['get', name]);
+      return r.code === 0 ? parseNfacctPackets(r.stdout, name) : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  return async () => ({
+    ctStateInvalidDropped: await one('ct_state_invalid_dropped_pkts'),
+    localhostNodePortsAccepted: await one('localhost_nps_accepted_pkts'),
+  });
 }
