@@ -13,3 +13,4 @@ export { expandNodePortAddresses, nodePortAddressesForFamily, resolveDataplaneCo
 export { splitHostPort, appendPortIfNeeded } from './hostport.js';
 export { parseFeatureGates, parseGoBool, KNOWN_FEATURE_GATES } from './features.js';
 export { resolveNodeName } from './nodename.js';
+export { detectNodeIPs, type NodeIPs } from './nodeips.js';

@@ -19,10 +19,12 @@ test('keywords expand per family', () => {
   assert.deepEqual(expandNodePortAddresses(['all'], 'IPv6', null), ['::/0']);
 });
 
-test('primary skips a loopback node IP and matches nothing for a family without node IP', () => {
+test('primary skips a missing or loopback node IP, so that family is MatchAll (upstream)', () => {
   assert.deepEqual(expandNodePortAddresses(['primary'], 'IPv4', '127.0.0.1'), []);
-  assert.deepEqual(nodePortAddressesForFamily(['primary'], 'IPv6', null), ['::/128']);
-  assert.deepEqual(nodePortAddressesForFamily(['primary'], 'IPv4', null), ['0.0.0.0/32']);
+  assert.deepEqual(expandNodePortAddresses(['primary'], 'IPv6', '::1'), []);
+  assert.equal(nodePortAddressesForFamily(['primary'], 'IPv6', null), null);
+  assert.equal(nodePortAddressesForFamily(['primary'], 'IPv4', '127.0.0.1'), null);
+  assert.deepEqual(nodePortAddressesForFamily(['primary', 'localhost'], 'IPv6', null), ['::1/128']);
 });
 
 test('MatchAll (null): no entry of the family, a zero CIDR, or "all"', () => {

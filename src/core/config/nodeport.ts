@@ -4,9 +4,11 @@
 // masquerade mark and the local-traffic detector.
 //
 // Per family, upstream semantics:
-// * "primary"   -> the node IP of the family as /32 or /128. A family without a
-//                  node IP gets the unspecified address (0.0.0.0/32, ::/128) as
-//                  upstream's NodeIPs map holds, i.e. it matches no local IP.
+// * "primary"   -> the node IP of the family as /32 or /128. Nothing when the
+//                  family has no node IP or it is loopback (upstream's NodeIPs
+//                  map holds loopback for a missing family, and skips it), so a
+//                  family without node IP ends up MatchAll unless other entries
+//                  of that family exist - exactly as upstream.
 // * "localhost" -> 127.0.0.0/8 or ::1/128.
 // * "all"       -> 0.0.0.0/0 or ::/0.
 // * a CIDR      -> kept if it is of the family.
@@ -21,11 +23,10 @@ import {
 
 const ZERO: Record<IPFamily, string> = { IPv4: '0.0.0.0/0', IPv6: '::/0' };
 const LOCALHOST: Record<IPFamily, string> = { IPv4: '127.0.0.0/8', IPv6: '::1/128' };
-const UNSPECIFIED_HOST: Record<IPFamily, string> = { IPv4: '0.0.0.0/32', IPv6: '::/128' };
 
 /**
- * Expand keywords for one family. `nodeIP` is the node's primary IP of that
- * family (null if it has none). Returns normalised CIDRs of the family, in
+ * Expand keywords for one family. `nodeIP` is the node's IP of that family
+ * (null, loopback or unspecified = none). Returns normalised CIDRs of the family, in
  * order, without duplicates; entries of the other family are dropped.
  */
 export function expandNodePortAddresses(addrs: readonly string[], family: IPFamily, nodeIP: string | null): string[] {
@@ -38,8 +39,9 @@ export function expandNodePortAddresses(addrs: readonly string[], family: IPFami
     else if (a === NODE_PORT_ADDRESSES_LOCALHOST) add(LOCALHOST[family]);
     else if (a === NODE_PORT_ADDRESSES_PRIMARY) {
       const ip = parseIP(nodeIP);
-      if (!ip || ip.family !== family) add(UNSPECIFIED_HOST[family]);
-      else if (!isLoopback(ip)) add(`${ip.text}/${family === 'IPv4' ? 32 : 128}`);
+      if (ip && ip.family === family && !isLoopback(ip) && !ip.bytes.every((x) => x === 0)) {
+        add(`${ip.text}/${family === 'IPv4' ? 32 : 128}`);
+      }
     } else {
       const c = parseCIDR(a);
       if (c && c.family === family) add(c.text);
@@ -88,7 +90,8 @@ function localDetectorOf(config: ResolvedConfig, family: IPFamily, podCIDRs: rea
 /**
  * What a datapath of `family` needs from the configuration.
  * `localIPs` are the host's interface addresses (any family; filtered here),
- * `nodeIP` the node's primary IP of this family or null, `podCIDRs` the Node's
+ * `nodeIP` the node's IP of this family (detectNodeIPs().nodeIPs[family]; null
+ * or loopback = none), `podCIDRs` the Node's
  * spec.podCIDRs (used only by detectLocalMode NodeCIDR).
  */
 export function resolveDataplaneConfig(
