@@ -152,3 +152,12 @@ test('real kernel (root): list UDP flows (IPv4 and IPv6) through DNAT rules and 
   assert.equal(bulk.deleted, 2);
   assert.deepEqual((await ct.listUDPFlows('IPv4')).filter((f) => f.origDst === '172.30.0.10'), []);
 });
+
+test('deleteFlows: a CLI that cannot be spawned is reported per filter, never thrown', async () => {
+  const ct = new Conntrack(async () => { throw new Error('spawn conntrack ENOENT'); });
+  const r = await ct.deleteFlows('IPv6', [{ origDst: 'fd00::10', origDstPort: 53, replySrc: 'fd00::2', replySrcPort: 53 }]);
+  assert.equal(r.deleted, 0);
+  assert.equal(r.errors.length, 1);
+  assert.match(r.errors[0]!, /ENOENT/);
+  await assert.rejects(ct.listUDPFlows('IPv4'), /ENOENT/, 'a failed listing rejects');
+});
