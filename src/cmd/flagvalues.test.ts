@@ -28,6 +28,7 @@ test('parseGoUint32 and parseGoFloat', () => {
   assert.equal(parseGoFloat('5'), 5);
   assert.equal(parseGoFloat('7.5'), 7.5);
   assert.equal(parseGoFloat('1e2'), 100);
+  assert.equal(parseGoFloat('0.1'), 0.1, 'kept as written');
   assert.throws(() => parseGoFloat('abc'), /invalid syntax/);
   assert.throws(() => parseGoFloat('1e99'), /out of range/, 'float32 overflow');
 });

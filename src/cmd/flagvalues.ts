@@ -33,13 +33,17 @@ export function parseGoUint32(s: string): number {
   return n;
 }
 
-/** Go strconv.ParseFloat(s, 32), decimal forms only. */
+/**
+ * Go strconv.ParseFloat(s, 32), decimal forms only. The value is kept as typed
+ * (not rounded to float32) so that it prints back as written, as Go's float32
+ * formatting does.
+ */
 export function parseGoFloat(s: string): number {
-  if (!/^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$/.test(s) && !/^[+-]?(inf|infinity|nan)$/i.test(s)) {
+  if (!/^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$/.test(s)) {
     throw new Error(`strconv.ParseFloat: parsing ${JSON.stringify(s)}: invalid syntax`);
   }
-  const n = Math.fround(Number(s.replace(/inf(inity)?/i, 'Infinity').replace(/nan/i, 'NaN')));
-  if (!Number.isFinite(n) && !/inf|nan/i.test(s)) throw new Error(`strconv.ParseFloat: parsing ${JSON.stringify(s)}: value out of range`);
+  const n = Number(s);
+  if (!Number.isFinite(Math.fround(n))) throw new Error(`strconv.ParseFloat: parsing ${JSON.stringify(s)}: value out of range`);
   return n;
 }
 

@@ -118,7 +118,8 @@ export async function parseCommandLine(argv: readonly string[], deps: CommandDep
   const split = splitArgs(argv);
   const flags = parseFlagValues(split.occurrences);
   // newKubeProxyConfiguration: defaulted v1alpha1 (mode "") converted to internal.
-  const target: FlagTarget = { cfg: v1alpha1ToResolved(defaultV1Alpha1()), opts: defaultOptions(v1alpha1ToResolved(defaultV1Alpha1())) };
+  const initial = v1alpha1ToResolved(defaultV1Alpha1());
+  const target: FlagTarget = { cfg: initial, opts: defaultOptions(initial) };
   for (const f of FLAGS) {
     const v = flags.values.get(f.name);
     if (v !== undefined) f.apply(target, v);
