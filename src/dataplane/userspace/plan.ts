@@ -1,0 +1,97 @@
+// What the userspace mode needs for one SyncState: which listeners (one per
+// service port and endpoint set) must exist with which endpoints, and where
+// each portal (ClusterIP, externalIPs, LB VIPs, NodePort) sends new flows.
+// Pure; the platform side opens the listeners and the renderer (rules.ts)
+// writes the redirect rules.
+//
+// A listener cannot learn which address a redirected flow was sent to (Node
+// has no SO_ORIGINAL_DST), so traffic that must use a different endpoint set
+// gets a different listener: internal traffic (ClusterIP) uses the local set
+// under internalTrafficPolicy Local, external traffic (NodePort, externalIPs,
+// LB VIPs) under externalTrafficPolicy Local, everything else the cluster set.
+// Two portals that use the same set share one listener.
+import type { Endpoint, Protocol, ServicePort, SyncState } from '../../core/types.js';
+
+export type EndpointSetKind = 'cluster' | 'local';
+
+export interface ListenerSpec {
+  /** `${servicePortKey}/${protocol}/${set}`: stable across syncs, so the listener (and its port) survives endpoint changes. */
+  readonly key: string;
+  readonly servicePortKey: string;
+  readonly serviceKey: string;
+  readonly protocol: 'TCP' | 'UDP';
+  readonly set: EndpointSetKind;
+  /** Non-empty; sorted by key (SyncState order). */
+  readonly endpoints: readonly Endpoint[];
+  /** ClientIP affinity timeout; 0 = none. */
+  readonly stickyMs: number;
+}
+
+/** Where new flows to a portal go: a listener, or refused (no endpoints) / dropped (none under a Local policy). */
+export type PortalTarget =
+  | { readonly kind: 'listener'; readonly listener: string }
+  | { readonly kind: 'reject' }
+  | { readonly kind: 'drop' };
+
+export interface PortalSpec {
+  readonly servicePortKey: string;
+  readonly protocol: 'TCP' | 'UDP';
+  readonly port: number;
+  readonly clusterIP: string;
+  readonly internal: PortalTarget;
+  /** externalIPs then LB VIPs (ipMode VIP), this family only. */
+  readonly externalIPs: readonly string[];
+  /** 0 when none. */
+  readonly nodePort: number;
+  /** Target of externalIPs, LB VIPs and the NodePort; null when the port is not externally accessible. */
+  readonly external: PortalTarget | null;
+}
+
+export interface UserspacePlan {
+  readonly listeners: ReadonlyMap<string, ListenerSpec>;
+  readonly portals: readonly PortalSpec[];
+  /** Service ports this mode cannot serve, with the reason (e.g. SCTP: Node has no SCTP sockets). */
+  readonly skipped: ReadonlyArray<{ readonly servicePortKey: string; readonly reason: string }>;
+}
+
+export function listenerKey(spKey: string, protocol: Protocol, set: EndpointSetKind): string {
+  return `${spKey}/${protocol}/${set}`;
+}
+
+/** Build the plan. Never throws on odd input; unsupported ports land in `skipped`. */
+export function planUserspace(state: SyncState): UserspacePlan {
+  const listeners = new Map<string, ListenerSpec>();
+  const portals: PortalSpec[] = [];
+  const skipped: Array<{ servicePortKey: string; reason: string }> = [];
+  for (const [key, sp] of state.services) {
+    if (sp.protocol !== 'TCP' && sp.protocol !== 'UDP') {
+      skipped.push({ servicePortKey: key, reason: `protocol ${sp.protocol} is not supported by the userspace relay` });
+      continue;
+    }
+    const cat = state.categorized.get(key);
+    const hasAny = cat?.hasAnyEndpoints ?? false;
+    const target = (local: boolean): PortalTarget => {
+      const eps = (local ? cat?.localEndpoints : cat?.clusterEndpoints) ?? [];
+      if (!hasAny) return { kind: 'reject' };
+      if (eps.length === 0) return local ? { kind: 'drop' } : { kind: 'reject' };
+      const spec = listenerFor(sp, sp.protocol as 'TCP' | 'UDP', local ? 'local' : 'cluster', eps);
+      listeners.set(spec.key, spec);
+      return { kind: 'listener', listener: spec.key };
+    };
+    portals.push({
+      servicePortKey: key, protocol: sp.protocol, port: sp.port, clusterIP: sp.clusterIP,
+      internal: target(sp.internalPolicyLocal),
+      externalIPs: [...sp.externalIPs, ...sp.loadBalancerVIPs],
+      nodePort: sp.nodePort,
+      external: sp.externallyAccessible ? target(sp.externalPolicyLocal) : null,
+    });
+  }
+  return { listeners, portals, skipped };
+}
+
+function listenerFor(sp: ServicePort, protocol: 'TCP' | 'UDP', set: EndpointSetKind, endpoints: readonly Endpoint[]): ListenerSpec {
+  return {
+    key: listenerKey(sp.key, protocol, set), servicePortKey: sp.key, serviceKey: sp.serviceKey, protocol, set,
+    endpoints, stickyMs: sp.stickyMaxAgeSeconds * 1000,
+  };
+}

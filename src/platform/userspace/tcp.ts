@@ -1,0 +1,158 @@
+// One TCP listener of the userspace mode: accepts redirected connections,
+// picks an endpoint with the listener's RoundRobin and relays bytes both
+// ways until both sides have ended.
+//
+// Contracts:
+// * Backpressure: stream.pipe() in both directions (a full socket pauses its
+//   source), so a slow side never makes the relay buffer without bound.
+// * Half-close: both sockets allow half-open; a FIN from one side is passed
+//   on as end() to the other, which may go on sending.
+// * Errors: an error or reset on either side resets the other (RST passes
+//   through, as a kernel DNAT path would show it).
+// * Connect failures (refused, unreachable, timeout) try the next endpoint
+//   round-robin, ignoring affinity, with the upstream userspace proxier's
+//   dial timeouts (250 ms, 500 ms, 1 s, 2 s): four tries, then reset.
+// * No endpoints: the client is reset at once.
+import net from 'node:net';
+import type { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
+
+/** Upstream userspace EndpointDialTimeouts. */
+export const ENDPOINT_DIAL_TIMEOUTS_MS = [250, 500, 1000, 2000] as const;
+
+export type RelayEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
+
+interface Relay {
+  readonly client: net.Socket;
+  upstream: net.Socket | null;
+  endpoint: string;
+}
+
+/** "ip:port" / "[ip]:port" -> host and port. */
+export function splitEndpoint(key: string): { host: string; port: number } {
+  const i = key.lastIndexOf(':');
+  const host = key.slice(0, i);
+  return { host: host.startsWith('[') ? host.slice(1, -1) : host, port: Number(key.slice(i + 1)) };
+}
+
+export class TcpListener {
+  private readonly server: net.Server;
+  private readonly relays = new Set<Relay>();
+  private closed = false;
+  /** Connections accepted since start (for metrics and tests). */
+  accepted = 0;
+  /** Connections that found no endpoint that would accept them. */
+  failed = 0;
+
+  constructor(readonly key: string, private readonly lb: RoundRobin, private readonly onEvent: RelayEvent, private readonly dialTimeouts: readonly number[] = ENDPOINT_DIAL_TIMEOUTS_MS) {
+    this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true }, (c) => this.accept(c));
+    this.server.on('error', (err) => this.onEvent('error', { listener: key, err: String(err) }, 'userspace TCP listener error'));
+  }
+
+  /** Bind (port 0 = any free port) and resolve with the bound port. */
+  listen(host: string, port = 0): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onErr = (err: Error) => reject(err);
+      this.server.once('error', onErr);
+      this.server.listen({ host, port, backlog: 4096, ipv6Only: host.includes(':') }, () => {
+        this.server.off('error', onErr);
+        resolve((this.server.address() as net.AddressInfo).port);
+      });
+    });
+  }
+
+  port(): number {
+    return (this.server.address() as net.AddressInfo | null)?.port ?? 0;
+  }
+
+  /** Open relays (including those still connecting). */
+  connectionCount(): number {
+    return this.relays.size;
+  }
+
+  /** Reset relays whose endpoint is not in `keep` (endpoint removed). Returns how many. */
+  closeConnectionsNotIn(keep: ReadonlySet<string>): number {
+    let n = 0;
+    for (const r of this.relays) {
+      if (keep.has(r.endpoint)) continue;
+      this.reset(r);
+      n++;
+    }
+    return n;
+  }
+
+  /** Stop accepting and reset every relay. */
+  close(): Promise<void> {
+    this.closed = true;
+    for (const r of this.relays) this.reset(r);
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: net.Socket): void {
+    if (this.closed) {
+      client.resetAndDestroy();
+      return;
+    }
+    this.accepted++;
+    const relay: Relay = { client, upstream: null, endpoint: '' };
+    this.relays.add(relay);
+    client.on('error', () => this.reset(relay));
+    client.on('close', () => this.relays.delete(relay));
+    this.dial(relay, 0);
+  }
+
+  private dial(relay: Relay, attempt: number): void {
+    const clientIP = relay.client.remoteAddress ?? '';
+    const ep = attempt < this.dialTimeouts.length ? this.lb.next(clientIP, attempt > 0) : null;
+    if (ep === null || relay.client.destroyed) {
+      if (ep === null) this.failed++;
+      relay.client.resetAndDestroy();
+      this.relays.delete(relay);
+      return;
+    }
+    const { host, port } = splitEndpoint(ep);
+    relay.endpoint = ep;
+    const up = net.connect({ host, port, allowHalfOpen: true, noDelay: true });
+    relay.upstream = up;
+    up.setTimeout(this.dialTimeouts[attempt]!);
+    const retry = (why: string) => {
+      up.removeAllListeners();
+      up.on('error', () => {});
+      up.destroy();
+      relay.upstream = null;
+      this.onEvent('debug', { listener: this.key, endpoint: ep, attempt, why }, 'endpoint dial failed, trying the next');
+      this.dial(relay, attempt + 1);
+    };
+    up.once('timeout', () => retry('timeout'));
+    up.once('error', (err: NodeJS.ErrnoException) => retry(err.code ?? String(err)));
+    up.once('connect', () => {
+      up.removeAllListeners('timeout');
+      up.removeAllListeners('error');
+      up.setTimeout(0);
+      this.wire(relay, up);
+    });
+  }
+
+  private wire(relay: Relay, up: net.Socket): void {
+    const { client } = relay;
+    if (client.destroyed) {
+      up.destroy();
+      return;
+    }
+    up.on('error', () => this.reset(relay));
+    up.on('close', () => {
+      // The upstream went away without a clean end on our side: pass the reset on.
+      if (!client.destroyed && !client.writableEnded) client.resetAndDestroy();
+    });
+    client.on('close', () => {
+      if (!up.destroyed && !up.writableEnded) up.resetAndDestroy();
+    });
+    client.pipe(up);
+    up.pipe(client);
+  }
+
+  private reset(r: Relay): void {
+    this.relays.delete(r);
+    if (!r.client.destroyed) r.client.resetAndDestroy();
+    if (r.upstream && !r.upstream.destroyed) r.upstream.resetAndDestroy();
+  }
+}
