@@ -10,7 +10,7 @@ import { parseArgs } from 'node:util';
 import type { ClientResult } from '../netns/agentclient.js';
 import { E2EEnv, srcIP } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
-import { E2E_MODES, type E2EMode } from '../netns/proxy.js';
+import { ALL_E2E_MODES, type E2EMode } from '../netns/proxy.js';
 
 interface Row {
   readonly request: string;
@@ -58,7 +58,7 @@ async function demo(mode: E2EMode): Promise<boolean> {
       endpointSlice('web', [pod('node1-a'), pod('node2-a')], webPorts()),
       service({ name: 'web-nodeport', type: 'NodePort', clusterIP: '10.96.0.11', ports: npPorts }),
       endpointSlice('web-nodeport', [pod('node1-b'), pod('node2-b')], npPorts),
-      service({ name: 'web-local', type: 'NodePort', clusterIP: '10.96.0.12', ports: localPorts, externalTrafficPolicy: 'Local', healthCheckNodePort: 32100 }),
+      service({ name: 'web-local', type: 'LoadBalancer', clusterIP: '10.96.0.12', ports: localPorts, externalTrafficPolicy: 'Local', healthCheckNodePort: 32100 }),
       endpointSlice('web-local', [pod('node2-a')], localPorts),
       service({ name: 'no-endpoints', clusterIP: '10.96.0.13', ports: webPorts() }),
     );
@@ -82,9 +82,9 @@ async function demo(mode: E2EMode): Promise<boolean> {
       await add(`external -> node1 ${node1.ip}:30080/TCP`, 'NodePort', 'node1-b|node2-b, SNAT', () => env.send('ext', 'tcp', node1.ip, 30080), (r) => masqueraded(r, ['node1-b', 'node2-b']));
     }
     for (let i = 0; i < 2; i++) {
-      await add(`external -> node2 ${node2.ip}:30280/TCP`, 'NodePort eTP=Local', 'node2-a, client IP', () => env.send('ext', 'tcp', node2.ip, 30280), (r) => isPod(r, ['node2-a'], ext.ip));
+      await add(`external -> node2 ${node2.ip}:30280/TCP`, 'LB NodePort, eTP=Local', 'node2-a, client IP', () => env.send('ext', 'tcp', node2.ip, 30280), (r) => isPod(r, ['node2-a'], ext.ip));
     }
-    await add(`external -> node1 ${node1.ip}:30280/TCP`, 'NodePort eTP=Local', 'dropped (no local ep)', () => env.send('ext', 'tcp', node1.ip, 30280, { timeoutMs: 1000 }), (r) => !r.ok);
+    await add(`external -> node1 ${node1.ip}:30280/TCP`, 'LB NodePort, eTP=Local', 'dropped (no local ep)', () => env.send('ext', 'tcp', node1.ip, 30280, { timeoutMs: 1000 }), (r) => !r.ok);
     const extAgent = await c.agent('ext');
     for (const n of [node2, node1]) {
       const code = n === node2 ? 200 : 503;
@@ -108,8 +108,8 @@ async function demo(mode: E2EMode): Promise<boolean> {
 
 const { values } = parseArgs({ options: { mode: { type: 'string', default: 'iptables' } } });
 const mode = values.mode as E2EMode;
-if (!E2E_MODES.includes(mode)) {
-  console.error(`demo: --mode must be one of ${E2E_MODES.join(', ')}`);
+if (!ALL_E2E_MODES.includes(mode)) {
+  console.error(`demo: --mode must be one of ${ALL_E2E_MODES.join(', ')}`);
   process.exit(2);
 }
 if (process.getuid?.() !== 0) {

@@ -102,11 +102,11 @@ for (const mode of E2E_MODES) {
       assert.equal(podsOf(rs).length, 1, `one endpoint for one client, got ${podsOf(rs).join(',')}`);
     });
 
-    it('externalTrafficPolicy Local: client IP preserved, only local endpoints, health check 200/503', async () => {
+    it('externalTrafficPolicy Local (LoadBalancer, via its NodePort): client IP preserved, only local endpoints, health check 200/503', async () => {
       const ports = webPorts(30280);
       const hc = 32100;
       const [node1, node2] = [env.cluster.node('node1'), env.cluster.node('node2')];
-      await env.apply(service({ name: 'local', type: 'NodePort', clusterIP: '10.96.0.15', ports, externalTrafficPolicy: 'Local', healthCheckNodePort: hc }), endpointSlice('local', eps('node2-a', 'node2-b'), ports));
+      await env.apply(service({ name: 'local', type: 'LoadBalancer', clusterIP: '10.96.0.15', ports, externalTrafficPolicy: 'Local', healthCheckNodePort: hc }), endpointSlice('local', eps('node2-a', 'node2-b'), ports));
       const first = await env.waitReachable('ext', 'tcp', node2.ip, 30280);
       assert.equal(srcIP(first.value), env.cluster.external.ip, 'client source IP preserved');
       const rs = await env.sendMany('ext', 'tcp', node2.ip, 30280, 8);

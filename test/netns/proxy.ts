@@ -7,9 +7,15 @@ import type { NetnsCluster } from './cluster.js';
 import { nsRun, nsSpawn, repoScript, REPO_ROOT, type NsProcess } from './spawn.js';
 import { CLUSTER_CIDR, type NodeInfo } from './topology.js';
 
-/** Modes the e2e suite runs; adding a mode is adding it here. */
-export const E2E_MODES = ['iptables', 'nftables'] as const;
-export type E2EMode = (typeof E2E_MODES)[number];
+/** Modes the e2e suite can run; adding a mode is adding it here. */
+export const ALL_E2E_MODES = ['iptables', 'nftables'] as const;
+export type E2EMode = (typeof ALL_E2E_MODES)[number];
+
+/** The modes to run: all, or the comma-separated subset in KPT_E2E_MODES (e.g. `KPT_E2E_MODES=iptables`). */
+export const E2E_MODES: readonly E2EMode[] = (() => {
+  const want = process.env['KPT_E2E_MODES']?.split(',').map((m) => m.trim()).filter(Boolean);
+  return want?.length ? ALL_E2E_MODES.filter((m) => want.includes(m)) : ALL_E2E_MODES;
+})();
 
 export const HEALTHZ_PORT = 10256;
 
@@ -33,7 +39,10 @@ export class ProxyProcess {
     return [
       '--kubeconfig', this.kubeconfig, '--hostname-override', this.node.name, '--proxy-mode', this.mode,
       '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', `${this.node.ip}:${HEALTHZ_PORT}`,
-      '--metrics-bind-address', '127.0.0.1:10249', '-v', '2', ...this.extraArgs,
+      '--metrics-bind-address', '127.0.0.1:10249', '-v', '2',
+      // nf_conntrack_max is global and read-only outside the root namespace: leave it, as kind does.
+      '--conntrack-max-per-core', '0',
+      ...this.extraArgs,
     ];
   }
 
