@@ -11,6 +11,7 @@ import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import { DEFAULT_IPTABLES_OPTIONS, FakeIptables, renderIptables } from '../../src/dataplane/iptables/index.js';
 import { LOCAL, service, slice } from '../cases/fixtures.js';
 import { scenarioConfig } from '../cases/resolve.js';
+import { sortRestoreText } from '../tracer/iptables.js';
 
 const EXPECTED = `*filter
 :KUBE-NODEPORTS - [0:0]
@@ -108,32 +109,6 @@ COMMIT
 -A KUBE-SVC-XPGD46QRK7WJZT7O -m comment --comment "ns1/svc1:p80 -> 10.180.0.1:80" -j KUBE-SEP-SXIVWICOYRO3J4NJ
 COMMIT
 `;
-
-/** Upstream sortIPTablesRules: per table, chain lines then rules grouped by chain. */
-export function sortRestoreText(text: string): string {
-  const first = ['KUBE-NODEPORTS', 'KUBE-SERVICES'];
-  const order = (a: string, b: string) => {
-    const ia = first.indexOf(a), ib = first.indexOf(b);
-    if (ia >= 0 || ib >= 0) return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib);
-    return a < b ? -1 : a > b ? 1 : 0;
-  };
-  let out = '';
-  for (const table of text.split('COMMIT\n').filter((t) => t.trim() !== '')) {
-    const lines = table.split('\n').filter((l) => l !== '');
-    const header = lines.filter((l) => l.startsWith('*'));
-    const chains = lines.filter((l) => l.startsWith(':')).map((l) => l.slice(1).split(' ')[0]!);
-    const byChain = new Map<string, string[]>();
-    for (const l of lines.filter((x) => x.startsWith('-'))) {
-      const c = l.split(' ')[1]!;
-      byChain.set(c, [...(byChain.get(c) ?? []), l]);
-    }
-    out += header.join('\n') + '\n';
-    out += [...chains].sort(order).map((c) => `:${c} - [0:0]\n`).join('');
-    out += [...byChain.keys()].sort(order).map((c) => byChain.get(c)!.join('\n') + '\n').join('');
-    out += 'COMMIT\n';
-  }
-  return out;
-}
 
 const p80 = [{ name: 'p80', port: 80 }];
 function overallState() {
