@@ -12,16 +12,18 @@
 // fresh namespace kpt-iptbench-<pid>-<rand>, removed on exit and on SIGINT.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
 import { writeChart } from './lib/chart.js';
+import { cpuNow, cpuSince } from './lib/cputime.js';
 import { runChild, type ChildResult } from './lib/iptables-child.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const OUT = join(here, 'out');
+/** bench/out, also when running compiled from bench/out/dist/bench/. */
+const OUT = here.includes(`${join('bench', 'out', 'dist')}`) ? join(here, '..', '..') : join(here, 'out');
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -40,21 +42,27 @@ function dropNs(ns: string): void {
   untrackNamespace(ns);
 }
 
-/** Wall seconds of one iptables-restore in ns (stdout discarded). */
-function timeRestore(ns: string, file: string, flags: string[]): number {
+/** One iptables-restore alone: wall seconds and its CPU seconds (user + sys, incl. kernel work). */
+interface Timing { wallS: number; cpuS: number }
+
+/** Time one iptables-restore in ns (stdout discarded). */
+function timeRestore(ns: string, file: string, flags: string[]): Timing {
+  const input = readFileSync(file);
+  const c0 = cpuNow();
   const t0 = performance.now();
-  const r = spawnSync('ip', ['netns', 'exec', ns, 'iptables-restore', '-w', '5', ...flags], { input: readFileSync(file), stdio: ['pipe', 'ignore', 'pipe'], maxBuffer: 1 << 30 });
-  const s = (performance.now() - t0) / 1000;
+  const r = spawnSync('ip', ['netns', 'exec', ns, 'iptables-restore', '-w', '5', ...flags], { input, stdio: ['pipe', 'ignore', 'pipe'], maxBuffer: 1 << 30 });
+  const wallS = (performance.now() - t0) / 1000;
+  const cpuS = cpuSince(c0).childrenS;
   if (r.status !== 0) throw new Error(`iptables-restore ${flags.join(' ')} failed: ${r.stderr.toString().slice(0, 500)}`);
-  return s;
+  return { wallS, cpuS };
 }
 
 interface Floors {
-  tableRestore: number;
-  cacheRequest: number;
-  plainNoflush: number | null;
-  partialPlain: number;
-  partialCacheRequest: number;
+  tableRestore: Timing;
+  cacheRequest: Timing;
+  plainNoflush: Timing | null;
+  partialPlain: Timing;
+  partialCacheRequest: Timing;
 }
 
 /** iptables-restore alone, each in a fresh namespace, on the exact inputs the proxy sent. */
@@ -65,6 +73,24 @@ function measureFloors(files: ChildResult['files'], plain: boolean): Floors {
   const plainNoflush = plain ? fresh((ns) => timeRestore(ns, files.fullPlain, ['--noflush', '--counters'])) : null;
   const partial = (f: string) => fresh((ns) => { timeRestore(ns, files.fullPlain, ['--counters']); return timeRestore(ns, f, ['--noflush', '--counters']); });
   return { tableRestore, cacheRequest, plainNoflush, partialPlain: partial(files.partialPlain), partialCacheRequest: partial(files.partialWithCache) };
+}
+
+/**
+ * The child runs compiled JavaScript when possible: under tsx the process
+ * carries the loader's extra isolate (~35 MiB RSS) and transpiles at load,
+ * which would distort the RSS and CPU numbers. Compiles the project with tsc
+ * into bench/out/dist (errors in unrelated work-in-progress files do not stop
+ * the emit); falls back to tsx if that yields nothing.
+ */
+function compiledChild(): string[] {
+  const self = fileURLToPath(import.meta.url);
+  if (self.endsWith('.js')) return [self];
+  const dist = join(OUT, 'dist');
+  spawnSync('npx', ['tsc', '-p', join(here, '..', 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], { stdio: 'ignore' });
+  const js = join(dist, 'bench', 'iptables-sync.js');
+  if (existsSync(js)) return [js];
+  console.log('note: tsc emitted nothing; the child runs under tsx (RSS +~35 MiB)');
+  return ['--import', 'tsx', self];
 }
 
 function childMain(): void {
@@ -82,12 +108,13 @@ function main(): void {
   const sizes = (arg('sizes') ?? '1000,5000,10000').split(',').map(Number);
   const plainMax = Number(arg('plain-max') ?? 1000);
   mkdirSync(OUT, { recursive: true });
-  const rows: Array<{ size: number; child: ChildResult; floors: Floors }> = [];
+  const childCmd = compiledChild();
+  const rows: Row[] = [];
   for (const size of sizes) {
     const ns = newNs();
     let child: ChildResult;
     try {
-      const r = spawnSync(process.execPath, ['--import', 'tsx', fileURLToPath(import.meta.url), '--child', String(size), '--ns', ns], { encoding: 'utf8', maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit'] });
+      const r = spawnSync(process.execPath, [...childCmd, '--child', String(size), '--ns', ns], { encoding: 'utf8', maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit'] });
       const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
       if (r.status !== 0 || !line) throw new Error(`child for ${size} failed (status ${r.status})`);
       child = JSON.parse(line.slice(7)) as ChildResult;
@@ -95,39 +122,49 @@ function main(): void {
       dropNs(ns);
     }
     const floors = measureFloors(child.files, size <= plainMax);
+    for (const f of Object.values(child.files)) rmSync(f, { force: true });
     rows.push({ size, child, floors });
     report(rows.at(-1)!);
   }
   writeFileSync(join(OUT, 'iptables-sync.json'), JSON.stringify(rows, null, 2));
   summary(rows);
   const png = writeChart(join(OUT, 'iptables-sync'), {
-    title: 'iptables mode sync time (Services x 5 endpoints, iptables 1.8.9 nf_tables)', yLabel: 'seconds (log)', log: true,
+    title: 'iptables mode: CPU seconds per sync (Services x 5 endpoints, iptables 1.8.9 nf_tables)', yLabel: 'CPU seconds (log)', log: true,
     series: ['proxy full sync', 'restore alone, -S (correct floor)', 'whole-table restore (flushes foreign rules)', 'plain --noflush restore', 'proxy partial sync', 'partial restore alone (floor)'],
     groups: rows.map(({ size, child: c, floors: f }) => ({
       label: `${size / 1000}k Services`,
-      values: [c.full.totalS, f.cacheRequest, f.tableRestore, f.plainNoflush, c.partial.totalS, Math.min(f.partialPlain, f.partialCacheRequest)],
+      values: [cpuOf(c.full), f.cacheRequest.cpuS, f.tableRestore.cpuS, f.plainNoflush?.cpuS ?? null, cpuOf(c.partial), best(f.partialPlain, f.partialCacheRequest).cpuS],
     })),
   });
   console.log(png ? `chart: ${png}` : 'chart: SVG only (rsvg-convert unavailable)');
 }
 
+const w = (t: Timing | null) => (t === null ? '    -  ' : `${t.wallS.toFixed(3).padStart(7)} (cpu ${t.cpuS.toFixed(2)})`);
+const f3 = (v: number) => v.toFixed(3).padStart(7);
+
 function report({ size, child: c, floors: f }: { size: number; child: ChildResult; floors: Floors }): void {
-  const s = (v: number | null) => (v === null ? '   -  ' : v.toFixed(3).padStart(7));
   console.log(`\n== ${size} Services x 5 endpoints (${c.natRules} nat rules, ${c.natChains} nat chains)`);
-  console.log(`proxy full sync (fresh)   total ${s(c.full.totalS)}  render ${s(c.full.renderS)}  restore ${s(c.full.restoreS)}  other ${s(c.full.otherS)}  cache request ${c.full.wholeTableCache}`);
-  console.log(`proxy full sync (loaded)  total ${s(c.fullAgain.totalS)}  render ${s(c.fullAgain.renderS)}  restore ${s(c.fullAgain.restoreS)}  other ${s(c.fullAgain.otherS)}`);
-  console.log(`proxy partial (1 endpoint) total ${s(c.partial.totalS)}  render ${s(c.partial.renderS)}  restore ${s(c.partial.restoreS)}  other ${s(c.partial.otherS)}  cache request ${c.partial.wholeTableCache}`);
-  console.log(`restore alone: -S ${s(f.cacheRequest)}  whole table ${s(f.tableRestore)}  plain --noflush ${s(f.plainNoflush)}  partial plain ${s(f.partialPlain)}  partial -S ${s(f.partialCacheRequest)}`);
-  console.log(`peak RSS of the proxy process: ${(c.maxRssKiB / 1024).toFixed(1)} MiB`);
+  const line = (name: string, p: ChildResult['full']) => console.log(`${name.padEnd(27)} wall ${f3(p.totalS)} = render ${f3(p.renderS)} + restore ${f3(p.restoreS)} + other ${f3(p.otherS)} | cpu: render ${p.renderCpuS.toFixed(2)}, proxy ${p.selfCpuS.toFixed(2)}, commands ${p.childCpuS.toFixed(2)} | -S ${p.wholeTableCache}`);
+  line('proxy full sync (fresh)', c.full);
+  line('proxy full sync (loaded)', c.fullAgain);
+  line('proxy partial (1 endpoint)', c.partial);
+  console.log(`restore alone (wall, cpu): -S ${w(f.cacheRequest)}  whole table ${w(f.tableRestore)}  plain --noflush ${w(f.plainNoflush)}`);
+  console.log(`partial restore alone:     plain ${w(f.partialPlain)}  -S ${w(f.partialCacheRequest)}`);
+  console.log(`peak RSS of the proxy process: ${(c.maxRssKiB / 1024).toFixed(1)} MiB (runtime + modules before any work: ${(c.baseRssKiB / 1024).toFixed(1)} MiB)`);
 }
 
-function summary(rows: Array<{ size: number; child: ChildResult; floors: Floors }>): void {
-  console.log('\n| Services | full sync s | render % | restore-alone floor s | full/floor | partial s | partial floor s | partial/floor | peak RSS MiB |');
+type Row = { size: number; child: ChildResult; floors: Floors };
+const cpuOf = (p: ChildResult['full']) => p.selfCpuS + p.childCpuS;
+const best = (...ts: Array<Timing | null>) => ts.filter((t): t is Timing => t !== null).reduce((a, b) => (b.cpuS < a.cpuS ? b : a));
+
+function summary(rows: Row[]): void {
+  console.log('\nCPU seconds (contention-robust; wall in the lines above). floor = iptables-restore alone, best correct variant.');
+  console.log('| Services | full sync cpu | render cpu % | full floor cpu | full/floor | partial cpu | partial floor cpu | partial/floor | peak RSS MiB |');
   console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const { size, child: c, floors: f } of rows) {
-    const floor = Math.min(f.cacheRequest, f.plainNoflush ?? Infinity);
-    const pfloor = Math.min(f.partialPlain, f.partialCacheRequest);
-    console.log(`| ${size} | ${c.full.totalS.toFixed(2)} | ${((100 * c.full.renderS) / c.full.totalS).toFixed(1)} | ${floor.toFixed(2)} | ${(c.full.totalS / floor).toFixed(2)} | ${c.partial.totalS.toFixed(3)} | ${pfloor.toFixed(3)} | ${(c.partial.totalS / pfloor).toFixed(2)} | ${(c.maxRssKiB / 1024).toFixed(1)} |`);
+    const floor = best(f.cacheRequest, f.plainNoflush).cpuS;
+    const pfloor = best(f.partialPlain, f.partialCacheRequest).cpuS;
+    console.log(`| ${size} | ${cpuOf(c.full).toFixed(2)} | ${((100 * c.full.renderCpuS) / cpuOf(c.full)).toFixed(1)} | ${floor.toFixed(2)} | ${(cpuOf(c.full) / floor).toFixed(2)} | ${cpuOf(c.partial).toFixed(2)} | ${pfloor.toFixed(2)} | ${(cpuOf(c.partial) / pfloor).toFixed(2)} | ${(c.maxRssKiB / 1024).toFixed(1)} |`);
   }
 }
 

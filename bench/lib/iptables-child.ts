@@ -11,11 +11,18 @@ import type { DataplaneConfig, SyncOutcome, SyncState } from '../../src/core/typ
 import { realClock } from '../../src/platform/clock.js';
 import { IptablesDataplane, netnsRunner, runnerSysctl, withWholeTableCache, type CommandRunner } from '../../src/platform/iptables/index.js';
 import { service, slice } from '../../test/cases/fixtures.js';
+import { cpuNow, cpuSince } from './cputime.js';
 
 export interface Phase {
   readonly totalS: number;
   /** Renderer wall time (single-threaded, CPU-bound). */
   readonly renderS: number;
+  /** Renderer CPU time (process.cpuUsage around renderIptables). */
+  readonly renderCpuS: number;
+  /** CPU of the proxy process during the sync (render, spawn, I/O). */
+  readonly selfCpuS: number;
+  /** CPU of the commands it ran (iptables-restore incl. its kernel time, iptables, iptables-save). */
+  readonly childCpuS: number;
   /** iptables-restore wall time. */
   readonly restoreS: number;
   /** Everything else: canary checks, iptables-save, jump rules, process spawns. */
@@ -31,6 +38,8 @@ export interface ChildResult {
   readonly fullAgain: Phase;
   readonly partial: Phase;
   readonly maxRssKiB: number;
+  /** Peak RSS after imports, before any work (the runtime's own share). */
+  readonly baseRssKiB: number;
   readonly files: { fullPlain: string; fullWithCache: string; partialPlain: string; partialWithCache: string };
 }
 
@@ -52,13 +61,17 @@ function objects(n: number): { services: Service[]; slices: EndpointSlice[] } {
   return { services, slices };
 }
 
-function phase(out: SyncOutcome, totalS: number): Phase {
+function phase(out: SyncOutcome, totalS: number, cpu: { selfS: number; childrenS: number }): Phase {
   const renderS = (out.counters?.renderMs ?? 0) / 1000;
   const restoreS = (out.counters?.restoreMs ?? 0) / 1000;
-  return { totalS, renderS, restoreS, otherS: totalS - renderS - restoreS, wholeTableCache: out.counters?.wholeTableCache === 1 };
+  return {
+    totalS, renderS, renderCpuS: (out.counters?.renderCpuMs ?? 0) / 1000, selfCpuS: cpu.selfS, childCpuS: cpu.childrenS,
+    restoreS, otherS: totalS - renderS - restoreS, wholeTableCache: out.counters?.wholeTableCache === 1,
+  };
 }
 
 export async function runChild(size: number, ns: string, outDir: string): Promise<ChildResult> {
+  const baseRssKiB = process.resourceUsage().maxRSS;
   const base = netnsRunner(ns);
   let lastRestore = '';
   const run: CommandRunner = async (cmd, args, opts) => {
@@ -71,9 +84,11 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const dp = new IptablesDataplane({ config: CONFIG, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000 });
   const { services, slices } = objects(size);
   const timed = async (state: SyncState) => {
+    const c0 = cpuNow();
     const t0 = performance.now();
     const out = await dp.sync(state);
-    return phase(out, (performance.now() - t0) / 1000);
+    const wall = (performance.now() - t0) / 1000;
+    return phase(out, wall, cpuSince(c0));
   };
   const fullState = syncStateFromObjects({ services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync: true });
   const full = await timed(fullState);
@@ -96,7 +111,7 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
     size, full, fullAgain, partial,
     natRules: (natText.match(/^-A /gm) ?? []).length,
     natChains: (natText.match(/^:/gm) ?? []).length,
-    maxRssKiB,
+    maxRssKiB, baseRssKiB,
     files: { fullPlain, fullWithCache: withCache(fullPlain), partialPlain, partialWithCache: withCache(partialPlain) },
   };
 }

@@ -112,6 +112,7 @@ export class IptablesDataplane implements Dataplane {
     const natSave = await this.natSaveForStaleCleanup();
     const existingNatChains = natSave === null ? null : chainsFromSave(natSave, 'nat');
     const t0 = clock.monotonic();
+    const cpu0 = process.cpuUsage();
     const render = renderIptables({
       state, config: this.o.config, options: { ...features.options, ...this.o.options },
       previous: full ? null : this.memory, existingNatChains,
@@ -121,6 +122,7 @@ export class IptablesDataplane implements Dataplane {
     const whole = this.useWholeTableCache(features, render);
     if (whole) text = withWholeTableCache(text); // after the canaries: `-S` must come first
     const t1 = clock.monotonic();
+    const cpu = process.cpuUsage(cpu0);
 
     if (render.filterChains.includes('KUBE-FIREWALL') && !this.routeLocalnetSet) {
       await this.o.sysctl.set(ROUTE_LOCALNET, '1');
@@ -138,7 +140,7 @@ export class IptablesDataplane implements Dataplane {
       counters: {
         filterRules: render.filterRules, natRules: render.natRules, natRulesTotal: render.natRulesTotal,
         deletedChains: render.deletedChains.length, skipped: render.skipped.length,
-        renderMs: t1 - t0, restoreMs: t2 - t1, wholeTableCache: whole ? 1 : 0, canaryMissing: canaryMissing ? 1 : 0,
+        renderMs: t1 - t0, renderCpuMs: (cpu.user + cpu.system) / 1000, restoreMs: t2 - t1, wholeTableCache: whole ? 1 : 0, canaryMissing: canaryMissing ? 1 : 0,
       },
     };
   }
