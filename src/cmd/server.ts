@@ -15,6 +15,7 @@ import { nodeInfoFromNode } from '../core/nodeinfo.js';
 import type { Dataplane, IPFamily } from '../core/types.js';
 import { healthObserver, healthTimeoutFor, ProxyHealthState } from '../engine/health.js';
 import { Proxier, type ConntrackHook } from '../engine/proxier.js';
+import { nullObserver, type ProxierObserver } from '../engine/observer.js';
 import { BoundedFrequencyRunner } from '../engine/runner.js';
 import { selectNodeIPs } from '../engine/servicehealth.js';
 import { realClock } from '../platform/clock.js';
@@ -132,8 +133,13 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     async listAndDelete(family, isStale) {
       const start = clock.monotonic();
       const flows = await conntrack.listUDPFlows(family);
-      const stale = flows.filter((f) => isStale(f));
-      const r = stale.length > 0 ? await conntrack.deleteFlows(family, stale) : { deleted: 0, errors: [] };
+      // One delete per (service address, stale endpoint), not per client: same effect, far fewer commands.
+      const stale = new Map<string, { origDst: string; origDstPort: number; replySrc: string; replySrcPort: number }>();
+      for (const f of flows) {
+        if (!isStale(f)) continue;
+        stale.set(`${f.origDst}|${f.origDstPort}|${f.replySrc}|${f.replySrcPort}`, { origDst: f.origDst, origDstPort: f.origDstPort, replySrc: f.replySrc, replySrcPort: f.replySrcPort });
+      }
+      const r = stale.size > 0 ? await conntrack.deleteFlows(family, [...stale.values()]) : { deleted: 0, errors: [] };
       for (const e of r.errors) log.warn({ err: e }, 'conntrack delete failed');
       metrics.conntrackReconciled(family, (clock.monotonic() - start) / 1000, r.deleted);
       return r.deleted;
@@ -161,7 +167,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
 
   proxier = new Proxier({
     nodeName, dataplanes, clock,
-    observer: teeObservers(metrics, healthObserver(health), loggingObserver(log)),
+    observer: teeObservers(metrics, healthObserver(health), loggingObserver(log), failureCounter(mode, metrics)),
     requestSync: () => runner.run(),
     conntrack: conntrackHook,
     nodeIPOverride: normalizeIP(config.bindAddress) && !['0.0.0.0', '::'].includes(config.bindAddress) ? nodeIPs : undefined,
@@ -189,6 +195,17 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   await Promise.allSettled([sources, healthz?.close(), metricsSrv?.close(), svcHealth.close()]);
   log.info('Stopped; rules are left in place for the next proxy');
   return exitCode;
+}
+
+/** Upstream counts failed restores/transactions per mode. */
+function failureCounter(mode: string, metrics: ProxyMetrics): ProxierObserver {
+  return {
+    ...nullObserver,
+    syncFailed: (family) => {
+      if (mode === 'iptables') metrics.iptablesRestoreFailed(family);
+      else if (mode === 'nftables') metrics.nftablesSyncFailed(family);
+    },
+  };
 }
 
 function watchConfigFile(path: string, onChange: () => void, log: Logger): { close(): void } | null {
