@@ -361,6 +361,31 @@ function hcScenario(name: string, config?: ScenarioConfig): Scenario {
   };
 }
 
+// ---------------------------------------------------------------- IPv6 LoadBalancer
+const lbIPv6: Scenario = {
+  name: 'LoadBalancer (IPv6): source ranges and eTP Local', refs: [20, 21, 25, 26], family: 'IPv6',
+  setup: {
+    services: [
+      service('svc1', { type: 'LoadBalancer', clusterIP: 'fd00:172:30::41', lb: ['2001:db8:99::4'],
+        loadBalancerSourceRanges: ['2001:db8:ffff::/64'] }, [{ name: 'p80', port: 80, nodePort: 3001 }]),
+      service('svc2', { type: 'LoadBalancer', clusterIP: 'fd00:172:30::42', lb: ['2001:db8:99::5'],
+        externalTrafficPolicy: 'Local', healthCheckNodePort: 30002 }, [{ name: 'p80', port: 80, nodePort: 3002 }]),
+    ],
+    slices: [
+      slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: 'fd00:10:180::1', node: 'host2' }]),
+      slice('svc2', [{ name: 'p80', port: 80 }], [{ ip: 'fd00:10:180::2', node: LOCAL }, { ip: 'fd00:10:180::3', node: 'host2' }]),
+    ],
+  },
+  flows: [
+    flow('pod to cluster IP', 'fd00:10::2', 'fd00:172:30::41', 80, '[fd00:10:180::1]:80', false),
+    flow('external inside the range to LB IP', EXT6, '2001:db8:99::4', 80, '[fd00:10:180::1]:80', true),
+    flow('external outside the range to LB IP', '2001:db8:eeee::2', '2001:db8:99::4', 80, 'DROP', false),
+    flow('eTP Local: external to LB IP reaches the local endpoint only', EXT6, '2001:db8:99::5', 80, '[fd00:10:180::2]:80', false),
+    flow('eTP Local: pod to LB IP is short-circuited', 'fd00:10::2', '2001:db8:99::5', 80, '[fd00:10:180::2]:80, [fd00:10:180::3]:80', false),
+    flow('eTP Local: external to nodePort', EXT6, NODE_IP6, 3002, '[fd00:10:180::2]:80', false),
+  ],
+};
+
 // ---------------------------------------------------------------- LB ipMode, sloppy IPs
 const lbIPMode: Scenario = {
   name: 'LoadBalancerIngressRouteTypeProxy', refs: [55], family: 'IPv4',
@@ -396,5 +421,5 @@ const badIPs: Scenario = {
 export const PACKET_FLOW_SCENARIOS: readonly Scenario[] = [
   clusterIPGeneral, noEndpointsReject, nodePortsDefault, nodePortsRestricted, nodePortsNoLocalhost, nodePortsIPv6,
   lbSourceRanges, etpLocal, etpCluster, ...itpScenarios, ...termScenarios, ...iemScenarios, tracePacketScenario,
-  lbIPMode, badIPs, hcScenario('HealthCheckNodePort'), hcScenario('HealthCheckNodePort (nodePortAddresses 127.0.0.0/8)', { nodePortAddresses: ['127.0.0.0/8'] }),
+  lbIPv6, lbIPMode, badIPs, hcScenario('HealthCheckNodePort'), hcScenario('HealthCheckNodePort (nodePortAddresses 127.0.0.0/8)', { nodePortAddresses: ['127.0.0.0/8'] }),
 ];

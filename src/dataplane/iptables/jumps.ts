@@ -20,6 +20,10 @@ export interface JumpChain {
   /**
    * Only when the target chain is rendered: KUBE-FIREWALL exists only for IPv4
    * with localhost NodePorts (kubelet keeps its own copy; cleanup leaves it).
+   * Deviation, on purpose: upstream (iptablesKubeletJumpChains) EnsureChain's
+   * KUBE-FIREWALL and its two jumps on every full sync, even when it writes no
+   * rule into it (IPv6, localhost NodePorts off), leaving an empty chain; we
+   * do not create that empty chain.
    */
   readonly onlyIfChainRendered: boolean;
 }
