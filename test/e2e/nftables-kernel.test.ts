@@ -23,6 +23,18 @@ const NODE = '192.168.0.10';
 const sh = (...args: string[]) => execFileSync('ip', ['netns', 'exec', NS, ...args], { encoding: 'utf8' });
 const nft = (...args: string[]) => sh('nft', ...args);
 
+/** Inside the netns: listen on LISTEN:8080, connect to the ClusterIP 10.96.100.10:80, print the greeting. */
+const DNAT_CLIENT = `
+  const net = require('node:net');
+  const srv = net.createServer((s) => { s.end('hello from ' + s.localAddress + ':' + s.localPort + '\\n'); });
+  srv.listen(8080, 'LISTEN', () => {
+    const c = net.connect({ host: '10.96.100.10', port: 80 });
+    let buf = ''; c.on('data', (d) => buf += d);
+    c.on('end', () => { console.log(buf.trim()); srv.close(); });
+    c.on('error', (e) => { console.log('ERR ' + e.code); process.exit(1); });
+    setTimeout(() => { console.log('TIMEOUT'); process.exit(1); }, 5000).unref();
+  });`;
+
 const CONFIG: DataplaneConfig = {
   family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'none' },
   nodePortAddresses: [`${NODE}/32`], localhostNodePorts: false, localIPs: ['127.0.0.1', NODE],
@@ -80,13 +92,20 @@ function assertKernelMatches(fake: Fake): void {
 }
 
 test('upstream layout loads on the kernel as the Fake holds it', { timeout: 30_000 }, async () => {
-  const dp = new NftablesDataplane({ config: CONFIG, runner: nftRunner(NS), layout: 'upstream' });
+  const vias: string[] = [];
+  const dp = new NftablesDataplane({ config: CONFIG, netns: NS, layout: 'upstream', onTransaction: (_f, _s, _p, via) => vias.push(via) });
   const st = state([svc('web', '10.96.100.10', ['10.244.1.5']), svc('api', '10.96.100.20', ['10.244.2.7', '10.244.2.8'])], null);
+  const st2 = state([svc('web', '10.96.100.10', ['10.244.1.5']), svc('api', '10.96.100.20', ['10.244.2.7'])], ['ns/api']);
   await dp.sync(st);
+  assert.equal((await dp.sync(st2)).partial, true);
   const fake = new Fake('ip');
-  fake.run(new NftablesRenderer(CONFIG, 'upstream').render(st, 0).tx);
+  const r = new NftablesRenderer(CONFIG, 'upstream');
+  fake.run(r.render(st, 0).tx);
+  fake.run(r.render(st2, 0).tx);
   assertKernelMatches(fake);
+  assert.deepEqual(vias, ['nft', 'nft']);
   await dp.cleanup();
+  dp.close();
 });
 
 test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
@@ -94,7 +113,9 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
   const foreignBefore = nft('list', 'table', 'ip', 'foreign');
   const clock = new FakeClock(1_000_000);
   const scripts: string[] = [];
-  const dp = new NftablesDataplane({ config: CONFIG, runner: nftRunner(NS), clock, onTransaction: (_f, s) => scripts.push(s) });
+  const vias: string[] = [];
+  const dp = new NftablesDataplane({ config: CONFIG, netns: NS, clock, onTransaction: (_f, s, _p, via) => { scripts.push(s); vias.push(via); } });
+  t.after(() => dp.close());
   const fake = new Fake('ip');
   const mirror = new NftablesRenderer(CONFIG, 'lean');
   const apply = async (st: SyncState) => {
@@ -114,27 +135,32 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
   });
 
   await t.test('a real TCP connection to the ClusterIP reaches the endpoint listener', () => {
-    const script = `
-      const net = require('node:net');
-      const srv = net.createServer((s) => { s.end('hello from ' + s.localAddress + ':' + s.localPort + '\\n'); });
-      srv.listen(8080, '10.244.1.5', () => {
-        const c = net.connect({ host: '10.96.100.10', port: 80 });
-        let buf = ''; c.on('data', (d) => buf += d);
-        c.on('end', () => { console.log(buf.trim()); srv.close(); });
-        c.on('error', (e) => { console.log('ERR ' + e.code); process.exit(1); });
-        setTimeout(() => { console.log('TIMEOUT'); process.exit(1); }, 5000).unref();
-      });`;
-    assert.equal(sh('node', '-e', script).trim(), 'hello from 10.244.1.5:8080');
+    assert.equal(sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.5')).trim(), 'hello from 10.244.1.5:8080');
   });
 
-  await t.test('a partial sync writes only the changed service', async () => {
+  await t.test('a partial sync writes only the changed service, through netlink', async () => {
     scripts.length = 0;
+    vias.length = 0;
     const api2 = svc('api', '10.96.100.20', ['10.244.2.7']);
     const out = await apply(state([web, api2], ['ns/api']));
     assert.equal(out.partial, true);
-    assert.equal(scripts.length, 1);
+    assert.deepEqual(vias, ['netlink']);
     const lines = scripts[0]!.trim().split('\n');
     assert.ok(lines.length > 0 && lines.every((l) => l.includes('ns/api')), scripts[0]);
+    assertKernelMatches(fake);
+  });
+
+  await t.test('netlink-written rules read back exactly as nft -f would write them, and carry real traffic', async () => {
+    sh('ip', 'addr', 'add', '10.244.1.6/32', 'dev', 'eth0');
+    const web2 = svc('web', '10.96.100.10', ['10.244.1.6']);
+    vias.length = 0;
+    await apply(state([web2, svc('api', '10.96.100.20', ['10.244.2.7'])], ['ns/web']));
+    assert.deepEqual(vias, ['netlink']);
+    const chain = [...fake.chains.keys()].find((c) => c.startsWith('service-') && c.includes('ns/web'))!;
+    const listed = nft('list', 'chain', 'ip', 'kube-proxy', chain).split('\n').map((l) => l.trim()).filter((l) => l.includes('dnat'));
+    assert.deepEqual(listed, fake.chains.get(chain)!.rules.map((r) => r.rule));
+    assert.equal(sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.6')).trim(), 'hello from 10.244.1.6:8080');
+    await apply(state([web, svc('api', '10.96.100.20', ['10.244.2.7'])], ['ns/web']));
     assertKernelMatches(fake);
   });
 

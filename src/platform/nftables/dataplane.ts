@@ -13,7 +13,16 @@ import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dat
 import { realClock } from '../clock.js';
 import { run, type ExecResult } from '../exec.js';
 import type { EndpointLayout } from '../../dataplane/nftables/static.js';
+import type { Operation } from '../../dataplane/nftables/objects.js';
+import { openNftNetlink, type NftNetlink } from './netlink.js';
+import { encodeOperation, type EncodedOp } from './nlencode.js';
 import { parseTableJSON } from './readback.js';
+
+/** Managed set/map names -> is it a map (for element encoding). */
+const SET_KINDS: ReadonlyMap<string, boolean> = new Map([
+  ['cluster-ips', false], ['nodeport-ips', false], ['hairpin-connections', false], ['service-ips', true],
+  ['service-nodeports', true], ['no-endpoint-services', true], ['no-endpoint-nodeports', true], ['firewall-ips', true],
+]);
 
 /** Runs `nft <args>` with optional stdin; rejects with ExecError on failure. */
 export type NftRunner = (args: readonly string[], input?: string) => Promise<ExecResult>;
@@ -30,8 +39,19 @@ export interface NftablesDataplaneOptions {
   readonly clock?: Clock;
   /** Endpoint selection layout (see EndpointLayout); default 'lean', 14x faster to load at 10k services. */
   readonly layout?: EndpointLayout;
+  /**
+   * Network namespace to work in (tests, benchmarks): `ip netns exec <ns> nft`
+   * and the netlink socket opened inside it. Default: our own.
+   */
+  readonly netns?: string;
+  /**
+   * Apply partial syncs through nf_tables netlink directly when every
+   * operation is supported (see nlencode.ts); default true with the lean
+   * layout. Full syncs and anything unsupported use `nft -f`.
+   */
+  readonly fastPath?: boolean;
   /** Called with each transaction's text before it is applied (debug logging). */
-  readonly onTransaction?: (family: IPFamily, script: string, partial: boolean) => void;
+  readonly onTransaction?: (family: IPFamily, script: string, partial: boolean, via: 'nft' | 'netlink') => void;
 }
 
 export class NftablesDataplane implements Dataplane {
@@ -40,11 +60,13 @@ export class NftablesDataplane implements Dataplane {
   private readonly renderer: NftablesRenderer;
   private readonly runner: NftRunner;
   private readonly clock: Clock;
+  /** undefined = not tried yet; null = unavailable. */
+  private netlink: NftNetlink | null | undefined = undefined;
 
   constructor(private readonly opts: NftablesDataplaneOptions) {
     this.family = opts.config.family;
     this.renderer = new NftablesRenderer(opts.config, opts.layout ?? 'lean');
-    this.runner = opts.runner ?? nftRunner();
+    this.runner = opts.runner ?? nftRunner(opts.netns);
     this.clock = opts.clock ?? realClock;
   }
 
@@ -54,9 +76,11 @@ export class NftablesDataplane implements Dataplane {
       const { tx, partial, counters } = this.renderer.render(state, this.clock.now(), snapshot);
       if (tx.error) throw tx.error;
       if (tx.numOperations > 0) {
+        const fast = partial ? await this.encodeFast(tx.operations) : null;
         const script = tx.toString();
-        this.opts.onTransaction?.(this.family, script, partial);
-        await this.runner(['-f', '-'], script);
+        this.opts.onTransaction?.(this.family, script, partial, fast ? 'netlink' : 'nft');
+        if (fast) fast.nl.apply(fast.ops, nftFamily(this.family));
+        else await this.runner(['-f', '-'], script);
       }
       return { partial, counters };
     } catch (err) {
@@ -65,6 +89,28 @@ export class NftablesDataplane implements Dataplane {
         ? err
         : new ProxyError('KPT_SYNC_FAILED', `nftables ${this.family} sync failed: ${(err as Error).message}`, { cause: err });
     }
+  }
+
+  /** The whole transaction as netlink messages, or null (use nft -f). */
+  private async encodeFast(ops: readonly Operation[]): Promise<{ nl: NftNetlink; ops: EncodedOp[] } | null> {
+    const layout = this.opts.layout ?? 'lean';
+    if (!(this.opts.fastPath ?? layout === 'lean')) return null;
+    if (this.netlink === undefined) this.netlink = await openNftNetlink(this.opts.netns);
+    if (this.netlink === null) return null;
+    const fam = nftFamily(this.family);
+    const out: EncodedOp[] = [];
+    for (const op of ops) {
+      const e = encodeOperation(op, fam, TABLE_NAME, (name) => SET_KINDS.get(name));
+      if (e === null) return null;
+      out.push(e);
+    }
+    return { nl: this.netlink, ops: out };
+  }
+
+  /** Release the netlink socket (the dataplane can still sync through nft). */
+  close(): void {
+    this.netlink?.close();
+    this.netlink = undefined;
   }
 
   /** Stale chains flushed but not yet deleted (deleted by a sync >= 1 s later). */
