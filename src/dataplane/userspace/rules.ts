@@ -109,31 +109,27 @@ function nodePortMatch(config: DataplaneConfig, fam: string, loopback: string): 
 
 function collectElements(plan: UserspacePlan, ports: ReadonlyMap<string, number>): Elements {
   const el: Elements = { servicePortals: [], nodePortPortals: [], noEndpointServices: [], noEndpointNodePorts: [] };
+  // A map rejects duplicate keys in one transaction, and a key both
+  // redirected and refused would be refused (filter runs first): when a
+  // Service address is claimed twice, the first portal wins.
+  const seen = new Set<string>();
+  const add = (redirects: string[], refusals: string[], key: string, target: PortalTarget) => {
+    if (seen.has(key)) return;
+    seen.add(key);
+    const port = target.kind === 'listener' ? ports.get(target.listener) : undefined;
+    if (port !== undefined) redirects.push(`${key} : ${port}`);
+    else refusals.push(`${key} : ${target.kind === 'drop' ? 'drop' : 'goto reject-chain'}`);
+  };
   for (const p of plan.portals) {
     const proto = p.protocol.toLowerCase();
-    addPortal(el.servicePortals, el.noEndpointServices, `${p.clusterIP} . ${proto} . ${p.port}`, p.internal, ports);
+    add(el.servicePortals, el.noEndpointServices, `${p.clusterIP} . ${proto} . ${p.port}`, p.internal);
     if (!p.external) continue;
-    for (const ip of p.externalIPs) addPortal(el.servicePortals, el.noEndpointServices, `${ip} . ${proto} . ${p.port}`, p.external, ports);
-    if (p.nodePort > 0) addPortal(el.nodePortPortals, el.noEndpointNodePorts, `${proto} . ${p.nodePort}`, p.external, ports);
+    for (const ip of p.externalIPs) add(el.servicePortals, el.noEndpointServices, `${ip} . ${proto} . ${p.port}`, p.external);
+    if (p.nodePort > 0) add(el.nodePortPortals, el.noEndpointNodePorts, `${proto} . ${p.nodePort}`, p.external);
   }
   return el;
 }
 
-function addPortal(redirects: string[], refusals: string[], key: string, target: PortalTarget, ports: ReadonlyMap<string, number>): void {
-  const port = target.kind === 'listener' ? ports.get(target.listener) : undefined;
-  if (port !== undefined) redirects.push(`${key} : ${port}`);
-  else refusals.push(`${key} : ${target.kind === 'drop' ? 'drop' : 'goto reject-chain'}`);
-}
-
-/** Maps reject duplicate keys in one transaction: keep the first of each (a Service IP/port claimed twice). */
-function addElements(out: string[], t: string, map: string, elements: string[]): void {
-  if (elements.length === 0) return;
-  const seen = new Set<string>();
-  const uniq = elements.filter((e) => {
-    const k = e.slice(0, e.lastIndexOf(' : '));
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
-  });
-  for (let i = 0; i < uniq.length; i += 1000) out.push(`add element ${t} ${map} { ${uniq.slice(i, i + 1000).join(', ')} }`);
+function addElements(out: string[], t: string, map: string, elements: readonly string[]): void {
+  for (let i = 0; i < elements.length; i += 1000) out.push(`add element ${t} ${map} { ${elements.slice(i, i + 1000).join(', ')} }`);
 }
