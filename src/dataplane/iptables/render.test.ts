@@ -96,3 +96,27 @@ test('bad service ports are skipped and reported, never thrown', () => {
   assert.deepEqual(r.skipped, [{ key: 'ns1/bad:p80', reason: 'bad clusterIP fd00::1' }]);
   assert.match(r.restoreText, /ns1\/svc1:p80 cluster IP/);
 });
+
+test('TestNoEndpointsMetric: Local policies without local endpoints are counted, services without endpoints are not', () => {
+  const cases: Array<{ name: string; itp?: boolean; etp?: boolean; eps: Array<[string, string]>; internal: number; external: number }> = [
+    { name: 'iTP Local with local endpoints', itp: true, eps: [['10.0.1.1', 'test-node'], ['10.0.1.2', 'host1'], ['10.0.1.3', 'host2']], internal: 0, external: 0 },
+    { name: 'eTP Local with local endpoints', etp: true, eps: [['10.0.1.1', 'test-node'], ['10.0.1.2', 'host1'], ['10.0.1.3', 'host2']], internal: 0, external: 0 },
+    { name: 'both with local endpoints', itp: true, etp: true, eps: [['10.0.1.1', 'test-node'], ['10.0.1.2', 'host1']], internal: 0, external: 0 },
+    { name: 'iTP Local without local endpoints', itp: true, eps: [['10.0.1.1', 'host0'], ['10.0.1.2', 'host1']], internal: 1, external: 0 },
+    { name: 'eTP Local without local endpoints', etp: true, eps: [['10.0.1.1', 'host0'], ['10.0.1.2', 'host1']], internal: 0, external: 1 },
+    { name: 'both without local endpoints', itp: true, etp: true, eps: [['10.0.1.1', 'host0'], ['10.0.1.2', 'host1']], internal: 1, external: 1 },
+    { name: 'both without any endpoints', itp: true, etp: true, eps: [], internal: 0, external: 0 },
+  ];
+  for (const c of cases) {
+    const spec: Record<string, unknown> = { clusterIP: '172.30.1.1', ports: [{ name: '', port: 80, protocol: 'TCP', nodePort: 123 }] };
+    if (c.itp) spec.internalTrafficPolicy = 'Local';
+    if (c.etp) Object.assign(spec, { type: 'NodePort', externalTrafficPolicy: 'Local' });
+    const slice = {
+      metadata: { namespace: 'ns1', name: 'svc1-1', labels: { 'kubernetes.io/service-name': 'svc1' } },
+      addressType: 'IPv4', ports: [{ name: '', port: 80, protocol: 'TCP' }],
+      endpoints: c.eps.map(([ip, node]) => ({ addresses: [ip], conditions: { ready: true }, nodeName: node })),
+    };
+    const r = render(state([svcJSON('svc1', spec)], [slice]));
+    assert.deepEqual(r.noLocalEndpoints, { internal: c.internal, external: c.external }, c.name);
+  }
+});
