@@ -146,7 +146,7 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
   const det = detectorArgs(config.localDetector, family);
   const active = new Set<string>();
   const ctx: ServiceRenderContext = {
-    ipv6, masqueradeAll: config.masqueradeAll, ifLocal: det.ifLocal, ifNotLocal: det.ifNotLocal,
+    masqueradeAll: config.masqueradeAll, ifLocal: det.ifLocal, ifNotLocal: det.ifNotLocal,
     localhostNodePortCounter: lnp && options.nfacct.localhostNodePortsAccepted,
     largeClusterMode, nodeIP: state.node.nodeIPs[family] ?? null,
     filterRules, natRules, activeNatChains: active,

@@ -16,7 +16,6 @@ export const LOCALHOST_NP_COUNTER = 'localhost_nps_accepted_pkts';
 
 /** Everything about the sync that every service port needs. */
 export interface ServiceRenderContext {
-  readonly ipv6: boolean;
   readonly masqueradeAll: boolean;
   /** Detector args; null when no local detector is implemented. */
   readonly ifLocal: readonly string[] | null;
@@ -121,61 +120,75 @@ export function writeServicePort(ctx: ServiceRenderContext, sink: ChainSink, svc
   };
 }
 
+/** The rules in the top-level chains that capture each of the service's destinations. */
 function writeCaptureRules(ctx: ServiceRenderContext, svc: ServicePort, p: Plan): void {
-  const { natRules, filterRules } = ctx;
   const proto = ['-m', p.proto, '-p', p.proto];
-  const port = String(svc.port);
+  captureClusterIP(ctx, svc, p, proto);
+  captureExternalIPs(ctx, svc, p, proto);
+  captureLoadBalancerIPs(ctx, svc, p, proto);
+  if (svc.nodePort !== 0) captureNodePort(ctx, svc, p, proto);
+  if (svc.healthCheckNodePort !== 0) {
+    // Accepted whether or not the node has local endpoints (upstream).
+    ctx.filterRules.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', comment(`${p.spn} health check node port`),
+      '-m', 'tcp', '-p', 'tcp', '--dport', String(svc.healthCheckNodePort), '-j', 'ACCEPT');
+  }
+}
+
+function captureClusterIP(ctx: ServiceRenderContext, svc: ServicePort, p: Plan, proto: string[]): void {
+  const dest = ['-d', svc.clusterIP, '--dport', String(svc.port)];
   if (p.hasInternalEndpoints) {
-    natRules.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', comment(`${p.spn} cluster IP`), proto,
-      '-d', svc.clusterIP, '--dport', port, '-j', p.internalTrafficChain);
+    ctx.natRules.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', comment(`${p.spn} cluster IP`), proto, dest, '-j', p.internalTrafficChain);
   } else {
-    filterRules.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', p.internalFilter.comment, proto,
-      '-d', svc.clusterIP, '--dport', port, '-j', p.internalFilter.target);
+    ctx.filterRules.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', p.internalFilter.comment, proto, dest, '-j', p.internalFilter.target);
   }
+}
+
+function captureExternalIPs(ctx: ServiceRenderContext, svc: ServicePort, p: Plan, proto: string[]): void {
   for (const ip of svc.externalIPs) {
+    const dest = ['-d', ip, '--dport', String(svc.port)];
     if (p.hasEndpoints) {
-      natRules.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', comment(`${p.spn} external IP`), proto,
-        '-d', ip, '--dport', port, '-j', p.externalTrafficChain);
+      ctx.natRules.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', comment(`${p.spn} external IP`), proto, dest, '-j', p.externalTrafficChain);
     }
+    // No endpoints at all (REJECT), or none for external traffic (DROP what the EXT chain did not short-circuit).
     if (!p.hasExternalEndpoints) {
-      filterRules.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', p.externalFilter.comment, proto,
-        '-d', ip, '--dport', port, '-j', p.externalFilter.target);
+      ctx.filterRules.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', p.externalFilter.comment, proto, dest, '-j', p.externalFilter.target);
     }
   }
+}
+
+function captureLoadBalancerIPs(ctx: ServiceRenderContext, svc: ServicePort, p: Plan, proto: string[]): void {
+  const dest = (ip: string) => ['-d', ip, '--dport', String(svc.port)];
   for (const ip of svc.loadBalancerVIPs) {
     if (p.hasEndpoints) {
-      natRules.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', comment(`${p.spn} loadbalancer IP`), proto,
-        '-d', ip, '--dport', port, '-j', p.loadBalancerTrafficChain);
+      ctx.natRules.write('-A', KUBE_SERVICES, '-m', 'comment', '--comment', comment(`${p.spn} loadbalancer IP`), proto, dest(ip),
+        '-j', p.loadBalancerTrafficChain);
     }
     if (p.usesFWChain) {
-      filterRules.write('-A', KUBE_PROXY_FIREWALL, '-m', 'comment', '--comment',
-        comment(`${p.spn} traffic not accepted by ${p.fwChain}`), proto, '-d', ip, '--dport', port, '-j', 'DROP');
+      ctx.filterRules.write('-A', KUBE_PROXY_FIREWALL, '-m', 'comment', '--comment',
+        comment(`${p.spn} traffic not accepted by ${p.fwChain}`), proto, dest(ip), '-j', 'DROP');
     }
   }
   if (!p.hasExternalEndpoints) {
     for (const ip of svc.loadBalancerVIPs) {
-      filterRules.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', p.externalFilter.comment, proto,
-        '-d', ip, '--dport', port, '-j', p.externalFilter.target);
+      ctx.filterRules.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', p.externalFilter.comment, proto, dest(ip),
+        '-j', p.externalFilter.target);
     }
   }
-  if (svc.nodePort !== 0) {
-    const np = String(svc.nodePort);
-    if (p.hasEndpoints) {
-      if (ctx.localhostNodePortCounter) {
-        natRules.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', comment(p.spn), proto, '-d', '127.0.0.0/8',
-          '--dport', np, '-m', 'nfacct', '--nfacct-name', LOCALHOST_NP_COUNTER, '-j', p.externalTrafficChain);
-      }
-      natRules.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', comment(p.spn), proto,
-        '--dport', np, '-j', p.externalTrafficChain);
+}
+
+/** NodePorts are not subject to loadBalancerSourceRanges (upstream, and it cannot change). */
+function captureNodePort(ctx: ServiceRenderContext, svc: ServicePort, p: Plan, proto: string[]): void {
+  const np = String(svc.nodePort);
+  if (p.hasEndpoints) {
+    if (ctx.localhostNodePortCounter) {
+      ctx.natRules.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', comment(p.spn), proto, '-d', '127.0.0.0/8',
+        '--dport', np, '-m', 'nfacct', '--nfacct-name', LOCALHOST_NP_COUNTER, '-j', p.externalTrafficChain);
     }
-    if (!p.hasExternalEndpoints) {
-      filterRules.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', p.externalFilter.comment,
-        '-m', 'addrtype', '--dst-type', 'LOCAL', proto, '--dport', np, '-j', p.externalFilter.target);
-    }
+    ctx.natRules.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', comment(p.spn), proto, '--dport', np, '-j', p.externalTrafficChain);
   }
-  if (svc.healthCheckNodePort !== 0) {
-    filterRules.write('-A', KUBE_NODEPORTS, '-m', 'comment', '--comment', comment(`${p.spn} health check node port`),
-      '-m', 'tcp', '-p', 'tcp', '--dport', String(svc.healthCheckNodePort), '-j', 'ACCEPT');
+  if (!p.hasExternalEndpoints) {
+    ctx.filterRules.write('-A', KUBE_EXTERNAL_SERVICES, '-m', 'comment', '--comment', p.externalFilter.comment,
+      '-m', 'addrtype', '--dst-type', 'LOCAL', proto, '--dport', np, '-j', p.externalFilter.target);
   }
 }
 
