@@ -127,6 +127,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const health = new ProxyHealthState({
     clock, healthTimeout: healthTimeoutFor(cmd.timing.syncPeriodMs),
     nodeEligible: () => proxier?.nodeEligible() ?? false,
+    families,
   });
   const conntrack = new Conntrack();
   const conntrackHook: ConntrackHook = {

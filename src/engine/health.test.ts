@@ -90,3 +90,14 @@ test('healthObserver maps queuedUpdate (ms) and syncSucceeded (finishedAt second
   obs.syncSucceeded({ family: 'IPv4', durationSeconds: 0.1, partial: true, finishedAt: (T0 + timeout) / 1000, noLocalEndpoints: { internal: 0, external: 0 } });
   assert.equal(h.isHealthy(), true);
 });
+
+test('with required families it is unhealthy until every listed family has synced once (stricter start-up)', () => {
+  const clock = new FakeClock();
+  const state = new ProxyHealthState({ clock, healthTimeout: 60_000, families: ['IPv4', 'IPv6'] });
+  assert.equal(state.livezResponse().status, 503);
+  assert.match(state.livezResponse().body, /"IPv4":\{"lastUpdated":"0001-01-01T00:00:00Z","healthy":false\}/);
+  state.updated('IPv4');
+  assert.equal(state.isHealthy(), false, 'IPv6 has not synced yet');
+  state.updated('IPv6');
+  assert.equal(state.livezResponse().status, 200);
+});

@@ -6,7 +6,9 @@
 //    updated(family) clears it and records the success time.
 //  - A family is unhealthy iff it has synced at least once (has a lastUpdated)
 //    AND a queued update has been pending for >= healthTimeout. Families that
-//    never synced are healthy (start-up), as upstream iterates lastUpdatedMap.
+//    never synced are healthy (start-up), as upstream iterates lastUpdatedMap,
+//    UNLESS they are listed in options.families: then they are unhealthy
+//    until their first sync (our deliberate, stricter start-up; see below).
 //  - /livez = all families healthy; /healthz additionally requires
 //    nodeEligible() (Node known, no deletionTimestamp, no
 //    ToBeDeletedByClusterAutoscaler taint).
@@ -22,8 +24,8 @@ import type { Clock } from './clock.js';
 import { nullObserver, type ProxierObserver } from './observer.js';
 
 export interface ProxierHealth {
-  /** Epoch ms of the last successful sync of this family. */
-  readonly lastUpdated: number;
+  /** Epoch ms of the last successful sync of this family; null before the first. */
+  readonly lastUpdated: number | null;
   readonly healthy: boolean;
 }
 
@@ -87,6 +89,13 @@ export interface ProxyHealthOptions {
   readonly healthTimeout: number;
   /** Node eligibility (e.g. the proxier's nodeEligible()); defaults to eligible. */
   readonly nodeEligible?: () => boolean;
+  /**
+   * Families that must have completed one sync before the proxy reports
+   * healthy. Deliberately stricter than upstream (healthy during start-up): a
+   * load balancer probing /healthz should not send traffic to a node whose
+   * rules are not programmed yet.
+   */
+  readonly families?: readonly IPFamily[];
 }
 
 export class ProxyHealthState {
@@ -117,6 +126,11 @@ export class ProxyHealthState {
       const late = queued !== undefined && now - queued >= this.opts.healthTimeout;
       if (late) healthy = false;
       status.set(family, { lastUpdated, healthy: !late });
+    }
+    for (const family of this.opts.families ?? []) {
+      if (this.lastUpdated.has(family)) continue;
+      healthy = false;
+      status.set(family, { lastUpdated: null, healthy: false });
     }
     return { lastUpdated: last, currentTime: now, healthy, status };
   }
