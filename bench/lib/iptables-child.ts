@@ -2,7 +2,7 @@
 // namespace. Builds the SyncState, runs IptablesDataplane full (fresh), full
 // (loaded) and one-endpoint partial syncs, and saves the exact restore inputs
 // so the parent can time iptables-restore alone on them.
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { EndpointSlice, Service } from '../../src/core/api.js';
@@ -74,10 +74,11 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const baseRssKiB = process.resourceUsage().maxRSS;
   const base = netnsRunner(ns);
   let lastRestore = '';
+  let seq = 0;
   const run: CommandRunner = async (cmd, args, opts) => {
     if (cmd === 'iptables-restore') {
-      lastRestore = join(outDir, `tmp-restore-${size}-${Date.now()}.txt`);
-      writeFileSync(lastRestore, (opts?.input ?? '').split('\n').filter((l) => l !== '-S').join('\n'));
+      lastRestore = join(outDir, `tmp-restore-${size}-${seq++}.txt`);
+      writeFileSync(lastRestore, opts?.input ?? ''); // as sent; the parent derives the variants
     }
     return base(cmd, args, opts);
   };
@@ -94,6 +95,7 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const full = await timed(fullState);
   const fullPlain = lastRestore;
   const fullAgain = await timed(fullState);
+  rmSync(lastRestore);
   // One endpoint of s0 moves.
   const eps0 = Array.from({ length: EPS }, (_, e) => ({ ip: e === 0 ? '10.99.0.1' : epIP(e) }));
   const changed = [slice('s0', [{ name: 'http', port: 8080 }], eps0), ...slices.slice(1)];
@@ -101,18 +103,25 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const partial = await timed(partialState);
   const partialPlain = lastRestore;
   const maxRssKiB = process.resourceUsage().maxRSS;
-  const withCache = (f: string) => {
-    const p = f.replace(/\.txt$/, '-S.txt');
-    writeFileSync(p, withWholeTableCache(readText(f)));
-    return p;
+  // Both variants of each input: without and with the whole-table cache request.
+  const variants = (f: string) => {
+    const plain = readText(f).split('\n').filter((l) => l !== '-S').join('\n');
+    const p = f.replace(/\.txt$/, '-plain.txt');
+    const c = f.replace(/\.txt$/, '-S.txt');
+    writeFileSync(p, plain);
+    writeFileSync(c, withWholeTableCache(plain));
+    rmSync(f);
+    return { plain: p, cache: c };
   };
-  const natText = readText(fullPlain).split('*nat\n')[1] ?? '';
+  const fullFiles = variants(fullPlain);
+  const partialFiles = variants(partialPlain);
+  const natText = readText(fullFiles.plain).split('*nat\n')[1] ?? '';
   return {
     size, full, fullAgain, partial,
     natRules: (natText.match(/^-A /gm) ?? []).length,
     natChains: (natText.match(/^:/gm) ?? []).length,
     maxRssKiB, baseRssKiB,
-    files: { fullPlain, fullWithCache: withCache(fullPlain), partialPlain, partialWithCache: withCache(partialPlain) },
+    files: { fullPlain: fullFiles.plain, fullWithCache: fullFiles.cache, partialPlain: partialFiles.plain, partialWithCache: partialFiles.cache },
   };
 }
 

@@ -172,18 +172,18 @@ export class IptablesDataplane implements Dataplane {
   }
 
   /**
-   * -C then -I 1 for each jump rule, skipping the -C when an iptables-save of
-   * the table (filter: taken now; nat: the one of this sync, if any; the
-   * restore does not touch built-in chains) already shows the exact line.
-   * That saves a dozen process spawns per full sync.
+   * -C then -I 1 for each jump rule. The -C is skipped when this sync's
+   * `iptables-save -t nat` (taken before the restore, which never touches
+   * built-in chains) already shows the exact line. Measured at 10k Services:
+   * `iptables -t nat -C` costs ~0.1 s (iptables-nft reads the nat chain
+   * list), `iptables -t filter -C` ~0 s, and `iptables-save -t filter` ~1 s
+   * (it dumps every table), so filter is always checked with -C.
    */
   private async ensureJumpRules(r: IptablesRender, natSave: string | null): Promise<void> {
-    const saves: Partial<Record<Table, string>> = { filter: await this.ipt.save('filter') };
-    if (natSave !== null) saves.nat = natSave;
     for (const jc of IPTABLES_JUMP_CHAINS) {
       if (jc.onlyIfChainRendered && !r.filterChains.includes(jc.to)) continue;
       const args = jumpRuleArgs(jc);
-      if (saves[jc.table]?.includes(`\n${ruleLine(jc.from, args)}\n`)) continue;
+      if (jc.table === 'nat' && natSave?.includes(`\n${ruleLine(jc.from, args)}\n`)) continue;
       await this.ipt.ensureRulePrepended(jc.table, jc.from, args);
     }
   }
