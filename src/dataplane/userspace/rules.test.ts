@@ -38,16 +38,16 @@ describe('userspace renderRules', () => {
   });
 
   it('NodePorts on every local address (MatchAll), loopback excluded when localhost NodePorts are off', () => {
-    assert.match(renderRules(PLAN, PORTS, CFG), /^add rule ip kube-proxy-userspace portals-host fib daddr type local jump nodeports$/m);
+    assert.match(renderRules(PLAN, PORTS, CFG), /^add rule ip kube-proxy-userspace portals-host fib daddr type local jump nodeports-host$/m);
     const off = renderRules(PLAN, PORTS, { ...CFG, localhostNodePorts: false });
-    assert.match(off, /^add rule ip kube-proxy-userspace portals-host fib daddr type local ip daddr != 127\.0\.0\.0\/8 jump nodeports$/m);
+    assert.match(off, /^add rule ip kube-proxy-userspace portals-host fib daddr type local ip daddr != 127\.0\.0\.0\/8 jump nodeports-host$/m);
     assert.match(off, /^add rule ip kube-proxy-userspace filter-input ip daddr != 127\.0\.0\.0\/8 meta l4proto \. th dport vmap @no-endpoint-nodeports$/m);
   });
 
   it('nodePortAddresses CIDRs become an interval set; none of this family means no NodePort rules', () => {
     const some = renderRules(PLAN, PORTS, { ...CFG, nodePortAddresses: ['192.168.0.0/24', '2001:db8::/64'] });
     assert.match(some, /^add element ip kube-proxy-userspace nodeport-ips \{ 192\.168\.0\.0\/24 \}$/m);
-    assert.match(some, /^add rule ip kube-proxy-userspace portals-container fib daddr type local ip daddr @nodeport-ips jump nodeports$/m);
+    assert.match(some, /^add rule ip kube-proxy-userspace portals-container fib daddr type local ip daddr @nodeport-ips jump nodeports-container$/m);
     const none = renderRules(PLAN, PORTS, { ...CFG, nodePortAddresses: ['2001:db8::/64'] });
     assert.doesNotMatch(none, /jump nodeports/);
   });

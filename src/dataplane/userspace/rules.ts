@@ -8,10 +8,16 @@
 // KUBE-PORTALS-HOST / KUBE-NODEPORT-CONTAINER / KUBE-NODEPORT-HOST:
 //   portals-container  nat prerouting: flows arriving from pods and other hosts
 //   portals-host       nat output:     flows the node itself opens
-//   nodeports          NodePorts, jumped from both for local destinations
-// Both REDIRECT to the listener's port ("redirect to :P"): in prerouting
-// the kernel rewrites the destination to the incoming interface's primary
-// address, in output to loopback, so listeners bind the wildcard address.
+//   nodeports-container / nodeports-host   NodePorts, jumped from the two
+//                      above for local destinations
+// Listeners bind the wildcard address. Arriving flows are REDIRECTed to the
+// listener's port ("redirect to :P": the destination becomes the incoming
+// interface's primary address). The node's own flows are DNATed to their
+// own source address ("dnat to ip saddr : P") rather than REDIRECTed (which
+// would make them 127.0.0.1): a UDP reply from a wildcard socket leaves from
+// the address the routing picks, and only for the flow's own source address
+// is that the address the flow was sent to, so only then can conntrack undo
+// the NAT on the reply.
 // Ports come from maps (`... redirect to : ip daddr . meta l4proto . th dport
 // map @service-portals`), so a sync with 1,000 services is still one rule.
 //
@@ -58,7 +64,8 @@ export function renderRules(plan: UserspacePlan, ports: ReadonlyMap<string, numb
     `add table ${t} { comment "rules for kube-proxy-ts userspace mode" ; }`,
     `add chain ${t} portals-container { type nat hook prerouting priority -100 ; }`,
     `add chain ${t} portals-host { type nat hook output priority -100 ; }`,
-    `add chain ${t} nodeports`,
+    `add chain ${t} nodeports-container`,
+    `add chain ${t} nodeports-host`,
     `add chain ${t} filter-input { type filter hook input priority -110 ; }`,
     `add chain ${t} filter-forward { type filter hook forward priority -110 ; }`,
     `add chain ${t} filter-output { type filter hook output priority -110 ; }`,
@@ -69,9 +76,12 @@ export function renderRules(plan: UserspacePlan, ports: ReadonlyMap<string, numb
     `add map ${t} no-endpoint-services { type ${addrType} . inet_proto . inet_service : verdict ; }`,
     `add map ${t} no-endpoint-nodeports { type inet_proto . inet_service : verdict ; }`,
   ];
-  const redirect = `meta l4proto { tcp, udp } redirect to : ${fam} daddr . meta l4proto . th dport map @service-portals`;
-  out.push(`add rule ${t} portals-container ${redirect}`, `add rule ${t} portals-host ${redirect}`);
-  out.push(`add rule ${t} nodeports meta l4proto { tcp, udp } redirect to : meta l4proto . th dport map @nodeport-portals`);
+  const svcPort = `${fam} daddr . meta l4proto . th dport map @service-portals`;
+  const npPort = 'meta l4proto . th dport map @nodeport-portals';
+  out.push(`add rule ${t} portals-container meta l4proto { tcp, udp } redirect to : ${svcPort}`);
+  out.push(`add rule ${t} portals-host meta l4proto { tcp, udp } dnat to ${fam} saddr : ${svcPort}`);
+  out.push(`add rule ${t} nodeports-container meta l4proto { tcp, udp } redirect to : ${npPort}`);
+  out.push(`add rule ${t} nodeports-host meta l4proto { tcp, udp } dnat to ${fam} saddr : ${npPort}`);
   for (const chain of ['filter-input', 'filter-forward', 'filter-output']) {
     out.push(`add rule ${t} ${chain} ${fam} daddr . meta l4proto . th dport vmap @no-endpoint-services`);
   }
@@ -82,8 +92,8 @@ export function renderRules(plan: UserspacePlan, ports: ReadonlyMap<string, numb
       out.push(`add set ${t} nodeport-ips { type ${addrType} ; flags interval ; }`);
       out.push(`add element ${t} nodeport-ips { ${npMatch.set.join(', ')} }`);
     }
-    out.push(`add rule ${t} portals-container fib daddr type local ${npMatch.cond}jump nodeports`);
-    out.push(`add rule ${t} portals-host fib daddr type local ${npMatch.cond}jump nodeports`);
+    out.push(`add rule ${t} portals-container fib daddr type local ${npMatch.cond}jump nodeports-container`);
+    out.push(`add rule ${t} portals-host fib daddr type local ${npMatch.cond}jump nodeports-host`);
     out.push(`add rule ${t} filter-input ${npMatch.cond}meta l4proto . th dport vmap @no-endpoint-nodeports`);
   }
   addElements(out, t, 'service-portals', el.servicePortals);
