@@ -143,3 +143,31 @@ test('a full sync against a read-back snapshot deletes leftovers and flushes for
   assert.match(next.toString(), /^delete chain ip kube-proxy service-LVARFY3C-ns2\/svc\/tcp\/p80$/m);
   fake.run(next);
 });
+
+test('an endpoint change of a NodePort service leaves its unchanged external chain alone', () => {
+  const np = (eps: string[]) => [
+    withClusterIP(makeService('ns1', 'svc', (s) => { s.spec.type = 'NodePort'; s.spec.ports = [svcPort('p80', 80, 'TCP', { nodePort: 30001 })]; }), '172.30.0.41'),
+    slice('ns1', ...eps),
+  ] as const;
+  const fake = new Fake('ip');
+  const r = new NftablesRenderer(CONFIG);
+  const [s1, e1] = np(['10.180.0.1']);
+  fake.run(r.render(state([s1], [e1], null), 0).tx);
+  const [s2, e2] = np(['10.180.0.1', '10.180.0.2']);
+  const tx = r.render(state([s2], [e2], ['ns1/svc']), 10).tx;
+  assert.deepEqual(lines(tx).map((l) => l.split(' ').slice(0, 5).join(' ')), [
+    'add chain ip kube-proxy service-VJ5VVJVF-ns1/svc/tcp/p80',
+    'flush chain ip kube-proxy service-VJ5VVJVF-ns1/svc/tcp/p80',
+    'add rule ip kube-proxy service-VJ5VVJVF-ns1/svc/tcp/p80',
+  ]);
+  fake.run(tx);
+  // The result is what a full sync from scratch produces.
+  const fresh = new Fake('ip');
+  fresh.run(new NftablesRenderer(CONFIG).render(state([s2], [e2], null), 0).tx);
+  assert.equal(fake.dump(), fresh.dump());
+  // Back to one endpoint and then the service gone: every object goes.
+  fake.run(r.render(state([s1], [e1], ['ns1/svc']), 20).tx);
+  fake.run(r.render(state([], [], ['ns1/svc']), 30).tx);
+  fake.run(r.render(state([], [], []), 2000).tx);
+  assert.doesNotMatch(fake.dump(), /ns1\/svc|172\.30\.0\.41/);
+});

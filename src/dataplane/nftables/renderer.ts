@@ -56,6 +56,8 @@ export class NftablesRenderer {
   private tableChains = new Set<string>();
   private tableAffinitySets = new Set<string>();
   private readonly staleChains = new Map<string, number>();
+  /** Rules last written to each service chain; partial syncs skip chains whose rules are unchanged. */
+  private chainText = new Map<string, string>();
 
   constructor(private readonly config: DataplaneConfig, private readonly layout: EndpointLayout = 'upstream') {}
 
@@ -99,6 +101,7 @@ export class NftablesRenderer {
       if (wanted.has(chain) || this.chainOwner.has(chain) || !this.tableChains.has(chain)) continue;
       ops.push('delete', { kind: 'chain', name: chain });
       this.tableChains.delete(chain);
+      this.chainText.delete(chain);
     }
     if (full) this.syncAll(ops, rendered, npIPs, now);
     else for (const [key, objs] of rendered) this.syncService(ops, key, objs, now);
@@ -121,6 +124,7 @@ export class NftablesRenderer {
     this.tableAffinitySets = new Set(s.sets.filter(N.isAffinitySetName));
     this.owned = new Map();
     this.chainOwner = new Map();
+    this.chainText = new Map();
   }
 
   /** Full sync: every service, elements diffed against everything stored. */
@@ -129,6 +133,7 @@ export class NftablesRenderer {
     this.storage = new Map();
     this.owned = new Map();
     this.chainOwner = new Map();
+    this.chainText = new Map();
     const staleAffinity = new Set(this.tableAffinitySets);
     for (const [key, objs] of rendered) {
       const own = this.writeChains(ops, key, objs);
@@ -155,7 +160,7 @@ export class NftablesRenderer {
     const old = this.owned.get(key);
     if (old) for (const c of old.chains) this.chainOwner.delete(c);
     this.owned.delete(key);
-    const own = objs.length > 0 ? this.writeChains(ops, key, objs) : { elems: new Set<string>(), chains: new Set<string>(), affinity: new Set<string>() };
+    const own = objs.length > 0 ? this.writeChains(ops, key, objs, true) : { elems: new Set<string>(), chains: new Set<string>(), affinity: new Set<string>() };
     for (const o of objs) for (const e of o.elements) this.want(ops, this.storage, key, e, own);
     if (old) {
       for (const k of old.elems) {
@@ -174,9 +179,15 @@ export class NftablesRenderer {
     if (objs.length === 0) this.owned.delete(key);
   }
 
-  /** ensureChain (add + flush) and the rules of every chain of one service. */
-  private writeChains(ops: OpList, key: string, objs: ServicePortObjects[]): Owned {
+  /**
+   * ensureChain (add + flush) and the rules of every chain of one service.
+   * With skipUnchanged (partial syncs), a chain whose rules are exactly what
+   * we last wrote is left alone: an endpoint change then rewrites only the
+   * policy chain, not the external/firewall chains.
+   */
+  private writeChains(ops: OpList, key: string, objs: ServicePortObjects[], skipUnchanged = false): Owned {
     const own: Owned = { elems: new Set(), chains: new Set(), affinity: new Set() };
+    const skip = new Set<string>();
     for (const o of objs) {
       for (const s of o.affinitySets) {
         ops.push('add', s, 'sets');
@@ -184,15 +195,21 @@ export class NftablesRenderer {
         this.tableAffinitySets.add(s.name);
       }
       for (const c of o.chains) {
-        const chain: Chain = { kind: 'chain', name: c.name };
-        ops.push('add', chain, 'chains').push('flush', chain, 'chains');
+        const text = c.rules.map((r) => `${r.rule}\t${r.comment ?? ''}`).join('\n');
         own.chains.add(c.name);
         this.chainOwner.set(c.name, key);
+        if (skipUnchanged && this.chainText.get(c.name) === text && this.tableChains.has(c.name) && !this.staleChains.has(c.name)) {
+          skip.add(c.name);
+          continue;
+        }
+        this.chainText.set(c.name, text);
+        const chain: Chain = { kind: 'chain', name: c.name };
+        ops.push('add', chain, 'chains').push('flush', chain, 'chains');
         this.tableChains.add(c.name);
         this.staleChains.delete(c.name);
       }
     }
-    for (const o of objs) for (const c of o.chains) for (const r of c.rules) ops.push('add', r, 'rules');
+    for (const o of objs) for (const c of o.chains) if (!skip.has(c.name)) for (const r of c.rules) ops.push('add', r, 'rules');
     this.owned.set(key, own);
     return own;
   }
@@ -222,6 +239,7 @@ export class NftablesRenderer {
   private markStale(ops: OpList, chain: string, now: number): void {
     if (!this.tableChains.has(chain) || this.chainOwner.has(chain)) return;
     ops.push('flush', { kind: 'chain', name: chain });
+    this.chainText.delete(chain);
     if (!this.staleChains.has(chain)) this.staleChains.set(chain, now);
   }
 
