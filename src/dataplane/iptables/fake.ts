@@ -107,6 +107,40 @@ export class FakeIptables {
     this.restores.push(text);
   }
 
+  /**
+   * Replace the whole state with an iptables-save dump, as the kernel holds it
+   * (for `explain` and `diff` on a live ruleset). Unlike restore() nothing is
+   * validated beyond the line shapes: a live kernel may hold other tools' rules
+   * with targets and options this model does not know. Lines that are neither
+   * a table, chain, rule, COMMIT nor comment throw KPT_INPUT_INVALID.
+   */
+  load(saveText: string): void {
+    const tables = new Map<IptablesTable, TableState>();
+    let cur: TableState | null = null;
+    saveText.split('\n').forEach((raw, i) => {
+      const line = raw.trim();
+      const fail = (msg: string): never => {
+        throw new ProxyError('KPT_INPUT_INVALID', `iptables-save line ${i + 1}: ${msg}: ${line}`);
+      };
+      if (line === '' || line.startsWith('#')) return;
+      if (line.startsWith('*')) {
+        const name = line.slice(1);
+        if (!isTable(name)) return fail('unknown table');
+        cur = newTable(name);
+        tables.set(name, cur);
+        return;
+      }
+      if (cur === null) return fail('outside a table');
+      if (line === 'COMMIT') { cur = null; return; }
+      if (line.startsWith(':')) return declare(cur, line, fail);
+      const m = /^-A\s+(\S+)\s*(.*)$/.exec(line);
+      if (!m) return fail('not a rule');
+      const ch = cur.get(m[1]!) ?? fail('rule of an undeclared chain');
+      ch.rules.push(m[2]!);
+    });
+    this.tables = tables;
+  }
+
   /** iptables-save text for one table, or all tables in use. */
   save(only?: IptablesTable): string {
     let out = '';
