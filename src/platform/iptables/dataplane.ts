@@ -4,15 +4,16 @@
 //   1. on a partial sync, checks the KUBE-PROXY-CANARY chains (mangle, nat,
 //      filter); any one missing means the ruleset was wiped (e.g. a firewall
 //      reload), so this sync becomes full (upstream ipt.Monitor);
-//   2. on a full sync, creates the canaries;
-//   3. reads `iptables-save -t nat` for stale-chain cleanup (every sync, or at
+//   2. reads `iptables-save -t nat` for stale-chain cleanup (every sync, or at
 //      most once per syncPeriod in large-cluster mode, like upstream);
-//   4. renders and applies with `iptables-restore -w --noflush --counters`,
-//      one atomic transaction per table, choosing the whole-table cache
-//      request when it is cheaper (restore.ts);
-//   5. on a full sync, ensures the jump rules from the built-in chains
-//      (-C, then -I at position 1), after the restore created their targets;
-//   6. sets route_localnet=1 once when localhost NodePorts are served.
+//   3. renders; on a full sync adds the canary declarations to the input;
+//      adds the whole-table cache request when it is cheaper (restore.ts);
+//   4. sets route_localnet=1 once when localhost NodePorts are served;
+//   5. on a full sync, ensures the jump rules from the built-in chains (-C;
+//      else -N the target and -I at position 1), before the restore as
+//      upstream does;
+//   6. applies with `iptables-restore -w --noflush --counters`: one atomic
+//      transaction per table.
 // Any failure forgets the render memory, so the next sync is full.
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
@@ -129,9 +130,12 @@ export class IptablesDataplane implements Dataplane {
       this.routeLocalnetSet = true;
     }
     this.memory = null; // until the restore is known to have succeeded
+    // Upstream order: jumps first (into possibly empty chains, harmless), so
+    // that on a first sync they are checked against still-small tables.
+    if (full) await this.ensureJumpRules(render, natSave);
+    const t2a = clock.monotonic();
     await this.ipt.restore(text, { noflush: true, counters: true, discardStdout: whole });
     const t2 = clock.monotonic();
-    if (full) await this.ensureJumpRules(render, natSave);
     this.memory = render.memory;
     this.lastLargeClusterMode = render.largeClusterMode;
     for (const s of render.skipped) this.o.onEvent?.('warn', { service: s.key, reason: s.reason }, 'service port skipped');
@@ -140,7 +144,7 @@ export class IptablesDataplane implements Dataplane {
       counters: {
         filterRules: render.filterRules, natRules: render.natRules, natRulesTotal: render.natRulesTotal,
         deletedChains: render.deletedChains.length, skipped: render.skipped.length,
-        renderMs: t1 - t0, renderCpuMs: (cpu.user + cpu.system) / 1000, restoreMs: t2 - t1, wholeTableCache: whole ? 1 : 0, canaryMissing: canaryMissing ? 1 : 0,
+        renderMs: t1 - t0, renderCpuMs: (cpu.user + cpu.system) / 1000, restoreMs: t2 - t2a, wholeTableCache: whole ? 1 : 0, canaryMissing: canaryMissing ? 1 : 0,
       },
     };
   }
@@ -172,19 +176,22 @@ export class IptablesDataplane implements Dataplane {
   }
 
   /**
-   * -C then -I 1 for each jump rule. The -C is skipped when this sync's
-   * `iptables-save -t nat` (taken before the restore, which never touches
-   * built-in chains) already shows the exact line. Measured at 10k Services:
-   * `iptables -t nat -C` costs ~0.1 s (iptables-nft reads the nat chain
-   * list), `iptables -t filter -C` ~0 s, and `iptables-save -t filter` ~1 s
-   * (it dumps every table), so filter is always checked with -C.
+   * For each jump rule: -C; when missing, create the target chain if needed
+   * and insert at position 1. The -C is skipped when this sync's
+   * `iptables-save -t nat` already shows the exact line. Measured at 10k
+   * Services: `iptables -t nat -C` costs ~0.1 s CPU on a loaded nat table
+   * (iptables-nft reads its chain list), filter -C ~0 s, and
+   * `iptables-save -t filter` ~1 s (it dumps every table), so filter is
+   * always checked with -C.
    */
   private async ensureJumpRules(r: IptablesRender, natSave: string | null): Promise<void> {
     for (const jc of IPTABLES_JUMP_CHAINS) {
       if (jc.onlyIfChainRendered && !r.filterChains.includes(jc.to)) continue;
       const args = jumpRuleArgs(jc);
       if (jc.table === 'nat' && natSave?.includes(`\n${ruleLine(jc.from, args)}\n`)) continue;
-      await this.ipt.ensureRulePrepended(jc.table, jc.from, args);
+      if (await this.ipt.ruleExists(jc.table, jc.from, args)) continue;
+      await this.ipt.ensureChain(jc.table, jc.to);
+      await this.ipt.prependRule(jc.table, jc.from, args);
     }
   }
 

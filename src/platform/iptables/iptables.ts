@@ -65,6 +65,11 @@ export class Iptables {
     return false;
   }
 
+  /** -I CHAIN 1: insert unconditionally (callers check with ruleExists first). */
+  async prependRule(table: Table, chain: string, args: readonly string[]): Promise<void> {
+    await this.run(this.cmd, [...WAIT, '-t', table, '-I', chain, '1', ...args]);
+  }
+
   /** Delete one copy of the rule if present. Returns true when one was deleted. */
   async deleteRule(table: Table, chain: string, args: readonly string[]): Promise<boolean> {
     if (!(await this.ruleExists(table, chain, args))) return false;
