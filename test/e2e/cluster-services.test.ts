@@ -67,6 +67,21 @@ for (const mode of E2E_MODES) {
       assert.notEqual(srcIP(u.value), env.cluster.external.ip, 'UDP NodePort masqueraded too');
     });
 
+    it('NodePort from the node itself, and on 127.0.0.1 only in iptables mode (localhost NodePorts)', async () => {
+      const ports = webPorts(30090);
+      const node1 = env.cluster.node('node1');
+      await env.apply(service({ name: 'np-self', type: 'NodePort', clusterIP: '10.96.0.23', ports }), endpointSlice('np-self', eps('node2-a'), ports));
+      const self = await env.waitReachable('node1', 'tcp', node1.ip, 30090);
+      assert.equal(self.value.pod, 'node2-a');
+      assert.equal(srcIP(self.value), node1.ip, 'node-originated NodePort traffic is masqueraded');
+      const local = await env.send('node1', 'tcp', '127.0.0.1', 30090, { timeoutMs: 1000 });
+      if (mode === 'iptables') {
+        assert.ok(local.ok && local.reply.pod === 'node2-a', `iptables serves localhost NodePorts: ${JSON.stringify(local)}`);
+      } else {
+        assert.equal(local.ok, false, `${mode} does not serve 127.0.0.1 NodePorts: ${JSON.stringify(local)}`);
+      }
+    });
+
     it('externalIPs: traffic to the external IP (routed to node2) is served and masqueraded', async () => {
       const extIP = '192.168.80.10';
       await env.cluster.routeVia('ext', `${extIP}/32`, 'node2');
@@ -112,7 +127,7 @@ for (const mode of E2E_MODES) {
       const rs = await env.sendMany('ext', 'tcp', node2.ip, 30280, 8);
       assert.ok(rs.every((r) => r.ok && r.reply.pod.startsWith('node2-') && srcIP(r.reply) === env.cluster.external.ip), JSON.stringify(rs));
       const none = await env.send('ext', 'tcp', node1.ip, 30280, { timeoutMs: 1000 });
-      assert.equal(none.ok, false, 'node1 has no local endpoint: dropped');
+      assert.deepEqual([none.ok, !none.ok && none.error], [false, 'ETIMEDOUT'], 'node1 has no local endpoint: DROP (not REJECT)');
       const ext = await env.cluster.agent('ext');
       const h2 = await env.waitFor('health check 200 on node2', async () => {
         const r = await ext.http(`http://${node2.ip}:${hc}/`);
@@ -141,8 +156,8 @@ for (const mode of E2E_MODES) {
       assert.equal(dropped.value.ok ? '' : dropped.value.error, 'ETIMEDOUT', 'DROP, not REJECT');
     });
 
-    it('no endpoints: REJECT (connection refused, not a timeout) for TCP and UDP', async () => {
-      await env.apply(service({ name: 'empty', clusterIP: '10.96.0.17', ports: webPorts() }));
+    it('no endpoints: REJECT (connection refused, not a timeout) for TCP and UDP, ClusterIP and NodePort', async () => {
+      await env.apply(service({ name: 'empty', type: 'NodePort', clusterIP: '10.96.0.17', ports: webPorts(30380) }));
       const tcp = await env.waitFor('tcp refused', async () => {
         const r = await env.send('node1-a', 'tcp', '10.96.0.17', 80, { timeoutMs: 3000 });
         return !r.ok && r.error === 'ECONNREFUSED' ? r : undefined;
@@ -150,6 +165,10 @@ for (const mode of E2E_MODES) {
       assert.equal(tcp.value.ok, false);
       const udp = await env.send('node1-a', 'udp', '10.96.0.17', 53, { timeoutMs: 3000 });
       assert.deepEqual([udp.ok, !udp.ok && udp.error], [false, 'ECONNREFUSED']);
+      // A listener on the node's own port 30380 proves the refusal is the proxy's REJECT, not an unused port.
+      await (await env.cluster.agent('node2')).serve([30380], []);
+      const np = await env.send('ext', 'tcp', env.cluster.node('node2').ip, 30380, { timeoutMs: 3000 });
+      assert.deepEqual([np.ok, !np.ok && np.error], [false, 'ECONNREFUSED'], 'NodePort without endpoints is rejected too');
     });
 
     it('hairpin: a pod reaches itself through its Service (masqueraded)', async () => {
