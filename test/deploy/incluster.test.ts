@@ -1,0 +1,183 @@
+// The DaemonSet's pod, for real, in a network namespace: kube-proxy-ts started
+// with the manifest's command and environment finds the API server through
+// in-cluster configuration (service-account token + CA mounted where the
+// kubelet mounts them, KUBERNETES_SERVICE_HOST/PORT), lists and watches,
+// programs the Service, shuts down on SIGTERM with exit 0 and leaves its
+// rules for the next pod; `kube-proxy --cleanup` (the rollback in
+// docs/migration.md) then removes them. The API server's request log of the
+// run is checked against the ClusterRole: exactly the permissions used.
+
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as readline from 'node:readline';
+import { after, before, describe, it } from 'node:test';
+import { parse, stringify } from 'yaml';
+import { nodeScript, nsSpawn, type NsProcess } from '../netns/spawn.js';
+import { loadManifests, only, type ConfigMap, type DaemonSet, type PodWorld } from './manifests.js';
+import { newNamespace, type TestNamespace } from './netns.js';
+import { startPod, kubeProxyAlias, type Pod } from './pod.js';
+import { grantedPermissions, requestPermission, type PolicyRule, type RequestRecord } from './rbac.js';
+
+const NODE = 'node-a';
+const NODE_IP = '192.168.77.10';
+const CLUSTER_IP = '172.30.0.41';
+const manifests = loadManifests();
+const ds = only<DaemonSet>(manifests, 'DaemonSet');
+const cm = only<ConfigMap>(manifests, 'ConfigMap');
+const role = only<{ rules: PolicyRule[] }>(manifests, 'ClusterRole');
+
+/** The API server host process and its JSON-line control channel. */
+class ApiHost {
+  private readonly waiters: Array<(m: Record<string, unknown>) => void> = [];
+  private constructor(readonly proc: NsProcess, readonly host: string, readonly port: number, lines: readline.Interface) {
+    lines.on('line', (l) => this.waiters.shift()?.(JSON.parse(l) as Record<string, unknown>));
+  }
+
+  static async start(ns: string, saDir: string): Promise<ApiHost> {
+    const proc = nsSpawn(ns, [...nodeScript('./apihost.js', import.meta.url), '--sa-dir', saDir], { pipeStdout: true });
+    const lines = readline.createInterface({ input: proc.child.stdout! });
+    const ready = await new Promise<{ host: string; port: number }>((res, rej) => {
+      const t = setTimeout(() => rej(new Error(`API server did not start: ${proc.log()}`)), 30_000);
+      lines.once('line', (l) => { clearTimeout(t); res(JSON.parse(l) as { host: string; port: number }); });
+      void proc.exited.then((c) => { clearTimeout(t); rej(new Error(`API server exited ${c}: ${proc.log()}`)); });
+    });
+    return new ApiHost(proc, ready.host, ready.port, lines);
+  }
+
+  call(req: Record<string, unknown>): Promise<Record<string, unknown>> {
+    return new Promise((res, rej) => {
+      const t = setTimeout(() => rej(new Error(`API host: no answer to ${JSON.stringify(req)}`)), 10_000);
+      this.waiters.push((m) => { clearTimeout(t); if (m['ok']) res(m); else rej(new Error(String(m['error']))); });
+      this.proc.child.stdin!.write(JSON.stringify(req) + '\n');
+    });
+  }
+
+  async create(resource: string, object: object): Promise<void> { await this.call({ op: 'create', resource, object }); }
+  async requests(): Promise<RequestRecord[]> { return (await this.call({ op: 'requests' }))['requests'] as RequestRecord[]; }
+}
+
+/** Poll cond (event sources here are other processes) until it holds. */
+async function eventually(what: string, cond: () => Promise<boolean>, timeoutMs = 30_000, detail = () => ''): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out waiting for ${what}\n${detail()}`);
+}
+
+describe('in-cluster: the DaemonSet pod against the test API server', { skip: process.getuid?.() !== 0 ? 'needs root (network namespaces)' : false }, () => {
+  let ns: TestNamespace;
+  let saDir: string;
+  let api: ApiHost;
+  let pod: Pod;
+  let exitCode: number | null;
+  let rulesWhileRunning = '';
+  let rulesAfterExit = '';
+  let requests: RequestRecord[] = [];
+
+  const natRules = async (): Promise<string> => (await ns.run(['iptables-save', '-t', 'nat'])).stdout;
+  const serviceRules = (dump: string): string[] => dump.split('\n').filter((l) => l.startsWith('-A KUBE-'));
+
+  before(async () => {
+    ns = await newNamespace('ic');
+    await ns.run(['ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth1']); // no dummy module here
+    await ns.run(['ip', 'link', 'set', 'eth1', 'up']);
+    await ns.run(['ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0']);
+    await ns.run(['ip', 'link', 'set', 'eth0', 'up']);
+    saDir = mkdtempSync(join(tmpdir(), 'kpt-dep-sa-'));
+    api = await ApiHost.start(ns.name, saDir);
+    await api.create('nodes', { metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } }, spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] }, status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] } });
+    await api.create('services', { metadata: { namespace: 'default', name: 'web' }, spec: { type: 'ClusterIP', clusterIP: CLUSTER_IP, clusterIPs: [CLUSTER_IP], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } });
+    await api.create('endpointslices', {
+      metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
+      addressType: 'IPv4', ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+      endpoints: [{ addresses: ['10.244.1.5'], conditions: { ready: true }, nodeName: NODE }],
+    });
+
+    // The ConfigMap as the guide has the operator fill it in: the API server's
+    // real address. The Service link env points at a ClusterIP nothing serves,
+    // so only the override can work. nf_conntrack_max is global and read-only
+    // outside the root namespace: as kind does, maxPerCore 0 leaves it alone.
+    const conf = parse(cm.data['config.conf']!) as { conntrack: Record<string, unknown> };
+    conf.conntrack['maxPerCore'] = 0;
+    const world: PodWorld = {
+      nodeName: NODE,
+      configMaps: { [cm.metadata!.name!]: { ...cm.data, 'config.conf': stringify(conf), 'api-server-host': api.host, 'api-server-port': String(api.port) } },
+      serviceEnv: { KUBERNETES_SERVICE_HOST: '172.30.0.1', KUBERNETES_SERVICE_PORT: '443' },
+    };
+    pod = startPod({ ns: ns.name, spec: ds.spec.template.spec, container: ds.spec.template.spec.containers[0]!, world, saDir });
+
+    await eventually('the Service\'s rules', async () => (await natRules()).includes(CLUSTER_IP), 60_000, () => pod.proc.log());
+    await eventually('watches on all four resources', async () => {
+      requests = await api.requests();
+      return ['/api/v1/services', '/api/v1/nodes', '/apis/discovery.k8s.io/v1/endpointslices', '/apis/networking.k8s.io/v1/servicecidrs']
+        .every((p) => requests.some((r) => r.path === p && r.query['watch'] === 'true'));
+    }, 30_000, () => JSON.stringify(requests.slice(-10)));
+    rulesWhileRunning = await natRules();
+
+    pod.proc.child.kill('SIGTERM');
+    exitCode = await pod.proc.exited;
+    rulesAfterExit = await natRules();
+    requests = await api.requests();
+  });
+
+  after(async () => {
+    await pod?.proc.stop(2000);
+    pod?.dispose();
+    if (api) {
+      api.proc.child.stdin?.end();
+      await api.proc.stop(2000);
+    }
+    ns?.dispose();
+    if (saDir) rmSync(saDir, { recursive: true, force: true });
+  });
+
+  it('runs with the manifest\'s command, the node name from NODE_NAME and the API server from the ConfigMap', () => {
+    assert.ok(pod.argv.includes(`--hostname-override=${NODE}`), pod.argv.join(' '));
+    assert.equal(pod.env['KUBERNETES_SERVICE_HOST'], api.host);
+    assert.equal(pod.env['KUBERNETES_SERVICE_PORT'], String(api.port));
+  });
+
+  it('authenticates with the mounted token and CA: lists, then watches from the listed version', () => {
+    for (const p of ['/api/v1/services', '/apis/discovery.k8s.io/v1/endpointslices', '/api/v1/nodes', '/apis/networking.k8s.io/v1/servicecidrs']) {
+      const list = requests.find((r) => r.path === p && r.query['watch'] === undefined);
+      const watch = requests.find((r) => r.path === p && r.query['watch'] === 'true');
+      assert.ok(list, `list ${p}`);
+      assert.ok(watch && /^\d+$/.test(watch.query['resourceVersion'] ?? ''), `watch ${p} from a version: ${JSON.stringify(watch)}`);
+    }
+    assert.ok(requests.filter((r) => r.path === '/api/v1/nodes').every((r) => r.query['fieldSelector'] === `metadata.name=${NODE}`));
+  });
+
+  it('programs the Service from what it listed', () => {
+    assert.match(rulesWhileRunning, new RegExp(`-d ${CLUSTER_IP.replace(/\./g, '\\.')}/32 .*-j KUBE-SVC-`));
+    assert.match(rulesWhileRunning, /--to-destination 10\.244\.1\.5:8080/);
+  });
+
+  it('SIGTERM: exit 0, and the rules stay for the next pod', () => {
+    assert.equal(exitCode, 0, pod.proc.log());
+    assert.match(pod.proc.log(), /Stopped; rules are left in place/);
+    assert.ok(serviceRules(rulesWhileRunning).length > 0);
+    assert.deepEqual(serviceRules(rulesAfterExit), serviceRules(rulesWhileRunning));
+  });
+
+  it('the ClusterRole grants exactly the permissions the proxy used', () => {
+    const used = new Set(requests.map(requestPermission).filter((p): p is string => p !== null));
+    assert.deepEqual([...used].sort(), [...grantedPermissions(role.rules)].sort());
+  });
+
+  it('rollback: `kube-proxy --cleanup` removes the rules the pod left', async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'kpt-dep-cleanup-'));
+    try {
+      const r = await ns.run([...kubeProxyAlias(tmp), '--cleanup'], { allowFailure: true });
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+    const left = await natRules();
+    assert.deepEqual(serviceRules(left), []);
+    assert.doesNotMatch(left, /KUBE-SERVICES/);
+  });
+});
