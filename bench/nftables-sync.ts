@@ -1,0 +1,175 @@
+// Benchmark (never a test): nftables mode cold sync and one-endpoint change at
+// 1k/10k/20k Services x 2 endpoints, applied in a network namespace, beside
+// the floor: `nft -f` loading upstream's layout (the same transaction in the
+// 'upstream' endpoint layout). Prints a table and writes
+// bench/out/nftables-sync.{json,svg,png}. Run as root:
+//
+//   node --import tsx bench/nftables-sync.ts [--sizes 1000,10000,20000] [--changes 5]
+//
+// Each size runs in a child process (so peak RSS is that size's alone) with
+// fresh namespaces kpt-nftbench-<pid>-<rand>, removed on exit and on SIGINT.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { syncStateFromObjects } from '../src/core/snapshot.js';
+import { categorizeEndpoints } from '../src/core/topology.js';
+import type { DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
+import { NftablesRenderer } from '../src/dataplane/nftables/renderer.js';
+import { NftablesDataplane } from '../src/platform/nftables/dataplane.js';
+import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
+import { endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
+import { writeChart } from './lib/chart.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+// From dist/bench the output still goes to the source tree's bench/out.
+const OUT = process.env['KPT_BENCH_OUT'] ?? join(here, 'out');
+const arg = (name: string) => { const i = process.argv.indexOf(`--${name}`); return i >= 0 ? process.argv[i + 1] : undefined; };
+
+const CONFIG: DataplaneConfig = {
+  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: ['192.168.0.10/32'], localhostNodePorts: false, localIPs: ['127.0.0.1', '192.168.0.10'],
+};
+
+interface Result {
+  size: number;
+  stateMs: number;
+  coldMs: number;
+  coldOps: number;
+  changeMs: number[];
+  changeRenderMs: number[];
+  /** How each change reached the kernel: 'netlink' (fast path) or 'nft'. */
+  changeVia: string[];
+  /** Peak RSS once the bench's own Service/EndpointSlice JSON and SyncState exist (before any sync). */
+  rssAfterStateMiB: number;
+  maxRssMiB: number;
+  floorColdMs: number;
+  floorChangeMs: number;
+}
+
+function newNs(): string {
+  const ns = `kpt-nftbench-${process.pid}-${randomBytes(2).toString('hex')}`;
+  trackNamespace(ns);
+  execFileSync('ip', ['netns', 'add', ns]);
+  return ns;
+}
+function dropNs(ns: string): void { deleteNamespaceSync(ns); untrackNamespace(ns); }
+
+const epIP = (i: number, k: number) => `10.${128 + k * 32 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+
+function buildState(n: number): SyncState {
+  const services = [];
+  const slices = [];
+  for (let i = 0; i < n; i++) {
+    services.push(withClusterIP(makeService('ns', `svc${i}`, (s) => {
+      s.spec.ports = [svcPort('p80', 80, 'TCP', { targetPort: 8080, ...(i % 10 === 0 ? { nodePort: 30000 + (i / 10) % 2700 } : {}) })];
+      if (i % 10 === 0) s.spec.type = 'NodePort';
+    }), `10.96.${i >> 8}.${i & 255}`));
+    slices.push(makeSlice('ns', `svc${i}`, 1, (s) => {
+      s.endpoints = [endpoint(epIP(i, 0), { nodeName: 'n1' }), endpoint(epIP(i, 1), { nodeName: 'n2' })];
+      s.ports = [slicePort('p80', 8080)];
+    }));
+  }
+  return syncStateFromObjects({ services, slices, family: 'IPv4', nodeName: 'n0', node: makeNode('n0', { internalIPs: ['192.168.0.10'] }), serviceCIDRs: ['10.96.0.0/12'] });
+}
+
+/** The state after one more endpoint for service `i` (what the engine would hand over). */
+function withExtraEndpoint(base: SyncState, i: number, round: number): SyncState {
+  const key = `ns/svc${i}:p80`;
+  const sp = base.services.get(key)!;
+  const eps = base.endpoints.get(key)!;
+  const extra: Endpoint = { ...eps[0]!, ip: `10.250.${round}.${i & 255}`, key: `10.250.${round}.${i & 255}:8080`, nodeName: 'n3' };
+  const next = [...eps, extra].sort((a, b) => (a.key < b.key ? -1 : 1));
+  const endpoints = new Map(base.endpoints).set(key, next);
+  const categorized = new Map(base.categorized).set(key, categorizeEndpoints(next, sp, 'n0', {}));
+  return { ...base, endpoints, categorized, changedServices: new Set([sp.serviceKey]), fullSync: false };
+}
+
+function timeNft(ns: string, script: string): number {
+  const t0 = performance.now();
+  const r = spawnSync('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], { input: script, stdio: ['pipe', 'ignore', 'pipe'], maxBuffer: 1 << 30 });
+  const ms = performance.now() - t0;
+  if (r.status !== 0) throw new Error(`nft -f failed: ${r.stderr.toString().slice(0, 500)}`);
+  return ms;
+}
+
+async function child(size: number): Promise<Result> {
+  const t0 = performance.now();
+  const state = buildState(size);
+  const stateMs = performance.now() - t0;
+  const rssAfterStateMiB = process.resourceUsage().maxRSS / 1024;
+  const ns = newNs();
+  const floorNs = newNs();
+  try {
+    let coldOps = 0;
+    const vias: string[] = [];
+    const dp = new NftablesDataplane({ config: CONFIG, netns: ns, onTransaction: (_f, s, _p, via) => { coldOps = s.split('\n').length - 1; vias.push(via); } });
+    const c0 = performance.now();
+    await dp.sync(state);
+    const coldMs = performance.now() - c0;
+    const changes = Number(arg('changes') ?? 5);
+    const changeMs: number[] = [];
+    const changeStates = Array.from({ length: changes }, (_, r) => withExtraEndpoint(state, (r * 7919) % size, r));
+    for (const st of changeStates) {
+      const s0 = performance.now();
+      await dp.sync(st);
+      changeMs.push(performance.now() - s0);
+    }
+    const maxRssMiB = process.resourceUsage().maxRSS / 1024;
+    dp.close();
+    // Render-only time of the same changes, on a second renderer (after the RSS reading).
+    const changeRenderMs: number[] = [];
+    const probe = new NftablesRenderer(CONFIG, 'lean');
+    probe.render(state, 0);
+    for (const st of changeStates) {
+      const p0 = performance.now();
+      probe.render(st, 0);
+      changeRenderMs.push(performance.now() - p0);
+    }
+    // The floor: upstream's layout through nft -f, cold and one change.
+    const up = new NftablesRenderer(CONFIG, 'upstream');
+    const floorColdMs = timeNft(floorNs, up.render(state, 0).tx.toString());
+    const floorChangeMs = timeNft(floorNs, up.render(withExtraEndpoint(state, 1, 99), 0).tx.toString());
+    return { size, stateMs, coldMs, coldOps, changeMs, changeRenderMs, changeVia: vias.slice(1), rssAfterStateMiB, maxRssMiB, floorColdMs, floorChangeMs };
+  } finally {
+    dropNs(ns);
+    dropNs(floorNs);
+  }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+
+function main(): void {
+  const sizes = (arg('sizes') ?? '1000,10000,20000').split(',').map(Number);
+  const results: Result[] = [];
+  for (const size of sizes) {
+    const r = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--child', String(size), '--changes', arg('changes') ?? '5'],
+      { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
+    if (r.status !== 0) throw new Error(`child for ${size} failed`);
+    results.push(JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as Result);
+  }
+  const f = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
+  console.log('| Services | floor: nft -f upstream layout | ours cold sync (lean) | ours/floor | floor: 1-endpoint change via nft -f | ours: 1-endpoint change, SyncState -> kernel (median; max; render part; path) | peak RSS (of which before the first sync) |');
+  console.log('|---|---|---|---|---|---|---|');
+  for (const r of results) {
+    const via = [...new Set(r.changeVia)].join('+');
+    console.log(`| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)} | ${(r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.maxRssMiB.toFixed(0)} MiB (${r.rssAfterStateMiB.toFixed(0)} MiB) |`);
+  }
+  mkdirSync(OUT, { recursive: true });
+  writeFileSync(join(OUT, 'nftables-sync.json'), JSON.stringify(results, null, 2));
+  const png = writeChart(join(OUT, 'nftables-sync'), {
+    title: 'nftables mode: cold sync and one-endpoint change (seconds, log scale)', yLabel: 'seconds', log: true,
+    series: ['nft -f upstream layout (cold)', 'ours cold (lean)', 'nft -f upstream (1 change)', 'ours 1 change'],
+    groups: results.map((r) => ({ label: `${r.size / 1000}k Services`, values: [r.floorColdMs / 1000, r.coldMs / 1000, r.floorChangeMs / 1000, median(r.changeMs) / 1000] })),
+  });
+  console.log(png ? `chart: ${png}` : 'chart: SVG only (no rsvg-convert)');
+  rmSync(join(OUT, 'nftables-sync.tmp'), { force: true });
+}
+
+if (arg('child') !== undefined) {
+  child(Number(arg('child'))).then((r) => { console.log(JSON.stringify(r)); process.exit(0); }, (e: unknown) => { console.error(e); process.exit(1); });
+} else {
+  main();
+}
