@@ -1,0 +1,147 @@
+// `kube-proxy-ts diff [the proxy's flags] [--netns NAME] [--output text|json]`
+// What the next full sync would change, without applying anything:
+//   1. the proxy's own flags/config are parsed (parseCommandLine), the
+//      Services, EndpointSlices, this Node and ServiceCIDRs are listed once,
+//      with the informers' selectors, and turned into a SyncState through
+//      the real intake code (syncStateFromObjects);
+//   2. the kernel's ruleset is read (iptables-save / nft -j list table);
+//   3. the REAL dataplane (IptablesDataplane / NftablesDataplane) runs one
+//      full sync against an in-memory copy of that ruleset (iptables: the
+//      fake runner over FakeIptables loaded with the dump; nftables: a runner
+//      that serves the real read-back and keeps the `nft -f` script), so the
+//      comparison includes the jump rules, canaries and stale-chain cleanup;
+//   4. the result is compared chain by chain with what the kernel holds.
+// Exit codes as diff(1): 0 = no changes, 1 = changes, 2 = error.
+// Only read-only commands reach the kernel: iptables-save, iptables --version,
+// nfacct get, sysctl -n, ip -j addr, nft -j list.
+
+import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import type { EndpointSlice, Node, Service, ServiceCIDR } from '../core/api.js';
+import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../core/api.js';
+import { resolveDataplaneConfig } from '../core/config/nodeport.js';
+import type { ResolvedConfig } from '../core/config/types.js';
+import { ProxyError } from '../core/errors.js';
+import { normalizeIP } from '../core/ip.js';
+import { nodeInfoFromNode } from '../core/nodeinfo.js';
+import { cidrsOfServiceCIDRs, syncStateFromObjects } from '../core/snapshot.js';
+import type { IPFamily, SyncState } from '../core/types.js';
+import { ApiStatusError, KubeTransport, loadKubeConfig } from '../platform/k8s/index.js';
+import { hostRunner, netnsRunner, type CommandRunner } from '../platform/iptables/runner.js';
+import { PROCESS_IO, kernelLocalIPs, type CmdIO } from './explain.js';
+import { diffIptablesFamily, type FamilyDiff } from './diffipt.js';
+import { diffNftablesFamily } from './diffnft.js';
+import { familiesFor } from './modes.js';
+import { parseCommandLine, type RunCommand } from './options.js';
+
+export interface ClusterObjects {
+  readonly services: Service[];
+  readonly slices: EndpointSlice[];
+  readonly node: Node | null;
+  readonly serviceCIDRs: string[];
+}
+
+interface DiffArgs {
+  readonly rest: string[];
+  readonly netns: string | null;
+  readonly output: 'text' | 'json';
+}
+
+/** Take diff's own flags out; everything else is the proxy's command line. */
+export function splitDiffArgs(argv: readonly string[]): DiffArgs {
+  const rest: string[] = [];
+  let netns: string | null = null;
+  let output = 'text';
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const m = /^--(netns|output)(?:=(.*))?$/.exec(a);
+    if (!m) { rest.push(a); continue; }
+    const v = m[2] ?? argv[++i];
+    if (v === undefined) throw new ProxyError('KPT_FLAG_INVALID', `flag needs an argument: --${m[1]}`);
+    if (m[1] === 'netns') netns = v;
+    else output = v;
+  }
+  if (output !== 'text' && output !== 'json') throw new ProxyError('KPT_FLAG_INVALID', `--output: text or json, not ${output}`);
+  return { rest, netns, output };
+}
+
+/** One list of each resource the proxy watches, with the informers' selectors. */
+export async function listCluster(t: KubeTransport, nodeName: string, signal: AbortSignal): Promise<ClusterObjects> {
+  const [svcs, slices, nodes] = await Promise.all([
+    t.list('/api/v1/services', { labelSelector: `!${LABEL_SERVICE_PROXY_NAME}`, fieldSelector: 'spec.clusterIP!=None' }, signal),
+    t.list('/apis/discovery.k8s.io/v1/endpointslices', { labelSelector: `!${LABEL_HEADLESS}` }, signal),
+    t.list('/api/v1/nodes', { fieldSelector: `metadata.name=${nodeName}` }, signal),
+  ]);
+  // ServiceCIDRs are optional (older API servers answer 404), as for the informer.
+  const cidrs = await t.list('/apis/networking.k8s.io/v1/servicecidrs', {}, signal).then((r) => r.items as ServiceCIDR[], (e: unknown) => {
+    if (e instanceof ApiStatusError && e.statusCode === 404) return [];
+    throw e;
+  });
+  return {
+    services: svcs.items as Service[], slices: slices.items as EndpointSlice[],
+    node: (nodes.items[0] as Node | undefined) ?? null, serviceCIDRs: cidrsOfServiceCIDRs(cidrs).sort(),
+  };
+}
+
+/** server.ts's order: a specified bindAddress, else the Node's addresses, else loopback. */
+function primaryNodeIPs(config: ResolvedConfig, nodeName: string, node: Node | null): Partial<Record<IPFamily, string>> {
+  const bind = normalizeIP(config.bindAddress);
+  const ips: Partial<Record<IPFamily, string>> = node ? { ...nodeInfoFromNode(nodeName, node).nodeIPs } : {};
+  if (bind && bind !== '0.0.0.0' && bind !== '::') ips[bind.includes(':') ? 'IPv6' : 'IPv4'] = bind;
+  if (!ips.IPv4 && !ips.IPv6) ips.IPv4 = '127.0.0.1';
+  return ips;
+}
+
+export interface DiffResult {
+  readonly mode: string;
+  readonly families: readonly FamilyDiff[];
+}
+
+export async function computeDiff(cmd: RunCommand, run: CommandRunner, netns: string | null, signal: AbortSignal): Promise<DiffResult> {
+  const config = cmd.resolved;
+  const mode = config.mode === '' ? 'iptables' : config.mode;
+  const kc = loadKubeConfig({ kubeconfigPath: config.clientConnection.kubeconfig || undefined, master: cmd.master });
+  const nodeName = config.hostnameOverride !== '' ? config.hostnameOverride : hostname().trim().toLowerCase();
+  const objs = await listCluster(new KubeTransport(kc), nodeName, signal);
+  const nodeIPs = primaryNodeIPs(config, nodeName, objs.node);
+  const podCIDRs = objs.node?.spec?.podCIDRs ?? (objs.node?.spec?.podCIDR ? [objs.node.spec.podCIDR] : []);
+  const families: FamilyDiff[] = [];
+  for (const family of await familiesFor(mode, nodeIPs)) {
+    const localIPs = await kernelLocalIPs(run, family);
+    const dpConfig = resolveDataplaneConfig(config, family, localIPs, nodeIPs[family] ?? null, podCIDRs);
+    const state: SyncState = syncStateFromObjects({
+      services: objs.services, slices: objs.slices, family, nodeName, node: objs.node, nodeIPs,
+      serviceCIDRs: objs.serviceCIDRs, fullSync: true,
+    });
+    if (mode === 'iptables') families.push(await diffIptablesFamily({ run, family, config: dpConfig, state, syncPeriodMs: cmd.timing.syncPeriodMs }));
+    else if (mode === 'nftables') families.push(await diffNftablesFamily({ netns, family, config: dpConfig, state }));
+    else throw new ProxyError('KPT_CONFIG_INVALID', `diff: proxy mode ${mode} is not supported (iptables, nftables)`);
+  }
+  return { mode, families };
+}
+
+export function diffResultText(r: DiffResult): string {
+  let out = '';
+  for (const f of r.families) {
+    out += `# ${r.mode} ${f.family}: ${f.summary}\n`;
+    out += f.text;
+  }
+  return out;
+}
+
+export const changed = (r: DiffResult): boolean => r.families.some((f) => f.changes > 0);
+
+export async function runDiff(argv: string[], io: CmdIO = PROCESS_IO): Promise<number> {
+  try {
+    const args = splitDiffArgs(argv);
+    const cmd = await parseCommandLine(args.rest, { readFile: (p) => readFile(p, 'utf8') });
+    if (cmd.kind !== 'run') { io.out(cmd.text.endsWith('\n') ? cmd.text : `${cmd.text}\n`); return 0; }
+    const run = args.netns === null ? hostRunner : netnsRunner(args.netns);
+    const r = await computeDiff(cmd, run, args.netns, AbortSignal.timeout(60_000));
+    io.out(args.output === 'json' ? `${JSON.stringify(r, null, 2)}\n` : diffResultText(r));
+    return changed(r) ? 1 : 0;
+  } catch (err) {
+    io.err(`Error: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 2;
+  }
+}
