@@ -75,8 +75,8 @@ function state(list: Array<ReturnType<typeof svc>>, changed: string[] | null): S
 }
 
 /** Kernel table vs Fake: same chains, sets, managed elements and rule counts per chain. */
-function assertKernelMatches(fake: Fake): void {
-  const json = nft('-j', 'list', 'table', 'ip', 'kube-proxy');
+function assertKernelMatches(fake: Fake, family: 'ip' | 'ip6' = 'ip'): void {
+  const json = nft('-j', 'list', 'table', family, 'kube-proxy');
   const k = parseTableJSON(json, 'kube-proxy');
   const f = fake.snapshot();
   assert.deepEqual([...k.chains].sort(), [...f.chains].sort());
@@ -106,6 +106,33 @@ test('upstream layout loads on the kernel as the Fake holds it', { timeout: 30_0
   assert.deepEqual(vias, ['nft', 'nft']);
   await dp.cleanup();
   dp.close();
+});
+
+test('IPv6: both layouts load as the Fake holds them; lean partial syncs go through netlink', { timeout: 30_000 }, async () => {
+  const cfg6: DataplaneConfig = { ...CONFIG, family: 'IPv6', nodePortAddresses: ['fd00:192::10/128'], localIPs: ['::1', 'fd00:192::10'],
+    localDetector: { kind: 'cidr', cidrs: ['fd00:244::/64'] } };
+  const v6 = (name: string, ip: string, eps: string[]) => ({
+    svc: withClusterIP(makeService('ns', name, (s) => { s.spec.type = 'NodePort'; s.spec.ports = [svcPort('p80', 80, 'TCP', { targetPort: 8080, nodePort: 30080 })]; }), ip),
+    slice: makeSlice('ns', name, 1, (s) => { s.addressType = 'IPv6'; s.endpoints = eps.map((e, i) => endpoint(e, { nodeName: i === 0 ? 'node-a' : 'node-b' })); s.ports = [slicePort('p80', 8080)]; }),
+  });
+  const st6 = (eps: string[], changed: string[] | null) => syncStateFromObjects({
+    services: [v6('web6', 'fd00:96::10', eps).svc], slices: [v6('web6', 'fd00:96::10', eps).slice], family: 'IPv6', nodeName: 'node-a',
+    nodeIPs: { IPv6: 'fd00:192::10' }, serviceCIDRs: ['fd00:96::/108'], fullSync: changed === null, ...(changed ? { changedServices: changed } : {}),
+  });
+  for (const layout of ['upstream', 'lean'] as const) {
+    const vias: string[] = [];
+    const dp = new NftablesDataplane({ config: cfg6, netns: NS, layout, onTransaction: (_f, _s, _p, via) => vias.push(via) });
+    const fake = new Fake('ip6');
+    const r = new NftablesRenderer(cfg6, layout);
+    for (const st of [st6(['fd00:244::5', 'fd00:244::7'], null), st6(['fd00:244::5'], ['ns/web6'])]) {
+      await dp.sync(st);
+      fake.run(r.render(st, 0).tx);
+    }
+    assertKernelMatches(fake, 'ip6');
+    assert.deepEqual(vias, layout === 'lean' ? ['nft', 'netlink'] : ['nft', 'nft']);
+    await dp.cleanup();
+    dp.close();
+  }
 });
 
 test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
