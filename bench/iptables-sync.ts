@@ -150,6 +150,7 @@ function report({ size, child: c, floors: f }: { size: number; child: ChildResul
   line('proxy partial (1 endpoint)', c.partial);
   console.log(`restore alone (wall, cpu): -S ${w(f.cacheRequest)}  whole table ${w(f.tableRestore)}  plain --noflush ${w(f.plainNoflush)}`);
   console.log(`partial restore alone:     plain ${w(f.partialPlain)}  -S ${w(f.partialCacheRequest)}`);
+  console.log(`cleanup (all chains and jumps): wall ${c.cleanup.wallS.toFixed(3)} cpu ${c.cleanup.cpuS.toFixed(2)}; KUBE-* chains left: ${c.cleanup.leftover}`);
   console.log(`peak RSS of the proxy process: ${(c.maxRssKiB / 1024).toFixed(1)} MiB (runtime + modules before any work: ${(c.baseRssKiB / 1024).toFixed(1)} MiB)`);
 }
 

@@ -37,6 +37,8 @@ export interface ChildResult {
   readonly full: Phase;
   readonly fullAgain: Phase;
   readonly partial: Phase;
+  /** dp.cleanup() of the whole ruleset: wall and CPU (proxy + commands) seconds. */
+  readonly cleanup: { readonly wallS: number; readonly cpuS: number; readonly leftover: number };
   readonly maxRssKiB: number;
   /** Peak RSS after imports, before any work (the runtime's own share). */
   readonly baseRssKiB: number;
@@ -103,6 +105,12 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const partial = await timed(partialState);
   const partialPlain = lastRestore;
   const maxRssKiB = process.resourceUsage().maxRSS;
+  const c0 = cpuNow();
+  const t0 = performance.now();
+  await dp.cleanup();
+  const cpu = cpuSince(c0);
+  const left = (await base('iptables-save', [])).stdout.split('\n').filter((l) => /^:KUBE-/.test(l)).length;
+  const cleanup = { wallS: (performance.now() - t0) / 1000, cpuS: cpu.selfS + cpu.childrenS, leftover: left };
   // Both variants of each input: without and with the whole-table cache request.
   const variants = (f: string) => {
     const plain = readText(f).split('\n').filter((l) => l !== '-S').join('\n');
@@ -117,7 +125,7 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const partialFiles = variants(partialPlain);
   const natText = readText(fullFiles.plain).split('*nat\n')[1] ?? '';
   return {
-    size, full, fullAgain, partial,
+    size, full, fullAgain, partial, cleanup,
     natRules: (natText.match(/^-A /gm) ?? []).length,
     natChains: (natText.match(/^:/gm) ?? []).length,
     maxRssKiB, baseRssKiB,

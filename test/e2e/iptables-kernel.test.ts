@@ -177,4 +177,29 @@ describe('iptables dataplane on the real kernel', { concurrency: false }, () => 
     assert.equal(withCache, await dump('never'));
     assert.match(withCache, /KUBE-SVC-/);
   });
+
+  // Also the regression test for 'always' on a table that does not exist yet:
+  // iptables-nft then fails `-I <built-in> 1` inside a restore carrying `-S`.
+  it('IPv6: ip6tables full sync, partial sync and cleanup; the IPv4 ruleset is left alone', async () => {
+    const v4Before = save();
+    const v6 = new IptablesDataplane({
+      config: { ...CONFIG, family: 'IPv6', localDetector: { kind: 'cidr', cidrs: ['fd00:10::/64'] }, localIPs: ['::1', '2001:db8::2'] },
+      run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000, wholeTableCache: 'always',
+    });
+    const svcs = [service('v6', { clusterIP: 'fd00:172:30::10' }, [{ name: 'http', port: 80 }])];
+    const st = (ep: string, full: boolean) => syncStateFromObjects({
+      services: svcs, slices: [slice('v6', [{ name: 'http', port: 80 }], [{ ip: ep }])], family: 'IPv6',
+      nodeIPs: { IPv6: '2001:db8::2' }, fullSync: full, changedServices: ['ns1/v6'],
+    });
+    assert.equal((await v6.sync(st('fd00:10::5', true))).partial, false);
+    assert.equal((await v6.sync(st('fd00:10::6', false))).partial, true);
+    const s6 = sh('ip6tables-save');
+    assert.match(s6, /-j DNAT --to-destination \[fd00:10::6\]:80/);
+    assert.doesNotMatch(s6, /fd00:10::5/);
+    assert.match(s6, /-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES/);
+    assert.doesNotMatch(s6, /KUBE-FIREWALL/, 'no localhost NodePorts on IPv6');
+    assert.equal(save(), v4Before);
+    await v6.cleanup();
+    assert.deepEqual(chainsOf(sh('ip6tables-save')).filter((c) => c.startsWith('KUBE-')), []);
+  });
 });

@@ -9,12 +9,13 @@
 //   3. renders; on a full sync adds the canary declarations to the input;
 //      adds the whole-table cache request when it is cheaper (restore.ts);
 //   4. sets route_localnet=1 once when localhost NodePorts are served;
-//   5. on a full sync, checks the jump rules from the built-in chains with
-//      -C and adds the missing ones as `-I FROM 1 ...` lines to the input;
+//   5. on a full sync, ensures the jump rules from the built-in chains (-C;
+//      else -N the target and -I at position 1), before the restore like
+//      upstream, so a first sync checks them against still-small tables;
 //   6. applies with `iptables-restore -w --noflush --counters`: one atomic
-//      transaction per table (chains, rules, canaries and jumps together).
+//      transaction per table (chains, rules and canaries together).
 // Any failure forgets the render memory, so the next sync is full.
-import { BugError, ProxyError } from '../../core/errors.js';
+import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../engine/clock.js';
 import {
@@ -62,21 +63,6 @@ export function withCanaries(text: string): string {
     out = `${out.slice(0, at + header.length)}${decl}\n${out.slice(at + header.length)}`;
   }
   return `${out}${out.endsWith('\n') ? '' : '\n'}*mangle\n${decl}\nCOMMIT\n`;
-}
-
-/** Insert lines at the end of each named table section (before its COMMIT). */
-export function withSectionLines(text: string, lines: ReadonlyMap<string, readonly string[]>): string {
-  let out = text;
-  for (const [table, ls] of lines) {
-    if (ls.length === 0) continue;
-    const header = `*${table}\n`;
-    const start = out.startsWith(header) ? 0 : out.indexOf(`\n${header}`) + 1;
-    if (start === 0 && !out.startsWith(header)) throw new BugError(`restore input has no *${table} section`);
-    const commit = out.indexOf('\nCOMMIT\n', start) + 1;
-    if (commit === 0) throw new BugError(`*${table} section has no COMMIT`);
-    out = `${out.slice(0, commit)}${ls.join('\n')}\n${out.slice(commit)}`;
-  }
-  return out;
 }
 
 export class IptablesDataplane implements Dataplane {
@@ -144,8 +130,10 @@ export class IptablesDataplane implements Dataplane {
       this.routeLocalnetSet = true;
     }
     this.memory = null; // until the restore is known to have succeeded
-    // Missing jump rules ride in the same atomic restore, after the chains they target are declared.
-    if (full) text = withSectionLines(text, await this.missingJumpRules(render, natSave));
+    // Jump rules go first, as separate commands (upstream order). They must
+    // not ride in the restore: with the whole-table cache request, iptables-nft
+    // fails `-I <built-in chain> 1` (ENOENT) when the table does not exist yet.
+    if (full) await this.ensureJumpRules(render, natSave);
     const t2a = clock.monotonic();
     await this.ipt.restore(text, { noflush: true, counters: true, discardStdout: whole });
     const t2 = clock.monotonic();
@@ -189,28 +177,25 @@ export class IptablesDataplane implements Dataplane {
   }
 
   /**
-   * The `-I FROM 1 ...` restore lines of the jump rules that are missing, per
-   * table, in IPTABLES_JUMP_CHAINS order (so the result equals upstream's
-   * sequence of `iptables -I`). Presence is checked with -C, concurrently,
-   * except for nat rules already visible in this sync's `iptables-save -t
-   * nat`. Measured at 10k Services: `iptables -t nat -C` costs ~0.1 s CPU
+   * Each jump rule: -C (concurrently; skipped for nat rules already visible in
+   * this sync's `iptables-save -t nat`); when missing, -N its target chain if
+   * needed and -I at position 1, in IPTABLES_JUMP_CHAINS order like upstream.
+   * Measured at 10k Services: `iptables -t nat -C` costs ~0.1 s CPU
    * (iptables-nft reads the nat chain list), filter -C ~0 s, and
    * `iptables-save -t filter` ~1 s (it dumps every table).
    */
-  private async missingJumpRules(r: IptablesRender, natSave: string | null): Promise<Map<Table, string[]>> {
+  private async ensureJumpRules(r: IptablesRender, natSave: string | null): Promise<void> {
     const wanted = IPTABLES_JUMP_CHAINS.filter((jc) => !jc.onlyIfChainRendered || r.filterChains.includes(jc.to));
     const present = await Promise.all(wanted.map(async (jc) => {
       const args = jumpRuleArgs(jc);
       if (jc.table === 'nat' && natSave?.includes(`\n${ruleLine(jc.from, args)}\n`)) return true;
       return this.ipt.ruleExists(jc.table, jc.from, args);
     }));
-    const out = new Map<Table, string[]>();
-    wanted.forEach((jc, i) => {
-      if (present[i]) return;
-      const line = ruleLine(jc.from, jumpRuleArgs(jc)).replace(/^-A (\S+)/, '-I $1 1');
-      out.set(jc.table, [...(out.get(jc.table) ?? []), line]);
-    });
-    return out;
+    for (const [i, jc] of wanted.entries()) {
+      if (present[i]) continue;
+      await this.ipt.ensureChain(jc.table, jc.to);
+      await this.ipt.prependRule(jc.table, jc.from, jumpRuleArgs(jc));
+    }
   }
 
   async cleanup(): Promise<void> {

@@ -47,11 +47,3 @@ test('canaries are declared in filter and nat and a mangle section; save-format 
   assert.equal(ruleLine('OUTPUT', ['-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES']),
     '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES');
 });
-
-test('withSectionLines adds lines before the COMMIT of the named sections', async () => {
-  const { withSectionLines } = await import('./dataplane.js');
-  const t = '*filter\n:A - [0:0]\nCOMMIT\n*nat\n:B - [0:0]\n-A B -j RETURN\nCOMMIT\n';
-  assert.equal(withSectionLines(t, new Map([['nat', ['-I PREROUTING 1 -j B']], ['filter', ['-I INPUT 1 -j A', '-I OUTPUT 1 -j A']]])),
-    '*filter\n:A - [0:0]\n-I INPUT 1 -j A\n-I OUTPUT 1 -j A\nCOMMIT\n*nat\n:B - [0:0]\n-A B -j RETURN\n-I PREROUTING 1 -j B\nCOMMIT\n');
-  assert.throws(() => withSectionLines(t, new Map([['mangle', ['-I X 1 -j Y']]])), /no \*mangle section/);
-});
