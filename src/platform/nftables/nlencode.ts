@@ -82,8 +82,9 @@ function dnatRuleExprs(family: NftFamily, text: string): Attr[] | null {
   const port = Buffer.alloc(2);
   port.writeUInt16BE(Number(hp[2]));
   out.push(expr('immediate', [A(1, u32(NFT_REG_2)), N(2, [A(1, port)])]));
-  out.push(expr('nat', [A(1, u32(1 /* NFT_NAT_DNAT */)), A(2, u32(NFPROTO[family])), A(3, u32(NFT_REG_1)), A(4, u32(NFT_REG_1)),
-    A(5, u32(NFT_REG_2)), A(6, u32(NFT_REG_2)), A(7, u32(3 /* MAP_IPS | PROTO_SPECIFIED */))]));
+  // As nft: min registers only, flags PROTO_SPECIFIED (the kernel adds MAP_IPS).
+  out.push(expr('nat', [A(1, u32(1 /* NFT_NAT_DNAT */)), A(2, u32(NFPROTO[family])), A(3, u32(NFT_REG_1)),
+    A(5, u32(NFT_REG_2)), A(7, u32(2 /* NF_NAT_RANGE_PROTO_SPECIFIED */))]));
   return out;
 }
 
