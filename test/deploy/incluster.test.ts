@@ -8,14 +8,16 @@
 // run is checked against the ClusterRole: exactly the permissions used.
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as readline from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { nodeScript, nsSpawn, type NsProcess } from '../netns/spawn.js';
-import { loadManifests, only, type ConfigMap, type DaemonSet, type PodWorld } from './manifests.js';
+import {
+  containerArgv, containerEnv, DEPLOY_DIR, loadManifests, only, type ConfigMap, type DaemonSet, type PodWorld,
+} from './manifests.js';
 import { newNamespace, type TestNamespace } from './netns.js';
 import { startPod, kubeProxyAlias, type Pod } from './pod.js';
 import { grantedPermissions, requestPermission, type PolicyRule, type RequestRecord } from './rbac.js';
@@ -23,10 +25,12 @@ import { grantedPermissions, requestPermission, type PolicyRule, type RequestRec
 const NODE = 'node-a';
 const NODE_IP = '192.168.77.10';
 const CLUSTER_IP = '172.30.0.41';
+const OTHER_IP = '172.30.0.42';
 const manifests = loadManifests();
 const ds = only<DaemonSet>(manifests, 'DaemonSet');
 const cm = only<ConfigMap>(manifests, 'ConfigMap');
 const role = only<{ rules: PolicyRule[] }>(manifests, 'ClusterRole');
+const cleanupDs = parse(readFileSync(join(DEPLOY_DIR, 'cleanup', 'kube-proxy-ts-cleanup.yaml'), 'utf8')) as DaemonSet;
 
 /** The API server host process and its JSON-line control channel. */
 class ApiHost {
@@ -91,6 +95,8 @@ describe('in-cluster: the DaemonSet pod against the test API server', { skip: pr
     api = await ApiHost.start(ns.name, saDir);
     await api.create('nodes', { metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } }, spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] }, status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] } });
     await api.create('services', { metadata: { namespace: 'default', name: 'web' }, spec: { type: 'ClusterIP', clusterIP: CLUSTER_IP, clusterIPs: [CLUSTER_IP], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } });
+    // Claimed by another service proxy: kube-proxy-ts must leave it alone.
+    await api.create('services', { metadata: { namespace: 'default', name: 'other', labels: { 'service.kubernetes.io/service-proxy-name': 'other-proxy' } }, spec: { type: 'ClusterIP', clusterIP: OTHER_IP, clusterIPs: [OTHER_IP], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } });
     await api.create('endpointslices', {
       metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
       addressType: 'IPv4', ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
@@ -156,6 +162,12 @@ describe('in-cluster: the DaemonSet pod against the test API server', { skip: pr
     assert.match(rulesWhileRunning, /--to-destination 10\.244\.1\.5:8080/);
   });
 
+  it('leaves a Service labelled service-proxy-name to its own proxy', () => {
+    assert.ok(!rulesWhileRunning.includes(OTHER_IP), 'the claimed Service has rules');
+    const svcList = requests.find((r) => r.path === '/api/v1/services');
+    assert.equal(svcList?.query['labelSelector'], '!service.kubernetes.io/service-proxy-name');
+  });
+
   it('SIGTERM: exit 0, and the rules stay for the next pod', () => {
     assert.equal(exitCode, 0, pod.proc.log());
     assert.match(pod.proc.log(), /Stopped; rules are left in place/);
@@ -168,10 +180,13 @@ describe('in-cluster: the DaemonSet pod against the test API server', { skip: pr
     assert.deepEqual([...used].sort(), [...grantedPermissions(role.rules)].sort());
   });
 
-  it('rollback: `kube-proxy --cleanup` removes the rules the pod left', async () => {
+  it('rollback: the cleanup DaemonSet\'s `kube-proxy --cleanup` removes the rules the pod left', async () => {
     const tmp = mkdtempSync(join(tmpdir(), 'kpt-dep-cleanup-'));
     try {
-      const r = await ns.run([...kubeProxyAlias(tmp), '--cleanup'], { allowFailure: true });
+      const init = cleanupDs.spec.template.spec.initContainers![0]!;
+      const argv = containerArgv(init, containerEnv(init, { nodeName: NODE, configMaps: {} }));
+      assert.equal(argv[0], '/usr/local/bin/kube-proxy');
+      const r = await ns.run([...kubeProxyAlias(tmp), ...argv.slice(1)], { allowFailure: true });
       assert.equal(r.code, 0, r.stdout + r.stderr);
     } finally {
       rmSync(tmp, { recursive: true, force: true });

@@ -50,7 +50,7 @@ export type Container = {
   volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
 };
 export type PodSpec = {
-  containers: Container[]; hostNetwork?: boolean; priorityClassName?: string; serviceAccountName?: string;
+  containers: Container[]; initContainers?: Container[]; hostNetwork?: boolean; priorityClassName?: string; serviceAccountName?: string;
   tolerations?: Array<Record<string, unknown>>; nodeSelector?: Record<string, string>;
   volumes?: Array<{ name: string; configMap?: { name: string; items?: Array<{ key: string; path: string }> }; hostPath?: { path: string; type?: string } }>;
 };
