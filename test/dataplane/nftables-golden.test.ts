@@ -5,35 +5,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import type { DataplaneConfig } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
-import { endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../support/fixtures.js';
+import { workedExample } from './nftables-fixtures.js';
 
 const golden = readFileSync(new URL('./nftables-golden.txt', import.meta.url.replace('/dist/', '/')), 'utf8');
-
-export function workedExample() {
-  const svc = withClusterIP(makeService('default', 'web', (s) => {
-    s.spec.type = 'NodePort';
-    s.spec.ports = [svcPort('http', 80, 'TCP', { targetPort: 8080, nodePort: 30080 })];
-  }), '10.96.100.10');
-  const slice = makeSlice('default', 'web', 1, (s) => {
-    s.endpoints = [endpoint('10.244.1.5', { nodeName: 'node-a', ready: true }), endpoint('10.244.2.7', { nodeName: 'node-b', ready: true })];
-    s.ports = [slicePort('http', 8080)];
-  });
-  const state = syncStateFromObjects({
-    services: [svc], slices: [slice], family: 'IPv4', nodeName: 'node-a',
-    node: makeNode('node-a', { internalIPs: ['192.168.0.10'] }), serviceCIDRs: ['10.96.0.0/12'],
-  });
-  const config: DataplaneConfig = {
-    family: 'IPv4', masqueradeMark: 1 << 14, masqueradeAll: false,
-    localDetector: { kind: 'cidr', cidrs: ['10.244.0.0/16'] },
-    nodePortAddresses: ['192.168.0.10/32'], localhostNodePorts: false,
-    localIPs: ['127.0.0.1', '192.168.0.10'],
-  };
-  return { state, config };
-}
 
 test('full sync of the worked example dumps exactly as reference 4.2', () => {
   const { state, config } = workedExample();
