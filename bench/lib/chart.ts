@@ -23,7 +23,7 @@ const COLORS = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948'
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 export function barChartSvg(c: ChartSpec): string {
-  const W = 960, H = 520, left = 80, right = 250, top = 50, bottom = 60;
+  const W = 1020, H = 520, left = 80, right = 310, top = 50, bottom = 60;
   const pw = W - left - right, ph = H - top - bottom;
   const vals = c.groups.flatMap((g) => g.values.filter((v): v is number => v !== null && v > 0));
   const max = Math.max(...vals, 1e-3);

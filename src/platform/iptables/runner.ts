@@ -50,6 +50,32 @@ function spawnCapture(cmd: string, argv: readonly string[], opts: RunOptions, sh
     });
     // EPIPE when the command exits before reading its input is reported by 'close'.
     child.stdin?.on('error', () => {});
-    child.stdin?.end(opts.input ?? '');
+    if (child.stdin) void writeInChunks(child.stdin, opts.input ?? '');
   });
+}
+
+/** Bytes per stdin write: a 17 MB restore input never exists twice (string + Buffer) at once. */
+const CHUNK = 1 << 20;
+
+/**
+ * Write input in 1 MiB slices, waiting for 'drain', so that only one small
+ * Buffer exists at a time. Stops early when the pipe closes or fails (the
+ * command exited; its status is reported by 'close').
+ */
+async function writeInChunks(stdin: NodeJS.WritableStream & { destroyed?: boolean }, input: string): Promise<void> {
+  let closed = false;
+  const onEnd = () => { closed = true; };
+  stdin.once('close', onEnd);
+  stdin.once('error', onEnd);
+  for (let i = 0; i < input.length && !closed; i += CHUNK) {
+    if (!stdin.write(input.slice(i, i + CHUNK))) {
+      await new Promise<void>((resolve) => {
+        const done = () => { stdin.off('drain', done); stdin.off('close', done); stdin.off('error', done); resolve(); };
+        stdin.once('drain', done);
+        stdin.once('close', done);
+        stdin.once('error', done);
+      });
+    }
+  }
+  if (!closed) stdin.end();
 }
