@@ -19,7 +19,7 @@ import {
   containerArgv, containerEnv, DEPLOY_DIR, loadManifests, only, type ConfigMap, type DaemonSet, type PodWorld,
 } from './manifests.js';
 import { newNamespace, type TestNamespace } from './netns.js';
-import { startPod, kubeProxyAlias, type Pod } from './pod.js';
+import { startPod, kubeProxyAlias, type Pod, type PodOptions } from './pod.js';
 import { grantedPermissions, requestPermission, type PolicyRule, type RequestRecord } from './rbac.js';
 
 const NODE = 'node-a';
@@ -77,11 +77,20 @@ describe('in-cluster: the DaemonSet pod against the test API server', { skip: pr
   let saDir: string;
   let api: ApiHost;
   let pod: Pod;
+  let next: Pod | undefined;
+  let healthyWhileRunning = false;
+  let nextExitCode: number | null = null;
+  let gapSeen = false;
+  let samplesDuringTakeover = 0;
   let exitCode: number | null;
   let rulesWhileRunning = '';
   let rulesAfterExit = '';
   let requests: RequestRecord[] = [];
+  let podOptions: PodOptions;
 
+  /** GET /healthz from inside the node (the DaemonSet's healthzBindAddress 0.0.0.0:10256). */
+  const healthz = async (): Promise<boolean> => (await ns.run([process.execPath, '-e',
+    'fetch("http://127.0.0.1:10256/healthz").then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))'], { allowFailure: true })).code === 0;
   const natRules = async (): Promise<string> => (await ns.run(['iptables-save', '-t', 'nat'])).stdout;
   const serviceRules = (dump: string): string[] => dump.split('\n').filter((l) => l.startsWith('-A KUBE-'));
 
@@ -114,7 +123,8 @@ describe('in-cluster: the DaemonSet pod against the test API server', { skip: pr
       configMaps: { [cm.metadata!.name!]: { ...cm.data, 'config.conf': stringify(conf), 'api-server-host': api.host, 'api-server-port': String(api.port) } },
       serviceEnv: { KUBERNETES_SERVICE_HOST: '172.30.0.1', KUBERNETES_SERVICE_PORT: '443' },
     };
-    pod = startPod({ ns: ns.name, spec: ds.spec.template.spec, container: ds.spec.template.spec.containers[0]!, world, saDir });
+    podOptions = { ns: ns.name, spec: ds.spec.template.spec, container: ds.spec.template.spec.containers[0]!, world, saDir };
+    pod = startPod(podOptions);
 
     await eventually('the Service\'s rules', async () => (await natRules()).includes(CLUSTER_IP), 60_000, () => pod.proc.log());
     await eventually('watches on all four resources', async () => {
@@ -124,15 +134,31 @@ describe('in-cluster: the DaemonSet pod against the test API server', { skip: pr
     }, 30_000, () => JSON.stringify(requests.slice(-10)));
     rulesWhileRunning = await natRules();
 
+    healthyWhileRunning = await healthz();
+
     pod.proc.child.kill('SIGTERM');
     exitCode = await pod.proc.exited;
     rulesAfterExit = await natRules();
+
+    // The next pod (a rolling update) takes the rules over: sample them until it is healthy.
+    const watchesBefore = (await api.requests()).filter((r) => r.query['watch'] === 'true').length;
+    next = startPod(podOptions);
+    await eventually('the next pod to be healthy', async () => {
+      samplesDuringTakeover++;
+      if (!(await natRules()).includes(CLUSTER_IP)) gapSeen = true;
+      return healthz();
+    }, 60_000, () => next!.proc.log());
+    await eventually('the next pod\'s watches', async () => (await api.requests()).filter((r) => r.query['watch'] === 'true').length >= watchesBefore + 4);
+    next.proc.child.kill('SIGTERM');
+    nextExitCode = await next.proc.exited;
     requests = await api.requests();
   });
 
   after(async () => {
-    await pod?.proc.stop(2000);
-    pod?.dispose();
+    for (const p of [pod, next]) {
+      await p?.proc.stop(2000);
+      p?.dispose();
+    }
     if (api) {
       api.proc.child.stdin?.end();
       await api.proc.stop(2000);
@@ -173,6 +199,16 @@ describe('in-cluster: the DaemonSet pod against the test API server', { skip: pr
     assert.match(pod.proc.log(), /Stopped; rules are left in place/);
     assert.ok(serviceRules(rulesWhileRunning).length > 0);
     assert.deepEqual(serviceRules(rulesAfterExit), serviceRules(rulesWhileRunning));
+  });
+
+  it('answers /healthz with 200 once synced', () => {
+    assert.equal(healthyWhileRunning, true);
+  });
+
+  it('the next pod takes the rules over with no moment without them, and exits 0 too', () => {
+    assert.ok(samplesDuringTakeover > 0);
+    assert.equal(gapSeen, false, 'a sample of the nat table lacked the Service');
+    assert.equal(nextExitCode, 0, next?.proc.log());
   });
 
   it('the ClusterRole grants exactly the permissions the proxy used', () => {
