@@ -171,3 +171,19 @@ test('an endpoint change of a NodePort service leaves its unchanged external cha
   fake.run(r.render(state([], [], []), 2000).tx);
   assert.doesNotMatch(fake.dump(), /ns1\/svc|172\.30\.0\.41/);
 });
+
+test('a ServiceCIDR change turns the next sync into a full one that rewrites the drop rule', () => {
+  const fake = new Fake('ip');
+  const r = new NftablesRenderer(CONFIG);
+  fake.run(r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
+  const next = syncStateFromObjects({
+    services: [svc('ns1', '172.30.0.41')], slices: [slice('ns1', '10.180.0.1')], family: 'IPv4', node: makeNode(TEST_NODE),
+    serviceCIDRs: [SERVICE_CIDR, '172.31.0.0/16'], fullSync: false, changedServices: [],
+  });
+  assert.equal(r.needsFullSync(next), true);
+  const out = r.render(next, 10);
+  assert.equal(out.partial, false);
+  fake.run(out.tx);
+  assert.match(fake.dump(), /cluster-ips-check ip daddr \{ 172\.30\.0\.0\/16,172\.31\.0\.0\/16 \} drop/);
+  assert.equal(r.render(next, 20).partial, true);
+});

@@ -58,12 +58,18 @@ export class NftablesRenderer {
   private readonly staleChains = new Map<string, number>();
   /** Rules last written to each service chain; partial syncs skip chains whose rules are unchanged. */
   private chainText = new Map<string, string>();
+  /** staticInputs() of the last full sync. */
+  private lastStatic = '';
 
   constructor(private readonly config: DataplaneConfig, private readonly layout: EndpointLayout = 'upstream') {}
 
-  /** True when the next render will be full and wants a kernel snapshot. */
+  /**
+   * True when the next render will be full and wants a kernel snapshot: on
+   * request, after a failure, and when an input of the static rules (the
+   * ServiceCIDRs, the node IP) changed, since partial syncs never touch them.
+   */
   needsFullSync(state: SyncState): boolean {
-    return state.fullSync || !this.valid;
+    return state.fullSync || !this.valid || staticInputs(state, this.config.family) !== this.lastStatic;
   }
 
   /** Forget what the table holds (after a failed transaction). */
@@ -84,6 +90,7 @@ export class NftablesRenderer {
     let npIPs: string[] | null = null;
     if (full) {
       npIPs = writeStatic(tx, ctx, { config: this.config, serviceCIDRs: state.serviceCIDRs, recreateBaseChains: !this.initialized });
+      this.lastStatic = staticInputs(state, this.config.family);
       this.initialized = true;
       if (snapshot !== null || !this.valid) this.loadSnapshot(snapshot ?? EMPTY_SNAPSHOT);
     }
@@ -283,6 +290,10 @@ function defaultSection(verb: Verb, o: NftObject): Section {
   if (o.kind === 'chain') return verb === 'delete' ? 'chains' : 'stale';
   if (o.kind === 'element') return verb === 'add' ? 'elements' : 'stale';
   return 'late';
+}
+
+function staticInputs(state: SyncState, family: DataplaneConfig['family']): string {
+  return JSON.stringify([state.serviceCIDRs, state.node.nodeIPs[family] ?? '']);
 }
 
 /** Service ports grouped by service key; only the given keys when `only` is set (deleted services map to []). */
