@@ -1,13 +1,15 @@
-// `kube-proxy-ts explain` on the real kernel: rules are applied by the real
-// IptablesDataplane inside a fresh network namespace (kpt-<pid>-<rand>-tools),
-// then explain reads them back from that namespace (--netns) and must give
-// the verdicts the rules implement. Never touches the root namespace.
+// `kube-proxy-ts explain` on the real kernel, per mode: rules are applied by
+// the real IptablesDataplane / NftablesDataplane inside a fresh network
+// namespace (kpt-<pid>-<rand>-tools-<mode>), then explain reads them back
+// from that namespace (--netns, mode detected) and must give the verdicts
+// the rules implement. Never touches the root namespace.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
 import { IptablesDataplane, netnsRunner, runnerSysctl } from '../../src/platform/iptables/index.js';
+import { NftablesDataplane } from '../../src/platform/nftables/dataplane.js';
 import { realClock } from '../../src/platform/clock.js';
 import { runExplain, type CmdIO } from '../../src/cmd/explain.js';
 import type { Explanation } from '../../src/cmd/explainview.js';
@@ -15,7 +17,7 @@ import { LOCAL, service, slice } from '../cases/fixtures.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../netns/cleanup.js';
 import { newPrefix } from '../netns/names.js';
 
-const NS = `${newPrefix()}tools`;
+const PREFIX = newPrefix();
 const NODE_IP = '192.168.0.2';
 
 const CONFIG: DataplaneConfig = {
@@ -40,7 +42,7 @@ export function toolsState(): SyncState {
   });
 }
 
-async function explainJSON(...args: string[]): Promise<Explanation> {
+async function explainJSON(NS: string, ...args: string[]): Promise<Explanation> {
   let out = '';
   let err = '';
   const io: CmdIO = { out: (s) => { out += s; }, err: (s) => { err += s; } };
@@ -49,9 +51,10 @@ async function explainJSON(...args: string[]): Promise<Explanation> {
   return JSON.parse(out) as Explanation;
 }
 
-const sh = (...args: string[]) => execFileSync('ip', ['netns', 'exec', NS, ...args], { encoding: 'utf8' });
-
-describe('explain on the real kernel (iptables)', { concurrency: false }, () => {
+for (const mode of ['iptables', 'nftables'] as const) describe(`explain on the real kernel (${mode})`, { concurrency: false }, () => {
+  const NS = `${PREFIX}tools-${mode}`;
+  const sh = (...args: string[]) => execFileSync('ip', ['netns', 'exec', NS, ...args], { encoding: 'utf8' });
+  const explainJSONIn = (...args: string[]) => explainJSON(NS, ...args);
   before(async () => {
     trackNamespace(NS);
     execFileSync('ip', ['netns', 'add', NS]);
@@ -60,7 +63,9 @@ describe('explain on the real kernel (iptables)', { concurrency: false }, () => 
     sh('ip', 'link', 'set', 'eth0', 'up');
     sh('ip', 'addr', 'add', `${NODE_IP}/24`, 'dev', 'eth0');
     const run = netnsRunner(NS);
-    const dp = new IptablesDataplane({ config: CONFIG, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000 });
+    const dp = mode === 'iptables'
+      ? new IptablesDataplane({ config: CONFIG, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000 })
+      : new NftablesDataplane({ config: CONFIG, netns: NS, fastPath: false });
     await dp.sync(toolsState());
   });
   after(() => {
@@ -68,47 +73,59 @@ describe('explain on the real kernel (iptables)', { concurrency: false }, () => 
     untrackNamespace(NS);
   });
 
-  it('detects iptables mode; a ClusterIP goes to both endpoints at 50% each, named by its Service', async () => {
-    const e = await explainJSON('--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80');
-    assert.equal(e.mode, 'iptables');
+  it('detects the mode; a ClusterIP goes to both endpoints at 50% each, named by its Service', async () => {
+    const e = await explainJSONIn('--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80');
+    assert.equal(e.mode, mode);
     assert.equal(e.verdict, 'DNAT');
     assert.equal(e.service, 'ns1/s0:http');
     assert.deepEqual(e.candidates, [{ endpoint: '10.180.0.1:8080', probability: 0.5 }, { endpoint: '10.180.0.2:8080', probability: 0.5 }]);
     assert.equal(e.masquerade, false);
-    assert.deepEqual(e.steps.slice(0, 2).map((s) => s.where), ['nat/PREROUTING', 'nat/KUBE-SERVICES']);
-    assert.match(e.steps[1]!.rule, /--comment "ns1\/s0:http cluster IP"/);
+    if (mode === 'iptables') {
+      assert.deepEqual(e.steps.slice(0, 2).map((s) => s.where), ['nat/PREROUTING', 'nat/KUBE-SERVICES']);
+      assert.match(e.steps[1]!.rule, /--comment "ns1\/s0:http cluster IP"/);
+    } else {
+      // filter-prerouting-pre-dnat (firewall check) comes first, then the nat hook.
+      const at = e.steps.findIndex((s) => s.where === 'nat-prerouting');
+      assert.ok(at >= 1, JSON.stringify(e.steps));
+      assert.equal(e.steps[at + 1]!.where, 'services');
+      assert.match(e.steps[at + 1]!.rule, /vmap @service-ips/);
+    }
+    assert.deepEqual(e.notUnderstood, []);
   });
 
   it('a node-local client of the ClusterIP is masqueraded (walks nat OUTPUT)', async () => {
-    const e = await explainJSON('--src', NODE_IP, '--dst', '172.30.0.10', '--port', '80');
-    assert.equal(e.steps[0]!.where, 'nat/OUTPUT');
+    const e = await explainJSONIn('--src', NODE_IP, '--dst', '172.30.0.10', '--port', '80');
+    if (mode === 'iptables') assert.equal(e.steps[0]!.where, 'nat/OUTPUT');
+    else assert.ok(e.steps.some((s) => s.where === 'nat-output') && !e.steps.some((s) => s.where === 'nat-prerouting'));
     assert.equal(e.verdict, 'DNAT');
     assert.equal(e.masquerade, true);
   });
 
   it('a Service without endpoints is REJECTed', async () => {
-    const e = await explainJSON('--src', '10.0.0.5', '--dst', '172.30.0.12', '--port', '80');
+    const e = await explainJSONIn('--src', '10.0.0.5', '--dst', '172.30.0.12', '--port', '80');
     assert.equal(e.verdict, 'REJECT');
-    assert.equal(e.service, 'ns1/s2:http');
+    if (mode === 'iptables') assert.equal(e.service, 'ns1/s2:http');
+    else assert.ok(e.steps.some((s) => s.where === 'service-endpoints-check'), JSON.stringify(e.steps));
     assert.deepEqual(e.candidates, []);
   });
 
   it('eTP Local LoadBalancer from outside: only the local endpoint', async () => {
-    const e = await explainJSON('--src', '203.0.113.2', '--dst', '1.2.3.4', '--port', '80');
+    const e = await explainJSONIn('--src', '203.0.113.2', '--dst', '1.2.3.4', '--port', '80');
     assert.equal(e.verdict, 'DNAT');
     assert.deepEqual(e.candidates, [{ endpoint: '10.181.0.1:80', probability: 1 }]);
     assert.equal(e.masquerade, false);
     // The NodePort on the node address, same policy.
-    const np = await explainJSON('--src', '203.0.113.2', '--dst', NODE_IP, '--port', '30080');
+    const np = await explainJSONIn('--src', '203.0.113.2', '--dst', NODE_IP, '--port', '30080');
     assert.deepEqual(np.candidates.map((c) => c.endpoint), ['10.181.0.1:80']);
   });
 
   it('an unknown address is not a service; UDP to a TCP service neither', async () => {
-    const e = await explainJSON('--src', '10.0.0.5', '--dst', '172.30.0.99', '--port', '80');
+    const e = await explainJSONIn('--src', '10.0.0.5', '--dst', '172.30.0.99', '--port', '80');
     assert.equal(e.verdict, 'NONE');
     assert.match(e.summary, /not a service address/);
-    const udp = await explainJSON('--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--protocol', 'udp');
-    assert.equal(udp.verdict, 'NONE');
+    // A wrong protocol/port on a ClusterIP: iptables has no rule for it; nftables rejects it (cluster-ips-check).
+    const udp = await explainJSONIn('--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--protocol', 'udp');
+    assert.equal(udp.verdict, mode === 'iptables' ? 'NONE' : 'REJECT');
   });
 
   it('text output names every rule, the verdict and the candidates; bad flags exit 2', async () => {
@@ -116,7 +133,7 @@ describe('explain on the real kernel (iptables)', { concurrency: false }, () => 
     let err = '';
     const io: CmdIO = { out: (s) => { out += s; }, err: (s) => { err += s; } };
     assert.equal(await runExplain(['--netns', NS, '--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80'], io), 0);
-    assert.match(out, /nat\/KUBE-SERVICES: -d 172\.30\.0\.10\/32 .*-j KUBE-SVC-/);
+    assert.match(out, mode === 'iptables' ? /nat\/KUBE-SERVICES: -d 172\.30\.0\.10\/32 .*-j KUBE-SVC-/ : /services: ip daddr \. meta l4proto \. th dport vmap @service-ips/);
     assert.match(out, /Verdict: +DNAT/);
     assert.match(out, /endpoint 10\.180\.0\.2:8080 +probability 50%/);
     assert.equal(await runExplain(['--src', 'nope', '--dst', '172.30.0.10', '--port', '80'], io), 2);

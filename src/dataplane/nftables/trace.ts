@@ -59,7 +59,7 @@ export interface NftTraceResult {
 
 /** What the tracer reads: the Fake satisfies it. */
 export interface NftRuleSource {
-  readonly chains: ReadonlyMap<string, { readonly rules: ReadonlyArray<{ readonly rule: string }> }>;
+  readonly chains: ReadonlyMap<string, { readonly rules: ReadonlyArray<{ readonly rule: string; readonly comment?: string }> }>;
   readonly sets: ReadonlyMap<string, { readonly elements: ReadonlyMap<string, { readonly value?: readonly string[] }> }>;
 }
 
@@ -81,6 +81,8 @@ class Tracer {
   steps: NftTraceStep[] = [];
   candidates: NftTraceCandidate[] = [];
   notUnderstood: string[] = [];
+  /** Rule.comment of the rule being read (the renderer may keep it apart from the text). */
+  private comment: string | null = null;
 
   constructor(private readonly src: NftRuleSource, private readonly localIPs: readonly string[], private readonly strict: boolean) {}
 
@@ -106,6 +108,7 @@ class Tracer {
     for (const r of c.rules) {
       const mark = { outputs: this.outputs.length, steps: this.steps.length, matched: this.matched.length, candidates: this.candidates.length, mark: this.mark, masq: this.masq };
       try {
+        this.comment = r.comment ?? null;
         const v = this.runRule(chain, r.rule, pkt, depth, remaining);
         if (v !== 'continue') return v;
       } catch (e) {
@@ -156,7 +159,7 @@ class Tracer {
     const last = this.steps[this.steps.length - 1];
     if (last && last.chain === chain && last.rule === rule && last.depth === depth) return;
     const m = /\scomment\s+"((?:[^"\\]|\\.)*)"\s*$/.exec(rule);
-    this.steps.push({ chain, rule, comment: m ? m[1]! : null, depth, probability: p });
+    this.steps.push({ chain, rule, comment: this.comment ?? (m ? m[1]! : null), depth, probability: p });
   }
 
   private runRule(chain: string, rule: string, pkt: Pkt, depth: number, remaining: { p: number }): Verdict {

@@ -1,0 +1,142 @@
+// Reading a live kube-proxy table into the Fake, for `explain` and `diff`.
+// Two kernel outputs are combined, each for what it gives reliably:
+//   - `nft list table <family> kube-proxy` (text): chains with their hook,
+//     priority and rules, set/map definitions. Rule text is what nft prints,
+//     which is our renderer's syntax except for a few spellings undone by
+//     normalizeNftRule (`meta mark set meta mark | 0x00004000` for
+//     `mark set mark or 0x00004000`, ...). The JSON form has no rule text.
+//   - `nft -j list table` (JSON): the elements of the sets and maps we
+//     manage, already in the renderer's form (platform/nftables/readback.ts
+//     parseTableJSON turns them into Elements; its result is passed in).
+// Dynamic sets (session affinity) are loaded empty: their contents are
+// per-client state, not configuration. Pure.
+
+import { ProxyError } from '../../core/errors.js';
+import type { NftFamily } from './names.js';
+import { TABLE_NAME } from './names.js';
+import { Fake } from './fake.js';
+import type { Chain, ChainHook, ChainType, Element, NftMap, NftSet, Rule } from './objects.js';
+import { Transaction } from './transaction.js';
+
+export interface NftListing {
+  readonly tableComment: string | null;
+  readonly chains: Chain[];
+  readonly sets: Array<NftSet | NftMap>;
+  readonly rules: Rule[];
+}
+
+/** nft's named priorities (netfilter hooks of the ip/ip6 families). */
+const PRIORITIES: Record<string, number> = { raw: -300, mangle: -150, dstnat: -100, filter: 0, security: 50, srcnat: 100 };
+
+function priorityValue(expr: string): number {
+  const m = /^([a-z]+|-?\d+)(?:\s*([+-])\s*(\d+))?$/.exec(expr.trim());
+  if (!m) throw new ProxyError('KPT_INPUT_INVALID', `nft listing: priority ${expr}`);
+  const base = /^-?\d+$/.test(m[1]!) ? Number(m[1]) : PRIORITIES[m[1]!];
+  if (base === undefined) throw new ProxyError('KPT_INPUT_INVALID', `nft listing: priority ${expr}`);
+  return base + (m[2] === '-' ? -Number(m[3]) : m[2] === '+' ? Number(m[3]) : 0);
+}
+
+/** "3h", "10800s", "1d2h" -> seconds. */
+function durationSeconds(s: string): number {
+  let total = 0;
+  for (const m of s.matchAll(/(\d+)(d|h|m|s|ms)/g)) total += Number(m[1]) * ({ d: 86400, h: 3600, m: 60, s: 1, ms: 0.001 }[m[2] as 'd'] ?? 0);
+  return total;
+}
+
+/** The kernel's spelling of a rule -> the renderer's. */
+export function normalizeNftRule(text: string): string {
+  return text
+    .replace(/\bmeta mark set meta mark \| /g, 'mark set mark or ')
+    .replace(/\bmeta mark set meta mark \^ /g, 'mark set mark xor ')
+    .replace(/\bmeta mark & /g, 'mark and ')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+/** Split a trailing `comment "..."` off a rule. */
+export function splitComment(text: string): { rule: string; comment?: string } {
+  const m = /^(.*?)\s+comment\s+"((?:[^"\\]|\\.)*)"\s*$/.exec(text);
+  return m ? { rule: m[1]!, comment: m[2]!.replace(/\\(.)/g, '$1') } : { rule: text };
+}
+
+const unquote = (s: string) => (s.startsWith('"') ? s.slice(1, -1).replace(/\\(.)/g, '$1') : s);
+
+/**
+ * Parse `nft list table` text. Elements are ignored here (see loadNftTable).
+ * Throws KPT_INPUT_INVALID on a shape it does not know.
+ */
+export function parseNftListing(text: string): NftListing {
+  const out: NftListing = { tableComment: null, chains: [], sets: [], rules: [] };
+  let block: { kind: 'chain' | 'set' | 'map'; name: string; props: Record<string, string>; rules: string[] } | null = null;
+  let inElements = false;
+  let tableComment: string | null = null;
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (line === '' || /^table\s/.test(line)) continue;
+    if (inElements) { if (line.endsWith('}')) inElements = false; continue; }
+    if (block === null) {
+      const m = /^(chain|set|map)\s+(\S+)\s*\{$/.exec(line);
+      if (m) { block = { kind: m[1] as 'chain', name: m[2]!, props: {}, rules: [] }; continue; }
+      if (line.startsWith('comment ')) { tableComment = unquote(line.slice(8).trim()); continue; }
+      if (line === '}') continue;
+      throw new ProxyError('KPT_INPUT_INVALID', `nft listing: unexpected line: ${line}`);
+    }
+    if (line === '}') { finish(out, block); block = null; continue; }
+    if (block.kind !== 'chain') {
+      if (line.startsWith('elements = {')) { inElements = !line.endsWith('}'); continue; }
+      const m = /^(\S+)\s+(.*)$/.exec(line);
+      if (m) block.props[m[1]!] = m[2]!;
+      continue;
+    }
+    if (line.startsWith('type ') && line.includes(' hook ')) { block.props['base'] = line; continue; }
+    if (line.startsWith('comment "') && block.rules.length === 0 && block.props['comment'] === undefined) { block.props['comment'] = unquote(line.slice(8).trim()); continue; }
+    if (line.startsWith('policy ')) continue;
+    block.rules.push(line);
+  }
+  if (block !== null) throw new ProxyError('KPT_INPUT_INVALID', `nft listing: unterminated ${block.kind} ${block.name}`);
+  return { ...out, tableComment };
+}
+
+function finish(out: NftListing, b: { kind: 'chain' | 'set' | 'map'; name: string; props: Record<string, string>; rules: string[] }): void {
+  const comment = b.props['comment'] !== undefined ? { comment: unquote(b.props['comment']) } : {};
+  if (b.kind === 'chain') {
+    const base = b.props['base'];
+    let props = {};
+    if (base !== undefined) {
+      const m = /^type (\S+) hook (\S+)(?: device \S+)? priority ([^;]+);/.exec(base);
+      if (!m) throw new ProxyError('KPT_INPUT_INVALID', `nft listing: chain ${b.name}: ${base}`);
+      props = { type: m[1] as ChainType, hook: m[2] as ChainHook, priority: priorityValue(m[3]!) };
+    }
+    out.chains.push({ kind: 'chain', name: b.name, ...props, ...comment });
+    for (const r of b.rules) {
+      const { rule, comment: rc } = splitComment(normalizeNftRule(r));
+      out.rules.push({ kind: 'rule', chain: b.name, rule, ...(rc !== undefined ? { comment: rc } : {}) });
+    }
+    return;
+  }
+  const type = b.props['type'];
+  if (type === undefined) throw new ProxyError('KPT_INPUT_INVALID', `nft listing: ${b.kind} ${b.name} without type`);
+  if (b.kind === 'map') { out.sets.push({ kind: 'map', name: b.name, type, ...comment }); return; }
+  const flags = b.props['flags']?.split(',').map((f) => f.trim());
+  const timeout = b.props['timeout'];
+  out.sets.push({
+    kind: 'set', name: b.name, type, ...(flags ? { flags } : {}),
+    ...(timeout !== undefined ? { timeoutSeconds: durationSeconds(timeout) } : {}), ...comment,
+  });
+}
+
+/**
+ * A Fake holding the live table: the listing's chains, sets and rules and
+ * the given elements (parseTableJSON's, for the managed sets and maps).
+ */
+export function loadNftTable(family: NftFamily, listing: NftListing, elements: ReadonlyMap<string, readonly Element[]>): Fake {
+  const tx = new Transaction(family, TABLE_NAME);
+  tx.add({ kind: 'table', ...(listing.tableComment !== null ? { comment: listing.tableComment } : {}) });
+  for (const c of listing.chains) tx.add(c);
+  for (const s of listing.sets) tx.add(s);
+  for (const r of listing.rules) tx.add(r);
+  for (const [set, els] of elements) if (listing.sets.some((s) => s.name === set)) for (const e of els) tx.add(e);
+  const fake = new Fake(family, TABLE_NAME);
+  fake.run(tx);
+  return fake;
+}
