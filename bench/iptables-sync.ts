@@ -151,7 +151,7 @@ function report({ size, child: c, floors: f }: { size: number; child: ChildResul
   console.log(`restore alone (wall, cpu): -S ${w(f.cacheRequest)}  whole table ${w(f.tableRestore)}  plain --noflush ${w(f.plainNoflush)}`);
   console.log(`partial restore alone:     plain ${w(f.partialPlain)}  -S ${w(f.partialCacheRequest)}`);
   console.log(`cleanup (all chains and jumps): wall ${c.cleanup.wallS.toFixed(3)} cpu ${c.cleanup.cpuS.toFixed(2)}; KUBE-* chains left: ${c.cleanup.leftover}`);
-  console.log(`peak RSS of the proxy process: ${(c.maxRssKiB / 1024).toFixed(1)} MiB (runtime + modules before any work: ${(c.baseRssKiB / 1024).toFixed(1)} MiB)`);
+  console.log(`peak RSS of the proxy process: ${(c.maxRssKiB / 1024).toFixed(1)} MiB (runtime + modules before any work: ${(c.baseRssKiB / 1024).toFixed(1)} MiB; peak by the end of ${Object.entries(c.peakAfter).map(([k, v]) => `${k} ${(v / 1024).toFixed(0)}`).join(', ')})`);
 }
 
 type Row = { size: number; child: ChildResult; floors: Floors };
@@ -160,12 +160,13 @@ const best = (...ts: Array<Timing | null>) => ts.filter((t): t is Timing => t !=
 
 function summary(rows: Row[]): void {
   console.log('\nCPU seconds (contention-robust; wall in the lines above). floor = iptables-restore alone, best correct variant.');
-  console.log('| Services | full sync cpu | render cpu % | full floor cpu | full/floor | partial cpu | partial floor cpu | partial/floor | peak RSS MiB |');
+  console.log('RSS: peak over the two full syncs; in parentheses the whole run, whose partial step builds a second whole SyncState.');
+  console.log('| Services | full sync cpu | render cpu % | full floor cpu | full/floor | partial cpu | partial floor cpu | partial/floor | peak RSS MiB: full syncs (whole run) |');
   console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const { size, child: c, floors: f } of rows) {
     const floor = best(f.cacheRequest, f.plainNoflush).cpuS;
     const pfloor = best(f.partialPlain, f.partialCacheRequest).cpuS;
-    console.log(`| ${size} | ${cpuOf(c.full).toFixed(2)} | ${((100 * c.full.renderCpuS) / cpuOf(c.full)).toFixed(1)} | ${floor.toFixed(2)} | ${(cpuOf(c.full) / floor).toFixed(2)} | ${cpuOf(c.partial).toFixed(2)} | ${pfloor.toFixed(2)} | ${(cpuOf(c.partial) / pfloor).toFixed(2)} | ${(c.maxRssKiB / 1024).toFixed(1)} |`);
+    console.log(`| ${size} | ${cpuOf(c.full).toFixed(2)} | ${((100 * c.full.renderCpuS) / cpuOf(c.full)).toFixed(1)} | ${floor.toFixed(2)} | ${(cpuOf(c.full) / floor).toFixed(2)} | ${cpuOf(c.partial).toFixed(2)} | ${pfloor.toFixed(2)} | ${(cpuOf(c.partial) / pfloor).toFixed(2)} | ${((c.peakAfter.fullAgain ?? c.maxRssKiB) / 1024).toFixed(1)} (${(c.maxRssKiB / 1024).toFixed(1)}) |`);
   }
 }
 

@@ -42,6 +42,8 @@ export interface ChildResult {
   readonly maxRssKiB: number;
   /** Peak RSS after imports, before any work (the runtime's own share). */
   readonly baseRssKiB: number;
+  /** Peak RSS (KiB) reached by the end of each step. */
+  readonly peakAfter: Readonly<Record<string, number>>;
   readonly files: { fullPlain: string; fullWithCache: string; partialPlain: string; partialWithCache: string };
 }
 
@@ -93,16 +95,23 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
     const wall = (performance.now() - t0) / 1000;
     return phase(out, wall, cpuSince(c0));
   };
+  const peakAfter: Record<string, number> = {};
+  const mark = (step: string) => { peakAfter[step] = process.resourceUsage().maxRSS; };
+  mark('objects');
   const fullState = syncStateFromObjects({ services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync: true });
+  mark('state');
   const full = await timed(fullState);
+  mark('full');
   const fullPlain = lastRestore;
   const fullAgain = await timed(fullState);
+  mark('fullAgain');
   rmSync(lastRestore);
   // One endpoint of s0 moves.
   const eps0 = Array.from({ length: EPS }, (_, e) => ({ ip: e === 0 ? '10.99.0.1' : epIP(e) }));
   const changed = [slice('s0', [{ name: 'http', port: 8080 }], eps0), ...slices.slice(1)];
   const partialState = syncStateFromObjects({ services, slices: changed, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync: false, changedServices: ['ns1/s0'] });
   const partial = await timed(partialState);
+  mark('partial');
   const partialPlain = lastRestore;
   const maxRssKiB = process.resourceUsage().maxRSS;
   const c0 = cpuNow();
@@ -128,7 +137,7 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
     size, full, fullAgain, partial, cleanup,
     natRules: (natText.match(/^-A /gm) ?? []).length,
     natChains: (natText.match(/^:/gm) ?? []).length,
-    maxRssKiB, baseRssKiB,
+    maxRssKiB, baseRssKiB, peakAfter,
     files: { fullPlain: fullFiles.plain, fullWithCache: fullFiles.cache, partialPlain: partialFiles.plain, partialWithCache: partialFiles.cache },
   };
 }
