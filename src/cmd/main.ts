@@ -9,9 +9,17 @@ import { encodeConfigYAML, parseCommandLine, type ParsedCommand } from './option
 import { cleanupAll } from './cleanup.js';
 import { initOnly, runProxy } from './server.js';
 
+/** The version in the nearest package.json above this file (works from dist/ and from source). */
 async function packageVersion(): Promise<string> {
-  const pkg = JSON.parse(await readFile(new URL('../../../package.json', import.meta.url), 'utf8')) as { version?: string };
-  return pkg.version ?? '0.0.0';
+  for (const up of ['../../package.json', '../../../package.json']) {
+    try {
+      const pkg = JSON.parse(await readFile(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      if (pkg.name === 'kube-proxy-ts') return pkg.version ?? '0.0.0';
+    } catch {
+      // not at this level
+    }
+  }
+  return '0.0.0';
 }
 
 export async function main(argv: string[]): Promise<number> {
