@@ -97,7 +97,7 @@ export interface DiffResult {
   readonly families: readonly FamilyDiff[];
 }
 
-export async function computeDiff(cmd: RunCommand, run: CommandRunner, netns: string | null, signal: AbortSignal): Promise<DiffResult> {
+export async function computeDiff(cmd: RunCommand, run: CommandRunner, signal: AbortSignal): Promise<DiffResult> {
   const config = cmd.resolved;
   const mode = config.mode === '' ? 'iptables' : config.mode;
   const kc = loadKubeConfig({ kubeconfigPath: config.clientConnection.kubeconfig || undefined, master: cmd.master });
@@ -114,7 +114,7 @@ export async function computeDiff(cmd: RunCommand, run: CommandRunner, netns: st
       serviceCIDRs: objs.serviceCIDRs, fullSync: true,
     });
     if (mode === 'iptables') families.push(await diffIptablesFamily({ run, family, config: dpConfig, state, syncPeriodMs: cmd.timing.syncPeriodMs }));
-    else if (mode === 'nftables') families.push(await diffNftablesFamily({ netns, family, config: dpConfig, state }));
+    else if (mode === 'nftables') families.push(await diffNftablesFamily({ run, family, config: dpConfig, state }));
     else throw new ProxyError('KPT_CONFIG_INVALID', `diff: proxy mode ${mode} is not supported (iptables, nftables)`);
   }
   return { mode, families };
@@ -137,7 +137,7 @@ export async function runDiff(argv: string[], io: CmdIO = PROCESS_IO): Promise<n
     const cmd = await parseCommandLine(args.rest, { readFile: (p) => readFile(p, 'utf8') });
     if (cmd.kind !== 'run') { io.out(cmd.text.endsWith('\n') ? cmd.text : `${cmd.text}\n`); return 0; }
     const run = args.netns === null ? hostRunner : netnsRunner(args.netns);
-    const r = await computeDiff(cmd, run, args.netns, AbortSignal.timeout(60_000));
+    const r = await computeDiff(cmd, run, AbortSignal.timeout(60_000));
     io.out(args.output === 'json' ? `${JSON.stringify(r, null, 2)}\n` : diffResultText(r));
     return changed(r) ? 1 : 0;
   } catch (err) {

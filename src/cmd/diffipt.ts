@@ -26,7 +26,7 @@ export interface FamilyDiff {
   readonly text: string;
   /** iptables: the chains that differ. */
   readonly chains?: readonly ChainDiff[];
-  /** nftables: the operations the sync would send, and the rule/element differences. */
+  /** nftables: the chains and sets that differ (tablediff.ts NftTableDiff[]). */
   readonly nft?: unknown;
 }
 

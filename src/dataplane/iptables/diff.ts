@@ -26,10 +26,13 @@ const TABLES: readonly IptablesTable[] = ['raw', 'mangle', 'filter', 'nat', 'sec
 /** Above this many cells the middle part of a chain is not aligned (shown as removed + added). */
 const MAX_LCS_CELLS = 4_000_000;
 
-/** Line diff of two rule lists: common prefix/suffix, then an LCS of the middle. */
-export function diffRules(before: readonly string[], after: readonly string[]): DiffLine[] {
-  const a = before.map(canonicalRule);
-  const b = after.map(canonicalRule);
+/**
+ * Line diff of two rule lists: common prefix/suffix, then an LCS of the
+ * middle. Rules are equal when their `canon` forms are (default: iptables').
+ */
+export function diffRules(before: readonly string[], after: readonly string[], canon: (rule: string) => string = canonicalRule): DiffLine[] {
+  const a = before.map(canon);
+  const b = after.map(canon);
   let pre = 0;
   while (pre < a.length && pre < b.length && a[pre] === b[pre]) pre++;
   let suf = 0;
