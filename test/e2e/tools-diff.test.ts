@@ -1,15 +1,18 @@
-// `kube-proxy-ts diff` against a real proxy on the real kernel: the netns
-// cluster (test/netns), the test API server, one kube-proxy-ts per node. The
-// diff runs as a process inside node1's namespace with node1's proxy flags.
+// `kube-proxy-ts diff` against a real proxy on the real kernel, per mode:
+// the netns cluster (test/netns), the test API server, one kube-proxy-ts per
+// node. The diff runs as a process inside node1's namespace with node1's
+// proxy flags.
 //   - right after the proxy synced: no changes, exit 0;
-//   - proxy stopped, a Service added in the API: the new KUBE-SVC chain and
-//     its KUBE-SERVICES rule are reported, exit 1, and the kernel's rules are
-//     exactly as before (diff applies nothing);
+//   - proxy stopped, a Service added in the API: the new service chain and
+//     its KUBE-SERVICES rule (iptables) / set and map elements (nftables)
+//     are reported, exit 1, and the kernel's rules are exactly as before
+//     (diff applies nothing);
 //   - explain in the same namespace agrees with the live rules.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { E2EEnv } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
+import { E2E_MODES } from '../netns/proxy.js';
 import { nodeScript, nsRun } from '../netns/spawn.js';
 
 async function tool(ns: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -17,18 +20,19 @@ async function tool(ns: string, args: string[]): Promise<{ code: number; stdout:
   return { code: r.code, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** iptables-save without its timestamp comments and counters. */
+/** iptables-save without its timestamp comments and counters, and the nftables ruleset without counters. */
 async function rules(ns: string): Promise<string> {
   const r = await nsRun(ns, ['iptables-save']);
-  return r.stdout.split('\n').filter((l) => !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]$/, '')).join('\n');
+  const nft = await nsRun(ns, ['nft', '-s', 'list', 'ruleset']); // -s: no counters
+  return r.stdout.split('\n').filter((l) => !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]$/, '')).join('\n') + nft.stdout;
 }
 
-describe('diff and explain against a running proxy (iptables)', { concurrency: false }, () => {
+for (const mode of E2E_MODES) describe(`diff and explain against a running proxy (${mode})`, { concurrency: false }, () => {
   let env: E2EEnv;
   let ns = '';
   let flags: string[] = [];
   before(async () => {
-    env = await E2EEnv.start('iptables');
+    env = await E2EEnv.start(mode);
     ns = env.cluster.node('node1').ns;
     flags = env.proxy('node1').flags();
     const pods = [env.cluster.pod('node1-a'), env.cluster.pod('node2-a')];
@@ -40,7 +44,7 @@ describe('diff and explain against a running proxy (iptables)', { concurrency: f
   it('no changes right after a sync by the real proxy (exit 0)', async () => {
     const r = await tool(ns, ['diff', ...flags]);
     assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
-    assert.match(r.stdout, /# iptables IPv4: no changes/);
+    assert.match(r.stdout, new RegExp(`# ${mode} IPv4: no changes`));
   });
 
   it('explain agrees with the live rules: the ClusterIP goes to both endpoints', async () => {
@@ -59,16 +63,24 @@ describe('diff and explain against a running proxy (iptables)', { concurrency: f
     const before = await rules(ns);
     const r = await tool(ns, ['diff', ...flags]);
     assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
-    assert.match(r.stdout, /^@@ nat KUBE-SVC-[A-Z0-9]{16} \(added\) @@$/m);
-    assert.match(r.stdout, /^\+:KUBE-SVC-/m);
-    assert.match(r.stdout, /^\+-A KUBE-SERVICES .*"default\/added:tcp cluster IP".*-d 10\.96\.0\.77 --dport 80 -j KUBE-SVC-/m);
-    assert.match(r.stdout, new RegExp(`^\\+-A KUBE-SEP-[A-Z0-9]{16} .*-j DNAT --to-destination ${pod.ip.replaceAll('.', '\\.')}:8080$`, 'm'));
+    const ep = pod.ip.replaceAll('.', '\\.');
+    if (mode === 'iptables') {
+      assert.match(r.stdout, /^@@ nat KUBE-SVC-[A-Z0-9]{16} \(added\) @@$/m);
+      assert.match(r.stdout, /^\+:KUBE-SVC-/m);
+      assert.match(r.stdout, /^\+-A KUBE-SERVICES .*"default\/added:tcp cluster IP".*-d 10\.96\.0\.77 --dport 80 -j KUBE-SVC-/m);
+      assert.match(r.stdout, new RegExp(`^\\+-A KUBE-SEP-[A-Z0-9]{16} .*-j DNAT --to-destination ${ep}:8080$`, 'm'));
+    } else {
+      assert.match(r.stdout, /^@@ chain service-[A-Z0-9]{8}-default\/added\/tcp\/tcp \(added\) @@$/m);
+      assert.match(r.stdout, new RegExp(`^\\+rule .*dnat to ${ep}:8080$`, 'm'));
+      assert.match(r.stdout, /^\+element 10\.96\.0\.77$/m);
+      assert.match(r.stdout, /^\+element 10\.96\.0\.77 \. tcp \. 80 : goto service-[A-Z0-9]{8}-default\/added\/tcp\/tcp$/m);
+    }
     assert.doesNotMatch(r.stdout, /^-/m, 'nothing is removed');
     assert.equal(await rules(ns), before, 'diff changed the kernel');
     const json = await tool(ns, ['diff', ...flags, '--output', 'json']);
     assert.equal(json.code, 1);
     const d = JSON.parse(json.stdout) as { mode: string; families: Array<{ family: string; changes: number }> };
-    assert.equal(d.mode, 'iptables');
+    assert.equal(d.mode, mode);
     assert.ok(d.families.find((f) => f.family === 'IPv4')!.changes >= 6);
   });
 
