@@ -25,6 +25,7 @@ export interface CommandOptions {
   cleanup: boolean;
   initOnly: boolean;
   master: string;
+  serviceProxyName: string;
   healthzPort: number;
   metricsPort: number;
   hostnameOverride: string;
@@ -82,6 +83,9 @@ export const FLAGS: readonly FlagDef[] = [
     (t, v) => { t.cfg.clientConnection.kubeconfig = s(v); }),
   def('master', 'string', 'string', '', 'The address of the Kubernetes API server (overrides any value in kubeconfig)', 'option',
     (t, v) => { t.opts.master = s(v); }),
+  def('service-proxy-name', 'string', 'string', '',
+    'kube-proxy-ts only (not upstream): serve only Services labelled service.kubernetes.io/service-proxy-name=<this>, leave everything else and other modes\' rules alone. For trials side by side with another proxy on the same node.', 'option',
+    (t, v) => { t.opts.serviceProxyName = s(v).trim(); }),
   def('kube-api-content-type', 'string', 'string', 'application/vnd.kubernetes.protobuf', 'Content type of requests sent to apiserver.', 'config',
     (t, v) => { t.cfg.clientConnection.contentType = s(v); }),
   def('kube-api-burst', 'int32', 'int32', '10', 'Burst to use while talking with kubernetes apiserver', 'config',

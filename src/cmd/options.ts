@@ -71,6 +71,8 @@ export interface RunCommand {
   readonly warnings: string[];
   readonly configFile?: string;
   readonly master?: string;
+  /** Our --service-proxy-name: serve only Services claimed with this name (side-by-side trials). */
+  readonly serviceProxyName?: string;
 }
 
 export interface TextCommand {
@@ -101,7 +103,7 @@ export function helpText(): string {
 
 function defaultOptions(cfg: ResolvedConfig): CommandOptions {
   return {
-    configFile: '', writeConfigTo: '', cleanup: false, initOnly: false, master: '',
+    configFile: '', writeConfigTo: '', cleanup: false, initOnly: false, master: '', serviceProxyName: '',
     healthzPort: 10256, metricsPort: 10249, hostnameOverride: '',
     iptablesSyncPeriod: cfg.syncPeriod, iptablesMinSyncPeriod: cfg.minSyncPeriod,
     ipvsSyncPeriod: cfg.syncPeriod, ipvsMinSyncPeriod: cfg.minSyncPeriod,
@@ -159,6 +161,7 @@ export async function parseCommandLine(argv: readonly string[], deps: CommandDep
     warnings,
     ...(opts.configFile ? { configFile: opts.configFile } : {}),
     ...(opts.master ? { master: opts.master } : {}),
+    ...(opts.serviceProxyName ? { serviceProxyName: opts.serviceProxyName } : {}),
   };
 }
 

@@ -99,7 +99,9 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   process.once('SIGINT', () => stop('SIGINT'));
 
   await platformSetup(cmd, log);
-  await cleanupOtherModes(mode, log);
+  // A side-by-side trial shares the node with another proxy: never remove its rules.
+  if (cmd.serviceProxyName) log.info({ serviceProxyName: cmd.serviceProxyName }, 'Serving only Services claimed with service-proxy-name; leaving other proxies\' rules alone');
+  else await cleanupOtherModes(mode, log);
 
   let kubeConfig: KubeConfig;
   try {
@@ -171,6 +173,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     observer: teeObservers(metrics, healthObserver(health), loggingObserver(log), failureCounter(mode, metrics)),
     requestSync: () => runner.run(),
     conntrack: conntrackHook,
+    serviceProxyName: cmd.serviceProxyName ?? '',
     nodeIPOverride: normalizeIP(config.bindAddress) && !['0.0.0.0', '::'].includes(config.bindAddress) ? nodeIPs : undefined,
   });
 
@@ -184,8 +187,9 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
 
   runner.loop();
   const sources = startSources({
-    kubeConfig, nodeName, signal: abort.signal,
-    handlers: { service: proxier, endpointSlice: proxier, node: proxier, serviceCIDR: proxier },
+    kubeConfig, nodeName, signal: abort.signal, serviceProxyName: cmd.serviceProxyName ?? '',
+    // In a trial the other proxy owns the ServiceCIDRs: do not drop traffic to ClusterIPs it serves.
+    handlers: { service: proxier, endpointSlice: proxier, node: proxier, serviceCIDR: cmd.serviceProxyName ? { onServiceCIDRsChanged() {} } : proxier },
     onEvent: (ev) => logSourceEvent(log, ev),
   });
 
@@ -193,7 +197,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   nodeWatch.cancel();
   configWatch?.close();
   await runner.stop();
-  await Promise.allSettled([sources, healthz?.close(), metricsSrv?.close(), svcHealth.close()]);
+  await Promise.allSettled([sources, healthz?.close(), metricsSrv?.close(), svcHealth.close(), ...dataplanes.map((d) => d.close?.())]);
   log.info('Stopped; rules are left in place for the next proxy');
   return exitCode;
 }

@@ -40,6 +40,8 @@ export class ServiceChangeTracker {
   constructor(
     readonly family: IPFamily,
     private readonly onSkip: SkipReporter = noSkipReporter,
+    /** This proxy's service-proxy-name ("" = upstream: ignore labelled Services). */
+    private readonly proxyName = '',
   ) {}
 
   /**
@@ -78,7 +80,7 @@ export class ServiceChangeTracker {
    * counted once, on arrival (its later "previous" role is silent).
    */
   private portsOf(svc: Service | null, onSkip: SkipReporter): Map<string, ServicePort> {
-    return svc ? serviceToServicePorts(svc, this.family, onSkip) : new Map();
+    return svc ? serviceToServicePorts(svc, this.family, onSkip, this.proxyName) : new Map();
   }
 }
 

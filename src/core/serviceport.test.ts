@@ -51,6 +51,16 @@ test('headless, ExternalName and claimed Services are skipped silently', () => {
   }
 });
 
+test('with a service-proxy-name, only Services claimed with exactly that name are served', () => {
+  const claimed = (name?: string) => basic((x) => { if (name !== undefined) x.metadata.labels = { 'service.kubernetes.io/service-proxy-name': name }; });
+  const as = (svc: unknown, proxyName: string) => serviceToServicePorts(svc, 'IPv4', () => {}, proxyName).size;
+  assert.equal(as(claimed('kube-proxy-ts'), 'kube-proxy-ts'), 1);
+  assert.equal(as(claimed('other'), 'kube-proxy-ts'), 0);
+  assert.equal(as(claimed(), 'kube-proxy-ts'), 0, 'unclaimed Services stay with the other proxy');
+  assert.equal(as(claimed(), ''), 1, 'upstream behaviour without a name');
+  assert.equal(as(claimed('kube-proxy-ts'), ''), 0);
+});
+
 test('dual-stack: each family takes its own ClusterIP; single-stack is ignored by the other family', () => {
   const ds = basic((s) => { s.spec.clusterIPs = ['172.30.0.41', 'fd00:172:30::41']; s.spec.ipFamilies = ['IPv4', 'IPv6']; });
   assert.equal(intake(ds, 'IPv4').only!.clusterIP, '172.30.0.41');

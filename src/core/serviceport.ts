@@ -53,13 +53,20 @@ export function objectKey(obj: unknown): string | null {
  * and Services claimed by another proxy (service-proxy-name label; normally
  * filtered server-side). Returns the reason, or null when the Service is used.
  */
-export function shouldSkipService(svc: Service): string | null {
+/**
+ * Why the proxy ignores this Service, or null. `proxyName` is this proxy's
+ * service-proxy-name: "" (upstream) ignores every labelled Service; a name
+ * (side-by-side trials) serves only Services labelled with exactly it.
+ */
+export function shouldSkipService(svc: Service, proxyName = ''): string | null {
   const spec = isRecord(svc.spec) ? svc.spec : {};
   if (spec.type === 'ExternalName') return 'type ExternalName';
   const cip = spec.clusterIP;
   if (cip === undefined || cip === '' || cip === 'None') return 'headless or no clusterIP';
   const labels = svc.metadata?.labels;
-  if (isRecord(labels) && LABEL_SERVICE_PROXY_NAME in labels) return 'claimed by another service proxy';
+  const claimedBy = isRecord(labels) && LABEL_SERVICE_PROXY_NAME in labels ? String(labels[LABEL_SERVICE_PROXY_NAME]) : null;
+  if (proxyName === '' && claimedBy !== null) return 'claimed by another service proxy';
+  if (proxyName !== '' && claimedBy !== proxyName) return `not labelled ${LABEL_SERVICE_PROXY_NAME}=${proxyName}`;
   return null;
 }
 
@@ -228,7 +235,7 @@ function intakePort(c: ServiceCommon, family: IPFamily, raw: unknown, report: (r
  * keyed by ServicePort.key. An empty map means the family's proxier ignores
  * the Service (skipped, no ClusterIP of this family, or no valid port).
  */
-export function serviceToServicePorts(svc: unknown, family: IPFamily, onSkip: SkipReporter = noSkipReporter): Map<string, ServicePort> {
+export function serviceToServicePorts(svc: unknown, family: IPFamily, onSkip: SkipReporter = noSkipReporter, proxyName = ''): Map<string, ServicePort> {
   const out = new Map<string, ServicePort>();
   const key = objectKey(svc);
   if (key === null) {
@@ -240,7 +247,7 @@ export function serviceToServicePorts(svc: unknown, family: IPFamily, onSkip: Sk
     onSkip(key, 'service has no spec');
     return out;
   }
-  if (shouldSkipService(s) !== null) return out; // a normal skip, not bad input
+  if (shouldSkipService(s, proxyName) !== null) return out; // a normal skip, not bad input
   const report = (r: string) => onSkip(key, r);
   const clusterIP = clusterIPForFamily(s.spec as unknown as Record<string, unknown>, family, report);
   if (clusterIP === null) return out;

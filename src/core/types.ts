@@ -173,4 +173,6 @@ export interface Dataplane {
   sync(state: SyncState): Promise<SyncOutcome>;
   /** Remove everything this datapath created, and nothing else. */
   cleanup(): Promise<void>;
+  /** Release process resources (sockets, listeners) at shutdown; rules stay. */
+  close?(): void | Promise<void>;
 }

@@ -37,9 +37,10 @@ export class FamilyState {
     startTime: number,
     onServiceSkip: SkipReporter,
     onSliceSkip: SkipReporter,
+    serviceProxyName = '',
   ) {
     this.family = dataplane.family;
-    this.services = new ServiceChangeTracker(this.family, onServiceSkip);
+    this.services = new ServiceChangeTracker(this.family, onServiceSkip, serviceProxyName);
     this.endpointsTracker = new EndpointsChangeTracker(nodeName, this.family, startTime, onSliceSkip);
   }
 

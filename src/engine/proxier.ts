@@ -51,6 +51,8 @@ export interface ProxierDeps {
   readonly nodeIPOverride?: Partial<Record<IPFamily, string>>;
   /** Default 3_600_000 (upstream FullSyncPeriod). */
   readonly fullSyncPeriodMs?: number;
+  /** Serve only Services labelled service.kubernetes.io/service-proxy-name=<this>; "" = upstream. */
+  readonly serviceProxyName?: string;
 }
 
 export const DEFAULT_FULL_SYNC_PERIOD_MS = 60 * 60 * 1000;
@@ -71,7 +73,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     }
     const start = deps.clock.now();
     const skip = (kind: 'service' | 'endpointslice'): SkipReporter => (key, reason) => this.reportSkip(kind, key, reason);
-    this.families = deps.dataplanes.map((dp) => new FamilyState(dp, deps.nodeName, start, skip('service'), skip('endpointslice')));
+    this.families = deps.dataplanes.map((dp) => new FamilyState(dp, deps.nodeName, start, skip('service'), skip('endpointslice'), deps.serviceProxyName ?? ''));
     this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) => this.reportSkip('node', key, reason));
   }
 

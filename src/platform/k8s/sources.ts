@@ -38,6 +38,8 @@ export interface StartSourcesOptions {
   readonly backoff?: BackoffOptions;
   /** Server-side watch timeout; default 300 s (client-go: 5-10 min). */
   readonly watchTimeoutSeconds?: number;
+  /** Serve only Services labelled service.kubernetes.io/service-proxy-name=<this>; "" or unset = upstream. */
+  readonly serviceProxyName?: string;
   /** Replace the HTTP transport (tests); default one built from kubeConfig. */
   readonly transport?: ListWatchTransport;
 }
@@ -56,7 +58,8 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
   };
   const services = new Reflector<Service>({
     ...common, resource: 'services', path: '/api/v1/services',
-    labelSelector: `!${LABEL_SERVICE_PROXY_NAME}`, fieldSelector: 'spec.clusterIP!=None',
+    labelSelector: opts.serviceProxyName ? `${LABEL_SERVICE_PROXY_NAME}=${opts.serviceProxyName}` : `!${LABEL_SERVICE_PROXY_NAME}`,
+    fieldSelector: 'spec.clusterIP!=None',
     sink: {
       add: (s) => h.service.onServiceAdd(s), update: (o, s) => h.service.onServiceUpdate(o, s),
       delete: (s) => h.service.onServiceDelete(s), synced: () => h.service.onServiceSynced(),
