@@ -9,18 +9,18 @@
 //   3. renders; on a full sync adds the canary declarations to the input;
 //      adds the whole-table cache request when it is cheaper (restore.ts);
 //   4. sets route_localnet=1 once when localhost NodePorts are served;
-//   5. on a full sync, ensures the jump rules from the built-in chains (-C;
-//      else -N the target and -I at position 1), before the restore like
-//      upstream, so a first sync checks them against still-small tables;
+//   5. on a full sync, checks the jump rules from the built-in chains (-C);
 //   6. applies with `iptables-restore -w --noflush --counters`: one atomic
-//      transaction per table (chains, rules and canaries together).
+//      transaction per table (chains, rules and canaries together);
+//   7. inserts the missing jump rules (`-I FROM 1`, upstream order) with one
+//      more small restore.
 // Any failure forgets the render memory, so the next sync is full.
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../engine/clock.js';
 import {
   IPTABLES_JUMP_CHAINS, chainsFromSave, jumpRuleArgs, renderIptables,
-  type IptablesMemory, type IptablesOptions, type IptablesRender,
+  type IptablesMemory, type IptablesOptions, type IptablesRender, type JumpChain,
 } from '../../dataplane/iptables/index.js';
 import { CANARY_CHAIN, cleanupLeftovers } from './cleanup.js';
 import { detectFeatures, type IptablesFeatures } from './features.js';
@@ -63,6 +63,19 @@ export function withCanaries(text: string): string {
     out = `${out.slice(0, at + header.length)}${decl}\n${out.slice(at + header.length)}`;
   }
   return `${out}${out.endsWith('\n') ? '' : '\n'}*mangle\n${decl}\nCOMMIT\n`;
+}
+
+/**
+ * `-I FROM 1 ...` lines per table, in the given order, so the result equals
+ * upstream's sequence of `iptables -I FROM 1` commands.
+ */
+export function jumpRestoreInput(jumps: readonly JumpChain[]): string {
+  let out = '';
+  for (const table of ['filter', 'nat', 'mangle'] as const) {
+    const lines = jumps.filter((j) => j.table === table).map((j) => ruleLine(j.from, jumpRuleArgs(j)).replace(/^-A (\S+)/, '-I $1 1'));
+    if (lines.length > 0) out += `*${table}\n${lines.join('\n')}\nCOMMIT\n`;
+  }
+  return out;
 }
 
 export class IptablesDataplane implements Dataplane {
@@ -130,13 +143,16 @@ export class IptablesDataplane implements Dataplane {
       this.routeLocalnetSet = true;
     }
     this.memory = null; // until the restore is known to have succeeded
-    // Jump rules go first, as separate commands (upstream order). They must
-    // not ride in the restore: with the whole-table cache request, iptables-nft
-    // fails `-I <built-in chain> 1` (ENOENT) when the table does not exist yet.
-    if (full) await this.ensureJumpRules(render, natSave);
+    // Checked before the restore, while a first sync's tables are still small.
+    const missingJumps = full ? await this.missingJumpRules(render, natSave) : [];
     const t2a = clock.monotonic();
     await this.ipt.restore(text, { noflush: true, counters: true, discardStdout: whole });
     const t2 = clock.monotonic();
+    // Missing jumps go in one small restore of their own, after the main one
+    // created their targets. Not inside the main restore: with the whole-table
+    // cache request iptables-nft fails `-I <built-in chain> 1` (ENOENT) when
+    // the table did not exist before.
+    if (missingJumps.length > 0) await this.ipt.restore(jumpRestoreInput(missingJumps), { noflush: true, counters: false });
     this.memory = render.memory;
     this.lastLargeClusterMode = render.largeClusterMode;
     for (const s of render.skipped) this.o.onEvent?.('warn', { service: s.key, reason: s.reason }, 'service port skipped');
@@ -177,25 +193,21 @@ export class IptablesDataplane implements Dataplane {
   }
 
   /**
-   * Each jump rule: -C (concurrently; skipped for nat rules already visible in
-   * this sync's `iptables-save -t nat`); when missing, -N its target chain if
-   * needed and -I at position 1, in IPTABLES_JUMP_CHAINS order like upstream.
-   * Measured at 10k Services: `iptables -t nat -C` costs ~0.1 s CPU
-   * (iptables-nft reads the nat chain list), filter -C ~0 s, and
-   * `iptables-save -t filter` ~1 s (it dumps every table).
+   * The jump rules from built-in chains that are missing, in
+   * IPTABLES_JUMP_CHAINS order. Checked with -C, concurrently, except nat
+   * rules already visible in this sync's `iptables-save -t nat`. Measured at
+   * 10k Services: `iptables -t nat -C` costs ~0.1 s CPU (iptables-nft reads
+   * the nat chain list), filter -C ~0 s, and `iptables-save -t filter` ~1 s
+   * (it dumps every table), so filter is always checked with -C.
    */
-  private async ensureJumpRules(r: IptablesRender, natSave: string | null): Promise<void> {
+  private async missingJumpRules(r: IptablesRender, natSave: string | null): Promise<JumpChain[]> {
     const wanted = IPTABLES_JUMP_CHAINS.filter((jc) => !jc.onlyIfChainRendered || r.filterChains.includes(jc.to));
     const present = await Promise.all(wanted.map(async (jc) => {
       const args = jumpRuleArgs(jc);
       if (jc.table === 'nat' && natSave?.includes(`\n${ruleLine(jc.from, args)}\n`)) return true;
       return this.ipt.ruleExists(jc.table, jc.from, args);
     }));
-    for (const [i, jc] of wanted.entries()) {
-      if (present[i]) continue;
-      await this.ipt.ensureChain(jc.table, jc.to);
-      await this.ipt.prependRule(jc.table, jc.from, jumpRuleArgs(jc));
-    }
+    return wanted.filter((_, i) => !present[i]);
   }
 
   async cleanup(): Promise<void> {

@@ -47,3 +47,16 @@ test('canaries are declared in filter and nat and a mangle section; save-format 
   assert.equal(ruleLine('OUTPUT', ['-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES']),
     '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES');
 });
+
+test('jumpRestoreInput: -I FROM 1 lines per table in the given order', async () => {
+  const { jumpRestoreInput } = await import('./dataplane.js');
+  const { IPTABLES_JUMP_CHAINS } = await import('../../dataplane/iptables/index.js');
+  const nat = IPTABLES_JUMP_CHAINS.filter((j) => j.table === 'nat');
+  const fw = IPTABLES_JUMP_CHAINS.filter((j) => j.to === 'KUBE-FIREWALL');
+  assert.equal(jumpRestoreInput([...nat, ...fw]), [
+    '*filter', '-I INPUT 1 -j KUBE-FIREWALL', '-I OUTPUT 1 -j KUBE-FIREWALL', 'COMMIT',
+    '*nat', '-I OUTPUT 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-I PREROUTING 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-I POSTROUTING 1 -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING', 'COMMIT', ''].join('\n'));
+  assert.equal(jumpRestoreInput([]), '');
+});
