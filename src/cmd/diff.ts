@@ -34,6 +34,21 @@ import { diffNftablesFamily } from './diffnft.js';
 import { familiesFor } from './modes.js';
 import { parseCommandLine, type RunCommand } from './options.js';
 
+export const DIFF_USAGE = `Usage: kube-proxy-ts diff [kube-proxy flags] [--netns NAME] [--output text|json]
+
+Show what the next full sync would change in the kernel's rules, without
+applying anything: lists Services, EndpointSlices and this Node once, renders
+a full sync for --proxy-mode (iptables or nftables) and compares it chain by
+chain (and, for nftables, set/map element by element) with the live rules.
+Takes the proxy's own flags (--kubeconfig, --proxy-mode, --hostname-override,
+--cluster-cidr, --config, ...).
+
+  --netns NAME    read the rules of this network namespace (ip netns)
+  --output F      text (default) or json
+
+Exit status: 0 no changes, 1 changes, 2 error.
+`;
+
 export interface ClusterObjects {
   readonly services: Service[];
   readonly slices: EndpointSlice[];
@@ -133,9 +148,10 @@ export const changed = (r: DiffResult): boolean => r.families.some((f) => f.chan
 
 export async function runDiff(argv: string[], io: CmdIO = PROCESS_IO): Promise<number> {
   try {
+    if (argv.includes('--help') || argv.includes('-h')) { io.out(DIFF_USAGE); return 0; }
     const args = splitDiffArgs(argv);
     const cmd = await parseCommandLine(args.rest, { readFile: (p) => readFile(p, 'utf8') });
-    if (cmd.kind !== 'run') { io.out(cmd.text.endsWith('\n') ? cmd.text : `${cmd.text}\n`); return 0; }
+    if (cmd.kind !== 'run') { io.out(DIFF_USAGE); return 0; }
     const run = args.netns === null ? hostRunner : netnsRunner(args.netns);
     const r = await computeDiff(cmd, run, AbortSignal.timeout(60_000));
     io.out(args.output === 'json' ? `${JSON.stringify(r, null, 2)}\n` : diffResultText(r));
