@@ -93,7 +93,7 @@ export class E2EEnv {
     }, timeoutMs, () => JSON.stringify(last));
   }
 
-  /** Wait until `want` of `n` consecutive exchanges are answered only by pods in `pods`, and all succeed. */
+  /** Wait until n consecutive exchanges all succeed and are all answered by pods in `pods`. */
   async waitServedBy(from: string, proto: Proto, host: string, port: number, pods: string[], opts: SendOpts = {}, n = 6): Promise<{ value: EchoReply[]; ms: number }> {
     let last: ClientResult[] = [];
     return this.waitFor(`${from} -> ${proto} ${host}:${port} served only by ${pods.join(',')}`, async () => {
