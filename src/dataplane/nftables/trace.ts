@@ -60,7 +60,7 @@ export interface NftTraceResult {
 /** What the tracer reads: the Fake satisfies it. */
 export interface NftRuleSource {
   readonly chains: ReadonlyMap<string, { readonly rules: ReadonlyArray<{ readonly rule: string; readonly comment?: string }> }>;
-  readonly sets: ReadonlyMap<string, { readonly elements: ReadonlyMap<string, { readonly value?: readonly string[] }> }>;
+  readonly sets: ReadonlyMap<string, { readonly elements: ReadonlyMap<string, { readonly value?: readonly string[]; readonly comment?: string }> }>;
 }
 
 export interface NftTraceOptions {
@@ -136,6 +136,7 @@ class Tracer {
     const s = this.src.sets.get(set);
     if (!s) return this.fail(`no set ${set}`);
     const e = s.elements.get(key);
+    if (e?.comment !== undefined) this.comment ??= e.comment; // e.g. "ns1/s2:http" on a no-endpoint element
     return e ? [...(e.value ?? [])] : null;
   }
 
