@@ -42,6 +42,17 @@ export function toolsState(): SyncState {
   });
 }
 
+const CONFIG6: DataplaneConfig = { ...CONFIG, family: 'IPv6', localDetector: { kind: 'cidr', cidrs: ['fd00:10::/64'] }, localIPs: ['::1'] };
+
+/** One IPv6 ClusterIP Service with one endpoint. */
+function toolsState6(): SyncState {
+  return syncStateFromObjects({
+    services: [service('v6', { clusterIP: 'fd00:172:30::10' }, [{ name: 'http', port: 80, targetPort: 8080 }])],
+    slices: [slice('v6', [{ name: 'http', port: 8080 }], [{ ip: 'fd00:10::1' }])],
+    family: 'IPv6', nodeIPs: { IPv6: 'fd00:1::2' }, fullSync: true,
+  });
+}
+
 async function explainJSON(NS: string, ...args: string[]): Promise<Explanation> {
   let out = '';
   let err = '';
@@ -67,6 +78,10 @@ for (const mode of ['iptables', 'nftables'] as const) describe(`explain on the r
       ? new IptablesDataplane({ config: CONFIG, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000 })
       : new NftablesDataplane({ config: CONFIG, netns: NS, fastPath: false });
     await dp.sync(toolsState());
+    const dp6 = mode === 'iptables'
+      ? new IptablesDataplane({ config: CONFIG6, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000 })
+      : new NftablesDataplane({ config: CONFIG6, netns: NS, fastPath: false });
+    await dp6.sync(toolsState6());
   });
   after(() => {
     deleteNamespaceSync(NS);
@@ -126,6 +141,13 @@ for (const mode of ['iptables', 'nftables'] as const) describe(`explain on the r
     // A wrong protocol/port on a ClusterIP: iptables has no rule for it; nftables rejects it (cluster-ips-check).
     const udp = await explainJSONIn('--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--protocol', 'udp');
     assert.equal(udp.verdict, mode === 'iptables' ? 'NONE' : 'REJECT');
+  });
+
+  it('IPv6: ip6tables / the ip6 table are read for an IPv6 destination', async () => {
+    const e = await explainJSONIn('--src', 'fd00:10::5', '--dst', 'fd00:172:30::10', '--port', '80');
+    assert.equal(e.verdict, 'DNAT');
+    assert.equal(e.service, 'ns1/v6:http');
+    assert.deepEqual(e.candidates, [{ endpoint: '[fd00:10::1]:8080', probability: 1 }]);
   });
 
   it('text output names every rule, the verdict and the candidates; bad flags exit 2', async () => {
