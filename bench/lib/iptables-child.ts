@@ -80,7 +80,8 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   let lastRestore = '';
   let seq = 0;
   const run: CommandRunner = async (cmd, args, opts) => {
-    if (cmd === 'iptables-restore') {
+    // Only the main restores (the jump-rule insert after a first sync is not one).
+    if (cmd === 'iptables-restore' && (opts?.input ?? '').includes(':KUBE-SERVICES ')) {
       lastRestore = join(outDir, `tmp-restore-${size}-${seq++}.txt`);
       writeFileSync(lastRestore, opts?.input ?? ''); // as sent; the parent derives the variants
     }
