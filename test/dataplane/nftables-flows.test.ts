@@ -23,7 +23,7 @@ const CONFIG: DataplaneConfig = {
 // Each load renders both endpoint layouts; check() traces every flow through both.
 function load(services: unknown[], slices: unknown[], config: DataplaneConfig = CONFIG): Fake[] {
   const state = syncStateFromObjects({ services, slices, family: 'IPv4', node: makeNode(TEST_NODE), serviceCIDRs: [SERVICE_CIDR] });
-  return (['upstream', 'lean'] as const).map((layout) => {
+  return (['upstream', 'lean', 'maps'] as const).map((layout) => {
     const fake = new Fake('ip');
     fake.run(new NftablesRenderer(config, layout).render(state, 0, null).tx);
     return fake;

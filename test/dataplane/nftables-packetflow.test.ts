@@ -19,7 +19,7 @@ export function loadScenario(s: Scenario, layout: EndpointLayout = 'upstream'): 
 }
 
 // Both endpoint layouts must behave identically (see static.ts EndpointLayout).
-for (const layout of ['upstream', 'lean'] as const) for (const s of PACKET_FLOW_SCENARIOS) {
+for (const layout of ['upstream', 'lean', 'maps'] as const) for (const s of PACKET_FLOW_SCENARIOS) {
   if (s.only && !s.only.includes('nftables')) continue;
   describe(`nftables (${layout}) packet flow: ${s.name} (#${s.refs.join(', #')})`, () => {
     const fake = loadScenario(s, layout);

@@ -52,7 +52,7 @@ function randomService(rnd: () => number, i: number) {
   return { svc, slice };
 }
 
-for (const layout of ['upstream', 'lean'] as const) {
+for (const layout of ['upstream', 'lean', 'maps'] as const) {
   test(`partial syncs converge to the full-sync table (${layout})`, () => {
     for (let seed = 1; seed <= 25; seed++) {
       const rnd = prng(seed);

@@ -21,7 +21,7 @@ function loadScenario(s: (typeof PACKET_FLOW_SCENARIOS)[number], layout: Endpoin
   return fake;
 }
 
-for (const layout of ['upstream', 'lean'] as const) {
+for (const layout of ['upstream', 'lean', 'maps'] as const) {
   describe(`nftables trace.ts agrees with the test tracer (${layout})`, () => {
     for (const s of PACKET_FLOW_SCENARIOS) {
       if (s.only && !s.only.includes('nftables')) continue;

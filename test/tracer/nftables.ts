@@ -215,6 +215,9 @@ class Tracer {
       this.outputs.push(t[2]!);
       return 'terminal';
     }
+    if (t.includes('numgen') && t[t.length - 2] === 'map' && t[t.length - 1]!.startsWith('@')) {
+      return this.dnatNamedMap(t);
+    }
     if (t.includes('numgen')) {
       for (const entry of braceBody(t).split(',')) {
         // "0 : IP . port" (IPv6 addresses contain ':' themselves).
@@ -224,6 +227,27 @@ class Tracer {
       return 'terminal';
     }
     throw new Error(`tracer: unknown dnat ${rule}`);
+  }
+
+  /**
+   * dnat ... to numgen random mod M map @m ('maps' layout): every endpoint of
+   * the interval map; the intervals must partition 0..M-1 exactly.
+   */
+  private dnatNamedMap(t: string[]): Verdict {
+    const mod = Number(t[t.indexOf('mod') + 1]);
+    const name = t[t.length - 1]!.slice(1);
+    const ranges = this.fake.listElements(name).map((e) => {
+      const [lo, hi] = e.key[0]!.split('-').map(Number);
+      return { lo: lo!, hi: hi ?? lo!, ep: joinHostPort(e.value![0]!, Number(e.value![1])) };
+    }).sort((a, b) => a.lo - b.lo);
+    let next = 0;
+    for (const r of ranges) {
+      if (r.lo !== next || r.hi < r.lo) throw new Error(`tracer: map ${name} does not partition 0..${mod - 1} at ${r.lo}`);
+      next = r.hi + 1;
+      this.outputs.push(r.ep);
+    }
+    if (next !== mod) throw new Error(`tracer: map ${name} ends at ${next - 1}, not ${mod - 1}`);
+    return 'terminal';
   }
 }
 

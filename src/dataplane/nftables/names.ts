@@ -38,6 +38,11 @@ export const EXTERNAL_CHAIN_PREFIX = 'external-';
 export const FIREWALL_CHAIN_PREFIX = 'firewall-';
 export const ENDPOINT_CHAIN_PREFIX = 'endpoint-';
 export const AFFINITY_SET_PREFIX = 'affinity-';
+/**
+ * The 'maps' layout's per-policy-chain endpoint map (not an upstream object):
+ * `endpoints-<policy chain name>`, e.g. endpoints-service-ULMVA6XW-ns1/svc1/tcp/p80.
+ */
+export const ENDPOINTS_MAP_PREFIX = 'endpoints-';
 
 /** Longest base name; leaves room for the longest prefix within nft's 256-char limit. */
 export const CHAIN_NAME_BASE_LENGTH_MAX = 240;
@@ -70,6 +75,11 @@ export function servicePortEndpointChainNameBase(spn: ServicePortName, ip: strin
 /** Service chains are the only chain names containing '/' (upstream isServiceChainName). */
 export function isServiceChainName(name: string): boolean {
   return name.includes('/');
+}
+
+/** The 'maps' layout's endpoint maps carry their policy chain's name. */
+export function isEndpointsMapName(name: string): boolean {
+  return name.startsWith(ENDPOINTS_MAP_PREFIX) && name.includes('/');
 }
 
 /** Affinity sets carry the endpoint base name, which also contains '/'. */

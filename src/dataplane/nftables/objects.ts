@@ -36,6 +36,13 @@ export interface NftMap {
   readonly name: string;
   /** "<key type> : <value type>", e.g. "inet_proto . inet_service : verdict". */
   readonly type: string;
+  /**
+   * Written as `typeof <typeOf>` instead of `type <type>` when nft cannot
+   * name the key type (numgen's plain integer); `type` then still describes
+   * the fields for the fake's key checks.
+   */
+  readonly typeOf?: string;
+  readonly flags?: readonly string[];
   readonly comment?: string;
 }
 
@@ -88,11 +95,9 @@ function chainProps(c: Chain): string {
 }
 
 function setProps(s: NftSet | NftMap): string {
-  let props = ` type ${s.type} ;`;
-  if (s.kind === 'set') {
-    if (s.flags && s.flags.length > 0) props += ` flags ${s.flags.join(',')} ;`;
-    if (s.timeoutSeconds !== undefined) props += ` timeout ${s.timeoutSeconds}s ;`;
-  }
+  let props = s.kind === 'map' && s.typeOf !== undefined ? ` typeof ${s.typeOf} ;` : ` type ${s.type} ;`;
+  if (s.flags && s.flags.length > 0) props += ` flags ${s.flags.join(',')} ;`;
+  if (s.kind === 'set' && s.timeoutSeconds !== undefined) props += ` timeout ${s.timeoutSeconds}s ;`;
   if (s.comment !== undefined) props += ` comment ${quote(s.comment)} ;`;
   return ` {${props} }`;
 }

@@ -16,7 +16,7 @@
 import type { DataplaneConfig, ServicePort, SyncState } from '../../core/types.js';
 import * as N from './names.js';
 import { elementKeyText, type Chain, type Element, type NftObject, type NftSet, type Verb } from './objects.js';
-import { renderServicePort, type ServicePortObjects } from './serviceport.js';
+import { renderServicePort, type EndpointMapContent, type ServicePortObjects } from './serviceport.js';
 import { MANAGED_SETS, makeContext, writeStatic, type EndpointLayout } from './static.js';
 import { Transaction } from './transaction.js';
 
@@ -40,7 +40,8 @@ export interface RenderResult {
 }
 
 interface Stored { el: Element; owners: Set<string> }
-interface Owned { readonly elems: Set<string>; readonly chains: Set<string>; readonly affinity: Set<string> }
+interface Owned { readonly elems: Set<string>; readonly chains: Set<string>; readonly affinity: Set<string>; readonly maps: Set<string> }
+const emptyOwned = (): Owned => ({ elems: new Set(), chains: new Set(), affinity: new Set(), maps: new Set() });
 
 const STATIC_OWNER = '';
 const id = (set: string, key: readonly string[]) => `${set}\u0000${elementKeyText(key)}`;
@@ -55,6 +56,9 @@ export class NftablesRenderer {
   /** Service chains present in the table, active or stale. */
   private tableChains = new Set<string>();
   private tableAffinitySets = new Set<string>();
+  /** 'maps' layout: endpoint maps present in the table, and the elements last written to each. */
+  private tableEndpointMaps = new Set<string>();
+  private mapText = new Map<string, string>();
   private readonly staleChains = new Map<string, number>();
   /** Rules last written to each service chain; partial syncs skip chains whose rules are unchanged. */
   private chainText = new Map<string, string>();
@@ -129,6 +133,7 @@ export class NftablesRenderer {
     }
     this.tableChains = new Set(s.chains.filter(N.isServiceChainName));
     this.tableAffinitySets = new Set(s.sets.filter(N.isAffinitySetName));
+    this.tableEndpointMaps = new Set(s.sets.filter(N.isEndpointsMapName));
     this.owned = new Map();
     this.chainOwner = new Map();
     this.chainText = new Map();
@@ -141,10 +146,13 @@ export class NftablesRenderer {
     this.owned = new Map();
     this.chainOwner = new Map();
     this.chainText = new Map();
+    this.mapText = new Map();
     const staleAffinity = new Set(this.tableAffinitySets);
+    const staleMaps = new Set(this.tableEndpointMaps);
     for (const [key, objs] of rendered) {
       const own = this.writeChains(ops, key, objs);
       for (const a of own.affinity) staleAffinity.delete(a);
+      for (const m of own.maps) staleMaps.delete(m);
       for (const o of objs) for (const e of o.elements) this.want(ops, prev, key, e, own);
     }
     if (npIPs !== null) {
@@ -160,6 +168,7 @@ export class NftablesRenderer {
       this.markStale(ops, chain, now);
     }
     for (const a of staleAffinity) this.deleteAffinitySet(ops, a);
+    for (const m of staleMaps) this.deleteEndpointsMap(ops, m);
   }
 
   /** Partial sync of one service: rewrite its chains, diff its elements. */
@@ -167,7 +176,7 @@ export class NftablesRenderer {
     const old = this.owned.get(key);
     if (old) for (const c of old.chains) this.chainOwner.delete(c);
     this.owned.delete(key);
-    const own = objs.length > 0 ? this.writeChains(ops, key, objs, true) : { elems: new Set<string>(), chains: new Set<string>(), affinity: new Set<string>() };
+    const own = objs.length > 0 ? this.writeChains(ops, key, objs, true) : emptyOwned();
     for (const o of objs) for (const e of o.elements) this.want(ops, this.storage, key, e, own);
     if (old) {
       for (const k of old.elems) {
@@ -182,6 +191,7 @@ export class NftablesRenderer {
       }
       for (const c of old.chains) if (!own.chains.has(c)) this.markStale(ops, c, now);
       for (const a of old.affinity) if (!own.affinity.has(a)) this.deleteAffinitySet(ops, a);
+      for (const m of old.maps) if (!own.maps.has(m)) this.deleteEndpointsMap(ops, m);
     }
     if (objs.length === 0) this.owned.delete(key);
   }
@@ -193,9 +203,13 @@ export class NftablesRenderer {
    * policy chain, not the external/firewall chains.
    */
   private writeChains(ops: OpList, key: string, objs: ServicePortObjects[], skipUnchanged = false): Owned {
-    const own: Owned = { elems: new Set(), chains: new Set(), affinity: new Set() };
+    const own = emptyOwned();
     const skip = new Set<string>();
     for (const o of objs) {
+      for (const m of o.endpointMaps) {
+        own.maps.add(m.map.name);
+        this.writeEndpointsMap(ops, m, skipUnchanged);
+      }
       for (const s of o.affinitySets) {
         ops.push('add', s, 'sets');
         own.affinity.add(s.name);
@@ -241,6 +255,32 @@ export class NftablesRenderer {
       ops.push('add', e, 'elements');
     }
     this.storage.set(k, { el: e, owners: new Set([owner]) });
+  }
+
+  /**
+   * A 'maps'-layout endpoint map is replaced as a whole: created if absent,
+   * else flushed, then every interval added, all in one batch (so no packet
+   * sees it half-filled). Element-only: no rule or chain is touched.
+   */
+  private writeEndpointsMap(ops: OpList, m: EndpointMapContent, skipUnchanged: boolean): void {
+    const name = m.map.name;
+    let text = '';
+    for (const e of m.elements) text += `${e.key[0]!}=${valueText(e)},`;
+    const present = this.tableEndpointMaps.has(name);
+    if (skipUnchanged && present && this.mapText.get(name) === text) return;
+    this.mapText.set(name, text);
+    if (present) ops.push('flush', m.map, 'sets');
+    else ops.push('add', m.map, 'sets');
+    this.tableEndpointMaps.add(name);
+    for (const e of m.elements) ops.push('add', e, 'elements');
+  }
+
+  /** After the chains that used it were flushed (same batch, 'late'). */
+  private deleteEndpointsMap(ops: OpList, name: string): void {
+    if (!this.tableEndpointMaps.has(name)) return;
+    ops.push('delete', { kind: 'map', name, type: '' }, 'late');
+    this.tableEndpointMaps.delete(name);
+    this.mapText.delete(name);
   }
 
   private markStale(ops: OpList, chain: string, now: number): void {

@@ -5,7 +5,7 @@
 import type { CategorizedEndpoints, Endpoint, ServicePort } from '../../core/types.js';
 import { cidrContains, joinHostPort, parseCIDR } from '../../core/ip.js';
 import * as N from './names.js';
-import type { Element, NftSet, Rule } from './objects.js';
+import type { Element, NftMap, NftSet, Rule } from './objects.js';
 import type { RenderContext } from './static.js';
 
 export interface ChainContent {
@@ -13,8 +13,15 @@ export interface ChainContent {
   readonly rules: readonly Rule[];
 }
 
+/** A 'maps'-layout endpoint map with its full contents (replaced as a whole). */
+export interface EndpointMapContent {
+  readonly map: NftMap;
+  readonly elements: readonly Element[];
+}
+
 export interface ServicePortObjects {
   readonly chains: readonly ChainContent[];
+  readonly endpointMaps: readonly EndpointMapContent[];
   readonly affinitySets: readonly NftSet[];
   readonly elements: readonly Element[];
   /** Upstream's no_local_endpoints metric inputs. */
@@ -98,8 +105,16 @@ export function renderServicePort(ctx: RenderContext, svc: ServicePort, cat: Cat
     chains.push({ name: externalTrafficChain, rules: externalRules(ctx, svc, externalTrafficChain, clusterPolicyChain, hasExternalEndpoints ? externalPolicyChain : null) });
   }
   const affinitySets: NftSet[] = [];
-  if (usesClusterPolicyChain) chains.push(...endpointChains(ctx, svc, clusterPolicyChain, clusterEndpoints));
-  if (usesLocalPolicyChain) chains.push(...endpointChains(ctx, svc, localPolicyChain, localEndpoints));
+  const endpointMaps: EndpointMapContent[] = [];
+  const mapped = ctx.layout === 'maps' && svc.stickyMaxAgeSeconds <= 0;
+  if (usesClusterPolicyChain) {
+    if (mapped) endpointMaps.push(endpointMap(ctx, clusterPolicyChain, clusterEndpoints));
+    chains.push(...endpointChains(ctx, svc, clusterPolicyChain, clusterEndpoints));
+  }
+  if (usesLocalPolicyChain) {
+    if (mapped) endpointMaps.push(endpointMap(ctx, localPolicyChain, localEndpoints));
+    chains.push(...endpointChains(ctx, svc, localPolicyChain, localEndpoints));
+  }
 
   const reachable = cat?.allReachableEndpoints ?? [];
   for (const ep of reachable) {
@@ -113,6 +128,7 @@ export function renderServicePort(ctx: RenderContext, svc: ServicePort, cat: Cat
   }
   return {
     chains: dedupeChains(chains),
+    endpointMaps: dedupeMaps(endpointMaps),
     affinitySets,
     elements,
     noLocalInternal: hasEndpoints && !hasInternalEndpoints,
@@ -160,7 +176,11 @@ function externalRules(ctx: RenderContext, svc: ServicePort, chain: string, clus
  */
 function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps: readonly Endpoint[]): ChainContent[] {
   const proto = N.nftProtocol(svc.name);
-  const lean = ctx.layout === 'lean';
+  const lean = ctx.layout !== 'upstream';
+  if (svc.stickyMaxAgeSeconds <= 0 && ctx.layout === 'maps') {
+    const m = N.ENDPOINTS_MAP_PREFIX + chain;
+    return [{ name: chain, rules: [rule(chain, `meta l4proto ${proto} dnat ${ctx.ipX} addr . port to numgen random mod ${ENDPOINT_SLOTS} map @${m}`)] }];
+  }
   if (svc.stickyMaxAgeSeconds <= 0) {
     if (lean) return [{ name: chain, rules: cascade(eps.map((ep) => `meta l4proto ${proto} dnat to ${joinHostPort(ep.ip, ep.port)}`)).map((r) => rule(chain, r)) }];
     const entries = eps.map((ep, i) => `${i} : ${ep.ip} . ${ep.port}`).join(' , ');
@@ -200,6 +220,36 @@ function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps
 function cascade(statements: readonly string[]): string[] {
   const n = statements.length;
   return statements.map((s, i) => (n - i > 1 ? `numgen random mod ${n - i} 0 ${s}` : s));
+}
+
+/** lcm(1..16): numgen slots of a 'maps'-layout endpoint map. */
+export const ENDPOINT_SLOTS = 720720;
+
+/**
+ * The endpoint map of one policy chain: slots 0..ENDPOINT_SLOTS-1 split into
+ * one interval per endpoint, sizes differing by at most one (equal up to 16
+ * endpoints). Keys are "lo-hi" ranges, values "IP . port".
+ */
+export function endpointMap(ctx: RenderContext, chain: string, eps: readonly Endpoint[]): EndpointMapContent {
+  const name = N.ENDPOINTS_MAP_PREFIX + chain;
+  const map: NftMap = {
+    kind: 'map', name, type: `integer : ${ctx.addrType} . inet_service`,
+    typeOf: `numgen random mod ${ENDPOINT_SLOTS} : ${ctx.ipX} daddr . th dport`, flags: ['interval'],
+  };
+  const elements: Element[] = [];
+  const n = eps.length;
+  for (let i = 0; i < n; i++) {
+    const lo = Math.floor((i * ENDPOINT_SLOTS) / n);
+    const hi = Math.floor(((i + 1) * ENDPOINT_SLOTS) / n) - 1;
+    if (hi < lo) continue; // more endpoints than slots: never in practice
+    elements.push({ kind: 'element', set: name, key: [`${lo}-${hi}`], value: [eps[i]!.ip, String(eps[i]!.port)] });
+  }
+  return { map, elements };
+}
+
+function dedupeMaps(maps: EndpointMapContent[]): EndpointMapContent[] {
+  const seen = new Set<string>();
+  return maps.filter((m) => (seen.has(m.map.name) ? false : (seen.add(m.map.name), true)));
 }
 
 function dedupeChains(chains: ChainContent[]): ChainContent[] {

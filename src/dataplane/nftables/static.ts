@@ -31,8 +31,16 @@ export interface RenderContext {
  *   rules (K = N, N-1, ..., like iptables' statistic rules), no anonymous
  *   sets (10k services 0.8 s). Chain, set and map names and all elements are
  *   unchanged; only the rules inside service/local chains differ.
+ * - 'maps': without affinity, one rule that never changes,
+ *   `dnat ip addr . port to numgen random mod 720720 map @endpoints-<chain>`,
+ *   and a named interval map per policy chain that partitions 0..720719
+ *   among the endpoints (720720 = lcm(1..16): exact equal shares up to 16
+ *   endpoints, within 1/720720 beyond). An endpoint change then replaces the
+ *   map's elements only: no rule or chain is written, so the kernel does not
+ *   re-validate the table (which costs ~20 ms per commit at 20k services).
+ *   With affinity the policy chain is as in 'lean'.
  */
-export type EndpointLayout = 'upstream' | 'lean';
+export type EndpointLayout = 'upstream' | 'lean' | 'maps';
 
 export function makeContext(config: DataplaneConfig, nodeIP: string | undefined, layout: EndpointLayout = 'upstream'): RenderContext {
   const ipX = N.nftFamily(config.family);

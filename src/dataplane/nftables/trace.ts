@@ -288,6 +288,8 @@ class Tracer {
       this.candidates.push({ endpoint: t[2]!, probability: p, chain });
       return 'terminal';
     }
+    const named = t[t.length - 2] === 'map' && t[t.length - 1]!.startsWith('@');
+    if (t.includes('numgen') && named) return this.dnatNamedMap(t, chain, p);
     if (t.includes('numgen')) {
       const entries = braceBody(t).split(',');
       for (const entry of entries) {
@@ -300,6 +302,37 @@ class Tracer {
       return 'terminal';
     }
     return this.fail(`unknown dnat ${rule}`);
+  }
+
+  /**
+   * dnat ip addr . port to numgen random mod M map @m, m holding "lo-hi" :
+   * "IP . port" intervals (the 'maps' layout): each endpoint is a candidate
+   * with probability (hi-lo+1)/M. The intervals must partition 0..M-1
+   * exactly; a gap would let some packets through un-DNATed.
+   */
+  private dnatNamedMap(t: string[], chain: string, p: number): Verdict {
+    const mod = Number(t[t.indexOf('mod') + 1]);
+    const name = t[t.length - 1]!.slice(1);
+    const s = this.src.sets.get(name);
+    if (!s || !(mod > 0)) return this.fail(`dnat through missing map ${name}`);
+    const ranges: Array<[number, number, string]> = [];
+    for (const [key, e] of s.elements) {
+      const m = /^(\d+)-(\d+)$/.exec(key) ?? /^(\d+)()$/.exec(key);
+      const [ip, port] = (e.value ?? []).join(' . ').split(' . ').map((x) => x.trim());
+      if (!m || ip === undefined || port === undefined) return this.fail(`bad element ${key} of ${name}`);
+      const lo = Number(m[1]);
+      ranges.push([lo, m[2] === '' ? lo : Number(m[2]), joinHostPort(ip, Number(port))]);
+    }
+    ranges.sort((a, b) => a[0] - b[0]);
+    let next = 0;
+    for (const [lo, hi, ep] of ranges) {
+      if (lo !== next || hi < lo) return this.fail(`map ${name} does not partition 0..${mod - 1} (at ${lo})`);
+      next = hi + 1;
+      this.outputs.push(ep);
+      this.candidates.push({ endpoint: ep, probability: (p * (hi - lo + 1)) / mod, chain });
+    }
+    if (next !== mod) return this.fail(`map ${name} does not partition 0..${mod - 1} (ends at ${next - 1})`);
+    return 'terminal';
   }
 
   private addrMatches(spec: string, addr: string): boolean {
