@@ -84,6 +84,20 @@ for (const mode of E2E_MODES) describe(`diff and explain against a running proxy
     assert.ok(d.families.find((f) => f.family === 'IPv4')!.changes >= 6);
   });
 
+  it('a Service deleted while the proxy is stopped: its rules are reported removed', async () => {
+    await env.kube.remove('Service', 'web', 'default');
+    const r = await tool(ns, ['diff', ...flags]);
+    assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
+    if (mode === 'iptables') {
+      assert.match(r.stdout, /^@@ nat KUBE-SVC-[A-Z0-9]{16} \(removed\) @@$/m);
+      assert.match(r.stdout, /^--A KUBE-SERVICES .*"default\/web:tcp cluster IP"/m);
+    } else {
+      // The renderer empties a stale chain now and deletes it a sync later (its elements go at once).
+      assert.match(r.stdout, /^-rule .*dnat to /m);
+      assert.match(r.stdout, /^-element 10\.96\.0\.10 \. tcp \. 80 : goto service-/m);
+    }
+  });
+
   it('bad flags: exit 2', async () => {
     const r = await tool(ns, ['diff', '--proxy-mode', 'bogus', ...flags.filter((f, i, a) => f !== '--proxy-mode' && a[i - 1] !== '--proxy-mode')]);
     assert.equal(r.code, 2, r.stdout);
