@@ -134,7 +134,8 @@ describe('in-cluster: the DaemonSet pod against the test API server', { skip: pr
     }, 30_000, () => JSON.stringify(requests.slice(-10)));
     rulesWhileRunning = await natRules();
 
-    healthyWhileRunning = await healthz();
+    // /healthz turns 200 once every IP family has synced once (IPv6 right after IPv4).
+    healthyWhileRunning = await eventually('/healthz 200', healthz, 30_000).then(() => true, () => false);
 
     pod.proc.child.kill('SIGTERM');
     exitCode = await pod.proc.exited;
