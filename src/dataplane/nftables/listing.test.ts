@@ -225,6 +225,9 @@ test('parse: chains with hook and numeric priority, sets with type/flags/timeout
 test('normalizeNftRule only rewrites the kernel spellings', () => {
   assert.equal(normalizeNftRule('fib saddr type local meta mark set meta mark | 0x00004000'), 'fib saddr type local mark set mark or 0x00004000');
   assert.equal(normalizeNftRule('ip daddr  @cluster-ips   reject'), 'ip daddr @cluster-ips reject');
+  assert.equal(normalizeNftRule('meta l4proto tcp dnat ip to numgen random mod 2 map { 0 : 10.1.1.1 . 80, 1 : 10.1.1.2 . 80 }'),
+    'meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.1.1.1 . 80, 1 : 10.1.1.2 . 80 }');
+  assert.equal(normalizeNftRule('meta l4proto tcp dnat to 10.1.1.1:80'), 'meta l4proto tcp dnat to 10.1.1.1:80');
 });
 
 test('a listing the parser does not know is refused', () => {
