@@ -6,7 +6,7 @@
 // (tablediff.ts). Only `nft list` commands reach the kernel.
 import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
 import { Fake } from '../dataplane/nftables/fake.js';
-import { loadNftTable, parseNftListing } from '../dataplane/nftables/listing.js';
+import { loadNftTable, parseElementsJSON, parseNftListing } from '../dataplane/nftables/listing.js';
 import { nftFamily, TABLE_NAME } from '../dataplane/nftables/names.js';
 import { EMPTY_SNAPSHOT, NftablesRenderer } from '../dataplane/nftables/renderer.js';
 import { diffNftTables, nftDiffText } from '../dataplane/nftables/tablediff.js';
@@ -34,8 +34,9 @@ export async function diffNftablesFamily(i: NftablesFamilyInput): Promise<Family
     const json = (await i.run('nft', ['-j', 'list', 'table', fam, TABLE_NAME])).stdout;
     snapshot = parseTableJSON(json, TABLE_NAME);
     const listing = parseNftListing(text);
-    before = loadNftTable(fam, listing, snapshot.elements);
-    after = loadNftTable(fam, listing, snapshot.elements);
+    const elements = parseElementsJSON(json, TABLE_NAME);
+    before = loadNftTable(fam, listing, elements);
+    after = loadNftTable(fam, listing, elements);
   }
   // The production dataplane's renderer and layout (cmd/modes.ts: NftablesDataplane default 'lean').
   const { tx } = new NftablesRenderer(i.config, 'lean').render(i.state, realClock.now(), snapshot);

@@ -1,15 +1,14 @@
 // nftables side of `explain`: read the live kube-proxy table (`nft list
-// table` for chains and rules, `nft -j list table` for the managed sets' and
-// maps' elements), load it into the nftables Fake (listing.ts) and walk the
+// table` for chains and rules, `nft -j list table` for the sets' and maps'
+// elements), load it into the nftables Fake (listing.ts) and walk the
 // packet with the pure tracer (src/dataplane/nftables/trace.ts), lenient
 // about rules it cannot read.
 import type { IPFamily } from '../core/types.js';
-import { loadNftTable, parseNftListing } from '../dataplane/nftables/listing.js';
+import { loadNftTable, parseElementsJSON, parseNftListing } from '../dataplane/nftables/listing.js';
 import { nftFamily, TABLE_NAME } from '../dataplane/nftables/names.js';
 import type { Fake } from '../dataplane/nftables/fake.js';
 import { traceNftPacket } from '../dataplane/nftables/trace.js';
 import type { CommandRunner } from '../platform/iptables/runner.js';
-import { parseTableJSON } from '../platform/nftables/readback.js';
 import type { ExplainRequest } from './explain.js';
 import { serviceFromComment, summarize, type Explanation } from './explainview.js';
 
@@ -18,7 +17,7 @@ export async function readLiveNftTable(run: CommandRunner, family: IPFamily): Pr
   const fam = nftFamily(family);
   const text = (await run('nft', ['list', 'table', fam, TABLE_NAME])).stdout;
   const json = (await run('nft', ['-j', 'list', 'table', fam, TABLE_NAME])).stdout;
-  return loadNftTable(fam, parseNftListing(text), parseTableJSON(json, TABLE_NAME).elements);
+  return loadNftTable(fam, parseNftListing(text), parseElementsJSON(json, TABLE_NAME));
 }
 
 /** "ns/name:port" from a chain name such as service-KU4RYVEW-ns1/s0/tcp/http. */

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { hasCode } from '../../core/errors.js';
-import { loadNftTable, normalizeNftRule, parseNftListing } from './listing.js';
+import { loadNftTable, normalizeNftRule, parseElementsJSON, parseNftListing } from './listing.js';
 import type { Element } from './objects.js';
 import { traceNftPacket } from './trace.js';
 
@@ -254,4 +254,57 @@ test('load + trace: ClusterIP over the lean numgen cascade, 1/3 each; no-endpoin
   assert.equal(blocked.verdict, 'DROP', 'outside loadBalancerSourceRanges 203.0.113.0/25');
   assert.deepEqual(blocked.steps.map((x) => x.chain), ['filter-prerouting-pre-dnat', 'firewall-check', 'firewall-RKXNTCJ4-ns1/s1/tcp/http']);
   assert.equal(traceNftPacket(fake, { src: '10.0.0.5', dst: '172.30.0.99', port: 80 }, local).verdict, 'NONE');
+});
+
+/** `nft -j list table ip kube-proxy` items as nft 1.0.x printed them for a 'maps'-layout table (trimmed). */
+const MAPS_JSON = JSON.stringify({ nftables: [
+  { metainfo: { version: '1.0.9', json_schema_version: 1 } },
+  { set: { family: 'ip', name: 'cluster-ips', table: 'kube-proxy', type: 'ipv4_addr', handle: 24, elem: ['172.30.0.10', '172.30.0.12'] } },
+  { map: { family: 'ip', name: 'no-endpoint-services', table: 'kube-proxy', type: ['ipv4_addr', 'inet_proto', 'inet_service'], map: 'verdict',
+    elem: [[{ elem: { val: { concat: ['172.30.0.12', 'tcp', 80] }, comment: 'ns1/s2:http' } }, { goto: { target: 'reject-chain' } }]] } },
+  { map: { family: 'ip', name: 'endpoints-service-KU4RYVEW-ns1/s0/tcp/http', table: 'kube-proxy', type: 'integer', map: 'ipv4_addr . inet_service', flags: ['interval'],
+    elem: [[{ range: [0, 240239] }, { concat: ['10.180.0.1', 8080] }], [{ range: [240240, 480479] }, { concat: ['10.180.0.2', 8080] }], [{ range: [480480, 720719] }, { concat: ['10.180.0.3', 8080] }]] } },
+  { set: { family: 'ip', name: 'affinity-x', table: 'kube-proxy', type: 'ipv4_addr', flags: ['dynamic', 'timeout'], elem: ['10.0.0.9'] } },
+  { set: { family: 'ip', name: 'other-table-set', table: 'filter', type: 'ipv4_addr', elem: ['1.1.1.1'] } },
+] });
+
+test('parseElementsJSON: every non-dynamic set and map of the table, in the renderer form', () => {
+  const els = parseElementsJSON(MAPS_JSON, 'kube-proxy');
+  assert.deepEqual([...els.keys()], ['cluster-ips', 'no-endpoint-services', 'endpoints-service-KU4RYVEW-ns1/s0/tcp/http']);
+  assert.deepEqual(els.get('cluster-ips')!.map((e) => e.key), [['172.30.0.10'], ['172.30.0.12']]);
+  assert.deepEqual(els.get('no-endpoint-services'), [{ kind: 'element', set: 'no-endpoint-services', key: ['172.30.0.12', 'tcp', '80'], value: ['goto reject-chain'], comment: 'ns1/s2:http' }]);
+  assert.deepEqual(els.get('endpoints-service-KU4RYVEW-ns1/s0/tcp/http')![1], {
+    kind: 'element', set: 'endpoints-service-KU4RYVEW-ns1/s0/tcp/http', key: ['240240-480479'], value: ['10.180.0.2', '8080'],
+  });
+  assert.throws(() => parseElementsJSON('{"nftables":[{"set":{"name":"s","table":"kube-proxy","elem":[{"weird":1}]}}]}', 'kube-proxy'), (e: unknown) => hasCode(e, 'KPT_INPUT_INVALID'));
+});
+
+test("a 'maps'-layout table: typeof interval map parsed, the DNAT through it traced with slot-share probabilities", () => {
+  const listing = parseNftListing(`table ip kube-proxy {
+	map endpoints-service-KU4RYVEW-ns1/s0/tcp/http {
+		typeof numgen random mod 720720 : ip daddr . th dport
+		flags interval
+		elements = { 0-240239 : 10.180.0.1 . 8080, 240240-480479 : 10.180.0.2 . 8080, 480480-720719 : 10.180.0.3 . 8080 }
+	}
+
+	chain nat-prerouting {
+		type nat hook prerouting priority dstnat; policy accept;
+		ip daddr 172.30.0.10 goto service-KU4RYVEW-ns1/s0/tcp/http
+	}
+
+	chain service-KU4RYVEW-ns1/s0/tcp/http {
+		meta l4proto tcp dnat ip to numgen random mod 720720 map @endpoints-service-KU4RYVEW-ns1/s0/tcp/http
+	}
+}
+`);
+  assert.deepEqual(listing.sets[0], {
+    kind: 'map', name: 'endpoints-service-KU4RYVEW-ns1/s0/tcp/http', type: 'integer : ipv4_addr . inet_service',
+    typeOf: 'numgen random mod 720720 : ip daddr . th dport', flags: ['interval'],
+  });
+  assert.equal(listing.rules[1]!.rule, 'meta l4proto tcp dnat ip addr . port to numgen random mod 720720 map @endpoints-service-KU4RYVEW-ns1/s0/tcp/http');
+  const els = parseElementsJSON(MAPS_JSON, 'kube-proxy');
+  const fake = loadNftTable('ip', listing, new Map([...els].filter(([k]) => k.startsWith('endpoints-'))));
+  const r = traceNftPacket(fake, { src: '10.0.0.5', dst: '172.30.0.10', port: 80 }, ['127.0.0.1'], { strict: false });
+  assert.deepEqual(r.candidates.map((c) => c.endpoint), ['10.180.0.1:8080', '10.180.0.2:8080', '10.180.0.3:8080']);
+  for (const c of r.candidates) assert.ok(Math.abs(c.probability - 1 / 3) < 1e-12);
 });

@@ -5,15 +5,16 @@
 //     which is our renderer's syntax except for a few spellings undone by
 //     normalizeNftRule (`meta mark set meta mark | 0x00004000` for
 //     `mark set mark or 0x00004000`, ...). The JSON form has no rule text.
-//     Known gap: the experimental 'maps' endpoint layout (typeof interval
-//     maps) is not read; the default 'lean' and the 'upstream' layouts are.
-//   - `nft -j list table` (JSON): the elements of the sets and maps we
-//     manage, already in the renderer's form (platform/nftables/readback.ts
-//     parseTableJSON turns them into Elements; its result is passed in).
+//     `typeof` maps (the 'maps' endpoint layout) get their field types
+//     derived from the expressions, as the renderer writes them.
+//   - `nft -j list table` (JSON): the elements of every set and map,
+//     turned into the renderer's form by parseElementsJSON (ranges as
+//     "lo-hi", concatenations as fields, verdicts as "goto X").
 // Dynamic sets (session affinity) are loaded empty: their contents are
 // per-client state, not configuration. Pure.
 
 import { ProxyError } from '../../core/errors.js';
+import { normalizeIP } from '../../core/ip.js';
 import type { NftFamily } from './names.js';
 import { TABLE_NAME } from './names.js';
 import { Fake } from './fake.js';
@@ -118,10 +119,14 @@ function finish(out: NftListing, b: { kind: 'chain' | 'set' | 'map'; name: strin
     }
     return;
   }
-  const type = b.props['type'];
+  const typeOf = b.props['typeof'];
+  const type = b.props['type'] ?? (typeOf !== undefined ? typeFromTypeof(typeOf) : undefined);
   if (type === undefined) throw new ProxyError('KPT_INPUT_INVALID', `nft listing: ${b.kind} ${b.name} without type`);
-  if (b.kind === 'map') { out.sets.push({ kind: 'map', name: b.name, type, ...comment }); return; }
   const flags = b.props['flags']?.split(',').map((f) => f.trim());
+  if (b.kind === 'map') {
+    out.sets.push({ kind: 'map', name: b.name, type, ...(typeOf !== undefined ? { typeOf } : {}), ...(flags ? { flags } : {}), ...comment });
+    return;
+  }
   const timeout = b.props['timeout'];
   out.sets.push({
     kind: 'set', name: b.name, type, ...(flags ? { flags } : {}),
@@ -129,9 +134,76 @@ function finish(out: NftListing, b: { kind: 'chain' | 'set' | 'map'; name: strin
   });
 }
 
+const EXPR_TYPES: Record<string, string> = {
+  'ip daddr': 'ipv4_addr', 'ip saddr': 'ipv4_addr', 'ip6 daddr': 'ipv6_addr', 'ip6 saddr': 'ipv6_addr',
+  'th dport': 'inet_service', 'th sport': 'inet_service', 'tcp dport': 'inet_service', 'udp dport': 'inet_service',
+  'meta l4proto': 'inet_proto', 'meta mark': 'mark',
+};
+
+/** "numgen random mod 720720 : ip daddr . th dport" -> "integer : ipv4_addr . inet_service". */
+function typeFromTypeof(typeOf: string): string {
+  const side = (expr: string) => expr.split(' . ').map((e) => {
+    const x = e.trim();
+    return x.startsWith('numgen ') ? 'integer' : EXPR_TYPES[x] ?? fail(`typeof ${typeOf}`);
+  }).join(' . ');
+  const fail = (m: string): never => { throw new ProxyError('KPT_INPUT_INVALID', `nft listing: ${m}`); };
+  return typeOf.split(' : ').map(side).join(' : ');
+}
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+const isObj = (v: Json | undefined): v is { [k: string]: Json } => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** One element key (or data value) of nft JSON as the renderer's fields. */
+function fieldsOf(v: Json): string[] {
+  if (typeof v === 'number') return [String(v)];
+  if (typeof v === 'string') return [normalizeIP(v) ?? v];
+  if (isObj(v) && Array.isArray(v.concat)) return v.concat.flatMap(fieldsOf);
+  if (isObj(v) && Array.isArray(v.range) && v.range.length === 2) return [`${fieldsOf(v.range[0]!)[0]}-${fieldsOf(v.range[1]!)[0]}`];
+  if (isObj(v) && isObj(v.prefix)) return [`${fieldsOf(v.prefix.addr ?? null)[0]}/${String(v.prefix.len)}`];
+  throw new ProxyError('KPT_INPUT_INVALID', `nft JSON: element ${JSON.stringify(v)}`);
+}
+
+function valueOf(v: Json): string[] {
+  if (isObj(v) && !Array.isArray(v.concat) && !Array.isArray(v.range) && !isObj(v.prefix)) {
+    const [verdict] = Object.keys(v);
+    const body = verdict === undefined ? undefined : v[verdict];
+    if (verdict === undefined) throw new ProxyError('KPT_INPUT_INVALID', 'nft JSON: empty verdict');
+    return [isObj(body) && typeof body.target === 'string' ? `${verdict} ${body.target}` : verdict];
+  }
+  return fieldsOf(v);
+}
+
+/**
+ * Elements of every non-dynamic set and map of `table` in `nft -j list
+ * table` output, in the renderer's form. Throws KPT_INPUT_INVALID on shapes
+ * it does not know.
+ */
+export function parseElementsJSON(text: string, table: string): Map<string, Element[]> {
+  const doc = JSON.parse(text) as Json;
+  if (!isObj(doc) || !Array.isArray(doc.nftables)) throw new ProxyError('KPT_INPUT_INVALID', 'not nft JSON output');
+  const out = new Map<string, Element[]>();
+  for (const item of doc.nftables) {
+    const s = isObj(item) ? (isObj(item.set) ? item.set : isObj(item.map) ? item.map : null) : null;
+    if (!s || s.table !== table || typeof s.name !== 'string') continue;
+    if (Array.isArray(s.flags) && s.flags.includes('dynamic')) continue;
+    const name = s.name;
+    const isMap = isObj(item) && isObj(item.map);
+    const els: Element[] = [];
+    for (const raw of Array.isArray(s.elem) ? s.elem : []) {
+      const [k, v] = isMap && Array.isArray(raw) ? [raw[0]!, raw[1]!] : [raw, undefined];
+      const inner = isObj(k) && isObj(k.elem) ? k.elem : null;
+      const key = fieldsOf(inner ? inner.val ?? null : k);
+      const comment = inner && typeof inner.comment === 'string' ? { comment: inner.comment } : {};
+      els.push({ kind: 'element', set: name, key, ...(v !== undefined ? { value: valueOf(v) } : {}), ...comment });
+    }
+    out.set(name, els);
+  }
+  return out;
+}
+
 /**
  * A Fake holding the live table: the listing's chains, sets and rules and
- * the given elements (parseTableJSON's, for the managed sets and maps).
+ * the given elements (parseElementsJSON's).
  */
 export function loadNftTable(family: NftFamily, listing: NftListing, elements: ReadonlyMap<string, readonly Element[]>): Fake {
   const tx = new Transaction(family, TABLE_NAME);
