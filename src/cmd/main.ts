@@ -7,6 +7,8 @@ import { hasCode, ProxyError } from '../core/errors.js';
 import { createLogger } from '../platform/logger.js';
 import { encodeConfigYAML, parseCommandLine, type ParsedCommand } from './options.js';
 import { cleanupAll } from './cleanup.js';
+import { runDiff } from './diff.js';
+import { runExplain } from './explain.js';
 import { initOnly, runProxy } from './server.js';
 
 /** The version in the nearest package.json above this file (works from dist/ and from source). */
@@ -23,6 +25,9 @@ async function packageVersion(): Promise<string> {
 }
 
 export async function main(argv: string[]): Promise<number> {
+  // Our own read-only tools; every other argv is upstream kube-proxy's command line.
+  if (argv[0] === 'explain') return runExplain(argv.slice(1));
+  if (argv[0] === 'diff') return runDiff(argv.slice(1));
   let cmd: ParsedCommand;
   try {
     cmd = await parseCommandLine(argv, { readFile: (p) => readFile(p, 'utf8') }, await packageVersion());

@@ -12,11 +12,12 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { E2EEnv } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
-import { E2E_MODES } from '../netns/proxy.js';
-import { nodeScript, nsRun } from '../netns/spawn.js';
+import { E2E_MODES, proxyArgv } from '../netns/proxy.js';
+import { nsRun } from '../netns/spawn.js';
 
 async function tool(ns: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const r = await nsRun(ns, [...nodeScript('./tools-entry.js', import.meta.url), ...args], { allowFailure: true });
+  // The real binary: `kube-proxy-ts diff ...` / `kube-proxy-ts explain ...`.
+  const r = await nsRun(ns, [...proxyArgv(), ...args], { allowFailure: true });
   return { code: r.code, stdout: r.stdout, stderr: r.stderr };
 }
 
