@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { base32, sha256 } from '../../src/dataplane/nftables/hash.js';
+import { base32, sha256 } from '../../src/core/hash.js';
 import { hashAndTruncate, servicePortChainNameBase, servicePortEndpointChainNameBase } from '../../src/dataplane/nftables/names.js';
 import type { ServicePortName } from '../../src/core/types.js';
 

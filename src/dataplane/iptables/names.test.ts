@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { base32, sha256 } from './hash.js';
+import { base32, sha256 } from '../../core/hash.js';
 import {
   endpointChainName, externalChainName, firewallChainName, isServiceChainName, localChainName, serviceChainName, servicePortChainHash,
 } from './names.js';

@@ -4,7 +4,7 @@
 // KUBE-SEP adds the endpoint's "ip:port" ("[ip]:port" for IPv6). The hash is
 // the first 16 characters of base32(sha256(...)), so names are <= 28 chars.
 
-import { base32, sha256 } from './hash.js';
+import { base32, sha256 } from '../../core/hash.js';
 import type { Protocol } from '../../core/types.js';
 
 export const SERVICE_CHAIN_PREFIX = 'KUBE-SVC-';

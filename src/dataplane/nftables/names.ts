@@ -2,7 +2,7 @@
 // and tools see these, so they are kept byte-for-byte: the table, the static
 // chains, sets and maps, and the hashed per-service chain names.
 import type { IPFamily, ServicePortName } from '../../core/types.js';
-import { base32, sha256 } from './hash.js';
+import { base32, sha256 } from '../../core/hash.js';
 
 export const TABLE_NAME = 'kube-proxy';
 export const TABLE_COMMENT = 'rules for kube-proxy';

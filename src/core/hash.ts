@@ -1,6 +1,7 @@
-// SHA-256 and RFC 4648 base32 in pure TypeScript. The dataplane layer may not
+// SHA-256 and RFC 4648 base32 in pure TypeScript. The pure layers may not
 // import node:crypto (layering lint), and upstream's chain names are
-// base32(sha256(name)), so we carry a small, tested implementation here.
+// base32(sha256(name)) in both iptables and nftables modes, so one small,
+// tested implementation lives here.
 
 const K = new Uint32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
