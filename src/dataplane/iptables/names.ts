@@ -13,17 +13,20 @@ export const EXTERNAL_CHAIN_PREFIX = 'KUBE-EXT-';
 export const FIREWALL_CHAIN_PREFIX = 'KUBE-FW-';
 export const ENDPOINT_CHAIN_PREFIX = 'KUBE-SEP-';
 
-// Chain names are recomputed for every service port on every sync (partial
-// syncs too, to know the active chains), so hashes are memoised. The cache is
-// bounded: it is dropped whole when it grows past MAX_CACHED (a cluster of
-// that size simply re-hashes once).
+// Names through these string functions are memoised in a bounded cache (it is
+// dropped whole when it grows past MAX_CACHED). The renderer does not use it:
+// it asks chainNamesOf(servicePort), below.
 const MAX_CACHED = 262144;
 const cache = new Map<string, string>();
+
+function hash16Uncached(s: string): string {
+  return base32(sha256(s)).slice(0, 16);
+}
 
 function hash16(s: string): string {
   let h = cache.get(s);
   if (h === undefined) {
-    h = base32(sha256(s)).slice(0, 16);
+    h = hash16Uncached(s);
     if (cache.size >= MAX_CACHED) cache.clear();
     cache.set(s, h);
   }
@@ -50,4 +53,52 @@ const SERVICE_CHAIN_PREFIXES = [SERVICE_CHAIN_PREFIX, LOCAL_CHAIN_PREFIX, EXTERN
 /** Upstream isServiceChainName: a per-service or per-endpoint chain we own. */
 export function isServiceChainName(chain: string): boolean {
   return SERVICE_CHAIN_PREFIXES.some((p) => chain.startsWith(p));
+}
+
+/** Every chain name of one service port; endpoint chain names by Endpoint.key. */
+export interface ServicePortChainNames {
+  readonly cluster: string;
+  readonly local: string;
+  readonly external: string;
+  readonly firewall: string;
+  endpoint(endpointKey: string): string;
+}
+
+// Per ServicePort object, so names survive across syncs for as long as the
+// engine keeps that object (unchanged services keep it: src/core/snapshot.ts)
+// and vanish with it (a deleted or updated Service's object is released, so
+// the cache never outgrows the live services). Endpoint names are added as
+// endpoints appear; a port's endpoint map is reset when it outgrows
+// MAX_ENDPOINTS_PER_PORT (endpoint churn on a long-lived Service).
+const MAX_ENDPOINTS_PER_PORT = 4096;
+const byServicePort = new WeakMap<object, ServicePortChainNames>();
+
+export function chainNamesOf(sp: { readonly key: string; readonly protocol: Protocol | string }): ServicePortChainNames {
+  let n = byServicePort.get(sp);
+  if (n === undefined) {
+    n = makeNames(sp.key, sp.protocol);
+    byServicePort.set(sp, n);
+  }
+  return n;
+}
+
+function makeNames(spn: string, protocol: Protocol | string): ServicePortChainNames {
+  const base = spn + protocol.toLowerCase();
+  const h = hash16Uncached(base);
+  let eps = new Map<string, string>();
+  return {
+    cluster: SERVICE_CHAIN_PREFIX + h,
+    local: LOCAL_CHAIN_PREFIX + h,
+    external: EXTERNAL_CHAIN_PREFIX + h,
+    firewall: FIREWALL_CHAIN_PREFIX + h,
+    endpoint(endpointKey: string): string {
+      let name = eps.get(endpointKey);
+      if (name === undefined) {
+        name = ENDPOINT_CHAIN_PREFIX + hash16Uncached(base + endpointKey);
+        if (eps.size >= MAX_ENDPOINTS_PER_PORT) eps = new Map();
+        eps.set(endpointKey, name);
+      }
+      return name;
+    },
+  };
 }

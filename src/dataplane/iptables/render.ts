@@ -5,10 +5,11 @@
 import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../core/ip.js';
 import type { DataplaneConfig, IPFamily, LocalDetector, ServicePort, SyncState } from '../../core/types.js';
 import { staleChains } from './jumps.js';
+import { recall, remember } from './memo.js';
 import { LineBuffer, chainLine } from './restore.js';
 import {
   KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES,
-  type ChainSink, type ServiceRenderContext, writeServicePort,
+  type ServiceRenderContext, renderServicePort,
 } from './servicerules.js';
 
 export const KUBE_FORWARD = 'KUBE-FORWARD';
@@ -123,72 +124,109 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
   const mark = `0x${config.masqueradeMark.toString(16).padStart(8, '0')}`;
 
   const filterChains = [KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL];
-  const natChains = new LineBuffer();
-  const natRules = new LineBuffer();
-  const filterRules = new LineBuffer();
-  for (const c of [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ]) natChains.writeLine(chainLine(c));
-
-  natRules.write('-A', KUBE_POSTROUTING, '-m', 'mark', '!', '--mark', `${mark}/${mark}`, '-j', 'RETURN');
-  natRules.write('-A', KUBE_POSTROUTING, '-j', 'MARK', '--xor-mark', mark);
-  natRules.write('-A', KUBE_POSTROUTING, '-m', 'comment', '--comment', '"kubernetes service traffic requiring SNAT"',
+  const natHead = new LineBuffer();
+  const filterHead = new LineBuffer();
+  natHead.write('-A', KUBE_POSTROUTING, '-m', 'mark', '!', '--mark', `${mark}/${mark}`, '-j', 'RETURN');
+  natHead.write('-A', KUBE_POSTROUTING, '-j', 'MARK', '--xor-mark', mark);
+  natHead.write('-A', KUBE_POSTROUTING, '-m', 'comment', '--comment', '"kubernetes service traffic requiring SNAT"',
     '-j', 'MASQUERADE', options.randomFully ? ['--random-fully'] : []);
-  natRules.write('-A', KUBE_MARK_MASQ, '-j', 'MARK', '--or-mark', mark);
+  natHead.write('-A', KUBE_MARK_MASQ, '-j', 'MARK', '--or-mark', mark);
   if (lnp) {
     filterChains.push(KUBE_FIREWALL);
-    filterRules.write('-A', KUBE_FIREWALL, '-m', 'comment', '--comment', '"block incoming localnet connections"',
+    filterHead.write('-A', KUBE_FIREWALL, '-m', 'comment', '--comment', '"block incoming localnet connections"',
       '-d', '127.0.0.0/8', '!', '-s', '127.0.0.0/8', '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT', '-j', 'DROP');
   }
 
   let totalEndpoints = 0;
   for (const key of state.services.keys()) totalEndpoints += state.endpoints.get(key)?.length ?? 0;
   const largeClusterMode = totalEndpoints > options.largeClusterThreshold;
+  const ctx = renderContext(config, options, lnp, largeClusterMode, state.node.nodeIPs[family] ?? null);
 
-  const det = detectorArgs(config.localDetector, family);
+  // Per-service chunks in service-key order; one join at the end.
+  const natChainLines: string[] = [];
+  const natRuleChunks: string[] = [];
+  const filterChunks: string[] = [];
   const active = new Set<string>();
-  const ctx: ServiceRenderContext = {
-    masqueradeAll: config.masqueradeAll, ifLocal: det.ifLocal, ifNotLocal: det.ifNotLocal,
-    localhostNodePortCounter: lnp && options.nfacct.localhostNodePortsAccepted,
-    largeClusterMode, nodeIP: state.node.nodeIPs[family] ?? null,
-    filterRules, natRules, activeNatChains: active,
-  };
-  const real: ChainSink = { natChains, natRules };
-  const skippedSink: ChainSink = { natChains: new LineBuffer(true), natRules: new LineBuffer(true) };
   const skipped: SkippedServicePort[] = [];
+  let natWritten = 0;
+  let natSkipped = 0;
+  let filterCount = 0;
   let noLocalInternal = 0;
   let noLocalExternal = 0;
   const empty = { clusterEndpoints: null, localEndpoints: null, allReachableEndpoints: [], hasAnyEndpoints: false };
 
-  for (const key of [...state.services.keys()].sort()) {
+  for (const key of sortedKeys(state.services)) {
     const svc = state.services.get(key)!;
-    const bad = validate(svc, family);
-    if (bad !== null) { skipped.push({ key, reason: bad }); continue; }
-    const sink = partial && !state.changedServices.has(svc.serviceKey) ? skippedSink : real;
-    const counts = writeServicePort(ctx, sink, svc, state.categorized.get(key) ?? empty);
-    if (counts.noLocalInternal) noLocalInternal++;
-    if (counts.noLocalExternal) noLocalExternal++;
+    const cat = state.categorized.get(key) ?? empty;
+    const writeOwn = !partial || state.changedServices.has(svc.serviceKey);
+    let r = writeOwn ? null : recall(svc, cat, ctx.key);
+    if (r === null) {
+      const bad = validate(svc, family);
+      if (bad !== null) { skipped.push({ key, reason: bad }); continue; }
+      r = renderServicePort(ctx, svc, cat, writeOwn);
+      remember(svc, cat, ctx.key, r);
+    }
+    if (r.filter !== '') filterChunks.push(r.filter);
+    filterCount += r.filterCount;
+    if (r.natTop !== '') natRuleChunks.push(r.natTop);
+    natWritten += r.natTopCount;
+    for (const c of r.chains) active.add(c);
+    if (writeOwn) {
+      for (const c of r.chains) natChainLines.push(chainLine(c));
+      if (r.own !== '') natRuleChunks.push(r.own!);
+      natWritten += r.ownCount;
+    } else {
+      natSkipped += r.ownCount;
+    }
+    if (r.noLocalInternal) noLocalInternal++;
+    if (r.noLocalExternal) noLocalExternal++;
   }
 
-  const existing = [...(input.existingNatChains ?? []), ...(input.previous?.natChainsActive ?? [])];
-  const deletedChains = staleChains(existing, active);
+  // Stale = in the kernel's list or the last render's, and not active now (sorted, unique).
+  const stale = staleChains(input.existingNatChains ?? [], active);
+  const deletedChains = input.previous === null ? stale
+    : [...new Set([...stale, ...staleChains(input.previous.natChainsActive, active)])].sort();
+  const natTail = new LineBuffer();
   for (const c of deletedChains) {
-    natChains.writeLine(chainLine(c));
-    natRules.write('-X', c);
+    natChainLines.push(chainLine(c));
+    natTail.write('-X', c);
   }
+  writeNodePortsJump(natTail, config, lnp, ipv6);
+  const filterTail = new LineBuffer();
+  writeForwardRules(filterTail, options, mark);
 
-  writeNodePortsJump(natRules, config, lnp, ipv6);
-  writeForwardRules(filterRules, options, mark);
-
-  const restoreText = '*filter\n' + filterChains.map((c) => chainLine(c) + '\n').join('') + filterRules.text() + 'COMMIT\n'
-    + '*nat\n' + natChains.text() + natRules.text() + 'COMMIT\n';
+  const parts = ['*filter\n'];
+  for (const c of filterChains) parts.push(chainLine(c), '\n');
+  parts.push(filterHead.text(), ...filterChunks, filterTail.text(), 'COMMIT\n*nat\n');
+  for (const c of [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ]) parts.push(chainLine(c), '\n');
+  for (const l of natChainLines) parts.push(l, '\n');
+  parts.push(natHead.text(), ...natRuleChunks, natTail.text(), 'COMMIT\n');
+  const natRules = natHead.count + natWritten + natTail.count - deletedChains.length;
   return {
-    restoreText, partial, largeClusterMode, filterChains, natChainsActive: active, deletedChains,
-    filterRules: filterRules.count,
-    natRules: natRules.count - deletedChains.length,
-    natRulesTotal: natRules.count + skippedSink.natRules.count - deletedChains.length,
+    restoreText: parts.join(''), partial, largeClusterMode, filterChains, natChainsActive: active, deletedChains,
+    filterRules: filterHead.count + filterCount + filterTail.count,
+    natRules,
+    natRulesTotal: natRules + natSkipped,
     noLocalEndpoints: { internal: noLocalInternal, external: noLocalExternal },
     skipped,
     memory: { family, natChainsActive: active },
   };
+}
+
+function renderContext(cfg: DataplaneConfig, options: IptablesOptions, lnp: boolean, largeClusterMode: boolean, nodeIP: string | null): ServiceRenderContext {
+  const det = detectorArgs(cfg.localDetector, cfg.family);
+  const ifLocal = det.ifLocal === null ? null : det.ifLocal.join(' ');
+  const ifNotLocal = det.ifNotLocal === null ? null : det.ifNotLocal.join(' ');
+  const localhostNodePortCounter = lnp && options.nfacct.localhostNodePortsAccepted;
+  const key = JSON.stringify([cfg.family, cfg.masqueradeAll, ifLocal, ifNotLocal, localhostNodePortCounter, largeClusterMode, nodeIP]);
+  return { masqueradeAll: cfg.masqueradeAll, ifLocal, ifNotLocal, localhostNodePortCounter, largeClusterMode, nodeIP, key };
+}
+
+/** Map keys sorted; buildSyncState already inserts in order, so usually no sort is needed. */
+function sortedKeys(m: ReadonlyMap<string, unknown>): string[] {
+  const keys = [...m.keys()];
+  for (let i = 1; i < keys.length; i++) if (keys[i - 1]! > keys[i]!) return keys.sort();
+  return keys;
 }
 
 /** The last rule of nat KUBE-SERVICES: hand local destinations to KUBE-NODEPORTS. */
