@@ -32,24 +32,32 @@ function echo(src: string, dst: string, data: string): string {
 
 function serve(req: Req): Promise<Res> {
   podName = String(req['name'] ?? podName);
+  // ipv6: also listen on :: (IPv6 only; IPv4 stays on the 0.0.0.0 sockets, so replies look the same as before).
+  const ipv6 = req['ipv6'] === true;
   const tasks: Array<Promise<void>> = [];
+  const onConnection = (sock: net.Socket): void => {
+    const rl = readline.createInterface({ input: sock });
+    rl.on('error', () => {});
+    rl.on('line', (line) => sock.write(echo(addr(sock.remoteAddress, sock.remotePort), addr(sock.localAddress, sock.localPort), line) + '\n'));
+    sock.on('error', () => {});
+  };
   for (const port of (req['tcp'] as number[] | undefined) ?? []) {
-    const srv = net.createServer((sock) => {
-      const rl = readline.createInterface({ input: sock });
-      rl.on('error', () => {});
-      rl.on('line', (line) => sock.write(echo(addr(sock.remoteAddress, sock.remotePort), addr(sock.localAddress, sock.localPort), line) + '\n'));
-      sock.on('error', () => {});
-    });
-    servers.push(srv);
-    tasks.push(new Promise((res, rej) => { srv.once('error', rej); srv.listen(port, '0.0.0.0', () => res()); }));
+    for (const host of ipv6 ? ['0.0.0.0', '::'] : ['0.0.0.0']) {
+      const srv = net.createServer(onConnection);
+      servers.push(srv);
+      tasks.push(new Promise((res, rej) => { srv.once('error', rej); srv.listen({ port, host, ipv6Only: host === '::' }, () => res()); }));
+    }
   }
   for (const port of (req['udp'] as number[] | undefined) ?? []) {
-    const sock = dgram.createSocket('udp4');
-    sock.on('message', (msg, rinfo) => {
-      sock.send(echo(addr(rinfo.address, rinfo.port), `0.0.0.0:${port}`, msg.toString()), rinfo.port, rinfo.address);
-    });
-    servers.push(sock);
-    tasks.push(new Promise((res, rej) => { sock.once('error', rej); sock.bind(port, '0.0.0.0', () => res()); }));
+    for (const type of ipv6 ? ['udp4', 'udp6'] as const : ['udp4'] as const) {
+      const any = type === 'udp4' ? '0.0.0.0' : '::';
+      const sock = dgram.createSocket({ type, ipv6Only: type === 'udp6' });
+      sock.on('message', (msg, rinfo) => {
+        sock.send(echo(addr(rinfo.address, rinfo.port), `${any}:${port}`, msg.toString()), rinfo.port, rinfo.address);
+      });
+      servers.push(sock);
+      tasks.push(new Promise((res, rej) => { sock.once('error', rej); sock.bind(port, any, () => res()); }));
+    }
   }
   return Promise.all(tasks).then(() => ({ ok: true }));
 }
@@ -89,7 +97,7 @@ function udp(req: Req): Promise<Res> {
   const start = performance.now();
   const timeoutMs = Number(req['timeoutMs'] ?? 2000);
   return new Promise((resolve) => {
-    const sock = dgram.createSocket({ type: 'udp4', reuseAddr: true });
+    const sock = dgram.createSocket({ type: net.isIPv6(String(req['host'])) ? 'udp6' : 'udp4', reuseAddr: true });
     let done = false;
     const finish = (r: Res): void => {
       if (done) return;

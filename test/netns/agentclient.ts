@@ -66,9 +66,9 @@ export class Agent {
     });
   }
 
-  /** Start echo servers (TCP and UDP) on 0.0.0.0 answering as `name`. */
-  async serve(tcp: number[], udp: number[]): Promise<void> {
-    const r = await this.request('serve', { name: this.name, tcp, udp });
+  /** Start echo servers (TCP and UDP) on 0.0.0.0 (and on :: if ipv6) answering as `name`. */
+  async serve(tcp: number[], udp: number[], ipv6 = false): Promise<void> {
+    const r = await this.request('serve', { name: this.name, tcp, udp, ipv6 });
     if (!r['ok']) throw new Error(`serve in ${this.ns}: ${String(r['error'])}`);
   }
 

@@ -2,7 +2,7 @@
 // demo: a namespace cluster, the API server in it, one kube-proxy-ts per
 // node, and helpers that send real packets and wait (bounded) for the
 // proxy to converge on a change.
-import { NetnsCluster } from './cluster.js';
+import { NetnsCluster, type ClusterOptions } from './cluster.js';
 import { ControlPlane } from './controlplane.js';
 import type { ClientResult, EchoReply } from './agentclient.js';
 import type { KubeObject } from './kube.js';
@@ -11,6 +11,10 @@ import { ProxyProcess, type E2EMode } from './proxy.js';
 export interface E2EOptions {
   /** Extra proxy flags, e.g. ['--masquerade-all']. */
   readonly proxyArgs?: string[];
+  /** Default proxy flags to leave out, e.g. ['--cluster-cidr'] (see ProxyProcess.flags). */
+  readonly dropFlags?: string[];
+  /** Cluster shape, e.g. { ipv6: true } or { podBridge: 'cbr0' }. */
+  readonly cluster?: ClusterOptions;
 }
 
 export type Proto = 'tcp' | 'udp';
@@ -26,12 +30,12 @@ export class E2EEnv {
 
   /** Build everything; on any failure tear down what was built and rethrow. */
   static async start(mode: E2EMode, opts: E2EOptions = {}): Promise<E2EEnv> {
-    const cluster = await NetnsCluster.create();
+    const cluster = await NetnsCluster.create(opts.cluster);
     let cp: ControlPlane | undefined;
     const proxies = new Map<string, ProxyProcess>();
     try {
       cp = await ControlPlane.start(cluster);
-      for (const n of cluster.nodes) proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp.kubeconfig, opts.proxyArgs));
+      for (const n of cluster.nodes) proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp.kubeconfig, opts.proxyArgs, opts.dropFlags));
       await Promise.all([...proxies.values()].map((p) => p.start()));
       return new E2EEnv(mode, cluster, cp, proxies);
     } catch (err) {

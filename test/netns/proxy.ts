@@ -33,17 +33,25 @@ export function proxyArgv(): string[] {
 export class ProxyProcess {
   private proc: NsProcess | undefined;
 
-  constructor(readonly cluster: NetnsCluster, readonly node: NodeInfo, readonly mode: E2EMode, readonly kubeconfig: string, readonly extraArgs: string[] = []) {}
+  /** dropFlags: default flags to leave out (with their value), e.g. ['--cluster-cidr']. */
+  constructor(readonly cluster: NetnsCluster, readonly node: NodeInfo, readonly mode: E2EMode, readonly kubeconfig: string, readonly extraArgs: string[] = [], readonly dropFlags: string[] = []) {}
 
   flags(): string[] {
-    return [
+    const defaults = [
       '--kubeconfig', this.kubeconfig, '--hostname-override', this.node.name, '--proxy-mode', this.mode,
       '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', `${this.node.ip}:${HEALTHZ_PORT}`,
       '--metrics-bind-address', '127.0.0.1:10249', '-v', '2',
       // nf_conntrack_max is global and read-only outside the root namespace: leave it, as kind does.
       '--conntrack-max-per-core', '0',
-      ...this.extraArgs,
     ];
+    const kept: string[] = [];
+    for (let i = 0; i < defaults.length; i++) {
+      const f = defaults[i]!;
+      const hasValue = i + 1 < defaults.length && !defaults[i + 1]!.startsWith('-');
+      if (!this.dropFlags.includes(f)) kept.push(f, ...(hasValue ? [defaults[i + 1]!] : []));
+      if (hasValue) i++;
+    }
+    return [...kept, ...this.extraArgs];
   }
 
   /** Start and wait until /healthz is 200 (timeoutMs bounds it). */

@@ -23,12 +23,23 @@ export const CLUSTER_CIDR = '10.244.0.0/16';
 export const SERVICE_CIDR = '10.96.0.0/16';
 export const API_PORT = 6443;
 
+// IPv6 plan, only when a cluster is created with ipv6: true (dual-stack):
+// segment fd00:77::/64 (node N = fd00:77::1N, ext = fd00:77::100), pods of
+// node N in fd00:10:244:N::/64 (gateway ::1, pods ::10, ::11), Service CIDR
+// fd00:10:96::/112 (ext routes it via node1).
+export const SEGMENT6_PREFIX = 64;
+export const EXTERNAL_IP6 = 'fd00:77::100';
+export const CLUSTER_CIDR6 = 'fd00:10:244::/56';
+export const SERVICE_CIDR6 = 'fd00:10:96::/112';
+
 export interface PodInfo {
   /** Pod name; also what its echo servers answer with. */
   readonly name: string;
   readonly ns: string;
   readonly ip: string;
   readonly node: string;
+  /** Only in dual-stack clusters. */
+  readonly ip6?: string;
 }
 
 export interface NodeInfo {
@@ -39,6 +50,10 @@ export interface NodeInfo {
   /** Gateway address the pods use; sits on every pod veth of the node. */
   readonly podGateway: string;
   readonly pods: readonly PodInfo[];
+  /** Only in dual-stack clusters: the node's IPv6 address, pod /64 and pod gateway. */
+  readonly ip6?: string;
+  readonly podCIDR6?: string;
+  readonly podGateway6?: string;
 }
 
 export interface HostInfo {
@@ -50,30 +65,31 @@ export interface Topology {
   readonly prefix: string;
   readonly switchNs: string;
   readonly controlPlane: HostInfo;
-  readonly external: HostInfo & { readonly ip2: string };
+  readonly external: HostInfo & { readonly ip2: string; readonly ip6?: string };
   readonly nodes: readonly NodeInfo[];
   readonly pods: readonly PodInfo[];
 }
 
 const POD_LETTERS = 'abcdefgh';
 
-/** The plan for a run with this prefix: nodeCount nodes of podsPerNode pods each. */
-export function planTopology(prefix: string, nodeCount = 2, podsPerNode = 2): Topology {
+/** The plan for a run with this prefix: nodeCount nodes of podsPerNode pods each (plus IPv6 addresses if ipv6). */
+export function planTopology(prefix: string, nodeCount = 2, podsPerNode = 2, ipv6 = false): Topology {
   const nodes: NodeInfo[] = [];
   for (let n = 1; n <= nodeCount; n++) {
     const name = `node${n}`;
     const pods: PodInfo[] = [];
     for (let p = 0; p < podsPerNode; p++) {
       const podName = `${name}-${POD_LETTERS[p]}`;
-      pods.push({ name: podName, ns: `${prefix}${podName}`, ip: `10.244.${n}.${10 + p}`, node: name });
+      pods.push({ name: podName, ns: `${prefix}${podName}`, ip: `10.244.${n}.${10 + p}`, node: name, ...(ipv6 ? { ip6: `fd00:10:244:${n}::${10 + p}` } : {}) });
     }
-    nodes.push({ name, ns: `${prefix}${name}`, ip: `192.168.77.${10 + n}`, podCIDR: `10.244.${n}.0/24`, podGateway: `10.244.${n}.1`, pods });
+    const v6 = ipv6 ? { ip6: `fd00:77::${10 + n}`, podCIDR6: `fd00:10:244:${n}::/64`, podGateway6: `fd00:10:244:${n}::1` } : {};
+    nodes.push({ name, ns: `${prefix}${name}`, ip: `192.168.77.${10 + n}`, podCIDR: `10.244.${n}.0/24`, podGateway: `10.244.${n}.1`, pods, ...v6 });
   }
   return {
     prefix,
     switchNs: `${prefix}sw`,
     controlPlane: { ns: `${prefix}cp`, ip: CONTROL_PLANE_IP },
-    external: { ns: `${prefix}ext`, ip: EXTERNAL_IP, ip2: EXTERNAL_IP2 },
+    external: { ns: `${prefix}ext`, ip: EXTERNAL_IP, ip2: EXTERNAL_IP2, ...(ipv6 ? { ip6: EXTERNAL_IP6 } : {}) },
     nodes,
     pods: nodes.flatMap((n) => n.pods),
   };
