@@ -18,6 +18,7 @@ import { syncStateFromObjects } from '../src/core/snapshot.js';
 import { categorizeEndpoints } from '../src/core/topology.js';
 import type { DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
 import { NftablesRenderer } from '../src/dataplane/nftables/renderer.js';
+import type { EndpointLayout } from '../src/dataplane/nftables/static.js';
 import { NftablesDataplane } from '../src/platform/nftables/dataplane.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
 import { endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
@@ -27,6 +28,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 // From dist/bench the output still goes to the source tree's bench/out.
 const OUT = process.env['KPT_BENCH_OUT'] ?? join(here, 'out');
 const arg = (name: string) => { const i = process.argv.indexOf(`--${name}`); return i >= 0 ? process.argv[i + 1] : undefined; };
+
+const LAYOUT = (arg('layout') ?? 'maps') as EndpointLayout;
 
 const CONFIG: DataplaneConfig = {
   family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
@@ -105,7 +108,7 @@ async function child(size: number): Promise<Result> {
   try {
     let coldOps = 0;
     const vias: string[] = [];
-    const dp = new NftablesDataplane({ config: CONFIG, netns: ns, onTransaction: (_f, s, _p, via) => { coldOps = s.split('\n').length - 1; vias.push(via); } });
+    const dp = new NftablesDataplane({ config: CONFIG, netns: ns, layout: LAYOUT, onTransaction: (_f, s, _p, via) => { coldOps = s.split('\n').length - 1; vias.push(via); } });
     const c0 = performance.now();
     await dp.sync(state);
     const coldMs = performance.now() - c0;
@@ -121,7 +124,7 @@ async function child(size: number): Promise<Result> {
     dp.close();
     // Render-only time of the same changes, on a second renderer (after the RSS reading).
     const changeRenderMs: number[] = [];
-    const probe = new NftablesRenderer(CONFIG, 'lean');
+    const probe = new NftablesRenderer(CONFIG, LAYOUT);
     probe.render(state, 0);
     for (const st of changeStates) {
       const p0 = performance.now();
@@ -145,7 +148,7 @@ function main(): void {
   const sizes = (arg('sizes') ?? '1000,10000,20000').split(',').map(Number);
   const results: Result[] = [];
   for (const size of sizes) {
-    const r = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--child', String(size), '--changes', arg('changes') ?? '5'],
+    const r = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--child', String(size), '--changes', arg('changes') ?? '5', '--layout', LAYOUT],
       { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
     if (r.status !== 0) throw new Error(`child for ${size} failed`);
     results.push(JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as Result);

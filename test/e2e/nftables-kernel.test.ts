@@ -108,7 +108,7 @@ test('upstream layout loads on the kernel as the Fake holds it', { timeout: 30_0
   dp.close();
 });
 
-test('IPv6: both layouts load as the Fake holds them; lean partial syncs go through netlink', { timeout: 30_000 }, async () => {
+test('IPv6: every layout loads as the Fake holds it; lean and maps partial syncs go through netlink', { timeout: 30_000 }, async () => {
   const cfg6: DataplaneConfig = { ...CONFIG, family: 'IPv6', nodePortAddresses: ['fd00:192::10/128'], localIPs: ['::1', 'fd00:192::10'],
     localDetector: { kind: 'cidr', cidrs: ['fd00:244::/64'] } };
   const v6 = (name: string, ip: string, eps: string[]) => ({
@@ -119,7 +119,7 @@ test('IPv6: both layouts load as the Fake holds them; lean partial syncs go thro
     services: [v6('web6', 'fd00:96::10', eps).svc], slices: [v6('web6', 'fd00:96::10', eps).slice], family: 'IPv6', nodeName: 'node-a',
     nodeIPs: { IPv6: 'fd00:192::10' }, serviceCIDRs: ['fd00:96::/108'], fullSync: changed === null, ...(changed ? { changedServices: changed } : {}),
   });
-  for (const layout of ['upstream', 'lean'] as const) {
+  for (const layout of ['upstream', 'lean', 'maps'] as const) {
     const vias: string[] = [];
     const dp = new NftablesDataplane({ config: cfg6, netns: NS, layout, onTransaction: (_f, _s, _p, via) => vias.push(via) });
     const fake = new Fake('ip6');
@@ -129,7 +129,7 @@ test('IPv6: both layouts load as the Fake holds them; lean partial syncs go thro
       fake.run(r.render(st, 0).tx);
     }
     assertKernelMatches(fake, 'ip6');
-    assert.deepEqual(vias, layout === 'lean' ? ['nft', 'netlink'] : ['nft', 'nft']);
+    assert.deepEqual(vias, layout === 'upstream' ? ['nft', 'nft'] : ['nft', 'netlink']);
     await dp.cleanup();
     dp.close();
   }
@@ -227,5 +227,73 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
     assert.match(tables, /table ip foreign/);
     assert.match(tables, /table inet kube-proxy/);
     assert.equal(nft('list', 'table', 'ip', 'foreign'), foreignBefore);
+  });
+});
+
+/** Elements of the 'maps' layout's endpoint maps in the kernel, as "map: lo-hi : ip . port | ...". */
+function kernelEndpointMaps(): string[] {
+  const doc = JSON.parse(nft('-j', 'list', 'maps', 'ip')) as { nftables: Array<{ map?: { name: string; table: string; elem?: Array<[{ range: [number, number] }, { concat: [string, number] }]> } }> };
+  return doc.nftables.flatMap((i) => (i.map && i.map.table === 'kube-proxy' && i.map.name.startsWith('endpoints-') ? [i.map] : []))
+    .map((m) => `${m.name}: ${(m.elem ?? []).map(([k, v]) => `${k.range[0]}-${k.range[1]} : ${v.concat[0]} . ${v.concat[1]}`).sort().join(' | ')}`).sort();
+}
+function fakeEndpointMaps(fake: Fake): string[] {
+  return [...fake.sets].filter(([n]) => n.startsWith('endpoints-'))
+    .map(([n, s]) => `${n}: ${[...s.elements.values()].map((e) => `${e.key[0]} : ${e.value!.join(' . ')}`).sort().join(' | ')}`).sort();
+}
+
+test('maps layout: endpoint changes, new and deleted services go through netlink, element-only for endpoints; real traffic follows', { timeout: 60_000 }, async (t) => {
+  const clock = new FakeClock(5_000_000);
+  const scripts: string[] = [];
+  const vias: string[] = [];
+  const dp = new NftablesDataplane({ config: CONFIG, netns: NS, clock, layout: 'maps', onTransaction: (_f, s, _p, via) => { scripts.push(s); vias.push(via); } });
+  t.after(() => dp.close());
+  const fake = new Fake('ip');
+  const mirror = new NftablesRenderer(CONFIG, 'maps');
+  const apply = async (st: SyncState) => {
+    const out = await dp.sync(st);
+    fake.run(mirror.render(st, clock.now(), mirror.needsFullSync(st) ? fake.snapshot() : null).tx);
+    return out;
+  };
+  const matches = () => { assertKernelMatches(fake); assert.deepEqual(kernelEndpointMaps(), fakeEndpointMaps(fake)); };
+  if (!sh('ip', 'addr', 'show', 'dev', 'eth0').includes('10.244.1.6/32')) sh('ip', 'addr', 'add', '10.244.1.6/32', 'dev', 'eth0');
+  const api = svc('api', '10.96.100.20', ['10.244.2.7', '10.244.2.8', '10.244.2.9']);
+
+  await t.test('full sync: one fixed dnat rule per policy chain, intervals partition 0..720719', async () => {
+    await apply(state([svc('web', '10.96.100.10', ['10.244.1.5']), api], null));
+    matches();
+    const apiMap = kernelEndpointMaps().find((m) => m.includes('ns/api'))!;
+    assert.match(apiMap, /0-240239 : 10\.244\.2\.7 \. 8080 \| 240240-480479 : 10\.244\.2\.8 \. 8080 \| 480480-720719 : 10\.244\.2\.9 \. 8080$/);
+    assert.equal(sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.5')).trim(), 'hello from 10.244.1.5:8080');
+  });
+
+  await t.test('an endpoint change is a map flush + elements through netlink, and traffic goes to the new endpoint', async () => {
+    scripts.length = 0;
+    vias.length = 0;
+    await apply(state([svc('web', '10.96.100.10', ['10.244.1.6']), api], ['ns/web']));
+    assert.deepEqual(vias, ['netlink']);
+    const lines = scripts[0]!.trim().split('\n');
+    // Elements only: the endpoint map, and the hairpin set for the local endpoint that left.
+    assert.ok(lines.every((l) => /^(flush map ip kube-proxy endpoints-service-|(add|delete) element ip kube-proxy (endpoints-service-|hairpin-connections ))/.test(l)), JSON.stringify(scripts[0]));
+    assert.ok(lines.some((l) => l.startsWith('flush map')));
+    matches();
+    assert.equal(sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.6')).trim(), 'hello from 10.244.1.6:8080');
+  });
+
+  await t.test('a new service (map, chain, rule, elements) and a deleted one (chain flushed, map deleted) go through netlink', async () => {
+    vias.length = 0;
+    const web = svc('web', '10.96.100.10', ['10.244.1.6']);
+    await apply(state([web, api, svc('db', '10.96.100.30', ['10.244.3.1', '10.244.3.2'])], ['ns/db']));
+    await apply(state([web, svc('db', '10.96.100.30', ['10.244.3.1', '10.244.3.2'])], ['ns/api']));
+    assert.deepEqual(vias, ['netlink', 'netlink']);
+    matches();
+    assert.ok(!kernelEndpointMaps().some((m) => m.includes('ns/api')));
+    const db = [...fake.chains.keys()].find((c) => c.startsWith('service-') && c.includes('ns/db'))!;
+    assert.match(nft('list', 'chain', 'ip', 'kube-proxy', db), /meta l4proto tcp dnat ip to numgen random mod 720720 map @endpoints-service-/);
+  });
+
+  await t.test('a second full sync rewrites the maps in place and matches again', async () => {
+    await apply(state([svc('web', '10.96.100.10', ['10.244.1.6']), svc('db', '10.96.100.30', ['10.244.3.1'])], null));
+    matches();
+    await dp.cleanup();
   });
 });

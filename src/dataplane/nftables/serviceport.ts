@@ -108,11 +108,11 @@ export function renderServicePort(ctx: RenderContext, svc: ServicePort, cat: Cat
   const endpointMaps: EndpointMapContent[] = [];
   const mapped = ctx.layout === 'maps' && svc.stickyMaxAgeSeconds <= 0;
   if (usesClusterPolicyChain) {
-    if (mapped) endpointMaps.push(endpointMap(ctx, clusterPolicyChain, clusterEndpoints));
+    if (mapped) endpointMaps.push(endpointMap(ctx, proto, clusterPolicyChain, clusterEndpoints));
     chains.push(...endpointChains(ctx, svc, clusterPolicyChain, clusterEndpoints));
   }
   if (usesLocalPolicyChain) {
-    if (mapped) endpointMaps.push(endpointMap(ctx, localPolicyChain, localEndpoints));
+    if (mapped) endpointMaps.push(endpointMap(ctx, proto, localPolicyChain, localEndpoints));
     chains.push(...endpointChains(ctx, svc, localPolicyChain, localEndpoints));
   }
 
@@ -230,11 +230,13 @@ export const ENDPOINT_SLOTS = 720720;
  * one interval per endpoint, sizes differing by at most one (equal up to 16
  * endpoints). Keys are "lo-hi" ranges, values "IP . port".
  */
-export function endpointMap(ctx: RenderContext, chain: string, eps: readonly Endpoint[]): EndpointMapContent {
+export function endpointMap(ctx: RenderContext, proto: string, chain: string, eps: readonly Endpoint[]): EndpointMapContent {
   const name = N.ENDPOINTS_MAP_PREFIX + chain;
   const map: NftMap = {
     kind: 'map', name, type: `integer : ${ctx.addrType} . inet_service`,
-    typeOf: `numgen random mod ${ENDPOINT_SLOTS} : ${ctx.ipX} daddr . th dport`, flags: ['interval'],
+    // `th dport` would be neater, but nft 1.0.6 then refuses to add a
+    // `meta l4proto tcp` rule using an existing map ("conflicting protocols").
+    typeOf: `numgen random mod ${ENDPOINT_SLOTS} : ${ctx.ipX} daddr . ${proto} dport`, flags: ['interval'],
   };
   const elements: Element[] = [];
   const n = eps.length;

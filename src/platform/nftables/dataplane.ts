@@ -8,14 +8,14 @@ import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Dataplane } from '../../core/types.js';
 import type { Clock } from '../../engine/clock.js';
-import { nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
+import { isEndpointsMapName, nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dataplane/nftables/renderer.js';
 import { realClock } from '../clock.js';
 import { run, type ExecResult } from '../exec.js';
 import type { EndpointLayout } from '../../dataplane/nftables/static.js';
 import type { Operation } from '../../dataplane/nftables/objects.js';
 import { openNftNetlink, type NftNetlink } from './netlink.js';
-import { encodeOperation, type EncodedOp } from './nlencode.js';
+import { encodeOperation, type EncodedOp, type SetKind } from './nlencode.js';
 import { parseTableJSON } from './readback.js';
 
 /** Managed set/map names -> is it a map (for element encoding). */
@@ -23,6 +23,17 @@ const SET_KINDS: ReadonlyMap<string, boolean> = new Map([
   ['cluster-ips', false], ['nodeport-ips', false], ['hairpin-connections', false], ['service-ips', true],
   ['service-nodeports', true], ['no-endpoint-services', true], ['no-endpoint-nodeports', true], ['firewall-ips', true],
 ]);
+
+function setKind(name: string): SetKind | undefined {
+  return SET_KINDS.get(name) ?? (isEndpointsMapName(name) ? 'endpoints' : undefined);
+}
+
+/**
+ * 'lean' stays the default: 'maps' makes a one-endpoint change element-only
+ * (20k Services: 5 ms instead of 50 ms) but its cold sync is superlinear in
+ * the per-chain named maps (10k: 27 s, 20k: 122 s; see bench/README.md).
+ */
+export const DEFAULT_LAYOUT: EndpointLayout = 'lean';
 
 /** Runs `nft <args>` with optional stdin; rejects with ExecError on failure. */
 export type NftRunner = (args: readonly string[], input?: string) => Promise<ExecResult>;
@@ -47,7 +58,7 @@ export interface NftablesDataplaneOptions {
   /**
    * Apply partial syncs through nf_tables netlink directly when every
    * operation is supported (see nlencode.ts); default true with the lean
-   * layout. Full syncs and anything unsupported use `nft -f`.
+   * and maps layouts. Full syncs and anything unsupported use `nft -f`.
    */
   readonly fastPath?: boolean;
   /** Called with each transaction's text before it is applied (debug logging). */
@@ -65,7 +76,7 @@ export class NftablesDataplane implements Dataplane {
 
   constructor(private readonly opts: NftablesDataplaneOptions) {
     this.family = opts.config.family;
-    this.renderer = new NftablesRenderer(opts.config, opts.layout ?? 'lean');
+    this.renderer = new NftablesRenderer(opts.config, opts.layout ?? DEFAULT_LAYOUT);
     this.runner = opts.runner ?? nftRunner(opts.netns);
     this.clock = opts.clock ?? realClock;
   }
@@ -93,14 +104,14 @@ export class NftablesDataplane implements Dataplane {
 
   /** The whole transaction as netlink messages, or null (use nft -f). */
   private async encodeFast(ops: readonly Operation[]): Promise<{ nl: NftNetlink; ops: EncodedOp[] } | null> {
-    const layout = this.opts.layout ?? 'lean';
-    if (!(this.opts.fastPath ?? layout === 'lean')) return null;
+    const layout = this.opts.layout ?? DEFAULT_LAYOUT;
+    if (!(this.opts.fastPath ?? layout !== 'upstream')) return null;
     if (this.netlink === undefined) this.netlink = await openNftNetlink(this.opts.netns);
     if (this.netlink === null) return null;
     const fam = nftFamily(this.family);
     const out: EncodedOp[] = [];
     for (const op of ops) {
-      const e = encodeOperation(op, fam, TABLE_NAME, (name) => SET_KINDS.get(name));
+      const e = encodeOperation(op, fam, TABLE_NAME, setKind);
       if (e === null) return null;
       out.push(e);
     }
