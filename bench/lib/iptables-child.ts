@@ -1,13 +1,19 @@
 // The measured half of bench/iptables-sync.ts: one size, one process, one
-// namespace. Builds the SyncState, runs IptablesDataplane full (fresh), full
-// (loaded) and one-endpoint partial syncs, and saves the exact restore inputs
-// so the parent can time iptables-restore alone on them.
+// namespace. Feeds the Service/EndpointSlice objects through the engine's own
+// bookkeeping (FamilyState: change trackers, applied maps, buildSyncState with
+// the previous snapshot - exactly what src/engine/proxier.ts does), runs
+// IptablesDataplane full (fresh), full (loaded) and one-endpoint partial syncs,
+// and saves the exact restore inputs so the parent can time iptables-restore
+// alone on them. Like the real proxy, the partial step changes one
+// EndpointSlice: unchanged services keep their objects.
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { EndpointSlice, Service } from '../../src/core/api.js';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
+import { nodeInfoFromNode } from '../../src/core/nodeinfo.js';
+import { buildSyncState } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncOutcome, SyncState } from '../../src/core/types.js';
+import { FamilyState } from '../../src/engine/familystate.js';
 import { realClock } from '../../src/platform/clock.js';
 import { IptablesDataplane, netnsRunner, runnerSysctl, withWholeTableCache, type CommandRunner } from '../../src/platform/iptables/index.js';
 import { service, slice } from '../../test/cases/fixtures.js';
@@ -48,6 +54,7 @@ export interface ChildResult {
 }
 
 const EPS = 5;
+const NODE = 'bench-node';
 const CONFIG: DataplaneConfig = {
   family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
   nodePortAddresses: null, localhostNodePorts: false, localIPs: ['127.0.0.1', '192.168.0.2'],
@@ -99,7 +106,21 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const peakAfter: Record<string, number> = {};
   const mark = (step: string) => { peakAfter[step] = process.resourceUsage().maxRSS; };
   mark('objects');
-  const fullState = syncStateFromObjects({ services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync: true });
+  // The engine's per-family state, fed as the informers would.
+  const fam = new FamilyState(dp, NODE, 0, () => {}, () => {});
+  const node = nodeInfoFromNode(NODE, null, { IPv4: '192.168.0.2' });
+  for (const svc of services) fam.services.update(null, svc);
+  for (const sl of slices) fam.endpointsTracker.endpointSliceUpdate(sl, false);
+  const nextState = (fullSync: boolean): SyncState => {
+    const changes = fam.checkout();
+    const state = buildSyncState({
+      family: 'IPv4', services: fam.servicePorts, endpoints: fam.endpoints, node, changedServices: changes.updatedServices,
+      fullSync, serviceCIDRs: [], previous: fam.lastState,
+    });
+    fam.succeeded(state, fullSync ? 0 : null);
+    return state;
+  };
+  const fullState = nextState(true);
   mark('state');
   const full = await timed(fullState);
   mark('full');
@@ -109,8 +130,9 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   rmSync(lastRestore);
   // One endpoint of s0 moves.
   const eps0 = Array.from({ length: EPS }, (_, e) => ({ ip: e === 0 ? '10.99.0.1' : epIP(e) }));
-  const changed = [slice('s0', [{ name: 'http', port: 8080 }], eps0), ...slices.slice(1)];
-  const partialState = syncStateFromObjects({ services, slices: changed, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync: false, changedServices: ['ns1/s0'] });
+  fam.endpointsTracker.endpointSliceUpdate(slice('s0', [{ name: 'http', port: 8080 }], eps0), false);
+  const partialState = nextState(false);
+  if (partialState.changedServices.size !== 1) throw new Error(`partial: ${partialState.changedServices.size} changed services`);
   const partial = await timed(partialState);
   mark('partial');
   const partialPlain = lastRestore;

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { base32, sha256 } from '../../core/hash.js';
 import {
-  endpointChainName, externalChainName, firewallChainName, isServiceChainName, localChainName, serviceChainName, servicePortChainHash,
+  endpointChainName, externalChainName, firewallChainName, isServiceChainName, chainNamesOf, localChainName, serviceChainName, servicePortChainHash,
 } from './names.js';
 
 test('reference Appendix A / 4.1 hashes', () => {
@@ -37,4 +37,25 @@ test('pure sha256/base32 agree with node:crypto and RFC 4648', () => {
   const enc = (s: string) => base32(new TextEncoder().encode(s));
   assert.deepEqual(['', 'f', 'fo', 'foo', 'foob', 'fooba', 'foobar'].map(enc),
     ['', 'MY======', 'MZXQ====', 'MZXW6===', 'MZXW6YQ=', 'MZXW6YTB', 'MZXW6YTBOI======']);
+});
+
+test('chainNamesOf: the same names as the string functions, per ServicePort object', () => {
+  const hashOf = (s: string) => base32(new Uint8Array(createHash('sha256').update(s, 'utf8').digest())).slice(0, 16);
+  // ASCII (scratch-buffer path), long (buffer growth) and non-ASCII (TextEncoder path) names.
+  for (const key of ['ns1/svc1:p80', `ns/${'x'.repeat(300)}:p`, 'ns/ü€:p']) {
+    const sp = { key, protocol: 'UDP' as const };
+    const n = chainNamesOf(sp);
+    assert.equal(n.cluster, `KUBE-SVC-${hashOf(`${key}udp`)}`);
+    assert.equal(n.cluster, serviceChainName(key, 'UDP'));
+    assert.equal(n.local, localChainName(key, 'UDP'));
+    assert.equal(n.external, externalChainName(key, 'UDP'));
+    assert.equal(n.firewall, firewallChainName(key, 'UDP'));
+    for (const ep of ['10.0.0.1:53', '[fd00::1]:53']) {
+      assert.equal(n.endpoint(ep), endpointChainName(key, 'UDP', ep));
+      assert.equal(n.endpoint(ep), `KUBE-SEP-${hashOf(`${key}udp${ep}`)}`);
+    }
+    assert.equal(chainNamesOf(sp), n, 'cached on the object');
+    assert.notEqual(chainNamesOf({ ...sp }), n, 'another object gets its own entry');
+  }
+  assert.equal(chainNamesOf({ key: 'ns1/svc1:p80', protocol: 'TCP' }).cluster, 'KUBE-SVC-XPGD46QRK7WJZT7O');
 });

@@ -19,8 +19,19 @@ export const ENDPOINT_CHAIN_PREFIX = 'KUBE-SEP-';
 const MAX_CACHED = 262144;
 const cache = new Map<string, string>();
 
+// ASCII names (Service names are DNS labels, endpoint keys are IPs and ports)
+// are encoded into one reused buffer instead of a TextEncoder allocation per hash.
+let scratch = new Uint8Array(256);
+
 function hash16Uncached(s: string): string {
-  return base32(sha256(s)).slice(0, 16);
+  const n = s.length;
+  if (n > scratch.length) scratch = new Uint8Array(n * 2);
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c > 127) return base32(sha256(s)).slice(0, 16);
+    scratch[i] = c;
+  }
+  return base32(sha256(scratch.subarray(0, n))).slice(0, 16);
 }
 
 function hash16(s: string): string {
