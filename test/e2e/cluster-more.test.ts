@@ -99,9 +99,11 @@ for (const mode of E2E_MODES) {
         const e = env();
         const pod = (n: string) => e.cluster.pod(n);
         const ip = '10.96.2.21';
+        // Zone hints name both zones, so zone filtering alone would keep both endpoints: only node hints explain one.
+        const both = ['zone-a', 'zone-b'];
         const hinted: EndpointSpec[] = [
-          { pod: pod('node1-b'), zone: 'zone-a', forZones: ['zone-a'], forNodes: ['node1'] },
-          { pod: pod('node2-a'), zone: 'zone-b', forZones: ['zone-b'], forNodes: ['node2'] },
+          { pod: pod('node1-b'), zone: 'zone-a', forZones: both, forNodes: ['node1'] },
+          { pod: pod('node2-a'), zone: 'zone-b', forZones: both, forNodes: ['node2'] },
         ];
         await e.apply(service({ name: 'samenode', clusterIP: ip, ports: webPorts(), trafficDistribution: 'PreferSameNode' }), endpointSlice('samenode', hinted, webPorts()));
         await e.waitServedBy('node1-a', 'tcp', ip, 80, ['node1-b'], {}, 8);
