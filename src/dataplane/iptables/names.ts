@@ -23,15 +23,17 @@ const cache = new Map<string, string>();
 // are encoded into one reused buffer instead of a TextEncoder allocation per hash.
 let scratch = new Uint8Array(256);
 
+// base32 encodes 5-byte groups independently, so the first 16 characters are
+// exactly base32 of the first 10 digest bytes (no padding): the rest is not encoded.
 function hash16Uncached(s: string): string {
   const n = s.length;
   if (n > scratch.length) scratch = new Uint8Array(n * 2);
   for (let i = 0; i < n; i++) {
     const c = s.charCodeAt(i);
-    if (c > 127) return base32(sha256(s)).slice(0, 16);
+    if (c > 127) return base32(sha256(s).subarray(0, 10));
     scratch[i] = c;
   }
-  return base32(sha256(scratch.subarray(0, n))).slice(0, 16);
+  return base32(sha256(scratch.subarray(0, n)).subarray(0, 10));
 }
 
 function hash16(s: string): string {
