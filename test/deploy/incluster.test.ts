@@ -72,7 +72,7 @@ async function eventually(what: string, cond: () => Promise<boolean>, timeoutMs 
   throw new Error(`timed out waiting for ${what}\n${detail()}`);
 }
 
-describe('in-cluster: the DaemonSet pod against the test API server', { skip: process.getuid?.() !== 0 ? 'needs root (network namespaces)' : false }, () => {
+describe('in-cluster: the DaemonSet pod against the test API server', () => {
   let ns: TestNamespace;
   let saDir: string;
   let api: ApiHost;
