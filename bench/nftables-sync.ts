@@ -4,13 +4,18 @@
 // 'upstream' endpoint layout). Prints a table and writes
 // bench/out/nftables-sync.{json,svg,png}. Run as root:
 //
-//   node --import tsx bench/nftables-sync.ts [--sizes 1000,10000,20000] [--changes 5]
+//   node --import tsx bench/nftables-sync.ts [--sizes 1000,10000,20000] [--changes 5] [--layout lean|maps|upstream]
 //
-// Each size runs in a child process (so peak RSS is that size's alone) with
-// fresh namespaces kpt-nftbench-<pid>-<rand>, removed on exit and on SIGINT.
+// Each size runs in a child process with fresh namespaces
+// kpt-nftbench-<pid>-<rand>, removed on exit and on SIGINT. The child builds
+// the input (Service/EndpointSlice objects, SyncState) and measures the floor;
+// the proxy itself (dataplane fed the SyncState) runs in a grandchild, so its
+// RSS holds no benchmark input objects (see ProxyMemory).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { deserialize, serialize } from 'node:v8';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -19,17 +24,17 @@ import { categorizeEndpoints } from '../src/core/topology.js';
 import type { DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
 import { NftablesRenderer } from '../src/dataplane/nftables/renderer.js';
 import type { EndpointLayout } from '../src/dataplane/nftables/static.js';
-import { NftablesDataplane } from '../src/platform/nftables/dataplane.js';
+import { DEFAULT_LAYOUT, NftablesDataplane } from '../src/platform/nftables/dataplane.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
 import { endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
 import { writeChart } from './lib/chart.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
-// From dist/bench the output still goes to the source tree's bench/out.
-const OUT = process.env['KPT_BENCH_OUT'] ?? join(here, 'out');
+// Compiled into bench/out/dist/bench/ (see compiledChild), output still goes to bench/out.
+const OUT = process.env['KPT_BENCH_OUT'] ?? (here.includes(join('bench', 'out', 'dist')) ? join(here, '..', '..') : join(here, 'out'));
 const arg = (name: string) => { const i = process.argv.indexOf(`--${name}`); return i >= 0 ? process.argv[i + 1] : undefined; };
 
-const LAYOUT = (arg('layout') ?? 'maps') as EndpointLayout;
+const LAYOUT = (arg('layout') ?? DEFAULT_LAYOUT) as EndpointLayout;
 
 const CONFIG: DataplaneConfig = {
   family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
@@ -45,11 +50,74 @@ interface Result {
   changeRenderMs: number[];
   /** How each change reached the kernel: 'netlink' (fast path) or 'nft'. */
   changeVia: string[];
-  /** Peak RSS once the bench's own Service/EndpointSlice JSON and SyncState exist (before any sync). */
-  rssAfterStateMiB: number;
-  maxRssMiB: number;
+  /** The bench process (Service/EndpointSlice objects + SyncState + floor renders): peak RSS. */
+  benchMaxRssMiB: number;
+  proxy: ProxyMemory;
   floorColdMs: number;
   floorChangeMs: number;
+}
+
+/**
+ * The proxy's own memory, measured in a separate process that holds only
+ * what a proxy holds: the SyncState (deserialized from the bench's, no
+ * Service/EndpointSlice objects) and the dataplane, after a cold sync and the
+ * endpoint changes. Heap figures are after a forced GC (--expose-gc).
+ */
+interface ProxyMemory {
+  /** Node + our modules loaded, nothing else. */
+  baseRssMiB: number;
+  /** After the SyncState exists. */
+  stateRssMiB: number;
+  stateHeapMiB: number;
+  /** Right after the cold sync, before any GC: where the peak comes from. */
+  afterCold: { rssMiB: number; heapTotalMiB: number; heapUsedMiB: number; externalMiB: number; peakMiB: number };
+  /** Peak over cold sync and changes (includes the transient transaction script). */
+  peakRssMiB: number;
+  /** Retained after the syncs: renderer memory + SyncState. */
+  retainedHeapMiB: number;
+  coldMs: number;
+  coldOps: number;
+  changeMs: number[];
+  changeVia: string[];
+}
+
+const MiB = 1024 * 1024;
+const gc = () => (globalThis as { gc?: () => void }).gc?.();
+
+async function proxyChild(file: string): Promise<ProxyMemory> {
+  gc();
+  const baseRssMiB = process.memoryUsage().rss / MiB;
+  const state = deserialize(readFileSync(file)) as SyncState;
+  rmSync(file, { force: true });
+  gc();
+  const stateRssMiB = process.memoryUsage().rss / MiB;
+  const stateHeapMiB = process.memoryUsage().heapUsed / MiB;
+  const ns = newNs();
+  try {
+    let coldOps = 0;
+    const vias: string[] = [];
+    const dp = new NftablesDataplane({ config: CONFIG, netns: ns, layout: LAYOUT, onTransaction: (_f, s, _p, via) => { coldOps = s.split('\n').length - 1; vias.push(via); } });
+    const c0 = performance.now();
+    await dp.sync(state);
+    const coldMs = performance.now() - c0;
+    const m = process.memoryUsage();
+    const afterCold = { rssMiB: m.rss / MiB, heapTotalMiB: m.heapTotal / MiB, heapUsedMiB: m.heapUsed / MiB, externalMiB: m.external / MiB, peakMiB: process.resourceUsage().maxRSS / 1024 };
+    const changeMs: number[] = [];
+    const changes = Number(arg('changes') ?? 5);
+    for (let r = 0; r < changes; r++) {
+      const st = withExtraEndpoint(state, (r * 7919) % state.services.size, r);
+      const s0 = performance.now();
+      await dp.sync(st);
+      changeMs.push(performance.now() - s0);
+    }
+    const peakRssMiB = process.resourceUsage().maxRSS / 1024;
+    gc();
+    const retainedHeapMiB = process.memoryUsage().heapUsed / MiB;
+    dp.close();
+    return { baseRssMiB, stateRssMiB, stateHeapMiB, afterCold, peakRssMiB, retainedHeapMiB, coldMs, coldOps, changeMs, changeVia: vias.slice(1) };
+  } finally {
+    dropNs(ns);
+  }
 }
 
 function newNs(): string {
@@ -102,27 +170,21 @@ async function child(size: number): Promise<Result> {
   const t0 = performance.now();
   const state = buildState(size);
   const stateMs = performance.now() - t0;
-  const rssAfterStateMiB = process.resourceUsage().maxRSS / 1024;
-  const ns = newNs();
   const floorNs = newNs();
   try {
-    let coldOps = 0;
-    const vias: string[] = [];
-    const dp = new NftablesDataplane({ config: CONFIG, netns: ns, layout: LAYOUT, onTransaction: (_f, s, _p, via) => { coldOps = s.split('\n').length - 1; vias.push(via); } });
-    const c0 = performance.now();
-    await dp.sync(state);
-    const coldMs = performance.now() - c0;
+    // The proxy side runs in its own process (see ProxyMemory), fed this SyncState.
+    const file = join(tmpdir(), `kpt-nftbench-${process.pid}.state`);
+    writeFileSync(file, serialize(state));
+    // --proxy-node-flags "--max-semi-space-size=1 ...": V8 flags for the proxy process only.
+    const flags = (arg('proxy-node-flags') ?? '').split(' ').filter(Boolean);
+    const r = spawnSync(process.execPath, ['--expose-gc', ...flags, ...process.execArgv, fileURLToPath(import.meta.url), '--proxy', file, '--changes', arg('changes') ?? '5', '--layout', LAYOUT],
+      { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
+    rmSync(file, { force: true });
+    if (r.status !== 0) throw new Error(`proxy process for ${size} failed`);
+    const proxy = JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as ProxyMemory;
     const changes = Number(arg('changes') ?? 5);
-    const changeMs: number[] = [];
-    const changeStates = Array.from({ length: changes }, (_, r) => withExtraEndpoint(state, (r * 7919) % size, r));
-    for (const st of changeStates) {
-      const s0 = performance.now();
-      await dp.sync(st);
-      changeMs.push(performance.now() - s0);
-    }
-    const maxRssMiB = process.resourceUsage().maxRSS / 1024;
-    dp.close();
-    // Render-only time of the same changes, on a second renderer (after the RSS reading).
+    const changeStates = Array.from({ length: changes }, (_, k) => withExtraEndpoint(state, (k * 7919) % size, k));
+    // Render-only time of the same changes, on a renderer of our own.
     const changeRenderMs: number[] = [];
     const probe = new NftablesRenderer(CONFIG, LAYOUT);
     probe.render(state, 0);
@@ -135,43 +197,63 @@ async function child(size: number): Promise<Result> {
     const up = new NftablesRenderer(CONFIG, 'upstream');
     const floorColdMs = timeNft(floorNs, up.render(state, 0).tx.toString());
     const floorChangeMs = timeNft(floorNs, up.render(withExtraEndpoint(state, 1, 99), 0).tx.toString());
-    return { size, stateMs, coldMs, coldOps, changeMs, changeRenderMs, changeVia: vias.slice(1), rssAfterStateMiB, maxRssMiB, floorColdMs, floorChangeMs };
+    const benchMaxRssMiB = process.resourceUsage().maxRSS / 1024;
+    return { size, stateMs, coldMs: proxy.coldMs, coldOps: proxy.coldOps, changeMs: proxy.changeMs, changeRenderMs, changeVia: proxy.changeVia, benchMaxRssMiB, proxy, floorColdMs, floorChangeMs };
   } finally {
-    dropNs(ns);
     dropNs(floorNs);
   }
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
+/**
+ * Children run compiled JavaScript when possible (as bench/iptables-sync.ts):
+ * under tsx a process carries the loader (~35 MiB RSS), which would distort
+ * the proxy's RSS. Falls back to tsx if tsc emits nothing.
+ */
+function compiledChild(): string[] {
+  const self = fileURLToPath(import.meta.url);
+  if (self.endsWith('.js')) return [self];
+  const dist = join(OUT, 'dist');
+  spawnSync('npx', ['tsc', '-p', join(here, '..', 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], { stdio: 'ignore' });
+  const js = join(dist, 'bench', 'nftables-sync.js');
+  if (existsSync(js)) return [js];
+  console.log('note: tsc emitted nothing; the children run under tsx (RSS +~35 MiB)');
+  return ['--import', 'tsx', self];
+}
+
 function main(): void {
   const sizes = (arg('sizes') ?? '1000,10000,20000').split(',').map(Number);
   const results: Result[] = [];
+  const childArgs = compiledChild();
   for (const size of sizes) {
-    const r = spawnSync(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), '--child', String(size), '--changes', arg('changes') ?? '5', '--layout', LAYOUT],
+    const r = spawnSync(process.execPath, [...childArgs, '--child', String(size), '--changes', arg('changes') ?? '5', '--layout', LAYOUT, '--proxy-node-flags', arg('proxy-node-flags') ?? ''],
       { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
     if (r.status !== 0) throw new Error(`child for ${size} failed`);
     results.push(JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as Result);
   }
   const f = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
-  console.log('| Services | floor: nft -f upstream layout | ours cold sync (lean) | ours/floor | floor: 1-endpoint change via nft -f | ours: 1-endpoint change, SyncState -> kernel (median; max; render part; path) | peak RSS (of which before the first sync) |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log(`layout: ${LAYOUT}`);
+  console.log(`| Services | floor: nft -f upstream layout | ours cold sync (${LAYOUT}) | ours/floor | floor: 1-endpoint change via nft -f | ours: 1-endpoint change, SyncState -> kernel (median; max; render part; path) | proxy peak RSS (node+modules; +SyncState) | proxy heap retained after syncs (SyncState part) |`);
+  console.log('|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     const via = [...new Set(r.changeVia)].join('+');
-    console.log(`| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)} | ${(r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.maxRssMiB.toFixed(0)} MiB (${r.rssAfterStateMiB.toFixed(0)} MiB) |`);
+    console.log(`| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)} | ${(r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.proxy.peakRssMiB.toFixed(0)} MiB (${r.proxy.baseRssMiB.toFixed(0)}; ${r.proxy.stateRssMiB.toFixed(0)} MiB) | ${r.proxy.retainedHeapMiB.toFixed(0)} MiB (${r.proxy.stateHeapMiB.toFixed(0)} MiB) |`);
   }
   mkdirSync(OUT, { recursive: true });
   writeFileSync(join(OUT, 'nftables-sync.json'), JSON.stringify(results, null, 2));
   const png = writeChart(join(OUT, 'nftables-sync'), {
     title: 'nftables mode: cold sync and one-endpoint change (seconds, log scale)', yLabel: 'seconds', log: true,
-    series: ['nft -f upstream layout (cold)', 'ours cold (lean)', 'nft -f upstream (1 change)', 'ours 1 change'],
+    series: ['nft -f upstream layout (cold)', `ours cold (${LAYOUT})`, 'nft -f upstream (1 change)', 'ours 1 change'],
     groups: results.map((r) => ({ label: `${r.size / 1000}k Services`, values: [r.floorColdMs / 1000, r.coldMs / 1000, r.floorChangeMs / 1000, median(r.changeMs) / 1000] })),
   });
   console.log(png ? `chart: ${png}` : 'chart: SVG only (no rsvg-convert)');
   rmSync(join(OUT, 'nftables-sync.tmp'), { force: true });
 }
 
-if (arg('child') !== undefined) {
+if (arg('proxy') !== undefined) {
+  proxyChild(arg('proxy')!).then((r) => { console.log(JSON.stringify(r)); process.exit(0); }, (e: unknown) => { console.error(e); process.exit(1); });
+} else if (arg('child') !== undefined) {
   child(Number(arg('child'))).then((r) => { console.log(JSON.stringify(r)); process.exit(0); }, (e: unknown) => { console.error(e); process.exit(1); });
 } else {
   main();

@@ -39,9 +39,33 @@ export interface RenderResult {
   readonly counters: Readonly<Record<string, number>>;
 }
 
-interface Stored { el: Element; owners: Set<string> }
+/**
+ * An element we wrote (or found), with the services owning it. Most elements
+ * have exactly one owner, so a single key is kept as a string and a Set only
+ * for shared ones (memory: ~20k elements at 10k Services).
+ */
+interface Stored { el: Element; owners: string | Set<string> | null }
+/** What one service's sync wants, while it is built. */
 interface Owned { readonly elems: Set<string>; readonly chains: Set<string>; readonly affinity: Set<string>; readonly maps: Set<string> }
+/** What a service owns between syncs, compact (arrays; one shared empty one). */
+interface OwnedStored { readonly elems: readonly string[]; readonly chains: readonly string[]; readonly affinity: readonly string[]; readonly maps: readonly string[] }
 const emptyOwned = (): Owned => ({ elems: new Set(), chains: new Set(), affinity: new Set(), maps: new Set() });
+const NONE: readonly string[] = Object.freeze([]);
+const arr = (s: Set<string>): readonly string[] => (s.size === 0 ? NONE : [...s]);
+const compact = (o: Owned): OwnedStored => ({ elems: arr(o.elems), chains: arr(o.chains), affinity: arr(o.affinity), maps: arr(o.maps) });
+
+function addOwner(s: Stored, owner: string): void {
+  if (s.owners === null) s.owners = owner;
+  else if (typeof s.owners === 'string') { if (s.owners !== owner) s.owners = new Set([s.owners, owner]); }
+  else s.owners.add(owner);
+}
+
+/** Remove one owner; true when none is left. */
+function removeOwner(s: Stored, owner: string): boolean {
+  if (typeof s.owners === 'string') { if (s.owners === owner) s.owners = null; }
+  else if (s.owners !== null) { s.owners.delete(owner); if (s.owners.size === 0) s.owners = null; }
+  return s.owners === null;
+}
 
 const STATIC_OWNER = '';
 const id = (set: string, key: readonly string[]) => `${set}\u0000${elementKeyText(key)}`;
@@ -51,7 +75,7 @@ export class NftablesRenderer {
   private valid = false;
   private initialized = false;
   private storage = new Map<string, Stored>();
-  private owned = new Map<string, Owned>();
+  private owned = new Map<string, OwnedStored>();
   private chainOwner = new Map<string, string>();
   /** Service chains present in the table, active or stale. */
   private tableChains = new Set<string>();
@@ -129,7 +153,7 @@ export class NftablesRenderer {
     this.storage = new Map();
     for (const [set, els] of s.elements) {
       if (!MANAGED_SETS.has(set)) continue;
-      for (const e of els) this.storage.set(id(set, e.key), { el: e, owners: new Set() });
+      for (const e of els) this.storage.set(id(set, e.key), { el: e, owners: null });
     }
     this.tableChains = new Set(s.chains.filter(N.isServiceChainName));
     this.tableAffinitySets = new Set(s.sets.filter(N.isAffinitySetName));
@@ -154,6 +178,7 @@ export class NftablesRenderer {
       for (const a of own.affinity) staleAffinity.delete(a);
       for (const m of own.maps) staleMaps.delete(m);
       for (const o of objs) for (const e of o.elements) this.want(ops, prev, key, e, own);
+      this.owned.set(key, compact(own));
     }
     if (npIPs !== null) {
       for (const ip of npIPs) this.want(ops, prev, STATIC_OWNER, { kind: 'element', set: N.NODEPORT_IPS_SET, key: [ip] }, null);
@@ -178,13 +203,13 @@ export class NftablesRenderer {
     this.owned.delete(key);
     const own = objs.length > 0 ? this.writeChains(ops, key, objs, true) : emptyOwned();
     for (const o of objs) for (const e of o.elements) this.want(ops, this.storage, key, e, own);
+    if (objs.length > 0) this.owned.set(key, compact(own));
     if (old) {
       for (const k of old.elems) {
         if (own.elems.has(k)) continue;
         const s = this.storage.get(k);
         if (!s) continue;
-        s.owners.delete(key);
-        if (s.owners.size === 0) {
+        if (removeOwner(s, key)) {
           this.storage.delete(k);
           ops.push('delete', { kind: 'element', set: s.el.set, key: s.el.key });
         }
@@ -193,7 +218,6 @@ export class NftablesRenderer {
       for (const a of old.affinity) if (!own.affinity.has(a)) this.deleteAffinitySet(ops, a);
       for (const m of old.maps) if (!own.maps.has(m)) this.deleteEndpointsMap(ops, m);
     }
-    if (objs.length === 0) this.owned.delete(key);
   }
 
   /**
@@ -231,7 +255,6 @@ export class NftablesRenderer {
       }
     }
     for (const o of objs) for (const c of o.chains) if (!skip.has(c.name)) for (const r of c.rules) ops.push('add', r, 'rules');
-    this.owned.set(key, own);
     return own;
   }
 
@@ -246,7 +269,7 @@ export class NftablesRenderer {
         ops.push('delete', { kind: 'element', set: e.set, key: e.key }, 'elements').push('add', e, 'elements');
         mine.el = e;
       }
-      mine.owners.add(owner);
+      addOwner(mine, owner);
       return;
     }
     const cur = current.get(k);
@@ -254,7 +277,7 @@ export class NftablesRenderer {
       if (cur) ops.push('delete', { kind: 'element', set: e.set, key: e.key }, 'elements');
       ops.push('add', e, 'elements');
     }
-    this.storage.set(k, { el: e, owners: new Set([owner]) });
+    this.storage.set(k, { el: e, owners: owner });
   }
 
   /**

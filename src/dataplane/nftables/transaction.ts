@@ -22,10 +22,14 @@ export class Transaction {
   /** The first building error, if any; run() must refuse the transaction. */
   get error(): ProxyError | null { return this.firstError; }
 
+  /**
+   * One flat string (joined, not appended: appending 65k lines builds a rope
+   * that costs ~3x the text's size until it is flattened).
+   */
   toString(): string {
-    let out = '';
-    for (const op of this.ops) out += operationText(op, this.family, this.table) + '\n';
-    return out;
+    const lines = this.ops.map((op) => operationText(op, this.family, this.table));
+    lines.push('');
+    return lines.join('\n');
   }
 
   private push(verb: Verb, object: NftObject): this {
