@@ -33,7 +33,12 @@ function setKind(name: string): SetKind | undefined {
  * (20k Services: 5 ms instead of 50 ms) but its cold sync is superlinear in
  * the per-chain named maps (10k: 27 s, 20k: 122 s; see bench/README.md).
  */
-export const DEFAULT_LAYOUT: EndpointLayout = 'lean';
+export const DEFAULT_LAYOUT: EndpointLayout = layoutFromEnv(process.env['KPT_NFTABLES_LAYOUT']) ?? 'lean';
+
+/** KPT_NFTABLES_LAYOUT=maps|lean|upstream: an experiment switch (tests, benchmarks), not a flag. */
+function layoutFromEnv(v: string | undefined): EndpointLayout | null {
+  return v === 'maps' || v === 'lean' || v === 'upstream' ? v : null;
+}
 
 /** Runs `nft <args>` with optional stdin; rejects with ExecError on failure. */
 export type NftRunner = (args: readonly string[], input?: string) => Promise<ExecResult>;
