@@ -202,16 +202,24 @@ for (const mode of E2E_MODES) {
         assert.equal(srcIP(four.value), e.cluster.pod('node1-a').ip);
       });
 
-      it('IPv6 from outside the cluster (routed via node1) is served and masqueraded', async () => {
+      it('IPv6 from outside the cluster: ClusterIP (routed via node1) and NodePort on node IPv6 addresses, masqueraded', async () => {
         const e = env();
         const v6 = 'fd00:10:96::61';
-        const ports = webPorts();
-        await e.apply(service({ name: 'dual-ext', clusterIP: '10.96.2.61', clusterIPs: ['10.96.2.61', v6], ports }),
+        const ports = webPorts(30680);
+        const [node1, node2] = [e.cluster.node('node1'), e.cluster.node('node2')];
+        await e.apply(service({ name: 'dual-ext', type: 'NodePort', clusterIP: '10.96.2.61', clusterIPs: ['10.96.2.61', v6], ports }),
           endpointSlice('dual-ext', eps(e, 'node1-b'), ports, 'dual-ext-v4'),
           endpointSlice('dual-ext', eps(e, 'node1-b'), ports, 'dual-ext-v6', 'IPv6'));
         const r = await e.waitReachable('ext', 'tcp', v6, 80);
         assert.equal(r.value.pod, 'node1-b');
-        assert.equal(srcIP(r.value), e.cluster.node('node1').podGateway6, 'masqueraded to node1\'s address on the pod side');
+        assert.equal(srcIP(r.value), node1.podGateway6, 'masqueraded to node1\'s address on the pod side');
+        // node2's NodePort forwards to node1-b across the IPv6 segment: masqueraded to node2's IPv6 address.
+        const np = await e.waitReachable('ext', 'tcp', node2.ip6!, 30680);
+        assert.equal(np.value.pod, 'node1-b');
+        assert.equal(srcIP(np.value), node2.ip6);
+        const npUDP = await e.waitReachable('ext', 'udp', node1.ip6!, 30681);
+        assert.equal(npUDP.value.pod, 'node1-b');
+        assert.equal(srcIP(npUDP.value), node1.podGateway6);
       });
     });
   });
