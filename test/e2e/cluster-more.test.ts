@@ -65,7 +65,9 @@ function detectorCases(env: () => E2EEnv): void {
 
 for (const mode of E2E_MODES) {
   describe(`more Services on the real kernel (${mode})`, { concurrency: false }, () => {
-    withEnv('default flags (ClusterCIDR)', mode, {}, (env) => {
+    withEnv('default flags (--detect-local-mode ClusterCIDR with --cluster-cidr)', mode, {}, (env) => {
+      detectorCases(env);
+
       it('topology: zone hints pick the endpoints hinted for the client node\'s zone; one endpoint without hints turns hints off', async () => {
         const e = env();
         const [node1, node2] = [e.cluster.node('node1'), e.cluster.node('node2')];
