@@ -5,6 +5,7 @@
 //
 //   node --import tsx bench/iptables-sync.ts [--sizes 1000,5000,10000] [--plain-max 5000]
 //
+// --node-flags "<flags>": V8/node flags for the measured child process.
 // --plain-max N: also time plain `iptables-restore --noflush` (no whole-table
 // cache request) for sizes <= N; it is quadratic (minutes at 5k+). Default 1000.
 //
@@ -114,12 +115,15 @@ function main(): void {
   const plainMax = Number(arg('plain-max') ?? 1000);
   mkdirSync(OUT, { recursive: true });
   const childCmd = compiledChild();
+  // V8 flags for the measured process (e.g. the ones bin/kube-proxy-ts sets), space-separated.
+  const nodeFlags = (arg('node-flags') ?? '').split(' ').filter((f) => f !== '');
+  if (nodeFlags.length > 0) console.log(`child node flags: ${nodeFlags.join(' ')}`);
   const rows: Row[] = [];
   for (const size of sizes) {
     const ns = newNs();
     let child: ChildResult;
     try {
-      const r = spawnSync(process.execPath, [...childCmd, '--child', String(size), '--ns', ns], { encoding: 'utf8', maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit'] });
+      const r = spawnSync(process.execPath, [...nodeFlags, ...childCmd, '--child', String(size), '--ns', ns], { encoding: 'utf8', maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit'] });
       const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
       if (r.status !== 0 || !line) throw new Error(`child for ${size} failed (status ${r.status})`);
       child = JSON.parse(line.slice(7)) as ChildResult;
@@ -166,7 +170,7 @@ const best = (...ts: Array<Timing | null>) => ts.filter((t): t is Timing => t !=
 
 function summary(rows: Row[]): void {
   console.log('\nCPU seconds (contention-robust; wall in the lines above). floor = iptables-restore alone, best correct variant.');
-  console.log('RSS: peak over the two full syncs; in parentheses the whole run, whose partial step builds a second whole SyncState.');
+  console.log('RSS: peak over the two full syncs; in parentheses the whole run (incl. the partial step and its SyncState).');
   console.log('| Services | full sync cpu | render cpu % | full floor cpu | full/floor | partial cpu | partial floor cpu | partial/floor | peak RSS MiB: full syncs (whole run) |');
   console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const { size, child: c, floors: f } of rows) {
