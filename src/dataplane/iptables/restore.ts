@@ -48,7 +48,11 @@ export function comment(text: string): string {
   return text.includes(' ') ? `"${text}"` : text;
 }
 
+// Every service with k endpoints formats 1/k .. 1/2: remember the small ones.
+const PROBABILITIES: string[] = [];
+
 /** Upstream probability(n): fmt.Sprintf("%0.10f", 1.0/float64(n)). */
 export function probability(n: number): string {
+  if (n < 256) return (PROBABILITIES[n] ??= (1 / n).toFixed(10));
   return (1 / n).toFixed(10);
 }
