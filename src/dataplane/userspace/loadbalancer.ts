@@ -32,6 +32,11 @@ export class RoundRobin {
     return this.eps;
   }
 
+  /** True when ClientIP affinity is on (next() then needs the client IP). */
+  affinityEnabled(): boolean {
+    return this.stickyMs > 0;
+  }
+
   /** Number of remembered client affinities (expired ones included until cleanup). */
   affinityCount(): number {
     return this.affinity.size;

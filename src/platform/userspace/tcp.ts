@@ -3,7 +3,7 @@
 // ways until both sides have ended.
 //
 // Contracts:
-// * Backpressure: stream.pipe() in both directions (a full socket pauses its
+// * Backpressure: relayBytes() in both directions (a full socket pauses its
 //   source), so a slow side never makes the relay buffer without bound.
 // * Half-close: both sockets allow half-open; a FIN from one side is passed
 //   on as end() to the other, which may go on sending.
@@ -32,6 +32,24 @@ export function splitEndpoint(key: string): { host: string; port: number } {
   const i = key.lastIndexOf(':');
   const host = key.slice(0, i);
   return { host: host.startsWith('[') ? host.slice(1, -1) : host, port: Number(key.slice(i + 1)) };
+}
+
+/**
+ * Copy from -> to with backpressure and half-close: what stream.pipe() does,
+ * minus its per-chunk bookkeeping (measured: less CPU per connection).
+ * A full `to` pauses `from` until 'drain'; the end of `from` ends `to`.
+ */
+function relayBytes(from: net.Socket, to: net.Socket): void {
+  const resume = () => from.resume();
+  from.on('data', (chunk: Buffer) => {
+    if (!to.write(chunk)) {
+      from.pause();
+      to.once('drain', resume);
+    }
+  });
+  from.once('end', () => to.end());
+  // Accepted sockets start paused (pauseOnConnect): a 'data' listener alone does not start them.
+  from.resume();
 }
 
 export class TcpListener {
@@ -101,7 +119,8 @@ export class TcpListener {
   }
 
   private dial(relay: Relay, attempt: number): void {
-    const clientIP = relay.client.remoteAddress ?? '';
+    // remoteAddress costs a getpeername() syscall: only affinity needs it.
+    const clientIP = this.lb.affinityEnabled() ? relay.client.remoteAddress ?? '' : '';
     const ep = attempt < this.dialTimeouts.length ? this.lb.next(clientIP, attempt > 0) : null;
     if (ep === null || relay.client.destroyed) {
       if (ep === null) this.failed++;
@@ -146,8 +165,8 @@ export class TcpListener {
     client.on('close', () => {
       if (!up.destroyed && !up.writableEnded) up.resetAndDestroy();
     });
-    client.pipe(up);
-    up.pipe(client);
+    relayBytes(client, up);
+    relayBytes(up, client);
   }
 
   private reset(r: Relay): void {
