@@ -2,6 +2,8 @@
 // import node:crypto (layering lint), and upstream's chain names are
 // base32(sha256(name)) in both iptables and nftables modes, so one small,
 // tested implementation lives here.
+// sha256 works in preallocated buffers (no per-call arrays): chain names are
+// hashed tens of thousands of times per full sync.
 
 const K = new Uint32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -13,48 +15,55 @@ const K = new Uint32Array([
   0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
   0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 ]);
+const W = new Int32Array(64);
+const H = new Int32Array(8);
+let block = new Uint8Array(128);
+const encoder = new TextEncoder();
 
-function utf8(s: string): Uint8Array {
-  return new TextEncoder().encode(s);
+function compress(p: Uint8Array, off: number): void {
+  const w = W;
+  for (let i = 0; i < 16; i++) {
+    const j = off + i * 4;
+    w[i] = (p[j]! << 24) | (p[j + 1]! << 16) | (p[j + 2]! << 8) | p[j + 3]!;
+  }
+  for (let i = 16; i < 64; i++) {
+    const a = w[i - 15]!, b = w[i - 2]!;
+    const s0 = ((a >>> 7) | (a << 25)) ^ ((a >>> 18) | (a << 14)) ^ (a >>> 3);
+    const s1 = ((b >>> 17) | (b << 15)) ^ ((b >>> 19) | (b << 13)) ^ (b >>> 10);
+    w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) | 0;
+  }
+  let a = H[0]!, b = H[1]!, c = H[2]!, d = H[3]!, e = H[4]!, f = H[5]!, g = H[6]!, h = H[7]!;
+  for (let i = 0; i < 64; i++) {
+    const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+    const t1 = (h + S1 + ((e & f) ^ (~e & g)) + K[i]! + w[i]!) | 0;
+    const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+    const t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+    h = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
+  }
+  H[0] = (H[0]! + a) | 0; H[1] = (H[1]! + b) | 0; H[2] = (H[2]! + c) | 0; H[3] = (H[3]! + d) | 0;
+  H[4] = (H[4]! + e) | 0; H[5] = (H[5]! + f) | 0; H[6] = (H[6]! + g) | 0; H[7] = (H[7]! + h) | 0;
 }
 
-/** SHA-256 digest (32 bytes) of a string's UTF-8 bytes. */
 export function sha256(input: string | Uint8Array): Uint8Array {
-  const msg = typeof input === 'string' ? utf8(input) : input;
-  const bitLen = msg.length * 8;
-  const padded = new Uint8Array(((msg.length + 9 + 63) >> 6) << 6);
-  padded.set(msg);
-  padded[msg.length] = 0x80;
-  const dv = new DataView(padded.buffer);
-  dv.setUint32(padded.length - 8, Math.floor(bitLen / 0x100000000));
-  dv.setUint32(padded.length - 4, bitLen >>> 0);
-  const h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
-  const w = new Uint32Array(64);
-  const rotr = (x: number, n: number) => (x >>> n) | (x << (32 - n));
-  for (let off = 0; off < padded.length; off += 64) {
-    for (let i = 0; i < 16; i++) w[i] = dv.getUint32(off + i * 4);
-    for (let i = 16; i < 64; i++) {
-      const a = w[i - 15]!, b = w[i - 2]!;
-      const s0 = rotr(a, 7) ^ rotr(a, 18) ^ (a >>> 3);
-      const s1 = rotr(b, 17) ^ rotr(b, 19) ^ (b >>> 10);
-      w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) >>> 0;
-    }
-    let [a, b, c, d, e, f, g, hh] = [h[0]!, h[1]!, h[2]!, h[3]!, h[4]!, h[5]!, h[6]!, h[7]!];
-    for (let i = 0; i < 64; i++) {
-      const S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
-      const ch = (e & f) ^ (~e & g);
-      const t1 = (hh + S1 + ch + K[i]! + w[i]!) >>> 0;
-      const S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
-      const maj = (a & b) ^ (a & c) ^ (b & c);
-      const t2 = (S0 + maj) >>> 0;
-      hh = g; g = f; f = e; e = (d + t1) >>> 0; d = c; c = b; b = a; a = (t1 + t2) >>> 0;
-    }
-    h[0] = (h[0]! + a) >>> 0; h[1] = (h[1]! + b) >>> 0; h[2] = (h[2]! + c) >>> 0; h[3] = (h[3]! + d) >>> 0;
-    h[4] = (h[4]! + e) >>> 0; h[5] = (h[5]! + f) >>> 0; h[6] = (h[6]! + g) >>> 0; h[7] = (h[7]! + hh) >>> 0;
-  }
+  const msg = typeof input === 'string' ? encoder.encode(input) : input;
+  const len = msg.length;
+  const total = ((len + 9 + 63) >> 6) << 6;
+  if (total > block.length) block = new Uint8Array(total);
+  const p = block;
+  p.set(msg);
+  p.fill(0, len, total);
+  p[len] = 0x80;
+  const hi = Math.floor(len / 0x20000000), lo = (len << 3) >>> 0;
+  p[total - 8] = hi >>> 24; p[total - 7] = hi >>> 16; p[total - 6] = hi >>> 8; p[total - 5] = hi;
+  p[total - 4] = lo >>> 24; p[total - 3] = lo >>> 16; p[total - 2] = lo >>> 8; p[total - 1] = lo;
+  H[0] = 0x6a09e667; H[1] = 0xbb67ae85 | 0; H[2] = 0x3c6ef372; H[3] = 0xa54ff53a | 0;
+  H[4] = 0x510e527f; H[5] = 0x9b05688c | 0; H[6] = 0x1f83d9ab; H[7] = 0x5be0cd19;
+  for (let off = 0; off < total; off += 64) compress(p, off);
   const out = new Uint8Array(32);
-  const odv = new DataView(out.buffer);
-  for (let i = 0; i < 8; i++) odv.setUint32(i * 4, h[i]!);
+  for (let i = 0; i < 8; i++) {
+    const v = H[i]!;
+    out[i * 4] = v >>> 24; out[i * 4 + 1] = v >>> 16; out[i * 4 + 2] = v >>> 8; out[i * 4 + 3] = v;
+  }
   return out;
 }
 
