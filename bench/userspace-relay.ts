@@ -25,7 +25,7 @@
 // Namespaces kpt-us-<pid>-<rand>-{cli,node,srv} are removed on exit and SIGINT.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { deleteNamespaceSync, trackChild, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
@@ -75,6 +75,7 @@ type Json = Record<string, number>;
 const prefix = `kpt-us-${process.pid}-${randomBytes(2).toString('hex')}-`;
 const NS = { cli: `${prefix}cli`, node: `${prefix}node`, srv: `${prefix}srv` };
 const procs: ChildProcess[] = [];
+const tmpFiles: string[] = [];
 
 function sh(ns: string | null, ...argv: string[]): string {
   const full = ns ? ['ip', 'netns', 'exec', ns, ...argv] : argv;
@@ -113,6 +114,7 @@ function buildNamespaces(): void {
 }
 
 function teardown(): void {
+  for (const f of tmpFiles) rmSync(f, { force: true });
   for (const p of procs) {
     try { p.kill('SIGKILL'); } catch { /* gone */ }
   }
@@ -213,6 +215,7 @@ async function main(): Promise<void> {
   let haproxy: ChildProcess | undefined;
   if (haveHaproxy) {
     const cfg = join(OUT, `tmp-haproxy-${process.pid}.cfg`);
+    tmpFiles.push(cfg);
     writeFileSync(cfg, haproxyConfig());
     haproxy = await startPinned(NS.node, 1, ['haproxy', '-f', cfg, '-db'], null);
   }
