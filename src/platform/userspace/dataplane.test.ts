@@ -204,6 +204,24 @@ describe('UserspaceDataplane relays (loopback)', () => {
     c2.close();
   });
 
+  it('UDP with affinity: a session whose endpoint refuses ends, and the client moves to the next endpoint', { timeout: 10_000 }, async () => {
+    // 127.0.0.1:port has no server: sorted first, so it is the first pick.
+    const st = syncStateFromObjects({
+      services: [service('u', { clusterIP: '172.30.0.42', sessionAffinity: 'ClientIP' }, [{ name: 'p', port: 53, protocol: 'UDP' }])],
+      slices: [slice('u', [{ name: 'p', port, protocol: 'UDP' }], [{ ip: '127.0.0.1' }, { ip: '127.0.0.2' }])], family: 'IPv4',
+    });
+    await dp.sync(st);
+    const uport = dp.listenerPort(UDP_KEY)!;
+    const c = dgram.createSocket('udp4');
+    c.send('a', uport, '127.0.0.1');
+    while (dp.stats().udpSessions === 0) await new Promise((r) => setImmediate(r));
+    while (dp.stats().udpSessions !== 0) await new Promise((r) => setImmediate(r));
+    c.send('b', uport, '127.0.0.1');
+    const [m] = await once(c, 'message') as [Buffer];
+    assert.equal(m.toString(), 'ep2:b');
+    c.close();
+  });
+
   it('a removed Service closes its listener and resets its relays; no endpoints means a REJECT, no listener', async () => {
     await dp.sync(state(['127.0.0.2']));
     const lport = dp.listenerPort(TCP_KEY)!;

@@ -141,7 +141,18 @@ export class UserspaceDataplane implements Dataplane {
   }
 }
 
-/** Remove the userspace mode's tables of both families (for --cleanup and mode switches). */
-export async function cleanupUserspaceLeftovers(runner: NftRunner = nftRunner()): Promise<void> {
-  for (const fam of ['IPv4', 'IPv6'] as const) await runner(['-f', '-'], renderCleanup(fam));
+/**
+ * Remove the userspace mode's tables of both families (for --cleanup and mode
+ * switches). Tries both families; returns the errors (e.g. no IPv6 in the kernel).
+ */
+export async function cleanupUserspaceLeftovers(runner: NftRunner = nftRunner()): Promise<unknown[]> {
+  const errors: unknown[] = [];
+  for (const fam of ['IPv4', 'IPv6'] as const) {
+    try {
+      await runner(['-f', '-'], renderCleanup(fam));
+    } catch (err) {
+      errors.push(err);
+    }
+  }
+  return errors;
 }

@@ -27,10 +27,14 @@ interface Session {
 
 /** Most datagrams queued per session while its upstream socket connects. */
 const MAX_QUEUED = 64;
+/** Bound on remembered failing clients (memory stays bounded under a flood of sources). */
+const MAX_FAILED_CLIENTS = 10_000;
 
 export class UdpListener {
   private readonly socket: dgram.Socket;
   private readonly sessions = new Map<string, Session>();
+  /** Client IPs whose last session ended in an error: their next session skips affinity. */
+  private readonly failedClients = new Set<string>();
   private closed = false;
   /** Datagrams dropped because there was no endpoint. */
   dropped = 0;
@@ -97,7 +101,9 @@ export class UdpListener {
   }
 
   private newSession(clientKey: string, rinfo: dgram.RemoteInfo): Session | null {
-    const ep = this.lb.next(rinfo.address);
+    // After an error (e.g. the endpoint answered port unreachable) the client moves on, as TCP dials do.
+    const failedBefore = this.failedClients.delete(rinfo.address);
+    const ep = this.lb.next(rinfo.address, failedBefore);
     if (ep === null) return null;
     const { host, port } = splitEndpoint(ep);
     const upstream = dgram.createSocket(this.type);
@@ -105,6 +111,7 @@ export class UdpListener {
     this.sessions.set(clientKey, s);
     upstream.on('error', (err) => {
       this.onEvent('debug', { listener: this.key, endpoint: ep, err: String(err) }, 'UDP session error');
+      if (this.failedClients.size < MAX_FAILED_CLIENTS) this.failedClients.add(rinfo.address);
       this.endSession(s);
     });
     upstream.on('message', (reply) => {
