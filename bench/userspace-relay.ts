@@ -226,6 +226,9 @@ async function main(): Promise<void> {
     ...(haproxy ? [{ name: 'HAProxy', host: NODE_CLI_SIDE, base: 9000 }] : []),
     { name: 'userspace relay', host: VIP_RELAY, base: 0 },
   ];
+  // --paths relay,haproxy (substrings of the names) runs a subset: for quick experiments (ratios need all four).
+  const only = process.argv.includes('--paths') ? process.argv[process.argv.indexOf('--paths') + 1]!.toLowerCase().split(',') : null;
+  if (only) paths.splice(0, paths.length, ...paths.filter((p) => only.some((o) => p.name.toLowerCase().includes(o))));
   const results: PathResult[] = [];
   for (const p of paths) {
     // CPU time of the proxy process per connection / per GB: robust against other load on the machine.
@@ -244,6 +247,7 @@ async function main(): Promise<void> {
     const cpu = pid ? `  [proxy CPU ${rate['cpuUsPerConn']!.toFixed(1)} us/conn, ${bulk['cpuSecPerGB']!.toFixed(3)} s/GB]` : '';
     console.log(`${p.name.padEnd(16)} ${rate['rate']!.toFixed(0).padStart(7)} conn/s (errors ${rate['errors']})  bulk ${bulk['gbps']!.toFixed(2)} Gbit/s${cpu}`);
   }
+  if (only) { relay.stdin!.end(); await new Promise((r) => relay.once('exit', r)); return; }
   const relayMax = results.find((r) => r.name === 'userspace relay')!.rate['rate']!;
   const half = Math.round(relayMax / 2);
   for (const [i, p] of paths.entries()) {
