@@ -247,7 +247,7 @@ async function main(): Promise<void> {
     const cpu = pid ? `  [proxy CPU ${rate['cpuUsPerConn']!.toFixed(1)} us/conn, ${bulk['cpuSecPerGB']!.toFixed(3)} s/GB]` : '';
     console.log(`${p.name.padEnd(16)} ${rate['rate']!.toFixed(0).padStart(7)} conn/s (errors ${rate['errors']})  bulk ${bulk['gbps']!.toFixed(2)} Gbit/s${cpu}`);
   }
-  if (only) { relay.stdin!.end(); await new Promise((r) => relay.once('exit', r)); return; }
+  if (only) { relay.stdin!.end(); await new Promise((r) => relay.once('exit', r)); process.exit(0); }
   const relayMax = results.find((r) => r.name === 'userspace relay')!.rate['rate']!;
   const half = Math.round(relayMax / 2);
   for (const [i, p] of paths.entries()) {
@@ -255,7 +255,7 @@ async function main(): Promise<void> {
     results[i]!.paced = paced;
     console.log(`${p.name.padEnd(16)} at ${half} conn/s: p50 ${paced['p50_us']} us  p99 ${paced['p99_us']} us (done ${paced['conns']}, errors ${paced['errors']})`);
   }
-  if (process.argv.includes('--quick')) { relay.stdin!.end(); await new Promise((r) => relay.once('exit', r)); return; }
+  if (process.argv.includes('--quick')) { relay.stdin!.end(); await new Promise((r) => relay.once('exit', r)); process.exit(0); }
   const memRelay = await memoryUnderLoad(bin, VIP_RELAY, 81, relay.pid!, holdSecs, 1000);
   console.log(`relay RSS with 1000 ping-pong connections (MiB/s): ${memRelay.samples.map((k) => (k / 1024).toFixed(1)).join(' ')}; ${memRelay.load['rate']} round trips/s`);
   const memHa = haproxy ? await memoryUnderLoad(bin, NODE_CLI_SIDE, 9081, haproxy.pid!, holdSecs, 1000) : null;
@@ -263,6 +263,9 @@ async function main(): Promise<void> {
 
   report(results, half, memRelay, memHa);
   relay.stdin!.end();
+  await new Promise((r) => relay.once('exit', r));
+  // The backend and HAProxy run until killed: teardown (on 'exit') stops them and removes the namespaces.
+  process.exit(0);
 }
 
 function report(results: PathResult[], half: number, memRelay: { samples: number[]; load: Json }, memHa: { samples: number[]; load: Json } | null): void {
