@@ -4,6 +4,7 @@
 import { cleanupLeftovers, hostRunner, Iptables } from '../platform/iptables/index.js';
 import { cleanupNftablesLeftovers } from '../platform/nftables/dataplane.js';
 import type { Logger } from '../platform/logger.js';
+import { cleanupUserspaceLeftovers } from '../platform/userspace/dataplane.js';
 
 async function cleanupIptables(log: Logger): Promise<number> {
   let errors = 0;
@@ -32,15 +33,22 @@ async function cleanupNftables(log: Logger): Promise<number> {
   }
 }
 
+async function cleanupUserspace(log: Logger): Promise<number> {
+  const errors = await cleanupUserspaceLeftovers().catch((e: unknown) => [e]);
+  for (const e of errors) log.error({ err: String(e) }, 'userspace cleanup failed');
+  return errors.length;
+}
+
 /** --cleanup: every mode's state. Returns the number of failed steps. */
 export async function cleanupAll(log: Logger): Promise<number> {
-  const errors = (await cleanupIptables(log)) + (await cleanupNftables(log));
+  const errors = (await cleanupIptables(log)) + (await cleanupNftables(log)) + (await cleanupUserspace(log));
   log.info({ errors }, 'Cleanup finished');
   return errors;
 }
 
 /** At start: remove what other modes may have left (upstream runs the same). */
 export async function cleanupOtherModes(mode: string, log: Logger): Promise<void> {
-  if (mode === 'nftables') await cleanupIptables(log);
-  else await cleanupNftables(log);
+  if (mode !== 'iptables') await cleanupIptables(log);
+  if (mode !== 'nftables') await cleanupNftables(log);
+  if (mode !== 'userspace') await cleanupUserspace(log);
 }

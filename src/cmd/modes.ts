@@ -9,6 +9,7 @@ import type { Logger } from '../platform/logger.js';
 import type { ProxyMetrics } from '../platform/metrics.js';
 import { ipv6Supported } from '../platform/netinfo.js';
 import { NftablesDataplane } from '../platform/nftables/dataplane.js';
+import { UserspaceDataplane } from '../platform/userspace/dataplane.js';
 
 export interface DataplaneDeps {
   readonly config: DataplaneConfig;
@@ -19,7 +20,7 @@ export interface DataplaneDeps {
   readonly syncPeriodMs: number;
 }
 
-export const SUPPORTED_MODES = ['iptables', 'nftables'] as const;
+export const SUPPORTED_MODES = ['iptables', 'nftables', 'userspace'] as const;
 
 export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
   const onEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => d.log[level](fields, msg);
@@ -30,6 +31,11 @@ export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
       return new NftablesDataplane({
         config: d.config, clock: d.clock,
         onTransaction: (family, script, partial) => d.log.trace({ family, partial, script }, 'nft transaction'),
+      });
+    case 'userspace':
+      return new UserspaceDataplane({
+        config: d.config, clock: d.clock, onEvent,
+        onTransaction: (family, script) => d.log.trace({ family, script }, 'nft transaction'),
       });
     default:
       throw new Error(`proxy mode ${JSON.stringify(mode)} is not available in this build (supported: ${SUPPORTED_MODES.join(', ')})`);

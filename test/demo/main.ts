@@ -108,7 +108,7 @@ async function demo(mode: E2EMode): Promise<boolean> {
 
 const { values } = parseArgs({ options: { mode: { type: 'string', default: 'iptables' } } });
 const mode = values.mode as E2EMode;
-if (!ALL_E2E_MODES.includes(mode)) {
+if (!(ALL_E2E_MODES as readonly string[]).includes(mode)) {
   console.error(`demo: --mode must be one of ${ALL_E2E_MODES.join(', ')}`);
   process.exit(2);
 }

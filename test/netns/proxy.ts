@@ -9,7 +9,8 @@ import { CLUSTER_CIDR, type NodeInfo } from './topology.js';
 
 /** Modes the e2e suite can run; adding a mode is adding it here. */
 export const ALL_E2E_MODES = ['iptables', 'nftables'] as const;
-export type E2EMode = (typeof ALL_E2E_MODES)[number];
+// userspace runs its own suite (test/e2e/userspace-*.test.ts): its relay does not preserve source IPs.
+export type E2EMode = (typeof ALL_E2E_MODES)[number] | 'userspace';
 
 /** The modes to run: all, or the comma-separated subset in KPT_E2E_MODES (e.g. `KPT_E2E_MODES=iptables`). */
 export const E2E_MODES: readonly E2EMode[] = (() => {
