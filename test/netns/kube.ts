@@ -15,6 +15,7 @@ const PATHS: Record<string, { prefix: string; plural: string; namespaced: boolea
   Service: { prefix: '/api/v1', plural: 'services', namespaced: true },
   EndpointSlice: { prefix: '/apis/discovery.k8s.io/v1', plural: 'endpointslices', namespaced: true },
   Node: { prefix: '/api/v1', plural: 'nodes', namespaced: false },
+  ServiceCIDR: { prefix: '/apis/networking.k8s.io/v1', plural: 'servicecidrs', namespaced: false },
 };
 
 export class KubeError extends Error {
