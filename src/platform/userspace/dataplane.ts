@@ -16,6 +16,7 @@ import { planUserspace, type ListenerSpec } from '../../dataplane/userspace/plan
 import { renderCleanup, renderRules } from '../../dataplane/userspace/rules.js';
 import { realClock } from '../clock.js';
 import { nftRunner, type NftRunner } from '../nftables/dataplane.js';
+import { HandleTcpListener } from './handletcp.js';
 import { TcpListener, type RelayEvent } from './tcp.js';
 import { UdpListener } from './udp.js';
 
@@ -32,6 +33,12 @@ export interface UserspaceDataplaneOptions {
   readonly udpIdleTimeoutMs?: number;
   /** Dial timeouts per try when connecting to endpoints (default upstream's 250/500/1000/2000 ms). */
   readonly dialTimeoutsMs?: readonly number[];
+  /**
+   * TCP relay implementation: 'handle' (default) relays on libuv handles
+   * (handletcp.ts, less CPU per connection), 'stream' on net.Socket (tcp.ts).
+   * Both keep the same contracts.
+   */
+  readonly tcpRelay?: 'handle' | 'stream';
   readonly onEvent?: RelayEvent;
   /** Called with each rule script before it is applied (debug logging). */
   readonly onTransaction?: (family: IPFamily, script: string) => void;
@@ -39,7 +46,7 @@ export interface UserspaceDataplaneOptions {
 
 interface Entry {
   readonly lb: RoundRobin;
-  readonly listener: TcpListener | UdpListener;
+  readonly listener: TcpListener | HandleTcpListener | UdpListener;
   readonly port: number;
 }
 
@@ -92,8 +99,9 @@ export class UserspaceDataplane implements Dataplane {
     }
     const lb = new RoundRobin(this.clock);
     lb.setEndpoints(keys, spec.stickyMs);
+    const Tcp = (this.opts.tcpRelay ?? 'handle') === 'handle' ? HandleTcpListener : TcpListener;
     const listener = spec.protocol === 'TCP'
-      ? new TcpListener(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs)
+      ? new Tcp(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs)
       : new UdpListener(spec.key, lb, this.clock, this.opts.udpIdleTimeoutMs ?? DEFAULT_UDP_IDLE_TIMEOUT_MS, this.onEvent, this.family === 'IPv4' ? 'udp4' : 'udp6');
     try {
       const port = await listener.listen(this.bindAddress());
@@ -121,8 +129,8 @@ export class UserspaceDataplane implements Dataplane {
     let tcp = 0;
     let udp = 0;
     for (const e of this.entries.values()) {
-      if (e.listener instanceof TcpListener) tcp += e.listener.connectionCount();
-      else udp += e.listener.sessionCount();
+      if (e.listener instanceof UdpListener) udp += e.listener.sessionCount();
+      else tcp += e.listener.connectionCount();
     }
     return { tcpConnections: tcp, udpSessions: udp };
   }

@@ -15,6 +15,7 @@
 // * No endpoints: the client is reset at once.
 import net from 'node:net';
 import type { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
+import { DialTimer } from './dialtimer.js';
 
 /** Upstream userspace EndpointDialTimeouts. */
 export const ENDPOINT_DIAL_TIMEOUTS_MS = [250, 500, 1000, 2000] as const;
@@ -25,6 +26,8 @@ interface Relay {
   readonly client: net.Socket;
   upstream: net.Socket | null;
   endpoint: string;
+  /** True once upstream connected and the byte relay is wired. */
+  wired: boolean;
 }
 
 /** "ip:port" / "[ip]:port" -> host and port. */
@@ -47,7 +50,8 @@ function relayBytes(from: net.Socket, to: net.Socket): void {
       to.once('drain', resume);
     }
   });
-  from.once('end', () => to.end());
+  // 'end' fires at most once: on() spares once()'s wrapper closure.
+  from.on('end', () => to.end());
   // Accepted sockets start paused (pauseOnConnect): a 'data' listener alone does not start them.
   from.resume();
 }
@@ -55,6 +59,7 @@ function relayBytes(from: net.Socket, to: net.Socket): void {
 export class TcpListener {
   private readonly server: net.Server;
   private readonly relays = new Set<Relay>();
+  private readonly dialTimer = new DialTimer();
   private closed = false;
   /** Connections accepted since start (for metrics and tests). */
   accepted = 0;
@@ -101,6 +106,7 @@ export class TcpListener {
   /** Stop accepting and reset every relay. */
   close(): Promise<void> {
     this.closed = true;
+    this.dialTimer.clear();
     for (const r of this.relays) this.reset(r);
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
@@ -111,10 +117,16 @@ export class TcpListener {
       return;
     }
     this.accepted++;
-    const relay: Relay = { client, upstream: null, endpoint: '' };
+    const relay: Relay = { client, upstream: null, endpoint: '', wired: false };
     this.relays.add(relay);
     client.on('error', () => this.reset(relay));
-    client.on('close', () => this.relays.delete(relay));
+    // One 'close' listener for both phases (fewer listeners per connection).
+    client.on('close', () => {
+      this.relays.delete(relay);
+      const up = relay.upstream;
+      // The client went away without a clean end on our side: pass the reset on.
+      if (relay.wired && up && !up.destroyed && !up.writableEnded) up.resetAndDestroy();
+    });
     this.dial(relay, 0);
   }
 
@@ -132,8 +144,10 @@ export class TcpListener {
     relay.endpoint = ep;
     const up = net.connect({ host, port, allowHalfOpen: true, noDelay: true });
     relay.upstream = up;
-    up.setTimeout(this.dialTimeouts[attempt]!);
+    let failed = false;
     const retry = (why: string) => {
+      if (failed) return;
+      failed = true;
       up.removeAllListeners();
       up.on('error', () => {});
       up.destroy();
@@ -141,12 +155,12 @@ export class TcpListener {
       this.onEvent('debug', { listener: this.key, endpoint: ep, attempt, why }, 'endpoint dial failed, trying the next');
       this.dial(relay, attempt + 1);
     };
-    up.once('timeout', () => retry('timeout'));
-    up.once('error', (err: NodeJS.ErrnoException) => retry(err.code ?? String(err)));
-    up.once('connect', () => {
-      up.removeAllListeners('timeout');
-      up.removeAllListeners('error');
-      up.setTimeout(0);
+    const onDialError = (err: NodeJS.ErrnoException) => retry(err.code ?? String(err));
+    // One shared deadline timer per listener instead of up.setTimeout() per dial.
+    this.dialTimer.watch(this.dialTimeouts[attempt]!, () => { if (up.connecting && !up.destroyed) retry('timeout'); });
+    up.on('error', onDialError);
+    up.on('connect', () => {
+      up.off('error', onDialError);
       this.wire(relay, up);
     });
   }
@@ -157,13 +171,11 @@ export class TcpListener {
       up.destroy();
       return;
     }
+    relay.wired = true;
     up.on('error', () => this.reset(relay));
     up.on('close', () => {
       // The upstream went away without a clean end on our side: pass the reset on.
       if (!client.destroyed && !client.writableEnded) client.resetAndDestroy();
-    });
-    client.on('close', () => {
-      if (!up.destroyed && !up.writableEnded) up.resetAndDestroy();
     });
     relayBytes(client, up);
     relayBytes(up, client);

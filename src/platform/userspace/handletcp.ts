@@ -1,0 +1,263 @@
+// The userspace mode's TCP listener on libuv stream handles (Node's
+// tcp_wrap binding) instead of net.Socket: the same contracts as tcp.ts
+// (TcpListener), without a Duplex stream, its state objects and its events
+// per socket. Measured with bench/userspace-relay.ts: see bench/README.md.
+//
+// Contracts (identical to tcp.ts):
+// * Backpressure: while a write to one side is pending in libuv (the kernel
+//   buffer was full), reading from the other side stops; it restarts when
+//   the write completes. So at most one read chunk per direction is held.
+// * Half-close: EOF from one side becomes shutdown() of the other, which
+//   may go on sending; when both directions ended both handles are closed.
+// * Errors: a read or write error on either side resets both (RST passes
+//   through, as a kernel DNAT path would show it).
+// * Connect failures (refused, unreachable, timeout) try the next endpoint
+//   round-robin, ignoring affinity, with the dial timeouts of tcp.ts;
+//   after the last try, or with no endpoints, the client is reset.
+//
+// The binding is Node's internal API (process.binding allow-listed
+// 'tcp_wrap' and 'stream_wrap', used by lib/net.js itself); bindings.ts
+// checks its shape once so a Node that changed it fails at listen(), not
+// in the middle of a relay.
+import { getSystemErrorName } from 'node:util';
+import type { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
+import { binding, UV_EOF, type ConnectReq, type TcpHandle, type WriteReq } from './bindings.js';
+import { DialTimer } from './dialtimer.js';
+import { ENDPOINT_DIAL_TIMEOUTS_MS, splitEndpoint, type RelayEvent } from './tcp.js';
+
+/** One relayed connection. `up` is null while no dial is in flight. */
+interface Relay {
+  readonly client: TcpHandle;
+  up: TcpHandle | null;
+  endpoint: string;
+  /** Bumped per dial: completions of abandoned dials are ignored. */
+  dialSeq: number;
+  connected: boolean;
+  done: boolean;
+  /** Directions whose EOF was passed on as a completed shutdown (2 = both). */
+  ended: number;
+}
+
+/** Per-handle relay state, kept on the handle so one shared onread serves all. */
+interface Side {
+  relay: Relay;
+  peer: TcpHandle;
+  owner: HandleTcpListener;
+  /** Writes to `peer` still pending in libuv. */
+  pending: number;
+  eof: boolean;
+}
+
+type SideHandle = TcpHandle & { side?: Side };
+
+function errName(err: number): string {
+  try {
+    return getSystemErrorName(err);
+  } catch {
+    return String(err);
+  }
+}
+
+/** Close with RST; a handle that cannot be reset is closed plainly. */
+function resetHandle(h: TcpHandle): void {
+  if (h.reset(() => {}) !== 0) h.close();
+}
+
+/** onread of every wired handle (`this` is the handle that read). */
+function onRead(this: SideHandle, ab: ArrayBuffer | undefined): void {
+  const s = this.side;
+  if (!s || s.relay.done) return;
+  const { streamBaseState, kReadBytesOrError, kArrayBufferOffset, kLastWriteWasAsync, WriteWrap } = binding();
+  const nread = streamBaseState[kReadBytesOrError]!;
+  if (nread > 0 && ab) {
+    const chunk = new Uint8Array(ab, streamBaseState[kArrayBufferOffset]!, nread);
+    const req = new WriteWrap() as WriteReq;
+    req.handle = s.peer;
+    req.oncomplete = onWriteDone;
+    req.async = false;
+    req.side = s;
+    req.buffer = chunk;
+    const err = s.peer.writeBuffer(req, chunk);
+    if (err !== 0) return s.owner.resetRelay(s.relay);
+    if (streamBaseState[kLastWriteWasAsync]) {
+      // The peer's kernel buffer is full: stop reading here until libuv flushed it.
+      if (s.pending++ === 0) this.readStop();
+    }
+    return;
+  }
+  if (nread === UV_EOF) {
+    s.eof = true;
+    // libuv queues the shutdown behind pending writes.
+    const req = new (binding().ShutdownWrap)() as WriteReq;
+    req.handle = s.peer;
+    req.oncomplete = onShutdownDone;
+    req.side = s;
+    if (s.peer.shutdown(req) !== 0) s.owner.resetRelay(s.relay);
+    return;
+  }
+  if (nread < 0) s.owner.resetRelay(s.relay);
+}
+
+function onWriteDone(this: WriteReq, status: number): void {
+  const s = this.side as Side;
+  if (s.relay.done) return;
+  if (status < 0) return s.owner.resetRelay(s.relay);
+  if (--s.pending === 0 && !s.eof) (s.relay.client === s.peer ? s.relay.up! : s.relay.client).readStart();
+}
+
+function onShutdownDone(this: WriteReq, status: number): void {
+  const s = this.side as Side;
+  if (s.relay.done) return;
+  if (status < 0) return s.owner.resetRelay(s.relay);
+  if (++s.relay.ended === 2) s.owner.finish(s.relay);
+}
+
+export class HandleTcpListener {
+  private readonly server: TcpHandle;
+  private readonly relays = new Set<Relay>();
+  private readonly dialTimer = new DialTimer();
+  private closed = false;
+  private boundPort = 0;
+  accepted = 0;
+  failed = 0;
+
+  constructor(readonly key: string, private readonly lb: RoundRobin, private readonly onEvent: RelayEvent, private readonly dialTimeouts: readonly number[] = ENDPOINT_DIAL_TIMEOUTS_MS) {
+    const b = binding();
+    this.server = new b.TCP(b.constants.SERVER);
+    this.server.onconnection = (status: number, client?: TcpHandle) => {
+      if (status < 0 || !client) {
+        this.onEvent('error', { listener: key, err: errName(status) }, 'userspace TCP listener error');
+        return;
+      }
+      this.accept(client);
+    };
+  }
+
+  /** Bind (port 0 = any free port) and resolve with the bound port. */
+  listen(host: string, port = 0): Promise<number> {
+    const v6 = host.includes(':');
+    // UV_TCP_IPV6ONLY = 1, as net.Server's ipv6Only.
+    let err = v6 ? this.server.bind6(host, port, 1) : this.server.bind(host, port);
+    if (err === 0) err = this.server.listen(4096);
+    if (err !== 0) return Promise.reject(Object.assign(new Error(`listen ${errName(err)} ${host}:${port}`), { code: errName(err) }));
+    const out: { port?: number } = {};
+    this.server.getsockname(out);
+    this.boundPort = out.port ?? 0;
+    return Promise.resolve(this.boundPort);
+  }
+
+  port(): number {
+    return this.boundPort;
+  }
+
+  connectionCount(): number {
+    return this.relays.size;
+  }
+
+  /** Reset relays whose endpoint is not in `keep` (endpoint removed). Returns how many. */
+  closeConnectionsNotIn(keep: ReadonlySet<string>): number {
+    let n = 0;
+    for (const r of this.relays) {
+      if (keep.has(r.endpoint)) continue;
+      this.resetRelay(r);
+      n++;
+    }
+    return n;
+  }
+
+  /** Stop accepting and reset every relay. */
+  close(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    this.closed = true;
+    this.dialTimer.clear();
+    for (const r of this.relays) this.resetRelay(r);
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: TcpHandle): void {
+    if (this.closed) {
+      resetHandle(client);
+      return;
+    }
+    this.accepted++;
+    client.setNoDelay(true);
+    const relay: Relay = { client, up: null, endpoint: '', dialSeq: 0, connected: false, done: false, ended: 0 };
+    this.relays.add(relay);
+    this.dial(relay, 0);
+  }
+
+  private clientIP(relay: Relay): string {
+    if (!this.lb.affinityEnabled()) return '';
+    const out: { address?: string } = {};
+    relay.client.getpeername(out);
+    return out.address ?? '';
+  }
+
+  private dial(relay: Relay, attempt: number): void {
+    const ep = attempt < this.dialTimeouts.length ? this.lb.next(this.clientIP(relay), attempt > 0) : null;
+    if (ep === null) {
+      this.failed++;
+      return this.resetRelay(relay);
+    }
+    const b = binding();
+    const { host, port } = splitEndpoint(ep);
+    const up: SideHandle = new b.TCP(b.constants.SOCKET);
+    const seq = ++relay.dialSeq;
+    relay.endpoint = ep;
+    relay.up = up;
+    const req = new b.TCPConnectWrap() as ConnectReq;
+    req.oncomplete = (status: number) => {
+      if (relay.done || relay.dialSeq !== seq) return;
+      if (status === 0) return this.wire(relay, up);
+      this.retry(relay, attempt, errName(status));
+    };
+    req.address = host;
+    req.port = port;
+    const err = host.includes(':') ? up.connect6(req, host, port) : up.connect(req, host, port);
+    if (err !== 0) return this.retry(relay, attempt, errName(err));
+    this.dialTimer.watch(this.dialTimeouts[attempt]!, () => {
+      if (!relay.done && relay.dialSeq === seq && !relay.connected) this.retry(relay, attempt, 'timeout');
+    });
+  }
+
+  private retry(relay: Relay, attempt: number, why: string): void {
+    relay.dialSeq++;
+    relay.up?.close();
+    relay.up = null;
+    this.onEvent('debug', { listener: this.key, endpoint: relay.endpoint, attempt, why }, 'endpoint dial failed, trying the next');
+    this.dial(relay, attempt + 1);
+  }
+
+  private wire(relay: Relay, up: SideHandle): void {
+    relay.connected = true;
+    const client = relay.client as SideHandle;
+    up.setNoDelay(true);
+    client.side = { relay, peer: up, owner: this, pending: 0, eof: false };
+    up.side = { relay, peer: client, owner: this, pending: 0, eof: false };
+    client.onread = onRead;
+    up.onread = onRead;
+    if (client.readStart() !== 0 || up.readStart() !== 0) this.resetRelay(relay);
+  }
+
+  /** Both directions ended cleanly: close both handles. */
+  finish(relay: Relay): void {
+    if (relay.done) return;
+    relay.done = true;
+    this.relays.delete(relay);
+    relay.client.close();
+    relay.up?.close();
+  }
+
+  /** Reset both sides (RST where connected) and forget the relay. */
+  resetRelay(relay: Relay): void {
+    if (relay.done) return;
+    relay.done = true;
+    this.relays.delete(relay);
+    resetHandle(relay.client);
+    const up = relay.up;
+    if (up) {
+      if (relay.connected) resetHandle(up);
+      else up.close();
+    }
+  }
+}
