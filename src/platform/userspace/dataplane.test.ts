@@ -61,14 +61,15 @@ function greeting(port: number): Promise<string> {
   return exchange(port, '').then((r) => r.data.split(';')[0]!);
 }
 
-describe('UserspaceDataplane relays (loopback)', () => {
+// Both TCP relays (libuv handles, the default, and net.Socket) keep the same contracts.
+for (const tcpRelay of ['handle', 'stream'] as const) describe(`UserspaceDataplane relays (loopback, ${tcpRelay} TCP relay)`, () => {
   let port = 0;
   const servers: net.Server[] = [];
   const udps: dgram.Socket[] = [];
   const scripts: string[] = [];
   const runner: NftRunner = async (_args, input) => { scripts.push(input ?? ''); return { stdout: '', stderr: '', code: 0 }; };
   const clock = new FakeClock();
-  const dp = new UserspaceDataplane({ config: CFG, runner, clock, bindAddress: '127.0.0.1', dialTimeoutsMs: [200, 200, 200, 200] });
+  const dp = new UserspaceDataplane({ config: CFG, runner, clock, bindAddress: '127.0.0.1', dialTimeoutsMs: [200, 200, 200, 200], tcpRelay });
 
   const state = (eps: string[], opts: { udp?: boolean; withA?: boolean; sticky?: boolean } = {}): SyncState => {
     const svcs = [];
