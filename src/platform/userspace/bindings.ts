@@ -36,6 +36,7 @@ export interface WriteReq {
   oncomplete: (this: WriteReq, status: number) => void;
   async?: boolean;
   buffer?: Uint8Array;
+  bytes?: number;
   side?: unknown;
 }
 

@@ -4,9 +4,10 @@
 // per socket. Measured with bench/userspace-relay.ts: see bench/README.md.
 //
 // Contracts (identical to tcp.ts):
-// * Backpressure: while a write to one side is pending in libuv (the kernel
-//   buffer was full), reading from the other side stops; it restarts when
-//   the write completes. So at most one read chunk per direction is held.
+// * Backpressure: when libuv queues more than HIGH_WATER (256 KiB) of writes
+//   to one side (its kernel buffer is full), reading from the other side
+//   stops until the queue drains below it. So at most HIGH_WATER plus one
+//   read chunk (64 KiB) per direction is held in the relay.
 // * Half-close: EOF from one side becomes shutdown() of the other, which
 //   may go on sending; when both directions ended both handles are closed.
 // * Errors: a read or write error on either side resets both (RST passes
@@ -43,10 +44,15 @@ interface Side {
   relay: Relay;
   peer: TcpHandle;
   owner: HandleTcpListener;
-  /** Writes to `peer` still pending in libuv. */
+  /** Bytes written to `peer` still queued in libuv (the kernel buffer was full). */
   pending: number;
+  /** Reading from this side is stopped for backpressure. */
+  stopped: boolean;
   eof: boolean;
 }
+
+/** Queued bytes per direction before reading stops (net.Socket's pipe stops at 16 KiB; bulk gains from more). */
+const HIGH_WATER = 256 * 1024;
 
 type SideHandle = TcpHandle & { side?: Side };
 
@@ -80,8 +86,14 @@ function onRead(this: SideHandle, ab: ArrayBuffer | undefined): void {
     const err = s.peer.writeBuffer(req, chunk);
     if (err !== 0) return s.owner.resetRelay(s.relay);
     if (streamBaseState[kLastWriteWasAsync]) {
-      // The peer's kernel buffer is full: stop reading here until libuv flushed it.
-      if (s.pending++ === 0) this.readStop();
+      // The peer's kernel buffer is full: libuv queues the rest. Past HIGH_WATER
+      // queued bytes stop reading here until the queue drained below it.
+      s.pending += nread;
+      req.bytes = nread;
+      if (s.pending >= HIGH_WATER && !s.stopped) {
+        s.stopped = true;
+        this.readStop();
+      }
     }
     return;
   }
@@ -102,7 +114,11 @@ function onWriteDone(this: WriteReq, status: number): void {
   const s = this.side as Side;
   if (s.relay.done) return;
   if (status < 0) return s.owner.resetRelay(s.relay);
-  if (--s.pending === 0 && !s.eof) (s.relay.client === s.peer ? s.relay.up! : s.relay.client).readStart();
+  s.pending -= this.bytes ?? 0;
+  if (s.stopped && s.pending < HIGH_WATER && !s.eof) {
+    s.stopped = false;
+    (s.relay.client === s.peer ? s.relay.up! : s.relay.client).readStart();
+  }
 }
 
 function onShutdownDone(this: WriteReq, status: number): void {
@@ -232,8 +248,8 @@ export class HandleTcpListener {
     relay.connected = true;
     const client = relay.client as SideHandle;
     up.setNoDelay(true);
-    client.side = { relay, peer: up, owner: this, pending: 0, eof: false };
-    up.side = { relay, peer: client, owner: this, pending: 0, eof: false };
+    client.side = { relay, peer: up, owner: this, pending: 0, stopped: false, eof: false };
+    up.side = { relay, peer: client, owner: this, pending: 0, stopped: false, eof: false };
     client.onread = onRead;
     up.onread = onRead;
     if (client.readStart() !== 0 || up.readStart() !== 0) this.resetRelay(relay);
