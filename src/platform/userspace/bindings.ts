@@ -17,6 +17,8 @@ export interface TcpHandle {
   setNoDelay(on: boolean): number;
   readStart(): number;
   readStop(): number;
+  /** Read into this buffer from now on; onread then gets no ArrayBuffer (bytes at the buffer's start). */
+  useUserBuffer(buf: Uint8Array): void;
   writeBuffer(req: WriteReq, data: Uint8Array): number;
   shutdown(req: WriteReq): number;
   /** SO_LINGER 0 and close: the peer sees RST. */

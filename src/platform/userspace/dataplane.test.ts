@@ -182,6 +182,33 @@ for (const tcpRelay of ['handle', 'stream'] as const) describe(`UserspaceDatapla
     bulk.close();
   });
 
+  it('relays 24 MiB both ways byte-exact, also while the client does not read (bulk sides, stalled writes)', { timeout: 30_000 }, async () => {
+    await dp.sync(state(['127.0.0.2']));
+    const lport = dp.listenerPort(TCP_KEY)!;
+    const total = 24 * 1024 * 1024;
+    const data = Buffer.alloc(total);
+    for (let i = 0; i < total; i++) data[i] = (i * 7 + (i >> 12)) % 251;
+    const c = net.connect({ host: '127.0.0.1', port: lport, allowHalfOpen: true });
+    const got: Buffer[] = [];
+    c.on('data', (d: Buffer) => got.push(d));
+    const ended = once(c, 'end');
+    await once(c, 'connect');
+    // Not reading until everything was written: the echo backs up into the relay, whose writes to us stall.
+    c.pause();
+    for (let off = 0; off < total; off += 1024 * 1024) {
+      if (!c.write(data.subarray(off, off + 1024 * 1024))) await once(c, 'drain');
+    }
+    c.end();
+    c.resume();
+    await ended;
+    const all = Buffer.concat(got);
+    assert.equal(all.subarray(0, 4).toString(), 'ep2;');
+    assert.equal(all.length, 4 + total + `bytes=${total}`.length);
+    assert.ok(all.subarray(4, 4 + total).equals(data), 'echoed bytes differ from those sent');
+    assert.equal(all.subarray(4 + total).toString(), `bytes=${total}`);
+    c.destroy();
+  });
+
   it('UDP: one session per client address, replies come back, idle sessions end on the injected clock', async () => {
     await dp.sync(state(['127.0.0.2', '127.0.0.3'], { udp: true }));
     const uport = dp.listenerPort(UDP_KEY)!;

@@ -46,6 +46,10 @@ interface Side {
   owner: HandleTcpListener;
   /** Bytes written to `peer` still queued in libuv (the kernel buffer was full). */
   pending: number;
+  /** Bytes read so far (until the side gets a user buffer). */
+  total: number;
+  /** This side's own read buffer once it moved BULK_AFTER bytes. */
+  userBuf?: Buffer;
   /** Reading from this side is stopped for backpressure. */
   stopped: boolean;
   eof: boolean;
@@ -53,6 +57,9 @@ interface Side {
 
 /** Queued bytes per direction before reading stops (net.Socket's pipe stops at 16 KiB; bulk gains from more). */
 const HIGH_WATER = 256 * 1024;
+/** Bytes read before a side gets its own read buffer of BULK_BUFFER bytes. */
+const BULK_AFTER = 4 * 1024 * 1024;
+const BULK_BUFFER = 256 * 1024;
 
 type SideHandle = TcpHandle & { side?: Side };
 
@@ -75,8 +82,9 @@ function onRead(this: SideHandle, ab: ArrayBuffer | undefined): void {
   if (!s || s.relay.done) return;
   const { streamBaseState, kReadBytesOrError, kArrayBufferOffset, kLastWriteWasAsync, WriteWrap } = binding();
   const nread = streamBaseState[kReadBytesOrError]!;
-  if (nread > 0 && ab) {
-    const chunk = new Uint8Array(ab, streamBaseState[kArrayBufferOffset]!, nread);
+  if (nread > 0) {
+    // With a user buffer (bulk side) the bytes are at its start and ab is undefined.
+    const chunk = ab ? new Uint8Array(ab, streamBaseState[kArrayBufferOffset]!, nread) : s.userBuf!.subarray(0, nread);
     const req = new WriteWrap() as WriteReq;
     req.handle = s.peer;
     req.oncomplete = onWriteDone;
@@ -88,12 +96,17 @@ function onRead(this: SideHandle, ab: ArrayBuffer | undefined): void {
     if (streamBaseState[kLastWriteWasAsync]) {
       // The peer's kernel buffer is full: libuv queues the rest. Past HIGH_WATER
       // queued bytes stop reading here until the queue drained below it.
+      // A user buffer is reused by the next read: stop at once until the write is out.
       s.pending += nread;
       req.bytes = nread;
-      if (s.pending >= HIGH_WATER && !s.stopped) {
+      if ((s.userBuf || s.pending >= HIGH_WATER) && !s.stopped) {
         s.stopped = true;
         this.readStop();
       }
+    } else if (!s.userBuf && (s.total += nread) >= BULK_AFTER && s.pending === 0) {
+      // A bulk side: read into its own larger buffer, no allocation per chunk.
+      s.userBuf = Buffer.allocUnsafe(BULK_BUFFER);
+      this.useUserBuffer(s.userBuf);
     }
     return;
   }
@@ -115,7 +128,7 @@ function onWriteDone(this: WriteReq, status: number): void {
   if (s.relay.done) return;
   if (status < 0) return s.owner.resetRelay(s.relay);
   s.pending -= this.bytes ?? 0;
-  if (s.stopped && s.pending < HIGH_WATER && !s.eof) {
+  if (s.stopped && (s.userBuf ? s.pending === 0 : s.pending < HIGH_WATER) && !s.eof) {
     s.stopped = false;
     (s.relay.client === s.peer ? s.relay.up! : s.relay.client).readStart();
   }
@@ -248,8 +261,8 @@ export class HandleTcpListener {
     relay.connected = true;
     const client = relay.client as SideHandle;
     up.setNoDelay(true);
-    client.side = { relay, peer: up, owner: this, pending: 0, stopped: false, eof: false };
-    up.side = { relay, peer: client, owner: this, pending: 0, stopped: false, eof: false };
+    client.side = { relay, peer: up, owner: this, pending: 0, total: 0, stopped: false, eof: false };
+    up.side = { relay, peer: client, owner: this, pending: 0, total: 0, stopped: false, eof: false };
     client.onread = onRead;
     up.onread = onRead;
     if (client.readStart() !== 0 || up.readStart() !== 0) this.resetRelay(relay);
