@@ -72,3 +72,13 @@ export function binding(): Bindings {
   cached = b;
   return b;
 }
+
+/** Whether this Node offers the bindings the handle relay needs (else the stream relay is used). */
+export function handleRelayUsable(): boolean {
+  try {
+    binding();
+    return true;
+  } catch {
+    return false;
+  }
+}

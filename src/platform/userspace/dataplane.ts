@@ -9,6 +9,7 @@
 //      redirect never points at a port that was already closed.
 // A failed rule write rejects (the engine makes the next sync full); every
 // sync rewrites the whole table, so syncs are never partial.
+import { handleRelayUsable } from './bindings.js';
 import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../engine/clock.js';
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
@@ -54,6 +55,7 @@ export class UserspaceDataplane implements Dataplane {
   readonly mode = 'userspace' as const;
   readonly family: IPFamily;
   private readonly entries = new Map<string, Entry>();
+  private relayChoice: 'handle' | 'stream' | null = null;
   private readonly runner: NftRunner;
   private readonly clock: Clock;
   private readonly onEvent: RelayEvent;
@@ -63,6 +65,19 @@ export class UserspaceDataplane implements Dataplane {
     this.runner = opts.runner ?? nftRunner();
     this.clock = opts.clock ?? realClock;
     this.onEvent = opts.onEvent ?? (() => {});
+  }
+
+  /**
+   * The handle relay (half the CPU per connection) rests on Node's internal tcp_wrap binding; a Node whose
+   * binding changed falls back to the net.Socket relay with a warning instead of failing to listen.
+   */
+  private tcpRelay(): 'handle' | 'stream' {
+    if (this.opts.tcpRelay) return this.opts.tcpRelay;
+    if (this.relayChoice === null) {
+      this.relayChoice = handleRelayUsable() ? 'handle' : 'stream';
+      if (this.relayChoice === 'stream') this.onEvent('warn', { node: process.version }, 'tcp_wrap binding unusable; using the net.Socket relay');
+    }
+    return this.relayChoice;
   }
 
   async sync(state: SyncState): Promise<SyncOutcome> {
@@ -99,7 +114,7 @@ export class UserspaceDataplane implements Dataplane {
     }
     const lb = new RoundRobin(this.clock);
     lb.setEndpoints(keys, spec.stickyMs);
-    const Tcp = (this.opts.tcpRelay ?? 'handle') === 'handle' ? HandleTcpListener : TcpListener;
+    const Tcp = this.tcpRelay() === 'handle' ? HandleTcpListener : TcpListener;
     const listener = spec.protocol === 'TCP'
       ? new Tcp(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs)
       : new UdpListener(spec.key, lb, this.clock, this.opts.udpIdleTimeoutMs ?? DEFAULT_UDP_IDLE_TIMEOUT_MS, this.onEvent, this.family === 'IPv4' ? 'udp4' : 'udp6');
