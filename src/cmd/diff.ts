@@ -20,18 +20,17 @@ import { hostname } from 'node:os';
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../core/api.js';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../core/api.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
-import type { ResolvedConfig } from '../core/config/types.js';
 import { ProxyError } from '../core/errors.js';
-import { normalizeIP } from '../core/ip.js';
-import { nodeInfoFromNode } from '../core/nodeinfo.js';
 import { cidrsOfServiceCIDRs, syncStateFromObjects } from '../core/snapshot.js';
-import type { IPFamily, SyncState } from '../core/types.js';
+import type { SyncState } from '../core/types.js';
 import { ApiStatusError, KubeTransport, loadKubeConfig } from '../platform/k8s/index.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/iptables/runner.js';
 import { PROCESS_IO, kernelLocalIPs, type CmdIO } from './explain.js';
 import { diffIptablesFamily, type FamilyDiff } from './diffipt.js';
 import { diffNftablesFamily } from './diffnft.js';
 import { familiesFor } from './modes.js';
+import { startupNode } from './node.js';
+import { resolveNodeName } from '../core/config/nodename.js';
 import { parseCommandLine, type RunCommand } from './options.js';
 
 export const DIFF_USAGE = `Usage: kube-proxy-ts diff [kube-proxy flags] [--netns NAME] [--output text|json]
@@ -99,14 +98,6 @@ export async function listCluster(t: KubeTransport, nodeName: string, signal: Ab
 }
 
 /** server.ts's order: a specified bindAddress, else the Node's addresses, else loopback. */
-function primaryNodeIPs(config: ResolvedConfig, nodeName: string, node: Node | null): Partial<Record<IPFamily, string>> {
-  const bind = normalizeIP(config.bindAddress);
-  const ips: Partial<Record<IPFamily, string>> = node ? { ...nodeInfoFromNode(nodeName, node).nodeIPs } : {};
-  if (bind && bind !== '0.0.0.0' && bind !== '::') ips[bind.includes(':') ? 'IPv6' : 'IPv4'] = bind;
-  if (!ips.IPv4 && !ips.IPv6) ips.IPv4 = '127.0.0.1';
-  return ips;
-}
-
 export interface DiffResult {
   readonly mode: string;
   readonly families: readonly FamilyDiff[];
@@ -116,14 +107,13 @@ export async function computeDiff(cmd: RunCommand, run: CommandRunner, signal: A
   const config = cmd.resolved;
   const mode = config.mode === '' ? 'iptables' : config.mode;
   const kc = loadKubeConfig({ kubeconfigPath: config.clientConnection.kubeconfig || undefined, master: cmd.master });
-  const nodeName = config.hostnameOverride !== '' ? config.hostnameOverride : hostname().trim().toLowerCase();
+  const nodeName = resolveNodeName(config.hostnameOverride, hostname());
   const objs = await listCluster(new KubeTransport(kc), nodeName, signal);
-  const nodeIPs = primaryNodeIPs(config, nodeName, objs.node);
-  const podCIDRs = objs.node?.spec?.podCIDRs ?? (objs.node?.spec?.podCIDR ? [objs.node.spec.podCIDR] : []);
+  const { nodeIPs, podCIDRs, primaryFamily } = startupNode(nodeName, objs.node, config.bindAddress);
   const families: FamilyDiff[] = [];
-  for (const family of await familiesFor(mode, nodeIPs)) {
+  for (const family of await familiesFor(mode, primaryFamily)) {
     const localIPs = await kernelLocalIPs(run, family);
-    const dpConfig = resolveDataplaneConfig(config, family, localIPs, nodeIPs[family] ?? null, podCIDRs);
+    const dpConfig = resolveDataplaneConfig(config, family, localIPs, nodeIPs[family], podCIDRs);
     const state: SyncState = syncStateFromObjects({
       services: objs.services, slices: objs.slices, family, nodeName, node: objs.node, nodeIPs,
       serviceCIDRs: objs.serviceCIDRs, fullSync: true,

@@ -56,8 +56,7 @@ async function works(cmd: string, args: string[]): Promise<boolean> {
  * primary; the other family is added when the platform supports it, e.g.
  * ip6tables works and the kernel has IPv6).
  */
-export async function familiesFor(mode: string, nodeIPs: Partial<Record<IPFamily, string>>): Promise<IPFamily[]> {
-  const primary: IPFamily = nodeIPs.IPv4 ? 'IPv4' : 'IPv6';
+export async function familiesFor(mode: string, primary: IPFamily): Promise<IPFamily[]> {
   const secondary: IPFamily = primary === 'IPv4' ? 'IPv6' : 'IPv4';
   let secondaryOK: boolean;
   if (secondary === 'IPv6' && !ipv6Supported()) secondaryOK = false;

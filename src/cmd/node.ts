@@ -4,6 +4,10 @@
 // without it the proxy still starts (loopback fallback, logged).
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Node } from '../core/api.js';
+import { detectNodeIPs } from '../core/config/nodeips.js';
+import { parseIP } from '../core/ip.js';
+import { nodeInfoFromNode } from '../core/nodeinfo.js';
+import type { IPFamily } from '../core/types.js';
 import { KubeTransport } from '../platform/k8s/index.js';
 import type { Logger } from '../platform/logger.js';
 
@@ -25,4 +29,31 @@ export async function fetchNode(kc: KubeConfig, nodeName: string, log: Logger, s
     await new Promise((r) => setTimeout(r, delay));
     delay = Math.min(delay * 2, 5000);
   }
+}
+
+/** What the proxy (and `diff`) derive from the Node at start-up. */
+export interface StartupNode {
+  /** Upstream detectNodeIPs: bindAddress wins; a family without an address gets loopback. */
+  readonly nodeIPs: Readonly<Record<IPFamily, string>>;
+  readonly primaryFamily: IPFamily;
+  readonly primaryIsLoopback: boolean;
+  /** Only the addresses the Node object reported (no fallbacks), for change detection. */
+  readonly reported: Readonly<Partial<Record<IPFamily, string>>>;
+  /** The bindAddress as a per-family override, when one was specified. */
+  readonly override?: Readonly<Partial<Record<IPFamily, string>>>;
+  readonly podCIDRs: readonly string[];
+}
+
+export function startupNode(nodeName: string, node: Node | null, bindAddress: string): StartupNode {
+  const info = nodeInfoFromNode(nodeName, node);
+  // nodeInfoFromNode keeps the Node's order (InternalIP, then ExternalIP), so the primary family is first.
+  const detected = detectNodeIPs(Object.values(info.nodeIPs), bindAddress);
+  const bind = parseIP(bindAddress);
+  const specified = bind !== null && !bind.bytes.every((b) => b === 0);
+  return {
+    ...detected,
+    reported: info.nodeIPs,
+    ...(specified ? { override: { [bind.family]: bind.text } } : {}),
+    podCIDRs: info.podCIDRs,
+  };
 }

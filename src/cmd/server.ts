@@ -7,11 +7,9 @@
 import { watch } from 'node:fs';
 import { hostname } from 'node:os';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Node } from '../core/api.js';
 import type { ResolvedConfig } from '../core/config/types.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
-import { normalizeIP } from '../core/ip.js';
-import { nodeInfoFromNode } from '../core/nodeinfo.js';
+import { resolveNodeName } from '../core/config/nodename.js';
 import type { Dataplane, IPFamily } from '../core/types.js';
 import { healthObserver, healthTimeoutFor, ProxyHealthState } from '../engine/health.js';
 import { Proxier, type ConntrackHook } from '../engine/proxier.js';
@@ -32,7 +30,7 @@ import { writeFile } from 'node:fs/promises';
 import { cleanupOtherModes } from './cleanup.js';
 import { createDataplane, familiesFor } from './modes.js';
 import type { RunCommand } from './options.js';
-import { fetchNode } from './node.js';
+import { fetchNode, startupNode } from './node.js';
 
 const NS_PER_S = 1e9;
 
@@ -56,22 +54,6 @@ async function platformSetup(cmd: RunCommand, log: Logger): Promise<void> {
 export async function initOnly(cmd: RunCommand, log: Logger): Promise<void> {
   await platformSetup(cmd, log);
   log.info('Privileged initialization done (--init-only)');
-}
-
-function nodeNameOf(config: ResolvedConfig): string {
-  return config.hostnameOverride !== '' ? config.hostnameOverride : hostname().trim().toLowerCase();
-}
-
-/** Upstream's order: a specified bindAddress, else the Node's addresses, else loopback. */
-function primaryNodeIPs(config: ResolvedConfig, node: Node | null, log: Logger): Partial<Record<IPFamily, string>> {
-  const bind = normalizeIP(config.bindAddress);
-  const ips: Partial<Record<IPFamily, string>> = node ? { ...nodeInfoFromNode(node.metadata?.name ?? '', node).nodeIPs } : {};
-  if (bind && bind !== '0.0.0.0' && bind !== '::') ips[bind.includes(':') ? 'IPv6' : 'IPv4'] = bind;
-  if (!ips.IPv4 && !ips.IPv6) {
-    log.warn('Can\'t determine this node\'s IP, assuming loopback; if this is incorrect, please set the --bind-address flag');
-    ips.IPv4 = '127.0.0.1';
-  }
-  return ips;
 }
 
 function logSourceEvent(log: Logger, ev: SourceEvent): void {
@@ -110,18 +92,19 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     log.error({ err: (e as Error).message }, 'Failed to load Kubernetes client configuration');
     return 1;
   }
-  const nodeName = nodeNameOf(config);
+  const nodeName = resolveNodeName(config.hostnameOverride, hostname());
   const node = await fetchNode(kubeConfig, nodeName, log, abort.signal);
   if (abort.signal.aborted) return exitCode;
-  const nodeIPs = primaryNodeIPs(config, node, log);
-  const podCIDRs = node?.spec?.podCIDRs ?? (node?.spec?.podCIDR ? [node.spec.podCIDR] : []);
+  const detected = startupNode(nodeName, node, config.bindAddress);
+  if (detected.primaryIsLoopback) log.warn('Can\'t determine this node\'s IP, assuming loopback; if this is incorrect, please set the --bind-address flag');
+  const { nodeIPs, podCIDRs } = detected;
   log.info({ nodeName, nodeIPs, mode }, 'Starting kube-proxy-ts');
 
   const clock = realClock;
   const metrics = new ProxyMetrics();
-  const families = await familiesFor(mode, nodeIPs);
+  const families = await familiesFor(mode, detected.primaryFamily);
   const dataplanes: Dataplane[] = families.map((family) => createDataplane(mode, {
-    config: resolveDataplaneConfig(config, family, localIPs(family), nodeIPs[family] ?? null, podCIDRs),
+    config: resolveDataplaneConfig(config, family, localIPs(family), nodeIPs[family], podCIDRs),
     resolved: config, clock, log, metrics, syncPeriodMs: cmd.timing.syncPeriodMs,
   }));
 
@@ -149,7 +132,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
   };
   const svcHealth = new ServiceHealthServer({
-    nodeIPs: selectNodeIPs(resolveDataplaneConfig(config, families[0]!, localIPs(families[0]!), nodeIPs[families[0]!] ?? null).nodePortAddresses, [...localIPs('IPv4'), ...localIPs('IPv6')]),
+    nodeIPs: selectNodeIPs(resolveDataplaneConfig(config, families[0]!, localIPs(families[0]!), nodeIPs[families[0]!]).nodePortAddresses, [...localIPs('IPv4'), ...localIPs('IPv6')]),
     isProxyHealthy: () => health.isHealthy(),
     log,
     onListenFailed: (svcKey, port, err) => {
@@ -174,7 +157,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     requestSync: () => runner.run(),
     conntrack: conntrackHook,
     serviceProxyName: cmd.serviceProxyName ?? '',
-    nodeIPOverride: normalizeIP(config.bindAddress) && !['0.0.0.0', '::'].includes(config.bindAddress) ? nodeIPs : undefined,
+    nodeIPOverride: detected.override,
   });
 
   const healthz = startHealthzServer({ bindAddress: config.healthzBindAddress, state: health, counters: metrics, log, hardFail: config.bindAddressHardFail, onListenError: () => stop('healthz bind failure', 1) });
@@ -183,7 +166,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   // Upstream exits when the config file changes, so its supervisor restarts it with the new one.
   const configWatch = cmd.configFile ? watchConfigFile(cmd.configFile, () => stop('content of the proxy server\'s configuration file was updated', 1), log) : null;
   // Node IP changes need a restart (upstream NodeManager exits too).
-  const nodeWatch = watchNodeIPs(proxier, nodeIPs, podCIDRs, config, (why) => stop(why, 1), clock);
+  const nodeWatch = watchNodeIPs(proxier, detected.reported, podCIDRs, config, (why) => stop(why, 1), clock);
 
   runner.loop();
   const sources = startSources({
