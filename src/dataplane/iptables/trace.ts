@@ -22,6 +22,7 @@
 //
 // Pure: no I/O; the rule source is anything with rules(table, chain).
 
+import type { TraceResultOf, TraceVerdict } from '../trace.js';
 import { cidrContains, isLoopback, parseCIDR, parseIP } from '../../core/ip.js';
 import type { Protocol } from '../../core/types.js';
 import type { IptablesTable } from './fake.js';
@@ -61,21 +62,8 @@ export interface TraceCandidate {
   readonly comment: string | null;
 }
 
-export type TraceVerdict = 'DNAT' | 'REJECT' | 'DROP' | 'ACCEPT' | 'NONE';
-
-export interface TraceResult {
-  /** "" | "ip:port, ip:port" | "REJECT" | "DROP" | "ACCEPT" (joined in rule order). */
-  readonly output: string;
-  readonly masq: boolean;
-  /** Rules that matched, as "table/chain: rule". */
-  readonly matched: readonly string[];
-  readonly steps: readonly TraceStep[];
-  /** DROP/REJECT win over DNAT, DNAT over ACCEPT; NONE = no rule took the packet. */
-  readonly verdict: TraceVerdict;
-  readonly candidates: readonly TraceCandidate[];
-  /** Lenient mode only: rules skipped because an option is unknown, as "table/chain: rule". */
-  readonly notUnderstood: readonly string[];
-}
+export type { TraceVerdict } from '../trace.js';
+export type TraceResult = TraceResultOf<TraceStep, TraceCandidate>;
 
 export interface RuleSource {
   rules(table: IptablesTable, chain: string): readonly string[];

@@ -15,6 +15,7 @@
 // know; lenient mode (explain on a live table) skips such a rule and lists it.
 // Pure.
 
+import type { TraceResultOf, TraceVerdict } from '../trace.js';
 import { cidrContains, isLoopback, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
 import type { Protocol } from '../../core/types.js';
 
@@ -42,20 +43,8 @@ export interface NftTraceCandidate {
   readonly chain: string;
 }
 
-export type NftTraceVerdict = 'DNAT' | 'REJECT' | 'DROP' | 'ACCEPT' | 'NONE';
-
-export interface NftTraceResult {
-  /** "" | "ip:port, ip:port" | "REJECT" | "DROP" | "ACCEPT" (joined in order). */
-  readonly output: string;
-  readonly masq: boolean;
-  /** Rules that matched, as "chain: rule". */
-  readonly matched: readonly string[];
-  readonly steps: readonly NftTraceStep[];
-  readonly verdict: NftTraceVerdict;
-  readonly candidates: readonly NftTraceCandidate[];
-  /** Lenient mode: rules skipped as not understood, as "chain: rule". */
-  readonly notUnderstood: readonly string[];
-}
+export type NftTraceVerdict = TraceVerdict;
+export type NftTraceResult = TraceResultOf<NftTraceStep, NftTraceCandidate>;
 
 /** What the tracer reads: the Fake satisfies it. */
 export interface NftRuleSource {
