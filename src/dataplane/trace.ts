@@ -16,3 +16,10 @@ export interface TraceResultOf<Step, Candidate> {
   /** Lenient mode only: rules skipped because they were not understood, as in `matched`. */
   readonly notUnderstood: readonly string[];
 }
+
+/** The verdict of a trace's terminal outputs: DROP/REJECT win over DNAT, DNAT over ACCEPT. */
+export function verdictOf(outputs: readonly string[], dnat: boolean): TraceVerdict {
+  for (const v of ['DROP', 'REJECT'] as const) if (outputs.includes(v)) return v;
+  if (dnat) return 'DNAT';
+  return outputs.includes('ACCEPT') ? 'ACCEPT' : 'NONE';
+}

@@ -22,7 +22,7 @@
 //
 // Pure: no I/O; the rule source is anything with rules(table, chain).
 
-import type { TraceResultOf, TraceVerdict } from '../trace.js';
+import { verdictOf, type TraceResultOf } from '../trace.js';
 import { cidrContains, isLoopback, parseCIDR, parseIP } from '../../core/ip.js';
 import type { Protocol } from '../../core/types.js';
 import type { IptablesTable } from './fake.js';
@@ -221,12 +221,6 @@ function ifaceMatch(spec: string, iif: string | undefined): boolean {
 function hostOf(endpoint: string): string {
   if (endpoint.startsWith('[')) return endpoint.slice(1, endpoint.indexOf(']'));
   return endpoint.slice(0, endpoint.lastIndexOf(':'));
-}
-
-function verdictOf(outputs: readonly string[], dnat: boolean): TraceVerdict {
-  for (const v of ['DROP', 'REJECT'] as const) if (outputs.includes(v)) return v;
-  if (dnat) return 'DNAT';
-  return outputs.includes('ACCEPT') ? 'ACCEPT' : 'NONE';
 }
 
 /**

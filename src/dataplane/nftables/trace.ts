@@ -15,7 +15,7 @@
 // know; lenient mode (explain on a live table) skips such a rule and lists it.
 // Pure.
 
-import type { TraceResultOf, TraceVerdict } from '../trace.js';
+import { verdictOf, type TraceResultOf, type TraceVerdict } from '../trace.js';
 import { cidrContains, isLoopback, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
 import type { Protocol } from '../../core/types.js';
 
@@ -350,12 +350,6 @@ function hostPort(ep: string): { host: string; port: number } {
   if (ep.startsWith('[')) return { host: ep.slice(1, ep.indexOf(']')), port: Number(ep.slice(ep.indexOf(']') + 2)) };
   const i = ep.lastIndexOf(':');
   return { host: ep.slice(0, i), port: Number(ep.slice(i + 1)) };
-}
-
-function verdictOf(outputs: readonly string[], dnat: boolean): NftTraceVerdict {
-  for (const v of ['DROP', 'REJECT'] as const) if (outputs.includes(v)) return v;
-  if (dnat) return 'DNAT';
-  return outputs.includes('ACCEPT') ? 'ACCEPT' : 'NONE';
 }
 
 /**
