@@ -103,8 +103,9 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const clock = realClock;
   const metrics = new ProxyMetrics();
   const families = await familiesFor(mode, detected.primaryFamily);
-  const dataplanes: Dataplane[] = families.map((family) => createDataplane(mode, {
-    config: resolveDataplaneConfig(config, family, localIPs(family), nodeIPs[family], podCIDRs),
+  const dpConfigs = families.map((family) => resolveDataplaneConfig(config, family, localIPs(family), nodeIPs[family], podCIDRs));
+  const dataplanes: Dataplane[] = dpConfigs.map((dpConfig) => createDataplane(mode, {
+    config: dpConfig,
     resolved: config, clock, log, metrics, syncPeriodMs: cmd.timing.syncPeriodMs,
   }));
 
@@ -132,7 +133,8 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
   };
   const svcHealth = new ServiceHealthServer({
-    nodeIPs: selectNodeIPs(resolveDataplaneConfig(config, families[0]!, localIPs(families[0]!), nodeIPs[families[0]!]).nodePortAddresses, [...localIPs('IPv4'), ...localIPs('IPv6')]),
+    // Health-check ports listen on the primary family's nodePortAddresses (all addresses when unset).
+    nodeIPs: selectNodeIPs(dpConfigs[0]!.nodePortAddresses, dpConfigs.flatMap((c) => c.localIPs)),
     isProxyHealthy: () => health.isHealthy(),
     log,
     onListenFailed: (svcKey, port, err) => {
