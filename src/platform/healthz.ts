@@ -5,10 +5,8 @@
 // 5 s like upstream serveHealthz; see RetryingServer.
 
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import type { Clock } from '../engine/clock.js';
 import type { HealthResponse, ProxyHealthState } from '../engine/health.js';
-import type { Logger } from './logger.js';
-import { parseBindAddress, RetryingServer } from './metricsserver.js';
+import { parseBindAddress, RetryingServer, type ListenOptions } from './metricsserver.js';
 
 /** What the healthz server counts; ProxyMetrics implements it. */
 export interface HealthzCounters {
@@ -16,19 +14,11 @@ export interface HealthzCounters {
   livezServed(code: number): void;
 }
 
-export interface HealthzServerOptions {
+export interface HealthzServerOptions extends ListenOptions {
   /** "0.0.0.0:10256", "[::]:10256"; "" disables the server. */
   readonly bindAddress: string;
   readonly state: ProxyHealthState;
   readonly counters?: HealthzCounters;
-  readonly log?: Logger;
-  readonly hardFail?: boolean;
-  /** Listening failed and hardFail is set: fatal (never called without hardFail). */
-  readonly onListenError?: (err: Error) => void;
-  /** Listening failed and will be retried in 5 s. */
-  readonly onListenRetry?: (err: Error) => void;
-  readonly retryInterval?: number;
-  readonly clock?: Clock;
 }
 
 function write(res: ServerResponse, r: HealthResponse): void {

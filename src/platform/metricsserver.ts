@@ -118,20 +118,15 @@ export class RetryingServer {
   }
 }
 
-export interface MetricsServerOptions {
+/** Listening behaviour shared by the healthz and metrics servers (see ServeOptions). */
+export type ListenOptions = Omit<ServeOptions, 'name' | 'address' | 'handler'>;
+
+export interface MetricsServerOptions extends ListenOptions {
   readonly bindAddress: string;
   readonly metrics: ProxyMetrics;
   readonly proxyMode: string;
   /** The running configuration; /configz answers {"kubeproxy.config.k8s.io": config} like upstream's configz. */
   readonly config: unknown;
-  readonly log?: Logger;
-  readonly hardFail?: boolean;
-  /** Listening failed and hardFail is set: fatal. See ServeOptions. */
-  readonly onListenError?: (err: Error) => void;
-  /** Listening failed and will be retried in 5 s. */
-  readonly onListenRetry?: (err: Error) => void;
-  readonly retryInterval?: number;
-  readonly clock?: Clock;
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {
