@@ -4,23 +4,52 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 const sideEffectModules = [
-  'node:*', 'child_process', 'fs', 'fs/promises', 'net', 'dgram', 'http', 'https', 'os', 'process', 'dns',
-  'pino', 'prom-client', '@kubernetes/client-node', 'koffi', 'netlink',
+  'node:*',
+  'child_process',
+  'fs',
+  'fs/promises',
+  'net',
+  'dgram',
+  'http',
+  'https',
+  'os',
+  'process',
+  'dns',
+  'pino',
+  'prom-client',
+  '@kubernetes/client-node',
+  'koffi',
+  'netlink',
 ];
 const pureRules = {
-  'no-restricted-imports': ['error', {
-    patterns: [{ group: sideEffectModules, message: 'Pure layers may not import side-effecting modules; inject them from platform/.' },
-      { group: ['**/platform/*', '**/platform/**', '**/cmd/**'], message: 'Pure layers may not import platform/ or cmd/.' }],
-  }],
-  'no-restricted-globals': ['error',
+  'no-restricted-imports': [
+    'error',
+    {
+      patterns: [
+        {
+          group: sideEffectModules,
+          message: 'Pure layers may not import side-effecting modules; inject them from platform/.',
+        },
+        {
+          group: ['**/platform/*', '**/platform/**', '**/cmd/**'],
+          message: 'Pure layers may not import platform/ or cmd/.',
+        },
+      ],
+    },
+  ],
+  'no-restricted-globals': [
+    'error',
     { name: 'process', message: 'Inject it; pure layers do not read process state.' },
     { name: 'setTimeout', message: 'Use the injected Clock.' },
     { name: 'setInterval', message: 'Use the injected Clock.' },
     { name: 'setImmediate', message: 'Use the injected Clock.' },
-    { name: 'console', message: 'Publish observations; pure layers do not log.' }],
-  'no-restricted-properties': ['error',
+    { name: 'console', message: 'Publish observations; pure layers do not log.' },
+  ],
+  'no-restricted-properties': [
+    'error',
     { object: 'Date', property: 'now', message: 'Use the injected Clock.' },
-    { object: 'Math', property: 'random', message: 'Inject randomness.' }],
+    { object: 'Math', property: 'random', message: 'Inject randomness.' },
+  ],
 };
 
 export default tseslint.config(
@@ -28,7 +57,19 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
-    languageOptions: { globals: { process: 'readonly', console: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', setImmediate: 'readonly', Buffer: 'readonly', URL: 'readonly' } },
+    languageOptions: {
+      globals: {
+        process: 'readonly',
+        console: 'readonly',
+        setTimeout: 'readonly',
+        clearTimeout: 'readonly',
+        setInterval: 'readonly',
+        clearInterval: 'readonly',
+        setImmediate: 'readonly',
+        Buffer: 'readonly',
+        URL: 'readonly',
+      },
+    },
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/no-explicit-any': 'error',

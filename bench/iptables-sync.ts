@@ -44,17 +44,25 @@ function dropNs(ns: string): void {
 }
 
 /** One iptables-restore alone: wall seconds and its CPU seconds (user + sys, incl. kernel work). */
-interface Timing { wallS: number; cpuS: number }
+interface Timing {
+  wallS: number;
+  cpuS: number;
+}
 
 /** Time one iptables-restore in ns (stdout discarded). */
 function timeRestore(ns: string, file: string, flags: string[]): Timing {
   const input = readFileSync(file);
   const c0 = cpuNow();
   const t0 = performance.now();
-  const r = spawnSync('ip', ['netns', 'exec', ns, 'iptables-restore', '-w', '5', ...flags], { input, stdio: ['pipe', 'ignore', 'pipe'], maxBuffer: 1 << 30 });
+  const r = spawnSync('ip', ['netns', 'exec', ns, 'iptables-restore', '-w', '5', ...flags], {
+    input,
+    stdio: ['pipe', 'ignore', 'pipe'],
+    maxBuffer: 1 << 30,
+  });
   const wallS = (performance.now() - t0) / 1000;
   const cpuS = cpuSince(c0).childrenS;
-  if (r.status !== 0) throw new Error(`iptables-restore ${flags.join(' ')} failed: ${r.stderr.toString().slice(0, 500)}`);
+  if (r.status !== 0)
+    throw new Error(`iptables-restore ${flags.join(' ')} failed: ${r.stderr.toString().slice(0, 500)}`);
   return { wallS, cpuS };
 }
 
@@ -70,14 +78,29 @@ interface Floors {
 
 /** iptables-restore alone, each in a fresh namespace, on the exact inputs the proxy sent. */
 function measureFloors(files: ChildResult['files'], plain: boolean): Floors {
-  const fresh = <T>(fn: (ns: string) => T): T => { const ns = newNs(); try { return fn(ns); } finally { dropNs(ns); } };
+  const fresh = <T>(fn: (ns: string) => T): T => {
+    const ns = newNs();
+    try {
+      return fn(ns);
+    } finally {
+      dropNs(ns);
+    }
+  };
   const tableRestore = fresh((ns) => timeRestore(ns, files.fullPlain, ['--counters']));
   const cacheRequest = fresh((ns) => timeRestore(ns, files.fullWithCache, ['--noflush', '--counters']));
   const plainNoflush = plain ? fresh((ns) => timeRestore(ns, files.fullPlain, ['--noflush', '--counters'])) : null;
-  const loaded = (f: string) => fresh((ns) => { timeRestore(ns, files.fullPlain, ['--counters']); return timeRestore(ns, f, ['--noflush', '--counters']); });
+  const loaded = (f: string) =>
+    fresh((ns) => {
+      timeRestore(ns, files.fullPlain, ['--counters']);
+      return timeRestore(ns, f, ['--noflush', '--counters']);
+    });
   return {
-    tableRestore, cacheRequest, plainNoflush, cacheRequestLoaded: loaded(files.fullWithCache),
-    partialPlain: loaded(files.partialPlain), partialCacheRequest: loaded(files.partialWithCache),
+    tableRestore,
+    cacheRequest,
+    plainNoflush,
+    cacheRequestLoaded: loaded(files.fullWithCache),
+    partialPlain: loaded(files.partialPlain),
+    partialCacheRequest: loaded(files.partialWithCache),
   };
 }
 
@@ -92,7 +115,9 @@ function compiledChild(): string[] {
   const self = fileURLToPath(import.meta.url);
   if (self.endsWith('.js')) return [self];
   const dist = join(OUT, 'dist');
-  spawnSync('npx', ['tsc', '-p', join(here, '..', 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], { stdio: 'ignore' });
+  spawnSync('npx', ['tsc', '-p', join(here, '..', 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], {
+    stdio: 'ignore',
+  });
   const js = join(dist, 'bench', 'iptables-sync.js');
   if (existsSync(js)) return [js];
   console.log('note: tsc emitted nothing; the child runs under tsx (RSS +~35 MiB)');
@@ -102,12 +127,14 @@ function compiledChild(): string[] {
 function childMain(): void {
   const size = Number(arg('child'));
   const ns = arg('ns')!;
-  runChild(size, ns, OUT).then((r) => {
-    process.stdout.write(`RESULT ${JSON.stringify(r)}\n`);
-  }).catch((e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  });
+  runChild(size, ns, OUT)
+    .then((r) => {
+      process.stdout.write(`RESULT ${JSON.stringify(r)}\n`);
+    })
+    .catch((e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    });
 }
 
 function main(): void {
@@ -123,7 +150,11 @@ function main(): void {
     const ns = newNs();
     let child: ChildResult;
     try {
-      const r = spawnSync(process.execPath, [...nodeFlags, ...childCmd, '--child', String(size), '--ns', ns], { encoding: 'utf8', maxBuffer: 1 << 26, stdio: ['ignore', 'pipe', 'inherit'] });
+      const r = spawnSync(process.execPath, [...nodeFlags, ...childCmd, '--child', String(size), '--ns', ns], {
+        encoding: 'utf8',
+        maxBuffer: 1 << 26,
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
       const line = r.stdout.split('\n').find((l) => l.startsWith('RESULT '));
       if (r.status !== 0 || !line) throw new Error(`child for ${size} failed (status ${r.status})`);
       child = JSON.parse(line.slice(7)) as ChildResult;
@@ -138,45 +169,86 @@ function main(): void {
   writeFileSync(join(OUT, 'iptables-sync.json'), JSON.stringify(rows, null, 2));
   summary(rows);
   const png = writeChart(join(OUT, 'iptables-sync'), {
-    title: 'iptables mode: CPU seconds per sync (Services x 5 endpoints, iptables 1.8.9 nf_tables)', yLabel: 'CPU seconds (log)', log: true,
-    series: ['proxy full sync', 'restore alone, -S (correct floor)', 'whole-table restore (flushes foreign rules)', 'plain --noflush restore', 'proxy partial sync', 'partial restore alone (floor)'],
+    title: 'iptables mode: CPU seconds per sync (Services x 5 endpoints, iptables 1.8.9 nf_tables)',
+    yLabel: 'CPU seconds (log)',
+    log: true,
+    series: [
+      'proxy full sync',
+      'restore alone, -S (correct floor)',
+      'whole-table restore (flushes foreign rules)',
+      'plain --noflush restore',
+      'proxy partial sync',
+      'partial restore alone (floor)',
+    ],
     groups: rows.map(({ size, child: c, floors: f }) => ({
       label: `${size / 1000}k Services`,
-      values: [cpuOf(c.full), f.cacheRequest.cpuS, f.tableRestore.cpuS, f.plainNoflush?.cpuS ?? null, cpuOf(c.partial), best(f.partialPlain, f.partialCacheRequest).cpuS],
+      values: [
+        cpuOf(c.full),
+        f.cacheRequest.cpuS,
+        f.tableRestore.cpuS,
+        f.plainNoflush?.cpuS ?? null,
+        cpuOf(c.partial),
+        best(f.partialPlain, f.partialCacheRequest).cpuS,
+      ],
     })),
   });
   console.log(png ? `chart: ${png}` : 'chart: SVG only (rsvg-convert unavailable)');
 }
 
-const w = (t: Timing | null) => (t === null ? '    -  ' : `${t.wallS.toFixed(3).padStart(7)} (cpu ${t.cpuS.toFixed(2)})`);
+const w = (t: Timing | null) =>
+  t === null ? '    -  ' : `${t.wallS.toFixed(3).padStart(7)} (cpu ${t.cpuS.toFixed(2)})`;
 const f3 = (v: number) => v.toFixed(3).padStart(7);
 
 function report({ size, child: c, floors: f }: { size: number; child: ChildResult; floors: Floors }): void {
   console.log(`\n== ${size} Services x 5 endpoints (${c.natRules} nat rules, ${c.natChains} nat chains)`);
-  const line = (name: string, p: ChildResult['full']) => console.log(`${name.padEnd(27)} wall ${f3(p.totalS)} = render ${f3(p.renderS)} + restore ${f3(p.restoreS)} + other ${f3(p.otherS)} | cpu: render ${p.renderCpuS.toFixed(2)}, proxy ${p.selfCpuS.toFixed(2)}, commands ${p.childCpuS.toFixed(2)} | -S ${p.wholeTableCache}`);
+  const line = (name: string, p: ChildResult['full']) =>
+    console.log(
+      `${name.padEnd(27)} wall ${f3(p.totalS)} = render ${f3(p.renderS)} + restore ${f3(p.restoreS)} + other ${f3(p.otherS)} | cpu: render ${p.renderCpuS.toFixed(2)}, proxy ${p.selfCpuS.toFixed(2)}, commands ${p.childCpuS.toFixed(2)} | -S ${p.wholeTableCache}`,
+    );
   line('proxy full sync (fresh)', c.full);
   line('proxy full sync (loaded)', c.fullAgain);
   line('proxy partial (1 endpoint)', c.partial);
-  console.log(`restore alone (wall, cpu): -S ${w(f.cacheRequest)}  whole table ${w(f.tableRestore)}  plain --noflush ${w(f.plainNoflush)}`);
-  console.log(`on a loaded table:         full -S ${w(f.cacheRequestLoaded)}  (loaded full sync: ${(cpuOf(c.fullAgain) / f.cacheRequestLoaded.cpuS).toFixed(2)}x its cpu)`);
+  console.log(
+    `restore alone (wall, cpu): -S ${w(f.cacheRequest)}  whole table ${w(f.tableRestore)}  plain --noflush ${w(f.plainNoflush)}`,
+  );
+  console.log(
+    `on a loaded table:         full -S ${w(f.cacheRequestLoaded)}  (loaded full sync: ${(cpuOf(c.fullAgain) / f.cacheRequestLoaded.cpuS).toFixed(2)}x its cpu)`,
+  );
   console.log(`partial restore alone:     plain ${w(f.partialPlain)}  -S ${w(f.partialCacheRequest)}`);
-  console.log(`cleanup (all chains and jumps): wall ${c.cleanup.wallS.toFixed(3)} cpu ${c.cleanup.cpuS.toFixed(2)}; KUBE-* chains left: ${c.cleanup.leftover}`);
-  console.log(`peak RSS of the proxy process: ${(c.maxRssKiB / 1024).toFixed(1)} MiB (runtime + modules before any work: ${(c.baseRssKiB / 1024).toFixed(1)} MiB; peak by the end of ${Object.entries(c.peakAfter).map(([k, v]) => `${k} ${(v / 1024).toFixed(0)}`).join(', ')})`);
+  console.log(
+    `cleanup (all chains and jumps): wall ${c.cleanup.wallS.toFixed(3)} cpu ${c.cleanup.cpuS.toFixed(2)}; KUBE-* chains left: ${c.cleanup.leftover}`,
+  );
+  console.log(
+    `peak RSS of the proxy process: ${(c.maxRssKiB / 1024).toFixed(1)} MiB (runtime + modules before any work: ${(c.baseRssKiB / 1024).toFixed(1)} MiB; peak by the end of ${Object.entries(
+      c.peakAfter,
+    )
+      .map(([k, v]) => `${k} ${(v / 1024).toFixed(0)}`)
+      .join(', ')})`,
+  );
 }
 
 type Row = { size: number; child: ChildResult; floors: Floors };
 const cpuOf = (p: ChildResult['full']) => p.selfCpuS + p.childCpuS;
-const best = (...ts: Array<Timing | null>) => ts.filter((t): t is Timing => t !== null).reduce((a, b) => (b.cpuS < a.cpuS ? b : a));
+const best = (...ts: Array<Timing | null>) =>
+  ts.filter((t): t is Timing => t !== null).reduce((a, b) => (b.cpuS < a.cpuS ? b : a));
 
 function summary(rows: Row[]): void {
-  console.log('\nCPU seconds (contention-robust; wall in the lines above). floor = iptables-restore alone, best correct variant.');
-  console.log('RSS: peak over the two full syncs; in parentheses the whole run (incl. the partial step and its SyncState).');
-  console.log('| Services | full sync cpu | render cpu % | full floor cpu | full/floor | partial cpu | partial floor cpu | partial/floor | peak RSS MiB: full syncs (whole run) |');
+  console.log(
+    '\nCPU seconds (contention-robust; wall in the lines above). floor = iptables-restore alone, best correct variant.',
+  );
+  console.log(
+    'RSS: peak over the two full syncs; in parentheses the whole run (incl. the partial step and its SyncState).',
+  );
+  console.log(
+    '| Services | full sync cpu | render cpu % | full floor cpu | full/floor | partial cpu | partial floor cpu | partial/floor | peak RSS MiB: full syncs (whole run) |',
+  );
   console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const { size, child: c, floors: f } of rows) {
     const floor = best(f.cacheRequest, f.plainNoflush).cpuS;
     const pfloor = best(f.partialPlain, f.partialCacheRequest).cpuS;
-    console.log(`| ${size} | ${cpuOf(c.full).toFixed(2)} | ${((100 * c.full.renderCpuS) / cpuOf(c.full)).toFixed(1)} | ${floor.toFixed(2)} | ${(cpuOf(c.full) / floor).toFixed(2)} | ${cpuOf(c.partial).toFixed(2)} | ${pfloor.toFixed(2)} | ${(cpuOf(c.partial) / pfloor).toFixed(2)} | ${((c.peakAfter.fullAgain ?? c.maxRssKiB) / 1024).toFixed(1)} (${(c.maxRssKiB / 1024).toFixed(1)}) |`);
+    console.log(
+      `| ${size} | ${cpuOf(c.full).toFixed(2)} | ${((100 * c.full.renderCpuS) / cpuOf(c.full)).toFixed(1)} | ${floor.toFixed(2)} | ${(cpuOf(c.full) / floor).toFixed(2)} | ${cpuOf(c.partial).toFixed(2)} | ${pfloor.toFixed(2)} | ${(cpuOf(c.partial) / pfloor).toFixed(2)} | ${((c.peakAfter.fullAgain ?? c.maxRssKiB) / 1024).toFixed(1)} (${(c.maxRssKiB / 1024).toFixed(1)}) |`,
+    );
   }
 }
 

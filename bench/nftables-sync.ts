@@ -26,19 +26,37 @@ import { NftablesRenderer } from '../src/dataplane/nftables/renderer.js';
 import type { EndpointLayout } from '../src/dataplane/nftables/static.js';
 import { DEFAULT_LAYOUT, NftablesDataplane } from '../src/platform/nftables/dataplane.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
-import { endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
+import {
+  endpoint,
+  makeNode,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
+} from '../test/support/fixtures.js';
 import { writeChart } from './lib/chart.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // Compiled into bench/out/dist/bench/ (see compiledChild), output still goes to bench/out.
-const OUT = process.env['KPT_BENCH_OUT'] ?? (here.includes(join('bench', 'out', 'dist')) ? join(here, '..', '..') : join(here, 'out'));
-const arg = (name: string) => { const i = process.argv.indexOf(`--${name}`); return i >= 0 ? process.argv[i + 1] : undefined; };
+const OUT =
+  process.env['KPT_BENCH_OUT'] ??
+  (here.includes(join('bench', 'out', 'dist')) ? join(here, '..', '..') : join(here, 'out'));
+const arg = (name: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+};
 
 const LAYOUT = (arg('layout') ?? DEFAULT_LAYOUT) as EndpointLayout;
 
 const CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: ['192.168.0.10/32'], localhostNodePorts: false, localIPs: ['127.0.0.1', '192.168.0.10'],
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: ['192.168.0.10/32'],
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', '192.168.0.10'],
 };
 
 interface Result {
@@ -96,12 +114,26 @@ async function proxyChild(file: string): Promise<ProxyMemory> {
   try {
     let coldOps = 0;
     const vias: string[] = [];
-    const dp = new NftablesDataplane({ config: CONFIG, netns: ns, layout: LAYOUT, onTransaction: (_f, s, _p, via) => { coldOps = s.split('\n').length - 1; vias.push(via); } });
+    const dp = new NftablesDataplane({
+      config: CONFIG,
+      netns: ns,
+      layout: LAYOUT,
+      onTransaction: (_f, s, _p, via) => {
+        coldOps = s.split('\n').length - 1;
+        vias.push(via);
+      },
+    });
     const c0 = performance.now();
     await dp.sync(state);
     const coldMs = performance.now() - c0;
     const m = process.memoryUsage();
-    const afterCold = { rssMiB: m.rss / MiB, heapTotalMiB: m.heapTotal / MiB, heapUsedMiB: m.heapUsed / MiB, externalMiB: m.external / MiB, peakMiB: process.resourceUsage().maxRSS / 1024 };
+    const afterCold = {
+      rssMiB: m.rss / MiB,
+      heapTotalMiB: m.heapTotal / MiB,
+      heapUsedMiB: m.heapUsed / MiB,
+      externalMiB: m.external / MiB,
+      peakMiB: process.resourceUsage().maxRSS / 1024,
+    };
     const changeMs: number[] = [];
     const changes = Number(arg('changes') ?? 5);
     for (let r = 0; r < changes; r++) {
@@ -114,7 +146,18 @@ async function proxyChild(file: string): Promise<ProxyMemory> {
     gc();
     const retainedHeapMiB = process.memoryUsage().heapUsed / MiB;
     dp.close();
-    return { baseRssMiB, stateRssMiB, stateHeapMiB, afterCold, peakRssMiB, retainedHeapMiB, coldMs, coldOps, changeMs, changeVia: vias.slice(1) };
+    return {
+      baseRssMiB,
+      stateRssMiB,
+      stateHeapMiB,
+      afterCold,
+      peakRssMiB,
+      retainedHeapMiB,
+      coldMs,
+      coldOps,
+      changeMs,
+      changeVia: vias.slice(1),
+    };
   } finally {
     dropNs(ns);
   }
@@ -126,7 +169,10 @@ function newNs(): string {
   execFileSync('ip', ['netns', 'add', ns]);
   return ns;
 }
-function dropNs(ns: string): void { deleteNamespaceSync(ns); untrackNamespace(ns); }
+function dropNs(ns: string): void {
+  deleteNamespaceSync(ns);
+  untrackNamespace(ns);
+}
 
 const epIP = (i: number, k: number) => `10.${128 + k * 32 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
 
@@ -134,16 +180,35 @@ function buildState(n: number): SyncState {
   const services = [];
   const slices = [];
   for (let i = 0; i < n; i++) {
-    services.push(withClusterIP(makeService('ns', `svc${i}`, (s) => {
-      s.spec.ports = [svcPort('p80', 80, 'TCP', { targetPort: 8080, ...(i % 10 === 0 ? { nodePort: 30000 + (i / 10) % 2700 } : {}) })];
-      if (i % 10 === 0) s.spec.type = 'NodePort';
-    }), `10.96.${i >> 8}.${i & 255}`));
-    slices.push(makeSlice('ns', `svc${i}`, 1, (s) => {
-      s.endpoints = [endpoint(epIP(i, 0), { nodeName: 'n1' }), endpoint(epIP(i, 1), { nodeName: 'n2' })];
-      s.ports = [slicePort('p80', 8080)];
-    }));
+    services.push(
+      withClusterIP(
+        makeService('ns', `svc${i}`, (s) => {
+          s.spec.ports = [
+            svcPort('p80', 80, 'TCP', {
+              targetPort: 8080,
+              ...(i % 10 === 0 ? { nodePort: 30000 + ((i / 10) % 2700) } : {}),
+            }),
+          ];
+          if (i % 10 === 0) s.spec.type = 'NodePort';
+        }),
+        `10.96.${i >> 8}.${i & 255}`,
+      ),
+    );
+    slices.push(
+      makeSlice('ns', `svc${i}`, 1, (s) => {
+        s.endpoints = [endpoint(epIP(i, 0), { nodeName: 'n1' }), endpoint(epIP(i, 1), { nodeName: 'n2' })];
+        s.ports = [slicePort('p80', 8080)];
+      }),
+    );
   }
-  return syncStateFromObjects({ services, slices, family: 'IPv4', nodeName: 'n0', node: makeNode('n0', { internalIPs: ['192.168.0.10'] }), serviceCIDRs: ['10.96.0.0/12'] });
+  return syncStateFromObjects({
+    services,
+    slices,
+    family: 'IPv4',
+    nodeName: 'n0',
+    node: makeNode('n0', { internalIPs: ['192.168.0.10'] }),
+    serviceCIDRs: ['10.96.0.0/12'],
+  });
 }
 
 /** The state after one more endpoint for service `i` (what the engine would hand over). */
@@ -151,7 +216,12 @@ function withExtraEndpoint(base: SyncState, i: number, round: number): SyncState
   const key = `ns/svc${i}:p80`;
   const sp = base.services.get(key)!;
   const eps = base.endpoints.get(key)!;
-  const extra: Endpoint = { ...eps[0]!, ip: `10.250.${round}.${i & 255}`, key: `10.250.${round}.${i & 255}:8080`, nodeName: 'n3' };
+  const extra: Endpoint = {
+    ...eps[0]!,
+    ip: `10.250.${round}.${i & 255}`,
+    key: `10.250.${round}.${i & 255}:8080`,
+    nodeName: 'n3',
+  };
   const next = [...eps, extra].sort((a, b) => (a.key < b.key ? -1 : 1));
   const endpoints = new Map(base.endpoints).set(key, next);
   const categorized = new Map(base.categorized).set(key, categorizeEndpoints(next, sp, 'n0', {}));
@@ -160,7 +230,11 @@ function withExtraEndpoint(base: SyncState, i: number, round: number): SyncState
 
 function timeNft(ns: string, script: string): number {
   const t0 = performance.now();
-  const r = spawnSync('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], { input: script, stdio: ['pipe', 'ignore', 'pipe'], maxBuffer: 1 << 30 });
+  const r = spawnSync('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], {
+    input: script,
+    stdio: ['pipe', 'ignore', 'pipe'],
+    maxBuffer: 1 << 30,
+  });
   const ms = performance.now() - t0;
   if (r.status !== 0) throw new Error(`nft -f failed: ${r.stderr.toString().slice(0, 500)}`);
   return ms;
@@ -177,8 +251,22 @@ async function child(size: number): Promise<Result> {
     writeFileSync(file, serialize(state));
     // --proxy-node-flags "--max-semi-space-size=1 ...": V8 flags for the proxy process only.
     const flags = (arg('proxy-node-flags') ?? '').split(' ').filter(Boolean);
-    const r = spawnSync(process.execPath, ['--expose-gc', ...flags, ...process.execArgv, fileURLToPath(import.meta.url), '--proxy', file, '--changes', arg('changes') ?? '5', '--layout', LAYOUT],
-      { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--expose-gc',
+        ...flags,
+        ...process.execArgv,
+        fileURLToPath(import.meta.url),
+        '--proxy',
+        file,
+        '--changes',
+        arg('changes') ?? '5',
+        '--layout',
+        LAYOUT,
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 },
+    );
     rmSync(file, { force: true });
     if (r.status !== 0) throw new Error(`proxy process for ${size} failed`);
     const proxy = JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as ProxyMemory;
@@ -198,7 +286,19 @@ async function child(size: number): Promise<Result> {
     const floorColdMs = timeNft(floorNs, up.render(state, 0).tx.toString());
     const floorChangeMs = timeNft(floorNs, up.render(withExtraEndpoint(state, 1, 99), 0).tx.toString());
     const benchMaxRssMiB = process.resourceUsage().maxRSS / 1024;
-    return { size, stateMs, coldMs: proxy.coldMs, coldOps: proxy.coldOps, changeMs: proxy.changeMs, changeRenderMs, changeVia: proxy.changeVia, benchMaxRssMiB, proxy, floorColdMs, floorChangeMs };
+    return {
+      size,
+      stateMs,
+      coldMs: proxy.coldMs,
+      coldOps: proxy.coldOps,
+      changeMs: proxy.changeMs,
+      changeRenderMs,
+      changeVia: proxy.changeVia,
+      benchMaxRssMiB,
+      proxy,
+      floorColdMs,
+      floorChangeMs,
+    };
   } finally {
     dropNs(floorNs);
   }
@@ -215,7 +315,9 @@ function compiledChild(): string[] {
   const self = fileURLToPath(import.meta.url);
   if (self.endsWith('.js')) return [self];
   const dist = join(OUT, 'dist');
-  spawnSync('npx', ['tsc', '-p', join(here, '..', 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], { stdio: 'ignore' });
+  spawnSync('npx', ['tsc', '-p', join(here, '..', 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], {
+    stdio: 'ignore',
+  });
   const js = join(dist, 'bench', 'nftables-sync.js');
   if (existsSync(js)) return [js];
   console.log('note: tsc emitted nothing; the children run under tsx (RSS +~35 MiB)');
@@ -227,34 +329,74 @@ function main(): void {
   const results: Result[] = [];
   const childArgs = compiledChild();
   for (const size of sizes) {
-    const r = spawnSync(process.execPath, [...childArgs, '--child', String(size), '--changes', arg('changes') ?? '5', '--layout', LAYOUT, '--proxy-node-flags', arg('proxy-node-flags') ?? ''],
-      { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 });
+    const r = spawnSync(
+      process.execPath,
+      [
+        ...childArgs,
+        '--child',
+        String(size),
+        '--changes',
+        arg('changes') ?? '5',
+        '--layout',
+        LAYOUT,
+        '--proxy-node-flags',
+        arg('proxy-node-flags') ?? '',
+      ],
+      { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 },
+    );
     if (r.status !== 0) throw new Error(`child for ${size} failed`);
     results.push(JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as Result);
   }
   const f = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
   console.log(`layout: ${LAYOUT}`);
-  console.log(`| Services | floor: nft -f upstream layout | ours cold sync (${LAYOUT}) | ours/floor | floor: 1-endpoint change via nft -f | ours: 1-endpoint change, SyncState -> kernel (median; max; render part; path) | proxy peak RSS (node+modules; +SyncState) | proxy heap retained after syncs (SyncState part) |`);
+  console.log(
+    `| Services | floor: nft -f upstream layout | ours cold sync (${LAYOUT}) | ours/floor | floor: 1-endpoint change via nft -f | ours: 1-endpoint change, SyncState -> kernel (median; max; render part; path) | proxy peak RSS (node+modules; +SyncState) | proxy heap retained after syncs (SyncState part) |`,
+  );
   console.log('|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     const via = [...new Set(r.changeVia)].join('+');
-    console.log(`| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)} | ${(r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.proxy.peakRssMiB.toFixed(0)} MiB (${r.proxy.baseRssMiB.toFixed(0)}; ${r.proxy.stateRssMiB.toFixed(0)} MiB) | ${r.proxy.retainedHeapMiB.toFixed(0)} MiB (${r.proxy.stateHeapMiB.toFixed(0)} MiB) |`);
+    console.log(
+      `| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)} | ${(r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.proxy.peakRssMiB.toFixed(0)} MiB (${r.proxy.baseRssMiB.toFixed(0)}; ${r.proxy.stateRssMiB.toFixed(0)} MiB) | ${r.proxy.retainedHeapMiB.toFixed(0)} MiB (${r.proxy.stateHeapMiB.toFixed(0)} MiB) |`,
+    );
   }
   mkdirSync(OUT, { recursive: true });
   writeFileSync(join(OUT, 'nftables-sync.json'), JSON.stringify(results, null, 2));
   const png = writeChart(join(OUT, 'nftables-sync'), {
-    title: 'nftables mode: cold sync and one-endpoint change (seconds, log scale)', yLabel: 'seconds', log: true,
+    title: 'nftables mode: cold sync and one-endpoint change (seconds, log scale)',
+    yLabel: 'seconds',
+    log: true,
     series: ['nft -f upstream layout (cold)', `ours cold (${LAYOUT})`, 'nft -f upstream (1 change)', 'ours 1 change'],
-    groups: results.map((r) => ({ label: `${r.size / 1000}k Services`, values: [r.floorColdMs / 1000, r.coldMs / 1000, r.floorChangeMs / 1000, median(r.changeMs) / 1000] })),
+    groups: results.map((r) => ({
+      label: `${r.size / 1000}k Services`,
+      values: [r.floorColdMs / 1000, r.coldMs / 1000, r.floorChangeMs / 1000, median(r.changeMs) / 1000],
+    })),
   });
   console.log(png ? `chart: ${png}` : 'chart: SVG only (no rsvg-convert)');
   rmSync(join(OUT, 'nftables-sync.tmp'), { force: true });
 }
 
 if (arg('proxy') !== undefined) {
-  proxyChild(arg('proxy')!).then((r) => { console.log(JSON.stringify(r)); process.exit(0); }, (e: unknown) => { console.error(e); process.exit(1); });
+  proxyChild(arg('proxy')!).then(
+    (r) => {
+      console.log(JSON.stringify(r));
+      process.exit(0);
+    },
+    (e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
 } else if (arg('child') !== undefined) {
-  child(Number(arg('child'))).then((r) => { console.log(JSON.stringify(r)); process.exit(0); }, (e: unknown) => { console.error(e); process.exit(1); });
+  child(Number(arg('child'))).then(
+    (r) => {
+      console.log(JSON.stringify(r));
+      process.exit(0);
+    },
+    (e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
 } else {
   main();
 }

@@ -33,7 +33,9 @@ import { writeChart } from './lib/chart.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const OUT = here.includes(join('bench', 'out', 'dist')) ? join(here, '..', '..') : join(here, 'out');
-const SRC_C = here.includes(join('bench', 'out', 'dist')) ? join(here, '..', '..', '..', 'userspace-relay.c') : join(here, 'userspace-relay.c');
+const SRC_C = here.includes(join('bench', 'out', 'dist'))
+  ? join(here, '..', '..', '..', 'userspace-relay.c')
+  : join(here, 'userspace-relay.c');
 const VIP_RELAY = '10.96.0.10';
 const VIP_DNAT = '10.96.0.20';
 const BACKEND = '10.0.2.2';
@@ -50,25 +52,36 @@ async function child(): Promise<void> {
   const { syncStateFromObjects } = await import('../src/core/snapshot.js');
   const { UserspaceDataplane } = await import('../src/platform/userspace/dataplane.js');
   // KPT_US_TCP_RELAY=stream measures the net.Socket relay (tcp.ts) instead of the default handle relay.
-  const tcpRelay = process.env['KPT_US_TCP_RELAY'] === 'stream' ? 'stream' as const : 'handle' as const;
+  const tcpRelay = process.env['KPT_US_TCP_RELAY'] === 'stream' ? ('stream' as const) : ('handle' as const);
   const dp = new UserspaceDataplane({
     tcpRelay,
     config: {
-      family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'none' },
-      nodePortAddresses: null, localhostNodePorts: true, localIPs: ['127.0.0.1', NODE_CLI_SIDE, '10.0.2.1'],
+      family: 'IPv4',
+      masqueradeMark: 0x4000,
+      masqueradeAll: false,
+      localDetector: { kind: 'none' },
+      nodePortAddresses: null,
+      localhostNodePorts: true,
+      localIPs: ['127.0.0.1', NODE_CLI_SIDE, '10.0.2.1'],
     },
   });
   const ports = [80, 81, 82].map((p) => ({ name: `p${p}`, port: p, protocol: 'TCP', targetPort: 8000 + p }));
-  const svc = { metadata: { namespace: 'bench', name: 'relay' }, spec: { type: 'ClusterIP', clusterIP: VIP_RELAY, clusterIPs: [VIP_RELAY], ipFamilies: ['IPv4'], ports } };
+  const svc = {
+    metadata: { namespace: 'bench', name: 'relay' },
+    spec: { type: 'ClusterIP', clusterIP: VIP_RELAY, clusterIPs: [VIP_RELAY], ipFamilies: ['IPv4'], ports },
+  };
   const slice = {
-    metadata: { namespace: 'bench', name: 'relay-1', labels: { 'kubernetes.io/service-name': 'relay' } }, addressType: 'IPv4',
+    metadata: { namespace: 'bench', name: 'relay-1', labels: { 'kubernetes.io/service-name': 'relay' } },
+    addressType: 'IPv4',
     ports: ports.map((p) => ({ name: p.name, port: p.targetPort, protocol: 'TCP' })),
     endpoints: [{ addresses: [BACKEND], conditions: { ready: true, serving: true, terminating: false } }],
   };
   await dp.sync(syncStateFromObjects({ services: [svc], slices: [slice], family: 'IPv4' }));
   process.stdout.write('ready\n');
   process.stdin.resume();
-  process.stdin.on('end', () => { void dp.cleanup().finally(() => process.exit(0)); });
+  process.stdin.on('end', () => {
+    void dp.cleanup().finally(() => process.exit(0));
+  });
 }
 
 // ---------------- parent ----------------
@@ -107,19 +120,45 @@ function buildNamespaces(): void {
   // TIME_WAIT reuse so that >100k short connections do not run out of ports.
   sh(NS.node, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1');
   for (const ns of Object.values(NS)) {
-    sh(ns, 'sysctl', '-q', '-w', 'net.ipv4.ip_local_port_range=1024 65000', 'net.ipv4.tcp_tw_reuse=1', 'net.core.somaxconn=8192', 'net.ipv4.tcp_max_syn_backlog=8192');
+    sh(
+      ns,
+      'sysctl',
+      '-q',
+      '-w',
+      'net.ipv4.ip_local_port_range=1024 65000',
+      'net.ipv4.tcp_tw_reuse=1',
+      'net.core.somaxconn=8192',
+      'net.ipv4.tcp_max_syn_backlog=8192',
+    );
   }
   // The node's conntrack table (this namespace only) forgets closed flows at once, so that
   // one path's 100k+ finished connections do not slow down the next path's.
-  sh(NS.node, 'sysctl', '-q', '-w', 'net.netfilter.nf_conntrack_tcp_timeout_time_wait=1', 'net.netfilter.nf_conntrack_tcp_timeout_close_wait=1', 'net.netfilter.nf_conntrack_tcp_timeout_last_ack=1', 'net.netfilter.nf_conntrack_tcp_timeout_fin_wait=1');
-  const dnat = [80, 81, 82].map((p) => `-A PREROUTING -d ${VIP_DNAT}/32 -p tcp -m tcp --dport ${p} -j DNAT --to-destination ${BACKEND}:${8000 + p}`);
-  execFileSync('ip', ['netns', 'exec', NS.node, 'iptables-restore', '--noflush'], { input: ['*nat', ...dnat, 'COMMIT', ''].join('\n') });
+  sh(
+    NS.node,
+    'sysctl',
+    '-q',
+    '-w',
+    'net.netfilter.nf_conntrack_tcp_timeout_time_wait=1',
+    'net.netfilter.nf_conntrack_tcp_timeout_close_wait=1',
+    'net.netfilter.nf_conntrack_tcp_timeout_last_ack=1',
+    'net.netfilter.nf_conntrack_tcp_timeout_fin_wait=1',
+  );
+  const dnat = [80, 81, 82].map(
+    (p) => `-A PREROUTING -d ${VIP_DNAT}/32 -p tcp -m tcp --dport ${p} -j DNAT --to-destination ${BACKEND}:${8000 + p}`,
+  );
+  execFileSync('ip', ['netns', 'exec', NS.node, 'iptables-restore', '--noflush'], {
+    input: ['*nat', ...dnat, 'COMMIT', ''].join('\n'),
+  });
 }
 
 function teardown(): void {
   for (const f of tmpFiles) rmSync(f, { force: true });
   for (const p of procs) {
-    try { p.kill('SIGKILL'); } catch { /* gone */ }
+    try {
+      p.kill('SIGKILL');
+    } catch {
+      /* gone */
+    }
   }
   for (const ns of Object.values(NS)) {
     deleteNamespaceSync(ns);
@@ -129,13 +168,20 @@ function teardown(): void {
 
 /** Start a long-running process in ns pinned to cpu; resolves once its stdout printed `ready` (or after probe() succeeds). */
 function startPinned(ns: string, cpu: number, argv: string[], ready: string | null): Promise<ChildProcess> {
-  const p = spawn('ip', ['netns', 'exec', ns, 'taskset', '-c', String(cpu), ...argv], { stdio: ['pipe', 'pipe', 'pipe'] });
+  const p = spawn('ip', ['netns', 'exec', ns, 'taskset', '-c', String(cpu), ...argv], {
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   trackChild(p.pid);
   procs.push(p);
   let err = '';
-  p.stderr!.on('data', (b: Buffer) => { err = (err + b.toString()).slice(-4000); });
+  p.stderr!.on('data', (b: Buffer) => {
+    err = (err + b.toString()).slice(-4000);
+  });
   return new Promise((resolve, reject) => {
-    if (ready === null) { setTimeout(() => resolve(p), 500); return; }
+    if (ready === null) {
+      setTimeout(() => resolve(p), 500);
+      return;
+    }
     let out = '';
     p.stdout!.on('data', (b: Buffer) => {
       out += b.toString();
@@ -164,12 +210,25 @@ function rssKiB(pid: number): number {
 }
 
 /** Hold 1,000 ping-pong connections for `secs` while sampling the RSS of pid each second. */
-async function memoryUnderLoad(bin: string, host: string, port: number, pid: number, secs: number, n: number): Promise<{ samples: number[]; load: Json }> {
+async function memoryUnderLoad(
+  bin: string,
+  host: string,
+  port: number,
+  pid: number,
+  secs: number,
+  n: number,
+): Promise<{ samples: number[]; load: Json }> {
   const samples: number[] = [];
-  const p = spawn('ip', ['netns', 'exec', NS.cli, 'taskset', '-c', '0', bin, 'hold', host, String(port), String(secs), String(n)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(
+    'ip',
+    ['netns', 'exec', NS.cli, 'taskset', '-c', '0', bin, 'hold', host, String(port), String(secs), String(n)],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   trackChild(p.pid);
   let out = '';
-  p.stdout.on('data', (b: Buffer) => { out += b.toString(); });
+  p.stdout.on('data', (b: Buffer) => {
+    out += b.toString();
+  });
   const timer = setInterval(() => samples.push(rssKiB(pid)), 1000);
   const code = await new Promise<number | null>((r) => p.once('exit', r));
   clearInterval(timer);
@@ -178,9 +237,17 @@ async function memoryUnderLoad(bin: string, host: string, port: number, pid: num
 }
 
 function ensureHaproxy(): boolean {
-  try { execFileSync('haproxy', ['-v'], { stdio: 'ignore' }); return true; } catch { /* install */ }
   try {
-    execFileSync('apt-get', ['install', '-y', '-qq', 'haproxy'], { stdio: 'ignore', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+    execFileSync('haproxy', ['-v'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    /* install */
+  }
+  try {
+    execFileSync('apt-get', ['install', '-y', '-qq', 'haproxy'], {
+      stdio: 'ignore',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
     execFileSync('haproxy', ['-v'], { stdio: 'ignore' });
     return true;
   } catch {
@@ -189,11 +256,29 @@ function ensureHaproxy(): boolean {
 }
 
 function haproxyConfig(): string {
-  const listens = [80, 81, 82].map((p) => `listen p${p}\n  bind ${NODE_CLI_SIDE}:${9000 + p}\n  server b ${BACKEND}:${8000 + p}\n`);
-  return ['global', '  nbthread 1', '  maxconn 8000', 'defaults', '  mode tcp', '  timeout connect 5s', '  timeout client 60s', '  timeout server 60s', '', ...listens].join('\n');
+  const listens = [80, 81, 82].map(
+    (p) => `listen p${p}\n  bind ${NODE_CLI_SIDE}:${9000 + p}\n  server b ${BACKEND}:${8000 + p}\n`,
+  );
+  return [
+    'global',
+    '  nbthread 1',
+    '  maxconn 8000',
+    'defaults',
+    '  mode tcp',
+    '  timeout connect 5s',
+    '  timeout client 60s',
+    '  timeout server 60s',
+    '',
+    ...listens,
+  ].join('\n');
 }
 
-interface PathResult { name: string; rate: Json; bulk: Json; paced?: Json }
+interface PathResult {
+  name: string;
+  rate: Json;
+  bulk: Json;
+  paced?: Json;
+}
 
 async function main(): Promise<void> {
   if (process.argv.includes('--child')) return child();
@@ -205,13 +290,22 @@ async function main(): Promise<void> {
   execFileSync('gcc', ['-O2', '-o', bin, SRC_C]);
   const haveHaproxy = ensureHaproxy();
   process.once('exit', teardown);
-  process.once('SIGINT', () => { teardown(); process.exit(130); });
+  process.once('SIGINT', () => {
+    teardown();
+    process.exit(130);
+  });
   buildNamespaces();
 
   await startPinned(NS.srv, 0, [bin, 'server', BACKEND], 'ready');
   // KPT_US_RELAY_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=bench/out/prof") goes to the relay's node.
   const nodeArgs = (process.env['KPT_US_RELAY_NODE_ARGS'] ?? '').split(' ').filter(Boolean);
-  const selfArgv = [process.execPath, ...nodeArgs, ...(import.meta.url.endsWith('.ts') ? ['--import', 'tsx'] : []), fileURLToPath(import.meta.url), '--child'];
+  const selfArgv = [
+    process.execPath,
+    ...nodeArgs,
+    ...(import.meta.url.endsWith('.ts') ? ['--import', 'tsx'] : []),
+    fileURLToPath(import.meta.url),
+    '--child',
+  ];
   // KPT_US_RELAY_WRAP (e.g. "strace -c -f -o /tmp/relay.strace") prefixes the relay's command line.
   const wrap = (process.env['KPT_US_RELAY_WRAP'] ?? '').split(' ').filter(Boolean);
   const relay = await startPinned(NS.node, 1, [...wrap, ...selfArgv], 'ready');
@@ -230,7 +324,9 @@ async function main(): Promise<void> {
     { name: 'userspace relay', host: VIP_RELAY, base: 0 },
   ];
   // --paths relay,haproxy (substrings of the names) runs a subset: for quick experiments (ratios need all four).
-  const only = process.argv.includes('--paths') ? process.argv[process.argv.indexOf('--paths') + 1]!.toLowerCase().split(',') : null;
+  const only = process.argv.includes('--paths')
+    ? process.argv[process.argv.indexOf('--paths') + 1]!.toLowerCase().split(',')
+    : null;
   if (only) paths.splice(0, paths.length, ...paths.filter((p) => only.some((o) => p.name.toLowerCase().includes(o))));
   const results: PathResult[] = [];
   for (const p of paths) {
@@ -247,22 +343,41 @@ async function main(): Promise<void> {
       bulk['cpuSecPerGB'] = (c2 - c1) / ((bulk['bytes']! * ((seconds + 1) / seconds)) / 1e9);
     }
     results.push({ name: p.name, rate, bulk });
-    const cpu = pid ? `  [proxy CPU ${rate['cpuUsPerConn']!.toFixed(1)} us/conn, ${bulk['cpuSecPerGB']!.toFixed(3)} s/GB]` : '';
-    console.log(`${p.name.padEnd(16)} ${rate['rate']!.toFixed(0).padStart(7)} conn/s (errors ${rate['errors']})  bulk ${bulk['gbps']!.toFixed(2)} Gbit/s${cpu}`);
+    const cpu = pid
+      ? `  [proxy CPU ${rate['cpuUsPerConn']!.toFixed(1)} us/conn, ${bulk['cpuSecPerGB']!.toFixed(3)} s/GB]`
+      : '';
+    console.log(
+      `${p.name.padEnd(16)} ${rate['rate']!.toFixed(0).padStart(7)} conn/s (errors ${rate['errors']})  bulk ${bulk['gbps']!.toFixed(2)} Gbit/s${cpu}`,
+    );
   }
-  if (only) { relay.stdin!.end(); await new Promise((r) => relay.once('exit', r)); process.exit(0); }
+  if (only) {
+    relay.stdin!.end();
+    await new Promise((r) => relay.once('exit', r));
+    process.exit(0);
+  }
   const relayMax = results.find((r) => r.name === 'userspace relay')!.rate['rate']!;
   const half = Math.round(relayMax / 2);
   for (const [i, p] of paths.entries()) {
     const paced = load(bin, 'paced', p.host, p.base + 80, seconds, half);
     results[i]!.paced = paced;
-    console.log(`${p.name.padEnd(16)} at ${half} conn/s: p50 ${paced['p50_us']} us  p99 ${paced['p99_us']} us (done ${paced['conns']}, errors ${paced['errors']})`);
+    console.log(
+      `${p.name.padEnd(16)} at ${half} conn/s: p50 ${paced['p50_us']} us  p99 ${paced['p99_us']} us (done ${paced['conns']}, errors ${paced['errors']})`,
+    );
   }
-  if (process.argv.includes('--quick')) { relay.stdin!.end(); await new Promise((r) => relay.once('exit', r)); process.exit(0); }
+  if (process.argv.includes('--quick')) {
+    relay.stdin!.end();
+    await new Promise((r) => relay.once('exit', r));
+    process.exit(0);
+  }
   const memRelay = await memoryUnderLoad(bin, VIP_RELAY, 81, relay.pid!, holdSecs, 1000);
-  console.log(`relay RSS with 1000 ping-pong connections (MiB/s): ${memRelay.samples.map((k) => (k / 1024).toFixed(1)).join(' ')}; ${memRelay.load['rate']} round trips/s`);
+  console.log(
+    `relay RSS with 1000 ping-pong connections (MiB/s): ${memRelay.samples.map((k) => (k / 1024).toFixed(1)).join(' ')}; ${memRelay.load['rate']} round trips/s`,
+  );
   const memHa = haproxy ? await memoryUnderLoad(bin, NODE_CLI_SIDE, 9081, haproxy.pid!, holdSecs, 1000) : null;
-  if (memHa) console.log(`HAProxy RSS (MiB/s): ${memHa.samples.map((k) => (k / 1024).toFixed(1)).join(' ')}; ${memHa.load['rate']} round trips/s`);
+  if (memHa)
+    console.log(
+      `HAProxy RSS (MiB/s): ${memHa.samples.map((k) => (k / 1024).toFixed(1)).join(' ')}; ${memHa.load['rate']} round trips/s`,
+    );
 
   report(results, half, memRelay, memHa);
   relay.stdin!.end();
@@ -271,7 +386,12 @@ async function main(): Promise<void> {
   process.exit(0);
 }
 
-function report(results: PathResult[], half: number, memRelay: { samples: number[]; load: Json }, memHa: { samples: number[]; load: Json } | null): void {
+function report(
+  results: PathResult[],
+  half: number,
+  memRelay: { samples: number[]; load: Json },
+  memHa: { samples: number[]; load: Json } | null,
+): void {
   const get = (n: string) => results.find((r) => r.name === n);
   const direct = get('direct')!;
   const relay = get('userspace relay')!;
@@ -295,13 +415,29 @@ function report(results: PathResult[], half: number, memRelay: { samples: number
   };
   console.log('\nratios:');
   for (const [k, v] of Object.entries(ratios)) console.log(`  ${k.padEnd(24)} ${v === null ? 'n/a' : v.toFixed(2)}`);
-  console.log(`targets: conn rate >= 0.6x HAProxy: ${ratios.connRateVsHAProxy === null ? 'n/a' : ratios.connRateVsHAProxy >= 0.6}; bulk >= 0.5x direct: ${ratios.bulkVsDirect >= 0.5}; added p99 < 1 ms at ${half}/s: ${ratios.addedP99UsAtHalfRate < 1000}; memory flat (steady-state max/min ${(ratios.relayRssMiBMax / ratios.relayRssMiBMin).toFixed(2)})`);
-  const json = { when: new Date().toISOString(), cpus: 'relay/HAProxy on CPU 1, client+backend on CPU 0', halfRate: half, results, ratios, memory: { relayKiB: memRelay.samples, relayLoad: memRelay.load, haproxyKiB: memHa?.samples ?? null, haproxyLoad: memHa?.load ?? null } };
+  console.log(
+    `targets: conn rate >= 0.6x HAProxy: ${ratios.connRateVsHAProxy === null ? 'n/a' : ratios.connRateVsHAProxy >= 0.6}; bulk >= 0.5x direct: ${ratios.bulkVsDirect >= 0.5}; added p99 < 1 ms at ${half}/s: ${ratios.addedP99UsAtHalfRate < 1000}; memory flat (steady-state max/min ${(ratios.relayRssMiBMax / ratios.relayRssMiBMin).toFixed(2)})`,
+  );
+  const json = {
+    when: new Date().toISOString(),
+    cpus: 'relay/HAProxy on CPU 1, client+backend on CPU 0',
+    halfRate: half,
+    results,
+    ratios,
+    memory: {
+      relayKiB: memRelay.samples,
+      relayLoad: memRelay.load,
+      haproxyKiB: memHa?.samples ?? null,
+      haproxyLoad: memHa?.load ?? null,
+    },
+  };
   writeFileSync(join(OUT, 'userspace-relay.json'), JSON.stringify(json, null, 2));
   const names = results.map((r) => r.name);
   const rel = (f: (r: PathResult) => number) => results.map((r) => f(r) / f(direct));
   writeChart(join(OUT, 'userspace-relay'), {
-    title: 'userspace relay vs kernel DNAT vs HAProxy (relative to direct; p99 = latency, lower is better)', yLabel: 'x direct', series: names,
+    title: 'userspace relay vs kernel DNAT vs HAProxy (relative to direct; p99 = latency, lower is better)',
+    yLabel: 'x direct',
+    series: names,
     groups: [
       { label: 'conn/s', values: rel((r) => r.rate['rate']!) },
       { label: 'bulk Gbit/s', values: rel((r) => r.bulk['gbps']!) },
@@ -309,8 +445,13 @@ function report(results: PathResult[], half: number, memRelay: { samples: number
     ],
   });
   writeChart(join(OUT, 'userspace-relay-memory'), {
-    title: 'RSS with 1,000 open ping-pong connections', yLabel: 'MiB', series: ['userspace relay', ...(memHa ? ['HAProxy'] : [])],
-    groups: memRelay.samples.map((k, i) => ({ label: `${i + 1}s`, values: [k / 1024, ...(memHa ? [(memHa.samples[i] ?? 0) / 1024] : [])] })),
+    title: 'RSS with 1,000 open ping-pong connections',
+    yLabel: 'MiB',
+    series: ['userspace relay', ...(memHa ? ['HAProxy'] : [])],
+    groups: memRelay.samples.map((k, i) => ({
+      label: `${i + 1}s`,
+      values: [k / 1024, ...(memHa ? [(memHa.samples[i] ?? 0) / 1024] : [])],
+    })),
   });
   console.log(`wrote ${join(OUT, 'userspace-relay.json')} and .png charts`);
 }

@@ -23,43 +23,75 @@ const COLORS = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948'
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
 export function barChartSvg(c: ChartSpec): string {
-  const W = 1020, H = 520, left = 80, right = 310, top = 50, bottom = 60;
-  const pw = W - left - right, ph = H - top - bottom;
+  const W = 1020,
+    H = 520,
+    left = 80,
+    right = 310,
+    top = 50,
+    bottom = 60;
+  const pw = W - left - right,
+    ph = H - top - bottom;
   const vals = c.groups.flatMap((g) => g.values.filter((v): v is number => v !== null && v > 0));
   const max = Math.max(...vals, 1e-3);
   const min = Math.min(...vals, max);
   const lo = c.log ? Math.floor(Math.log10(min)) : 0;
   const hi = c.log ? Math.ceil(Math.log10(max)) : max * 1.1;
   const y = (v: number) => top + ph - ((c.log ? Math.log10(v) - lo : v) / (hi - lo)) * ph;
-  const out: string[] = [`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="DejaVu Sans, sans-serif" font-size="12">`,
-    `<rect width="${W}" height="${H}" fill="white"/>`, `<text x="${W / 2}" y="28" text-anchor="middle" font-size="16">${esc(c.title)}</text>`];
-  const ticks = c.log ? Array.from({ length: hi - lo + 1 }, (_, i) => 10 ** (lo + i)) : Array.from({ length: 6 }, (_, i) => (hi / 5) * i);
+  const out: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="DejaVu Sans, sans-serif" font-size="12">`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="${W / 2}" y="28" text-anchor="middle" font-size="16">${esc(c.title)}</text>`,
+  ];
+  const ticks = c.log
+    ? Array.from({ length: hi - lo + 1 }, (_, i) => 10 ** (lo + i))
+    : Array.from({ length: 6 }, (_, i) => (hi / 5) * i);
   for (const t of ticks) {
     const ty = y(c.log ? t : Math.max(t, 0));
-    out.push(`<line x1="${left}" x2="${left + pw}" y1="${ty}" y2="${ty}" stroke="#ddd"/>`, `<text x="${left - 6}" y="${ty + 4}" text-anchor="end">${t < 1 ? t.toPrecision(1) : t.toFixed(0)}</text>`);
+    out.push(
+      `<line x1="${left}" x2="${left + pw}" y1="${ty}" y2="${ty}" stroke="#ddd"/>`,
+      `<text x="${left - 6}" y="${ty + 4}" text-anchor="end">${t < 1 ? t.toPrecision(1) : t.toFixed(0)}</text>`,
+    );
   }
   out.push(`<text transform="translate(20 ${top + ph / 2}) rotate(-90)" text-anchor="middle">${esc(c.yLabel)}</text>`);
-  const gw = pw / c.groups.length, bw = (gw * 0.8) / c.series.length;
+  const gw = pw / c.groups.length,
+    bw = (gw * 0.8) / c.series.length;
   c.groups.forEach((g, gi) => {
     const gx = left + gi * gw + gw * 0.1;
     g.values.forEach((v, si) => {
       if (v === null || v <= 0) return;
-      const x = gx + si * bw, top0 = y(v);
-      out.push(`<rect x="${x}" y="${top0}" width="${bw - 2}" height="${top + ph - top0}" fill="${COLORS[si % COLORS.length]}"/>`);
-      out.push(`<text x="${x + bw / 2}" y="${top0 - 3}" text-anchor="middle" font-size="9">${v < 10 ? v.toFixed(2) : v.toFixed(0)}</text>`);
+      const x = gx + si * bw,
+        top0 = y(v);
+      out.push(
+        `<rect x="${x}" y="${top0}" width="${bw - 2}" height="${top + ph - top0}" fill="${COLORS[si % COLORS.length]}"/>`,
+      );
+      out.push(
+        `<text x="${x + bw / 2}" y="${top0 - 3}" text-anchor="middle" font-size="9">${v < 10 ? v.toFixed(2) : v.toFixed(0)}</text>`,
+      );
     });
     out.push(`<text x="${gx + gw * 0.4}" y="${top + ph + 20}" text-anchor="middle">${esc(g.label)}</text>`);
   });
   c.series.forEach((s, si) => {
     const ly = top + 10 + si * 20;
-    out.push(`<rect x="${left + pw + 15}" y="${ly - 10}" width="12" height="12" fill="${COLORS[si % COLORS.length]}"/>`, `<text x="${left + pw + 32}" y="${ly}">${esc(s)}</text>`);
+    out.push(
+      `<rect x="${left + pw + 15}" y="${ly - 10}" width="12" height="12" fill="${COLORS[si % COLORS.length]}"/>`,
+      `<text x="${left + pw + 32}" y="${ly}">${esc(s)}</text>`,
+    );
   });
-  out.push(`<line x1="${left}" x2="${left}" y1="${top}" y2="${top + ph}" stroke="black"/>`, `<line x1="${left}" x2="${left + pw}" y1="${top + ph}" y2="${top + ph}" stroke="black"/>`, '</svg>');
+  out.push(
+    `<line x1="${left}" x2="${left}" y1="${top}" y2="${top + ph}" stroke="black"/>`,
+    `<line x1="${left}" x2="${left + pw}" y1="${top + ph}" y2="${top + ph}" stroke="black"/>`,
+    '</svg>',
+  );
   return out.join('\n');
 }
 
 function haveRsvg(): boolean {
-  try { execFileSync('rsvg-convert', ['--version'], { stdio: 'ignore' }); return true; } catch { return false; }
+  try {
+    execFileSync('rsvg-convert', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Write `<base>.svg` and `<base>.png`. Returns the PNG path, or null when no converter could be installed. */
@@ -67,8 +99,13 @@ export function writeChart(base: string, c: ChartSpec): string | null {
   writeFileSync(`${base}.svg`, barChartSvg(c));
   if (!haveRsvg()) {
     try {
-      execFileSync('apt-get', ['install', '-y', '-qq', 'librsvg2-bin'], { stdio: 'ignore', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-    } catch { /* below */ }
+      execFileSync('apt-get', ['install', '-y', '-qq', 'librsvg2-bin'], {
+        stdio: 'ignore',
+        env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+      });
+    } catch {
+      /* below */
+    }
     if (!haveRsvg()) return null;
   }
   execFileSync('rsvg-convert', ['-o', `${base}.png`, `${base}.svg`]);

@@ -15,7 +15,13 @@ import { buildSyncState } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncOutcome, SyncState } from '../../src/core/types.js';
 import { FamilyState } from '../../src/engine/familystate.js';
 import { realClock } from '../../src/platform/clock.js';
-import { IptablesDataplane, netnsRunner, runnerSysctl, withWholeTableCache, type CommandRunner } from '../../src/platform/iptables/index.js';
+import {
+  IptablesDataplane,
+  netnsRunner,
+  runnerSysctl,
+  withWholeTableCache,
+  type CommandRunner,
+} from '../../src/platform/iptables/index.js';
 import { service, slice } from '../../test/cases/fixtures.js';
 import { cpuNow, cpuSince } from './cputime.js';
 
@@ -56,8 +62,13 @@ export interface ChildResult {
 const EPS = 5;
 const NODE = 'bench-node';
 const CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: null, localhostNodePorts: false, localIPs: ['127.0.0.1', '192.168.0.2'],
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: null,
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', '192.168.0.2'],
 };
 
 const epIP = (idx: number) => `10.${100 + (idx >> 16)}.${(idx >> 8) & 255}.${idx & 255}`;
@@ -66,8 +77,16 @@ function objects(n: number): { services: Service[]; slices: EndpointSlice[] } {
   const services: Service[] = [];
   const slices: EndpointSlice[] = [];
   for (let i = 0; i < n; i++) {
-    services.push(service(`s${i}`, { clusterIP: `172.30.${i >> 8}.${i & 255}` }, [{ name: 'http', port: 80, targetPort: 8080 }]));
-    slices.push(slice(`s${i}`, [{ name: 'http', port: 8080 }], Array.from({ length: EPS }, (_, e) => ({ ip: epIP(i * EPS + e) }))));
+    services.push(
+      service(`s${i}`, { clusterIP: `172.30.${i >> 8}.${i & 255}` }, [{ name: 'http', port: 80, targetPort: 8080 }]),
+    );
+    slices.push(
+      slice(
+        `s${i}`,
+        [{ name: 'http', port: 8080 }],
+        Array.from({ length: EPS }, (_, e) => ({ ip: epIP(i * EPS + e) })),
+      ),
+    );
   }
   return { services, slices };
 }
@@ -76,8 +95,14 @@ function phase(out: SyncOutcome, totalS: number, cpu: { selfS: number; childrenS
   const renderS = (out.counters?.renderMs ?? 0) / 1000;
   const restoreS = (out.counters?.restoreMs ?? 0) / 1000;
   return {
-    totalS, renderS, renderCpuS: (out.counters?.renderCpuMs ?? 0) / 1000, selfCpuS: cpu.selfS, childCpuS: cpu.childrenS,
-    restoreS, otherS: totalS - renderS - restoreS, wholeTableCache: out.counters?.wholeTableCache === 1,
+    totalS,
+    renderS,
+    renderCpuS: (out.counters?.renderCpuMs ?? 0) / 1000,
+    selfCpuS: cpu.selfS,
+    childCpuS: cpu.childrenS,
+    restoreS,
+    otherS: totalS - renderS - restoreS,
+    wholeTableCache: out.counters?.wholeTableCache === 1,
   };
 }
 
@@ -94,7 +119,13 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
     }
     return base(cmd, args, opts);
   };
-  const dp = new IptablesDataplane({ config: CONFIG, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000 });
+  const dp = new IptablesDataplane({
+    config: CONFIG,
+    run,
+    sysctl: runnerSysctl(run),
+    clock: realClock,
+    syncPeriodMs: 30_000,
+  });
   const { services, slices } = objects(size);
   const timed = async (state: SyncState) => {
     const c0 = cpuNow();
@@ -104,18 +135,32 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
     return phase(out, wall, cpuSince(c0));
   };
   const peakAfter: Record<string, number> = {};
-  const mark = (step: string) => { peakAfter[step] = process.resourceUsage().maxRSS; };
+  const mark = (step: string) => {
+    peakAfter[step] = process.resourceUsage().maxRSS;
+  };
   mark('objects');
   // The engine's per-family state, fed as the informers would.
-  const fam = new FamilyState(dp, NODE, 0, () => {}, () => {});
+  const fam = new FamilyState(
+    dp,
+    NODE,
+    0,
+    () => {},
+    () => {},
+  );
   const node = nodeInfoFromNode(NODE, null, { IPv4: '192.168.0.2' });
   for (const svc of services) fam.services.update(null, svc);
   for (const sl of slices) fam.endpointsTracker.endpointSliceUpdate(sl, false);
   const nextState = (fullSync: boolean): SyncState => {
     const changes = fam.checkout();
     const state = buildSyncState({
-      family: 'IPv4', services: fam.servicePorts, endpoints: fam.endpoints, node, changedServices: changes.updatedServices,
-      fullSync, serviceCIDRs: [], previous: fam.lastState,
+      family: 'IPv4',
+      services: fam.servicePorts,
+      endpoints: fam.endpoints,
+      node,
+      changedServices: changes.updatedServices,
+      fullSync,
+      serviceCIDRs: [],
+      previous: fam.lastState,
     });
     fam.succeeded(state, fullSync ? 0 : null);
     return state;
@@ -132,7 +177,8 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const eps0 = Array.from({ length: EPS }, (_, e) => ({ ip: e === 0 ? '10.99.0.1' : epIP(e) }));
   fam.endpointsTracker.endpointSliceUpdate(slice('s0', [{ name: 'http', port: 8080 }], eps0), false);
   const partialState = nextState(false);
-  if (partialState.changedServices.size !== 1) throw new Error(`partial: ${partialState.changedServices.size} changed services`);
+  if (partialState.changedServices.size !== 1)
+    throw new Error(`partial: ${partialState.changedServices.size} changed services`);
   const partial = await timed(partialState);
   mark('partial');
   const partialPlain = lastRestore;
@@ -145,7 +191,10 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const cleanup = { wallS: (performance.now() - t0) / 1000, cpuS: cpu.selfS + cpu.childrenS, leftover: left };
   // Both variants of each input: without and with the whole-table cache request.
   const variants = (f: string) => {
-    const plain = readText(f).split('\n').filter((l) => l !== '-S').join('\n');
+    const plain = readText(f)
+      .split('\n')
+      .filter((l) => l !== '-S')
+      .join('\n');
     const p = f.replace(/\.txt$/, '-plain.txt');
     const c = f.replace(/\.txt$/, '-S.txt');
     writeFileSync(p, plain);
@@ -157,11 +206,22 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   const partialFiles = variants(partialPlain);
   const natText = readText(fullFiles.plain).split('*nat\n')[1] ?? '';
   return {
-    size, full, fullAgain, partial, cleanup,
+    size,
+    full,
+    fullAgain,
+    partial,
+    cleanup,
     natRules: (natText.match(/^-A /gm) ?? []).length,
     natChains: (natText.match(/^:/gm) ?? []).length,
-    maxRssKiB, baseRssKiB, peakAfter,
-    files: { fullPlain: fullFiles.plain, fullWithCache: fullFiles.cache, partialPlain: partialFiles.plain, partialWithCache: partialFiles.cache },
+    maxRssKiB,
+    baseRssKiB,
+    peakAfter,
+    files: {
+      fullPlain: fullFiles.plain,
+      fullWithCache: fullFiles.cache,
+      partialPlain: partialFiles.plain,
+      partialWithCache: partialFiles.cache,
+    },
   };
 }
 

@@ -84,7 +84,10 @@ function shorthands(argv: readonly string[], i: number, tokens: string[]): numbe
 export function splitArgs(argv: readonly string[]): SplitArgs {
   const { tokens, positional } = normalizeArgv(argv);
   const program = new Command('kube-proxy');
-  program.exitOverride().helpOption(false).allowExcessArguments(true)
+  program
+    .exitOverride()
+    .helpOption(false)
+    .allowExcessArguments(true)
     .configureOutput({ writeOut: () => undefined, writeErr: () => undefined });
   const keys = new Map<string, string>();
   for (const f of FLAGS) {

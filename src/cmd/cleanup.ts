@@ -14,7 +14,8 @@ async function cleanupIptables(log: Logger): Promise<number> {
       const r = await cleanupLeftovers(ipt, { wholeTableCache: true });
       for (const e of r.errors) log.error({ family, err: String(e) }, 'iptables cleanup step failed');
       errors += r.errors.length;
-      if (r.chainsDeleted + r.jumpRulesDeleted > 0) log.info({ family, chains: r.chainsDeleted, jumps: r.jumpRulesDeleted }, 'Removed iptables rules');
+      if (r.chainsDeleted + r.jumpRulesDeleted > 0)
+        log.info({ family, chains: r.chainsDeleted, jumps: r.jumpRulesDeleted }, 'Removed iptables rules');
     } catch (e) {
       // No ip6tables on this host is not an error for cleanup.
       log.debug({ family, err: String(e) }, 'iptables cleanup skipped');

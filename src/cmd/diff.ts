@@ -69,31 +69,44 @@ export function splitDiffArgs(argv: readonly string[]): DiffArgs {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const m = /^--(netns|output)(?:=(.*))?$/.exec(a);
-    if (!m) { rest.push(a); continue; }
+    if (!m) {
+      rest.push(a);
+      continue;
+    }
     const v = m[2] ?? argv[++i];
     if (v === undefined) throw new ProxyError('KPT_FLAG_INVALID', `flag needs an argument: --${m[1]}`);
     if (m[1] === 'netns') netns = v;
     else output = v;
   }
-  if (output !== 'text' && output !== 'json') throw new ProxyError('KPT_FLAG_INVALID', `--output: text or json, not ${output}`);
+  if (output !== 'text' && output !== 'json')
+    throw new ProxyError('KPT_FLAG_INVALID', `--output: text or json, not ${output}`);
   return { rest, netns, output };
 }
 
 /** One list of each resource the proxy watches, with the informers' selectors. */
 export async function listCluster(t: KubeTransport, nodeName: string, signal: AbortSignal): Promise<ClusterObjects> {
   const [svcs, slices, nodes] = await Promise.all([
-    t.list('/api/v1/services', { labelSelector: `!${LABEL_SERVICE_PROXY_NAME}`, fieldSelector: 'spec.clusterIP!=None' }, signal),
+    t.list(
+      '/api/v1/services',
+      { labelSelector: `!${LABEL_SERVICE_PROXY_NAME}`, fieldSelector: 'spec.clusterIP!=None' },
+      signal,
+    ),
     t.list('/apis/discovery.k8s.io/v1/endpointslices', { labelSelector: `!${LABEL_HEADLESS}` }, signal),
     t.list('/api/v1/nodes', { fieldSelector: `metadata.name=${nodeName}` }, signal),
   ]);
   // ServiceCIDRs are optional (older API servers answer 404), as for the informer.
-  const cidrs = await t.list('/apis/networking.k8s.io/v1/servicecidrs', {}, signal).then((r) => r.items as ServiceCIDR[], (e: unknown) => {
-    if (e instanceof ApiStatusError && e.statusCode === 404) return [];
-    throw e;
-  });
+  const cidrs = await t.list('/apis/networking.k8s.io/v1/servicecidrs', {}, signal).then(
+    (r) => r.items as ServiceCIDR[],
+    (e: unknown) => {
+      if (e instanceof ApiStatusError && e.statusCode === 404) return [];
+      throw e;
+    },
+  );
   return {
-    services: svcs.items as Service[], slices: slices.items as EndpointSlice[],
-    node: (nodes.items[0] as Node | undefined) ?? null, serviceCIDRs: cidrsOfServiceCIDRs(cidrs).sort(),
+    services: svcs.items as Service[],
+    slices: slices.items as EndpointSlice[],
+    node: (nodes.items[0] as Node | undefined) ?? null,
+    serviceCIDRs: cidrsOfServiceCIDRs(cidrs).sort(),
   };
 }
 
@@ -115,10 +128,19 @@ export async function computeDiff(cmd: RunCommand, run: CommandRunner, signal: A
     const localIPs = await kernelLocalIPs(run, family);
     const dpConfig = resolveDataplaneConfig(config, family, localIPs, nodeIPs[family], podCIDRs);
     const state: SyncState = syncStateFromObjects({
-      services: objs.services, slices: objs.slices, family, nodeName, node: objs.node, nodeIPs,
-      serviceCIDRs: objs.serviceCIDRs, fullSync: true,
+      services: objs.services,
+      slices: objs.slices,
+      family,
+      nodeName,
+      node: objs.node,
+      nodeIPs,
+      serviceCIDRs: objs.serviceCIDRs,
+      fullSync: true,
     });
-    if (mode === 'iptables') families.push(await diffIptablesFamily({ run, family, config: dpConfig, state, syncPeriodMs: cmd.timing.syncPeriodMs }));
+    if (mode === 'iptables')
+      families.push(
+        await diffIptablesFamily({ run, family, config: dpConfig, state, syncPeriodMs: cmd.timing.syncPeriodMs }),
+      );
     else if (mode === 'nftables') families.push(await diffNftablesFamily({ run, family, config: dpConfig, state }));
     else throw new ProxyError('KPT_CONFIG_INVALID', `diff: proxy mode ${mode} is not supported (iptables, nftables)`);
   }
@@ -138,10 +160,16 @@ export const changed = (r: DiffResult): boolean => r.families.some((f) => f.chan
 
 export async function runDiff(argv: string[], io: CmdIO = PROCESS_IO): Promise<number> {
   try {
-    if (argv.includes('--help') || argv.includes('-h')) { io.out(DIFF_USAGE); return 0; }
+    if (argv.includes('--help') || argv.includes('-h')) {
+      io.out(DIFF_USAGE);
+      return 0;
+    }
     const args = splitDiffArgs(argv);
     const cmd = await parseCommandLine(args.rest, { readFile: (p) => readFile(p, 'utf8') });
-    if (cmd.kind !== 'run') { io.out(DIFF_USAGE); return 0; }
+    if (cmd.kind !== 'run') {
+      io.out(DIFF_USAGE);
+      return 0;
+    }
     const run = args.netns === null ? hostRunner : netnsRunner(args.netns);
     const r = await computeDiff(cmd, run, AbortSignal.timeout(60_000));
     io.out(args.output === 'json' ? `${JSON.stringify(r, null, 2)}\n` : diffResultText(r));

@@ -12,7 +12,12 @@ import { FakeIptables, type IptablesTable } from '../dataplane/iptables/fake.js'
 import { DEFAULT_IPTABLES_OPTIONS, type IptablesOptions } from '../dataplane/iptables/index.js';
 import { realClock } from '../platform/clock.js';
 import { ExecError } from '../platform/exec.js';
-import { CT_INVALID_COUNTER, LOCALHOST_NP_COUNTER, parseIptablesVersion, supportsRandomFully } from '../platform/iptables/features.js';
+import {
+  CT_INVALID_COUNTER,
+  LOCALHOST_NP_COUNTER,
+  parseIptablesVersion,
+  supportsRandomFully,
+} from '../platform/iptables/features.js';
 import { fakeRunner, type FakeRunner } from '../platform/iptables/fakerunner.js';
 import { IptablesDataplane } from '../platform/iptables/dataplane.js';
 import type { CommandRunner } from '../platform/iptables/runner.js';
@@ -39,18 +44,27 @@ export interface IptablesFamilyInput {
 }
 
 /** What detectFeatures would find, read without side effects. */
-async function readOnlyOptions(run: CommandRunner, family: IPFamily): Promise<{ version: string; options: Partial<IptablesOptions> }> {
+async function readOnlyOptions(
+  run: CommandRunner,
+  family: IPFamily,
+): Promise<{ version: string; options: Partial<IptablesOptions> }> {
   const version = (await run(family === 'IPv4' ? 'iptables' : 'ip6tables', ['--version'])).stdout.trim();
   const has = async (name: string) => {
-    try { return (await run('nfacct', ['get', name], { allowFailure: true })).code === 0; } catch { return false; }
+    try {
+      return (await run('nfacct', ['get', name], { allowFailure: true })).code === 0;
+    } catch {
+      return false;
+    }
   };
   const [ctInvalid, localhostNp] = await Promise.all([has(CT_INVALID_COUNTER), has(LOCALHOST_NP_COUNTER)]);
   const beLiberal = (await runnerSysctl(run).get('net/netfilter/nf_conntrack_tcp_be_liberal')) === '1';
   return {
     version,
     options: {
-      ...DEFAULT_IPTABLES_OPTIONS, randomFully: supportsRandomFully(parseIptablesVersion(version)),
-      nfacct: { ctStateInvalidDropped: ctInvalid, localhostNodePortsAccepted: localhostNp }, beLiberal,
+      ...DEFAULT_IPTABLES_OPTIONS,
+      randomFully: supportsRandomFully(parseIptablesVersion(version)),
+      nfacct: { ctStateInvalidDropped: ctInvalid, localhostNodePortsAccepted: localhostNp },
+      beLiberal,
     },
   };
 }
@@ -63,9 +77,16 @@ function canonicalCheck(fr: FakeRunner): CommandRunner {
     const ci = args.indexOf('-C');
     if (!/^ip6?tables$/.test(command) || ci < 0) return fr.run(command, args, opts);
     const table = args[args.indexOf('-t') + 1] as IptablesTable;
-    const rule = args.slice(ci + 2).map(quote).join(' ');
+    const rule = args
+      .slice(ci + 2)
+      .map(quote)
+      .join(' ');
     const found = fr.ipt.rules(table, args[ci + 1]!).some((r) => sameRule(r, rule));
-    const result = { stdout: '', stderr: found ? '' : 'Bad rule (does a matching rule exist in that chain?)', code: found ? 0 : 1 };
+    const result = {
+      stdout: '',
+      stderr: found ? '' : 'Bad rule (does a matching rule exist in that chain?)',
+      code: found ? 0 : 1,
+    };
     if (!found && !opts.allowFailure) throw new ExecError(command, args, result);
     return result;
   };
@@ -80,7 +101,13 @@ export async function diffIptablesFamily(i: IptablesFamilyInput): Promise<Family
   fr.ipt.load(save);
   const run = canonicalCheck(fr);
   const dp = new IptablesDataplane({
-    config: i.config, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: i.syncPeriodMs, options, wholeTableCache: 'never',
+    config: i.config,
+    run,
+    sysctl: runnerSysctl(run),
+    clock: realClock,
+    syncPeriodMs: i.syncPeriodMs,
+    options,
+    wholeTableCache: 'never',
   });
   await dp.sync(i.state);
   const chains = diffIptables(before, fr.ipt);
@@ -89,7 +116,9 @@ export async function diffIptablesFamily(i: IptablesFamilyInput): Promise<Family
   const newChains = chains.filter((c) => c.status === 'added').length;
   const goneChains = chains.filter((c) => c.status === 'removed').length;
   const changes = added + removed + newChains + goneChains;
-  const summary = changes === 0 ? 'no changes'
-    : `${chains.length} chains differ: ${newChains} added, ${goneChains} removed; ${added} rules added, ${removed} removed`;
+  const summary =
+    changes === 0
+      ? 'no changes'
+      : `${chains.length} chains differ: ${newChains} added, ${goneChains} removed; ${added} rules added, ${removed} removed`;
   return { family: i.family, changes, summary, text: diffText(chains), chains };
 }

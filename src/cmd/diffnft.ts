@@ -47,7 +47,9 @@ export async function diffNftablesFamily(i: NftablesFamilyInput): Promise<Family
   const removed = diffs.reduce((n, d) => n + d.lines.filter((l) => l.op === '-').length, 0);
   const objects = diffs.filter((d) => d.status !== 'changed').length;
   const changes = added + removed + objects;
-  const summary = changes === 0 ? 'no changes'
-    : `${diffs.length} chains/sets differ (${diffs.filter((d) => d.status === 'added').length} added, ${diffs.filter((d) => d.status === 'removed').length} removed); ${added} rules/elements added, ${removed} removed`;
+  const summary =
+    changes === 0
+      ? 'no changes'
+      : `${diffs.length} chains/sets differ (${diffs.filter((d) => d.status === 'added').length} added, ${diffs.filter((d) => d.status === 'removed').length} removed); ${added} rules/elements added, ${removed} removed`;
   return { family: i.family, changes, summary, text: nftDiffText(diffs), nft: diffs };
 }

@@ -13,9 +13,32 @@ test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
   const v6 = parseExplainArgs(['--src', 'fd00:10::5', '--dst', 'fd00:172:30::0:a', '--port', '80']);
   assert.ok(v6 !== 'help' && v6.dst === 'fd00:172:30::a' && v6.protocol === 'TCP' && v6.output === 'text');
   assert.throws(() => parseExplainArgs(['--src', '10.0.0.5', '--dst', 'fd00::1', '--port', '80']), /same IP family/);
-  const ok = parseExplainArgs(['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '53', '--protocol', 'udp', '--local-ip', '192.168.0.2', '--netns', 'x', '-o', 'json']);
+  const ok = parseExplainArgs([
+    '--src',
+    '10.0.0.5',
+    '--dst',
+    '172.30.0.10',
+    '--port',
+    '53',
+    '--protocol',
+    'udp',
+    '--local-ip',
+    '192.168.0.2',
+    '--netns',
+    'x',
+    '-o',
+    'json',
+  ]);
   assert.deepEqual(ok, {
-    src: '10.0.0.5', dst: '172.30.0.10', port: 53, protocol: 'UDP', mode: null, netns: 'x', iif: null, localIPs: ['192.168.0.2'], output: 'json',
+    src: '10.0.0.5',
+    dst: '172.30.0.10',
+    port: 53,
+    protocol: 'UDP',
+    mode: null,
+    netns: 'x',
+    iif: null,
+    localIPs: ['192.168.0.2'],
+    output: 'json',
   });
   assert.equal(parseExplainArgs(['--help']), 'help');
   for (const bad of [
@@ -25,7 +48,8 @@ test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--protocol', 'icmp'],
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--mode', 'ipvs'],
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--output', 'yaml'],
-  ]) assert.throws(() => parseExplainArgs(bad), invalid, bad.join(' '));
+  ])
+    assert.throws(() => parseExplainArgs(bad), invalid, bad.join(' '));
   assert.throws(() => parseExplainArgs(['--bogus']), /Unknown option/);
 });
 
@@ -38,16 +62,32 @@ test('serviceFromComment takes the ns/name:port of kube-proxy comments only', ()
 });
 
 test('summary and text: candidates with percentages, masquerade, no match', () => {
-  const cands = [{ endpoint: '10.180.0.1:8080', probability: 1 / 3 }, { endpoint: '10.180.0.2:8080', probability: 2 / 3 }];
-  assert.equal(summarize('ns1/s0:http', 'DNAT', cands, true),
-    'ns1/s0:http: DNAT to one of 2 endpoints at random: 10.180.0.1:8080 (33.3%), 10.180.0.2:8080 (66.7%); masqueraded (SNAT to the node address)');
+  const cands = [
+    { endpoint: '10.180.0.1:8080', probability: 1 / 3 },
+    { endpoint: '10.180.0.2:8080', probability: 2 / 3 },
+  ];
+  assert.equal(
+    summarize('ns1/s0:http', 'DNAT', cands, true),
+    'ns1/s0:http: DNAT to one of 2 endpoints at random: 10.180.0.1:8080 (33.3%), 10.180.0.2:8080 (66.7%); masqueraded (SNAT to the node address)',
+  );
   assert.equal(summarize(null, 'NONE', [], false), 'not a service address: no kube-proxy rule matched this packet');
   const e: Explanation = {
-    mode: 'iptables', packet: { src: '10.0.0.5', dst: '172.30.0.10', port: 80, protocol: 'TCP' }, service: 'ns1/s0:http',
-    verdict: 'DNAT', candidates: cands, masquerade: false, notUnderstood: ['filter/INPUT: -m set --match-set x src -j DROP'],
+    mode: 'iptables',
+    packet: { src: '10.0.0.5', dst: '172.30.0.10', port: 80, protocol: 'TCP' },
+    service: 'ns1/s0:http',
+    verdict: 'DNAT',
+    candidates: cands,
+    masquerade: false,
+    notUnderstood: ['filter/INPUT: -m set --match-set x src -j DROP'],
     steps: [
       { where: 'nat/PREROUTING', rule: '-j KUBE-SERVICES', comment: null, depth: 0, probability: 1 },
-      { where: 'nat/KUBE-SVC-X', rule: '-m statistic --mode random --probability 0.33 -j KUBE-SEP-A', comment: null, depth: 2, probability: 1 / 3 },
+      {
+        where: 'nat/KUBE-SVC-X',
+        rule: '-m statistic --mode random --probability 0.33 -j KUBE-SEP-A',
+        comment: null,
+        depth: 2,
+        probability: 1 / 3,
+      },
     ],
     summary: 'x',
   };
@@ -61,8 +101,11 @@ test('summary and text: candidates with percentages, masquerade, no match', () =
 });
 
 test('splitDiffArgs keeps the proxy flags and takes --netns/--output out', () => {
-  assert.deepEqual(splitDiffArgs(['--kubeconfig', 'k', '--netns', 'n1', '--proxy-mode=nftables', '--output=json']),
-    { rest: ['--kubeconfig', 'k', '--proxy-mode=nftables'], netns: 'n1', output: 'json' });
+  assert.deepEqual(splitDiffArgs(['--kubeconfig', 'k', '--netns', 'n1', '--proxy-mode=nftables', '--output=json']), {
+    rest: ['--kubeconfig', 'k', '--proxy-mode=nftables'],
+    netns: 'n1',
+    output: 'json',
+  });
   assert.throws(() => splitDiffArgs(['--netns']), invalid);
   assert.throws(() => splitDiffArgs(['--output', 'yaml']), invalid);
 });

@@ -17,9 +17,7 @@ import { FakeIptables } from '../dataplane/iptables/fake.js';
 import { tracePacket as traceIptables } from '../dataplane/iptables/trace.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/iptables/runner.js';
 import { explainNftables } from './explainnft.js';
-import {
-  explanationText, serviceFromComment, summarize, type Explanation,
-} from './explainview.js';
+import { explanationText, serviceFromComment, summarize, type Explanation } from './explainview.js';
 
 export const EXPLAIN_USAGE = `Usage: kube-proxy-ts explain --src IP --dst IP --port N [flags]
 
@@ -50,15 +48,26 @@ export interface ExplainRequest {
   readonly output: 'text' | 'json';
 }
 
-const bad = (msg: string): never => { throw new ProxyError('KPT_FLAG_INVALID', msg); };
+const bad = (msg: string): never => {
+  throw new ProxyError('KPT_FLAG_INVALID', msg);
+};
 
 export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'help' {
   const { values } = parseArgs({
-    args: [...argv], allowPositionals: false, strict: true,
+    args: [...argv],
+    allowPositionals: false,
+    strict: true,
     options: {
-      src: { type: 'string' }, dst: { type: 'string' }, port: { type: 'string' }, protocol: { type: 'string' },
-      mode: { type: 'string' }, netns: { type: 'string' }, iif: { type: 'string' },
-      'local-ip': { type: 'string', multiple: true }, output: { type: 'string', short: 'o' }, help: { type: 'boolean', short: 'h' },
+      src: { type: 'string' },
+      dst: { type: 'string' },
+      port: { type: 'string' },
+      protocol: { type: 'string' },
+      mode: { type: 'string' },
+      netns: { type: 'string' },
+      iif: { type: 'string' },
+      'local-ip': { type: 'string', multiple: true },
+      output: { type: 'string', short: 'o' },
+      help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) return 'help';
@@ -66,17 +75,26 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'hel
   const dst = normalizeIP(values.dst) ?? bad(`--dst: not an IP address: ${values.dst ?? '(missing)'}`);
   if (ipFamilyOf(src) !== ipFamilyOf(dst)) bad('--src and --dst must be of the same IP family');
   const port = Number(values.port);
-  if (!/^\d+$/.test(values.port ?? '') || port < 1 || port > 65535) bad(`--port: not a port: ${values.port ?? '(missing)'}`);
+  if (!/^\d+$/.test(values.port ?? '') || port < 1 || port > 65535)
+    bad(`--port: not a port: ${values.port ?? '(missing)'}`);
   const proto = (values.protocol ?? 'tcp').toUpperCase();
-  if (proto !== 'TCP' && proto !== 'UDP' && proto !== 'SCTP') bad(`--protocol: tcp, udp or sctp, not ${values.protocol}`);
+  if (proto !== 'TCP' && proto !== 'UDP' && proto !== 'SCTP')
+    bad(`--protocol: tcp, udp or sctp, not ${values.protocol}`);
   const mode = values.mode ?? null;
   if (mode !== null && mode !== 'iptables' && mode !== 'nftables') bad(`--mode: iptables or nftables, not ${mode}`);
   const output = values.output ?? 'text';
   if (output !== 'text' && output !== 'json') bad(`--output: text or json, not ${output}`);
   const locals = (values['local-ip'] ?? []).map((ip) => normalizeIP(ip) ?? bad(`--local-ip: not an IP address: ${ip}`));
   return {
-    src, dst, port, protocol: proto as Protocol, mode: mode as ExplainRequest['mode'], netns: values.netns ?? null,
-    iif: values.iif ?? null, localIPs: locals.length > 0 ? locals : null, output: output as 'text' | 'json',
+    src,
+    dst,
+    port,
+    protocol: proto as Protocol,
+    mode: mode as ExplainRequest['mode'],
+    netns: values.netns ?? null,
+    iif: values.iif ?? null,
+    localIPs: locals.length > 0 ? locals : null,
+    output: output as 'text' | 'json',
   };
 }
 
@@ -84,7 +102,9 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'hel
 export async function kernelLocalIPs(run: CommandRunner, family: IPFamily): Promise<string[]> {
   const out = (await run('ip', ['-j', family === 'IPv4' ? '-4' : '-6', 'addr', 'show'])).stdout;
   const links = JSON.parse(out) as Array<{ addr_info?: Array<{ local?: string }> }>;
-  const ips = links.flatMap((l) => (l.addr_info ?? []).map((a) => normalizeIP(a.local))).filter((x): x is string => x !== null);
+  const ips = links
+    .flatMap((l) => (l.addr_info ?? []).map((a) => normalizeIP(a.local)))
+    .filter((x): x is string => x !== null);
   return [...new Set(ips)];
 }
 
@@ -92,30 +112,57 @@ export async function kernelLocalIPs(run: CommandRunner, family: IPFamily): Prom
 export async function detectMode(run: CommandRunner, family: IPFamily): Promise<'iptables' | 'nftables' | null> {
   const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', ['-t', 'nat'], { allowFailure: true });
   if (save.code === 0 && /^:KUBE-SERVICES /m.test(save.stdout)) return 'iptables';
-  const nft = await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', 'kube-proxy'], { allowFailure: true });
+  const nft = await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', 'kube-proxy'], {
+    allowFailure: true,
+  });
   return nft.code === 0 ? 'nftables' : null;
 }
 
-export async function explainIptables(run: CommandRunner, req: ExplainRequest, family: IPFamily, localIPs: readonly string[]): Promise<Explanation> {
+export async function explainIptables(
+  run: CommandRunner,
+  req: ExplainRequest,
+  family: IPFamily,
+  localIPs: readonly string[],
+): Promise<Explanation> {
   const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', []);
   const fake = new FakeIptables();
   fake.load(save.stdout);
-  const r = traceIptables(fake, { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol, ...(req.iif ? { iif: req.iif } : {}) }, localIPs, { strict: false });
+  const r = traceIptables(
+    fake,
+    { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol, ...(req.iif ? { iif: req.iif } : {}) },
+    localIPs,
+    { strict: false },
+  );
   const service = r.steps.map((s) => serviceFromComment(s.comment)).find((x) => x !== null) ?? null;
   const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
   return {
-    mode: 'iptables', packet: { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol }, service,
-    verdict: r.verdict, candidates, masquerade: r.masq && r.verdict === 'DNAT',
-    steps: r.steps.map((s) => ({ where: `${s.table}/${s.chain}`, rule: s.rule, comment: s.comment, depth: s.depth, probability: s.probability })),
-    notUnderstood: r.notUnderstood, summary: summarize(service, r.verdict, candidates, r.masq),
+    mode: 'iptables',
+    packet: { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol },
+    service,
+    verdict: r.verdict,
+    candidates,
+    masquerade: r.masq && r.verdict === 'DNAT',
+    steps: r.steps.map((s) => ({
+      where: `${s.table}/${s.chain}`,
+      rule: s.rule,
+      comment: s.comment,
+      depth: s.depth,
+      probability: s.probability,
+    })),
+    notUnderstood: r.notUnderstood,
+    summary: summarize(service, r.verdict, candidates, r.masq),
   };
 }
 
 export async function explain(req: ExplainRequest, run: CommandRunner): Promise<Explanation> {
   const family = ipFamilyOf(req.dst)!;
-  const locals = req.localIPs ?? await kernelLocalIPs(run, family);
-  const mode = req.mode ?? await detectMode(run, family);
-  if (mode === null) throw new ProxyError('KPT_NOT_FOUND', 'no kube-proxy rules found (no KUBE-SERVICES chain, no kube-proxy nftables table); use --mode to force one');
+  const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
+  const mode = req.mode ?? (await detectMode(run, family));
+  if (mode === null)
+    throw new ProxyError(
+      'KPT_NOT_FOUND',
+      'no kube-proxy rules found (no KUBE-SERVICES chain, no kube-proxy nftables table); use --mode to force one',
+    );
   return mode === 'iptables' ? explainIptables(run, req, family, locals) : explainNftables(run, req, family, locals);
 }
 
@@ -134,7 +181,10 @@ export async function runExplain(argv: string[], io: CmdIO = PROCESS_IO): Promis
     io.err(`Error: ${err instanceof Error ? err.message : String(err)}\n\n${EXPLAIN_USAGE}`);
     return 2;
   }
-  if (req === 'help') { io.out(EXPLAIN_USAGE); return 0; }
+  if (req === 'help') {
+    io.out(EXPLAIN_USAGE);
+    return 0;
+  }
   try {
     const e = await explain(req, req.netns === null ? hostRunner : netnsRunner(req.netns));
     io.out(req.output === 'json' ? `${JSON.stringify(e, null, 2)}\n` : explanationText(e));

@@ -26,15 +26,37 @@ function serviceFromChain(chain: string): string | null {
   return m ? `${m[1]}/${m[2]}:${m[3]}` : null;
 }
 
-export async function explainNftables(run: CommandRunner, req: ExplainRequest, family: IPFamily, localIPs: readonly string[]): Promise<Explanation> {
+export async function explainNftables(
+  run: CommandRunner,
+  req: ExplainRequest,
+  family: IPFamily,
+  localIPs: readonly string[],
+): Promise<Explanation> {
   const fake = await readLiveNftTable(run, family);
-  const r = traceNftPacket(fake, { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol, ...(req.iif ? { iif: req.iif } : {}) }, localIPs, { strict: false });
-  const service = r.steps.map((s) => serviceFromChain(s.chain) ?? serviceFromComment(s.comment)).find((x) => x !== null) ?? null;
+  const r = traceNftPacket(
+    fake,
+    { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol, ...(req.iif ? { iif: req.iif } : {}) },
+    localIPs,
+    { strict: false },
+  );
+  const service =
+    r.steps.map((s) => serviceFromChain(s.chain) ?? serviceFromComment(s.comment)).find((x) => x !== null) ?? null;
   const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
   return {
-    mode: 'nftables', packet: { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol }, service,
-    verdict: r.verdict, candidates, masquerade: r.masq && r.verdict === 'DNAT',
-    steps: r.steps.map((s) => ({ where: s.chain, rule: s.comment === null ? s.rule : `${s.rule} comment "${s.comment}"`, comment: s.comment, depth: s.depth, probability: s.probability })),
-    notUnderstood: r.notUnderstood, summary: summarize(service, r.verdict, candidates, r.masq),
+    mode: 'nftables',
+    packet: { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol },
+    service,
+    verdict: r.verdict,
+    candidates,
+    masquerade: r.masq && r.verdict === 'DNAT',
+    steps: r.steps.map((s) => ({
+      where: s.chain,
+      rule: s.comment === null ? s.rule : `${s.rule} comment "${s.comment}"`,
+      comment: s.comment,
+      depth: s.depth,
+      probability: s.probability,
+    })),
+    notUnderstood: r.notUnderstood,
+    summary: summarize(service, r.verdict, candidates, r.masq),
   };
 }

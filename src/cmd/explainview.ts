@@ -37,22 +37,35 @@ export interface Explanation {
 
 /** "ns/name:port" from a kube-proxy rule comment such as "ns1/s0:http cluster IP". */
 export function serviceFromComment(comment: string | null): string | null {
-  const m = comment === null ? null : /^([a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*(?::[-a-z0-9]*)?)(?:\s|$)/.exec(comment);
+  const m =
+    comment === null ? null : /^([a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*(?::[-a-z0-9]*)?)(?:\s|$)/.exec(comment);
   return m ? m[1]! : null;
 }
 
 const pct = (p: number) => `${(p * 100).toFixed(1).replace(/\.0$/, '')}%`;
 
-export function summarize(service: string | null, verdict: ExplainVerdict, candidates: readonly ExplainCandidate[], masq: boolean): string {
+export function summarize(
+  service: string | null,
+  verdict: ExplainVerdict,
+  candidates: readonly ExplainCandidate[],
+  masq: boolean,
+): string {
   const who = service ?? 'the packet';
   switch (verdict) {
-    case 'NONE': return 'not a service address: no kube-proxy rule matched this packet';
-    case 'REJECT': return `${who}: REJECT (the service has no usable endpoints or the traffic is not allowed)`;
-    case 'DROP': return `${who}: DROP`;
-    case 'ACCEPT': return `${who}: ACCEPT (no DNAT)`;
+    case 'NONE':
+      return 'not a service address: no kube-proxy rule matched this packet';
+    case 'REJECT':
+      return `${who}: REJECT (the service has no usable endpoints or the traffic is not allowed)`;
+    case 'DROP':
+      return `${who}: DROP`;
+    case 'ACCEPT':
+      return `${who}: ACCEPT (no DNAT)`;
     case 'DNAT': {
-      const eps = candidates.map((c) => (candidates.length > 1 ? `${c.endpoint} (${pct(c.probability)})` : c.endpoint)).join(', ');
-      const one = candidates.length === 1 ? `DNAT to ${eps}` : `DNAT to one of ${candidates.length} endpoints at random: ${eps}`;
+      const eps = candidates
+        .map((c) => (candidates.length > 1 ? `${c.endpoint} (${pct(c.probability)})` : c.endpoint))
+        .join(', ');
+      const one =
+        candidates.length === 1 ? `DNAT to ${eps}` : `DNAT to one of ${candidates.length} endpoints at random: ${eps}`;
       return `${who}: ${one}; ${masq ? 'masqueraded (SNAT to the node address)' : 'not masqueraded'}`;
     }
   }

@@ -9,7 +9,13 @@ import { LOCAL_MODES, VALID_PROXY_MODES } from '../core/config/validate.js';
 import { ProxyError } from '../core/errors.js';
 import { parseIP } from '../core/ip.js';
 import {
-  parseBoolFlag, parseDurationFlag, parseGoFloat, parseGoInt, parseGoUint32, parseStringSlice, parseVModule,
+  parseBoolFlag,
+  parseDurationFlag,
+  parseGoFloat,
+  parseGoInt,
+  parseGoUint32,
+  parseStringSlice,
+  parseVModule,
 } from './flagvalues.js';
 import { FLAGS, type FlagDef, type FlagValue } from './flags.js';
 
@@ -21,17 +27,25 @@ export interface ParsedFlags {
 
 function parseOne(f: FlagDef, raw: string): FlagValue {
   switch (f.kind) {
-    case 'string': return raw;
-    case 'bool': return parseBoolFlag(raw);
+    case 'string':
+      return raw;
+    case 'bool':
+      return parseBoolFlag(raw);
     case 'version':
       if (raw === 'raw') return true;
       return parseBoolFlag(raw);
-    case 'int32': return parseGoInt(raw, 32);
-    case 'float32': return parseGoFloat(raw);
-    case 'duration': return parseDurationFlag(raw);
-    case 'level': return parseGoUint32(raw);
-    case 'strings': return parseStringSlice(raw);
-    case 'moduleSpec': return parseVModule(raw);
+    case 'int32':
+      return parseGoInt(raw, 32);
+    case 'float32':
+      return parseGoFloat(raw);
+    case 'duration':
+      return parseDurationFlag(raw);
+    case 'level':
+      return parseGoUint32(raw);
+    case 'strings':
+      return parseStringSlice(raw);
+    case 'moduleSpec':
+      return parseVModule(raw);
     case 'mapStringBool': {
       const m: Record<string, boolean> = {};
       parseFeatureGates(raw, m);
@@ -40,7 +54,8 @@ function parseOne(f: FlagDef, raw: string): FlagValue {
     case 'ip':
       if (raw !== '' && !parseIP(raw)) throw new Error(`${JSON.stringify(raw)} is not a valid IP address`);
       return raw;
-    case 'ipport': return checkIPPort(raw);
+    case 'ipport':
+      return checkIPPort(raw);
     case 'proxyMode':
       if (raw !== '' && !(VALID_PROXY_MODES as readonly string[]).includes(raw)) {
         throw new Error(`must be one of ${VALID_PROXY_MODES.map((m) => `'${m}'`).join(', ')} or '' (iptables)`);
@@ -60,16 +75,21 @@ function checkIPPort(raw: string): string {
   const hp = splitHostPort(raw);
   if (!hp) throw new Error(`${JSON.stringify(raw)} is not in a valid format (ip or ip:port)`);
   if (!parseIP(hp.host)) throw new Error(`${JSON.stringify(hp.host)} is not a valid IP address`);
-  if (!/^[0-9]+$/.test(hp.port) || Number(hp.port) > 65535) throw new Error(`${JSON.stringify(hp.port)} is not a valid number`);
+  if (!/^[0-9]+$/.test(hp.port) || Number(hp.port) > 65535)
+    throw new Error(`${JSON.stringify(hp.port)} is not a valid number`);
   return raw;
 }
 
 function fold(f: FlagDef, values: FlagValue[]): FlagValue {
   switch (f.kind) {
-    case 'strings': return values.flatMap((v) => v as string[]);
-    case 'moduleSpec': return values.flatMap((v) => v as never[]);
-    case 'mapStringBool': return Object.assign({}, ...values) as Record<string, boolean>;
-    default: return values[values.length - 1]!;
+    case 'strings':
+      return values.flatMap((v) => v as string[]);
+    case 'moduleSpec':
+      return values.flatMap((v) => v as never[]);
+    case 'mapStringBool':
+      return Object.assign({}, ...values) as Record<string, boolean>;
+    default:
+      return values[values.length - 1]!;
   }
 }
 
@@ -83,8 +103,10 @@ export function parseFlagValues(occurrences: ReadonlyMap<string, readonly string
       try {
         return parseOne(f, raw);
       } catch (err) {
-        throw new ProxyError('KPT_FLAG_INVALID',
-          `invalid argument ${JSON.stringify(raw)} for "${f.short ? `-${f.short}, ` : ''}--${f.name}" flag: ${(err as Error).message}`);
+        throw new ProxyError(
+          'KPT_FLAG_INVALID',
+          `invalid argument ${JSON.stringify(raw)} for "${f.short ? `-${f.short}, ` : ''}--${f.name}" flag: ${(err as Error).message}`,
+        );
       }
     });
     values.set(f.name, fold(f, parsed));

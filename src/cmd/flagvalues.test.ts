@@ -43,19 +43,25 @@ test('parseStringSlice is pflag CSV', () => {
 
 test('parseVModule reads pattern=N lists', () => {
   assert.deepEqual(parseVModule('proxier=4,healthcheck*=2'), [
-    { filePattern: 'proxier', verbosity: 4 }, { filePattern: 'healthcheck*', verbosity: 2 }]);
+    { filePattern: 'proxier', verbosity: 4 },
+    { filePattern: 'healthcheck*', verbosity: 2 },
+  ]);
   assert.throws(() => parseVModule('proxier'), /pattern=N/);
   assert.throws(() => parseVModule('proxier=x'), /pattern=N/);
 });
 
 test('normalizeArgv rewrites pflag syntax into --name=value', () => {
   assert.deepEqual(normalizeArgv(['--cleanup', '--config', 'f', '-v', '2', '-h', 'x', '--', '--y']), {
-    tokens: ['--cleanup=true', '--config=f', '--v=2', '--help=true'], positional: ['x', '--y'],
+    tokens: ['--cleanup=true', '--config=f', '--v=2', '--help=true'],
+    positional: ['x', '--y'],
   });
   assert.deepEqual(normalizeArgv(['-hv=3']).tokens, ['--help=true', '--v=3']);
   assert.deepEqual(normalizeArgv(['-v5']).tokens, ['--v=5']);
-  assert.deepEqual(normalizeArgv(['--hostname-override', '--cleanup']).tokens, ['--hostname-override=--cleanup'],
-    'a value flag takes the next argument whatever it looks like, as pflag');
+  assert.deepEqual(
+    normalizeArgv(['--hostname-override', '--cleanup']).tokens,
+    ['--hostname-override=--cleanup'],
+    'a value flag takes the next argument whatever it looks like, as pflag',
+  );
   assert.throws(() => normalizeArgv(['-v']), /flag needs an argument: 'v' in -v/);
   assert.throws(() => normalizeArgv(['--nope=1']), /unknown flag: --nope/);
 });

@@ -27,7 +27,8 @@ export function parseGoInt(s: string, bits: 32 | 64 = 32): number {
 
 /** Go strconv.ParseUint(s, 0, 32), for klog's -v Level. */
 export function parseGoUint32(s: string): number {
-  if (s.startsWith('-') || s.startsWith('+')) throw new Error(`strconv.ParseUint: parsing ${JSON.stringify(s)}: invalid syntax`);
+  if (s.startsWith('-') || s.startsWith('+'))
+    throw new Error(`strconv.ParseUint: parsing ${JSON.stringify(s)}: invalid syntax`);
   const n = parseGoInt(s, 64);
   if (n > 2 ** 32 - 1) throw new Error(`strconv.ParseUint: parsing ${JSON.stringify(s)}: value out of range`);
   return n;
@@ -43,7 +44,8 @@ export function parseGoFloat(s: string): number {
     throw new Error(`strconv.ParseFloat: parsing ${JSON.stringify(s)}: invalid syntax`);
   }
   const n = Number(s);
-  if (!Number.isFinite(Math.fround(n))) throw new Error(`strconv.ParseFloat: parsing ${JSON.stringify(s)}: value out of range`);
+  if (!Number.isFinite(Math.fround(n)))
+    throw new Error(`strconv.ParseFloat: parsing ${JSON.stringify(s)}: value out of range`);
   return n;
 }
 
@@ -67,11 +69,17 @@ export function parseStringSlice(s: string): string[] {
   for (let i = 0; i < s.length; i++) {
     const ch = s[i]!;
     if (quoted) {
-      if (ch === '"' && s[i + 1] === '"') { cur += '"'; i++; }
-      else if (ch === '"') quoted = false;
+      if (ch === '"' && s[i + 1] === '"') {
+        cur += '"';
+        i++;
+      } else if (ch === '"') quoted = false;
       else cur += ch;
-    } else if (ch === ',') { out.push(cur); cur = ''; startOfField = true; continue; }
-    else if (ch === '"' && startOfField) quoted = true;
+    } else if (ch === ',') {
+      out.push(cur);
+      cur = '';
+      startOfField = true;
+      continue;
+    } else if (ch === '"' && startOfField) quoted = true;
     else if (ch === '"') throw new Error(`parse error: bare " in non-quoted field`);
     else cur += ch;
     startOfField = false;
@@ -88,7 +96,8 @@ export function parseVModule(s: string): VModuleItem[] {
     const eq = pat.indexOf('=');
     const pattern = eq < 0 ? '' : pat.slice(0, eq).trim();
     const level = eq < 0 ? '' : pat.slice(eq + 1).trim();
-    if (pattern === '' || !/^[0-9]+$/.test(level)) throw new Error(`${JSON.stringify(pat)} does not have the pattern=N format`);
+    if (pattern === '' || !/^[0-9]+$/.test(level))
+      throw new Error(`${JSON.stringify(pat)} does not have the pattern=N format`);
     return { filePattern: pattern, verbosity: Number(level) };
   });
 }

@@ -15,7 +15,10 @@ import { initOnly, runProxy } from './server.js';
 async function packageVersion(): Promise<string> {
   for (const up of ['../../package.json', '../../../package.json']) {
     try {
-      const pkg = JSON.parse(await readFile(new URL(up, import.meta.url), 'utf8')) as { name?: string; version?: string };
+      const pkg = JSON.parse(await readFile(new URL(up, import.meta.url), 'utf8')) as {
+        name?: string;
+        version?: string;
+      };
       if (pkg.name === 'kube-proxy-ts') return pkg.version ?? '0.0.0';
     } catch {
       // not at this level
@@ -34,7 +37,7 @@ export async function main(argv: string[]): Promise<number> {
   } catch (err) {
     if (err instanceof ProxyError) {
       process.stderr.write(`Error: ${err.message}\n`);
-      if (hasCode(err, 'KPT_FLAG_INVALID')) process.stderr.write('Run \'kube-proxy-ts --help\' for usage.\n');
+      if (hasCode(err, 'KPT_FLAG_INVALID')) process.stderr.write("Run 'kube-proxy-ts --help' for usage.\n");
       return 1;
     }
     throw err;
@@ -63,7 +66,9 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code; },
+  (code) => {
+    process.exitCode = code;
+  },
   (err: unknown) => {
     process.stderr.write(`Error: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;

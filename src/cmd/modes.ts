@@ -23,22 +23,35 @@ export interface DataplaneDeps {
 export const SUPPORTED_MODES = ['iptables', 'nftables', 'userspace'] as const;
 
 export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
-  const onEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => d.log[level](fields, msg);
+  const onEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) =>
+    d.log[level](fields, msg);
   switch (mode) {
     case 'iptables':
-      return new IptablesDataplane({ config: d.config, run: hostRunner, sysctl: procSysctl, clock: d.clock, syncPeriodMs: d.syncPeriodMs, onEvent });
+      return new IptablesDataplane({
+        config: d.config,
+        run: hostRunner,
+        sysctl: procSysctl,
+        clock: d.clock,
+        syncPeriodMs: d.syncPeriodMs,
+        onEvent,
+      });
     case 'nftables':
       return new NftablesDataplane({
-        config: d.config, clock: d.clock,
+        config: d.config,
+        clock: d.clock,
         onTransaction: (family, script, partial) => d.log.trace({ family, partial, script }, 'nft transaction'),
       });
     case 'userspace':
       return new UserspaceDataplane({
-        config: d.config, clock: d.clock, onEvent,
+        config: d.config,
+        clock: d.clock,
+        onEvent,
         onTransaction: (family, script) => d.log.trace({ family, script }, 'nft transaction'),
       });
     default:
-      throw new Error(`proxy mode ${JSON.stringify(mode)} is not available in this build (supported: ${SUPPORTED_MODES.join(', ')})`);
+      throw new Error(
+        `proxy mode ${JSON.stringify(mode)} is not available in this build (supported: ${SUPPORTED_MODES.join(', ')})`,
+      );
   }
 }
 
@@ -60,7 +73,18 @@ export async function familiesFor(mode: string, primary: IPFamily): Promise<IPFa
   const secondary: IPFamily = primary === 'IPv4' ? 'IPv6' : 'IPv4';
   let secondaryOK: boolean;
   if (secondary === 'IPv6' && !ipv6Supported()) secondaryOK = false;
-  else if (mode === 'iptables') secondaryOK = await works(secondary === 'IPv6' ? 'ip6tables' : 'iptables', ['-w', '-t', 'nat', '-S', 'POSTROUTING']);
-  else secondaryOK = await access('/proc/net/if_inet6').then(() => true, () => secondary === 'IPv4');
+  else if (mode === 'iptables')
+    secondaryOK = await works(secondary === 'IPv6' ? 'ip6tables' : 'iptables', [
+      '-w',
+      '-t',
+      'nat',
+      '-S',
+      'POSTROUTING',
+    ]);
+  else
+    secondaryOK = await access('/proc/net/if_inet6').then(
+      () => true,
+      () => secondary === 'IPv4',
+    );
   return secondaryOK ? [primary, secondary] : [primary];
 }

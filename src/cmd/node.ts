@@ -11,7 +11,13 @@ import type { IPFamily } from '../core/types.js';
 import { KubeTransport } from '../platform/k8s/index.js';
 import type { Logger } from '../platform/logger.js';
 
-export async function fetchNode(kc: KubeConfig, nodeName: string, log: Logger, signal: AbortSignal, waitMs = 30_000): Promise<Node | null> {
+export async function fetchNode(
+  kc: KubeConfig,
+  nodeName: string,
+  log: Logger,
+  signal: AbortSignal,
+  waitMs = 30_000,
+): Promise<Node | null> {
   const transport = new KubeTransport(kc);
   const deadline = Date.now() + waitMs;
   let delay = 250;

@@ -47,7 +47,15 @@ test('no flags: upstream defaults, mode iptables, detect-local ClusterCIDR', asy
 });
 
 test('pflag forms: --flag=value, --flag value, bool --flag / --flag=false, -v=4 / -v 4 / -v4 / --v=4', async () => {
-  const a = await run(['--proxy-mode', 'ipvs', '--masquerade-all', '--iptables-localhost-nodeports=false', '-v=4', '--oom-score-adj', '-500']);
+  const a = await run([
+    '--proxy-mode',
+    'ipvs',
+    '--masquerade-all',
+    '--iptables-localhost-nodeports=false',
+    '-v=4',
+    '--oom-score-adj',
+    '-500',
+  ]);
   assert.equal(a.resolved.mode, 'ipvs');
   assert.equal(a.resolved.linux.masqueradeAll, true);
   assert.equal(a.resolved.iptables.localhostNodePorts, false);
@@ -67,34 +75,105 @@ test('pflag forms: --flag=value, --flag value, bool --flag / --flag=false, -v=4 
 
 test('every flag of the issue exists and is accepted', async () => {
   const names = new Set(FLAGS.map((f) => f.name));
-  for (const n of ['config', 'kubeconfig', 'master', 'proxy-mode', 'hostname-override', 'bind-address', 'cluster-cidr',
-    'healthz-bind-address', 'metrics-bind-address', 'masquerade-all', 'iptables-masquerade-bit', 'iptables-sync-period',
-    'iptables-min-sync-period', 'iptables-localhost-nodeports', 'ipvs-scheduler', 'ipvs-sync-period', 'ipvs-min-sync-period',
-    'ipvs-strict-arp', 'nodeport-addresses', 'detect-local-mode', 'pod-interface-name-prefix', 'pod-bridge-interface',
-    'conntrack-max-per-core', 'conntrack-min', 'conntrack-tcp-timeout-established', 'conntrack-tcp-timeout-close-wait',
-    'conntrack-udp-timeout', 'conntrack-udp-timeout-stream', 'config-sync-period', 'cleanup', 'write-config-to', 'init-only',
-    'feature-gates', 'v', 'version', 'help', 'kube-api-qps', 'kube-api-burst', 'kube-api-content-type', 'oom-score-adj',
-    'conntrack-tcp-be-liberal', 'ipvs-exclude-cidrs', 'ipvs-tcp-timeout', 'ipvs-tcpfin-timeout', 'ipvs-udp-timeout',
-    'healthz-port', 'metrics-port', 'bind-address-hard-fail', 'profiling', 'logging-format']) {
+  for (const n of [
+    'config',
+    'kubeconfig',
+    'master',
+    'proxy-mode',
+    'hostname-override',
+    'bind-address',
+    'cluster-cidr',
+    'healthz-bind-address',
+    'metrics-bind-address',
+    'masquerade-all',
+    'iptables-masquerade-bit',
+    'iptables-sync-period',
+    'iptables-min-sync-period',
+    'iptables-localhost-nodeports',
+    'ipvs-scheduler',
+    'ipvs-sync-period',
+    'ipvs-min-sync-period',
+    'ipvs-strict-arp',
+    'nodeport-addresses',
+    'detect-local-mode',
+    'pod-interface-name-prefix',
+    'pod-bridge-interface',
+    'conntrack-max-per-core',
+    'conntrack-min',
+    'conntrack-tcp-timeout-established',
+    'conntrack-tcp-timeout-close-wait',
+    'conntrack-udp-timeout',
+    'conntrack-udp-timeout-stream',
+    'config-sync-period',
+    'cleanup',
+    'write-config-to',
+    'init-only',
+    'feature-gates',
+    'v',
+    'version',
+    'help',
+    'kube-api-qps',
+    'kube-api-burst',
+    'kube-api-content-type',
+    'oom-score-adj',
+    'conntrack-tcp-be-liberal',
+    'ipvs-exclude-cidrs',
+    'ipvs-tcp-timeout',
+    'ipvs-tcpfin-timeout',
+    'ipvs-udp-timeout',
+    'healthz-port',
+    'metrics-port',
+    'bind-address-hard-fail',
+    'profiling',
+    'logging-format',
+  ]) {
     assert.ok(names.has(n), n);
   }
   const r = await run([
-    '--kubeconfig=/k', '--master=https://a:6443', '--hostname-override=Node-A', '--bind-address=10.0.0.5',
-    '--cluster-cidr=10.244.0.0/16,fd00:10::/48', '--healthz-bind-address=10.0.0.5:1234', '--metrics-bind-address=0.0.0.0:9999',
-    '--iptables-masquerade-bit=10', '--ipvs-scheduler=wrr', '--ipvs-strict-arp', '--nodeport-addresses=primary,10.0.0.0/8',
-    '--detect-local-mode=InterfaceNamePrefix', '--pod-interface-name-prefix=veth', '--pod-bridge-interface=cbr0',
-    '--conntrack-max-per-core=0', '--conntrack-min=1', '--conntrack-tcp-timeout-established=1h', '--conntrack-tcp-timeout-close-wait=30m',
-    '--conntrack-udp-timeout=30s', '--conntrack-udp-timeout-stream=2m', '--config-sync-period=1m', '--kube-api-qps=7.5',
-    '--kube-api-burst=20', '--kube-api-content-type=application/json', '--conntrack-tcp-be-liberal', '--ipvs-exclude-cidrs=10.1.0.0/16',
-    '--ipvs-tcp-timeout=5s', '--ipvs-tcpfin-timeout=6s', '--ipvs-udp-timeout=7s', '--bind-address-hard-fail', '--profiling',
-    '--logging-format=json', '--feature-gates=AllAlpha=false,NoSuch=true',
+    '--kubeconfig=/k',
+    '--master=https://a:6443',
+    '--hostname-override=Node-A',
+    '--bind-address=10.0.0.5',
+    '--cluster-cidr=10.244.0.0/16,fd00:10::/48',
+    '--healthz-bind-address=10.0.0.5:1234',
+    '--metrics-bind-address=0.0.0.0:9999',
+    '--iptables-masquerade-bit=10',
+    '--ipvs-scheduler=wrr',
+    '--ipvs-strict-arp',
+    '--nodeport-addresses=primary,10.0.0.0/8',
+    '--detect-local-mode=InterfaceNamePrefix',
+    '--pod-interface-name-prefix=veth',
+    '--pod-bridge-interface=cbr0',
+    '--conntrack-max-per-core=0',
+    '--conntrack-min=1',
+    '--conntrack-tcp-timeout-established=1h',
+    '--conntrack-tcp-timeout-close-wait=30m',
+    '--conntrack-udp-timeout=30s',
+    '--conntrack-udp-timeout-stream=2m',
+    '--config-sync-period=1m',
+    '--kube-api-qps=7.5',
+    '--kube-api-burst=20',
+    '--kube-api-content-type=application/json',
+    '--conntrack-tcp-be-liberal',
+    '--ipvs-exclude-cidrs=10.1.0.0/16',
+    '--ipvs-tcp-timeout=5s',
+    '--ipvs-tcpfin-timeout=6s',
+    '--ipvs-udp-timeout=7s',
+    '--bind-address-hard-fail',
+    '--profiling',
+    '--logging-format=json',
+    '--feature-gates=AllAlpha=false,NoSuch=true',
   ]);
   const c = r.resolved;
   assert.equal(r.master, 'https://a:6443');
   assert.equal(c.clientConnection.kubeconfig, '/k');
   assert.equal(c.hostnameOverride, 'node-a');
   assert.equal(c.bindAddress, '10.0.0.5');
-  assert.deepEqual(c.detectLocal, { bridgeInterface: 'cbr0', interfaceNamePrefix: 'veth', clusterCIDRs: ['10.244.0.0/16', 'fd00:10::/48'] });
+  assert.deepEqual(c.detectLocal, {
+    bridgeInterface: 'cbr0',
+    interfaceNamePrefix: 'veth',
+    clusterCIDRs: ['10.244.0.0/16', 'fd00:10::/48'],
+  });
   assert.equal(c.detectLocalMode, 'InterfaceNamePrefix');
   assert.equal(c.healthzBindAddress, '10.0.0.5:1234');
   assert.equal(c.metricsBindAddress, '0.0.0.0:9999');
@@ -105,11 +184,22 @@ test('every flag of the issue exists and is accepted', async () => {
   assert.deepEqual([c.ipvs.tcpTimeout, c.ipvs.tcpFinTimeout, c.ipvs.udpTimeout], [5 * SECOND, 6 * SECOND, 7 * SECOND]);
   assert.deepEqual(c.nodePortAddresses, ['primary', '10.0.0.0/8']);
   assert.deepEqual(c.linux.conntrack, {
-    maxPerCore: 0, min: 1, tcpEstablishedTimeout: 3600 * SECOND, tcpCloseWaitTimeout: 1800 * SECOND,
-    tcpBeLiberal: true, udpTimeout: 30 * SECOND, udpStreamTimeout: 120 * SECOND,
+    maxPerCore: 0,
+    min: 1,
+    tcpEstablishedTimeout: 3600 * SECOND,
+    tcpCloseWaitTimeout: 1800 * SECOND,
+    tcpBeLiberal: true,
+    udpTimeout: 30 * SECOND,
+    udpStreamTimeout: 120 * SECOND,
   });
   assert.equal(c.configSyncPeriod, 60 * SECOND);
-  assert.deepEqual(c.clientConnection, { kubeconfig: '/k', acceptContentTypes: '', contentType: 'application/json', qps: 7.5, burst: 20 });
+  assert.deepEqual(c.clientConnection, {
+    kubeconfig: '/k',
+    acceptContentTypes: '',
+    contentType: 'application/json',
+    qps: 7.5,
+    burst: 20,
+  });
   assert.equal(c.bindAddressHardFail, true);
   assert.equal(c.enableProfiling, true);
   assert.equal(c.logging.format, 'json');
@@ -118,15 +208,26 @@ test('every flag of the issue exists and is accepted', async () => {
 });
 
 test('repeated list flags append, feature gates merge', async () => {
-  const r = await run(['--nodeport-addresses=10.0.0.0/8', '--nodeport-addresses', 'localhost', '--feature-gates=A=true', '--feature-gates=B=false,A=false']);
+  const r = await run([
+    '--nodeport-addresses=10.0.0.0/8',
+    '--nodeport-addresses',
+    'localhost',
+    '--feature-gates=A=true',
+    '--feature-gates=B=false,A=false',
+  ]);
   assert.deepEqual(r.resolved.nodePortAddresses, ['10.0.0.0/8', 'localhost']);
   assert.deepEqual(r.resolved.featureGates, { A: false, B: false });
 });
 
 test('--proxy-mode accepts iptables, nftables, ipvs, userspace and "" (iptables)', async () => {
-  for (const m of ['iptables', 'nftables', 'ipvs', 'userspace']) assert.equal((await run([`--proxy-mode=${m}`])).resolved.mode, m);
+  for (const m of ['iptables', 'nftables', 'ipvs', 'userspace'])
+    assert.equal((await run([`--proxy-mode=${m}`])).resolved.mode, m);
   assert.equal((await run(['--proxy-mode='])).resolved.mode, 'iptables');
-  await rejects(['--proxy-mode=kernelspace'], 'KPT_FLAG_INVALID', /invalid argument "kernelspace" for "--proxy-mode" flag/);
+  await rejects(
+    ['--proxy-mode=kernelspace'],
+    'KPT_FLAG_INVALID',
+    /invalid argument "kernelspace" for "--proxy-mode" flag/,
+  );
 });
 
 test('sync period flags follow the mode as upstream processV1Alpha1Flags', async () => {
@@ -135,7 +236,12 @@ test('sync period flags follow the mode as upstream processV1Alpha1Flags', async
   const nft = await run(['--proxy-mode=nftables', '--iptables-sync-period=10s']);
   assert.equal(nft.resolved.syncPeriod, 10 * SECOND, 'nftables reads the iptables flags');
   assert.equal(nft.config.nftables.syncPeriod, '10s');
-  const ipvs = await run(['--proxy-mode=ipvs', '--iptables-sync-period=10s', '--ipvs-sync-period=20s', '--ipvs-min-sync-period=0']);
+  const ipvs = await run([
+    '--proxy-mode=ipvs',
+    '--iptables-sync-period=10s',
+    '--ipvs-sync-period=20s',
+    '--ipvs-min-sync-period=0',
+  ]);
   assert.deepEqual([ipvs.resolved.syncPeriod, ipvs.resolved.minSyncPeriod], [20 * SECOND, 0]);
   assert.deepEqual([ipvs.config.ipvs.syncPeriod, ipvs.config.ipvs.minSyncPeriod], ['20s', '0s']);
   // Without its own flags, ipvs keeps the defaults converted from the iptables section (upstream quirk).
@@ -156,7 +262,12 @@ test('deprecated --healthz-port / --metrics-port: 0 disables, otherwise fills a 
   assert.equal(off.resolved.healthzBindAddress, '');
   assert.equal(off.resolved.metricsBindAddress, '');
   assert.equal(off.warnings.filter((w) => /has been deprecated/.test(w)).length, 2);
-  const fill = await run(['--healthz-bind-address=::1', '--healthz-port=1234', '--metrics-bind-address=127.0.0.2', '--metrics-port=5678']);
+  const fill = await run([
+    '--healthz-bind-address=::1',
+    '--healthz-port=1234',
+    '--metrics-bind-address=127.0.0.2',
+    '--metrics-port=5678',
+  ]);
   assert.equal(fill.resolved.healthzBindAddress, '[::1]:1234');
   assert.equal(fill.resolved.metricsBindAddress, '127.0.0.2:5678');
   const keep = await run(['--healthz-port=1234']);
@@ -166,9 +277,17 @@ test('deprecated --healthz-port / --metrics-port: 0 disables, otherwise fills a 
 test('bad flags exit with KPT_FLAG_INVALID naming the flag', async () => {
   await rejects(['--foo'], 'KPT_FLAG_INVALID', /unknown flag: --foo/);
   await rejects(['-x'], 'KPT_FLAG_INVALID', /unknown shorthand flag: 'x' in -x/);
-  await rejects(['--iptables-sync-period=abc'], 'KPT_FLAG_INVALID', /"--iptables-sync-period" flag: time: invalid duration "abc"/);
+  await rejects(
+    ['--iptables-sync-period=abc'],
+    'KPT_FLAG_INVALID',
+    /"--iptables-sync-period" flag: time: invalid duration "abc"/,
+  );
   await rejects(['--iptables-sync-period=5'], 'KPT_FLAG_INVALID', /missing unit in duration/);
-  await rejects(['--bind-address=10.0.0.300'], 'KPT_FLAG_INVALID', /"--bind-address" flag: "10.0.0.300" is not a valid IP address/);
+  await rejects(
+    ['--bind-address=10.0.0.300'],
+    'KPT_FLAG_INVALID',
+    /"--bind-address" flag: "10.0.0.300" is not a valid IP address/,
+  );
   await rejects(['--healthz-bind-address=1.2.3.4:http'], 'KPT_FLAG_INVALID', /"--healthz-bind-address" flag/);
   await rejects(['--oom-score-adj=abc'], 'KPT_FLAG_INVALID', /"--oom-score-adj" flag: strconv.ParseInt/);
   await rejects(['--kube-api-burst=99999999999'], 'KPT_FLAG_INVALID', /value out of range/);
@@ -178,7 +297,11 @@ test('bad flags exit with KPT_FLAG_INVALID naming the flag', async () => {
   await rejects(['--detect-local-mode=Pods'], 'KPT_FLAG_INVALID', /"--detect-local-mode" flag/);
   await rejects(['--kubeconfig'], 'KPT_FLAG_INVALID', /flag needs an argument: --kubeconfig/);
   await rejects(['--hostname-override=   '], 'KPT_FLAG_INVALID', /empty hostname-override is invalid/);
-  await rejects(['--iptables-masquerade-bit=32'], 'KPT_CONFIG_INVALID', /^iptables\.masqueradeBit: Invalid value: 32: must be within the range \[0, 31\]$/);
+  await rejects(
+    ['--iptables-masquerade-bit=32'],
+    'KPT_CONFIG_INVALID',
+    /^iptables\.masqueradeBit: Invalid value: 32: must be within the range \[0, 31\]$/,
+  );
   await rejects(['--cluster-cidr=10.0.0.0/8,10.1.0.0/16'], 'KPT_CONFIG_INVALID', /^clusterCIDR: Invalid value/);
 });
 
@@ -199,8 +322,20 @@ test('--help lists every flag with its default; --version prints the version', a
 const FILE = `${HEAD}mode: ipvs\nhostnameOverride: from-file\nclusterCIDR: 10.244.0.0/16\nipvs:\n  syncPeriod: 45s\n  minSyncPeriod: 5s\nlogging:\n  verbosity: 2\n  vmodule:\n  - filePattern: file*\n    verbosity: 1\n`;
 
 test('--config: config-field flags are ignored (with a warning), logging flags and --hostname-override win', async () => {
-  const r = await run(['--config=/etc/kp.yaml', '--proxy-mode=nftables', '--ipvs-sync-period=1s', '--masquerade-all', '--cleanup',
-    '--master=https://m', '-v=6', '--vmodule=flag*=3', '--hostname-override=  NODE-X '], { '/etc/kp.yaml': FILE });
+  const r = await run(
+    [
+      '--config=/etc/kp.yaml',
+      '--proxy-mode=nftables',
+      '--ipvs-sync-period=1s',
+      '--masquerade-all',
+      '--cleanup',
+      '--master=https://m',
+      '-v=6',
+      '--vmodule=flag*=3',
+      '--hostname-override=  NODE-X ',
+    ],
+    { '/etc/kp.yaml': FILE },
+  );
   assert.equal(r.configFile, '/etc/kp.yaml');
   assert.equal(r.master, 'https://m');
   assert.equal(r.actions.cleanup, true);
@@ -209,10 +344,17 @@ test('--config: config-field flags are ignored (with a warning), logging flags a
   assert.equal(r.resolved.minSyncPeriod, 5 * SECOND);
   assert.equal(r.resolved.linux.masqueradeAll, false);
   assert.equal(r.resolved.logging.verbosity, 6);
-  assert.deepEqual(r.resolved.logging.vmodule, [{ filePattern: 'flag*', verbosity: 3 }, { filePattern: 'file*', verbosity: 1 }]);
+  assert.deepEqual(r.resolved.logging.vmodule, [
+    { filePattern: 'flag*', verbosity: 3 },
+    { filePattern: 'file*', verbosity: 1 },
+  ]);
   assert.equal(r.resolved.hostnameOverride, 'node-x');
   assert.deepEqual(r.resolved.detectLocal.clusterCIDRs, ['10.244.0.0/16']);
-  assert.ok(r.warnings.some((w) => w.includes('--proxy-mode') && w.includes('--masquerade-all') && w.includes('--ipvs-sync-period')));
+  assert.ok(
+    r.warnings.some(
+      (w) => w.includes('--proxy-mode') && w.includes('--masquerade-all') && w.includes('--ipvs-sync-period'),
+    ),
+  );
   // Without the flags, the file's values stand.
   const plain = await run(['--config', '/etc/kp.yaml'], { '/etc/kp.yaml': FILE });
   assert.equal(plain.resolved.hostnameOverride, 'from-file');
@@ -223,17 +365,42 @@ test('--config: lenient fallback warns, errors name the file and field', async (
   const r = await run(['--config=/c'], { '/c': `${HEAD}resourceContainer: /kube-proxy\nmode: iptables\n` });
   assert.ok(r.warnings.some((w) => /lenient decoding.*unknown field "resourceContainer"/.test(w)));
   await rejects(['--config=/missing'], 'KPT_CONFIG_FILE', /failed to read config file "\/missing"/);
-  await rejects(['--config=/c'], 'KPT_CONFIG_FILE', /\/c: .*apiVersion "v1" is not supported/, { '/c': 'apiVersion: v1\nkind: KubeProxyConfiguration\n' });
-  await rejects(['--config=/c'], 'KPT_CONFIG_INVALID', /^conntrack\.min: Invalid value: -1/, { '/c': `${HEAD}conntrack:\n  min: -1\n` });
+  await rejects(['--config=/c'], 'KPT_CONFIG_FILE', /\/c: .*apiVersion "v1" is not supported/, {
+    '/c': 'apiVersion: v1\nkind: KubeProxyConfiguration\n',
+  });
+  await rejects(['--config=/c'], 'KPT_CONFIG_INVALID', /^conntrack\.min: Invalid value: -1/, {
+    '/c': `${HEAD}conntrack:\n  min: -1\n`,
+  });
 });
 
 test('--write-config-to output read back with --config gives the same effective config', async () => {
   const argvs = [
     [],
-    ['--proxy-mode=ipvs', '--ipvs-sync-period=20s', '--ipvs-min-sync-period=2s', '--ipvs-scheduler=lc', '--masquerade-all', '-v=3'],
-    ['--proxy-mode=nftables', '--iptables-sync-period=1m', '--cluster-cidr=10.244.0.0/16,fd00:10::/48', '--nodeport-addresses=primary,localhost',
-      '--hostname-override=Node-1', '--bind-address=fd00::1', '--feature-gates=AllBeta=true', '--conntrack-tcp-timeout-close-wait=0s'],
-    ['--detect-local-mode=BridgeInterface', '--pod-bridge-interface=cbr0', '--healthz-port=0', '--oom-score-adj=0', '--vmodule=a=1,b=2'],
+    [
+      '--proxy-mode=ipvs',
+      '--ipvs-sync-period=20s',
+      '--ipvs-min-sync-period=2s',
+      '--ipvs-scheduler=lc',
+      '--masquerade-all',
+      '-v=3',
+    ],
+    [
+      '--proxy-mode=nftables',
+      '--iptables-sync-period=1m',
+      '--cluster-cidr=10.244.0.0/16,fd00:10::/48',
+      '--nodeport-addresses=primary,localhost',
+      '--hostname-override=Node-1',
+      '--bind-address=fd00::1',
+      '--feature-gates=AllBeta=true',
+      '--conntrack-tcp-timeout-close-wait=0s',
+    ],
+    [
+      '--detect-local-mode=BridgeInterface',
+      '--pod-bridge-interface=cbr0',
+      '--healthz-port=0',
+      '--oom-score-adj=0',
+      '--vmodule=a=1,b=2',
+    ],
   ];
   for (const argv of argvs) {
     const first = await run([...argv, '--write-config-to=/out.yaml']);
@@ -242,7 +409,11 @@ test('--write-config-to output read back with --config gives the same effective 
     const second = await run(['--config=/out.yaml'], { '/out.yaml': yaml });
     assert.deepEqual(second.resolved, first.resolved, argv.join(' '));
     assert.deepEqual(second.config, first.config, argv.join(' '));
-    assert.deepEqual(second.warnings.filter((w) => /lenient/.test(w)), [], 'the written file decodes strictly');
+    assert.deepEqual(
+      second.warnings.filter((w) => /lenient/.test(w)),
+      [],
+      'the written file decodes strictly',
+    );
     assert.equal(encodeConfigYAML(second.config), yaml, 'and re-encodes to the same text');
   }
 });
@@ -251,8 +422,16 @@ test('written YAML is v1alpha1 with every defaulted field', async () => {
   const yaml = encodeConfigYAML((await run([])).config);
   assert.match(yaml, /^apiVersion: kubeproxy.config.k8s.io\/v1alpha1$/m);
   assert.match(yaml, /^kind: KubeProxyConfiguration$/m);
-  for (const line of ['mode: iptables', 'configSyncPeriod: 15m0s', '  tcpEstablishedTimeout: 24h0m0s', '  masqueradeBit: 14',
-    'oomScoreAdj: -999', 'detectLocalMode: ClusterCIDR', 'healthzBindAddress: 0.0.0.0:10256', '  syncPeriod: 30s']) {
+  for (const line of [
+    'mode: iptables',
+    'configSyncPeriod: 15m0s',
+    '  tcpEstablishedTimeout: 24h0m0s',
+    '  masqueradeBit: 14',
+    'oomScoreAdj: -999',
+    'detectLocalMode: ClusterCIDR',
+    'healthzBindAddress: 0.0.0.0:10256',
+    '  syncPeriod: 30s',
+  ]) {
     assert.ok(yaml.split('\n').includes(line), line);
   }
 });

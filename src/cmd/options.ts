@@ -103,11 +103,22 @@ export function helpText(): string {
 
 function defaultOptions(cfg: ResolvedConfig): CommandOptions {
   return {
-    configFile: '', writeConfigTo: '', cleanup: false, initOnly: false, master: '', serviceProxyName: '',
-    healthzPort: 10256, metricsPort: 10249, hostnameOverride: '',
-    iptablesSyncPeriod: cfg.syncPeriod, iptablesMinSyncPeriod: cfg.minSyncPeriod,
-    ipvsSyncPeriod: cfg.syncPeriod, ipvsMinSyncPeriod: cfg.minSyncPeriod,
-    clusterCIDRs: '', help: false, version: false,
+    configFile: '',
+    writeConfigTo: '',
+    cleanup: false,
+    initOnly: false,
+    master: '',
+    serviceProxyName: '',
+    healthzPort: 10256,
+    metricsPort: 10249,
+    hostnameOverride: '',
+    iptablesSyncPeriod: cfg.syncPeriod,
+    iptablesMinSyncPeriod: cfg.minSyncPeriod,
+    ipvsSyncPeriod: cfg.syncPeriod,
+    ipvsMinSyncPeriod: cfg.minSyncPeriod,
+    clusterCIDRs: '',
+    help: false,
+    version: false,
   };
 }
 
@@ -116,7 +127,11 @@ function addressFromDeprecatedFlags(addr: string, port: number): string {
   return port === 0 ? '' : appendPortIfNeeded(addr, port);
 }
 
-export async function parseCommandLine(argv: readonly string[], deps: CommandDeps, version = '0.0.0'): Promise<ParsedCommand> {
+export async function parseCommandLine(
+  argv: readonly string[],
+  deps: CommandDeps,
+  version = '0.0.0',
+): Promise<ParsedCommand> {
   const split = splitArgs(argv);
   const flags = parseFlagValues(split.occurrences);
   // newKubeProxyConfiguration: defaulted v1alpha1 (mode "") converted to internal.
@@ -130,7 +145,10 @@ export async function parseCommandLine(argv: readonly string[], deps: CommandDep
   if (opts.help) return { kind: 'help', text: helpText() };
   if (opts.version) return { kind: 'version', text: `kube-proxy-ts v${version}` };
   if (split.positional.some((a) => a.length > 0)) {
-    throw new ProxyError('KPT_FLAG_INVALID', `"kube-proxy" does not take any arguments, got ${JSON.stringify(split.positional)}`);
+    throw new ProxyError(
+      'KPT_FLAG_INVALID',
+      `"kube-proxy" does not take any arguments, got ${JSON.stringify(split.positional)}`,
+    );
   }
   const warnings = [...flags.warnings];
   let cfg = target.cfg;
@@ -157,7 +175,11 @@ export async function parseCommandLine(argv: readonly string[], deps: CommandDep
     config: resolvedToV1Alpha1(cfg),
     resolved: cfg,
     timing: timingOf(cfg),
-    actions: { cleanup: opts.cleanup, initOnly: opts.initOnly, ...(opts.writeConfigTo ? { writeConfigTo: opts.writeConfigTo } : {}) },
+    actions: {
+      cleanup: opts.cleanup,
+      initOnly: opts.initOnly,
+      ...(opts.writeConfigTo ? { writeConfigTo: opts.writeConfigTo } : {}),
+    },
     warnings,
     ...(opts.configFile ? { configFile: opts.configFile } : {}),
     ...(opts.master ? { master: opts.master } : {}),
@@ -170,7 +192,11 @@ async function loadConfigFile(path: string, deps: CommandDeps, warnings: string[
   try {
     text = await deps.readFile(path);
   } catch (err) {
-    throw new ProxyError('KPT_CONFIG_FILE', `failed to read config file ${JSON.stringify(path)}: ${(err as Error).message}`, { cause: err });
+    throw new ProxyError(
+      'KPT_CONFIG_FILE',
+      `failed to read config file ${JSON.stringify(path)}: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
   const decoded = decodeConfigFile(text, path);
   warnings.push(...decoded.warnings);
@@ -206,6 +232,7 @@ function processV1Alpha1Flags(flags: ParsedFlags, opts: CommandOptions, cfg: Res
 function applyHostnameOverride(opts: CommandOptions, cfg: ResolvedConfig): void {
   if (opts.hostnameOverride.length === 0) return;
   const name = opts.hostnameOverride.trim();
-  if (name.length === 0) throw new ProxyError('KPT_FLAG_INVALID', '--hostname-override: empty hostname-override is invalid');
+  if (name.length === 0)
+    throw new ProxyError('KPT_FLAG_INVALID', '--hostname-override: empty hostname-override is invalid');
   cfg.hostnameOverride = name.toLowerCase();
 }

@@ -38,16 +38,25 @@ const NS_PER_S = 1e9;
 async function platformSetup(cmd: RunCommand, log: Logger): Promise<void> {
   const ct = cmd.resolved.linux.conntrack;
   const sec = (ns: number | null) => (ns === null ? null : ns / NS_PER_S);
-  const r = await setupConntrack({
-    maxPerCore: ct.maxPerCore, min: ct.min,
-    tcpEstablishedTimeout: sec(ct.tcpEstablishedTimeout), tcpCloseWaitTimeout: sec(ct.tcpCloseWaitTimeout),
-    tcpBeLiberal: ct.tcpBeLiberal, udpTimeout: sec(ct.udpTimeout), udpStreamTimeout: sec(ct.udpStreamTimeout),
-  }, { log });
+  const r = await setupConntrack(
+    {
+      maxPerCore: ct.maxPerCore,
+      min: ct.min,
+      tcpEstablishedTimeout: sec(ct.tcpEstablishedTimeout),
+      tcpCloseWaitTimeout: sec(ct.tcpCloseWaitTimeout),
+      tcpBeLiberal: ct.tcpBeLiberal,
+      udpTimeout: sec(ct.udpTimeout),
+      udpStreamTimeout: sec(ct.udpStreamTimeout),
+    },
+    { log },
+  );
   for (const w of r.warnings) log.warn(w);
   const oom = cmd.resolved.linux.oomScoreAdj;
   if (oom !== null) {
     // Best effort, as upstream: an unprivileged run must still start.
-    await writeFile('/proc/self/oom_score_adj', `${oom}\n`).catch((e: Error) => log.debug({ err: e.message }, 'could not set oom_score_adj'));
+    await writeFile('/proc/self/oom_score_adj', `${oom}\n`).catch((e: Error) =>
+      log.debug({ err: e.message }, 'could not set oom_score_adj'),
+    );
   }
 }
 
@@ -58,11 +67,20 @@ export async function initOnly(cmd: RunCommand, log: Logger): Promise<void> {
 
 function logSourceEvent(log: Logger, ev: SourceEvent): void {
   switch (ev.type) {
-    case 'error': log.warn(ev, 'watch error; will retry'); break;
-    case 'expired': log.info(ev, 'resourceVersion expired; relisting'); break;
-    case 'handlerError': log.error(ev, 'event handler failed'); break;
-    case 'backoff': log.debug(ev, 'backing off'); break;
-    default: log.debug(ev, `source ${ev.type}`);
+    case 'error':
+      log.warn(ev, 'watch error; will retry');
+      break;
+    case 'expired':
+      log.info(ev, 'resourceVersion expired; relisting');
+      break;
+    case 'handlerError':
+      log.error(ev, 'event handler failed');
+      break;
+    case 'backoff':
+      log.debug(ev, 'backing off');
+      break;
+    default:
+      log.debug(ev, `source ${ev.type}`);
   }
 }
 
@@ -82,12 +100,19 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
 
   await platformSetup(cmd, log);
   // A side-by-side trial shares the node with another proxy: never remove its rules.
-  if (cmd.serviceProxyName) log.info({ serviceProxyName: cmd.serviceProxyName }, 'Serving only Services claimed with service-proxy-name; leaving other proxies\' rules alone');
+  if (cmd.serviceProxyName)
+    log.info(
+      { serviceProxyName: cmd.serviceProxyName },
+      "Serving only Services claimed with service-proxy-name; leaving other proxies' rules alone",
+    );
   else await cleanupOtherModes(mode, log);
 
   let kubeConfig: KubeConfig;
   try {
-    kubeConfig = loadKubeConfig({ kubeconfigPath: config.clientConnection.kubeconfig || undefined, master: cmd.master });
+    kubeConfig = loadKubeConfig({
+      kubeconfigPath: config.clientConnection.kubeconfig || undefined,
+      master: cmd.master,
+    });
   } catch (e) {
     log.error({ err: (e as Error).message }, 'Failed to load Kubernetes client configuration');
     return 1;
@@ -96,22 +121,34 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const node = await fetchNode(kubeConfig, nodeName, log, abort.signal);
   if (abort.signal.aborted) return exitCode;
   const detected = startupNode(nodeName, node, config.bindAddress);
-  if (detected.primaryIsLoopback) log.warn('Can\'t determine this node\'s IP, assuming loopback; if this is incorrect, please set the --bind-address flag');
+  if (detected.primaryIsLoopback)
+    log.warn(
+      "Can't determine this node's IP, assuming loopback; if this is incorrect, please set the --bind-address flag",
+    );
   const { nodeIPs, podCIDRs } = detected;
   log.info({ nodeName, nodeIPs, mode }, 'Starting kube-proxy-ts');
 
   const clock = realClock;
   const metrics = new ProxyMetrics();
   const families = await familiesFor(mode, detected.primaryFamily);
-  const dpConfigs = families.map((family) => resolveDataplaneConfig(config, family, localIPs(family), nodeIPs[family], podCIDRs));
-  const dataplanes: Dataplane[] = dpConfigs.map((dpConfig) => createDataplane(mode, {
-    config: dpConfig,
-    resolved: config, clock, log, metrics, syncPeriodMs: cmd.timing.syncPeriodMs,
-  }));
+  const dpConfigs = families.map((family) =>
+    resolveDataplaneConfig(config, family, localIPs(family), nodeIPs[family], podCIDRs),
+  );
+  const dataplanes: Dataplane[] = dpConfigs.map((dpConfig) =>
+    createDataplane(mode, {
+      config: dpConfig,
+      resolved: config,
+      clock,
+      log,
+      metrics,
+      syncPeriodMs: cmd.timing.syncPeriodMs,
+    }),
+  );
 
   let proxier: Proxier | null = null;
   const health = new ProxyHealthState({
-    clock, healthTimeout: healthTimeoutFor(cmd.timing.syncPeriodMs),
+    clock,
+    healthTimeout: healthTimeoutFor(cmd.timing.syncPeriodMs),
     nodeEligible: () => proxier?.nodeEligible() ?? false,
     families,
   });
@@ -124,7 +161,12 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       const stale = new Map<string, { origDst: string; origDstPort: number; replySrc: string; replySrcPort: number }>();
       for (const f of flows) {
         if (!isStale(f)) continue;
-        stale.set(`${f.origDst}|${f.origDstPort}|${f.replySrc}|${f.replySrcPort}`, { origDst: f.origDst, origDstPort: f.origDstPort, replySrc: f.replySrc, replySrcPort: f.replySrcPort });
+        stale.set(`${f.origDst}|${f.origDstPort}|${f.replySrc}|${f.replySrcPort}`, {
+          origDst: f.origDst,
+          origDstPort: f.origDstPort,
+          replySrc: f.replySrc,
+          replySrcPort: f.replySrcPort,
+        });
       }
       const r = stale.size > 0 ? await conntrack.deleteFlows(family, [...stale.values()]) : { deleted: 0, errors: [] };
       for (const e of r.errors) log.warn({ err: e }, 'conntrack delete failed');
@@ -134,7 +176,10 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   };
   const svcHealth = new ServiceHealthServer({
     // Health-check ports listen on the primary family's nodePortAddresses (all addresses when unset).
-    nodeIPs: selectNodeIPs(dpConfigs[0]!.nodePortAddresses, dpConfigs.flatMap((c) => c.localIPs)),
+    nodeIPs: selectNodeIPs(
+      dpConfigs[0]!.nodePortAddresses,
+      dpConfigs.flatMap((c) => c.localIPs),
+    ),
     isProxyHealthy: () => health.isHealthy(),
     log,
     onListenFailed: (svcKey, port, err) => {
@@ -143,18 +188,26 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
   });
 
-  const runner = new BoundedFrequencyRunner('sync-runner', async () => {
-    await proxier!.syncProxyRules();
-    await svcHealth.syncServices(proxier!.healthCheckNodePorts());
-    svcHealth.syncEndpoints(proxier!.localReadyEndpoints());
-  }, {
-    minInterval: cmd.timing.minSyncPeriodMs,
-    maxInterval: cmd.timing.syncPeriodMs,
-    retryInterval: cmd.timing.minSyncPeriodMs > 0 ? cmd.timing.minSyncPeriodMs : 1000,
-  }, clock, { onError: (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'Sync failed; retrying') });
+  const runner = new BoundedFrequencyRunner(
+    'sync-runner',
+    async () => {
+      await proxier!.syncProxyRules();
+      await svcHealth.syncServices(proxier!.healthCheckNodePorts());
+      svcHealth.syncEndpoints(proxier!.localReadyEndpoints());
+    },
+    {
+      minInterval: cmd.timing.minSyncPeriodMs,
+      maxInterval: cmd.timing.syncPeriodMs,
+      retryInterval: cmd.timing.minSyncPeriodMs > 0 ? cmd.timing.minSyncPeriodMs : 1000,
+    },
+    clock,
+    { onError: (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'Sync failed; retrying') },
+  );
 
   proxier = new Proxier({
-    nodeName, dataplanes, clock,
+    nodeName,
+    dataplanes,
+    clock,
     observer: teeObservers(metrics, healthObserver(health), loggingObserver(log), failureCounter(mode, metrics)),
     requestSync: () => runner.run(),
     conntrack: conntrackHook,
@@ -162,19 +215,48 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     nodeIPOverride: detected.override,
   });
 
-  const healthz = startHealthzServer({ bindAddress: config.healthzBindAddress, state: health, counters: metrics, log, hardFail: config.bindAddressHardFail, onListenError: () => stop('healthz bind failure', 1) });
-  const metricsSrv = startMetricsServer({ bindAddress: config.metricsBindAddress, metrics, proxyMode: mode, config: cmd.config, log, hardFail: config.bindAddressHardFail, onListenError: () => stop('metrics bind failure', 1) });
+  const healthz = startHealthzServer({
+    bindAddress: config.healthzBindAddress,
+    state: health,
+    counters: metrics,
+    log,
+    hardFail: config.bindAddressHardFail,
+    onListenError: () => stop('healthz bind failure', 1),
+  });
+  const metricsSrv = startMetricsServer({
+    bindAddress: config.metricsBindAddress,
+    metrics,
+    proxyMode: mode,
+    config: cmd.config,
+    log,
+    hardFail: config.bindAddressHardFail,
+    onListenError: () => stop('metrics bind failure', 1),
+  });
 
   // Upstream exits when the config file changes, so its supervisor restarts it with the new one.
-  const configWatch = cmd.configFile ? watchConfigFile(cmd.configFile, () => stop('content of the proxy server\'s configuration file was updated', 1), log) : null;
+  const configWatch = cmd.configFile
+    ? watchConfigFile(
+        cmd.configFile,
+        () => stop("content of the proxy server's configuration file was updated", 1),
+        log,
+      )
+    : null;
   // Node IP changes need a restart (upstream NodeManager exits too).
   const nodeWatch = watchNodeIPs(proxier, detected.reported, podCIDRs, config, (why) => stop(why, 1), clock);
 
   runner.loop();
   const sources = startSources({
-    kubeConfig, nodeName, signal: abort.signal, serviceProxyName: cmd.serviceProxyName ?? '',
+    kubeConfig,
+    nodeName,
+    signal: abort.signal,
+    serviceProxyName: cmd.serviceProxyName ?? '',
     // In a trial the other proxy owns the ServiceCIDRs: do not drop traffic to ClusterIPs it serves.
-    handlers: { service: proxier, endpointSlice: proxier, node: proxier, serviceCIDR: cmd.serviceProxyName ? { onServiceCIDRsChanged() {} } : proxier },
+    handlers: {
+      service: proxier,
+      endpointSlice: proxier,
+      node: proxier,
+      serviceCIDR: cmd.serviceProxyName ? { onServiceCIDRsChanged() {} } : proxier,
+    },
     onEvent: (ev) => logSourceEvent(log, ev),
   });
 
@@ -182,7 +264,13 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   nodeWatch.cancel();
   configWatch?.close();
   await runner.stop();
-  await Promise.allSettled([sources, healthz?.close(), metricsSrv?.close(), svcHealth.close(), ...dataplanes.map((d) => d.close?.())]);
+  await Promise.allSettled([
+    sources,
+    healthz?.close(),
+    metricsSrv?.close(),
+    svcHealth.close(),
+    ...dataplanes.map((d) => d.close?.()),
+  ]);
   log.info('Stopped; rules are left in place for the next proxy');
   return exitCode;
 }
@@ -200,7 +288,9 @@ function failureCounter(mode: string, metrics: ProxyMetrics): ProxierObserver {
 
 function watchConfigFile(path: string, onChange: () => void, log: Logger): { close(): void } | null {
   try {
-    const w = watch(path, (ev) => { if (ev === 'change' || ev === 'rename') onChange(); });
+    const w = watch(path, (ev) => {
+      if (ev === 'change' || ev === 'rename') onChange();
+    });
     w.on('error', (e) => log.warn({ err: e.message }, 'config file watch failed'));
     return w;
   } catch (e) {
@@ -210,14 +300,22 @@ function watchConfigFile(path: string, onChange: () => void, log: Logger): { clo
 }
 
 /** Poll the proxier's view of the Node every few seconds: an IP change means restart. */
-function watchNodeIPs(proxier: Proxier, startIPs: Partial<Record<IPFamily, string>>, startPodCIDRs: readonly string[], config: ResolvedConfig, onChange: (why: string) => void, clock: typeof realClock) {
+function watchNodeIPs(
+  proxier: Proxier,
+  startIPs: Partial<Record<IPFamily, string>>,
+  startPodCIDRs: readonly string[],
+  config: ResolvedConfig,
+  onChange: (why: string) => void,
+  clock: typeof realClock,
+) {
   let timer = clock.setTimer(5000, check);
   function check() {
     const now = proxier.nodeInfo();
     if (proxier.isInitialized() && now.name !== '') {
       for (const fam of ['IPv4', 'IPv6'] as const) {
         const a = now.nodeIPs[fam];
-        if (a && startIPs[fam] && a !== startIPs[fam]) return onChange(`the node's ${fam} address changed from ${startIPs[fam]} to ${a}`);
+        if (a && startIPs[fam] && a !== startIPs[fam])
+          return onChange(`the node's ${fam} address changed from ${startIPs[fam]} to ${a}`);
       }
       // NodeCIDR detection is fixed at start; upstream exits when podCIDRs change.
       if (config.detectLocalMode === 'NodeCIDR' && startPodCIDRs.join(',') !== now.podCIDRs.join(',')) {

@@ -4,10 +4,21 @@ import { ServiceChangeTracker, applyServiceChanges } from './servicechangetracke
 import type { ServicePortMap } from './servicechangetracker.js';
 import { EndpointsChangeTracker, applyEndpointsChanges, lastChangeTriggerTime } from './endpointschangetracker.js';
 import type { MutableEndpointsMap } from './endpointschangetracker.js';
-import { TEST_NODE, endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../../test/support/fixtures.js';
+import {
+  TEST_NODE,
+  endpoint,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
+} from '../../test/support/fixtures.js';
 
 const svc = (ports = [svcPort('p80', 80), svcPort('dns', 53, 'UDP')], ip = '172.30.0.41') =>
-  makeService('ns1', 'svc1', (s) => { withClusterIP(s, ip); s.spec.ports = ports; });
+  makeService('ns1', 'svc1', (s) => {
+    withClusterIP(s, ip);
+    s.spec.ports = ports;
+  });
 
 test('service tracker: add, then apply', () => {
   const t = new ServiceChangeTracker('IPv4');
@@ -80,7 +91,10 @@ test('endpoints tracker: apply, UDP needs conntrack cleanup, trigger times after
   t.endpointSliceUpdate(slice(['10.0.0.2'], undefined, '2026-01-01T00:00:05Z'), false);
   r = applyEndpointsChanges(map, t.checkout());
   assert.deepEqual(r.lastChangeTriggerTimes.get('ns1/svc1'), [start + 5000]);
-  assert.deepEqual([...map.values()][0]!.endpoints.map((e) => e.key), ['10.0.0.2:53']);
+  assert.deepEqual(
+    [...map.values()][0]!.endpoints.map((e) => e.key),
+    ['10.0.0.2:53'],
+  );
 });
 
 test('endpoints tracker: TCP-only changes need no conntrack cleanup; deletion drops trigger times', () => {
@@ -98,8 +112,14 @@ test('endpoints tracker: TCP-only changes need no conntrack cleanup; deletion dr
 test('endpoints tracker: removing a port drops it from the map', () => {
   const t = new EndpointsChangeTracker(TEST_NODE, 'IPv4', 0);
   const map: MutableEndpointsMap = new Map();
-  const two = makeSlice('ns1', 'svc1', 1, (s) => { s.ports = [slicePort('a', 80), slicePort('b', 81)]; s.endpoints = [endpoint('10.0.0.1')]; });
-  const one = makeSlice('ns1', 'svc1', 1, (s) => { s.ports = [slicePort('a', 80)]; s.endpoints = [endpoint('10.0.0.1')]; });
+  const two = makeSlice('ns1', 'svc1', 1, (s) => {
+    s.ports = [slicePort('a', 80), slicePort('b', 81)];
+    s.endpoints = [endpoint('10.0.0.1')];
+  });
+  const one = makeSlice('ns1', 'svc1', 1, (s) => {
+    s.ports = [slicePort('a', 80)];
+    s.endpoints = [endpoint('10.0.0.1')];
+  });
   t.endpointSliceUpdate(two, false);
   applyEndpointsChanges(map, t.checkout());
   assert.equal(map.size, 2);

@@ -6,7 +6,17 @@ import assert from 'node:assert/strict';
 import { staleUDPFlows } from './conntrack.js';
 import type { ConntrackFlow } from './conntrack.js';
 import { syncStateFromObjects } from './snapshot.js';
-import { SERVING_TERMINATING, TERMINATING_NOT_SERVING, endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP, withLoadBalancerIngress } from '../../test/support/fixtures.js';
+import {
+  SERVING_TERMINATING,
+  TERMINATING_NOT_SERVING,
+  endpoint,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
+  withLoadBalancerIngress,
+} from '../../test/support/fixtures.js';
 
 const CLUSTER_IP = '172.30.0.41';
 const EXT_IP = '192.168.99.11';
@@ -27,23 +37,48 @@ function state(udp = true) {
   withLoadBalancerIngress(svc, LB_IP);
   const slice = makeSlice('ns1', 'dns', 1, (s) => {
     s.ports = [slicePort('dns', 53, udp ? 'UDP' : 'TCP')];
-    s.endpoints = [endpoint(SERVING), endpoint(TERMINATING_SERVING, SERVING_TERMINATING), endpoint(NOT_SERVING, TERMINATING_NOT_SERVING)];
+    s.endpoints = [
+      endpoint(SERVING),
+      endpoint(TERMINATING_SERVING, SERVING_TERMINATING),
+      endpoint(NOT_SERVING, TERMINATING_NOT_SERVING),
+    ];
   });
   return syncStateFromObjects({ services: [svc], slices: [slice], family: 'IPv4' });
 }
 
-const flow = (origDst: string, origDstPort: number, replySrc: string, replySrcPort = 53, proto = 'UDP'): ConntrackFlow =>
-  ({ proto, origDst, origDstPort, replySrc, replySrcPort });
+const flow = (
+  origDst: string,
+  origDstPort: number,
+  replySrc: string,
+  replySrcPort = 53,
+  proto = 'UDP',
+): ConntrackFlow => ({ proto, origDst, origDstPort, replySrc, replySrcPort });
 
-for (const [what, dst, port] of [['ClusterIP', CLUSTER_IP, 53], ['externalIP', EXT_IP, 53], ['LB IP', LB_IP, 53], ['NodePort', '192.168.0.2', NODE_PORT]] as const) {
+for (const [what, dst, port] of [
+  ['ClusterIP', CLUSTER_IP, 53],
+  ['externalIP', EXT_IP, 53],
+  ['LB IP', LB_IP, 53],
+  ['NodePort', '192.168.0.2', NODE_PORT],
+] as const) {
   test(`${what}: entries to a non-serving backend are stale, to serving backends kept`, () => {
-    const flows = [flow(dst, port, SERVING), flow(dst, port, TERMINATING_SERVING), flow(dst, port, NOT_SERVING), flow(dst, port, GONE), flow(dst, port, SERVING, 54)];
+    const flows = [
+      flow(dst, port, SERVING),
+      flow(dst, port, TERMINATING_SERVING),
+      flow(dst, port, NOT_SERVING),
+      flow(dst, port, GONE),
+      flow(dst, port, SERVING, 54),
+    ];
     assert.deepEqual(staleUDPFlows(state(), flows), [flows[2], flows[3], flows[4]]);
   });
 }
 
 test('non-UDP entries, other ports and other destinations are never touched', () => {
-  const flows = [flow(CLUSTER_IP, 53, GONE, 53, 'TCP'), flow(CLUSTER_IP, 54, GONE), flow('172.30.0.99', 53, GONE), flow('bogus', 53, GONE)];
+  const flows = [
+    flow(CLUSTER_IP, 53, GONE, 53, 'TCP'),
+    flow(CLUSTER_IP, 54, GONE),
+    flow('172.30.0.99', 53, GONE),
+    flow('bogus', 53, GONE),
+  ];
   assert.deepEqual(staleUDPFlows(state(), flows), []);
 });
 
@@ -52,8 +87,14 @@ test('TCP services produce no deletions', () => {
 });
 
 test('a UDP service without serving endpoints is left alone', () => {
-  const svc = makeService('ns1', 'dns', (s) => { withClusterIP(s, CLUSTER_IP); s.spec.ports = [svcPort('dns', 53, 'UDP')]; });
-  const slice = makeSlice('ns1', 'dns', 1, (s) => { s.ports = [slicePort('dns', 53, 'UDP')]; s.endpoints = [endpoint(NOT_SERVING, TERMINATING_NOT_SERVING)]; });
+  const svc = makeService('ns1', 'dns', (s) => {
+    withClusterIP(s, CLUSTER_IP);
+    s.spec.ports = [svcPort('dns', 53, 'UDP')];
+  });
+  const slice = makeSlice('ns1', 'dns', 1, (s) => {
+    s.ports = [slicePort('dns', 53, 'UDP')];
+    s.endpoints = [endpoint(NOT_SERVING, TERMINATING_NOT_SERVING)];
+  });
   const st = syncStateFromObjects({ services: [svc], slices: [slice], family: 'IPv4' });
   assert.deepEqual(staleUDPFlows(st, [flow(CLUSTER_IP, 53, GONE)]), []);
 });

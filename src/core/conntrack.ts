@@ -43,7 +43,8 @@ export function staleFlowIndex(state: SyncState): StaleFlowIndex {
     if (sp.protocol !== 'UDP') continue;
     const serving = new Set((state.endpoints.get(k) ?? []).filter((e) => e.serving).map((e) => e.key));
     if (serving.size === 0) continue;
-    for (const ip of [sp.clusterIP, ...sp.loadBalancerVIPs, ...sp.externalIPs]) byServiceIP.set(joinHostPort(ip, sp.port), serving);
+    for (const ip of [sp.clusterIP, ...sp.loadBalancerVIPs, ...sp.externalIPs])
+      byServiceIP.set(joinHostPort(ip, sp.port), serving);
     if (sp.nodePort !== 0) byNodePort.set(sp.nodePort, serving);
   }
   return { byServiceIP, byNodePort };

@@ -33,7 +33,11 @@ export function endpointsKey(spn: ServicePortName): string {
   return `${servicePortNameString(spn)}/${spn.protocol}`;
 }
 
-interface SlicePort { readonly name: string; readonly port: number; readonly protocol: Protocol }
+interface SlicePort {
+  readonly name: string;
+  readonly port: number;
+  readonly protocol: Protocol;
+}
 interface SliceEndpointInfo {
   readonly ip: string;
   readonly ready: boolean;
@@ -255,12 +259,17 @@ export class EndpointSliceCache {
   private addEndpoint(eps: Map<string, Endpoint>, e: SliceEndpointInfo, port: number): void {
     const key = joinHostPort(e.ip, port);
     const ep: Endpoint = {
-      ip: e.ip, port, key,
+      ip: e.ip,
+      port,
+      key,
       isLocal: e.nodeName !== '' && e.nodeName === this.nodeName,
-      ready: e.ready, serving: e.serving, terminating: e.terminating,
+      ready: e.ready,
+      serving: e.serving,
+      terminating: e.terminating,
       zoneHints: e.zoneHints ? new Set(e.zoneHints) : null,
       nodeHints: e.nodeHints ? new Set(e.nodeHints) : null,
-      nodeName: e.nodeName, zone: e.zone,
+      nodeName: e.nodeName,
+      zone: e.zone,
     };
     const old = eps.get(key);
     eps.set(key, old ? preferEndpoint(old, ep) : ep);

@@ -13,7 +13,11 @@ export type ErrorCode =
   | 'KPT_BUG';
 
 export class ProxyError extends Error {
-  constructor(readonly code: ErrorCode, message: string, options?: { cause?: unknown }) {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'ProxyError';
   }

@@ -40,7 +40,8 @@ function nodeIPs(node: Node, report: (r: string) => void): Partial<Record<IPFami
 
 function podCIDRs(node: Node, report: (r: string) => void): string[] {
   const spec = isRecord(node.spec) ? node.spec : {};
-  const raw = Array.isArray(spec.podCIDRs) && spec.podCIDRs.length > 0 ? spec.podCIDRs : spec.podCIDR ? [spec.podCIDR] : [];
+  const raw =
+    Array.isArray(spec.podCIDRs) && spec.podCIDRs.length > 0 ? spec.podCIDRs : spec.podCIDR ? [spec.podCIDR] : [];
   const out: string[] = [];
   for (const c of raw) {
     const p = parseCIDR(c);

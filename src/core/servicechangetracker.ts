@@ -88,7 +88,10 @@ export class ServiceChangeTracker {
  * Apply checked-out changes to `map` (upstream ServicePortMap.Update): the
  * current ports of a Service replace its previous ones.
  */
-export function applyServiceChanges(map: ServicePortMap, changes: ReadonlyMap<string, ServiceChange>): UpdateServiceMapResult {
+export function applyServiceChanges(
+  map: ServicePortMap,
+  changes: ReadonlyMap<string, ServiceChange>,
+): UpdateServiceMapResult {
   const updatedServices = new Set<string>();
   const deletedUDPClusterIPs = new Set<string>();
   for (const [serviceKey, change] of changes) {

@@ -18,7 +18,11 @@ const basic = (mut?: Parameters<typeof makeService>[2]) =>
   });
 
 test('a ClusterIP service becomes one ServicePort per port', () => {
-  const { ports, skips } = intake(basic((s) => { s.spec.ports = [svcPort('p80', 80), { name: 'dns', port: 53, protocol: 'UDP' }, { name: 'np', port: 81 }]; }));
+  const { ports, skips } = intake(
+    basic((s) => {
+      s.spec.ports = [svcPort('p80', 80), { name: 'dns', port: 53, protocol: 'UDP' }, { name: 'np', port: 81 }];
+    }),
+  );
   assert.deepEqual(skips, []);
   assert.deepEqual([...ports.keys()], ['ns1/svc1:p80', 'ns1/svc1:dns', 'ns1/svc1:np']);
   const p = ports.get('ns1/svc1:p80')!;
@@ -35,15 +39,33 @@ test('a ClusterIP service becomes one ServicePort per port', () => {
 });
 
 test('an unnamed port has the key ns/svc', () => {
-  assert.equal(intake(basic((s) => { s.spec.ports = [{ port: 80 }]; })).only!.key, 'ns1/svc1');
+  assert.equal(
+    intake(
+      basic((s) => {
+        s.spec.ports = [{ port: 80 }];
+      }),
+    ).only!.key,
+    'ns1/svc1',
+  );
 });
 
 test('headless, ExternalName and claimed Services are skipped silently', () => {
   for (const s of [
-    basic((x) => { x.spec.clusterIP = 'None'; x.spec.clusterIPs = ['None']; }),
-    basic((x) => { x.spec.clusterIP = ''; x.spec.clusterIPs = []; }),
-    basic((x) => { x.spec.type = 'ExternalName'; x.spec.externalName = 'example.com'; }),
-    basic((x) => { x.metadata.labels = { 'service.kubernetes.io/service-proxy-name': 'other' }; }),
+    basic((x) => {
+      x.spec.clusterIP = 'None';
+      x.spec.clusterIPs = ['None'];
+    }),
+    basic((x) => {
+      x.spec.clusterIP = '';
+      x.spec.clusterIPs = [];
+    }),
+    basic((x) => {
+      x.spec.type = 'ExternalName';
+      x.spec.externalName = 'example.com';
+    }),
+    basic((x) => {
+      x.metadata.labels = { 'service.kubernetes.io/service-proxy-name': 'other' };
+    }),
   ]) {
     const r = intake(s);
     assert.equal(r.ports.size, 0);
@@ -52,7 +74,10 @@ test('headless, ExternalName and claimed Services are skipped silently', () => {
 });
 
 test('with a service-proxy-name, only Services claimed with exactly that name are served', () => {
-  const claimed = (name?: string) => basic((x) => { if (name !== undefined) x.metadata.labels = { 'service.kubernetes.io/service-proxy-name': name }; });
+  const claimed = (name?: string) =>
+    basic((x) => {
+      if (name !== undefined) x.metadata.labels = { 'service.kubernetes.io/service-proxy-name': name };
+    });
   const as = (svc: unknown, proxyName: string) => serviceToServicePorts(svc, 'IPv4', () => {}, proxyName).size;
   assert.equal(as(claimed('kube-proxy-ts'), 'kube-proxy-ts'), 1);
   assert.equal(as(claimed('other'), 'kube-proxy-ts'), 0);
@@ -62,7 +87,10 @@ test('with a service-proxy-name, only Services claimed with exactly that name ar
 });
 
 test('dual-stack: each family takes its own ClusterIP; single-stack is ignored by the other family', () => {
-  const ds = basic((s) => { s.spec.clusterIPs = ['172.30.0.41', 'fd00:172:30::41']; s.spec.ipFamilies = ['IPv4', 'IPv6']; });
+  const ds = basic((s) => {
+    s.spec.clusterIPs = ['172.30.0.41', 'fd00:172:30::41'];
+    s.spec.ipFamilies = ['IPv4', 'IPv6'];
+  });
   assert.equal(intake(ds, 'IPv4').only!.clusterIP, '172.30.0.41');
   assert.equal(intake(ds, 'IPv6').only!.clusterIP, 'fd00:172:30::41');
   assert.equal(intake(ds, 'IPv6').only!.family, 'IPv6');
@@ -100,15 +128,27 @@ test('externalIPs and source ranges are filtered to the family; ranges trimmed; 
 });
 
 test('a zero CIDR source range of the family means allow-all (empty list)', () => {
-  const s = basic((x) => { x.spec.loadBalancerSourceRanges = ['192.168.0.0/24', '0.0.0.0/0', 'fd00::/64']; });
+  const s = basic((x) => {
+    x.spec.loadBalancerSourceRanges = ['192.168.0.0/24', '0.0.0.0/0', 'fd00::/64'];
+  });
   assert.deepEqual(intake(s).only!.loadBalancerSourceRanges, []);
-  const other = basic((x) => { x.spec.loadBalancerSourceRanges = ['192.168.0.0/24', '::/0']; });
+  const other = basic((x) => {
+    x.spec.loadBalancerSourceRanges = ['192.168.0.0/24', '::/0'];
+  });
   assert.deepEqual(intake(other).only!.loadBalancerSourceRanges, ['192.168.0.0/24']);
 });
 
 test('LB ingress: only VIP-mode (or unset) IPs of the family; hostnames ignored', () => {
-  const s = basic((x) => { x.spec.type = 'LoadBalancer'; });
-  withLoadBalancerIngress(s, '1.2.3.4', { ip: '5.6.7.8', ipMode: 'Proxy' }, { ip: '9.10.11.12', ipMode: 'VIP' }, 'fd00::1');
+  const s = basic((x) => {
+    x.spec.type = 'LoadBalancer';
+  });
+  withLoadBalancerIngress(
+    s,
+    '1.2.3.4',
+    { ip: '5.6.7.8', ipMode: 'Proxy' },
+    { ip: '9.10.11.12', ipMode: 'VIP' },
+    'fd00::1',
+  );
   s.status!.loadBalancer!.ingress!.push({ hostname: 'lb.example.com' });
   const p = intake(s).only!;
   assert.deepEqual(p.loadBalancerVIPs, ['1.2.3.4', '9.10.11.12']);
@@ -116,22 +156,52 @@ test('LB ingress: only VIP-mode (or unset) IPs of the family; hostnames ignored'
 });
 
 test('session affinity: default timeout, explicit timeout, invalid timeout reported', () => {
-  assert.equal(intake(basic((s) => { s.spec.sessionAffinity = 'ClientIP'; })).only!.stickyMaxAgeSeconds, DEFAULT_STICKY_MAX_AGE_SECONDS);
-  assert.equal(intake(basic((s) => { s.spec.sessionAffinity = 'ClientIP'; s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 100 } }; })).only!.stickyMaxAgeSeconds, 100);
-  const bad = intake(basic((s) => { s.spec.sessionAffinity = 'ClientIP'; s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: -5 } }; }));
+  assert.equal(
+    intake(
+      basic((s) => {
+        s.spec.sessionAffinity = 'ClientIP';
+      }),
+    ).only!.stickyMaxAgeSeconds,
+    DEFAULT_STICKY_MAX_AGE_SECONDS,
+  );
+  assert.equal(
+    intake(
+      basic((s) => {
+        s.spec.sessionAffinity = 'ClientIP';
+        s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 100 } };
+      }),
+    ).only!.stickyMaxAgeSeconds,
+    100,
+  );
+  const bad = intake(
+    basic((s) => {
+      s.spec.sessionAffinity = 'ClientIP';
+      s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: -5 } };
+    }),
+  );
   assert.equal(bad.only!.stickyMaxAgeSeconds, DEFAULT_STICKY_MAX_AGE_SECONDS);
   assert.equal(bad.skips.length, 1);
-  assert.equal(intake(basic((s) => { s.spec.sessionAffinity = 'None'; s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 100 } }; })).only!.stickyMaxAgeSeconds, 0);
+  assert.equal(
+    intake(
+      basic((s) => {
+        s.spec.sessionAffinity = 'None';
+        s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 100 } };
+      }),
+    ).only!.stickyMaxAgeSeconds,
+    0,
+  );
 });
 
 test('healthCheckNodePort only for LoadBalancer with eTP Local', () => {
   const lb = (type: 'LoadBalancer' | 'NodePort', etp: 'Local' | 'Cluster') =>
-    intake(basic((s) => {
-      s.spec.type = type;
-      s.spec.externalTrafficPolicy = etp;
-      s.spec.healthCheckNodePort = 30000;
-      s.spec.ports = [svcPort('p80', 80, 'TCP', { nodePort: 3001 })];
-    })).only!;
+    intake(
+      basic((s) => {
+        s.spec.type = type;
+        s.spec.externalTrafficPolicy = etp;
+        s.spec.healthCheckNodePort = 30000;
+        s.spec.ports = [svcPort('p80', 80, 'TCP', { nodePort: 3001 })];
+      }),
+    ).only!;
   assert.equal(lb('LoadBalancer', 'Local').healthCheckNodePort, 30000);
   assert.equal(lb('LoadBalancer', 'Cluster').healthCheckNodePort, 0);
   assert.equal(lb('NodePort', 'Local').healthCheckNodePort, 0);
@@ -142,32 +212,46 @@ test('healthCheckNodePort only for LoadBalancer with eTP Local', () => {
 
 test('traffic policy flags follow upstream derivations', () => {
   // eTP Local on a ClusterIP-only Service is meaningless (not externally accessible).
-  const cip = intake(basic((s) => { s.spec.externalTrafficPolicy = 'Local'; })).only!;
+  const cip = intake(
+    basic((s) => {
+      s.spec.externalTrafficPolicy = 'Local';
+    }),
+  ).only!;
   assert.equal(cip.externalPolicyLocal, false);
   assert.equal(cip.usesLocalEndpoints, false);
-  const itp = intake(basic((s) => { s.spec.internalTrafficPolicy = 'Local'; })).only!;
+  const itp = intake(
+    basic((s) => {
+      s.spec.internalTrafficPolicy = 'Local';
+    }),
+  ).only!;
   assert.equal(itp.internalPolicyLocal, true);
   assert.equal(itp.usesClusterEndpoints, false);
   assert.equal(itp.usesLocalEndpoints, true);
-  const td = intake(basic((s) => { s.spec.trafficDistribution = 'PreferClose'; })).only!;
+  const td = intake(
+    basic((s) => {
+      s.spec.trafficDistribution = 'PreferClose';
+    }),
+  ).only!;
   assert.equal(td.trafficDistribution, 'PreferClose');
 });
 
 test('malformed ports are dropped with a reason; healthy ports survive', () => {
-  const { ports, skips } = intake(basic((s) => {
-    s.spec.ports = [
-      svcPort('ok', 80),
-      { name: 'zero', port: 0 },
-      { name: 'neg', port: -1 },
-      { name: 'str', port: '80' as unknown as number },
-      { name: 'big', port: 70000 },
-      { name: 'proto', port: 81, protocol: 'ICMP' as unknown as 'TCP' },
-      { name: 'badnp', port: 82, nodePort: -3 },
-      svcPort('ok', 83),
-      null as unknown as { port: number },
-      { name: 5 as unknown as string, port: 84 },
-    ];
-  }));
+  const { ports, skips } = intake(
+    basic((s) => {
+      s.spec.ports = [
+        svcPort('ok', 80),
+        { name: 'zero', port: 0 },
+        { name: 'neg', port: -1 },
+        { name: 'str', port: '80' as unknown as number },
+        { name: 'big', port: 70000 },
+        { name: 'proto', port: 81, protocol: 'ICMP' as unknown as 'TCP' },
+        { name: 'badnp', port: 82, nodePort: -3 },
+        svcPort('ok', 83),
+        null as unknown as { port: number },
+        { name: 5 as unknown as string, port: 84 },
+      ];
+    }),
+  );
   assert.deepEqual([...ports.keys()], ['ns1/svc1:ok', 'ns1/svc1:badnp']);
   assert.equal(ports.get('ns1/svc1:ok')!.port, 80, 'first of duplicate names wins');
   assert.equal(ports.get('ns1/svc1:badnp')!.nodePort, 0, 'an invalid nodePort is ignored, not fatal');
@@ -177,11 +261,22 @@ test('malformed ports are dropped with a reason; healthy ports survive', () => {
 
 test('garbage objects never throw and are reported', () => {
   const garbage: unknown[] = [
-    null, 42, 'svc', {}, { metadata: null }, { metadata: { name: 'x' } }, { metadata: { namespace: 'ns', name: 7 } },
-    { metadata: { namespace: 'ns', name: 'x' } }, { metadata: { namespace: 'ns', name: 'x' }, spec: 'nope' },
+    null,
+    42,
+    'svc',
+    {},
+    { metadata: null },
+    { metadata: { name: 'x' } },
+    { metadata: { namespace: 'ns', name: 7 } },
+    { metadata: { namespace: 'ns', name: 'x' } },
+    { metadata: { namespace: 'ns', name: 'x' }, spec: 'nope' },
     { metadata: { namespace: 'ns', name: 'x' }, spec: { clusterIP: 5, ports: 'x' } },
     { metadata: { namespace: 'ns', name: 'x' }, spec: { clusterIP: '172.30.0.1', clusterIPs: 'x', ports: {} } },
-    { metadata: { namespace: 'ns', name: 'x' }, spec: { clusterIP: '172.30.0.1', externalIPs: [1, null], loadBalancerSourceRanges: 3 }, status: { loadBalancer: { ingress: [null, 4] } } },
+    {
+      metadata: { namespace: 'ns', name: 'x' },
+      spec: { clusterIP: '172.30.0.1', externalIPs: [1, null], loadBalancerSourceRanges: 3 },
+      status: { loadBalancer: { ingress: [null, 4] } },
+    },
   ];
   for (const g of garbage) {
     const r = intake(g);

@@ -64,14 +64,19 @@ export function shouldSkipService(svc: Service, proxyName = ''): string | null {
   const cip = spec.clusterIP;
   if (cip === undefined || cip === '' || cip === 'None') return 'headless or no clusterIP';
   const labels = svc.metadata?.labels;
-  const claimedBy = isRecord(labels) && LABEL_SERVICE_PROXY_NAME in labels ? String(labels[LABEL_SERVICE_PROXY_NAME]) : null;
+  const claimedBy =
+    isRecord(labels) && LABEL_SERVICE_PROXY_NAME in labels ? String(labels[LABEL_SERVICE_PROXY_NAME]) : null;
   if (proxyName === '' && claimedBy !== null) return 'claimed by another service proxy';
   if (proxyName !== '' && claimedBy !== proxyName) return `not labelled ${LABEL_SERVICE_PROXY_NAME}=${proxyName}`;
   return null;
 }
 
 /** The ClusterIP of `family` from clusterIPs (falling back to clusterIP), normalised. */
-function clusterIPForFamily(spec: Record<string, unknown>, family: IPFamily, report: (r: string) => void): string | null {
+function clusterIPForFamily(
+  spec: Record<string, unknown>,
+  family: IPFamily,
+  report: (r: string) => void,
+): string | null {
   const candidates = [...asArray(spec['clusterIPs'])];
   if (candidates.length === 0) candidates.push(spec['clusterIP']);
   for (const c of candidates) {
@@ -158,7 +163,13 @@ interface ServiceCommon {
   readonly trafficDistribution: string;
 }
 
-function serviceCommon(svc: Service, key: string, clusterIP: string, family: IPFamily, report: (r: string) => void): ServiceCommon {
+function serviceCommon(
+  svc: Service,
+  key: string,
+  clusterIP: string,
+  family: IPFamily,
+  report: (r: string) => void,
+): ServiceCommon {
   const spec = svc.spec as unknown as Record<string, unknown>;
   const [namespace, name] = key.split('/') as [string, string];
   const type = spec['type'];
@@ -173,7 +184,11 @@ function serviceCommon(svc: Service, key: string, clusterIP: string, family: IPF
   }
   const td = spec['trafficDistribution'];
   return {
-    namespace, name, serviceKey: key, clusterIP, externalIPs,
+    namespace,
+    name,
+    serviceKey: key,
+    clusterIP,
+    externalIPs,
     loadBalancerVIPs: loadBalancerVIPs(svc, family, report),
     loadBalancerSourceRanges: sourceRanges(spec['loadBalancerSourceRanges'], family, report),
     stickyMaxAgeSeconds: stickyMaxAge(spec, report),
@@ -184,17 +199,33 @@ function serviceCommon(svc: Service, key: string, clusterIP: string, family: IPF
   };
 }
 
-function makeServicePort(c: ServiceCommon, family: IPFamily, portName: string, protocol: Protocol, port: number, nodePort: number): ServicePort {
+function makeServicePort(
+  c: ServiceCommon,
+  family: IPFamily,
+  portName: string,
+  protocol: Protocol,
+  port: number,
+  nodePort: number,
+): ServicePort {
   const name: ServicePortName = { namespace: c.namespace, name: c.name, port: portName, protocol };
   const externallyAccessible = nodePort !== 0 || c.loadBalancerVIPs.length > 0 || c.externalIPs.length > 0;
   return {
-    name, key: servicePortNameString(name), serviceKey: c.serviceKey, family,
-    clusterIP: c.clusterIP, port, protocol, nodePort,
-    externalIPs: c.externalIPs, loadBalancerVIPs: c.loadBalancerVIPs,
+    name,
+    key: servicePortNameString(name),
+    serviceKey: c.serviceKey,
+    family,
+    clusterIP: c.clusterIP,
+    port,
+    protocol,
+    nodePort,
+    externalIPs: c.externalIPs,
+    loadBalancerVIPs: c.loadBalancerVIPs,
     loadBalancerSourceRanges: c.loadBalancerSourceRanges,
     stickyMaxAgeSeconds: c.stickyMaxAgeSeconds,
-    externalPolicyLocal: c.externalPolicyLocal, internalPolicyLocal: c.internalPolicyLocal,
-    healthCheckNodePort: c.healthCheckNodePort, trafficDistribution: c.trafficDistribution,
+    externalPolicyLocal: c.externalPolicyLocal,
+    internalPolicyLocal: c.internalPolicyLocal,
+    healthCheckNodePort: c.healthCheckNodePort,
+    trafficDistribution: c.trafficDistribution,
     externallyAccessible,
     usesClusterEndpoints: !c.internalPolicyLocal || externallyAccessible,
     usesLocalEndpoints: c.internalPolicyLocal || (c.externalPolicyLocal && externallyAccessible),
@@ -235,7 +266,12 @@ function intakePort(c: ServiceCommon, family: IPFamily, raw: unknown, report: (r
  * keyed by ServicePort.key. An empty map means the family's proxier ignores
  * the Service (skipped, no ClusterIP of this family, or no valid port).
  */
-export function serviceToServicePorts(svc: unknown, family: IPFamily, onSkip: SkipReporter = noSkipReporter, proxyName = ''): Map<string, ServicePort> {
+export function serviceToServicePorts(
+  svc: unknown,
+  family: IPFamily,
+  onSkip: SkipReporter = noSkipReporter,
+  proxyName = '',
+): Map<string, ServicePort> {
   const out = new Map<string, ServicePort>();
   const key = objectKey(svc);
   if (key === null) {

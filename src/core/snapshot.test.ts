@@ -2,7 +2,16 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildSyncState, countNoLocalEndpoints, syncStateFromObjects } from './snapshot.js';
 import {
-  EXTERNAL_IP, LB_IPS, TEST_NODE, endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP,
+  EXTERNAL_IP,
+  LB_IPS,
+  TEST_NODE,
+  endpoint,
+  makeNode,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
   withLoadBalancerIngress,
 } from '../../test/support/fixtures.js';
 
@@ -23,17 +32,31 @@ test('syncStateFromObjects runs JSON through intake, topology and sorting', () =
     s.endpoints = [endpoint('10.180.0.8', { nodeName: TEST_NODE }), endpoint('10.180.0.10', { nodeName: 'node2' })];
     s.ports = [slicePort('p80', 80), slicePort('dns', 53, 'UDP')];
   });
-  const st = syncStateFromObjects({ services: [lbService()], slices: [slice], family: 'IPv4', serviceCIDRs: ['172.30.0.0/16', 'fd00::/108'] });
+  const st = syncStateFromObjects({
+    services: [lbService()],
+    slices: [slice],
+    family: 'IPv4',
+    serviceCIDRs: ['172.30.0.0/16', 'fd00::/108'],
+  });
   assert.deepEqual([...st.services.keys()], ['ns1/svc1:dns', 'ns1/svc1:p80']);
   const p80 = st.services.get('ns1/svc1:p80')!;
   assert.deepEqual(p80.externalIPs, [EXTERNAL_IP]);
   assert.deepEqual(p80.loadBalancerVIPs, ['1.2.3.4']);
   assert.equal(p80.nodePort, 3001);
   assert.equal(p80.healthCheckNodePort, 30000);
-  assert.deepEqual(st.endpoints.get('ns1/svc1:p80')!.map((e) => e.key), ['10.180.0.10:80', '10.180.0.8:80']);
+  assert.deepEqual(
+    st.endpoints.get('ns1/svc1:p80')!.map((e) => e.key),
+    ['10.180.0.10:80', '10.180.0.8:80'],
+  );
   const cat = st.categorized.get('ns1/svc1:p80')!;
-  assert.deepEqual(cat.localEndpoints!.map((e) => e.key), ['10.180.0.8:80']);
-  assert.deepEqual(cat.clusterEndpoints!.map((e) => e.key), ['10.180.0.10:80', '10.180.0.8:80']);
+  assert.deepEqual(
+    cat.localEndpoints!.map((e) => e.key),
+    ['10.180.0.8:80'],
+  );
+  assert.deepEqual(
+    cat.clusterEndpoints!.map((e) => e.key),
+    ['10.180.0.10:80', '10.180.0.8:80'],
+  );
   assert.deepEqual(st.serviceCIDRs, ['172.30.0.0/16']);
   assert.equal(st.fullSync, true);
   assert.deepEqual([...st.changedServices], ['ns1/svc1']);
@@ -41,7 +64,12 @@ test('syncStateFromObjects runs JSON through intake, topology and sorting', () =
 });
 
 test('syncStateFromObjects keeps the node labels and IPs', () => {
-  const st = syncStateFromObjects({ services: [], slices: [], family: 'IPv4', node: makeNode(TEST_NODE, { zone: 'z1' }) });
+  const st = syncStateFromObjects({
+    services: [],
+    slices: [],
+    family: 'IPv4',
+    node: makeNode(TEST_NODE, { zone: 'z1' }),
+  });
   assert.equal(st.node.labels['topology.kubernetes.io/zone'], 'z1');
   assert.equal(st.node.nodeIPs.IPv4, '192.168.0.2');
 });
@@ -73,24 +101,78 @@ test('countNoLocalEndpoints: Local policy without local endpoints counts only wh
 });
 
 test('buildSyncState drops service ports of the other family', () => {
-  const v6 = syncStateFromObjects({ services: [makeService('ns1', 's6', (s) => { withClusterIP(s, 'fd00::10'); s.spec.ports = [svcPort('a', 80)]; })], slices: [], family: 'IPv6' });
-  const st = buildSyncState({ family: 'IPv4', services: v6.services, endpoints: new Map(), node: v6.node, changedServices: new Set(), fullSync: false, serviceCIDRs: [] });
+  const v6 = syncStateFromObjects({
+    services: [
+      makeService('ns1', 's6', (s) => {
+        withClusterIP(s, 'fd00::10');
+        s.spec.ports = [svcPort('a', 80)];
+      }),
+    ],
+    slices: [],
+    family: 'IPv6',
+  });
+  const st = buildSyncState({
+    family: 'IPv4',
+    services: v6.services,
+    endpoints: new Map(),
+    node: v6.node,
+    changedServices: new Set(),
+    fullSync: false,
+    serviceCIDRs: [],
+  });
   assert.equal(st.services.size, 0);
   assert.equal(v6.services.get('ns1/s6:a')!.clusterIP, 'fd00::10');
 });
 
 test('buildSyncState reuses categorization only for identical service port, endpoints and node', () => {
-  const slice = (ips: string[]) => makeSlice('ns1', 'svc1', 1, (s) => { s.endpoints = ips.map((ip) => endpoint(ip)); s.ports = [slicePort('p80', 80), slicePort('dns', 53, 'UDP')]; });
+  const slice = (ips: string[]) =>
+    makeSlice('ns1', 'svc1', 1, (s) => {
+      s.endpoints = ips.map((ip) => endpoint(ip));
+      s.ports = [slicePort('p80', 80), slicePort('dns', 53, 'UDP')];
+    });
   const first = syncStateFromObjects({ services: [lbService()], slices: [slice(['10.180.0.1'])], family: 'IPv4' });
-  const eps = (st: typeof first) => new Map([...st.services.values()].map((sp) => [`${sp.key}/${sp.protocol}`, { name: sp.name, endpoints: st.endpoints.get(sp.key)! }]));
-  const again = buildSyncState({ family: 'IPv4', services: first.services, endpoints: eps(first), node: first.node, changedServices: new Set(), fullSync: false, serviceCIDRs: [], previous: first });
+  const eps = (st: typeof first) =>
+    new Map(
+      [...st.services.values()].map((sp) => [
+        `${sp.key}/${sp.protocol}`,
+        { name: sp.name, endpoints: st.endpoints.get(sp.key)! },
+      ]),
+    );
+  const again = buildSyncState({
+    family: 'IPv4',
+    services: first.services,
+    endpoints: eps(first),
+    node: first.node,
+    changedServices: new Set(),
+    fullSync: false,
+    serviceCIDRs: [],
+    previous: first,
+  });
   assert.equal(again.categorized.get('ns1/svc1:p80'), first.categorized.get('ns1/svc1:p80'));
   const changedEps = eps(first);
   changedEps.set('ns1/svc1:p80/TCP', { name: first.services.get('ns1/svc1:p80')!.name, endpoints: [] });
-  const changed = buildSyncState({ family: 'IPv4', services: first.services, endpoints: changedEps, node: first.node, changedServices: new Set(), fullSync: false, serviceCIDRs: [], previous: first });
+  const changed = buildSyncState({
+    family: 'IPv4',
+    services: first.services,
+    endpoints: changedEps,
+    node: first.node,
+    changedServices: new Set(),
+    fullSync: false,
+    serviceCIDRs: [],
+    previous: first,
+  });
   assert.notEqual(changed.categorized.get('ns1/svc1:p80'), first.categorized.get('ns1/svc1:p80'));
   assert.equal(changed.categorized.get('ns1/svc1:p80')!.hasAnyEndpoints, false);
   assert.equal(changed.categorized.get('ns1/svc1:dns'), first.categorized.get('ns1/svc1:dns'));
-  const otherNode = buildSyncState({ family: 'IPv4', services: first.services, endpoints: eps(first), node: { ...first.node }, changedServices: new Set(), fullSync: false, serviceCIDRs: [], previous: first });
+  const otherNode = buildSyncState({
+    family: 'IPv4',
+    services: first.services,
+    endpoints: eps(first),
+    node: { ...first.node },
+    changedServices: new Set(),
+    fullSync: false,
+    serviceCIDRs: [],
+    previous: first,
+  });
   assert.notEqual(otherNode.categorized.get('ns1/svc1:p80'), first.categorized.get('ns1/svc1:p80'));
 });

@@ -70,7 +70,8 @@ export function buildSyncState(input: BuildSyncStateInput): SyncState {
     const eps = input.endpoints.get(endpointsKey(sp.name))?.endpoints ?? EMPTY;
     services.set(k, sp);
     endpoints.set(k, eps);
-    const reuse = prev && prev.services.get(k) === sp && prev.endpoints.get(k) === eps ? prev.categorized.get(k) : undefined;
+    const reuse =
+      prev && prev.services.get(k) === sp && prev.endpoints.get(k) === eps ? prev.categorized.get(k) : undefined;
     categorized.set(k, reuse ?? categorizeEndpoints(eps, sp, input.node.name, input.node.labels));
   }
   return {

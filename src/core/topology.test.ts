@@ -8,19 +8,42 @@ import { categorizeEndpoints, topologyModeFromHints } from './topology.js';
 import type { Endpoint } from './types.js';
 import { syncStateFromObjects } from './snapshot.js';
 import {
-  READY, SERVING_TERMINATING, TERMINATING_NOT_SERVING, TEST_NODE, endpoint, makeService, makeSlice, slicePort, svcPort,
-  withClusterIP, withLoadBalancerIngress,
+  READY,
+  SERVING_TERMINATING,
+  TERMINATING_NOT_SERVING,
+  TEST_NODE,
+  endpoint,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
+  withLoadBalancerIngress,
 } from '../../test/support/fixtures.js';
 
-interface EpOpts { ready?: boolean; serving?: boolean; terminating?: boolean; local?: boolean; zones?: string[]; nodes?: string[] }
+interface EpOpts {
+  ready?: boolean;
+  serving?: boolean;
+  terminating?: boolean;
+  local?: boolean;
+  zones?: string[];
+  nodes?: string[];
+}
 function ep(key: string, o: EpOpts = {}): Endpoint {
   const [ip, port] = key.split(':') as [string, string];
   const ready = o.ready ?? true;
   return {
-    ip, port: Number(port), key, isLocal: o.local ?? false, ready,
-    serving: o.serving ?? ready, terminating: o.terminating ?? false,
-    zoneHints: o.zones ? new Set(o.zones) : null, nodeHints: o.nodes ? new Set(o.nodes) : null,
-    nodeName: o.local ? TEST_NODE : 'other', zone: '',
+    ip,
+    port: Number(port),
+    key,
+    isLocal: o.local ?? false,
+    ready,
+    serving: o.serving ?? ready,
+    terminating: o.terminating ?? false,
+    zoneHints: o.zones ? new Set(o.zones) : null,
+    nodeHints: o.nodes ? new Set(o.nodes) : null,
+    nodeName: o.local ? TEST_NODE : 'other',
+    zone: '',
   };
 }
 
@@ -47,96 +70,318 @@ interface Case {
 }
 
 const fourZoned = (readyLast = true) => [
-  ep('10.1.2.3:80', { zones: ['zone-a'] }), ep('10.1.2.4:80', { zones: ['zone-b'] }),
-  ep('10.1.2.5:80', { zones: ['zone-c'] }), ep('10.1.2.6:80', { zones: ['zone-a'], ready: readyLast }),
+  ep('10.1.2.3:80', { zones: ['zone-a'] }),
+  ep('10.1.2.4:80', { zones: ['zone-b'] }),
+  ep('10.1.2.5:80', { zones: ['zone-c'] }),
+  ep('10.1.2.6:80', { zones: ['zone-a'], ready: readyLast }),
 ];
 const ALL4 = ['10.1.2.3:80', '10.1.2.4:80', '10.1.2.5:80', '10.1.2.6:80'];
 
 const cases: Case[] = [
-  { name: 'zone hints: only endpoints hinted for the node zone', labels: zoneA, svc: svc(), eps: fourZoned(), cluster: ['10.1.2.3:80', '10.1.2.6:80'], local: null, hasAny: true },
-  { name: 'empty node labels: no filtering', labels: {}, svc: svc(), eps: [ep('10.1.2.3:80', { zones: ['zone-a'] })], cluster: ['10.1.2.3:80'], local: null, hasAny: true },
-  { name: 'empty zone label: no filtering', labels: { 'topology.kubernetes.io/zone': '' }, svc: svc(), eps: [ep('10.1.2.3:80', { zones: ['zone-a'] })], cluster: ['10.1.2.3:80'], local: null, hasAny: true },
-  { name: 'node in a zone nobody is hinted for: no filtering', labels: { 'topology.kubernetes.io/zone': 'zone-b' }, svc: svc(), eps: [ep('10.1.2.3:80', { zones: ['zone-a'] })], cluster: ['10.1.2.3:80'], local: null, hasAny: true },
-  { name: 'unready endpoint in zone is not used', labels: zoneA, svc: svc(), eps: fourZoned(false), cluster: ['10.1.2.3:80'], local: null, hasAny: true },
   {
-    name: 'only unready endpoints in the same zone: no filtering', labels: zoneA, svc: svc(),
-    eps: [ep('10.1.2.3:80', { zones: ['zone-a'], ready: false }), ep('10.1.2.4:80', { zones: ['zone-b'] }), ep('10.1.2.5:80', { zones: ['zone-c'] }), ep('10.1.2.6:80', { zones: ['zone-a'], ready: false })],
-    cluster: ['10.1.2.4:80', '10.1.2.5:80'], local: null, hasAny: true,
+    name: 'zone hints: only endpoints hinted for the node zone',
+    labels: zoneA,
+    svc: svc(),
+    eps: fourZoned(),
+    cluster: ['10.1.2.3:80', '10.1.2.6:80'],
+    local: null,
+    hasAny: true,
   },
   {
-    name: 'a ready endpoint without hints disables filtering', labels: zoneA, svc: svc(),
-    eps: [ep('10.1.2.3:80', { zones: ['zone-a'] }), ep('10.1.2.4:80', { zones: ['zone-b'] }), ep('10.1.2.5:80'), ep('10.1.2.6:80', { zones: ['zone-a'] })],
-    cluster: ALL4, local: null, hasAny: true,
+    name: 'empty node labels: no filtering',
+    labels: {},
+    svc: svc(),
+    eps: [ep('10.1.2.3:80', { zones: ['zone-a'] })],
+    cluster: ['10.1.2.3:80'],
+    local: null,
+    hasAny: true,
   },
   {
-    name: 'multiple hints per endpoint', labels: { 'topology.kubernetes.io/zone': 'zone-c' }, svc: svc(),
-    eps: [ep('10.1.2.3:80', { zones: ['zone-a', 'zone-b', 'zone-c'] }), ep('10.1.2.4:80', { zones: ['zone-b', 'zone-c'] }), ep('10.1.2.5:80', { zones: ['zone-b', 'zone-d'] }), ep('10.1.2.6:80', { zones: ['zone-c'] })],
-    cluster: ['10.1.2.3:80', '10.1.2.4:80', '10.1.2.6:80'], local: null, hasAny: true,
+    name: 'empty zone label: no filtering',
+    labels: { 'topology.kubernetes.io/zone': '' },
+    svc: svc(),
+    eps: [ep('10.1.2.3:80', { zones: ['zone-a'] })],
+    cluster: ['10.1.2.3:80'],
+    local: null,
+    hasAny: true,
   },
   {
-    name: 'eTP Local: topology ignored for local endpoints', labels: zoneA, svc: svc({ etpLocal: true, external: true }),
-    eps: [ep('10.1.2.3:80', { zones: ['zone-a'], local: true }), ep('10.1.2.4:80', { zones: ['zone-b'], local: true }), ep('10.1.2.5:80', { zones: ['zone-c'] }), ep('10.1.2.6:80', { zones: ['zone-a'] })],
-    cluster: ['10.1.2.3:80', '10.1.2.6:80'], local: ['10.1.2.3:80', '10.1.2.4:80'], all: ['10.1.2.3:80', '10.1.2.4:80', '10.1.2.6:80'], hasAny: true,
+    name: 'node in a zone nobody is hinted for: no filtering',
+    labels: { 'topology.kubernetes.io/zone': 'zone-b' },
+    svc: svc(),
+    eps: [ep('10.1.2.3:80', { zones: ['zone-a'] })],
+    cluster: ['10.1.2.3:80'],
+    local: null,
+    hasAny: true,
   },
   {
-    name: 'iTP Local with NodePort: topology ignored for local endpoints', labels: zoneA, svc: svc({ itpLocal: true, external: true }),
-    eps: [ep('10.1.2.3:80', { zones: ['zone-a'], local: true }), ep('10.1.2.4:80', { zones: ['zone-b'], local: true }), ep('10.1.2.5:80', { zones: ['zone-c'] }), ep('10.1.2.6:80', { zones: ['zone-a'] })],
-    cluster: ['10.1.2.3:80', '10.1.2.6:80'], local: ['10.1.2.3:80', '10.1.2.4:80'], all: ['10.1.2.3:80', '10.1.2.4:80', '10.1.2.6:80'], hasAny: true,
+    name: 'unready endpoint in zone is not used',
+    labels: zoneA,
+    svc: svc(),
+    eps: fourZoned(false),
+    cluster: ['10.1.2.3:80'],
+    local: null,
+    hasAny: true,
   },
   {
-    name: 'conflicting topology and localness are merged in allReachable', labels: zoneA, svc: svc({ etpLocal: true, external: true }),
-    eps: [ep('10.0.0.0:80', { zones: ['zone-a'], local: true }), ep('10.0.0.1:80', { zones: ['zone-b'], local: true }), ep('10.0.0.2:80', { zones: ['zone-a'] }), ep('10.0.0.3:80', { zones: ['zone-b'] })],
-    cluster: ['10.0.0.0:80', '10.0.0.2:80'], local: ['10.0.0.0:80', '10.0.0.1:80'], all: ['10.0.0.0:80', '10.0.0.1:80', '10.0.0.2:80'], hasAny: true,
+    name: 'only unready endpoints in the same zone: no filtering',
+    labels: zoneA,
+    svc: svc(),
+    eps: [
+      ep('10.1.2.3:80', { zones: ['zone-a'], ready: false }),
+      ep('10.1.2.4:80', { zones: ['zone-b'] }),
+      ep('10.1.2.5:80', { zones: ['zone-c'] }),
+      ep('10.1.2.6:80', { zones: ['zone-a'], ready: false }),
+    ],
+    cluster: ['10.1.2.4:80', '10.1.2.5:80'],
+    local: null,
+    hasAny: true,
+  },
+  {
+    name: 'a ready endpoint without hints disables filtering',
+    labels: zoneA,
+    svc: svc(),
+    eps: [
+      ep('10.1.2.3:80', { zones: ['zone-a'] }),
+      ep('10.1.2.4:80', { zones: ['zone-b'] }),
+      ep('10.1.2.5:80'),
+      ep('10.1.2.6:80', { zones: ['zone-a'] }),
+    ],
+    cluster: ALL4,
+    local: null,
+    hasAny: true,
+  },
+  {
+    name: 'multiple hints per endpoint',
+    labels: { 'topology.kubernetes.io/zone': 'zone-c' },
+    svc: svc(),
+    eps: [
+      ep('10.1.2.3:80', { zones: ['zone-a', 'zone-b', 'zone-c'] }),
+      ep('10.1.2.4:80', { zones: ['zone-b', 'zone-c'] }),
+      ep('10.1.2.5:80', { zones: ['zone-b', 'zone-d'] }),
+      ep('10.1.2.6:80', { zones: ['zone-c'] }),
+    ],
+    cluster: ['10.1.2.3:80', '10.1.2.4:80', '10.1.2.6:80'],
+    local: null,
+    hasAny: true,
+  },
+  {
+    name: 'eTP Local: topology ignored for local endpoints',
+    labels: zoneA,
+    svc: svc({ etpLocal: true, external: true }),
+    eps: [
+      ep('10.1.2.3:80', { zones: ['zone-a'], local: true }),
+      ep('10.1.2.4:80', { zones: ['zone-b'], local: true }),
+      ep('10.1.2.5:80', { zones: ['zone-c'] }),
+      ep('10.1.2.6:80', { zones: ['zone-a'] }),
+    ],
+    cluster: ['10.1.2.3:80', '10.1.2.6:80'],
+    local: ['10.1.2.3:80', '10.1.2.4:80'],
+    all: ['10.1.2.3:80', '10.1.2.4:80', '10.1.2.6:80'],
+    hasAny: true,
+  },
+  {
+    name: 'iTP Local with NodePort: topology ignored for local endpoints',
+    labels: zoneA,
+    svc: svc({ itpLocal: true, external: true }),
+    eps: [
+      ep('10.1.2.3:80', { zones: ['zone-a'], local: true }),
+      ep('10.1.2.4:80', { zones: ['zone-b'], local: true }),
+      ep('10.1.2.5:80', { zones: ['zone-c'] }),
+      ep('10.1.2.6:80', { zones: ['zone-a'] }),
+    ],
+    cluster: ['10.1.2.3:80', '10.1.2.6:80'],
+    local: ['10.1.2.3:80', '10.1.2.4:80'],
+    all: ['10.1.2.3:80', '10.1.2.4:80', '10.1.2.6:80'],
+    hasAny: true,
+  },
+  {
+    name: 'conflicting topology and localness are merged in allReachable',
+    labels: zoneA,
+    svc: svc({ etpLocal: true, external: true }),
+    eps: [
+      ep('10.0.0.0:80', { zones: ['zone-a'], local: true }),
+      ep('10.0.0.1:80', { zones: ['zone-b'], local: true }),
+      ep('10.0.0.2:80', { zones: ['zone-a'] }),
+      ep('10.0.0.3:80', { zones: ['zone-b'] }),
+    ],
+    cluster: ['10.0.0.0:80', '10.0.0.2:80'],
+    local: ['10.0.0.0:80', '10.0.0.1:80'],
+    all: ['10.0.0.0:80', '10.0.0.1:80', '10.0.0.2:80'],
+    hasAny: true,
   },
   { name: 'iTP Local, no endpoints', svc: svc({ itpLocal: true }), eps: [], cluster: null, local: [], hasAny: false },
-  { name: 'iTP Local, all endpoints remote', svc: svc({ itpLocal: true }), eps: [ep('10.0.0.0:80'), ep('10.0.0.1:80')], cluster: null, local: [], hasAny: true },
-  { name: 'iTP Local, all endpoints local', svc: svc({ itpLocal: true }), eps: [ep('10.0.0.0:80', { local: true }), ep('10.0.0.1:80', { local: true })], cluster: null, local: ['10.0.0.0:80', '10.0.0.1:80'], hasAny: true },
-  { name: 'iTP Local, some endpoints local', svc: svc({ itpLocal: true }), eps: [ep('10.0.0.0:80', { local: true }), ep('10.0.0.1:80')], cluster: null, local: ['10.0.0.0:80'], hasAny: true },
-  { name: 'Cluster policy, no endpoint ready', svc: svc(), eps: [ep('10.0.0.0:80', { ready: false }), ep('10.0.0.1:80', { ready: false })], cluster: [], local: null, hasAny: false },
-  { name: 'Cluster policy, some endpoints ready', svc: svc(), eps: [ep('10.0.0.0:80', { ready: false }), ep('10.0.0.1:80')], cluster: ['10.0.0.1:80'], local: null, hasAny: true },
   {
-    name: 'Cluster policy, all endpoints serving-terminating: fallback', svc: svc(),
+    name: 'iTP Local, all endpoints remote',
+    svc: svc({ itpLocal: true }),
+    eps: [ep('10.0.0.0:80'), ep('10.0.0.1:80')],
+    cluster: null,
+    local: [],
+    hasAny: true,
+  },
+  {
+    name: 'iTP Local, all endpoints local',
+    svc: svc({ itpLocal: true }),
+    eps: [ep('10.0.0.0:80', { local: true }), ep('10.0.0.1:80', { local: true })],
+    cluster: null,
+    local: ['10.0.0.0:80', '10.0.0.1:80'],
+    hasAny: true,
+  },
+  {
+    name: 'iTP Local, some endpoints local',
+    svc: svc({ itpLocal: true }),
+    eps: [ep('10.0.0.0:80', { local: true }), ep('10.0.0.1:80')],
+    cluster: null,
+    local: ['10.0.0.0:80'],
+    hasAny: true,
+  },
+  {
+    name: 'Cluster policy, no endpoint ready',
+    svc: svc(),
+    eps: [ep('10.0.0.0:80', { ready: false }), ep('10.0.0.1:80', { ready: false })],
+    cluster: [],
+    local: null,
+    hasAny: false,
+  },
+  {
+    name: 'Cluster policy, some endpoints ready',
+    svc: svc(),
+    eps: [ep('10.0.0.0:80', { ready: false }), ep('10.0.0.1:80')],
+    cluster: ['10.0.0.1:80'],
+    local: null,
+    hasAny: true,
+  },
+  {
+    name: 'Cluster policy, all endpoints serving-terminating: fallback',
+    svc: svc(),
     eps: [ep('10.0.0.0:80', { ...SERVING_TERMINATING, local: true }), ep('10.0.0.1:80', SERVING_TERMINATING)],
-    cluster: ['10.0.0.0:80', '10.0.0.1:80'], local: null, hasAny: true,
+    cluster: ['10.0.0.0:80', '10.0.0.1:80'],
+    local: null,
+    hasAny: true,
   },
   {
-    name: 'Cluster policy, terminating but not serving: nothing', svc: svc(),
-    eps: [ep('10.0.0.0:80', TERMINATING_NOT_SERVING)], cluster: [], local: null, hasAny: false,
+    name: 'Cluster policy, terminating but not serving: nothing',
+    svc: svc(),
+    eps: [ep('10.0.0.0:80', TERMINATING_NOT_SERVING)],
+    cluster: [],
+    local: null,
+    hasAny: false,
   },
-  { name: 'iTP Local, eTP Cluster, NodePort, some local', svc: svc({ itpLocal: true, external: true }), eps: [ep('10.0.0.0:80', { local: true }), ep('10.0.0.1:80')], cluster: ['10.0.0.0:80', '10.0.0.1:80'], local: ['10.0.0.0:80'], all: ['10.0.0.0:80', '10.0.0.1:80'], hasAny: true },
-  { name: 'iTP Cluster, eTP Local, some local', svc: svc({ etpLocal: true, external: true }), eps: [ep('10.0.0.0:80', { local: true }), ep('10.0.0.1:80')], cluster: ['10.0.0.0:80', '10.0.0.1:80'], local: ['10.0.0.0:80'], all: ['10.0.0.0:80', '10.0.0.1:80'], hasAny: true },
-  { name: 'iTP Local, eTP Local, all remote', svc: svc({ itpLocal: true, etpLocal: true, external: true }), eps: [ep('10.0.0.0:80'), ep('10.0.0.1:80')], cluster: ['10.0.0.0:80', '10.0.0.1:80'], local: [], all: ['10.0.0.0:80', '10.0.0.1:80'], hasAny: true },
   {
-    name: 'iTP Local, eTP Local, all remote and serving-terminating', svc: svc({ itpLocal: true, etpLocal: true, external: true }),
+    name: 'iTP Local, eTP Cluster, NodePort, some local',
+    svc: svc({ itpLocal: true, external: true }),
+    eps: [ep('10.0.0.0:80', { local: true }), ep('10.0.0.1:80')],
+    cluster: ['10.0.0.0:80', '10.0.0.1:80'],
+    local: ['10.0.0.0:80'],
+    all: ['10.0.0.0:80', '10.0.0.1:80'],
+    hasAny: true,
+  },
+  {
+    name: 'iTP Cluster, eTP Local, some local',
+    svc: svc({ etpLocal: true, external: true }),
+    eps: [ep('10.0.0.0:80', { local: true }), ep('10.0.0.1:80')],
+    cluster: ['10.0.0.0:80', '10.0.0.1:80'],
+    local: ['10.0.0.0:80'],
+    all: ['10.0.0.0:80', '10.0.0.1:80'],
+    hasAny: true,
+  },
+  {
+    name: 'iTP Local, eTP Local, all remote',
+    svc: svc({ itpLocal: true, etpLocal: true, external: true }),
+    eps: [ep('10.0.0.0:80'), ep('10.0.0.1:80')],
+    cluster: ['10.0.0.0:80', '10.0.0.1:80'],
+    local: [],
+    all: ['10.0.0.0:80', '10.0.0.1:80'],
+    hasAny: true,
+  },
+  {
+    name: 'iTP Local, eTP Local, all remote and serving-terminating',
+    svc: svc({ itpLocal: true, etpLocal: true, external: true }),
     eps: [ep('10.0.0.0:80', SERVING_TERMINATING), ep('10.0.0.1:80', SERVING_TERMINATING)],
-    cluster: ['10.0.0.0:80', '10.0.0.1:80'], local: [], all: ['10.0.0.0:80', '10.0.0.1:80'], hasAny: true,
+    cluster: ['10.0.0.0:80', '10.0.0.1:80'],
+    local: [],
+    all: ['10.0.0.0:80', '10.0.0.1:80'],
+    hasAny: true,
   },
   {
-    name: 'iTP Cluster, eTP Local, local fallback to serving-terminating', svc: svc({ etpLocal: true, external: true }),
-    eps: [ep('10.0.0.0:80'), ep('10.0.0.1:80', { ready: false, serving: false, local: true }), ep('10.0.0.2:80', { ...SERVING_TERMINATING, local: true }), ep('10.0.0.3:80', SERVING_TERMINATING)],
-    cluster: ['10.0.0.0:80'], local: ['10.0.0.2:80'], all: ['10.0.0.0:80', '10.0.0.2:80'], hasAny: true,
-  },
-  { name: 'eTP Local ignored when not externally accessible', svc: svc({ etpLocal: true, external: false }), eps: [ep('10.0.0.0:80'), ep('10.0.0.1:80', { local: true })], cluster: ['10.0.0.0:80', '10.0.0.1:80'], local: null, hasAny: true },
-  { name: 'iTP Local internal-only: no cluster endpoints', svc: svc({ itpLocal: true }), eps: [ep('10.0.0.0:80'), ep('10.0.0.1:80', { local: true })], cluster: null, local: ['10.0.0.1:80'], hasAny: true },
-  {
-    name: 'PreferSameNode: node hints for this node win over zone hints', labels: zoneA, svc: svc(),
-    eps: [ep('10.0.0.1:80', { nodes: [TEST_NODE], zones: ['zone-a'] }), ep('10.0.0.2:80', { nodes: ['node2'], zones: ['zone-a'] }), ep('10.0.0.3:80', { nodes: ['node3'], zones: ['zone-b'] })],
-    cluster: ['10.0.0.1:80'], local: null, hasAny: true,
-  },
-  {
-    name: 'PreferSameNode needs node hints on every ready endpoint; falls back to zone', labels: zoneA, svc: svc(),
-    eps: [ep('10.0.0.1:80', { nodes: [TEST_NODE], zones: ['zone-a'] }), ep('10.0.0.2:80', { zones: ['zone-a'] }), ep('10.0.0.3:80', { nodes: ['node3'], zones: ['zone-b'] })],
-    cluster: ['10.0.0.1:80', '10.0.0.2:80'], local: null, hasAny: true,
+    name: 'iTP Cluster, eTP Local, local fallback to serving-terminating',
+    svc: svc({ etpLocal: true, external: true }),
+    eps: [
+      ep('10.0.0.0:80'),
+      ep('10.0.0.1:80', { ready: false, serving: false, local: true }),
+      ep('10.0.0.2:80', { ...SERVING_TERMINATING, local: true }),
+      ep('10.0.0.3:80', SERVING_TERMINATING),
+    ],
+    cluster: ['10.0.0.0:80'],
+    local: ['10.0.0.2:80'],
+    all: ['10.0.0.0:80', '10.0.0.2:80'],
+    hasAny: true,
   },
   {
-    name: 'node hints present but none for this node: zone mode', labels: zoneA, svc: svc(),
-    eps: [ep('10.0.0.2:80', { nodes: ['node2'], zones: ['zone-a'] }), ep('10.0.0.3:80', { nodes: ['node3'], zones: ['zone-b'] })],
-    cluster: ['10.0.0.2:80'], local: null, hasAny: true,
+    name: 'eTP Local ignored when not externally accessible',
+    svc: svc({ etpLocal: true, external: false }),
+    eps: [ep('10.0.0.0:80'), ep('10.0.0.1:80', { local: true })],
+    cluster: ['10.0.0.0:80', '10.0.0.1:80'],
+    local: null,
+    hasAny: true,
   },
   {
-    name: 'unready endpoint without node hints does not disable PreferSameNode', svc: svc(),
-    eps: [ep('10.0.0.1:80', { nodes: [TEST_NODE] }), ep('10.0.0.2:80', { nodes: ['node2'] }), ep('10.0.0.3:80', { ready: false })],
-    cluster: ['10.0.0.1:80'], local: null, hasAny: true,
+    name: 'iTP Local internal-only: no cluster endpoints',
+    svc: svc({ itpLocal: true }),
+    eps: [ep('10.0.0.0:80'), ep('10.0.0.1:80', { local: true })],
+    cluster: null,
+    local: ['10.0.0.1:80'],
+    hasAny: true,
+  },
+  {
+    name: 'PreferSameNode: node hints for this node win over zone hints',
+    labels: zoneA,
+    svc: svc(),
+    eps: [
+      ep('10.0.0.1:80', { nodes: [TEST_NODE], zones: ['zone-a'] }),
+      ep('10.0.0.2:80', { nodes: ['node2'], zones: ['zone-a'] }),
+      ep('10.0.0.3:80', { nodes: ['node3'], zones: ['zone-b'] }),
+    ],
+    cluster: ['10.0.0.1:80'],
+    local: null,
+    hasAny: true,
+  },
+  {
+    name: 'PreferSameNode needs node hints on every ready endpoint; falls back to zone',
+    labels: zoneA,
+    svc: svc(),
+    eps: [
+      ep('10.0.0.1:80', { nodes: [TEST_NODE], zones: ['zone-a'] }),
+      ep('10.0.0.2:80', { zones: ['zone-a'] }),
+      ep('10.0.0.3:80', { nodes: ['node3'], zones: ['zone-b'] }),
+    ],
+    cluster: ['10.0.0.1:80', '10.0.0.2:80'],
+    local: null,
+    hasAny: true,
+  },
+  {
+    name: 'node hints present but none for this node: zone mode',
+    labels: zoneA,
+    svc: svc(),
+    eps: [
+      ep('10.0.0.2:80', { nodes: ['node2'], zones: ['zone-a'] }),
+      ep('10.0.0.3:80', { nodes: ['node3'], zones: ['zone-b'] }),
+    ],
+    cluster: ['10.0.0.2:80'],
+    local: null,
+    hasAny: true,
+  },
+  {
+    name: 'unready endpoint without node hints does not disable PreferSameNode',
+    svc: svc(),
+    eps: [
+      ep('10.0.0.1:80', { nodes: [TEST_NODE] }),
+      ep('10.0.0.2:80', { nodes: ['node2'] }),
+      ep('10.0.0.3:80', { ready: false }),
+    ],
+    cluster: ['10.0.0.1:80'],
+    local: null,
+    hasAny: true,
   },
 ];
 
@@ -153,9 +398,18 @@ for (const c of cases) {
 
 test('topologyModeFromHints chooses from ready endpoints only', () => {
   assert.equal(topologyModeFromHints([], TEST_NODE, 'zone-a'), '');
-  assert.equal(topologyModeFromHints([ep('10.0.0.1:80', { zones: ['zone-a'] })], TEST_NODE, 'zone-a'), 'PreferSameZone');
-  assert.equal(topologyModeFromHints([ep('10.0.0.1:80', { nodes: [TEST_NODE] })], TEST_NODE, 'zone-a'), 'PreferSameNode');
-  assert.equal(topologyModeFromHints([ep('10.0.0.1:80', { zones: ['zone-a'], ready: false })], TEST_NODE, 'zone-a'), '');
+  assert.equal(
+    topologyModeFromHints([ep('10.0.0.1:80', { zones: ['zone-a'] })], TEST_NODE, 'zone-a'),
+    'PreferSameZone',
+  );
+  assert.equal(
+    topologyModeFromHints([ep('10.0.0.1:80', { nodes: [TEST_NODE] })], TEST_NODE, 'zone-a'),
+    'PreferSameNode',
+  );
+  assert.equal(
+    topologyModeFromHints([ep('10.0.0.1:80', { zones: ['zone-a'], ready: false })], TEST_NODE, 'zone-a'),
+    '',
+  );
 });
 
 // ---- reference 5.3 #34-40, from EndpointSlice JSON through the real intake ----
@@ -179,8 +433,11 @@ function terminatingCase(etp: 'Local' | 'Cluster', eps: Array<[string, object, b
 
 test('5.3 #34/#35: pods reach ready eps anywhere; external traffic only ready local ones', () => {
   const c = terminatingCase('Local', [
-    ['10.0.1.1', READY, true], ['10.0.1.2', { ready: true }, true], ['10.0.1.3', SERVING_TERMINATING, true],
-    ['10.0.1.4', TERMINATING_NOT_SERVING, true], ['10.0.1.5', READY, false],
+    ['10.0.1.1', READY, true],
+    ['10.0.1.2', { ready: true }, true],
+    ['10.0.1.3', SERVING_TERMINATING, true],
+    ['10.0.1.4', TERMINATING_NOT_SERVING, true],
+    ['10.0.1.5', READY, false],
   ]);
   assert.deepEqual(keys(c.clusterEndpoints), ['10.0.1.1:80', '10.0.1.2:80', '10.0.1.5:80']);
   assert.deepEqual(keys(c.localEndpoints), ['10.0.1.1:80', '10.0.1.2:80']);
@@ -188,8 +445,10 @@ test('5.3 #34/#35: pods reach ready eps anywhere; external traffic only ready lo
 
 test('5.3 #36/#37: only terminating locals: cluster uses the remote ready one, local falls back', () => {
   const c = terminatingCase('Local', [
-    ['10.0.1.2', SERVING_TERMINATING, true], ['10.0.1.3', SERVING_TERMINATING, true],
-    ['10.0.1.4', TERMINATING_NOT_SERVING, true], ['10.0.1.5', READY, false],
+    ['10.0.1.2', SERVING_TERMINATING, true],
+    ['10.0.1.3', SERVING_TERMINATING, true],
+    ['10.0.1.4', TERMINATING_NOT_SERVING, true],
+    ['10.0.1.5', READY, false],
   ]);
   assert.deepEqual(keys(c.clusterEndpoints), ['10.0.1.5:80']);
   assert.deepEqual(keys(c.localEndpoints), ['10.0.1.2:80', '10.0.1.3:80']);
@@ -213,8 +472,10 @@ for (const local of [true, false]) {
 
 test('5.3 #40: eTP Cluster, all serving-terminating: both paths use them', () => {
   const c = terminatingCase('Cluster', [
-    ['10.0.1.2', SERVING_TERMINATING, true], ['10.0.1.3', SERVING_TERMINATING, true],
-    ['10.0.1.4', TERMINATING_NOT_SERVING, true], ['10.0.1.5', SERVING_TERMINATING, false],
+    ['10.0.1.2', SERVING_TERMINATING, true],
+    ['10.0.1.3', SERVING_TERMINATING, true],
+    ['10.0.1.4', TERMINATING_NOT_SERVING, true],
+    ['10.0.1.5', SERVING_TERMINATING, false],
   ]);
   assert.deepEqual(keys(c.clusterEndpoints), ['10.0.1.2:80', '10.0.1.3:80', '10.0.1.5:80']);
   assert.equal(c.localEndpoints, null);

@@ -36,9 +36,12 @@ export function topologyModeFromHints(endpoints: readonly Endpoint[], nodeName: 
 
 function availableForTopology(ep: Endpoint, mode: TopologyMode, nodeName: string, zone: string): boolean {
   switch (mode) {
-    case '': return true;
-    case 'PreferSameNode': return ep.nodeHints?.has(nodeName) ?? false;
-    case 'PreferSameZone': return ep.zoneHints?.has(zone) ?? false;
+    case '':
+      return true;
+    case 'PreferSameNode':
+      return ep.nodeHints?.has(nodeName) ?? false;
+    case 'PreferSameZone':
+      return ep.zoneHints?.has(zone) ?? false;
   }
 }
 

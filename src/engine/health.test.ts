@@ -42,7 +42,10 @@ test('a queued update older than healthTimeout makes the family (and the proxy) 
     lastUpdated: '2026-12-01T10:00:00Z',
     currentTime: '2026-12-01T10:01:01Z',
     healthy: false,
-    status: { IPv4: { lastUpdated: '2026-12-01T10:00:00Z', healthy: true }, IPv6: { lastUpdated: '2026-12-01T10:00:00Z', healthy: false } },
+    status: {
+      IPv4: { lastUpdated: '2026-12-01T10:00:00Z', healthy: true },
+      IPv6: { lastUpdated: '2026-12-01T10:00:00Z', healthy: false },
+    },
   });
   assert.equal(r.body.indexOf('"IPv4"') < r.body.indexOf('"IPv6"'), true, 'keys sorted like Go maps');
   h.updated('IPv6');
@@ -58,8 +61,11 @@ test('/healthz also needs an eligible node; body carries nodeEligible; 200 repla
   clock.advance(2500);
   let r = h.healthzResponse();
   assert.equal(r.status, 200);
-  assert.equal(r.body, '{"lastUpdated":"2026-12-01T10:00:02.5Z","currentTime":"2026-12-01T10:00:02.5Z","nodeEligible":true,"healthy":true,'
-    + '"status":{"IPv4":{"lastUpdated":"2026-12-01T10:00:00Z","healthy":true}}}');
+  assert.equal(
+    r.body,
+    '{"lastUpdated":"2026-12-01T10:00:02.5Z","currentTime":"2026-12-01T10:00:02.5Z","nodeEligible":true,"healthy":true,' +
+      '"status":{"IPv4":{"lastUpdated":"2026-12-01T10:00:00Z","healthy":true}}}',
+  );
   eligible = false;
   r = h.healthzResponse();
   assert.equal(r.status, 503);
@@ -74,20 +80,41 @@ test('isNodeEligible: missing node, deletionTimestamp, autoscaler taint', () => 
   assert.equal(isNodeEligible(null), false);
   assert.equal(isNodeEligible({ metadata: { name: 'n' } }), true);
   assert.equal(isNodeEligible({ metadata: { name: 'n', deletionTimestamp: '2026-01-01T00:00:00Z' } }), false);
-  assert.equal(isNodeEligible({ metadata: { name: 'n' }, spec: { taints: [{ key: 'other' }, { key: 'ToBeDeletedByClusterAutoscaler', effect: 'NoSchedule' }] } }), false);
-  assert.equal(isNodeEligible({ metadata: { name: 'n' }, spec: { taints: [{ key: 'node.kubernetes.io/unschedulable' }] } }), true);
+  assert.equal(
+    isNodeEligible({
+      metadata: { name: 'n' },
+      spec: { taints: [{ key: 'other' }, { key: 'ToBeDeletedByClusterAutoscaler', effect: 'NoSchedule' }] },
+    }),
+    false,
+  );
+  assert.equal(
+    isNodeEligible({ metadata: { name: 'n' }, spec: { taints: [{ key: 'node.kubernetes.io/unschedulable' }] } }),
+    true,
+  );
 });
 
 test('healthObserver maps queuedUpdate (ms) and syncSucceeded (finishedAt seconds)', () => {
   const clock = new FakeClock(T0);
   const h = new ProxyHealthState({ clock, healthTimeout: timeout });
   const obs = healthObserver(h);
-  obs.syncSucceeded({ family: 'IPv4', durationSeconds: 0.1, partial: false, finishedAt: T0 / 1000, noLocalEndpoints: { internal: 0, external: 0 } });
+  obs.syncSucceeded({
+    family: 'IPv4',
+    durationSeconds: 0.1,
+    partial: false,
+    finishedAt: T0 / 1000,
+    noLocalEndpoints: { internal: 0, external: 0 },
+  });
   obs.queuedUpdate('IPv4', T0);
   clock.advance(timeout);
   assert.equal(h.isHealthy(), false);
   assert.equal(h.health().status.get('IPv4')?.lastUpdated, T0);
-  obs.syncSucceeded({ family: 'IPv4', durationSeconds: 0.1, partial: true, finishedAt: (T0 + timeout) / 1000, noLocalEndpoints: { internal: 0, external: 0 } });
+  obs.syncSucceeded({
+    family: 'IPv4',
+    durationSeconds: 0.1,
+    partial: true,
+    finishedAt: (T0 + timeout) / 1000,
+    noLocalEndpoints: { internal: 0, external: 0 },
+  });
   assert.equal(h.isHealthy(), true);
 });
 

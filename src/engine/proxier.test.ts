@@ -7,7 +7,16 @@ import type { Dataplane, IPFamily, SyncOutcome, SyncState } from '../core/types.
 import { hasCode } from '../core/errors.js';
 import type { ConntrackFlow } from '../core/conntrack.js';
 import { FakeClock } from '../../test/support/fakeclock.js';
-import { TEST_NODE, endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../../test/support/fixtures.js';
+import {
+  TEST_NODE,
+  endpoint,
+  makeNode,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
+} from '../../test/support/fixtures.js';
 
 /** Records every SyncState; fails the next `failNext` syncs. */
 class RecordingDataplane implements Dataplane {
@@ -24,7 +33,9 @@ class RecordingDataplane implements Dataplane {
     return { partial: !state.fullSync, counters: { services: state.services.size } };
   }
   async cleanup(): Promise<void> {}
-  get last(): SyncState { return this.states[this.states.length - 1]!; }
+  get last(): SyncState {
+    return this.states[this.states.length - 1]!;
+  }
 }
 
 class RecordingObserver implements ProxierObserver {
@@ -36,14 +47,30 @@ class RecordingObserver implements ProxierObserver {
   latency: Array<[IPFamily, number]> = [];
   skipped: Array<[string, string, string]> = [];
   events: string[] = [];
-  queuedUpdate(f: IPFamily, at: number) { this.queued.push([f, at]); }
-  syncSucceeded(r: SyncReport) { this.succeeded.push(r); }
-  syncFailed(f: IPFamily, e: unknown) { this.failed.push([f, e]); }
-  pendingChanges(k: string, n: number) { this.pending.push([k, n]); }
-  changeRecorded(k: string) { this.recorded.push(k); }
-  networkProgrammingLatency(f: IPFamily, s: number) { this.latency.push([f, s]); }
-  inputSkipped(kind: string, key: string, reason: string) { this.skipped.push([kind, key, reason]); }
-  event(_l: string, _f: Record<string, unknown>, msg: string) { this.events.push(msg); }
+  queuedUpdate(f: IPFamily, at: number) {
+    this.queued.push([f, at]);
+  }
+  syncSucceeded(r: SyncReport) {
+    this.succeeded.push(r);
+  }
+  syncFailed(f: IPFamily, e: unknown) {
+    this.failed.push([f, e]);
+  }
+  pendingChanges(k: string, n: number) {
+    this.pending.push([k, n]);
+  }
+  changeRecorded(k: string) {
+    this.recorded.push(k);
+  }
+  networkProgrammingLatency(f: IPFamily, s: number) {
+    this.latency.push([f, s]);
+  }
+  inputSkipped(kind: string, key: string, reason: string) {
+    this.skipped.push([kind, key, reason]);
+  }
+  event(_l: string, _f: Record<string, unknown>, msg: string) {
+    this.events.push(msg);
+  }
 }
 
 function setup(families: IPFamily[] = ['IPv4'], extra: { conntrack?: ConntrackHook } = {}) {
@@ -51,14 +78,30 @@ function setup(families: IPFamily[] = ['IPv4'], extra: { conntrack?: ConntrackHo
   const observer = new RecordingObserver();
   const dps = families.map((f) => new RecordingDataplane(f));
   let requests = 0;
-  const proxier = new Proxier({ nodeName: TEST_NODE, dataplanes: dps, clock, observer, requestSync: () => { requests++; }, ...extra });
+  const proxier = new Proxier({
+    nodeName: TEST_NODE,
+    dataplanes: dps,
+    clock,
+    observer,
+    requestSync: () => {
+      requests++;
+    },
+    ...extra,
+  });
   return { clock, observer, dps, dp: dps[0]!, proxier, requests: () => requests };
 }
 
 const svc = (name = 'svc1', ip = '172.30.0.41', mut?: Parameters<typeof makeService>[2]) =>
-  makeService('ns1', name, (s) => { withClusterIP(s, ip); s.spec.ports = [svcPort('p80', 80)]; mut?.(s); });
+  makeService('ns1', name, (s) => {
+    withClusterIP(s, ip);
+    s.spec.ports = [svcPort('p80', 80)];
+    mut?.(s);
+  });
 const slice = (name = 'svc1', ips = ['10.180.0.1'], nodeName = TEST_NODE, port = slicePort('p80', 80)) =>
-  makeSlice('ns1', name, 1, (s) => { s.ports = [port]; s.endpoints = ips.map((ip) => endpoint(ip, { nodeName })); });
+  makeSlice('ns1', name, 1, (s) => {
+    s.ports = [port];
+    s.endpoints = ips.map((ip) => endpoint(ip, { nodeName }));
+  });
 
 async function initialized(families: IPFamily[] = ['IPv4'], extra: { conntrack?: ConntrackHook } = {}) {
   const t = setup(families, extra);
@@ -88,8 +131,14 @@ test('nothing is synced or requested until Services and EndpointSlices are both 
   const st = t.dp.last;
   assert.equal(st.fullSync, true);
   assert.deepEqual([...st.services.keys()], ['ns1/svc1:p80']);
-  assert.deepEqual(st.endpoints.get('ns1/svc1:p80')!.map((e) => e.key), ['10.180.0.1:80']);
-  assert.deepEqual(st.categorized.get('ns1/svc1:p80')!.clusterEndpoints!.map((e) => e.key), ['10.180.0.1:80']);
+  assert.deepEqual(
+    st.endpoints.get('ns1/svc1:p80')!.map((e) => e.key),
+    ['10.180.0.1:80'],
+  );
+  assert.deepEqual(
+    st.categorized.get('ns1/svc1:p80')!.clusterEndpoints!.map((e) => e.key),
+    ['10.180.0.1:80'],
+  );
   assert.equal(t.observer.succeeded.length, 1);
   assert.equal(t.observer.succeeded[0]!.partial, false);
 });
@@ -135,7 +184,12 @@ test('dual-stack: one family failing does not stop the other; only it goes full'
   const t = await initialized(['IPv4', 'IPv6']);
   const [v4, v6] = t.dps as [RecordingDataplane, RecordingDataplane];
   assert.equal(v6.last.services.size, 0, 'an IPv4-only service is not in the IPv6 state');
-  t.proxier.onServiceAdd(svc('ds', '172.30.0.43', (s) => { s.spec.clusterIPs = ['172.30.0.43', 'fd00::43']; s.spec.ipFamilies = ['IPv4', 'IPv6']; }));
+  t.proxier.onServiceAdd(
+    svc('ds', '172.30.0.43', (s) => {
+      s.spec.clusterIPs = ['172.30.0.43', 'fd00::43'];
+      s.spec.ipFamilies = ['IPv4', 'IPv6'];
+    }),
+  );
   v6.failNext = 1;
   await assert.rejects(t.proxier.syncProxyRules());
   assert.equal(v4.last.fullSync, false);
@@ -154,7 +208,10 @@ test('a topology label change forces a full sync; other label changes do not', a
   assert.equal(t.dp.last.fullSync, true);
   assert.equal(t.dp.last.node.labels['topology.kubernetes.io/zone'], 'zone-a');
   assert.ok(r >= 2);
-  t.proxier.onNodeUpdate(makeNode(TEST_NODE, { zone: 'zone-a' }), makeNode(TEST_NODE, { zone: 'zone-a', labels: { team: 'x' } }));
+  t.proxier.onNodeUpdate(
+    makeNode(TEST_NODE, { zone: 'zone-a' }),
+    makeNode(TEST_NODE, { zone: 'zone-a', labels: { team: 'x' } }),
+  );
   await t.proxier.syncProxyRules();
   assert.equal(t.dp.last.fullSync, false);
   t.proxier.onNodeUpdate(makeNode(TEST_NODE), makeNode(TEST_NODE, { zone: 'zone-b' }));
@@ -185,9 +242,23 @@ test('the full sync is repeated hourly by the clock', async () => {
 
 test('noLocalEndpoints follows TestNoEndpointsMetric', async () => {
   const t = setup();
-  t.proxier.onServiceAdd(svc('itp', '172.30.0.50', (s) => { s.spec.internalTrafficPolicy = 'Local'; }));
-  t.proxier.onServiceAdd(svc('etp', '172.30.0.51', (s) => { s.spec.type = 'NodePort'; s.spec.externalTrafficPolicy = 'Local'; s.spec.ports = [svcPort('p80', 80, 'TCP', { nodePort: 30080 })]; }));
-  t.proxier.onServiceAdd(svc('empty', '172.30.0.52', (s) => { s.spec.internalTrafficPolicy = 'Local'; }));
+  t.proxier.onServiceAdd(
+    svc('itp', '172.30.0.50', (s) => {
+      s.spec.internalTrafficPolicy = 'Local';
+    }),
+  );
+  t.proxier.onServiceAdd(
+    svc('etp', '172.30.0.51', (s) => {
+      s.spec.type = 'NodePort';
+      s.spec.externalTrafficPolicy = 'Local';
+      s.spec.ports = [svcPort('p80', 80, 'TCP', { nodePort: 30080 })];
+    }),
+  );
+  t.proxier.onServiceAdd(
+    svc('empty', '172.30.0.52', (s) => {
+      s.spec.internalTrafficPolicy = 'Local';
+    }),
+  );
   t.proxier.onEndpointSliceAdd(slice('itp', ['10.180.1.1'], 'host-1'));
   t.proxier.onEndpointSliceAdd(slice('etp', ['10.180.1.2'], 'host-1'));
   t.proxier.onServiceSynced();
@@ -202,7 +273,9 @@ test('noLocalEndpoints follows TestNoEndpointsMetric', async () => {
 test('network programming latency is measured from the slice trigger time after a successful sync', async () => {
   const t = await initialized();
   const s = slice('svc1', ['10.180.0.7']);
-  s.metadata.annotations = { 'endpoints.kubernetes.io/last-change-trigger-time': new Date(t.clock.now() + 1000).toISOString() };
+  s.metadata.annotations = {
+    'endpoints.kubernetes.io/last-change-trigger-time': new Date(t.clock.now() + 1000).toISOString(),
+  };
   t.clock.advance(3000);
   t.proxier.onEndpointSliceUpdate(slice(), s);
   t.dp.failNext = 1;
@@ -215,24 +288,49 @@ test('network programming latency is measured from the slice trigger time after 
 
 test('malformed input is skipped and reported; healthy services still sync', async () => {
   const t = setup();
-  const bad: unknown[] = [null, {}, { metadata: { namespace: 'ns1' } }, { metadata: { namespace: 'ns1', name: 'x' }, spec: { clusterIP: '1.2.3', ports: [{ port: 80 }] } },
-    svc('badport', '172.30.0.60', (s) => { s.spec.ports = [{ name: 'a', port: 0 }, { name: 'b', port: -5 }, svcPort('c', 80)]; })];
+  const bad: unknown[] = [
+    null,
+    {},
+    { metadata: { namespace: 'ns1' } },
+    { metadata: { namespace: 'ns1', name: 'x' }, spec: { clusterIP: '1.2.3', ports: [{ port: 80 }] } },
+    svc('badport', '172.30.0.60', (s) => {
+      s.spec.ports = [{ name: 'a', port: 0 }, { name: 'b', port: -5 }, svcPort('c', 80)];
+    }),
+  ];
   for (const b of bad) assert.doesNotThrow(() => t.proxier.onServiceAdd(b as never));
   assert.doesNotThrow(() => t.proxier.onServiceUpdate(null as never, undefined as never));
   assert.doesNotThrow(() => t.proxier.onServiceDelete({ metadata: 5 } as never));
-  for (const b of [null, {}, { metadata: { namespace: 'ns1', name: 's' } }, makeSlice('ns1', 'svc1', 9, (s) => { s.endpoints = [{ addresses: ['999.1.1.1'] }]; s.ports = [{ name: 'p80', port: 'x' as never }]; })]) {
+  for (const b of [
+    null,
+    {},
+    { metadata: { namespace: 'ns1', name: 's' } },
+    makeSlice('ns1', 'svc1', 9, (s) => {
+      s.endpoints = [{ addresses: ['999.1.1.1'] }];
+      s.ports = [{ name: 'p80', port: 'x' as never }];
+    }),
+  ]) {
     assert.doesNotThrow(() => t.proxier.onEndpointSliceAdd(b as never));
   }
-  assert.doesNotThrow(() => t.proxier.onNodeAdd({ metadata: { name: TEST_NODE }, status: { addresses: [{ type: 'InternalIP', address: 'bogus' }] } } as never));
+  assert.doesNotThrow(() =>
+    t.proxier.onNodeAdd({
+      metadata: { name: TEST_NODE },
+      status: { addresses: [{ type: 'InternalIP', address: 'bogus' }] },
+    } as never),
+  );
   assert.doesNotThrow(() => t.proxier.onNodeAdd(null as never));
-  assert.doesNotThrow(() => t.proxier.onServiceCIDRsChanged([null, { metadata: {}, spec: { cidrs: ['x', 5, '172.30.0.0/16'] } }] as never));
+  assert.doesNotThrow(() =>
+    t.proxier.onServiceCIDRsChanged([null, { metadata: {}, spec: { cidrs: ['x', 5, '172.30.0.0/16'] } }] as never),
+  );
   t.proxier.onServiceAdd(svc());
   t.proxier.onEndpointSliceAdd(slice());
   t.proxier.onServiceSynced();
   t.proxier.onEndpointSliceSynced();
   await t.proxier.syncProxyRules();
   assert.deepEqual([...t.dp.last.services.keys()], ['ns1/badport:c', 'ns1/svc1:p80']);
-  assert.deepEqual(t.dp.last.endpoints.get('ns1/svc1:p80')!.map((e) => e.key), ['10.180.0.1:80']);
+  assert.deepEqual(
+    t.dp.last.endpoints.get('ns1/svc1:p80')!.map((e) => e.key),
+    ['10.180.0.1:80'],
+  );
   assert.deepEqual(t.dp.last.serviceCIDRs, ['172.30.0.0/16']);
   const kinds = new Set(t.observer.skipped.map((s) => s[0]));
   assert.deepEqual([...kinds].sort(), ['endpointslice', 'node', 'service']);
@@ -263,19 +361,41 @@ test('node eligibility: deleted, being deleted, or tainted for deletion', () => 
 
 test('node IPs and podCIDRs come from the Node; the override wins', () => {
   const clock = new FakeClock();
-  const p = new Proxier({ nodeName: TEST_NODE, dataplanes: [new RecordingDataplane('IPv4')], clock, observer: new RecordingObserver(), requestSync: () => {}, nodeIPOverride: { IPv4: '192.168.0.9' } });
-  p.onNodeAdd(makeNode(TEST_NODE, { internalIPs: ['192.168.0.2', 'fd00::2'], podCIDRs: ['10.0.0.0/24', 'fd00:10::/64'] }));
+  const p = new Proxier({
+    nodeName: TEST_NODE,
+    dataplanes: [new RecordingDataplane('IPv4')],
+    clock,
+    observer: new RecordingObserver(),
+    requestSync: () => {},
+    nodeIPOverride: { IPv4: '192.168.0.9' },
+  });
+  p.onNodeAdd(
+    makeNode(TEST_NODE, { internalIPs: ['192.168.0.2', 'fd00::2'], podCIDRs: ['10.0.0.0/24', 'fd00:10::/64'] }),
+  );
   assert.deepEqual(p.nodeInfo().nodeIPs, { IPv4: '192.168.0.9', IPv6: 'fd00::2' });
   assert.deepEqual(p.podCIDRs(), ['10.0.0.0/24', 'fd00:10::/64']);
 });
 
 test('health helpers: healthCheckNodePorts and localReadyEndpoints from the last good state', async () => {
   const t = setup();
-  t.proxier.onServiceAdd(svc('lb', '172.30.0.70', (s) => { s.spec.type = 'LoadBalancer'; s.spec.externalTrafficPolicy = 'Local'; s.spec.healthCheckNodePort = 30000; s.spec.ports = [svcPort('a', 80, 'TCP', { nodePort: 30001 }), svcPort('b', 81, 'TCP', { nodePort: 30002 })]; }));
-  t.proxier.onEndpointSliceAdd(makeSlice('ns1', 'lb', 1, (s) => {
-    s.ports = [slicePort('a', 80), slicePort('b', 81)];
-    s.endpoints = [endpoint('10.180.0.1', { nodeName: TEST_NODE }), endpoint('10.180.0.2', { nodeName: TEST_NODE, ready: false, serving: true, terminating: true }), endpoint('10.180.1.1', { nodeName: 'host-1' })];
-  }));
+  t.proxier.onServiceAdd(
+    svc('lb', '172.30.0.70', (s) => {
+      s.spec.type = 'LoadBalancer';
+      s.spec.externalTrafficPolicy = 'Local';
+      s.spec.healthCheckNodePort = 30000;
+      s.spec.ports = [svcPort('a', 80, 'TCP', { nodePort: 30001 }), svcPort('b', 81, 'TCP', { nodePort: 30002 })];
+    }),
+  );
+  t.proxier.onEndpointSliceAdd(
+    makeSlice('ns1', 'lb', 1, (s) => {
+      s.ports = [slicePort('a', 80), slicePort('b', 81)];
+      s.endpoints = [
+        endpoint('10.180.0.1', { nodeName: TEST_NODE }),
+        endpoint('10.180.0.2', { nodeName: TEST_NODE, ready: false, serving: true, terminating: true }),
+        endpoint('10.180.1.1', { nodeName: 'host-1' }),
+      ];
+    }),
+  );
   t.proxier.onServiceSynced();
   t.proxier.onEndpointSliceSynced();
   await t.proxier.syncProxyRules();
@@ -287,24 +407,47 @@ test('health helpers: healthCheckNodePorts and localReadyEndpoints from the last
 
 test('UDP endpoint changes run the conntrack hook with the stale-flow predicate', async () => {
   const calls: Array<{ family: IPFamily; pred: (f: ConntrackFlow) => boolean }> = [];
-  const conntrack: ConntrackHook = { async listAndDelete(family, pred) { calls.push({ family, pred }); return 1; } };
+  const conntrack: ConntrackHook = {
+    async listAndDelete(family, pred) {
+      calls.push({ family, pred });
+      return 1;
+    },
+  };
   const t = await initialized(['IPv4'], { conntrack });
   assert.equal(calls.length, 0, 'TCP only so far');
-  t.proxier.onServiceAdd(svc('dns', '172.30.0.10', (s) => { s.spec.ports = [svcPort('dns', 53, 'UDP')]; }));
+  t.proxier.onServiceAdd(
+    svc('dns', '172.30.0.10', (s) => {
+      s.spec.ports = [svcPort('dns', 53, 'UDP')];
+    }),
+  );
   t.proxier.onEndpointSliceAdd(slice('dns', ['10.180.0.5'], TEST_NODE, slicePort('dns', 53, 'UDP')));
   await t.proxier.syncProxyRules();
   assert.equal(calls.length, 1);
   const pred = calls[0]!.pred;
-  assert.equal(pred({ proto: 'UDP', origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.180.0.9', replySrcPort: 53 }), true);
-  assert.equal(pred({ proto: 'UDP', origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.180.0.5', replySrcPort: 53 }), false);
+  assert.equal(
+    pred({ proto: 'UDP', origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.180.0.9', replySrcPort: 53 }),
+    true,
+  );
+  assert.equal(
+    pred({ proto: 'UDP', origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.180.0.5', replySrcPort: 53 }),
+    false,
+  );
   await t.proxier.syncProxyRules();
   assert.equal(calls.length, 1, 'no UDP change, no cleanup');
 });
 
 test('a failing conntrack hook is logged, not a sync failure', async () => {
-  const conntrack: ConntrackHook = { async listAndDelete() { throw new Error('no conntrack'); } };
+  const conntrack: ConntrackHook = {
+    async listAndDelete() {
+      throw new Error('no conntrack');
+    },
+  };
   const t = await initialized(['IPv4'], { conntrack });
-  t.proxier.onServiceAdd(svc('dns', '172.30.0.10', (s) => { s.spec.ports = [svcPort('dns', 53, 'UDP')]; }));
+  t.proxier.onServiceAdd(
+    svc('dns', '172.30.0.10', (s) => {
+      s.spec.ports = [svcPort('dns', 53, 'UDP')];
+    }),
+  );
   t.proxier.onEndpointSliceAdd(slice('dns', ['10.180.0.5'], TEST_NODE, slicePort('dns', 53, 'UDP')));
   await t.proxier.syncProxyRules();
   assert.ok(t.observer.events.includes('conntrack cleanup failed'));
@@ -324,13 +467,17 @@ test('pending change counts are published and drop to zero after a sync', async 
 test('ServiceCIDR changes reach the state and request a sync', async () => {
   const t = await initialized(['IPv4', 'IPv6']);
   const r = t.requests();
-  t.proxier.onServiceCIDRsChanged([{ metadata: { name: 'kubernetes' }, spec: { cidrs: ['172.30.0.0/16', 'fd00:172:30::/108'] } }]);
+  t.proxier.onServiceCIDRsChanged([
+    { metadata: { name: 'kubernetes' }, spec: { cidrs: ['172.30.0.0/16', 'fd00:172:30::/108'] } },
+  ]);
   assert.equal(t.requests(), r + 1);
   await t.proxier.syncProxyRules();
   assert.deepEqual(t.dps[0]!.last.serviceCIDRs, ['172.30.0.0/16']);
   assert.equal(t.dps[0]!.last.fullSync, true);
   assert.deepEqual(t.dps[1]!.last.serviceCIDRs, ['fd00:172:30::/108']);
-  t.proxier.onServiceCIDRsChanged([{ metadata: { name: 'kubernetes' }, spec: { cidrs: ['fd00:172:30::/108', '172.30.0.0/16'] } }]);
+  t.proxier.onServiceCIDRsChanged([
+    { metadata: { name: 'kubernetes' }, spec: { cidrs: ['fd00:172:30::/108', '172.30.0.0/16'] } },
+  ]);
   assert.equal(t.requests(), r + 1, 'same set in another order is no change');
 });
 
@@ -344,20 +491,48 @@ test('sync() queues every family once initialized; duplicate families are a bug'
   const q = t.observer.queued.length;
   t.proxier.sync();
   assert.equal(t.requests(), r + 1);
-  assert.deepEqual(t.observer.queued.slice(q).map((x) => x[0]), ['IPv4', 'IPv6']);
+  assert.deepEqual(
+    t.observer.queued.slice(q).map((x) => x[0]),
+    ['IPv4', 'IPv6'],
+  );
   const clock = new FakeClock();
-  assert.throws(() => new Proxier({ nodeName: TEST_NODE, dataplanes: [new RecordingDataplane('IPv4'), new RecordingDataplane('IPv4')], clock, observer: new RecordingObserver(), requestSync: () => {} }), (e: unknown) => hasCode(e, 'KPT_BUG'));
+  assert.throws(
+    () =>
+      new Proxier({
+        nodeName: TEST_NODE,
+        dataplanes: [new RecordingDataplane('IPv4'), new RecordingDataplane('IPv4')],
+        clock,
+        observer: new RecordingObserver(),
+        requestSync: () => {},
+      }),
+    (e: unknown) => hasCode(e, 'KPT_BUG'),
+  );
 });
 
 test('dual-stack: bad input is reported once, also when only the IPv6 family looks at it', () => {
   const t = setup(['IPv4', 'IPv6']);
-  t.proxier.onServiceAdd(svc('both', '172.30.0.80', (s) => { s.spec.clusterIPs = ['172.30.0.80', 'fd00::80']; s.spec.externalIPs = ['bogus']; }));
+  t.proxier.onServiceAdd(
+    svc('both', '172.30.0.80', (s) => {
+      s.spec.clusterIPs = ['172.30.0.80', 'fd00::80'];
+      s.spec.externalIPs = ['bogus'];
+    }),
+  );
   assert.deepEqual(t.observer.skipped, [['service', 'ns1/both', 'invalid externalIP "bogus"']]);
   t.observer.skipped.length = 0;
-  t.proxier.onServiceAdd(svc('v6only', 'fd00::81', (s) => { s.spec.externalIPs = ['bogus']; }));
+  t.proxier.onServiceAdd(
+    svc('v6only', 'fd00::81', (s) => {
+      s.spec.externalIPs = ['bogus'];
+    }),
+  );
   assert.deepEqual(t.observer.skipped, [['service', 'ns1/v6only', 'invalid externalIP "bogus"']]);
   t.observer.skipped.length = 0;
-  t.proxier.onEndpointSliceAdd(makeSlice('ns1', 'v6only', 1, (s) => { s.addressType = 'IPv6'; s.endpoints = [{ addresses: ['fd00::zz'] }]; s.ports = [slicePort('p80', 80)]; }));
+  t.proxier.onEndpointSliceAdd(
+    makeSlice('ns1', 'v6only', 1, (s) => {
+      s.addressType = 'IPv6';
+      s.endpoints = [{ addresses: ['fd00::zz'] }];
+      s.ports = [slicePort('p80', 80)];
+    }),
+  );
   assert.equal(t.observer.skipped.length, 1);
   assert.equal(t.observer.skipped[0]![0], 'endpointslice');
   t.observer.skipped.length = 0;
@@ -373,7 +548,10 @@ test('a slice relabelled to another Service leaves the old one', async () => {
   t.proxier.onEndpointSliceUpdate(slice(), moved);
   await t.proxier.syncProxyRules();
   assert.deepEqual(t.dp.last.endpoints.get('ns1/svc1:p80'), []);
-  assert.deepEqual(t.dp.last.endpoints.get('ns1/svc2:p80')!.map((e) => e.key), ['10.180.0.1:80']);
+  assert.deepEqual(
+    t.dp.last.endpoints.get('ns1/svc2:p80')!.map((e) => e.key),
+    ['10.180.0.1:80'],
+  );
   assert.deepEqual([...t.dp.last.changedServices].sort(), ['ns1/svc1', 'ns1/svc2']);
   assert.doesNotThrow(() => t.proxier.onEndpointSliceUpdate(null as never, null as never));
 });

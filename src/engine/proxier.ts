@@ -72,40 +72,66 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       throw new BugError('Proxier needs at most one dataplane per IP family');
     }
     const start = deps.clock.now();
-    const skip = (kind: 'service' | 'endpointslice'): SkipReporter => (key, reason) => this.reportSkip(kind, key, reason);
-    this.families = deps.dataplanes.map((dp) => new FamilyState(dp, deps.nodeName, start, skip('service'), skip('endpointslice'), deps.serviceProxyName ?? ''));
-    this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) => this.reportSkip('node', key, reason));
+    const skip =
+      (kind: 'service' | 'endpointslice'): SkipReporter =>
+      (key, reason) =>
+        this.reportSkip(kind, key, reason);
+    this.families = deps.dataplanes.map(
+      (dp) =>
+        new FamilyState(dp, deps.nodeName, start, skip('service'), skip('endpointslice'), deps.serviceProxyName ?? ''),
+    );
+    this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) =>
+      this.reportSkip('node', key, reason),
+    );
   }
 
   // ---- ServiceHandler ----
-  onServiceAdd(svc: Service): void { this.serviceChange(null, svc); }
-  onServiceUpdate(oldSvc: Service, svc: Service): void { this.serviceChange(oldSvc, svc); }
-  onServiceDelete(svc: Service): void { this.serviceChange(svc, null); }
+  onServiceAdd(svc: Service): void {
+    this.serviceChange(null, svc);
+  }
+  onServiceUpdate(oldSvc: Service, svc: Service): void {
+    this.serviceChange(oldSvc, svc);
+  }
+  onServiceDelete(svc: Service): void {
+    this.serviceChange(svc, null);
+  }
   onServiceSynced(): void {
     this.servicesSynced = true;
     this.maybeInitialized();
   }
 
   // ---- EndpointSliceHandler ----
-  onEndpointSliceAdd(slice: EndpointSlice): void { this.sliceChange(slice, false); }
+  onEndpointSliceAdd(slice: EndpointSlice): void {
+    this.sliceChange(slice, false);
+  }
   onEndpointSliceUpdate(oldSlice: EndpointSlice, slice: EndpointSlice): void {
     // A slice relabelled to another Service (or family) must leave the old one.
     const before = endpointSliceKeys(oldSlice);
     const after = endpointSliceKeys(slice);
-    const moved = before !== null && (after === null || before.serviceKey !== after.serviceKey || oldSlice.addressType !== slice?.addressType);
+    const moved =
+      before !== null &&
+      (after === null || before.serviceKey !== after.serviceKey || oldSlice.addressType !== slice?.addressType);
     if (moved) this.sliceChange(oldSlice, true);
     this.sliceChange(slice, false);
   }
-  onEndpointSliceDelete(slice: EndpointSlice): void { this.sliceChange(slice, true); }
+  onEndpointSliceDelete(slice: EndpointSlice): void {
+    this.sliceChange(slice, true);
+  }
   onEndpointSliceSynced(): void {
     this.endpointSlicesSynced = true;
     this.maybeInitialized();
   }
 
   // ---- NodeHandler (only this proxy's own Node matters) ----
-  onNodeAdd(node: Node): void { this.nodeChange(node, false); }
-  onNodeUpdate(_oldNode: Node, node: Node): void { this.nodeChange(node, false); }
-  onNodeDelete(node: Node): void { this.nodeChange(node, true); }
+  onNodeAdd(node: Node): void {
+    this.nodeChange(node, false);
+  }
+  onNodeUpdate(_oldNode: Node, node: Node): void {
+    this.nodeChange(node, false);
+  }
+  onNodeDelete(node: Node): void {
+    this.nodeChange(node, true);
+  }
   onNodeSynced(): void {}
 
   // ---- ServiceCIDRHandler ----
@@ -154,7 +180,8 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   healthCheckNodePorts(): Map<string, number> {
     const out = new Map<string, number>();
     for (const f of this.families) {
-      for (const sp of f.lastState?.services.values() ?? []) if (sp.healthCheckNodePort !== 0) out.set(sp.serviceKey, sp.healthCheckNodePort);
+      for (const sp of f.lastState?.services.values() ?? [])
+        if (sp.healthCheckNodePort !== 0) out.set(sp.serviceKey, sp.healthCheckNodePort);
     }
     return out;
   }
@@ -213,7 +240,8 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     const { clock, observer } = this.deps;
     const t0 = clock.monotonic();
     const changes = f.checkout();
-    const fullSync = f.needFullSync || t0 - f.lastFullSyncAt >= (this.deps.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS);
+    const fullSync =
+      f.needFullSync || t0 - f.lastFullSyncAt >= (this.deps.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS);
     const state = buildSyncState({
       family: f.family,
       services: f.servicePorts,
@@ -286,7 +314,9 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   }
 
   private sliceChange(slice: EndpointSlice, remove: boolean): void {
-    const touched = this.guard('endpointslice', slice, () => this.families.filter((f) => f.endpointsTracker.endpointSliceUpdate(slice, remove)));
+    const touched = this.guard('endpointslice', slice, () =>
+      this.families.filter((f) => f.endpointsTracker.endpointSliceUpdate(slice, remove)),
+    );
     if (touched.length > 0) this.deps.observer.changeRecorded('endpoint');
     this.changed(touched);
   }
@@ -313,7 +343,11 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       return fn();
     } catch (error) {
       const md = (obj as { metadata?: { namespace?: unknown; name?: unknown } } | null)?.metadata;
-      this.deps.observer.inputSkipped(kind, `${String(md?.namespace ?? '')}/${String(md?.name ?? '')}`, `intake error: ${String(error)}`);
+      this.deps.observer.inputSkipped(
+        kind,
+        `${String(md?.namespace ?? '')}/${String(md?.name ?? '')}`,
+        `intake error: ${String(error)}`,
+      );
       return [];
     }
   }

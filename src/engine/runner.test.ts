@@ -15,18 +15,33 @@ function harness(clock: FakeClock) {
   let active = 0;
   let maxActive = 0;
   const waiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
-  const fn = () => new Promise<void>((resolve, reject) => {
-    starts.push(clock.now());
-    active++;
-    maxActive = Math.max(maxActive, active);
-    waiters.push({ resolve: () => { active--; resolve(); }, reject: (e) => { active--; reject(e); } });
-  });
+  const fn = () =>
+    new Promise<void>((resolve, reject) => {
+      starts.push(clock.now());
+      active++;
+      maxActive = Math.max(maxActive, active);
+      waiters.push({
+        resolve: () => {
+          active--;
+          resolve();
+        },
+        reject: (e) => {
+          active--;
+          reject(e);
+        },
+      });
+    });
   return {
-    fn, starts, get maxActive() { return maxActive; },
+    fn,
+    starts,
+    get maxActive() {
+      return maxActive;
+    },
     async finish(ok = true) {
       const w = waiters.shift();
       assert.ok(w, 'no run in flight to finish');
-      if (ok) w.resolve(); else w.reject(new Error('sync failed'));
+      if (ok) w.resolve();
+      else w.reject(new Error('sync failed'));
       await flush();
     },
   };
@@ -42,7 +57,9 @@ test('first run() runs at once; requests during a run coalesce into one run afte
   r.loop();
   r.run();
   assert.deepEqual(h.starts, [T0]);
-  r.run(); r.run(); r.run();
+  r.run();
+  r.run();
+  r.run();
   clock.advance(300);
   await h.finish();
   assert.equal(h.starts.length, 1, 'no second run before minInterval');
@@ -117,7 +134,12 @@ test('a failed run is retried after retryInterval; a success cancels the retry',
 test('a retry interval shorter than minInterval still waits for minInterval', async () => {
   const clock = new FakeClock(T0);
   const h = harness(clock);
-  const r = new BoundedFrequencyRunner('sync', h.fn, { minInterval: 2000, maxInterval: 60_000, retryInterval: 100 }, clock);
+  const r = new BoundedFrequencyRunner(
+    'sync',
+    h.fn,
+    { minInterval: 2000, maxInterval: 60_000, retryInterval: 100 },
+    clock,
+  );
   r.loop();
   r.run();
   await h.finish(false);
@@ -132,7 +154,15 @@ test('a retry interval shorter than minInterval still waits for minInterval', as
 test('fn that throws synchronously counts as a failure and does not break the loop', async () => {
   const clock = new FakeClock(T0);
   let calls = 0;
-  const r = new BoundedFrequencyRunner('sync', () => { calls++; throw new Error('boom'); }, intervals, clock);
+  const r = new BoundedFrequencyRunner(
+    'sync',
+    () => {
+      calls++;
+      throw new Error('boom');
+    },
+    intervals,
+    clock,
+  );
   r.loop();
   r.run();
   await flush();
@@ -161,5 +191,14 @@ test('run() before loop() is served when the loop starts; stop() disarms everyth
 });
 
 test('rejects maxInterval < minInterval', () => {
-  assert.throws(() => new BoundedFrequencyRunner('x', async () => {}, { minInterval: 10, maxInterval: 5, retryInterval: 1 }, new FakeClock()), { code: 'KPT_BUG' });
+  assert.throws(
+    () =>
+      new BoundedFrequencyRunner(
+        'x',
+        async () => {},
+        { minInterval: 10, maxInterval: 5, retryInterval: 1 },
+        new FakeClock(),
+      ),
+    { code: 'KPT_BUG' },
+  );
 });

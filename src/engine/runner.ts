@@ -56,7 +56,8 @@ export class BoundedFrequencyRunner {
     for (const [k, v] of Object.entries({ minInterval, maxInterval, retryInterval })) {
       if (!Number.isFinite(v) || v < 0) throw new BugError(`${name}: ${k} must be a finite number >= 0, got ${v}`);
     }
-    if (maxInterval < minInterval) throw new BugError(`${name}: maxInterval (${maxInterval}) must be >= minInterval (${minInterval})`);
+    if (maxInterval < minInterval)
+      throw new BugError(`${name}: maxInterval (${maxInterval}) must be >= minInterval (${minInterval})`);
   }
 
   /**

@@ -3,9 +3,25 @@ import assert from 'node:assert/strict';
 import { planServices, selectNodeIPs, ServiceEndpointCounts, serviceHealthResponse } from './servicehealth.js';
 
 test('planServices: close removed and re-ported services, open new ones, skip invalid ports', () => {
-  const open = new Map([['ns/a', 30001], ['ns/b', 30002], ['ns/c', 30003]]);
-  const wanted = new Map([['ns/a', 30001], ['ns/b', 30012], ['ns/d', 30004], ['ns/bad', 0], ['ns/huge', 70000]]);
-  assert.deepEqual(planServices(open, wanted), { close: ['ns/b', 'ns/c'], open: [['ns/b', 30012], ['ns/d', 30004]] });
+  const open = new Map([
+    ['ns/a', 30001],
+    ['ns/b', 30002],
+    ['ns/c', 30003],
+  ]);
+  const wanted = new Map([
+    ['ns/a', 30001],
+    ['ns/b', 30012],
+    ['ns/d', 30004],
+    ['ns/bad', 0],
+    ['ns/huge', 70000],
+  ]);
+  assert.deepEqual(planServices(open, wanted), {
+    close: ['ns/b', 'ns/c'],
+    open: [
+      ['ns/b', 30012],
+      ['ns/d', 30004],
+    ],
+  });
   assert.deepEqual(planServices(new Map(), new Map()), { close: [], open: [] });
 });
 
@@ -19,9 +35,20 @@ test('selectNodeIPs follows nodePortAddresses; no match falls back to all', () =
 test('serviceHealthResponse: upstream body, headers and code', () => {
   const ok = serviceHealthResponse('web/frontend', 2, true);
   assert.equal(ok.status, 200);
-  assert.equal(ok.body, '{\n\t"service": {\n\t\t"namespace": "web",\n\t\t"name": "frontend"\n\t},\n\t"localEndpoints": 2,\n\t"serviceProxyHealthy": true\n}');
-  assert.deepEqual(JSON.parse(ok.body), { service: { namespace: 'web', name: 'frontend' }, localEndpoints: 2, serviceProxyHealthy: true });
-  assert.deepEqual(ok.headers, { 'Content-Type': 'application/json', 'X-Content-Type-Options': 'nosniff', 'X-Load-Balancing-Endpoint-Weight': '2' });
+  assert.equal(
+    ok.body,
+    '{\n\t"service": {\n\t\t"namespace": "web",\n\t\t"name": "frontend"\n\t},\n\t"localEndpoints": 2,\n\t"serviceProxyHealthy": true\n}',
+  );
+  assert.deepEqual(JSON.parse(ok.body), {
+    service: { namespace: 'web', name: 'frontend' },
+    localEndpoints: 2,
+    serviceProxyHealthy: true,
+  });
+  assert.deepEqual(ok.headers, {
+    'Content-Type': 'application/json',
+    'X-Content-Type-Options': 'nosniff',
+    'X-Load-Balancing-Endpoint-Weight': '2',
+  });
   assert.equal(serviceHealthResponse('web/frontend', 0, true).status, 503);
   assert.equal(serviceHealthResponse('web/frontend', 3, false).status, 503);
   assert.equal(serviceHealthResponse('web/frontend', 0, true).headers['X-Load-Balancing-Endpoint-Weight'], '0');
@@ -30,7 +57,13 @@ test('serviceHealthResponse: upstream body, headers and code', () => {
 test('ServiceEndpointCounts: unknown ignored, missing zeroed, late opens take the last count', () => {
   const c = new ServiceEndpointCounts();
   c.opened('ns/a');
-  c.sync(new Map([['ns/a', 3], ['ns/b', 2], ['ns/x', 9]]));
+  c.sync(
+    new Map([
+      ['ns/a', 3],
+      ['ns/b', 2],
+      ['ns/x', 9],
+    ]),
+  );
   assert.equal(c.get('ns/a'), 3);
   assert.equal(c.get('ns/x'), undefined);
   c.opened('ns/b');

@@ -21,12 +21,38 @@ const LIST = [
 
 test('parseConntrackList: orig and reply groups, normalised IPs, malformed lines skipped', () => {
   assert.deepEqual(parseConntrackList(LIST, 'IPv4'), [
-    { proto: 'udp', origSrc: '10.250.0.1', origDst: '172.30.0.10', origSrcPort: 40002, origDstPort: 53, replySrc: '10.250.0.2', replySrcPort: 5354 },
-    { proto: 'udp', origSrc: '10.0.0.7', origDst: '10.96.0.10', origSrcPort: 1, origDstPort: 53, replySrc: '10.244.1.5', replySrcPort: 53 },
+    {
+      proto: 'udp',
+      origSrc: '10.250.0.1',
+      origDst: '172.30.0.10',
+      origSrcPort: 40002,
+      origDstPort: 53,
+      replySrc: '10.250.0.2',
+      replySrcPort: 5354,
+    },
+    {
+      proto: 'udp',
+      origSrc: '10.0.0.7',
+      origDst: '10.96.0.10',
+      origSrcPort: 1,
+      origDstPort: 53,
+      replySrc: '10.244.1.5',
+      replySrcPort: 53,
+    },
   ]);
-  const v6 = 'ipv6     10 udp      17 29 src=fd00::1 dst=FD00:0:0:0::10 sport=5000 dport=53 [UNREPLIED] src=fd00::2 dst=fd00::1 sport=5354 dport=5000 mark=0 use=1';
+  const v6 =
+    'ipv6     10 udp      17 29 src=fd00::1 dst=FD00:0:0:0::10 sport=5000 dport=53 [UNREPLIED] src=fd00::2 dst=fd00::1 sport=5354 dport=5000 mark=0 use=1';
   assert.deepEqual(parseConntrackList(v6, 'IPv6'), [
-    { proto: 'udp', origSrc: 'fd00::1', origDst: 'fd00::10', origSrcPort: 5000, origDstPort: 53, replySrc: 'fd00::2', replySrcPort: 5354 }]);
+    {
+      proto: 'udp',
+      origSrc: 'fd00::1',
+      origDst: 'fd00::10',
+      origSrcPort: 5000,
+      origDstPort: 53,
+      replySrc: 'fd00::2',
+      replySrcPort: 5354,
+    },
+  ]);
   assert.deepEqual(parseConntrackList(v6, 'IPv4'), [], 'wrong family dropped');
 });
 
@@ -34,18 +60,64 @@ test('deleteFlows: exact filters, duplicates once, "0 deleted" is not an error, 
   const calls: string[][] = [];
   const fake: ConntrackExec = async (args) => {
     calls.push([...args]);
-    if (args.includes('10.244.9.9')) return { code: 1, stdout: '', stderr: 'conntrack v1.4.7 (conntrack-tools): 0 flow entries have been deleted.\n' };
-    if (args.includes('10.244.6.6')) return { code: 1, stdout: '', stderr: 'conntrack v1.4.7 (conntrack-tools): Operation not permitted\n' };
+    if (args.includes('10.244.9.9'))
+      return { code: 1, stdout: '', stderr: 'conntrack v1.4.7 (conntrack-tools): 0 flow entries have been deleted.\n' };
+    if (args.includes('10.244.6.6'))
+      return { code: 1, stdout: '', stderr: 'conntrack v1.4.7 (conntrack-tools): Operation not permitted\n' };
     return { code: 0, stdout: '', stderr: 'conntrack v1.4.7 (conntrack-tools): 2 flow entries have been deleted.\n' };
   };
   const ct = new Conntrack(fake);
-  const flow = { proto: 'udp' as const, origSrc: '10.0.0.1', origDst: '10.96.0.10', origSrcPort: 40000, origDstPort: 53, replySrc: '10.244.1.5', replySrcPort: 53 };
-  const r = await ct.deleteFlows('IPv4', [flow, { ...flow }, { origDst: '10.96.0.10', origDstPort: 53, replySrc: '10.244.9.9', replySrcPort: 53 },
-    { origDst: '10.96.0.10', origDstPort: 53, replySrc: '10.244.6.6', replySrcPort: 53 }, { origDst: 'nope', origDstPort: 1, replySrc: '1.1.1.1', replySrcPort: 1 }]);
+  const flow = {
+    proto: 'udp' as const,
+    origSrc: '10.0.0.1',
+    origDst: '10.96.0.10',
+    origSrcPort: 40000,
+    origDstPort: 53,
+    replySrc: '10.244.1.5',
+    replySrcPort: 53,
+  };
+  const r = await ct.deleteFlows('IPv4', [
+    flow,
+    { ...flow },
+    { origDst: '10.96.0.10', origDstPort: 53, replySrc: '10.244.9.9', replySrcPort: 53 },
+    { origDst: '10.96.0.10', origDstPort: 53, replySrc: '10.244.6.6', replySrcPort: 53 },
+    { origDst: 'nope', origDstPort: 1, replySrc: '1.1.1.1', replySrcPort: 1 },
+  ]);
   assert.equal(calls.length, 3);
-  assert.deepEqual(calls[0], ['-D', '-p', 'udp', '-f', 'ipv4', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53', '--reply-src', '10.244.1.5',
-    '--reply-port-src', '53', '--orig-src', '10.0.0.1', '--orig-port-src', '40000']);
-  assert.deepEqual(calls[1], ['-D', '-p', 'udp', '-f', 'ipv4', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53', '--reply-src', '10.244.9.9', '--reply-port-src', '53']);
+  assert.deepEqual(calls[0], [
+    '-D',
+    '-p',
+    'udp',
+    '-f',
+    'ipv4',
+    '--orig-dst',
+    '10.96.0.10',
+    '--orig-port-dst',
+    '53',
+    '--reply-src',
+    '10.244.1.5',
+    '--reply-port-src',
+    '53',
+    '--orig-src',
+    '10.0.0.1',
+    '--orig-port-src',
+    '40000',
+  ]);
+  assert.deepEqual(calls[1], [
+    '-D',
+    '-p',
+    'udp',
+    '-f',
+    'ipv4',
+    '--orig-dst',
+    '10.96.0.10',
+    '--orig-port-dst',
+    '53',
+    '--reply-src',
+    '10.244.9.9',
+    '--reply-port-src',
+    '53',
+  ]);
   assert.equal(r.deleted, 2);
   assert.equal(r.errors.length, 1);
   assert.match(r.errors[0]!, /Operation not permitted/);
@@ -58,14 +130,43 @@ test('cleanStaleUDPEntries: lists, lets the core pick stale flows, deletes only 
     deletes.push([...args]);
     return { code: 0, stdout: '', stderr: '1 flow entries have been deleted.' };
   };
-  const sp = { key: 'kube-system/dns:dns', protocol: 'UDP', clusterIP: '10.96.0.10', port: 53, nodePort: 0, loadBalancerVIPs: [], externalIPs: [] } as unknown as ServicePort;
+  const sp = {
+    key: 'kube-system/dns:dns',
+    protocol: 'UDP',
+    clusterIP: '10.96.0.10',
+    port: 53,
+    nodePort: 0,
+    loadBalancerVIPs: [],
+    externalIPs: [],
+  } as unknown as ServicePort;
   const ep = { key: '10.244.2.2:53', ip: '10.244.2.2', port: 53, serving: true, ready: true } as unknown as Endpoint;
-  const state = { family: 'IPv4', services: new Map([[sp.key, sp]]), endpoints: new Map([[sp.key, [ep]]]) } as unknown as SyncState;
+  const state = {
+    family: 'IPv4',
+    services: new Map([[sp.key, sp]]),
+    endpoints: new Map([[sp.key, [ep]]]),
+  } as unknown as SyncState;
   const report = await cleanStaleUDPEntries(new Conntrack(fake), state, new FakeClock());
   assert.equal(report.deleted, 1);
   assert.equal(deletes.length, 1, 'only the flow to 10.96.0.10:53 answered by a gone endpoint');
-  assert.deepEqual(deletes[0], ['-D', '-p', 'udp', '-f', 'ipv4', '--orig-dst', '10.96.0.10', '--orig-port-dst', '53', '--reply-src', '10.244.1.5', '--reply-port-src', '53'],
-    'one filter per (frontend, stale endpoint), without the client');
+  assert.deepEqual(
+    deletes[0],
+    [
+      '-D',
+      '-p',
+      'udp',
+      '-f',
+      'ipv4',
+      '--orig-dst',
+      '10.96.0.10',
+      '--orig-port-dst',
+      '53',
+      '--reply-src',
+      '10.244.1.5',
+      '--reply-port-src',
+      '53',
+    ],
+    'one filter per (frontend, stale endpoint), without the client',
+  );
 });
 
 // ---- real kernel, inside namespaces we own ---------------------------------
@@ -83,21 +184,27 @@ async function removeNamespaces(): Promise<void> {
 }
 
 function onSignalCleanup(sig: NodeJS.Signals) {
-  const h = () => { void removeNamespaces().finally(() => process.exit(130)); };
+  const h = () => {
+    void removeNamespaces().finally(() => process.exit(130));
+  };
   process.once(sig, h);
   return () => process.off(sig, h);
 }
 
 async function sendUDP(ns: string, src: string, srcPorts: number[], dst: string, port: number): Promise<void> {
   const type = src.includes(':') ? 'udp6' : 'udp4';
-  const script = `const d=require('dgram');let n=${srcPorts.length};for(const sp of ${JSON.stringify(srcPorts)}){const s=d.createSocket('${type}');`
-    + `s.bind(sp,'${src}',()=>s.send('x',${port},'${dst}',()=>{s.close();if(--n===0)process.exit(0);}));}`;
+  const script =
+    `const d=require('dgram');let n=${srcPorts.length};for(const sp of ${JSON.stringify(srcPorts)}){const s=d.createSocket('${type}');` +
+    `s.bind(sp,'${src}',()=>s.send('x',${port},'${dst}',()=>{s.close();if(--n===0)process.exit(0);}));}`;
   await sh('ip', ['netns', 'exec', ns, process.execPath, '-e', script]);
 }
 
 test('real kernel (root): list UDP flows (IPv4 and IPv6) through DNAT rules and delete selected ones', async (t) => {
   const offs = [onSignalCleanup('SIGINT'), onSignalCleanup('SIGTERM')];
-  t.after(async () => { await removeNamespaces(); offs.forEach((f) => f()); });
+  t.after(async () => {
+    await removeNamespaces();
+    offs.forEach((f) => f());
+  });
   await removeNamespaces();
   const vc = `kptc${process.pid}`.slice(0, 15);
   const vs = `kpts${process.pid}`.slice(0, 15);
@@ -108,32 +215,50 @@ test('real kernel (root): list UDP flows (IPv4 and IPv6) through DNAT rules and 
   await sh('ip', ['-n', SERVER, 'addr', 'add', '10.250.0.2/24', 'dev', vs]);
   await sh('ip', ['-n', CLIENT, 'addr', 'add', 'fd00:250::1/64', 'dev', vc, 'nodad']);
   await sh('ip', ['-n', SERVER, 'addr', 'add', 'fd00:250::2/64', 'dev', vs, 'nodad']);
-  for (const [ns, dev] of [[CLIENT, vc], [SERVER, vs]] as const) {
+  for (const [ns, dev] of [
+    [CLIENT, vc],
+    [SERVER, vs],
+  ] as const) {
     await sh('ip', ['-n', ns, 'link', 'set', dev, 'up']);
     await sh('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
   }
   // Static neighbours: the client's packets leave at once, without waiting for ARP/ND.
-  const mac = (JSON.parse(await sh('ip', ['-n', SERVER, '-j', 'link', 'show', vs])) as Array<{ address: string }>)[0]!.address;
-  for (const ip of ['10.250.0.2', 'fd00:250::2']) await sh('ip', ['-n', CLIENT, 'neigh', 'replace', ip, 'lladdr', mac, 'dev', vc, 'nud', 'permanent']);
+  const mac = (JSON.parse(await sh('ip', ['-n', SERVER, '-j', 'link', 'show', vs])) as Array<{ address: string }>)[0]!
+    .address;
+  for (const ip of ['10.250.0.2', 'fd00:250::2'])
+    await sh('ip', ['-n', CLIENT, 'neigh', 'replace', ip, 'lladdr', mac, 'dev', vc, 'nud', 'permanent']);
   await sh('ip', ['-n', CLIENT, 'route', 'add', '172.30.0.0/24', 'via', '10.250.0.2']);
   await sh('ip', ['-n', CLIENT, 'route', 'add', 'fd00:30::/64', 'via', 'fd00:250::2']);
-  await sh('ip', ['netns', 'exec', SERVER, 'nft', '-f', '-'],
-    'table ip kpt { chain pre { type nat hook prerouting priority -100; ip daddr 172.30.0.10 udp dport 53 dnat to 10.250.0.2:5354; }; }\n'
-    + 'table ip6 kpt6 { chain pre { type nat hook prerouting priority -100; ip6 daddr fd00:30::10 udp dport 53 dnat to [fd00:250::2]:5354; }; }\n');
+  await sh(
+    'ip',
+    ['netns', 'exec', SERVER, 'nft', '-f', '-'],
+    'table ip kpt { chain pre { type nat hook prerouting priority -100; ip daddr 172.30.0.10 udp dport 53 dnat to 10.250.0.2:5354; }; }\n' +
+      'table ip6 kpt6 { chain pre { type nat hook prerouting priority -100; ip6 daddr fd00:30::10 udp dport 53 dnat to [fd00:250::2]:5354; }; }\n',
+  );
   await sendUDP(CLIENT, '10.250.0.1', [40001, 40002, 40003], '172.30.0.10', 53);
   await sendUDP(CLIENT, 'fd00:250::1', [41001, 41002], 'fd00:30::10', 53);
 
-  const ct = new Conntrack((args) => run('ip', ['netns', 'exec', SERVER, 'conntrack', ...args], { allowFailure: true }));
+  const ct = new Conntrack((args) =>
+    run('ip', ['netns', 'exec', SERVER, 'conntrack', ...args], { allowFailure: true }),
+  );
   const flows = (await ct.listUDPFlows('IPv4')).filter((f) => f.origDst === '172.30.0.10');
   assert.deepEqual(flows.map((f) => f.origSrcPort).sort(), [40001, 40002, 40003]);
   for (const f of flows) {
     assert.deepEqual([f.origSrc, f.origDstPort, f.replySrc, f.replySrcPort], ['10.250.0.1', 53, '10.250.0.2', 5354]);
   }
   const flows6 = (await ct.listUDPFlows('IPv6')).filter((f) => f.origDst === 'fd00:30::10');
-  assert.deepEqual(flows6.map((f) => [f.origSrc, f.origSrcPort, f.replySrc, f.replySrcPort]).sort(),
-    [['fd00:250::1', 41001, 'fd00:250::2', 5354], ['fd00:250::1', 41002, 'fd00:250::2', 5354]]);
-  assert.deepEqual(await ct.deleteFlows('IPv6', [flows6.find((f) => f.origSrcPort === 41001)!]), { deleted: 1, errors: [] });
-  assert.deepEqual((await ct.listUDPFlows('IPv6')).filter((f) => f.origDst === 'fd00:30::10').map((f) => f.origSrcPort), [41002]);
+  assert.deepEqual(flows6.map((f) => [f.origSrc, f.origSrcPort, f.replySrc, f.replySrcPort]).sort(), [
+    ['fd00:250::1', 41001, 'fd00:250::2', 5354],
+    ['fd00:250::1', 41002, 'fd00:250::2', 5354],
+  ]);
+  assert.deepEqual(await ct.deleteFlows('IPv6', [flows6.find((f) => f.origSrcPort === 41001)!]), {
+    deleted: 1,
+    errors: [],
+  });
+  assert.deepEqual(
+    (await ct.listUDPFlows('IPv6')).filter((f) => f.origDst === 'fd00:30::10').map((f) => f.origSrcPort),
+    [41002],
+  );
   assert.equal((await ct.listUDPFlows('IPv4')).length, 3, 'IPv6 deletion left IPv4 alone');
 
   const victim = flows.find((f) => f.origSrcPort === 40002)!;
@@ -148,14 +273,23 @@ test('real kernel (root): list UDP flows (IPv4 and IPv6) through DNAT rules and 
   assert.doesNotMatch(listed, /sport=40002 dport=53/);
 
   // Without the original source, every flow to the VIP answered by that endpoint goes (upstream's filter).
-  const bulk = await ct.deleteFlows('IPv4', [{ origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.250.0.2', replySrcPort: 5354 }]);
+  const bulk = await ct.deleteFlows('IPv4', [
+    { origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.250.0.2', replySrcPort: 5354 },
+  ]);
   assert.equal(bulk.deleted, 2);
-  assert.deepEqual((await ct.listUDPFlows('IPv4')).filter((f) => f.origDst === '172.30.0.10'), []);
+  assert.deepEqual(
+    (await ct.listUDPFlows('IPv4')).filter((f) => f.origDst === '172.30.0.10'),
+    [],
+  );
 });
 
 test('deleteFlows: a CLI that cannot be spawned is reported per filter, never thrown', async () => {
-  const ct = new Conntrack(async () => { throw new Error('spawn conntrack ENOENT'); });
-  const r = await ct.deleteFlows('IPv6', [{ origDst: 'fd00::10', origDstPort: 53, replySrc: 'fd00::2', replySrcPort: 53 }]);
+  const ct = new Conntrack(async () => {
+    throw new Error('spawn conntrack ENOENT');
+  });
+  const r = await ct.deleteFlows('IPv6', [
+    { origDst: 'fd00::10', origDstPort: 53, replySrc: 'fd00::2', replySrcPort: 53 },
+  ]);
   assert.equal(r.deleted, 0);
   assert.equal(r.errors.length, 1);
   assert.match(r.errors[0]!, /ENOENT/);

@@ -71,8 +71,16 @@ export function parseConntrackList(text: string, family: IPFamily): FlowRecord[]
     const replySrc = normalizeIP(r.src);
     const ports = [o.sport, o.dport, r.sport].map((p) => Number(p));
     if (!origSrc || !origDst || !replySrc || ports.some((p) => !Number.isInteger(p) || p < 0 || p > 65535)) continue;
-    if ((origDst.includes(':')) !== (family === 'IPv6')) continue;
-    out.push({ proto: 'udp', origSrc, origDst, origSrcPort: ports[0]!, origDstPort: ports[1]!, replySrc, replySrcPort: ports[2]! });
+    if (origDst.includes(':') !== (family === 'IPv6')) continue;
+    out.push({
+      proto: 'udp',
+      origSrc,
+      origDst,
+      origSrcPort: ports[0]!,
+      origDstPort: ports[1]!,
+      replySrc,
+      replySrcPort: ports[2]!,
+    });
   }
   return out;
 }
@@ -133,8 +141,21 @@ function deleteArgs(family: IPFamily, f: FlowToDelete): string[] | null {
   const dst = normalizeIP(f.origDst);
   const rsrc = normalizeIP(f.replySrc);
   if (!dst || !rsrc) return null;
-  const args = ['-D', '-p', 'udp', '-f', fam(family), '--orig-dst', dst, '--orig-port-dst', String(f.origDstPort),
-    '--reply-src', rsrc, '--reply-port-src', String(f.replySrcPort)];
+  const args = [
+    '-D',
+    '-p',
+    'udp',
+    '-f',
+    fam(family),
+    '--orig-dst',
+    dst,
+    '--orig-port-dst',
+    String(f.origDstPort),
+    '--reply-src',
+    rsrc,
+    '--reply-port-src',
+    String(f.replySrcPort),
+  ];
   const src = f.origSrc === undefined ? null : normalizeIP(f.origSrc);
   if (src) args.push('--orig-src', src);
   if (f.origSrcPort !== undefined) args.push('--orig-port-src', String(f.origSrcPort));
@@ -153,14 +174,22 @@ export interface ConntrackCleanupReport {
  * staleUDPFlows, delete. Pass the report to ProxyMetrics.conntrackReconciled.
  * A failed listing rejects; failed single deletions are in `errors`.
  */
-export async function cleanStaleUDPEntries(ct: Conntrack, state: SyncState, clock: Clock): Promise<ConntrackCleanupReport> {
+export async function cleanStaleUDPEntries(
+  ct: Conntrack,
+  state: SyncState,
+  clock: Clock,
+): Promise<ConntrackCleanupReport> {
   const start = clock.monotonic();
   const flows = await ct.listUDPFlows(state.family);
   // Delete per (frontend, stale endpoint), not per client: every flow sharing
   // origDst:port and replySrc:port is stale by the same rule, so one filter
   // without the original source removes them all (as upstream's filter does).
-  const stale = staleUDPFlows(state, flows as readonly ConntrackFlow[]).map(
-    (f): FlowToDelete => ({ origDst: f.origDst, origDstPort: f.origDstPort, replySrc: f.replySrc, replySrcPort: f.replySrcPort }));
+  const stale = staleUDPFlows(state, flows as readonly ConntrackFlow[]).map((f): FlowToDelete => ({
+    origDst: f.origDst,
+    origDstPort: f.origDstPort,
+    replySrc: f.replySrc,
+    replySrcPort: f.replySrcPort,
+  }));
   const { deleted, errors } = stale.length > 0 ? await ct.deleteFlows(state.family, stale) : { deleted: 0, errors: [] };
   return { family: state.family, seconds: (clock.monotonic() - start) / 1000, deleted, errors };
 }
@@ -169,4 +198,5 @@ const defaultConntrack = new Conntrack();
 /** listUDPFlows on the host's own namespace with the real CLI. */
 export const listUDPFlows = (family: IPFamily) => defaultConntrack.listUDPFlows(family);
 /** deleteFlows on the host's own namespace with the real CLI. */
-export const deleteFlows = (family: IPFamily, flows: readonly FlowToDelete[]) => defaultConntrack.deleteFlows(family, flows);
+export const deleteFlows = (family: IPFamily, flows: readonly FlowToDelete[]) =>
+  defaultConntrack.deleteFlows(family, flows);

@@ -20,22 +20,37 @@ export interface ExecOptions {
 }
 
 export class ExecError extends ProxyError {
-  constructor(readonly command: string, readonly args: readonly string[], readonly result: ExecResult) {
-    super('KPT_EXEC_FAILED', `${command} ${args.join(' ')} exited ${result.code}: ${result.stderr.trim().slice(0, 2000)}`);
+  constructor(
+    readonly command: string,
+    readonly args: readonly string[],
+    readonly result: ExecResult,
+  ) {
+    super(
+      'KPT_EXEC_FAILED',
+      `${command} ${args.join(' ')} exited ${result.code}: ${result.stderr.trim().slice(0, 2000)}`,
+    );
     this.name = 'ExecError';
   }
 }
 
 export function run(command: string, args: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env: opts.env ?? process.env, signal: opts.signal });
+    const child = spawn(command, args, {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: opts.env ?? process.env,
+      signal: opts.signal,
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (b: Buffer) => out.push(b));
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', (e) => reject(new ProxyError('KPT_EXEC_FAILED', `${command}: ${e.message}`, { cause: e })));
     child.on('close', (code, sig) => {
-      const result = { stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), code: code ?? (sig ? 128 : 1) };
+      const result = {
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+        code: code ?? (sig ? 128 : 1),
+      };
       if (result.code !== 0 && !opts.allowFailure) reject(new ExecError(command, args, result));
       else resolve(result);
     });

@@ -23,7 +23,10 @@ test('healthz server: /healthz and /livez codes, headers, bodies and counters ov
   assert.equal(r.status, 200);
   assert.equal(r.headers.get('content-type'), 'application/json');
   assert.equal(r.headers.get('x-content-type-options'), 'nosniff');
-  assert.equal(await r.text(), '{"lastUpdated":"2026-12-01T10:00:00Z","currentTime":"2026-12-01T10:00:00Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-12-01T10:00:00Z","healthy":true}}}');
+  assert.equal(
+    await r.text(),
+    '{"lastUpdated":"2026-12-01T10:00:00Z","currentTime":"2026-12-01T10:00:00Z","nodeEligible":true,"healthy":true,"status":{"IPv4":{"lastUpdated":"2026-12-01T10:00:00Z","healthy":true}}}',
+  );
 
   state.queuedUpdate('IPv4');
   clock.advance(60_000);

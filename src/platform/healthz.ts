@@ -49,7 +49,14 @@ export function startHealthzServer(opts: HealthzServerOptions): RetryingServer |
   const address = parseBindAddress(opts.bindAddress);
   if (!address) return null;
   return new RetryingServer({
-    name: 'healthz', address, handler: healthzHandler(opts.state, opts.counters), log: opts.log,
-    hardFail: opts.hardFail, onListenError: opts.onListenError, onListenRetry: opts.onListenRetry, retryInterval: opts.retryInterval, clock: opts.clock,
+    name: 'healthz',
+    address,
+    handler: healthzHandler(opts.state, opts.counters),
+    log: opts.log,
+    hardFail: opts.hardFail,
+    onListenError: opts.onListenError,
+    onListenRetry: opts.onListenRetry,
+    retryInterval: opts.retryInterval,
+    clock: opts.clock,
   });
 }

@@ -5,7 +5,12 @@ import { nullObserver, type ProxierObserver } from '../engine/observer.js';
 
 function sink() {
   const lines: Array<Record<string, unknown>> = [];
-  return { lines, write: (s: string) => { for (const l of s.split('\n')) if (l) lines.push(JSON.parse(l)); } };
+  return {
+    lines,
+    write: (s: string) => {
+      for (const l of s.split('\n')) if (l) lines.push(JSON.parse(l));
+    },
+  };
 }
 
 test('verbosity maps to levels like klog -v', () => {
@@ -32,18 +37,35 @@ test('JSON lines with level labels; debug hidden at -v 0 and shown at -v 2', () 
 
   const chatty = sink();
   const obs = loggingObserver(createLogger({ verbosity: 2, destination: chatty }));
-  obs.syncSucceeded({ family: 'IPv4', durationSeconds: 0.2, partial: true, finishedAt: 1, noLocalEndpoints: { internal: 0, external: 1 } });
+  obs.syncSucceeded({
+    family: 'IPv4',
+    durationSeconds: 0.2,
+    partial: true,
+    finishedAt: 1,
+    noLocalEndpoints: { internal: 0, external: 1 },
+  });
   obs.queuedUpdate('IPv4', 1); // trace: hidden at -v 2
   obs.inputSkipped('service', 'ns/bad', 'no ports');
   obs.syncFailed('IPv6', new Error('restore failed'), 0.1);
-  assert.deepEqual(chatty.lines.map((l) => [l.level, l.msg]), [
-    ['debug', 'SyncProxyRules complete'], ['warn', 'skipping invalid object'], ['error', 'SyncProxyRules failed']]);
+  assert.deepEqual(
+    chatty.lines.map((l) => [l.level, l.msg]),
+    [
+      ['debug', 'SyncProxyRules complete'],
+      ['warn', 'skipping invalid object'],
+      ['error', 'SyncProxyRules failed'],
+    ],
+  );
   assert.equal((chatty.lines[2]!.err as { message: string }).message, 'restore failed');
 });
 
 test('teeObservers delivers to all, even when one throws', () => {
   const seen: string[] = [];
-  const bad: ProxierObserver = { ...nullObserver, changeRecorded: () => { throw new Error('x'); } };
+  const bad: ProxierObserver = {
+    ...nullObserver,
+    changeRecorded: () => {
+      throw new Error('x');
+    },
+  };
   const good: ProxierObserver = { ...nullObserver, changeRecorded: (k) => seen.push(k) };
   teeObservers(bad, good).changeRecorded('endpoint');
   assert.deepEqual(seen, ['endpoint']);

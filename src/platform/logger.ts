@@ -24,12 +24,15 @@ export interface LoggerOptions {
 
 export function createLogger(opts: LoggerOptions = {}): Logger {
   const dest = opts.destination ?? pino.destination({ fd: 2, sync: true });
-  return pino({
-    level: levelForVerbosity(opts.verbosity ?? 0),
-    base: { component: 'kube-proxy', ...opts.base },
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
-  }, dest);
+  return pino(
+    {
+      level: levelForVerbosity(opts.verbosity ?? 0),
+      base: { component: 'kube-proxy', ...opts.base },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    dest,
+  );
 }
 
 /**
@@ -40,11 +43,16 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
 export function loggingObserver(log: Logger): ProxierObserver {
   return {
     queuedUpdate: (family, at) => log.trace({ ipFamily: family, at }, 'sync queued'),
-    syncSucceeded: (r) => log.debug({ ipFamily: r.family, elapsed: r.durationSeconds, partial: r.partial, noLocalEndpoints: r.noLocalEndpoints }, 'SyncProxyRules complete'),
+    syncSucceeded: (r) =>
+      log.debug(
+        { ipFamily: r.family, elapsed: r.durationSeconds, partial: r.partial, noLocalEndpoints: r.noLocalEndpoints },
+        'SyncProxyRules complete',
+      ),
     syncFailed: (family, err, elapsed) => log.error({ ipFamily: family, elapsed, err }, 'SyncProxyRules failed'),
     pendingChanges: (kind, pending) => log.trace({ kind, pending }, 'pending changes'),
     changeRecorded: (kind) => log.trace({ kind }, 'change recorded'),
-    networkProgrammingLatency: (family, seconds) => log.trace({ ipFamily: family, seconds }, 'network programming latency'),
+    networkProgrammingLatency: (family, seconds) =>
+      log.trace({ ipFamily: family, seconds }, 'network programming latency'),
     inputSkipped: (kind, key, reason) => log.warn({ kind, key, reason }, 'skipping invalid object'),
     event: (level, fields, msg) => log[level](fields, msg),
   };
@@ -55,15 +63,16 @@ export function loggingObserver(log: Logger): ProxierObserver {
  * health, logging). An observer that throws does not stop the others.
  */
 export function teeObservers(...observers: ProxierObserver[]): ProxierObserver {
-  const each = <K extends keyof ProxierObserver>(k: K) => ((...args: unknown[]) => {
-    for (const o of observers) {
-      try {
-        (o[k] as (...a: unknown[]) => void)(...args);
-      } catch {
-        // observability must never break the sync path
+  const each = <K extends keyof ProxierObserver>(k: K) =>
+    ((...args: unknown[]) => {
+      for (const o of observers) {
+        try {
+          (o[k] as (...a: unknown[]) => void)(...args);
+        } catch {
+          // observability must never break the sync path
+        }
       }
-    }
-  }) as ProxierObserver[K];
+    }) as ProxierObserver[K];
   return {
     queuedUpdate: each('queuedUpdate'),
     syncSucceeded: each('syncSucceeded'),

@@ -43,10 +43,17 @@ test('registry holds every metric of table 2.21 with its type and labels', async
 
 test('histogram buckets are upstream: ExponentialBuckets(0.001,2,15) and the network programming merge', async () => {
   const m = new ProxyMetrics({ defaultMetrics: false });
-  m.syncSucceeded({ family: 'IPv4', durationSeconds: 0.003, partial: false, finishedAt: 1_700_000_000, noLocalEndpoints: { internal: 0, external: 0 } });
+  m.syncSucceeded({
+    family: 'IPv4',
+    durationSeconds: 0.003,
+    partial: false,
+    finishedAt: 1_700_000_000,
+    noLocalEndpoints: { internal: 0, external: 0 },
+  });
   m.networkProgrammingLatency('IPv4', 61);
   const text = (await m.render()).body;
-  const les = (name: string) => [...text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)",ip_family="IPv4"\\}`, 'gm'))].map((x) => x[1]);
+  const les = (name: string) =>
+    [...text.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)",ip_family="IPv4"\\}`, 'gm'))].map((x) => x[1]);
   const sync = les('kubeproxy_sync_proxy_rules_duration_seconds');
   assert.equal(sync.length, 16);
   assert.deepEqual(sync.slice(0, 3), ['0.001', '0.002', '0.004']);
@@ -63,7 +70,14 @@ test('histogram buckets are upstream: ExponentialBuckets(0.001,2,15) and the net
 test('observer calls land in the right series', async () => {
   const m = new ProxyMetrics({ defaultMetrics: false });
   m.queuedUpdate('IPv6', 1_700_000_123_500);
-  m.syncSucceeded({ family: 'IPv4', durationSeconds: 0.5, partial: true, finishedAt: 1_700_000_200, noLocalEndpoints: { internal: 2, external: 3 }, counters: { 'iptables_total:nat': 42, 'iptables_last:filter': 7, bogus: 1 } });
+  m.syncSucceeded({
+    family: 'IPv4',
+    durationSeconds: 0.5,
+    partial: true,
+    finishedAt: 1_700_000_200,
+    noLocalEndpoints: { internal: 2, external: 3 },
+    counters: { 'iptables_total:nat': 42, 'iptables_last:filter': 7, bogus: 1 },
+  });
   m.pendingChanges('endpoint', 4);
   m.changeRecorded('service');
   m.changeRecorded('service');
@@ -77,11 +91,21 @@ test('observer calls land in the right series', async () => {
   assert.match(t, /^kubeproxy_sync_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} 1$/m);
   assert.doesNotMatch(t, /kubeproxy_sync_full_proxy_rules_duration_seconds_count\{ip_family="IPv4"\}/);
   assert.match(t, /^kubeproxy_sync_proxy_rules_last_timestamp_seconds\{ip_family="IPv4"\} 1700000200$/m);
-  assert.match(t, /^kubeproxy_sync_proxy_rules_no_local_endpoints_total\{ip_family="IPv4",traffic_policy="external"\} 3$/m);
+  assert.match(
+    t,
+    /^kubeproxy_sync_proxy_rules_no_local_endpoints_total\{ip_family="IPv4",traffic_policy="external"\} 3$/m,
+  );
   assert.match(t, /^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv4",table="nat"\} 42$/m);
   assert.match(t, /^kubeproxy_sync_proxy_rules_iptables_last\{ip_family="IPv4",table="filter"\} 7$/m);
   assert.match(t, /^kubeproxy_sync_proxy_rules_endpoint_changes_pending 4$/m);
-  m.syncSucceeded({ family: 'IPv6', durationSeconds: 0.1, partial: false, finishedAt: 1, noLocalEndpoints: { internal: 0, external: 0 }, counters: { filterRules: 11, natRules: 20, natRulesTotal: 90, restoreMs: 5 } });
+  m.syncSucceeded({
+    family: 'IPv6',
+    durationSeconds: 0.1,
+    partial: false,
+    finishedAt: 1,
+    noLocalEndpoints: { internal: 0, external: 0 },
+    counters: { filterRules: 11, natRules: 20, natRulesTotal: 90, restoreMs: 5 },
+  });
   const t6 = (await m.render()).body;
   assert.match(t6, /^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv6",table="filter"\} 11$/m);
   assert.match(t6, /^kubeproxy_sync_proxy_rules_iptables_last\{ip_family="IPv6",table="filter"\} 11$/m);
@@ -111,11 +135,16 @@ test('nfacct reader parses `nfacct get` and tolerates a missing tool or object',
   const out = '{ pkts = 00000000000000000012, bytes = 00000000000000000840 } = ct_state_invalid_dropped_pkts;\n';
   assert.equal(parseNfacctPackets(out, 'ct_state_invalid_dropped_pkts'), 12);
   assert.equal(parseNfacctPackets(out, 'localhost_nps_accepted_pkts'), undefined);
-  const read = nfacctReader(async (args) => args[1] === 'ct_state_invalid_dropped_pkts'
-    ? { code: 0, stdout: out, stderr: '' } : { code: 1, stdout: '', stderr: 'No such file or directory' });
+  const read = nfacctReader(async (args) =>
+    args[1] === 'ct_state_invalid_dropped_pkts'
+      ? { code: 0, stdout: out, stderr: '' }
+      : { code: 1, stdout: '', stderr: 'No such file or directory' },
+  );
   assert.deepEqual(await read(), { ctStateInvalidDropped: 12, localhostNodePortsAccepted: undefined });
   const m = new ProxyMetrics({ defaultMetrics: false, nfacct: read });
   assert.match((await m.render()).body, /^kubeproxy_iptables_ct_state_invalid_dropped_packets_total 12$/m);
-  const broken = nfacctReader(async () => { throw new Error('spawn nfacct ENOENT'); });
+  const broken = nfacctReader(async () => {
+    throw new Error('spawn nfacct ENOENT');
+  });
   assert.deepEqual(await broken(), { ctStateInvalidDropped: undefined, localhostNodePortsAccepted: undefined });
 });

@@ -12,7 +12,15 @@
 //   natRules -> last {table="nat"}, natRulesTotal -> total {table="nat"}.
 // Other keys are ignored.
 
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics, exponentialBuckets, linearBuckets } from 'prom-client';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  exponentialBuckets,
+  linearBuckets,
+} from 'prom-client';
 import type { IPFamily, Protocol } from '../core/types.js';
 import type { ProxierObserver, SyncReport } from '../engine/observer.js';
 import { toEpochMs } from '../engine/health.js';
@@ -20,11 +28,19 @@ import { run, type ExecResult } from './exec.js';
 
 const SYNC_BUCKETS = exponentialBuckets(0.001, 2, 15);
 /** Upstream merge(): a leading 0, then 0.25, 0.5, 1..59, 60..115, 120..300. */
-const NETWORK_PROGRAMMING_BUCKETS = [0, ...linearBuckets(0.25, 0.25, 2), ...linearBuckets(1, 1, 59),
-  ...linearBuckets(60, 5, 12), ...linearBuckets(120, 30, 7)];
+const NETWORK_PROGRAMMING_BUCKETS = [
+  0,
+  ...linearBuckets(0.25, 0.25, 2),
+  ...linearBuckets(1, 1, 59),
+  ...linearBuckets(60, 5, 12),
+  ...linearBuckets(120, 30, 7),
+];
 
 const IPTABLES_COUNTER_ALIASES: Readonly<Record<string, ReadonlyArray<readonly [string, string]>>> = {
-  filterRules: [['iptables_total', 'filter'], ['iptables_last', 'filter']],
+  filterRules: [
+    ['iptables_total', 'filter'],
+    ['iptables_last', 'filter'],
+  ],
   natRules: [['iptables_last', 'nat']],
   natRulesTotal: [['iptables_total', 'nat']],
 };
@@ -70,34 +86,164 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
   readonly registry = new Registry();
   private readonly r = [this.registry];
 
-  readonly syncProxyRulesDuration = new Histogram({ name: 'kubeproxy_sync_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds', labelNames: ['ip_family'], buckets: SYNC_BUCKETS, registers: this.r });
-  readonly syncFullProxyRulesDuration = new Histogram({ name: 'kubeproxy_sync_full_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds for full resyncs', labelNames: ['ip_family'], buckets: SYNC_BUCKETS, registers: this.r });
-  readonly syncPartialProxyRulesDuration = new Histogram({ name: 'kubeproxy_sync_partial_proxy_rules_duration_seconds', help: 'SyncProxyRules latency in seconds for partial resyncs', labelNames: ['ip_family'], buckets: SYNC_BUCKETS, registers: this.r });
-  readonly syncProxyRulesLastTimestamp = new Gauge({ name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds', help: 'The last time proxy rules were successfully synced', labelNames: ['ip_family'], registers: this.r });
-  readonly syncProxyRulesLastQueuedTimestamp = new Gauge({ name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds', help: 'The last time a sync of proxy rules was queued', labelNames: ['ip_family'], registers: this.r });
-  readonly networkProgrammingDuration = new Histogram({ name: 'kubeproxy_network_programming_duration_seconds', help: 'In Cluster Network Programming Latency in seconds', labelNames: ['ip_family'], buckets: NETWORK_PROGRAMMING_BUCKETS, registers: this.r });
-  readonly endpointChangesPending = new Gauge({ name: 'kubeproxy_sync_proxy_rules_endpoint_changes_pending', help: 'Pending proxy rules Endpoint changes', registers: this.r });
-  readonly endpointChangesTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total', help: 'Cumulative proxy rules Endpoint changes', registers: this.r });
-  readonly serviceChangesPending = new Gauge({ name: 'kubeproxy_sync_proxy_rules_service_changes_pending', help: 'Pending proxy rules Service changes', registers: this.r });
-  readonly serviceChangesTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_service_changes_total', help: 'Cumulative proxy rules Service changes', registers: this.r });
-  readonly noLocalEndpointsTotal = new Gauge({ name: 'kubeproxy_sync_proxy_rules_no_local_endpoints_total', help: 'Number of services with a Local traffic policy and no endpoints', labelNames: ['ip_family', 'traffic_policy'], registers: this.r });
-  readonly iptablesRestoreFailuresTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total', help: 'Cumulative proxy iptables restore failures', labelNames: ['ip_family'], registers: this.r });
-  readonly iptablesPartialRestoreFailuresTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total', help: 'Cumulative proxy iptables partial restore failures', labelNames: ['ip_family'], registers: this.r });
-  readonly iptablesTotal = new Gauge({ name: 'kubeproxy_sync_proxy_rules_iptables_total', help: 'Total number of iptables rules owned by kube-proxy', labelNames: ['ip_family', 'table'], registers: this.r });
-  readonly iptablesLast = new Gauge({ name: 'kubeproxy_sync_proxy_rules_iptables_last', help: 'Number of iptables rules written by kube-proxy in last sync', labelNames: ['ip_family', 'table'], registers: this.r });
-  readonly nftablesSyncFailuresTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total', help: 'Cumulative proxy nftables sync failures', labelNames: ['ip_family'], registers: this.r });
-  readonly nftablesCleanupFailuresTotal = new Counter({ name: 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total', help: 'Cumulative proxy nftables cleanup failures', labelNames: ['ip_family'], registers: this.r });
-  readonly conntrackReconcilerSyncDuration = new Histogram({ name: 'kubeproxy_conntrack_reconciler_sync_duration_seconds', help: 'ReconcileConntrackFlowsLatency latency in seconds', labelNames: ['ip_family'], buckets: SYNC_BUCKETS, registers: this.r });
-  readonly conntrackReconcilerDeletedEntriesTotal = new Counter({ name: 'kubeproxy_conntrack_reconciler_deleted_entries_total', help: 'Cumulative conntrack flows deleted by conntrack reconciler', labelNames: ['ip_family'], registers: this.r });
-  readonly proxyHealthzTotal = new Counter({ name: 'kubeproxy_proxy_healthz_total', help: 'Cumulative proxy healthz HTTP status', labelNames: ['code'], registers: this.r });
-  readonly proxyLivezTotal = new Counter({ name: 'kubeproxy_proxy_livez_total', help: 'Cumulative proxy livez HTTP status', labelNames: ['code'], registers: this.r });
-  readonly nftablesLocalhostNodePortRejectedPacketsTotal = new Counter({ name: 'kubeproxy_nftables_localhost_nodeport_rejected_packets_total', help: 'Packets to localhost NodePorts rejected by nftables', labelNames: ['ip_family', 'protocol'], registers: this.r });
-  readonly nftablesLocalhostNodePortListeners = new Gauge({ name: 'kubeproxy_nftables_localhost_nodeport_listeners', help: 'Number of localhost NodePort listeners', labelNames: ['ip_family'], registers: this.r });
-  readonly nftablesLocalhostNodePortListenerCreationFailuresTotal = new Counter({ name: 'kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total', help: 'Cumulative localhost NodePort listener creation failures', labelNames: ['ip_family'], registers: this.r });
+  readonly syncProxyRulesDuration = new Histogram({
+    name: 'kubeproxy_sync_proxy_rules_duration_seconds',
+    help: 'SyncProxyRules latency in seconds',
+    labelNames: ['ip_family'],
+    buckets: SYNC_BUCKETS,
+    registers: this.r,
+  });
+  readonly syncFullProxyRulesDuration = new Histogram({
+    name: 'kubeproxy_sync_full_proxy_rules_duration_seconds',
+    help: 'SyncProxyRules latency in seconds for full resyncs',
+    labelNames: ['ip_family'],
+    buckets: SYNC_BUCKETS,
+    registers: this.r,
+  });
+  readonly syncPartialProxyRulesDuration = new Histogram({
+    name: 'kubeproxy_sync_partial_proxy_rules_duration_seconds',
+    help: 'SyncProxyRules latency in seconds for partial resyncs',
+    labelNames: ['ip_family'],
+    buckets: SYNC_BUCKETS,
+    registers: this.r,
+  });
+  readonly syncProxyRulesLastTimestamp = new Gauge({
+    name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
+    help: 'The last time proxy rules were successfully synced',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
+  readonly syncProxyRulesLastQueuedTimestamp = new Gauge({
+    name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
+    help: 'The last time a sync of proxy rules was queued',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
+  readonly networkProgrammingDuration = new Histogram({
+    name: 'kubeproxy_network_programming_duration_seconds',
+    help: 'In Cluster Network Programming Latency in seconds',
+    labelNames: ['ip_family'],
+    buckets: NETWORK_PROGRAMMING_BUCKETS,
+    registers: this.r,
+  });
+  readonly endpointChangesPending = new Gauge({
+    name: 'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
+    help: 'Pending proxy rules Endpoint changes',
+    registers: this.r,
+  });
+  readonly endpointChangesTotal = new Counter({
+    name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total',
+    help: 'Cumulative proxy rules Endpoint changes',
+    registers: this.r,
+  });
+  readonly serviceChangesPending = new Gauge({
+    name: 'kubeproxy_sync_proxy_rules_service_changes_pending',
+    help: 'Pending proxy rules Service changes',
+    registers: this.r,
+  });
+  readonly serviceChangesTotal = new Counter({
+    name: 'kubeproxy_sync_proxy_rules_service_changes_total',
+    help: 'Cumulative proxy rules Service changes',
+    registers: this.r,
+  });
+  readonly noLocalEndpointsTotal = new Gauge({
+    name: 'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
+    help: 'Number of services with a Local traffic policy and no endpoints',
+    labelNames: ['ip_family', 'traffic_policy'],
+    registers: this.r,
+  });
+  readonly iptablesRestoreFailuresTotal = new Counter({
+    name: 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total',
+    help: 'Cumulative proxy iptables restore failures',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
+  readonly iptablesPartialRestoreFailuresTotal = new Counter({
+    name: 'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total',
+    help: 'Cumulative proxy iptables partial restore failures',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
+  readonly iptablesTotal = new Gauge({
+    name: 'kubeproxy_sync_proxy_rules_iptables_total',
+    help: 'Total number of iptables rules owned by kube-proxy',
+    labelNames: ['ip_family', 'table'],
+    registers: this.r,
+  });
+  readonly iptablesLast = new Gauge({
+    name: 'kubeproxy_sync_proxy_rules_iptables_last',
+    help: 'Number of iptables rules written by kube-proxy in last sync',
+    labelNames: ['ip_family', 'table'],
+    registers: this.r,
+  });
+  readonly nftablesSyncFailuresTotal = new Counter({
+    name: 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total',
+    help: 'Cumulative proxy nftables sync failures',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
+  readonly nftablesCleanupFailuresTotal = new Counter({
+    name: 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total',
+    help: 'Cumulative proxy nftables cleanup failures',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
+  readonly conntrackReconcilerSyncDuration = new Histogram({
+    name: 'kubeproxy_conntrack_reconciler_sync_duration_seconds',
+    help: 'ReconcileConntrackFlowsLatency latency in seconds',
+    labelNames: ['ip_family'],
+    buckets: SYNC_BUCKETS,
+    registers: this.r,
+  });
+  readonly conntrackReconcilerDeletedEntriesTotal = new Counter({
+    name: 'kubeproxy_conntrack_reconciler_deleted_entries_total',
+    help: 'Cumulative conntrack flows deleted by conntrack reconciler',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
+  readonly proxyHealthzTotal = new Counter({
+    name: 'kubeproxy_proxy_healthz_total',
+    help: 'Cumulative proxy healthz HTTP status',
+    labelNames: ['code'],
+    registers: this.r,
+  });
+  readonly proxyLivezTotal = new Counter({
+    name: 'kubeproxy_proxy_livez_total',
+    help: 'Cumulative proxy livez HTTP status',
+    labelNames: ['code'],
+    registers: this.r,
+  });
+  readonly nftablesLocalhostNodePortRejectedPacketsTotal = new Counter({
+    name: 'kubeproxy_nftables_localhost_nodeport_rejected_packets_total',
+    help: 'Packets to localhost NodePorts rejected by nftables',
+    labelNames: ['ip_family', 'protocol'],
+    registers: this.r,
+  });
+  readonly nftablesLocalhostNodePortListeners = new Gauge({
+    name: 'kubeproxy_nftables_localhost_nodeport_listeners',
+    help: 'Number of localhost NodePort listeners',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
+  readonly nftablesLocalhostNodePortListenerCreationFailuresTotal = new Counter({
+    name: 'kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total',
+    help: 'Cumulative localhost NodePort listener creation failures',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
   /** Bad input the engine skipped (not upstream; our own visibility of logged-and-counted skips). */
-  readonly inputSkippedTotal = new Counter({ name: 'kubeproxy_ts_input_skipped_total', help: 'API objects skipped as invalid', labelNames: ['kind'], registers: this.r });
+  readonly inputSkippedTotal = new Counter({
+    name: 'kubeproxy_ts_input_skipped_total',
+    help: 'API objects skipped as invalid',
+    labelNames: ['kind'],
+    registers: this.r,
+  });
   /** healthCheckNodePort listeners that failed to open (not upstream: upstream only emits an event). */
-  readonly serviceHealthcheckFailuresTotal = new Counter({ name: 'kubeproxy_ts_service_healthcheck_listen_failures_total', help: 'Service health check listeners that failed to open', registers: this.r });
+  readonly serviceHealthcheckFailuresTotal = new Counter({
+    name: 'kubeproxy_ts_service_healthcheck_listen_failures_total',
+    help: 'Service health check listeners that failed to open',
+    registers: this.r,
+  });
 
   constructor(opts: ProxyMetricsOptions = {}) {
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
@@ -113,7 +259,10 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
   syncSucceeded(report: SyncReport): void {
     const l = { ip_family: report.family };
     this.syncProxyRulesDuration.observe(l, report.durationSeconds);
-    (report.partial ? this.syncPartialProxyRulesDuration : this.syncFullProxyRulesDuration).observe(l, report.durationSeconds);
+    (report.partial ? this.syncPartialProxyRulesDuration : this.syncFullProxyRulesDuration).observe(
+      l,
+      report.durationSeconds,
+    );
     this.syncProxyRulesLastTimestamp.set(l, toEpochMs(report.finishedAt) / 1000);
     this.noLocalEndpointsTotal.set({ ...l, traffic_policy: 'internal' }, report.noLocalEndpoints.internal);
     this.noLocalEndpointsTotal.set({ ...l, traffic_policy: 'external' }, report.noLocalEndpoints.external);
@@ -141,7 +290,8 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
   }
 
   networkProgrammingLatency(family: IPFamily, seconds: number): void {
-    if (Number.isFinite(seconds) && seconds >= 0) this.networkProgrammingDuration.observe({ ip_family: family }, seconds);
+    if (Number.isFinite(seconds) && seconds >= 0)
+      this.networkProgrammingDuration.observe({ ip_family: family }, seconds);
   }
 
   inputSkipped(kind: 'service' | 'endpointslice' | 'node', _key: string, _reason: string): void {
@@ -186,7 +336,8 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
 
   localhostNodePortListeners(family: IPFamily, n: number, creationFailures = 0): void {
     this.nftablesLocalhostNodePortListeners.set({ ip_family: family }, n);
-    if (creationFailures > 0) this.nftablesLocalhostNodePortListenerCreationFailuresTotal.inc({ ip_family: family }, creationFailures);
+    if (creationFailures > 0)
+      this.nftablesLocalhostNodePortListenerCreationFailuresTotal.inc({ ip_family: family }, creationFailures);
   }
 
   serviceHealthcheckListenFailed(): void {
@@ -200,20 +351,31 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
 
   private addNfacctCollectors(read: () => Promise<NfacctCounters>): void {
     // Upstream's custom collectors read nfacct at scrape time; a failed read exports nothing.
-    const mk = (name: string, help: string, pick: (c: NfacctCounters) => number | undefined) => new Counter({
-      name, help, registers: this.r,
-      async collect() {
-        this.reset();
-        try {
-          const v = pick(await read());
-          if (v !== undefined && Number.isFinite(v) && v > 0) this.inc(v);
-        } catch {
-          // unreadable: leave at 0
-        }
-      },
-    });
-    mk('kubeproxy_iptables_ct_state_invalid_dropped_packets_total', 'packets dropped by iptables to work around conntrack problems', (c) => c.ctStateInvalidDropped);
-    mk('kubeproxy_iptables_localhost_nodeports_accepted_packets_total', 'Number of packets accepted on nodeports of loopback interface', (c) => c.localhostNodePortsAccepted);
+    const mk = (name: string, help: string, pick: (c: NfacctCounters) => number | undefined) =>
+      new Counter({
+        name,
+        help,
+        registers: this.r,
+        async collect() {
+          this.reset();
+          try {
+            const v = pick(await read());
+            if (v !== undefined && Number.isFinite(v) && v > 0) this.inc(v);
+          } catch {
+            // unreadable: leave at 0
+          }
+        },
+      });
+    mk(
+      'kubeproxy_iptables_ct_state_invalid_dropped_packets_total',
+      'packets dropped by iptables to work around conntrack problems',
+      (c) => c.ctStateInvalidDropped,
+    );
+    mk(
+      'kubeproxy_iptables_localhost_nodeports_accepted_packets_total',
+      'Number of packets accepted on nodeports of loopback interface',
+      (c) => c.localhostNodePortsAccepted,
+    );
   }
 }
 
@@ -230,7 +392,9 @@ export function parseNfacctPackets(text: string, name: string): number | undefin
  * ProxyMetricsOptions.nfacct reading the two upstream counters with the
  * `nfacct` tool (exec injectable). A missing tool or object yields undefined.
  */
-export function nfacctReader(exec: (args: string[]) => Promise<ExecResult> = (args) => run('nfacct', args, { allowFailure: true })): () => Promise<NfacctCounters> {
+export function nfacctReader(
+  exec: (args: string[]) => Promise<ExecResult> = (args) => run('nfacct', args, { allowFailure: true }),
+): () => Promise<NfacctCounters> {
   const one = async (name: string) => {
     try {
       const r = await exec(['get', name]);

@@ -21,7 +21,12 @@ test('parseBindAddress', () => {
 test('metrics server answers /metrics, /healthz, /metrics/slis, /proxyMode, /configz and 404 over real HTTP', async (t) => {
   const metrics = new ProxyMetrics({ defaultMetrics: false });
   metrics.changeRecorded('endpoint');
-  const srv = startMetricsServer({ bindAddress: '127.0.0.1:0', metrics, proxyMode: 'nftables', config: { mode: 'nftables', clusterCIDR: '10.0.0.0/8' } });
+  const srv = startMetricsServer({
+    bindAddress: '127.0.0.1:0',
+    metrics,
+    proxyMode: 'nftables',
+    config: { mode: 'nftables', clusterCIDR: '10.0.0.0/8' },
+  });
   assert.ok(srv);
   t.after(() => srv.close());
   const { port } = await srv.ready;
@@ -50,7 +55,15 @@ test('metrics server answers /metrics, /healthz, /metrics/slis, /proxyMode, /con
 });
 
 test('disabled when the bind address is empty', () => {
-  assert.equal(startMetricsServer({ bindAddress: '', metrics: new ProxyMetrics({ defaultMetrics: false }), proxyMode: 'iptables', config: {} }), null);
+  assert.equal(
+    startMetricsServer({
+      bindAddress: '',
+      metrics: new ProxyMetrics({ defaultMetrics: false }),
+      proxyMode: 'iptables',
+      config: {},
+    }),
+    null,
+  );
 });
 
 async function occupiedPort(): Promise<{ port: number; release: () => Promise<void> }> {
@@ -66,16 +79,26 @@ test('a busy port is retried every retryInterval until it is free (injected cloc
   const { port, release } = await occupiedPort();
   const errors: Error[] = [];
   let failed!: () => void;
-  let nextFailure = new Promise<void>((r) => { failed = r; });
+  let nextFailure = new Promise<void>((r) => {
+    failed = r;
+  });
   const srv = new RetryingServer({
-    name: 'test', address: { host: '127.0.0.1', port }, handler: (_q, s) => s.end('hi'), clock,
-    onListenRetry: (e) => { errors.push(e); failed(); },
+    name: 'test',
+    address: { host: '127.0.0.1', port },
+    handler: (_q, s) => s.end('hi'),
+    clock,
+    onListenRetry: (e) => {
+      errors.push(e);
+      failed();
+    },
     onListenError: () => assert.fail('not fatal without hardFail'),
   });
   t.after(() => srv.close());
   await nextFailure;
   assert.equal((errors[0] as NodeJS.ErrnoException).code, 'EADDRINUSE');
-  nextFailure = new Promise<void>((r) => { failed = r; });
+  nextFailure = new Promise<void>((r) => {
+    failed = r;
+  });
   clock.advance(5000);
   await nextFailure;
   assert.equal(errors.length, 2, 'retried after 5 s');
@@ -93,8 +116,21 @@ test('hardFail: reports once and stops retrying', async () => {
   const { port, release } = await occupiedPort();
   let calls = 0;
   let failed!: () => void;
-  const done = new Promise<void>((r) => { failed = r; });
-  const srv = new RetryingServer({ name: 'test', address: { host: '127.0.0.1', port }, handler: (_q, s) => s.end(), clock, hardFail: true, onListenError: () => { calls++; failed(); }, onListenRetry: () => assert.fail('no retry with hardFail') });
+  const done = new Promise<void>((r) => {
+    failed = r;
+  });
+  const srv = new RetryingServer({
+    name: 'test',
+    address: { host: '127.0.0.1', port },
+    handler: (_q, s) => s.end(),
+    clock,
+    hardFail: true,
+    onListenError: () => {
+      calls++;
+      failed();
+    },
+    onListenRetry: () => assert.fail('no retry with hardFail'),
+  });
   await done;
   assert.equal(clock.pending(), 0, 'no retry armed');
   clock.advance(60_000);

@@ -31,7 +31,8 @@ export function parseBindAddress(addr: string): HostPort | null {
   if (s === '') return null;
   const m = /^(?:\[([^\]]*)\]|([^:[\]]*)):(\d{1,5})$/.exec(s);
   const port = m ? Number(m[3]) : NaN;
-  if (!m || port > 65535) throw new ProxyError('KPT_CONFIG_INVALID', `invalid bind address ${JSON.stringify(addr)}: want IP:port`);
+  if (!m || port > 65535)
+    throw new ProxyError('KPT_CONFIG_INVALID', `invalid bind address ${JSON.stringify(addr)}: want IP:port`);
   const rawHost = m[1] ?? m[2] ?? '';
   if (rawHost === '') return { host: '', port };
   const host = normalizeIP(rawHost);
@@ -72,7 +73,9 @@ export class RetryingServer {
 
   constructor(private readonly opts: ServeOptions) {
     this.server = createServer(opts.handler);
-    this.ready = new Promise((resolve) => { this.readyResolve = resolve; });
+    this.ready = new Promise((resolve) => {
+      this.readyResolve = resolve;
+    });
     this.attempt();
   }
 
@@ -83,22 +86,33 @@ export class RetryingServer {
       const onError = (err: Error) => {
         this.server.off('listening', onListening);
         settle();
-        this.opts.log?.error({ err, server: this.opts.name, address: `${host}:${port}` }, `failed to start ${this.opts.name} server`);
+        this.opts.log?.error(
+          { err, server: this.opts.name, address: `${host}:${port}` },
+          `failed to start ${this.opts.name} server`,
+        );
         if (this.closed) return;
         if (this.opts.hardFail) {
           this.opts.onListenError?.(err);
           return;
         }
         this.opts.onListenRetry?.(err);
-        this.retry = (this.opts.clock ?? realClock).setTimer(this.opts.retryInterval ?? 5000, () => { this.retry = null; this.attempt(); });
+        this.retry = (this.opts.clock ?? realClock).setTimer(this.opts.retryInterval ?? 5000, () => {
+          this.retry = null;
+          this.attempt();
+        });
       };
       const onListening = () => {
         this.server.off('error', onError);
         settle();
         // Errors after a successful listen are logged, never fatal.
-        this.server.on('error', (err) => this.opts.log?.error({ err, server: this.opts.name }, `${this.opts.name} server error`));
+        this.server.on('error', (err) =>
+          this.opts.log?.error({ err, server: this.opts.name }, `${this.opts.name} server error`),
+        );
         const a = this.server.address() as AddressInfo;
-        this.opts.log?.info({ server: this.opts.name, address: `${a.address}:${a.port}` }, `${this.opts.name} server listening`);
+        this.opts.log?.info(
+          { server: this.opts.name, address: `${a.address}:${a.port}` },
+          `${this.opts.name} server listening`,
+        );
         this.readyResolve(a);
       };
       this.server.once('error', onError);
@@ -141,8 +155,18 @@ function send(res: ServerResponse, status: number, contentType: string, body: st
  */
 class PingHealthz {
   readonly registry = new Registry();
-  private readonly gauge = new Gauge({ name: 'kubernetes_healthcheck', help: 'This metric records the result of a single healthcheck.', labelNames: ['name', 'type'], registers: [this.registry] });
-  private readonly total = new Counter({ name: 'kubernetes_healthchecks_total', help: 'This metric records the results of all healthcheck.', labelNames: ['name', 'status', 'type'], registers: [this.registry] });
+  private readonly gauge = new Gauge({
+    name: 'kubernetes_healthcheck',
+    help: 'This metric records the result of a single healthcheck.',
+    labelNames: ['name', 'type'],
+    registers: [this.registry],
+  });
+  private readonly total = new Counter({
+    name: 'kubernetes_healthchecks_total',
+    help: 'This metric records the results of all healthcheck.',
+    labelNames: ['name', 'status', 'type'],
+    registers: [this.registry],
+  });
 
   serve(res: ServerResponse, verbose: boolean): void {
     this.gauge.set({ name: 'ping', type: 'healthz' }, 1);
@@ -161,15 +185,18 @@ export function metricsHandler(opts: Pick<MetricsServerOptions, 'metrics' | 'pro
       case '/metrics':
         opts.metrics.render().then(
           ({ contentType, body }) => send(res, 200, contentType, body),
-          (err: unknown) => send(res, 500, 'text/plain; charset=utf-8', `error gathering metrics: ${String(err)}\n`));
+          (err: unknown) => send(res, 500, 'text/plain; charset=utf-8', `error gathering metrics: ${String(err)}\n`),
+        );
         return;
       case '/healthz':
       case '/healthz/ping':
         healthz.serve(res, url.searchParams.has('verbose'));
         return;
       case '/metrics/slis':
-        healthz.registry.metrics().then((body) => send(res, 200, healthz.registry.contentType, body),
-          (err: unknown) => send(res, 500, 'text/plain; charset=utf-8', `error gathering metrics: ${String(err)}\n`));
+        healthz.registry.metrics().then(
+          (body) => send(res, 200, healthz.registry.contentType, body),
+          (err: unknown) => send(res, 500, 'text/plain; charset=utf-8', `error gathering metrics: ${String(err)}\n`),
+        );
         return;
       case '/proxyMode':
         send(res, 200, 'text/plain; charset=utf-8', opts.proxyMode);
@@ -188,7 +215,14 @@ export function startMetricsServer(opts: MetricsServerOptions): RetryingServer |
   const address = parseBindAddress(opts.bindAddress);
   if (!address) return null;
   return new RetryingServer({
-    name: 'metrics', address, handler: metricsHandler(opts), log: opts.log, hardFail: opts.hardFail,
-    onListenError: opts.onListenError, onListenRetry: opts.onListenRetry, retryInterval: opts.retryInterval, clock: opts.clock,
+    name: 'metrics',
+    address,
+    handler: metricsHandler(opts),
+    log: opts.log,
+    hardFail: opts.hardFail,
+    onListenError: opts.onListenError,
+    onListenRetry: opts.onListenRetry,
+    retryInterval: opts.retryInterval,
+    clock: opts.clock,
   });
 }

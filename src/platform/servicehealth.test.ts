@@ -16,7 +16,11 @@ async function freePort(): Promise<number> {
 test('service health checks over real HTTP on 127.0.0.1: open, count, health, port change, close', async (t) => {
   let healthy = true;
   const failures: Array<[string, number]> = [];
-  const hs = new ServiceHealthServer({ nodeIPs: ['127.0.0.1'], isProxyHealthy: () => healthy, onListenFailed: (k, p) => failures.push([k, p]) });
+  const hs = new ServiceHealthServer({
+    nodeIPs: ['127.0.0.1'],
+    isProxyHealthy: () => healthy,
+    onListenFailed: (k, p) => failures.push([k, p]),
+  });
   t.after(() => hs.close());
   const p1 = await freePort();
   await hs.syncServices(new Map([['ns/web', p1]]));
@@ -33,7 +37,11 @@ test('service health checks over real HTTP on 127.0.0.1: open, count, health, po
   assert.equal(r.headers.get('content-type'), 'application/json');
   assert.equal(r.headers.get('x-content-type-options'), 'nosniff');
   assert.equal(r.headers.get('x-load-balancing-endpoint-weight'), '2');
-  assert.deepEqual(await r.json(), { service: { namespace: 'ns', name: 'web' }, localEndpoints: 2, serviceProxyHealthy: true });
+  assert.deepEqual(await r.json(), {
+    service: { namespace: 'ns', name: 'web' },
+    localEndpoints: 2,
+    serviceProxyHealthy: true,
+  });
 
   healthy = false;
   r = await fetch(`http://127.0.0.1:${p1}/`);
@@ -59,16 +67,35 @@ test('a port clash is logged/counted, not fatal, and retried on the next sync', 
   await once(blocker, 'listening');
   const busy = (blocker.address() as { port: number }).port;
   const failures: Array<[string, number, string]> = [];
-  const hs = new ServiceHealthServer({ nodeIPs: ['127.0.0.1'], isProxyHealthy: () => true, onListenFailed: (k, p, e) => failures.push([k, p, (e as NodeJS.ErrnoException).code ?? '']) });
+  const hs = new ServiceHealthServer({
+    nodeIPs: ['127.0.0.1'],
+    isProxyHealthy: () => true,
+    onListenFailed: (k, p, e) => failures.push([k, p, (e as NodeJS.ErrnoException).code ?? '']),
+  });
   t.after(() => hs.close());
   const ok = await freePort();
-  await hs.syncServices(new Map([['ns/clash', busy], ['ns/fine', ok]]));
+  await hs.syncServices(
+    new Map([
+      ['ns/clash', busy],
+      ['ns/fine', ok],
+    ]),
+  );
   assert.deepEqual(failures, [['ns/clash', busy, 'EADDRINUSE']]);
   assert.deepEqual(hs.open(), new Map([['ns/fine', ok]]), 'the other service still serves');
-  hs.syncEndpoints(new Map([['ns/clash', 1], ['ns/fine', 1]]));
+  hs.syncEndpoints(
+    new Map([
+      ['ns/clash', 1],
+      ['ns/fine', 1],
+    ]),
+  );
 
   await new Promise<void>((r) => blocker.close(() => r()));
-  await hs.syncServices(new Map([['ns/clash', busy], ['ns/fine', ok]]));
+  await hs.syncServices(
+    new Map([
+      ['ns/clash', busy],
+      ['ns/fine', ok],
+    ]),
+  );
   assert.equal(hs.open().get('ns/clash'), busy, 'retried and opened');
   const r = await fetch(`http://127.0.0.1:${busy}/`);
   assert.equal(r.status, 200, 'took the count from the last endpoint sync');

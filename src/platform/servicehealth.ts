@@ -89,7 +89,10 @@ export class ServiceHealthServer {
       for (const host of hosts) {
         const srv = createServer((_req, res) => {
           const n = this.counts.get(key);
-          if (n === undefined) { res.end(); return; } // closed meanwhile; upstream writes nothing
+          if (n === undefined) {
+            res.end();
+            return;
+          } // closed meanwhile; upstream writes nothing
           const r = serviceHealthResponse(key, n, this.opts.isProxyHealthy());
           res.writeHead(r.status, { ...r.headers });
           res.end(r.body);
@@ -108,9 +111,17 @@ export class ServiceHealthServer {
 }
 
 async function closeAll(servers: Server[]): Promise<void> {
-  await Promise.all(servers.map((s) => new Promise<void>((resolve) => {
-    if (!s.listening) { resolve(); return; }
-    s.closeAllConnections();
-    s.close(() => resolve());
-  })));
+  await Promise.all(
+    servers.map(
+      (s) =>
+        new Promise<void>((resolve) => {
+          if (!s.listening) {
+            resolve();
+            return;
+          }
+          s.closeAllConnections();
+          s.close(() => resolve());
+        }),
+    ),
+  );
 }

@@ -34,19 +34,36 @@ test('setupConntrack on a fake /proc/sys: writes only what differs; raises hashs
     'sys/net/netfilter/nf_conntrack_tcp_be_liberal': '0\n',
     'sys/net/netfilter/nf_conntrack_udp_timeout': '30\n',
     'sys/net/netfilter/nf_conntrack_udp_timeout_stream': '120\n',
-    'hashsize': '16384\n',
+    hashsize: '16384\n',
   });
   t.after(() => rm(root, { recursive: true, force: true }));
   const sysctl = new Sysctl(join(root, 'sys'));
   const r = await setupConntrack(
-    { maxPerCore: 32768, min: 131072, tcpEstablishedTimeout: 86400, tcpCloseWaitTimeout: 3600, tcpBeLiberal: true, udpTimeout: 0, udpStreamTimeout: null },
-    { sysctl, hashsizePath: join(root, 'hashsize'), numCPU: 8 });
-  assert.deepEqual(r.changed, ['net/netfilter/nf_conntrack_max', 'hashsize', 'net/netfilter/nf_conntrack_tcp_timeout_close_wait', 'net/netfilter/nf_conntrack_tcp_be_liberal']);
+    {
+      maxPerCore: 32768,
+      min: 131072,
+      tcpEstablishedTimeout: 86400,
+      tcpCloseWaitTimeout: 3600,
+      tcpBeLiberal: true,
+      udpTimeout: 0,
+      udpStreamTimeout: null,
+    },
+    { sysctl, hashsizePath: join(root, 'hashsize'), numCPU: 8 },
+  );
+  assert.deepEqual(r.changed, [
+    'net/netfilter/nf_conntrack_max',
+    'hashsize',
+    'net/netfilter/nf_conntrack_tcp_timeout_close_wait',
+    'net/netfilter/nf_conntrack_tcp_be_liberal',
+  ]);
   assert.deepEqual(r.warnings, []);
   assert.equal(await sysctl.getInt('net/netfilter/nf_conntrack_max'), 262144);
   assert.equal((await readFile(join(root, 'hashsize'), 'utf8')).trim(), '65536');
   assert.equal(await sysctl.getInt('net.netfilter.nf_conntrack_udp_timeout'), 30, 'dotted names work; 0 leaves it');
-  const again = await setupConntrack({ maxPerCore: 32768, min: 131072, tcpCloseWaitTimeout: 3600, tcpBeLiberal: true }, { sysctl, hashsizePath: join(root, 'hashsize'), numCPU: 8 });
+  const again = await setupConntrack(
+    { maxPerCore: 32768, min: 131072, tcpCloseWaitTimeout: 3600, tcpBeLiberal: true },
+    { sysctl, hashsizePath: join(root, 'hashsize'), numCPU: 8 },
+  );
   assert.deepEqual(again.changed, [], 'idempotent');
 });
 
@@ -54,20 +71,33 @@ test('an unwritable hashsize is a warning; an unwritable sysctl is an error with
   const root = await fakeProc({ 'sys/net/netfilter/nf_conntrack_max': '1\n' });
   t.after(() => rm(root, { recursive: true, force: true }));
   const sysctl = new Sysctl(join(root, 'sys'));
-  const r = await setupConntrack({ maxPerCore: 10, min: 0 }, { sysctl, hashsizePath: join(root, 'missing-dir', 'hashsize'), numCPU: 1 });
+  const r = await setupConntrack(
+    { maxPerCore: 10, min: 0 },
+    { sysctl, hashsizePath: join(root, 'missing-dir', 'hashsize'), numCPU: 1 },
+  );
   assert.deepEqual(r.changed, ['net/netfilter/nf_conntrack_max']);
   assert.equal(r.warnings.length, 1);
-  await assert.rejects(setupConntrack({ tcpBeLiberal: true }, { sysctl: new Sysctl(join(root, 'nope')) }), { code: 'KPT_EXEC_FAILED' });
+  await assert.rejects(setupConntrack({ tcpBeLiberal: true }, { sysctl: new Sysctl(join(root, 'nope')) }), {
+    code: 'KPT_EXEC_FAILED',
+  });
   assert.throws(() => sysctl.path('net/../../etc/passwd'), { code: 'KPT_INPUT_INVALID' });
-  assert.equal(sysctl.path('net/ipv4/conf/eth0.100/route_localnet'), join(root, 'sys', 'net/ipv4/conf/eth0.100/route_localnet'));
+  assert.equal(
+    sysctl.path('net/ipv4/conf/eth0.100/route_localnet'),
+    join(root, 'sys', 'net/ipv4/conf/eth0.100/route_localnet'),
+  );
   assert.equal(sysctl.path('net.ipv4.ip_forward'), join(root, 'sys', 'net/ipv4/ip_forward'));
 });
 
 // ---- real kernel: inside a namespace we own --------------------------------
 
 const NS = `kpt-sys-${process.pid}`;
-const KEYS = ['net/netfilter/nf_conntrack_tcp_timeout_close_wait', 'net/netfilter/nf_conntrack_tcp_be_liberal',
-  'net/netfilter/nf_conntrack_udp_timeout', 'net/netfilter/nf_conntrack_udp_timeout_stream', 'net/ipv4/conf/all/route_localnet'];
+const KEYS = [
+  'net/netfilter/nf_conntrack_tcp_timeout_close_wait',
+  'net/netfilter/nf_conntrack_tcp_be_liberal',
+  'net/netfilter/nf_conntrack_udp_timeout',
+  'net/netfilter/nf_conntrack_udp_timeout_stream',
+  'net/ipv4/conf/all/route_localnet',
+];
 
 async function readIn(ns: string | null, key: string): Promise<string> {
   const args = ns ? ['netns', 'exec', ns, 'cat', `/proc/sys/${key}`] : null;
@@ -76,14 +106,22 @@ async function readIn(ns: string | null, key: string): Promise<string> {
 
 test('real kernel (root): per-netns conntrack sysctls and route_localnet written inside a namespace only', async (t) => {
   const cleanup = () => run('ip', ['netns', 'del', NS], { allowFailure: true });
-  const onSig = () => { void cleanup().finally(() => process.exit(130)); };
+  const onSig = () => {
+    void cleanup().finally(() => process.exit(130));
+  };
   process.once('SIGINT', onSig);
   process.once('SIGTERM', onSig);
-  t.after(async () => { await cleanup(); process.off('SIGINT', onSig); process.off('SIGTERM', onSig); });
+  t.after(async () => {
+    await cleanup();
+    process.off('SIGINT', onSig);
+    process.off('SIGTERM', onSig);
+  });
   await cleanup();
   await run('ip', ['netns', 'add', NS]);
   // Make sure conntrack is initialised in the namespace (its sysctls appear with the first netfilter user).
-  await run('ip', ['netns', 'exec', NS, 'nft', '-f', '-'], { input: 'table ip kptsys { chain c { type filter hook input priority 0; ct state established accept; }; }\n' });
+  await run('ip', ['netns', 'exec', NS, 'nft', '-f', '-'], {
+    input: 'table ip kptsys { chain c { type filter hook input priority 0; ct state established accept; }; }\n',
+  });
 
   const rootBefore = await Promise.all(KEYS.map((k) => readIn(null, k)));
   const mod = new URL('./sysctl' + (import.meta.url.endsWith('.ts') ? '.ts' : '.js'), import.meta.url).href;

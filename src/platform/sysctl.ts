@@ -18,14 +18,16 @@ export class Sysctl {
   /** "a/b/c" is used as is (so "eth0.100" survives); a dotted "a.b.c" name is converted. */
   path(name: string): string {
     const rel = name.includes('/') ? name : name.replaceAll('.', '/');
-    if (rel.split('/').some((p) => p === '..' || p === '.')) throw new ProxyError('KPT_INPUT_INVALID', `bad sysctl name ${name}`);
+    if (rel.split('/').some((p) => p === '..' || p === '.'))
+      throw new ProxyError('KPT_INPUT_INVALID', `bad sysctl name ${name}`);
     return join(this.root, rel);
   }
 
   async getInt(name: string): Promise<number> {
     const text = (await readFile(this.path(name), 'utf8')).trim();
     const n = Number(text.split(/\s+/)[0]);
-    if (!Number.isInteger(n)) throw new ProxyError('KPT_INPUT_INVALID', `sysctl ${name}: not an integer: ${JSON.stringify(text)}`);
+    if (!Number.isInteger(n))
+      throw new ProxyError('KPT_INPUT_INVALID', `sysctl ${name}: not an integer: ${JSON.stringify(text)}`);
     return n;
   }
 
@@ -95,11 +97,16 @@ const NF = 'net/netfilter/';
  * Upstream setupConntrack. A failed nf_conntrack_max or timeout write rejects
  * (upstream fails start-up); a hashsize that cannot be raised is a warning.
  */
-export async function setupConntrack(cfg: ConntrackSysctlConfig, opts: ConntrackSetupOptions = {}): Promise<ConntrackSetupResult> {
+export async function setupConntrack(
+  cfg: ConntrackSysctlConfig,
+  opts: ConntrackSetupOptions = {},
+): Promise<ConntrackSetupResult> {
   const sysctl = opts.sysctl ?? new Sysctl();
   const changed: string[] = [];
   const warnings: string[] = [];
-  const ensure = async (name: string, v: number) => { if (await sysctl.ensureInt(NF + name, v, opts.log)) changed.push(NF + name); };
+  const ensure = async (name: string, v: number) => {
+    if (await sysctl.ensureInt(NF + name, v, opts.log)) changed.push(NF + name);
+  };
 
   const max = conntrackMax(cfg, opts.numCPU ?? availableParallelism());
   if (max > 0) {
@@ -109,8 +116,10 @@ export async function setupConntrack(cfg: ConntrackSysctlConfig, opts: Conntrack
     else if (typeof w === 'string') warnings.push(w);
   }
   const pos = (v: number | null | undefined): v is number => typeof v === 'number' && v > 0;
-  if (pos(cfg.tcpEstablishedTimeout)) await ensure('nf_conntrack_tcp_timeout_established', Math.floor(cfg.tcpEstablishedTimeout));
-  if (pos(cfg.tcpCloseWaitTimeout)) await ensure('nf_conntrack_tcp_timeout_close_wait', Math.floor(cfg.tcpCloseWaitTimeout));
+  if (pos(cfg.tcpEstablishedTimeout))
+    await ensure('nf_conntrack_tcp_timeout_established', Math.floor(cfg.tcpEstablishedTimeout));
+  if (pos(cfg.tcpCloseWaitTimeout))
+    await ensure('nf_conntrack_tcp_timeout_close_wait', Math.floor(cfg.tcpCloseWaitTimeout));
   if (cfg.tcpBeLiberal) await ensure('nf_conntrack_tcp_be_liberal', 1);
   if (pos(cfg.udpTimeout)) await ensure('nf_conntrack_udp_timeout', Math.floor(cfg.udpTimeout));
   if (pos(cfg.udpStreamTimeout)) await ensure('nf_conntrack_udp_timeout_stream', Math.floor(cfg.udpStreamTimeout));

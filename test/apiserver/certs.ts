@@ -30,8 +30,26 @@ export class TestPKI {
   constructor(hosts: readonly string[]) {
     this.dir = mkdtempSync(join(tmpdir(), 'kpt-apiserver-pki-'));
     try {
-      openssl(['req', '-x509', ...EC, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=kpt-test-ca',
-        '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], this.dir);
+      openssl(
+        [
+          'req',
+          '-x509',
+          ...EC,
+          '-keyout',
+          'ca.key',
+          '-out',
+          'ca.crt',
+          '-days',
+          '2',
+          '-subj',
+          '/CN=kpt-test-ca',
+          '-addext',
+          'basicConstraints=critical,CA:TRUE',
+          '-addext',
+          'keyUsage=critical,keyCertSign,cRLSign',
+        ],
+        this.dir,
+      );
       this.ca = { cert: this.read('ca.crt'), key: this.read('ca.key') };
       const names = new Set(['localhost', '127.0.0.1', '::1', ...hosts]);
       const san = [...names].map((h) => (isIP(h) ? `IP:${h}` : `DNS:${h}`)).join(',');
@@ -52,8 +70,27 @@ export class TestPKI {
     const subj = `/CN=${cn}${orgs.map((o) => `/O=${o}`).join('')}`;
     writeFileSync(join(this.dir, `${n}.ext`), ext);
     openssl(['req', '-new', ...EC, '-keyout', `${n}.key`, '-out', `${n}.csr`, '-subj', subj], this.dir);
-    openssl(['x509', '-req', '-in', `${n}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', String(1000 + n),
-      '-days', '2', '-extfile', `${n}.ext`, '-out', `${n}.crt`], this.dir);
+    openssl(
+      [
+        'x509',
+        '-req',
+        '-in',
+        `${n}.csr`,
+        '-CA',
+        'ca.crt',
+        '-CAkey',
+        'ca.key',
+        '-set_serial',
+        String(1000 + n),
+        '-days',
+        '2',
+        '-extfile',
+        `${n}.ext`,
+        '-out',
+        `${n}.crt`,
+      ],
+      this.dir,
+    );
     return { cert: this.read(`${n}.crt`), key: this.read(`${n}.key`) };
   }
 

@@ -17,14 +17,29 @@ export interface ClientOptions {
   readonly clientCert?: KeyPair;
 }
 
-function open(c: ClientOptions, method: string, path: string, headers: Record<string, string>): ReturnType<typeof request> {
+function open(
+  c: ClientOptions,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+): ReturnType<typeof request> {
   return request(new URL(path, c.url), {
-    method, ca: c.ca, cert: c.clientCert?.cert, key: c.clientCert?.key, agent: false,
+    method,
+    ca: c.ca,
+    cert: c.clientCert?.cert,
+    key: c.clientCert?.key,
+    agent: false,
     headers: { ...(c.token !== undefined ? { Authorization: `Bearer ${c.token}` } : {}), ...headers },
   });
 }
 
-export function call(c: ClientOptions, method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<Reply> {
+export function call(
+  c: ClientOptions,
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = 'application/json',
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = open(c, method, path, body === undefined ? {} : { 'Content-Type': contentType });
     req.on('response', (res: IncomingMessage) => {
@@ -32,7 +47,7 @@ export function call(c: ClientOptions, method: string, path: string, body?: unkn
       res.on('data', (b: Buffer) => chunks.push(b));
       res.on('end', () => {
         const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) as Record<string, unknown> : {} });
+        resolve({ status: res.statusCode ?? 0, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} });
       });
     });
     req.on('error', reject);
@@ -42,7 +57,12 @@ export function call(c: ClientOptions, method: string, path: string, body?: unkn
 
 export interface WatchEvent {
   type: string;
-  object: { kind?: string; code?: number; reason?: string; metadata: { name?: string; resourceVersion?: string; labels?: Record<string, string> } };
+  object: {
+    kind?: string;
+    code?: number;
+    reason?: string;
+    metadata: { name?: string; resourceVersion?: string; labels?: Record<string, string> };
+  };
 }
 
 /** A streaming watch: events accumulate in `events`; `ended` resolves when the server ends the stream. */
@@ -68,10 +88,19 @@ export class WatchStream {
           }
           this.wake();
         });
-        res.on('end', () => { resolve(); this.wake(); });
-        res.on('close', () => { resolve(); this.wake(); });
+        res.on('end', () => {
+          resolve();
+          this.wake();
+        });
+        res.on('close', () => {
+          resolve();
+          this.wake();
+        });
       });
-      this.req.on('error', () => { resolve(); this.wake(); });
+      this.req.on('error', () => {
+        resolve();
+        this.wake();
+      });
     });
     this.req.end();
   }

@@ -6,7 +6,12 @@ import { LABEL_HEADLESS, LABEL_SERVICE_NAME, LABEL_SERVICE_PROXY_NAME } from '..
 export function svc(ns: string, name: string, ip: string, extra: { labels?: Record<string, string> } = {}): object {
   return {
     metadata: { namespace: ns, name, ...(extra.labels ? { labels: extra.labels } : {}) },
-    spec: { type: 'ClusterIP', clusterIP: ip, clusterIPs: ip === 'None' ? ['None'] : [ip], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP: ip,
+      clusterIPs: ip === 'None' ? ['None'] : [ip],
+      ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }],
+    },
   };
 }
 
@@ -14,10 +19,17 @@ export function proxyNameSvc(ns: string, name: string, ip: string): object {
   return svc(ns, name, ip, { labels: { [LABEL_SERVICE_PROXY_NAME]: 'other-proxy' } });
 }
 
-export function slice(ns: string, name: string, service: string, ips: string[], extra: { headless?: boolean } = {}): object {
+export function slice(
+  ns: string,
+  name: string,
+  service: string,
+  ips: string[],
+  extra: { headless?: boolean } = {},
+): object {
   return {
     metadata: {
-      namespace: ns, name,
+      namespace: ns,
+      name,
       labels: { [LABEL_SERVICE_NAME]: service, ...(extra.headless ? { [LABEL_HEADLESS]: '' } : {}) },
     },
     addressType: 'IPv4',
@@ -27,7 +39,11 @@ export function slice(ns: string, name: string, service: string, ips: string[], 
 }
 
 export function node(name: string, ip: string): object {
-  return { metadata: { name, labels: { 'kubernetes.io/hostname': name } }, spec: { podCIDR: '10.180.0.0/24' }, status: { addresses: [{ type: 'InternalIP', address: ip }] } };
+  return {
+    metadata: { name, labels: { 'kubernetes.io/hostname': name } },
+    spec: { podCIDR: '10.180.0.0/24' },
+    status: { addresses: [{ type: 'InternalIP', address: ip }] },
+  };
 }
 
 export function serviceCIDR(name: string, cidrs: string[]): object {

@@ -28,7 +28,11 @@ export function withKind(def: ResourceDef, obj: Obj): Obj {
 const MAX_BODY = 3 * 1024 * 1024;
 
 export class BadRequest extends Error {
-  constructor(readonly code: number, readonly reason: string, message: string) {
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+  ) {
     super(message);
   }
 }

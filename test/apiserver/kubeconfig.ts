@@ -9,7 +9,10 @@ import { loadKubeConfig } from '../../src/platform/k8s/kubeconfig.js';
 import type { KeyPair } from './certs.js';
 import type { TestApiServer } from './server.js';
 
-export function kubeConfigFor(server: TestApiServer, opts: { token?: string; clientCert?: KeyPair; master?: string } = {}): KubeConfig {
+export function kubeConfigFor(
+  server: TestApiServer,
+  opts: { token?: string; clientCert?: KeyPair; master?: string } = {},
+): KubeConfig {
   const dir = mkdtempSync(join(tmpdir(), 'kpt-kubeconfig-'));
   try {
     const path = join(dir, 'kubeconfig');

@@ -24,8 +24,11 @@ function mainCommand(): string[] {
 
 it('runs as a process driven through its REST API with the token', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'kpt-apiserver-cli-'));
-  const child = spawn(process.execPath, [...mainCommand(), '--listen', '127.0.0.1:0', '--dir', dir, '--token', 'cli-token',
-    '--bookmark-interval', '100ms'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [...mainCommand(), '--listen', '127.0.0.1:0', '--dir', dir, '--token', 'cli-token', '--bookmark-interval', '100ms'],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   try {
     const line = await new Promise<string>((resolve, reject) => {
@@ -39,11 +42,17 @@ it('runs as a process driven through its REST API with the token', async () => {
 
     const c = { url: ready.url, ca, token: 'cli-token' };
     assert.equal((await call({ ...c, token: 'wrong' }, 'GET', '/api/v1/services')).status, 401);
-    assert.equal((await call(c, 'POST', '/api/v1/namespaces/cli/services', svc('cli', 'web', '172.30.5.1'))).status, 201);
+    assert.equal(
+      (await call(c, 'POST', '/api/v1/namespaces/cli/services', svc('cli', 'web', '172.30.5.1'))).status,
+      201,
+    );
 
     const kc = loadKubeConfig({ kubeconfigPath: ready.kubeconfig });
     const list = await new KubeTransport(kc).list('/api/v1/services', {}, new AbortController().signal);
-    assert.deepEqual(list.items.map((i) => (i as { metadata: { name: string } }).metadata.name), ['web']);
+    assert.deepEqual(
+      list.items.map((i) => (i as { metadata: { name: string } }).metadata.name),
+      ['web'],
+    );
   } finally {
     child.kill('SIGTERM');
     const code = await exited;

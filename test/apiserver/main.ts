@@ -43,7 +43,10 @@ async function main(): Promise<void> {
   const dir = resolve(values.dir);
   const { host, port } = parseListen(values.listen!);
   const server = new TestApiServer({
-    host, port, token: values.token, bookmarkIntervalMs: parseDuration(values['bookmark-interval']!),
+    host,
+    port,
+    token: values.token,
+    bookmarkIntervalMs: parseDuration(values['bookmark-interval']!),
     certHosts: values['cert-host'],
     resources: RESOURCES.map((r) => r.plural).filter((p) => !(values['no-servicecidrs'] && p === 'servicecidrs')),
   });

@@ -35,13 +35,15 @@ export class Recorder {
   readonly handlers: SourceHandlers = {
     service: {
       onServiceAdd: (s: Service) => this.push(`service add ${id(s)}`),
-      onServiceUpdate: (o: Service, s: Service) => this.push(`service update ${id(o)} -> ${s.metadata.resourceVersion}`),
+      onServiceUpdate: (o: Service, s: Service) =>
+        this.push(`service update ${id(o)} -> ${s.metadata.resourceVersion}`),
       onServiceDelete: (s: Service) => this.push(`service delete ${id(s)}`),
       onServiceSynced: () => this.push('service synced'),
     },
     endpointSlice: {
       onEndpointSliceAdd: (s: EndpointSlice) => this.push(`slice add ${id(s)}`),
-      onEndpointSliceUpdate: (o: EndpointSlice, s: EndpointSlice) => this.push(`slice update ${id(o)} -> ${s.metadata.resourceVersion}`),
+      onEndpointSliceUpdate: (o: EndpointSlice, s: EndpointSlice) =>
+        this.push(`slice update ${id(o)} -> ${s.metadata.resourceVersion}`),
       onEndpointSliceDelete: (s: EndpointSlice) => this.push(`slice delete ${id(s)}`),
       onEndpointSliceSynced: () => this.push('slice synced'),
     },
@@ -75,7 +77,11 @@ export class Recorder {
       };
       const timer = setTimeout(() => {
         cleanup();
-        reject(new Error(`timed out waiting for ${what}; calls=${JSON.stringify(this.calls)} events=${JSON.stringify(this.events.slice(-10))}`));
+        reject(
+          new Error(
+            `timed out waiting for ${what}; calls=${JSON.stringify(this.calls)} events=${JSON.stringify(this.events.slice(-10))}`,
+          ),
+        );
       }, timeoutMs);
       const cleanup = (): void => {
         clearTimeout(timer);

@@ -21,21 +21,40 @@ const META_FIELDS = ['metadata.name', 'metadata.namespace'];
 
 export const RESOURCES: readonly ResourceDef[] = [
   {
-    plural: 'services', kind: 'Service', apiVersion: 'v1', prefix: '/api/v1', namespaced: true,
-    fields: [...META_FIELDS, 'spec.clusterIP', 'spec.type'], statusSubresource: true,
+    plural: 'services',
+    kind: 'Service',
+    apiVersion: 'v1',
+    prefix: '/api/v1',
+    namespaced: true,
+    fields: [...META_FIELDS, 'spec.clusterIP', 'spec.type'],
+    statusSubresource: true,
   },
   {
-    plural: 'endpointslices', kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1',
-    prefix: '/apis/discovery.k8s.io/v1', namespaced: true, fields: [...META_FIELDS, 'addressType'],
+    plural: 'endpointslices',
+    kind: 'EndpointSlice',
+    apiVersion: 'discovery.k8s.io/v1',
+    prefix: '/apis/discovery.k8s.io/v1',
+    namespaced: true,
+    fields: [...META_FIELDS, 'addressType'],
     statusSubresource: false,
   },
   {
-    plural: 'nodes', kind: 'Node', apiVersion: 'v1', prefix: '/api/v1', namespaced: false,
-    fields: [...META_FIELDS, 'spec.unschedulable'], statusSubresource: true,
+    plural: 'nodes',
+    kind: 'Node',
+    apiVersion: 'v1',
+    prefix: '/api/v1',
+    namespaced: false,
+    fields: [...META_FIELDS, 'spec.unschedulable'],
+    statusSubresource: true,
   },
   {
-    plural: 'servicecidrs', kind: 'ServiceCIDR', apiVersion: 'networking.k8s.io/v1',
-    prefix: '/apis/networking.k8s.io/v1', namespaced: false, fields: META_FIELDS, statusSubresource: true,
+    plural: 'servicecidrs',
+    kind: 'ServiceCIDR',
+    apiVersion: 'networking.k8s.io/v1',
+    prefix: '/apis/networking.k8s.io/v1',
+    namespaced: false,
+    fields: META_FIELDS,
+    statusSubresource: true,
   },
 ];
 

@@ -13,8 +13,7 @@ export class SelectorError extends Error {
 }
 
 type LabelReq =
-  | { op: 'exists' | 'notexists'; key: string }
-  | { op: 'in' | 'notin'; key: string; values: readonly string[] };
+  { op: 'exists' | 'notexists'; key: string } | { op: 'in' | 'notin'; key: string; values: readonly string[] };
 
 export type Labels = Readonly<Record<string, string>> | undefined;
 export type LabelSelector = (labels: Labels) => boolean;
@@ -69,11 +68,15 @@ function parseLabelTerm(term: string): LabelReq {
 function matchLabelReq(req: LabelReq, labels: Labels): boolean {
   const has = labels !== undefined && Object.prototype.hasOwnProperty.call(labels, req.key);
   switch (req.op) {
-    case 'exists': return has;
-    case 'notexists': return !has;
-    case 'in': return has && req.values.includes(labels![req.key]!);
+    case 'exists':
+      return has;
+    case 'notexists':
+      return !has;
+    case 'in':
+      return has && req.values.includes(labels![req.key]!);
     // As upstream: `notin` and `!=` match objects that lack the key.
-    case 'notin': return !has || !req.values.includes(labels![req.key]!);
+    case 'notin':
+      return !has || !req.values.includes(labels![req.key]!);
   }
 }
 

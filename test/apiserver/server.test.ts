@@ -17,7 +17,9 @@ describe('test API server', () => {
     await server.start();
     c = { url: server.url, ca: server.caCert, token: server.token };
   });
-  after(async () => { await server.dispose(); });
+  after(async () => {
+    await server.dispose();
+  });
 
   it('answers 401 Unauthorized without a token or with a wrong one, and accepts a client certificate', async () => {
     for (const token of [undefined, 'nope']) {
@@ -52,7 +54,10 @@ describe('test API server', () => {
     assert.equal((await call(c, 'POST', base, svc('crud', 'web', '172.30.9.1'))).body.reason, 'AlreadyExists');
     assert.equal((await call(c, 'GET', `${base}/web`)).body.kind, 'Service');
 
-    const stale = { ...svc('crud', 'web', '172.30.9.2'), metadata: { namespace: 'crud', name: 'web', resourceVersion: '1' } };
+    const stale = {
+      ...svc('crud', 'web', '172.30.9.2'),
+      metadata: { namespace: 'crud', name: 'web', resourceVersion: '1' },
+    };
     const conflict = await call(c, 'PUT', `${base}/web`, stale);
     assert.equal(conflict.status, 409);
     assert.equal(conflict.body.reason, 'Conflict');
@@ -66,9 +71,21 @@ describe('test API server', () => {
     assert.deepEqual(st.body.status, lb);
     assert.equal((st.body.spec as { clusterIP: string }).clusterIP, '172.30.9.2');
 
-    const patched = await call(c, 'PATCH', `${base}/web`, { metadata: { labels: { a: '1', b: '2' } } }, 'application/merge-patch+json');
+    const patched = await call(
+      c,
+      'PATCH',
+      `${base}/web`,
+      { metadata: { labels: { a: '1', b: '2' } } },
+      'application/merge-patch+json',
+    );
     assert.deepEqual((patched.body.metadata as { labels: object }).labels, { a: '1', b: '2' });
-    const unset = await call(c, 'PATCH', `${base}/web`, { metadata: { labels: { a: null } } }, 'application/merge-patch+json');
+    const unset = await call(
+      c,
+      'PATCH',
+      `${base}/web`,
+      { metadata: { labels: { a: null } } },
+      'application/merge-patch+json',
+    );
     assert.deepEqual((unset.body.metadata as { labels: object }).labels, { b: '2' });
     assert.equal((await call(c, 'PATCH', `${base}/web`, [], 'application/json-patch+json')).status, 415);
 
@@ -80,43 +97,79 @@ describe('test API server', () => {
   it('lists with the current resourceVersion and applies namespace, label and field selectors', async () => {
     server.create('services', svc('lst', 'a', '172.30.8.1', { labels: { tier: 'fe' } }));
     server.create('services', svc('lst', 'b', 'None'));
-    server.create('services', svc('lst2', 'c', '172.30.8.3', { labels: { 'service.kubernetes.io/service-proxy-name': 'x' } }));
+    server.create(
+      'services',
+      svc('lst2', 'c', '172.30.8.3', { labels: { 'service.kubernetes.io/service-proxy-name': 'x' } }),
+    );
     const names = async (path: string): Promise<string[]> => {
       const r = await call(c, 'GET', path);
       assert.equal(r.status, 200, JSON.stringify(r.body));
-      assert.equal((r.body.metadata as { resourceVersion: string }).resourceVersion, String(server.store.resourceVersion));
+      assert.equal(
+        (r.body.metadata as { resourceVersion: string }).resourceVersion,
+        String(server.store.resourceVersion),
+      );
       return (r.body.items as Array<{ metadata: { name: string } }>).map((i) => i.metadata.name);
     };
     assert.deepEqual(await names('/api/v1/namespaces/lst/services'), ['a', 'b']);
-    assert.deepEqual(await names('/api/v1/services?fieldSelector=spec.clusterIP!%3DNone&labelSelector=!service.kubernetes.io/service-proxy-name'), ['a']);
+    assert.deepEqual(
+      await names(
+        '/api/v1/services?fieldSelector=spec.clusterIP!%3DNone&labelSelector=!service.kubernetes.io/service-proxy-name',
+      ),
+      ['a'],
+    );
     assert.deepEqual(await names('/api/v1/services?labelSelector=tier%20in%20(fe,be)'), ['a']);
     assert.deepEqual(await names('/api/v1/services?fieldSelector=metadata.namespace%3Dlst2'), ['c']);
     assert.equal((await call(c, 'GET', '/api/v1/services?labelSelector=a%20in%20(b')).status, 400);
     assert.equal((await call(c, 'GET', '/api/v1/services?fieldSelector=spec.foo%3Db')).status, 400);
-    for (const [ns, n] of [['lst', 'a'], ['lst', 'b'], ['lst2', 'c']] as const) server.delete('services', ns, n);
+    for (const [ns, n] of [
+      ['lst', 'a'],
+      ['lst', 'b'],
+      ['lst2', 'c'],
+    ] as const)
+      server.delete('services', ns, n);
   });
 
   it('watches in commit order, replays history from a version, and turns selector transitions into ADDED/DELETED', async () => {
     const from = server.store.resourceVersion;
     server.create('endpointslices', slice('w', 's1', 'svc', ['10.180.0.1']));
-    const live = new WatchStream(c, `/apis/discovery.k8s.io/v1/namespaces/w/endpointslices?watch=true&resourceVersion=${from}&labelSelector=!service.kubernetes.io/headless`);
+    const live = new WatchStream(
+      c,
+      `/apis/discovery.k8s.io/v1/namespaces/w/endpointslices?watch=true&resourceVersion=${from}&labelSelector=!service.kubernetes.io/headless`,
+    );
     await live.atLeast(1);
     const s1 = server.get('endpointslices', 'w', 's1');
     server.update('endpointslices', { ...s1, endpoints: [] });
-    server.update('endpointslices', { ...s1, metadata: { ...s1.metadata, resourceVersion: undefined, labels: { 'service.kubernetes.io/headless': '' } } });
+    server.update('endpointslices', {
+      ...s1,
+      metadata: { ...s1.metadata, resourceVersion: undefined, labels: { 'service.kubernetes.io/headless': '' } },
+    });
     server.create('endpointslices', slice('other', 's2', 'svc', ['10.180.0.2']));
     server.create('endpointslices', slice('w', 's3', 'svc', ['10.180.0.3']));
     const evs = await live.atLeast(4);
-    assert.deepEqual(evs.map((e) => `${e.type} ${e.object.metadata.name}`), ['ADDED s1', 'MODIFIED s1', 'DELETED s1', 'ADDED s3']);
+    assert.deepEqual(
+      evs.map((e) => `${e.type} ${e.object.metadata.name}`),
+      ['ADDED s1', 'MODIFIED s1', 'DELETED s1', 'ADDED s3'],
+    );
     const rvs = evs.map((e) => Number(e.object.metadata.resourceVersion));
-    assert.deepEqual(rvs, [...rvs].sort((a, b) => a - b));
-    assert.equal(evs[2]!.object.metadata.labels?.['service.kubernetes.io/headless'], undefined, 'DELETED carries the last matching state');
-    assert.equal(rvs[2], from + 3, 'with the event\'s resourceVersion');
+    assert.deepEqual(
+      rvs,
+      [...rvs].sort((a, b) => a - b),
+    );
+    assert.equal(
+      evs[2]!.object.metadata.labels?.['service.kubernetes.io/headless'],
+      undefined,
+      'DELETED carries the last matching state',
+    );
+    assert.equal(rvs[2], from + 3, "with the event's resourceVersion");
     live.close();
 
     const fresh = new WatchStream(c, '/apis/discovery.k8s.io/v1/endpointslices?watch=true');
     const initial = await fresh.atLeast(3);
-    assert.deepEqual(initial.map((e) => `${e.type} ${e.object.metadata.name}`).sort(), ['ADDED s1', 'ADDED s2', 'ADDED s3']);
+    assert.deepEqual(initial.map((e) => `${e.type} ${e.object.metadata.name}`).sort(), [
+      'ADDED s1',
+      'ADDED s2',
+      'ADDED s3',
+    ]);
     fresh.close();
   });
 
@@ -155,7 +208,10 @@ describe('test API server', () => {
   });
 
   it('ends a watch after timeoutSeconds', async () => {
-    const w = new WatchStream(c, `/api/v1/nodes?watch=true&resourceVersion=${server.store.resourceVersion}&timeoutSeconds=1`);
+    const w = new WatchStream(
+      c,
+      `/api/v1/nodes?watch=true&resourceVersion=${server.store.resourceVersion}&timeoutSeconds=1`,
+    );
     await w.ended;
     assert.equal(w.status, 200);
   });
@@ -184,7 +240,10 @@ describe('test API server without ServiceCIDRs', () => {
       const c = { url: server.url, ca: server.caCert, token: server.token };
       assert.equal((await call(c, 'GET', '/apis/networking.k8s.io/v1/servicecidrs')).status, 404);
       const groups = (await call(c, 'GET', '/apis')).body.groups as Array<{ name: string }>;
-      assert.deepEqual(groups.map((g) => g.name), ['discovery.k8s.io']);
+      assert.deepEqual(
+        groups.map((g) => g.name),
+        ['discovery.k8s.io'],
+      );
     } finally {
       await server.dispose();
     }

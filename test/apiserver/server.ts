@@ -75,15 +75,23 @@ export class TestApiServer {
     this.served = RESOURCES.filter((r) => names.includes(r.plural));
   }
 
-  get host(): string { return this.opts.host ?? '127.0.0.1'; }
+  get host(): string {
+    return this.opts.host ?? '127.0.0.1';
+  }
   get url(): string {
     const h = this.host.includes(':') ? `[${this.host}]` : this.host;
     return `https://${h}:${this.port}`;
   }
-  get caCert(): string { return this.ensurePKI().ca.cert; }
-  get running(): boolean { return this.server !== undefined; }
+  get caCert(): string {
+    return this.ensurePKI().ca.cert;
+  }
+  get running(): boolean {
+    return this.server !== undefined;
+  }
   /** Open watch streams right now. */
-  get openWatches(): number { return this.watches.size; }
+  get openWatches(): number {
+    return this.watches.size;
+  }
 
   private ensurePKI(): TestPKI {
     this.pki ??= new TestPKI([this.host, ...(this.opts.certHosts ?? [])]);
@@ -98,9 +106,18 @@ export class TestApiServer {
   async start(): Promise<void> {
     if (this.server) return;
     const pki = this.ensurePKI();
-    const server = createServer({
-      cert: pki.serving.cert, key: pki.serving.key, ca: pki.ca.cert, requestCert: true, rejectUnauthorized: false,
-    }, (req, res) => { void this.handle(req, res); });
+    const server = createServer(
+      {
+        cert: pki.serving.cert,
+        key: pki.serving.key,
+        ca: pki.ca.cert,
+        requestCert: true,
+        rejectUnauthorized: false,
+      },
+      (req, res) => {
+        void this.handle(req, res);
+      },
+    );
     server.on('connection', (s: Socket) => {
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
@@ -147,7 +164,9 @@ export class TestApiServer {
   }
 
   /** Drop the event history: watches/lists from older versions get 410 Gone. */
-  compact(): void { this.store.compact(); }
+  compact(): void {
+    this.store.compact();
+  }
 
   dispose(): Promise<void> {
     return this.stop().finally(() => this.pki?.dispose());
@@ -160,9 +179,15 @@ export class TestApiServer {
   }
 
   // In-process helpers (tests): they go through the same store as REST writes.
-  create(plural: string, obj: object): Obj { return this.store.create(this.def(plural), obj as Obj); }
-  update(plural: string, obj: object): Obj { return this.store.update(this.def(plural), obj as Obj, 'main'); }
-  updateStatus(plural: string, obj: object): Obj { return this.store.update(this.def(plural), obj as Obj, 'status'); }
+  create(plural: string, obj: object): Obj {
+    return this.store.create(this.def(plural), obj as Obj);
+  }
+  update(plural: string, obj: object): Obj {
+    return this.store.update(this.def(plural), obj as Obj, 'main');
+  }
+  updateStatus(plural: string, obj: object): Obj {
+    return this.store.update(this.def(plural), obj as Obj, 'status');
+  }
   delete(plural: string, namespace: string | undefined, name: string): Obj {
     return this.store.delete(this.def(plural), namespace, name);
   }
@@ -176,12 +201,18 @@ export class TestApiServer {
     const user: Record<string, string> = opts.clientCert
       ? { 'client-certificate-data': b64(opts.clientCert.cert), 'client-key-data': b64(opts.clientCert.key) }
       : { token: opts.token ?? this.token };
-    return JSON.stringify({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'kpt-test',
-      clusters: [{ name: 'kpt-test', cluster: { server: this.url, 'certificate-authority-data': b64(this.caCert) } }],
-      users: [{ name: 'kpt-test', user }],
-      contexts: [{ name: 'kpt-test', context: { cluster: 'kpt-test', user: 'kpt-test' } }],
-    }, null, 2);
+    return JSON.stringify(
+      {
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'kpt-test',
+        clusters: [{ name: 'kpt-test', cluster: { server: this.url, 'certificate-authority-data': b64(this.caCert) } }],
+        users: [{ name: 'kpt-test', user }],
+        contexts: [{ name: 'kpt-test', context: { cluster: 'kpt-test', user: 'kpt-test' } }],
+      },
+      null,
+      2,
+    );
   }
 
   private authenticated(req: IncomingMessage): boolean {
@@ -193,8 +224,13 @@ export class TestApiServer {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'https://x');
-    this.requests.push({ method: req.method ?? 'GET', path: url.pathname, query: Object.fromEntries(url.searchParams) });
-    if (this.requests.length > MAX_RECORDED_REQUESTS) this.requests.splice(0, this.requests.length - MAX_RECORDED_REQUESTS);
+    this.requests.push({
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+    });
+    if (this.requests.length > MAX_RECORDED_REQUESTS)
+      this.requests.splice(0, this.requests.length - MAX_RECORDED_REQUESTS);
     try {
       if (!this.authenticated(req)) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
       if (this.discovery(url.pathname, res)) return;
@@ -203,7 +239,8 @@ export class TestApiServer {
       await this.serve(req, res, route, url.searchParams);
     } catch (err) {
       if (res.headersSent) return void res.destroy();
-      if (err instanceof StoreError || err instanceof BadRequest) return sendStatus(res, err.code, err.reason, err.message);
+      if (err instanceof StoreError || err instanceof BadRequest)
+        return sendStatus(res, err.code, err.reason, err.message);
       if (err instanceof SelectorError) return sendStatus(res, 400, 'BadRequest', err.message);
       sendStatus(res, 500, 'InternalError', String(err));
     }
@@ -211,9 +248,14 @@ export class TestApiServer {
 
   private discovery(path: string, res: ServerResponse): boolean {
     const resourceList = (gv: string, defs: ResourceDef[]): unknown => ({
-      kind: 'APIResourceList', apiVersion: 'v1', groupVersion: gv,
+      kind: 'APIResourceList',
+      apiVersion: 'v1',
+      groupVersion: gv,
       resources: defs.map((d) => ({
-        name: d.plural, singularName: d.kind.toLowerCase(), namespaced: d.namespaced, kind: d.kind,
+        name: d.plural,
+        singularName: d.kind.toLowerCase(),
+        namespaced: d.namespaced,
+        kind: d.kind,
         verbs: ['create', 'delete', 'get', 'list', 'patch', 'update', 'watch'],
       })),
     });
@@ -223,14 +265,23 @@ export class TestApiServer {
       sendJSON(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] });
     } else if (path === '/apis') {
       sendJSON(res, 200, {
-        kind: 'APIGroupList', apiVersion: 'v1',
+        kind: 'APIGroupList',
+        apiVersion: 'v1',
         groups: apiGroups(this.served).map((g) => ({
-          name: g.name, versions: [{ groupVersion: `${g.name}/${g.version}`, version: g.version }],
+          name: g.name,
+          versions: [{ groupVersion: `${g.name}/${g.version}`, version: g.version }],
           preferredVersion: { groupVersion: `${g.name}/${g.version}`, version: g.version },
         })),
       });
     } else if (path === '/api/v1') {
-      sendJSON(res, 200, resourceList('v1', this.served.filter((d) => d.prefix === '/api/v1')));
+      sendJSON(
+        res,
+        200,
+        resourceList(
+          'v1',
+          this.served.filter((d) => d.prefix === '/api/v1'),
+        ),
+      );
     } else {
       const m = /^\/apis\/([^/]+)\/([^/]+)$/.exec(path);
       const defs = m ? this.served.filter((d) => d.apiVersion === `${m[1]}/${m[2]}`) : [];
@@ -244,7 +295,10 @@ export class TestApiServer {
   private route(path: string): Route | undefined {
     for (const def of this.served) {
       if (!path.startsWith(def.prefix + '/')) continue;
-      const parts = path.slice(def.prefix.length + 1).split('/').map(decodeURIComponent);
+      const parts = path
+        .slice(def.prefix.length + 1)
+        .split('/')
+        .map(decodeURIComponent);
       let namespace: string | undefined;
       if (parts[0] === 'namespaces' && parts.length >= 3 && def.namespaced) {
         namespace = parts[1];
@@ -271,7 +325,8 @@ export class TestApiServer {
       return sendJSON(res, 200, withKind(r.def, this.store.get(r.def, r.namespace, r.name)));
     } else if (method === 'PUT') {
       const body = await this.readObject(req, r);
-      if (body.metadata.name !== r.name) throw new BadRequest(400, 'BadRequest', 'the name of the object does not match the URL');
+      if (body.metadata.name !== r.name)
+        throw new BadRequest(400, 'BadRequest', 'the name of the object does not match the URL');
       return sendJSON(res, 200, withKind(r.def, this.store.update(r.def, body, r.status ? 'status' : 'main')));
     } else if (method === 'PATCH') {
       const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
@@ -301,7 +356,11 @@ export class TestApiServer {
     obj.metadata = { ...(obj.metadata ?? {}) };
     if (r.def.namespaced) {
       if (obj.metadata.namespace && r.namespace && obj.metadata.namespace !== r.namespace) {
-        throw new BadRequest(400, 'BadRequest', 'the namespace of the object does not match the namespace on the request');
+        throw new BadRequest(
+          400,
+          'BadRequest',
+          'the namespace of the object does not match the namespace on the request',
+        );
       }
       obj.metadata.namespace = r.namespace ?? obj.metadata.namespace;
     }
@@ -319,10 +378,22 @@ export class TestApiServer {
     }
     if (q.get('watch') === 'true' || q.get('watch') === '1') {
       const t = q.get('timeoutSeconds');
-      serveWatch(this.store, res, {
-        def: r.def, namespace: r.namespace, labels, fields, resourceVersion: rv,
-        bookmarks: q.get('allowWatchBookmarks') === 'true', timeoutSeconds: t === null ? undefined : Number(t),
-      }, this.opts.bookmarkIntervalMs ?? 1000, this.watches, (bm) => this.lastBookmark.set(r.def.plural, bm));
+      serveWatch(
+        this.store,
+        res,
+        {
+          def: r.def,
+          namespace: r.namespace,
+          labels,
+          fields,
+          resourceVersion: rv,
+          bookmarks: q.get('allowWatchBookmarks') === 'true',
+          timeoutSeconds: t === null ? undefined : Number(t),
+        },
+        this.opts.bookmarkIntervalMs ?? 1000,
+        this.watches,
+        (bm) => this.lastBookmark.set(r.def.plural, bm),
+      );
       return;
     }
     if (rv && rv !== '0' && Number(rv) < this.store.oldestWatchableRV) {
@@ -330,7 +401,8 @@ export class TestApiServer {
     }
     const list = this.store.list(r.def, r.namespace);
     sendJSON(res, 200, {
-      kind: `${r.def.kind}List`, apiVersion: r.def.apiVersion,
+      kind: `${r.def.kind}List`,
+      apiVersion: r.def.apiVersion,
       metadata: { resourceVersion: String(list.rv) },
       items: list.items.filter((o) => labels(o.metadata.labels) && fields(o)),
     });

@@ -32,7 +32,11 @@ export interface StoreEvent {
 
 /** A failure with the HTTP status and Status reason the real server would answer. */
 export class StoreError extends Error {
-  constructor(readonly code: number, readonly reason: string, message: string) {
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+  ) {
     super(message);
     this.name = 'StoreError';
   }
@@ -54,8 +58,12 @@ export class Store {
     this.compactedRV = startRV;
   }
 
-  get resourceVersion(): number { return this.rv; }
-  get oldestWatchableRV(): number { return this.compactedRV; }
+  get resourceVersion(): number {
+    return this.rv;
+  }
+  get oldestWatchableRV(): number {
+    return this.compactedRV;
+  }
 
   private bucket(resource: string): Map<string, Obj> {
     let b = this.objects.get(resource);
@@ -80,7 +88,8 @@ export class Store {
 
   create(def: ResourceDef, input: Obj): Obj {
     const meta = input.metadata ?? {};
-    if (typeof meta.name !== 'string' || meta.name === '') throw new StoreError(422, 'Invalid', 'metadata.name: Required value');
+    if (typeof meta.name !== 'string' || meta.name === '')
+      throw new StoreError(422, 'Invalid', 'metadata.name: Required value');
     if (def.namespaced && !meta.namespace) throw new StoreError(422, 'Invalid', 'metadata.namespace: Required value');
     const key = objectKey(def.namespaced ? meta.namespace : undefined, meta.name);
     const b = this.bucket(def.plural);
@@ -104,7 +113,11 @@ export class Store {
     const old = this.bucket(def.plural).get(key);
     if (!old) throw new StoreError(404, 'NotFound', `${def.plural} "${meta.name}" not found`);
     if (meta.resourceVersion && meta.resourceVersion !== old.metadata.resourceVersion) {
-      throw new StoreError(409, 'Conflict', `Operation cannot be fulfilled on ${def.plural} "${meta.name}": the object has been modified`);
+      throw new StoreError(
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on ${def.plural} "${meta.name}": the object has been modified`,
+      );
     }
     let obj: Obj;
     if (def.statusSubresource && part === 'status') {

@@ -32,11 +32,19 @@ export interface ServedWatch {
 }
 
 /** Serve a watch on res; it stays in `open` until it ends, however it ends. */
-export function serveWatch(store: Store, res: ServerResponse, w: WatchRequest, bookmarkIntervalMs: number,
-  open: Set<ServedWatch>, onBookmark?: (rv: number) => void): void {
-  const matches = (o: Obj | undefined): boolean => o !== undefined
-    && (w.namespace === undefined || o.metadata.namespace === w.namespace)
-    && w.labels(o.metadata.labels) && w.fields(o);
+export function serveWatch(
+  store: Store,
+  res: ServerResponse,
+  w: WatchRequest,
+  bookmarkIntervalMs: number,
+  open: Set<ServedWatch>,
+  onBookmark?: (rv: number) => void,
+): void {
+  const matches = (o: Obj | undefined): boolean =>
+    o !== undefined &&
+    (w.namespace === undefined || o.metadata.namespace === w.namespace) &&
+    w.labels(o.metadata.labels) &&
+    w.fields(o);
   const send = (type: string, object: unknown): void => {
     if (!res.writableEnded) res.write(JSON.stringify({ type, object }) + '\n');
   };
@@ -75,11 +83,13 @@ export function serveWatch(store: Store, res: ServerResponse, w: WatchRequest, b
 
   const timers: NodeJS.Timeout[] = [];
   if (w.bookmarks && bookmarkIntervalMs > 0) {
-    timers.push(setInterval(() => {
-      const rv = store.resourceVersion;
-      send('BOOKMARK', { kind: w.def.kind, apiVersion: w.def.apiVersion, metadata: { resourceVersion: String(rv) } });
-      onBookmark?.(rv);
-    }, bookmarkIntervalMs));
+    timers.push(
+      setInterval(() => {
+        const rv = store.resourceVersion;
+        send('BOOKMARK', { kind: w.def.kind, apiVersion: w.def.apiVersion, metadata: { resourceVersion: String(rv) } });
+        onBookmark?.(rv);
+      }, bookmarkIntervalMs),
+    );
   }
   let ended = false;
   const end = (): void => {

@@ -35,14 +35,27 @@ export interface PortDef {
 }
 
 /** A Service in namespace ns1. `lb` are status ingress entries (a string is an IP without ipMode). */
-export function service(name: string, spec: ServiceSpec & { lb?: Array<string | LoadBalancerIngress> }, ports: PortDef[]): Service {
+export function service(
+  name: string,
+  spec: ServiceSpec & { lb?: Array<string | LoadBalancerIngress> },
+  ports: PortDef[],
+): Service {
   const { lb, ...rest } = spec;
   const fam = rest.clusterIP?.includes(':') ? 'IPv6' : 'IPv4';
   const svc: Service = {
     metadata: { namespace: 'ns1', name },
     spec: {
-      type: 'ClusterIP', clusterIPs: rest.clusterIP ? [rest.clusterIP] : [], ipFamilies: [fam], ...rest,
-      ports: ports.map((p) => ({ name: p.name ?? '', port: p.port, protocol: p.protocol ?? 'TCP', targetPort: p.targetPort ?? p.port, ...(p.nodePort ? { nodePort: p.nodePort } : {}) })),
+      type: 'ClusterIP',
+      clusterIPs: rest.clusterIP ? [rest.clusterIP] : [],
+      ipFamilies: [fam],
+      ...rest,
+      ports: ports.map((p) => ({
+        name: p.name ?? '',
+        port: p.port,
+        protocol: p.protocol ?? 'TCP',
+        targetPort: p.targetPort ?? p.port,
+        ...(p.nodePort ? { nodePort: p.nodePort } : {}),
+      })),
     },
   };
   if (lb) svc.status = { loadBalancer: { ingress: lb.map((x) => (typeof x === 'string' ? { ip: x } : x)) } };
@@ -61,7 +74,12 @@ export interface EpDef {
 export const LOCAL = TEST_NODE_NAME;
 
 /** An EndpointSlice for ns1/<svc>. Ports are {name, port, protocol} of the endpoints. */
-export function slice(svcName: string, ports: Array<{ name?: string; port: number; protocol?: Protocol }>, eps: EpDef[], sliceName = `${svcName}-1`): EndpointSlice {
+export function slice(
+  svcName: string,
+  ports: Array<{ name?: string; port: number; protocol?: Protocol }>,
+  eps: EpDef[],
+  sliceName = `${svcName}-1`,
+): EndpointSlice {
   return {
     metadata: { namespace: 'ns1', name: sliceName, labels: { 'kubernetes.io/service-name': svcName } },
     addressType: eps[0]?.ip.includes(':') ? 'IPv6' : 'IPv4',

@@ -17,8 +17,17 @@
 import type { EndpointSlice, Service } from '../../src/core/api.js';
 import type { IPFamily, Protocol, ProxyMode } from '../../src/core/types.js';
 import {
-  EXTERNAL_CLIENT as EXT, EXTERNAL_CLIENT6 as EXT6, EXTERNAL_CLIENT_OUTSIDE_RANGE as EXT_OUT, EXTERNAL_IP_NODE, LOCAL,
-  NODE_IP as NODE, NODE_IP6, NODE_IP_ALT, POD_IP as POD, slice, service,
+  EXTERNAL_CLIENT as EXT,
+  EXTERNAL_CLIENT6 as EXT6,
+  EXTERNAL_CLIENT_OUTSIDE_RANGE as EXT_OUT,
+  EXTERNAL_IP_NODE,
+  LOCAL,
+  NODE_IP as NODE,
+  NODE_IP6,
+  NODE_IP_ALT,
+  POD_IP as POD,
+  slice,
+  service,
 } from './fixtures.js';
 
 export interface FlowExpect {
@@ -61,19 +70,44 @@ export interface Scenario {
 
 type Extra = { protocol?: Protocol; iptables?: FlowExpect; nftables?: FlowExpect; only?: ProxyMode[] };
 
-function flow(name: string, src: string, dst: string, port: number, output: string, masq: boolean, extra: Extra = {}): PacketFlow {
+function flow(
+  name: string,
+  src: string,
+  dst: string,
+  port: number,
+  output: string,
+  masq: boolean,
+  extra: Extra = {},
+): PacketFlow {
   const { protocol, only, ...modes } = extra;
-  return { name, src, dst, port, protocol: protocol ?? 'TCP', expected: { ...modes, default: { output, masq } }, ...(only ? { only } : {}) };
+  return {
+    name,
+    src,
+    dst,
+    port,
+    protocol: protocol ?? 'TCP',
+    expected: { ...modes, default: { output, masq } },
+    ...(only ? { only } : {}),
+  };
 }
 
 /** Compare outputs, endpoint lists as sets. */
 export function sameOutput(a: string, b: string): boolean {
-  const norm = (s: string) => s.split(',').map((x) => x.trim()).filter((x) => x !== '').sort().join(', ');
+  const norm = (s: string) =>
+    s
+      .split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== '')
+      .sort()
+      .join(', ');
   return norm(a) === norm(b);
 }
 
 export function expectedFor(f: PacketFlow, mode: ProxyMode): FlowExpect {
-  return (mode === 'iptables' ? f.expected.iptables : mode === 'nftables' ? f.expected.nftables : undefined) ?? f.expected.default;
+  return (
+    (mode === 'iptables' ? f.expected.iptables : mode === 'nftables' ? f.expected.nftables : undefined) ??
+    f.expected.default
+  );
 }
 
 const eps = (...xs: string[]) => xs.join(', ');
@@ -81,12 +115,16 @@ const NOMATCH_IPT: FlowExpect = { output: '', masq: false };
 
 // ---------------------------------------------------------------- ClusterIP
 const svc2Ports = [
-  { name: 'http', port: 80 }, { name: 'https', port: 443, targetPort: 8443 },
-  { name: 'dns-udp', port: 53, protocol: 'UDP' as const }, { name: 'dns-tcp', port: 53, targetPort: 5353 },
+  { name: 'http', port: 80 },
+  { name: 'https', port: 443, targetPort: 8443 },
+  { name: 'dns-udp', port: 53, protocol: 'UDP' as const },
+  { name: 'dns-tcp', port: 53, targetPort: 5353 },
   { name: 'dns-sctp', port: 53, protocol: 'SCTP' as const },
 ];
 const clusterIPGeneral: Scenario = {
-  name: 'ClusterIPGeneral', refs: [1, 2, 3, 4, 5, 6, 7, 8, 9], family: 'IPv4',
+  name: 'ClusterIPGeneral',
+  refs: [1, 2, 3, 4, 5, 6, 7, 8, 9],
+  family: 'IPv4',
   setup: {
     services: [
       service('svc1', { clusterIP: '172.30.0.41' }, [{ name: 'p80', port: 80 }]),
@@ -94,31 +132,93 @@ const clusterIPGeneral: Scenario = {
     ],
     slices: [
       slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: '10.180.0.1', node: LOCAL }]),
-      slice('svc2', [{ name: 'http', port: 80 }, { name: 'https', port: 8443 }, { name: 'dns-udp', port: 53, protocol: 'UDP' },
-        { name: 'dns-tcp', port: 5353 }, { name: 'dns-sctp', port: 53, protocol: 'SCTP' }],
-      [{ ip: '10.180.0.1', node: LOCAL }, { ip: '10.180.2.1', node: 'host2' }]),
+      slice(
+        'svc2',
+        [
+          { name: 'http', port: 80 },
+          { name: 'https', port: 8443 },
+          { name: 'dns-udp', port: 53, protocol: 'UDP' },
+          { name: 'dns-tcp', port: 5353 },
+          { name: 'dns-sctp', port: 53, protocol: 'SCTP' },
+        ],
+        [
+          { ip: '10.180.0.1', node: LOCAL },
+          { ip: '10.180.2.1', node: 'host2' },
+        ],
+      ),
     ],
   },
   flows: [
     flow('simple clusterIP', '10.180.0.2', '172.30.0.41', 80, '10.180.0.1:80', false),
     flow('hairpin to cluster IP', '10.180.0.1', '172.30.0.41', 80, '10.180.0.1:80', true),
-    flow('clusterIP with multiple endpoints', '10.180.0.2', '172.30.0.42', 80, eps('10.180.0.1:80', '10.180.2.1:80'), false),
-    flow('clusterIP with TargetPort', '10.180.0.2', '172.30.0.42', 443, eps('10.180.0.1:8443', '10.180.2.1:8443'), false),
-    flow('clusterIP with TCP, UDP, SCTP on one port (TCP)', '10.180.0.2', '172.30.0.42', 53, eps('10.180.0.1:5353', '10.180.2.1:5353'), false),
-    flow('clusterIP with TCP, UDP, SCTP on one port (UDP)', '10.180.0.2', '172.30.0.42', 53, eps('10.180.0.1:53', '10.180.2.1:53'), false, { protocol: 'UDP' }),
-    flow('clusterIP with TCP, UDP, SCTP on one port (SCTP)', '10.180.0.2', '172.30.0.42', 53, eps('10.180.0.1:53', '10.180.2.1:53'), false, { protocol: 'SCTP' }),
-    flow('TCP-only port does not match UDP traffic', '10.180.0.2', '172.30.0.42', 80, 'REJECT', false, { protocol: 'UDP', iptables: NOMATCH_IPT }),
-    flow('svc1 does not accept svc2 ports', '10.180.0.2', '172.30.0.41', 443, 'REJECT', false, { iptables: NOMATCH_IPT }),
-    flow('unallocated IP inside the ServiceCIDR', '10.180.0.2', '172.30.0.50', 80, 'DROP', false, { only: ['nftables'] }),
+    flow(
+      'clusterIP with multiple endpoints',
+      '10.180.0.2',
+      '172.30.0.42',
+      80,
+      eps('10.180.0.1:80', '10.180.2.1:80'),
+      false,
+    ),
+    flow(
+      'clusterIP with TargetPort',
+      '10.180.0.2',
+      '172.30.0.42',
+      443,
+      eps('10.180.0.1:8443', '10.180.2.1:8443'),
+      false,
+    ),
+    flow(
+      'clusterIP with TCP, UDP, SCTP on one port (TCP)',
+      '10.180.0.2',
+      '172.30.0.42',
+      53,
+      eps('10.180.0.1:5353', '10.180.2.1:5353'),
+      false,
+    ),
+    flow(
+      'clusterIP with TCP, UDP, SCTP on one port (UDP)',
+      '10.180.0.2',
+      '172.30.0.42',
+      53,
+      eps('10.180.0.1:53', '10.180.2.1:53'),
+      false,
+      { protocol: 'UDP' },
+    ),
+    flow(
+      'clusterIP with TCP, UDP, SCTP on one port (SCTP)',
+      '10.180.0.2',
+      '172.30.0.42',
+      53,
+      eps('10.180.0.1:53', '10.180.2.1:53'),
+      false,
+      { protocol: 'SCTP' },
+    ),
+    flow('TCP-only port does not match UDP traffic', '10.180.0.2', '172.30.0.42', 80, 'REJECT', false, {
+      protocol: 'UDP',
+      iptables: NOMATCH_IPT,
+    }),
+    flow('svc1 does not accept svc2 ports', '10.180.0.2', '172.30.0.41', 443, 'REJECT', false, {
+      iptables: NOMATCH_IPT,
+    }),
+    flow('unallocated IP inside the ServiceCIDR', '10.180.0.2', '172.30.0.50', 80, 'DROP', false, {
+      only: ['nftables'],
+    }),
   ],
 };
 
 // ---------------------------------------------------------------- no endpoints
 const noEndpointsReject: Scenario = {
-  name: 'NoEndpointsReject', refs: [10], family: 'IPv4',
+  name: 'NoEndpointsReject',
+  refs: [10],
+  family: 'IPv4',
   setup: {
-    services: [service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.41', externalIPs: [EXTERNAL_IP_NODE], lb: ['1.2.3.4'] },
-      [{ name: 'p80', port: 80, nodePort: 3001 }])],
+    services: [
+      service(
+        'svc1',
+        { type: 'LoadBalancer', clusterIP: '172.30.0.41', externalIPs: [EXTERNAL_IP_NODE], lb: ['1.2.3.4'] },
+        [{ name: 'p80', port: 80, nodePort: 3001 }],
+      ),
+    ],
     slices: [],
   },
   flows: [
@@ -132,31 +232,49 @@ const noEndpointsReject: Scenario = {
 };
 
 // ---------------------------------------------------------------- NodePorts
-const npService = service('svc1', { type: 'NodePort', clusterIP: '172.30.0.41' }, [{ name: 'p80', port: 80, nodePort: 3001 }]);
+const npService = service('svc1', { type: 'NodePort', clusterIP: '172.30.0.41' }, [
+  { name: 'p80', port: 80, nodePort: 3001 },
+]);
 const npSlice = slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: '10.180.0.1' }, { ip: '10.180.2.1', node: LOCAL }]);
 const NP_EPS = eps('10.180.0.1:80', '10.180.2.1:80');
 const nodePortsDefault: Scenario = {
-  name: 'NodePorts (mode default nodePortAddresses)', refs: [11, 12, 13, 14, 15, 16], family: 'IPv4',
+  name: 'NodePorts (mode default nodePortAddresses)',
+  refs: [11, 12, 13, 14, 15, 16],
+  family: 'IPv4',
   setup: { services: [npService], slices: [npSlice] },
   flows: [
     flow('pod to cluster IP', POD, '172.30.0.41', 80, NP_EPS, false),
     flow('external to nodePort', EXT, NODE, 3001, NP_EPS, true),
     flow('node to nodePort', NODE, NODE, 3001, NP_EPS, true),
-    flow('external to nodePort on secondary IP', EXT, NODE_IP_ALT, 3001, '', false, { iptables: { output: NP_EPS, masq: true } }),
-    flow('localhost to nodePort', '127.0.0.1', '127.0.0.1', 3001, '', false, { iptables: { output: NP_EPS, masq: true } }),
+    flow('external to nodePort on secondary IP', EXT, NODE_IP_ALT, 3001, '', false, {
+      iptables: { output: NP_EPS, masq: true },
+    }),
+    flow('localhost to nodePort', '127.0.0.1', '127.0.0.1', 3001, '', false, {
+      iptables: { output: NP_EPS, masq: true },
+    }),
   ],
 };
 const nodePortsRestricted: Scenario = {
-  name: 'NodePorts (nodePortAddresses 192.168.0.0/24 + 127.0.0.1/32)', refs: [14, 15], family: 'IPv4',
-  setup: { services: [npService], slices: [npSlice], config: { nodePortAddresses: ['192.168.0.0/24', '127.0.0.1/32'] } },
+  name: 'NodePorts (nodePortAddresses 192.168.0.0/24 + 127.0.0.1/32)',
+  refs: [14, 15],
+  family: 'IPv4',
+  setup: {
+    services: [npService],
+    slices: [npSlice],
+    config: { nodePortAddresses: ['192.168.0.0/24', '127.0.0.1/32'] },
+  },
   flows: [
     flow('external to nodePort', EXT, NODE, 3001, NP_EPS, true),
     flow('external to nodePort on an IP outside nodePortAddresses', EXT, NODE_IP_ALT, 3001, '', false),
-    flow('localhost to nodePort', '127.0.0.1', '127.0.0.1', 3001, '', false, { iptables: { output: NP_EPS, masq: true } }),
+    flow('localhost to nodePort', '127.0.0.1', '127.0.0.1', 3001, '', false, {
+      iptables: { output: NP_EPS, masq: true },
+    }),
   ],
 };
 const nodePortsNoLocalhost: Scenario = {
-  name: 'NodePorts (localhostNodePorts=false)', refs: [16], family: 'IPv4',
+  name: 'NodePorts (localhostNodePorts=false)',
+  refs: [16],
+  family: 'IPv4',
   setup: { services: [npService], slices: [npSlice], config: { localhostNodePorts: false } },
   flows: [
     flow('external to nodePort', EXT, NODE, 3001, NP_EPS, true),
@@ -164,10 +282,16 @@ const nodePortsNoLocalhost: Scenario = {
   ],
 };
 const nodePortsIPv6: Scenario = {
-  name: 'NodePorts (IPv6)', refs: [12, 16], family: 'IPv6',
+  name: 'NodePorts (IPv6)',
+  refs: [12, 16],
+  family: 'IPv6',
   setup: {
-    services: [service('svc1', { type: 'NodePort', clusterIP: 'fd00:172:30::41' }, [{ name: 'p80', port: 80, nodePort: 3001 }])],
-    slices: [slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: 'fd00:10:180::1' }, { ip: 'fd00:10:180::2:1', node: LOCAL }])],
+    services: [
+      service('svc1', { type: 'NodePort', clusterIP: 'fd00:172:30::41' }, [{ name: 'p80', port: 80, nodePort: 3001 }]),
+    ],
+    slices: [
+      slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: 'fd00:10:180::1' }, { ip: 'fd00:10:180::2:1', node: LOCAL }]),
+    ],
   },
   flows: [
     flow('external to nodePort', EXT6, NODE_IP6, 3001, eps('[fd00:10:180::1]:80', '[fd00:10:180::2:1]:80'), true),
@@ -177,11 +301,23 @@ const nodePortsIPv6: Scenario = {
 
 // ---------------------------------------------------------------- LoadBalancer + source ranges
 const lbSourceRanges: Scenario = {
-  name: 'LoadBalancer with loadBalancerSourceRanges', refs: [17, 18, 19, 20, 21, 22, 23, 24], family: 'IPv4',
+  name: 'LoadBalancer with loadBalancerSourceRanges',
+  refs: [17, 18, 19, 20, 21, 22, 23, 24],
+  family: 'IPv4',
   setup: {
-    services: [service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.41', lb: ['1.2.3.4', '5.6.7.8'],
-      loadBalancerSourceRanges: ['192.168.0.0/24', ' 203.0.113.0/25'], externalTrafficPolicy: 'Cluster' },
-    [{ name: 'p80', port: 80, nodePort: 3001 }])],
+    services: [
+      service(
+        'svc1',
+        {
+          type: 'LoadBalancer',
+          clusterIP: '172.30.0.41',
+          lb: ['1.2.3.4', '5.6.7.8'],
+          loadBalancerSourceRanges: ['192.168.0.0/24', ' 203.0.113.0/25'],
+          externalTrafficPolicy: 'Cluster',
+        },
+        [{ name: 'p80', port: 80, nodePort: 3001 }],
+      ),
+    ],
     slices: [slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: '10.180.0.1', node: 'host2' }])],
   },
   flows: [
@@ -200,14 +336,32 @@ const lbSourceRanges: Scenario = {
 
 // ---------------------------------------------------------------- eTP
 function etpService(policy: 'Local' | 'Cluster'): Service {
-  return service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.41', externalIPs: [EXTERNAL_IP_NODE], lb: ['1.2.3.4'],
-    externalTrafficPolicy: policy, ...(policy === 'Local' ? { healthCheckNodePort: 30000 } : {}) },
-  [{ name: 'p80', port: 80, nodePort: 3001 }]);
+  return service(
+    'svc1',
+    {
+      type: 'LoadBalancer',
+      clusterIP: '172.30.0.41',
+      externalIPs: [EXTERNAL_IP_NODE],
+      lb: ['1.2.3.4'],
+      externalTrafficPolicy: policy,
+      ...(policy === 'Local' ? { healthCheckNodePort: 30000 } : {}),
+    },
+    [{ name: 'p80', port: 80, nodePort: 3001 }],
+  );
 }
-const etpSlice = slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: '10.180.0.1', node: 'host1' }, { ip: '10.180.2.1', node: LOCAL }]);
+const etpSlice = slice(
+  'svc1',
+  [{ name: 'p80', port: 80 }],
+  [
+    { ip: '10.180.0.1', node: 'host1' },
+    { ip: '10.180.2.1', node: LOCAL },
+  ],
+);
 const ETP_BOTH = eps('10.180.0.1:80', '10.180.2.1:80');
 const etpLocal: Scenario = {
-  name: 'ExternalTrafficPolicyLocal', refs: [25, 26], family: 'IPv4',
+  name: 'ExternalTrafficPolicyLocal',
+  refs: [25, 26],
+  family: 'IPv4',
   setup: { services: [etpService('Local')], slices: [etpSlice] },
   flows: [
     flow('pod to cluster IP', POD, '172.30.0.41', 80, ETP_BOTH, false),
@@ -220,7 +374,9 @@ const etpLocal: Scenario = {
   ],
 };
 const etpCluster: Scenario = {
-  name: 'ExternalTrafficPolicyCluster', refs: [27, 28], family: 'IPv4',
+  name: 'ExternalTrafficPolicyCluster',
+  refs: [27, 28],
+  family: 'IPv4',
   setup: { services: [etpService('Cluster')], slices: [etpSlice] },
   flows: [
     flow('pod to cluster IP', POD, '172.30.0.41', 80, ETP_BOTH, false),
@@ -234,9 +390,17 @@ const etpCluster: Scenario = {
 };
 
 // ---------------------------------------------------------------- iTP
-function itp(name: string, refs: number[], policy: 'Local' | 'Cluster', endpoints: Array<{ ip: string; node: string }> | null, output: string): Scenario {
+function itp(
+  name: string,
+  refs: number[],
+  policy: 'Local' | 'Cluster',
+  endpoints: Array<{ ip: string; node: string }> | null,
+  output: string,
+): Scenario {
   return {
-    name: `InternalTrafficPolicy: ${name}`, refs, family: 'IPv4',
+    name: `InternalTrafficPolicy: ${name}`,
+    refs,
+    family: 'IPv4',
     setup: {
       services: [service('svc1', { clusterIP: '172.30.1.1', internalTrafficPolicy: policy }, [{ name: '', port: 80 }])],
       slices: endpoints ? [slice('svc1', [{ name: '', port: 80 }], endpoints)] : [],
@@ -245,24 +409,83 @@ function itp(name: string, refs: number[], policy: 'Local' | 'Cluster', endpoint
   };
 }
 const itpScenarios: Scenario[] = [
-  itp('Cluster, all endpoints', [29], 'Cluster', [{ ip: '10.0.1.1', node: LOCAL }, { ip: '10.0.1.2', node: 'host1' }, { ip: '10.0.1.3', node: 'host2' }],
-    eps('10.0.1.1:80', '10.0.1.2:80', '10.0.1.3:80')),
-  itp('Local, one local endpoint', [30], 'Local', [{ ip: '10.0.1.1', node: LOCAL }, { ip: '10.0.1.2', node: 'host1' }, { ip: '10.0.1.3', node: 'host2' }], '10.0.1.1:80'),
-  itp('Local, two local endpoints', [31], 'Local', [{ ip: '10.0.1.1', node: LOCAL }, { ip: '10.0.1.2', node: LOCAL }, { ip: '10.0.1.3', node: 'host2' }],
-    eps('10.0.1.1:80', '10.0.1.2:80')),
-  itp('Local, no local endpoints', [32], 'Local', [{ ip: '10.0.1.2', node: 'host1' }, { ip: '10.0.1.3', node: 'host2' }], 'DROP'),
+  itp(
+    'Cluster, all endpoints',
+    [29],
+    'Cluster',
+    [
+      { ip: '10.0.1.1', node: LOCAL },
+      { ip: '10.0.1.2', node: 'host1' },
+      { ip: '10.0.1.3', node: 'host2' },
+    ],
+    eps('10.0.1.1:80', '10.0.1.2:80', '10.0.1.3:80'),
+  ),
+  itp(
+    'Local, one local endpoint',
+    [30],
+    'Local',
+    [
+      { ip: '10.0.1.1', node: LOCAL },
+      { ip: '10.0.1.2', node: 'host1' },
+      { ip: '10.0.1.3', node: 'host2' },
+    ],
+    '10.0.1.1:80',
+  ),
+  itp(
+    'Local, two local endpoints',
+    [31],
+    'Local',
+    [
+      { ip: '10.0.1.1', node: LOCAL },
+      { ip: '10.0.1.2', node: LOCAL },
+      { ip: '10.0.1.3', node: 'host2' },
+    ],
+    eps('10.0.1.1:80', '10.0.1.2:80'),
+  ),
+  itp(
+    'Local, no local endpoints',
+    [32],
+    'Local',
+    [
+      { ip: '10.0.1.2', node: 'host1' },
+      { ip: '10.0.1.3', node: 'host2' },
+    ],
+    'DROP',
+  ),
   itp('Local, EndpointSlice deleted', [33], 'Local', null, 'REJECT'),
 ];
 
 // ---------------------------------------------------------------- terminating endpoints
 function termService(policy: 'Local' | 'Cluster'): Service {
-  return service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.1.1', lb: ['1.2.3.4'], externalTrafficPolicy: policy,
-    ...(policy === 'Local' ? { healthCheckNodePort: 30000 } : {}) }, [{ name: '', port: 80 }]);
+  return service(
+    'svc1',
+    {
+      type: 'LoadBalancer',
+      clusterIP: '172.30.1.1',
+      lb: ['1.2.3.4'],
+      externalTrafficPolicy: policy,
+      ...(policy === 'Local' ? { healthCheckNodePort: 30000 } : {}),
+    },
+    [{ name: '', port: 80 }],
+  );
 }
-function term(name: string, refs: number[], policy: 'Local' | 'Cluster', endpoints: Parameters<typeof slice>[2], cip: string, lb: string, lbMasq: boolean): Scenario {
+function term(
+  name: string,
+  refs: number[],
+  policy: 'Local' | 'Cluster',
+  endpoints: Parameters<typeof slice>[2],
+  cip: string,
+  lb: string,
+  lbMasq: boolean,
+): Scenario {
   return {
-    name: `TerminatingEndpoints (eTP ${policy}): ${name}`, refs, family: 'IPv4',
-    setup: { services: [termService(policy)], slices: endpoints.length ? [slice('svc1', [{ name: '', port: 80 }], endpoints)] : [] },
+    name: `TerminatingEndpoints (eTP ${policy}): ${name}`,
+    refs,
+    family: 'IPv4',
+    setup: {
+      services: [termService(policy)],
+      slices: endpoints.length ? [slice('svc1', [{ name: '', port: 80 }], endpoints)] : [],
+    },
     flows: [
       flow('pod to cluster IP', POD, '172.30.1.1', 80, cip, false),
       flow('external to LB IP', EXT, '1.2.3.4', 80, lb, lbMasq),
@@ -272,33 +495,110 @@ function term(name: string, refs: number[], policy: 'Local' | 'Cluster', endpoin
 const T = { ready: false, serving: true, terminating: true };
 const TNS = { ready: false, serving: false, terminating: true };
 const termScenarios: Scenario[] = [
-  term('ready endpoints exist', [34, 35], 'Local', [
-    { ip: '10.0.1.1', node: LOCAL }, { ip: '10.0.1.2', node: LOCAL }, { ip: '10.0.1.3', node: LOCAL, ...T },
-    { ip: '10.0.1.4', node: LOCAL, ...TNS }, { ip: '10.0.1.5', node: 'host1' },
-  ], eps('10.0.1.1:80', '10.0.1.2:80', '10.0.1.5:80'), eps('10.0.1.1:80', '10.0.1.2:80'), false),
-  term('only terminating local endpoints', [36, 37], 'Local', [
-    { ip: '10.0.1.2', node: LOCAL, ...T }, { ip: '10.0.1.3', node: LOCAL, ...T }, { ip: '10.0.1.4', node: LOCAL, ...TNS },
-    { ip: '10.0.1.5', node: 'host1' },
-  ], '10.0.1.5:80', eps('10.0.1.2:80', '10.0.1.3:80'), false),
-  term('only a serving-terminating remote endpoint', [38], 'Local', [{ ip: '10.0.1.5', node: 'host1', ...T }], '10.0.1.5:80', 'DROP', false),
-  term('only a non-serving terminating local endpoint', [39], 'Local', [{ ip: '10.0.1.5', node: LOCAL, ...TNS }], 'REJECT', 'REJECT', false),
-  term('only a non-serving terminating remote endpoint', [39], 'Local', [{ ip: '10.0.1.5', node: 'host1', ...TNS }], 'REJECT', 'REJECT', false),
-  term('serving-terminating fallback', [40], 'Cluster', [
-    { ip: '10.0.1.2', node: LOCAL, ...T }, { ip: '10.0.1.3', node: LOCAL, ...T }, { ip: '10.0.1.4', node: LOCAL, ...TNS },
-    { ip: '10.0.1.5', node: 'host1', ...T },
-  ], eps('10.0.1.2:80', '10.0.1.3:80', '10.0.1.5:80'), eps('10.0.1.2:80', '10.0.1.3:80', '10.0.1.5:80'), true),
+  term(
+    'ready endpoints exist',
+    [34, 35],
+    'Local',
+    [
+      { ip: '10.0.1.1', node: LOCAL },
+      { ip: '10.0.1.2', node: LOCAL },
+      { ip: '10.0.1.3', node: LOCAL, ...T },
+      { ip: '10.0.1.4', node: LOCAL, ...TNS },
+      { ip: '10.0.1.5', node: 'host1' },
+    ],
+    eps('10.0.1.1:80', '10.0.1.2:80', '10.0.1.5:80'),
+    eps('10.0.1.1:80', '10.0.1.2:80'),
+    false,
+  ),
+  term(
+    'only terminating local endpoints',
+    [36, 37],
+    'Local',
+    [
+      { ip: '10.0.1.2', node: LOCAL, ...T },
+      { ip: '10.0.1.3', node: LOCAL, ...T },
+      { ip: '10.0.1.4', node: LOCAL, ...TNS },
+      { ip: '10.0.1.5', node: 'host1' },
+    ],
+    '10.0.1.5:80',
+    eps('10.0.1.2:80', '10.0.1.3:80'),
+    false,
+  ),
+  term(
+    'only a serving-terminating remote endpoint',
+    [38],
+    'Local',
+    [{ ip: '10.0.1.5', node: 'host1', ...T }],
+    '10.0.1.5:80',
+    'DROP',
+    false,
+  ),
+  term(
+    'only a non-serving terminating local endpoint',
+    [39],
+    'Local',
+    [{ ip: '10.0.1.5', node: LOCAL, ...TNS }],
+    'REJECT',
+    'REJECT',
+    false,
+  ),
+  term(
+    'only a non-serving terminating remote endpoint',
+    [39],
+    'Local',
+    [{ ip: '10.0.1.5', node: 'host1', ...TNS }],
+    'REJECT',
+    'REJECT',
+    false,
+  ),
+  term(
+    'serving-terminating fallback',
+    [40],
+    'Cluster',
+    [
+      { ip: '10.0.1.2', node: LOCAL, ...T },
+      { ip: '10.0.1.3', node: LOCAL, ...T },
+      { ip: '10.0.1.4', node: LOCAL, ...TNS },
+      { ip: '10.0.1.5', node: 'host1', ...T },
+    ],
+    eps('10.0.1.2:80', '10.0.1.3:80', '10.0.1.5:80'),
+    eps('10.0.1.2:80', '10.0.1.3:80', '10.0.1.5:80'),
+    true,
+  ),
 ];
 
 // ---------------------------------------------------------------- internal/external masquerade
 const iemServices = [
-  service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.41', lb: ['1.2.3.4'] }, [{ name: 'p80', port: 80, nodePort: 3001 }]),
-  service('svc2', { type: 'LoadBalancer', clusterIP: '172.30.0.42', lb: ['5.6.7.8'], externalTrafficPolicy: 'Local', healthCheckNodePort: 30002 },
-    [{ name: 'p80', port: 80, nodePort: 3002 }]),
-  service('svc3', { type: 'LoadBalancer', clusterIP: '172.30.0.43', lb: ['9.10.11.12'], internalTrafficPolicy: 'Local' },
-    [{ name: 'p80', port: 80, nodePort: 3003 }]),
+  service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.41', lb: ['1.2.3.4'] }, [
+    { name: 'p80', port: 80, nodePort: 3001 },
+  ]),
+  service(
+    'svc2',
+    {
+      type: 'LoadBalancer',
+      clusterIP: '172.30.0.42',
+      lb: ['5.6.7.8'],
+      externalTrafficPolicy: 'Local',
+      healthCheckNodePort: 30002,
+    },
+    [{ name: 'p80', port: 80, nodePort: 3002 }],
+  ),
+  service(
+    'svc3',
+    { type: 'LoadBalancer', clusterIP: '172.30.0.43', lb: ['9.10.11.12'], internalTrafficPolicy: 'Local' },
+    [{ name: 'p80', port: 80, nodePort: 3003 }],
+  ),
 ];
-const iemSlices = [1, 2, 3].map((n) => slice(`svc${n}`, [{ name: 'p80', port: 80 }],
-  [{ ip: `10.180.0.${n}`, node: LOCAL }, { ip: `10.180.1.${n}`, node: 'remote' }]));
+const iemSlices = [1, 2, 3].map((n) =>
+  slice(
+    `svc${n}`,
+    [{ name: 'p80', port: 80 }],
+    [
+      { ip: `10.180.0.${n}`, node: LOCAL },
+      { ip: `10.180.1.${n}`, node: 'remote' },
+    ],
+  ),
+);
 const both = (n: number) => eps(`10.180.0.${n}:80`, `10.180.1.${n}:80`);
 function iemFlows(v: 'detect' | 'noDetector' | 'masqueradeAll'): PacketFlow[] {
   const cipMasq = (fromPod: boolean) => (v === 'masqueradeAll' ? true : v === 'noDetector' ? false : !fromPod);
@@ -333,29 +633,60 @@ function iemFlows(v: 'detect' | 'noDetector' | 'masqueradeAll'): PacketFlow[] {
   ];
 }
 const iemScenarios: Scenario[] = [
-  { name: 'InternalExternalMasquerade', refs: [41, 42, 43, 44, 45, 46, 47, 48], family: 'IPv4',
-    setup: { services: iemServices, slices: iemSlices }, flows: iemFlows('detect') },
-  { name: 'InternalExternalMasquerade (no LocalTrafficDetector)', refs: [49, 50], family: 'IPv4',
-    setup: { services: iemServices, slices: iemSlices, config: { detectLocal: false } }, flows: iemFlows('noDetector') },
-  { name: 'InternalExternalMasquerade (masqueradeAll)', refs: [51], family: 'IPv4',
-    setup: { services: iemServices, slices: iemSlices, config: { masqueradeAll: true } }, flows: iemFlows('masqueradeAll') },
+  {
+    name: 'InternalExternalMasquerade',
+    refs: [41, 42, 43, 44, 45, 46, 47, 48],
+    family: 'IPv4',
+    setup: { services: iemServices, slices: iemSlices },
+    flows: iemFlows('detect'),
+  },
+  {
+    name: 'InternalExternalMasquerade (no LocalTrafficDetector)',
+    refs: [49, 50],
+    family: 'IPv4',
+    setup: { services: iemServices, slices: iemSlices, config: { detectLocal: false } },
+    flows: iemFlows('noDetector'),
+  },
+  {
+    name: 'InternalExternalMasquerade (masqueradeAll)',
+    refs: [51],
+    family: 'IPv4',
+    setup: { services: iemServices, slices: iemSlices, config: { masqueradeAll: true } },
+    flows: iemFlows('masqueradeAll'),
+  },
 ];
 
 // ---------------------------------------------------------------- iptables TracePacket / health check
 const tracePacketScenario: Scenario = {
-  name: 'TracePacket: eTP Local external IP without local endpoints', refs: [52, 53], family: 'IPv4',
+  name: 'TracePacket: eTP Local external IP without local endpoints',
+  refs: [52, 53],
+  family: 'IPv4',
   setup: {
-    services: [service('svc2', { clusterIP: '172.30.0.42', externalIPs: ['192.168.99.22'], externalTrafficPolicy: 'Local' }, [{ name: 'p80', port: 80 }])],
+    services: [
+      service('svc2', { clusterIP: '172.30.0.42', externalIPs: ['192.168.99.22'], externalTrafficPolicy: 'Local' }, [
+        { name: 'p80', port: 80 },
+      ]),
+    ],
     slices: [slice('svc2', [{ name: 'p80', port: 80 }], [{ ip: '10.180.0.2', node: 'host2' }])],
   },
   flows: [
-    flow('node to external IP is short-circuited to the cluster chain', NODE, '192.168.99.22', 80, '10.180.0.2:80', true),
+    flow(
+      'node to external IP is short-circuited to the cluster chain',
+      NODE,
+      '192.168.99.22',
+      80,
+      '10.180.0.2:80',
+      true,
+    ),
     flow('external to external IP without local endpoints', EXT, '192.168.99.22', 80, 'DROP', false),
   ],
 };
 function hcScenario(name: string, config?: ScenarioConfig): Scenario {
   return {
-    name, refs: [54], family: 'IPv4', only: ['iptables'],
+    name,
+    refs: [54],
+    family: 'IPv4',
+    only: ['iptables'],
     setup: { services: [etpService('Local')], slices: [etpSlice], ...(config ? { config } : {}) },
     flows: [flow('health check node port is accepted', '1.2.3.4', NODE, 30000, 'ACCEPT', false)],
   };
@@ -363,39 +694,89 @@ function hcScenario(name: string, config?: ScenarioConfig): Scenario {
 
 // ---------------------------------------------------------------- IPv6 LoadBalancer
 const lbIPv6: Scenario = {
-  name: 'LoadBalancer (IPv6): source ranges and eTP Local', refs: [20, 21, 25, 26], family: 'IPv6',
+  name: 'LoadBalancer (IPv6): source ranges and eTP Local',
+  refs: [20, 21, 25, 26],
+  family: 'IPv6',
   setup: {
     services: [
-      service('svc1', { type: 'LoadBalancer', clusterIP: 'fd00:172:30::41', lb: ['2001:db8:99::4'],
-        loadBalancerSourceRanges: ['2001:db8:ffff::/64'] }, [{ name: 'p80', port: 80, nodePort: 3001 }]),
-      service('svc2', { type: 'LoadBalancer', clusterIP: 'fd00:172:30::42', lb: ['2001:db8:99::5'],
-        externalTrafficPolicy: 'Local', healthCheckNodePort: 30002 }, [{ name: 'p80', port: 80, nodePort: 3002 }]),
+      service(
+        'svc1',
+        {
+          type: 'LoadBalancer',
+          clusterIP: 'fd00:172:30::41',
+          lb: ['2001:db8:99::4'],
+          loadBalancerSourceRanges: ['2001:db8:ffff::/64'],
+        },
+        [{ name: 'p80', port: 80, nodePort: 3001 }],
+      ),
+      service(
+        'svc2',
+        {
+          type: 'LoadBalancer',
+          clusterIP: 'fd00:172:30::42',
+          lb: ['2001:db8:99::5'],
+          externalTrafficPolicy: 'Local',
+          healthCheckNodePort: 30002,
+        },
+        [{ name: 'p80', port: 80, nodePort: 3002 }],
+      ),
     ],
     slices: [
       slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: 'fd00:10:180::1', node: 'host2' }]),
-      slice('svc2', [{ name: 'p80', port: 80 }], [{ ip: 'fd00:10:180::2', node: LOCAL }, { ip: 'fd00:10:180::3', node: 'host2' }]),
+      slice(
+        'svc2',
+        [{ name: 'p80', port: 80 }],
+        [
+          { ip: 'fd00:10:180::2', node: LOCAL },
+          { ip: 'fd00:10:180::3', node: 'host2' },
+        ],
+      ),
     ],
   },
   flows: [
     flow('pod to cluster IP', 'fd00:10::2', 'fd00:172:30::41', 80, '[fd00:10:180::1]:80', false),
     flow('external inside the range to LB IP', EXT6, '2001:db8:99::4', 80, '[fd00:10:180::1]:80', true),
     flow('external outside the range to LB IP', '2001:db8:eeee::2', '2001:db8:99::4', 80, 'DROP', false),
-    flow('eTP Local: external to LB IP reaches the local endpoint only', EXT6, '2001:db8:99::5', 80, '[fd00:10:180::2]:80', false),
-    flow('eTP Local: pod to LB IP is short-circuited', 'fd00:10::2', '2001:db8:99::5', 80, '[fd00:10:180::2]:80, [fd00:10:180::3]:80', false),
+    flow(
+      'eTP Local: external to LB IP reaches the local endpoint only',
+      EXT6,
+      '2001:db8:99::5',
+      80,
+      '[fd00:10:180::2]:80',
+      false,
+    ),
+    flow(
+      'eTP Local: pod to LB IP is short-circuited',
+      'fd00:10::2',
+      '2001:db8:99::5',
+      80,
+      '[fd00:10:180::2]:80, [fd00:10:180::3]:80',
+      false,
+    ),
     flow('eTP Local: external to nodePort', EXT6, NODE_IP6, 3002, '[fd00:10:180::2]:80', false),
   ],
 };
 
 // ---------------------------------------------------------------- LB ipMode, sloppy IPs
 const lbIPMode: Scenario = {
-  name: 'LoadBalancerIngressRouteTypeProxy', refs: [55], family: 'IPv4',
+  name: 'LoadBalancerIngressRouteTypeProxy',
+  refs: [55],
+  family: 'IPv4',
   setup: {
     services: [
-      service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.41', lb: [{ ip: '1.2.3.4', ipMode: 'Proxy' }] }, [{ name: 'p80', port: 80, nodePort: 3001 }]),
-      service('svc2', { type: 'LoadBalancer', clusterIP: '172.30.0.42', lb: [{ ip: '5.6.7.8', ipMode: 'VIP' }] }, [{ name: 'p80', port: 80, nodePort: 3002 }]),
-      service('svc3', { type: 'LoadBalancer', clusterIP: '172.30.0.43', lb: ['9.10.11.12'] }, [{ name: 'p80', port: 80, nodePort: 3003 }]),
+      service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.41', lb: [{ ip: '1.2.3.4', ipMode: 'Proxy' }] }, [
+        { name: 'p80', port: 80, nodePort: 3001 },
+      ]),
+      service('svc2', { type: 'LoadBalancer', clusterIP: '172.30.0.42', lb: [{ ip: '5.6.7.8', ipMode: 'VIP' }] }, [
+        { name: 'p80', port: 80, nodePort: 3002 },
+      ]),
+      service('svc3', { type: 'LoadBalancer', clusterIP: '172.30.0.43', lb: ['9.10.11.12'] }, [
+        { name: 'p80', port: 80, nodePort: 3003 },
+      ]),
     ],
-    slices: [1, 2, 3].map((n) => slice(`svc${n}`, [{ name: 'p80', port: 80 }], [{ ip: `10.180.0.${n}`, node: 'host2' }])),
+    slices: [1, 2, 3].map((n) =>
+      slice(`svc${n}`, [{ name: 'p80', port: 80 }], [{ ip: `10.180.0.${n}`, node: 'host2' }]),
+    ),
   },
   flows: [
     flow('ipMode Proxy LB IP is not captured', EXT, '1.2.3.4', 80, '', false),
@@ -405,10 +786,22 @@ const lbIPMode: Scenario = {
   ],
 };
 const badIPs: Scenario = {
-  name: 'BadIPs (leading zeros are parsed sloppily and normalised)', refs: [], family: 'IPv4',
+  name: 'BadIPs (leading zeros are parsed sloppily and normalised)',
+  refs: [],
+  family: 'IPv4',
   setup: {
-    services: [service('svc1', { type: 'LoadBalancer', clusterIP: '172.30.0.041', lb: ['1.2.3.004'],
-      loadBalancerSourceRanges: ['203.0.113.000/025'] }, [{ name: 'p80', port: 80, nodePort: 3001 }])],
+    services: [
+      service(
+        'svc1',
+        {
+          type: 'LoadBalancer',
+          clusterIP: '172.30.0.041',
+          lb: ['1.2.3.004'],
+          loadBalancerSourceRanges: ['203.0.113.000/025'],
+        },
+        [{ name: 'p80', port: 80, nodePort: 3001 }],
+      ),
+    ],
     slices: [slice('svc1', [{ name: 'p80', port: 80 }], [{ ip: '10.180.0.1', node: 'host2' }])],
   },
   flows: [
@@ -419,7 +812,22 @@ const badIPs: Scenario = {
 };
 
 export const PACKET_FLOW_SCENARIOS: readonly Scenario[] = [
-  clusterIPGeneral, noEndpointsReject, nodePortsDefault, nodePortsRestricted, nodePortsNoLocalhost, nodePortsIPv6,
-  lbSourceRanges, etpLocal, etpCluster, ...itpScenarios, ...termScenarios, ...iemScenarios, tracePacketScenario,
-  lbIPv6, lbIPMode, badIPs, hcScenario('HealthCheckNodePort'), hcScenario('HealthCheckNodePort (nodePortAddresses 127.0.0.0/8)', { nodePortAddresses: ['127.0.0.0/8'] }),
+  clusterIPGeneral,
+  noEndpointsReject,
+  nodePortsDefault,
+  nodePortsRestricted,
+  nodePortsNoLocalhost,
+  nodePortsIPv6,
+  lbSourceRanges,
+  etpLocal,
+  etpCluster,
+  ...itpScenarios,
+  ...termScenarios,
+  ...iemScenarios,
+  tracePacketScenario,
+  lbIPv6,
+  lbIPMode,
+  badIPs,
+  hcScenario('HealthCheckNodePort'),
+  hcScenario('HealthCheckNodePort (nodePortAddresses 127.0.0.0/8)', { nodePortAddresses: ['127.0.0.0/8'] }),
 ];

@@ -7,14 +7,26 @@ import { parseCIDR } from '../../src/core/ip.js';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, ProxyMode, SyncState } from '../../src/core/types.js';
 import {
-  LOCAL_IPS_V4, LOCAL_IPS_V6, NODE_IP, NODE_IP6, POD_CIDR, POD_CIDR6, SERVICE_CIDR, SERVICE_CIDR6, TEST_NODE_NAME,
+  LOCAL_IPS_V4,
+  LOCAL_IPS_V6,
+  NODE_IP,
+  NODE_IP6,
+  POD_CIDR,
+  POD_CIDR6,
+  SERVICE_CIDR,
+  SERVICE_CIDR6,
+  TEST_NODE_NAME,
 } from './fixtures.js';
 import type { Scenario } from './packetflow.js';
 
 export function scenarioSyncState(s: Scenario): SyncState {
   return syncStateFromObjects({
-    services: s.setup.services, slices: s.setup.slices, family: s.family, nodeName: TEST_NODE_NAME,
-    nodeIPs: { IPv4: NODE_IP, IPv6: NODE_IP6 }, serviceCIDRs: [SERVICE_CIDR, SERVICE_CIDR6],
+    services: s.setup.services,
+    slices: s.setup.slices,
+    family: s.family,
+    nodeName: TEST_NODE_NAME,
+    nodeIPs: { IPv4: NODE_IP, IPv6: NODE_IP6 },
+    serviceCIDRs: [SERVICE_CIDR, SERVICE_CIDR6],
   });
 }
 

@@ -49,79 +49,144 @@ COMMIT
 `;
 
 export function workedExampleObjects() {
-  const services = [{
-    metadata: { namespace: 'default', name: 'web' },
-    spec: { type: 'NodePort', clusterIP: '10.96.100.10', clusterIPs: ['10.96.100.10'],
-      ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080, nodePort: 30080 }],
-      externalTrafficPolicy: 'Cluster', sessionAffinity: 'None' },
-  }];
-  const slices = [{
-    metadata: { namespace: 'default', name: 'web-abc', labels: { 'kubernetes.io/service-name': 'web' } },
-    addressType: 'IPv4',
-    ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
-    endpoints: [
-      { addresses: ['10.244.1.5'], conditions: { ready: true }, nodeName: 'node-a' },
-      { addresses: ['10.244.2.7'], conditions: { ready: true }, nodeName: 'node-b' },
-    ],
-  }];
+  const services = [
+    {
+      metadata: { namespace: 'default', name: 'web' },
+      spec: {
+        type: 'NodePort',
+        clusterIP: '10.96.100.10',
+        clusterIPs: ['10.96.100.10'],
+        ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080, nodePort: 30080 }],
+        externalTrafficPolicy: 'Cluster',
+        sessionAffinity: 'None',
+      },
+    },
+  ];
+  const slices = [
+    {
+      metadata: { namespace: 'default', name: 'web-abc', labels: { 'kubernetes.io/service-name': 'web' } },
+      addressType: 'IPv4',
+      ports: [{ name: 'http', port: 8080, protocol: 'TCP' }],
+      endpoints: [
+        { addresses: ['10.244.1.5'], conditions: { ready: true }, nodeName: 'node-a' },
+        { addresses: ['10.244.2.7'], conditions: { ready: true }, nodeName: 'node-b' },
+      ],
+    },
+  ];
   return { services, slices };
 }
 
 export const WORKED_CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 1 << 14, masqueradeAll: false,
+  family: 'IPv4',
+  masqueradeMark: 1 << 14,
+  masqueradeAll: false,
   localDetector: { kind: 'cidr', cidrs: ['10.244.0.0/16'] },
-  nodePortAddresses: null, localhostNodePorts: true, localIPs: ['127.0.0.1', '192.168.0.10'],
+  nodePortAddresses: null,
+  localhostNodePorts: true,
+  localIPs: ['127.0.0.1', '192.168.0.10'],
 };
 
 function workedState() {
   const { services, slices } = workedExampleObjects();
-  return syncStateFromObjects({ services, slices, family: 'IPv4', nodeName: 'node-a', nodeIPs: { IPv4: '192.168.0.10' } });
+  return syncStateFromObjects({
+    services,
+    slices,
+    family: 'IPv4',
+    nodeName: 'node-a',
+    nodeIPs: { IPv4: '192.168.0.10' },
+  });
 }
 
 test('reference 4.1 worked example is reproduced byte for byte', () => {
-  const r = renderIptables({ state: workedState(), config: WORKED_CONFIG, options: DEFAULT_IPTABLES_OPTIONS, previous: null, existingNatChains: [] });
+  const r = renderIptables({
+    state: workedState(),
+    config: WORKED_CONFIG,
+    options: DEFAULT_IPTABLES_OPTIONS,
+    previous: null,
+    existingNatChains: [],
+  });
   assert.equal(r.restoreText, WORKED_EXAMPLE);
   assert.equal(r.partial, false);
   assert.equal(r.filterRules, 4);
   assert.equal(r.natRules, 17);
-  assert.deepEqual([...r.natChainsActive].sort(), ['KUBE-EXT-CDGGSHYLG3RE2FKL', 'KUBE-SEP-2RIJ5GIYXEFH6G4D', 'KUBE-SEP-AFGSLHOD2HFNCBX4', 'KUBE-SVC-CDGGSHYLG3RE2FKL']);
+  assert.deepEqual([...r.natChainsActive].sort(), [
+    'KUBE-EXT-CDGGSHYLG3RE2FKL',
+    'KUBE-SEP-2RIJ5GIYXEFH6G4D',
+    'KUBE-SEP-AFGSLHOD2HFNCBX4',
+    'KUBE-SVC-CDGGSHYLG3RE2FKL',
+  ]);
 });
 
 test('options: no --random-fully, be_liberal drops the INVALID rule, no nfacct counters', () => {
   const r = renderIptables({
-    state: workedState(), config: WORKED_CONFIG, previous: null, existingNatChains: [],
-    options: { ...DEFAULT_IPTABLES_OPTIONS, randomFully: false, beLiberal: true, nfacct: { ctStateInvalidDropped: false, localhostNodePortsAccepted: false } },
+    state: workedState(),
+    config: WORKED_CONFIG,
+    previous: null,
+    existingNatChains: [],
+    options: {
+      ...DEFAULT_IPTABLES_OPTIONS,
+      randomFully: false,
+      beLiberal: true,
+      nfacct: { ctStateInvalidDropped: false, localhostNodePortsAccepted: false },
+    },
   });
   assert.match(r.restoreText, /-j MASQUERADE\n/);
   assert.doesNotMatch(r.restoreText, /INVALID/);
   assert.doesNotMatch(r.restoreText, /nfacct/);
   const r2 = renderIptables({
-    state: workedState(), config: WORKED_CONFIG, previous: null, existingNatChains: [],
-    options: { ...DEFAULT_IPTABLES_OPTIONS, nfacct: { ctStateInvalidDropped: false, localhostNodePortsAccepted: true } },
+    state: workedState(),
+    config: WORKED_CONFIG,
+    previous: null,
+    existingNatChains: [],
+    options: {
+      ...DEFAULT_IPTABLES_OPTIONS,
+      nfacct: { ctStateInvalidDropped: false, localhostNodePortsAccepted: true },
+    },
   });
   assert.match(r2.restoreText, /\n-A KUBE-FORWARD -m conntrack --ctstate INVALID -j DROP\n/);
 });
 
 test('local detectors: bridge, prefix and none', () => {
-  const render = (localDetector: DataplaneConfig['localDetector']) => renderIptables({
-    state: workedState(), config: { ...WORKED_CONFIG, localDetector }, options: DEFAULT_IPTABLES_OPTIONS, previous: null, existingNatChains: [],
-  }).restoreText;
+  const render = (localDetector: DataplaneConfig['localDetector']) =>
+    renderIptables({
+      state: workedState(),
+      config: { ...WORKED_CONFIG, localDetector },
+      options: DEFAULT_IPTABLES_OPTIONS,
+      previous: null,
+      existingNatChains: [],
+    }).restoreText;
   assert.match(render({ kind: 'bridge', interfaceName: 'cbr0' }), /--dport 80 ! -i cbr0 -j KUBE-MARK-MASQ\n/);
   assert.match(render({ kind: 'prefix', interfacePrefix: 'veth' }), /--dport 80 ! -i veth\+ -j KUBE-MARK-MASQ\n/);
   const none = render({ kind: 'none' });
   assert.doesNotMatch(none, /-A KUBE-SVC-CDGGSHYLG3RE2FKL -m comment --comment "default\/web:http cluster IP"/);
-  const all = renderIptables({ state: workedState(), config: { ...WORKED_CONFIG, masqueradeAll: true }, options: DEFAULT_IPTABLES_OPTIONS, previous: null, existingNatChains: [] }).restoreText;
-  assert.match(all, /-A KUBE-SVC-CDGGSHYLG3RE2FKL -m comment --comment "default\/web:http cluster IP" -m tcp -p tcp -d 10.96.100.10 --dport 80 -j KUBE-MARK-MASQ\n/);
+  const all = renderIptables({
+    state: workedState(),
+    config: { ...WORKED_CONFIG, masqueradeAll: true },
+    options: DEFAULT_IPTABLES_OPTIONS,
+    previous: null,
+    existingNatChains: [],
+  }).restoreText;
+  assert.match(
+    all,
+    /-A KUBE-SVC-CDGGSHYLG3RE2FKL -m comment --comment "default\/web:http cluster IP" -m tcp -p tcp -d 10.96.100.10 --dport 80 -j KUBE-MARK-MASQ\n/,
+  );
 });
 
 test('nodePortAddresses: per-IP jumps, loopback only with localhost NodePorts, MatchAll variants', () => {
-  const render = (cfg: Partial<DataplaneConfig>) => renderIptables({
-    state: workedState(), config: { ...WORKED_CONFIG, localIPs: ['127.0.0.1', '192.168.0.10', '10.1.0.1'], ...cfg },
-    options: DEFAULT_IPTABLES_OPTIONS, previous: null, existingNatChains: [],
-  });
-  const np = '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"';
+  const render = (cfg: Partial<DataplaneConfig>) =>
+    renderIptables({
+      state: workedState(),
+      config: { ...WORKED_CONFIG, localIPs: ['127.0.0.1', '192.168.0.10', '10.1.0.1'], ...cfg },
+      options: DEFAULT_IPTABLES_OPTIONS,
+      previous: null,
+      existingNatChains: [],
+    });
+  const np =
+    '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"';
   const per = render({ nodePortAddresses: ['192.168.0.0/24', '127.0.0.0/8'] });
-  assert.ok(per.restoreText.includes(`${np} -d 127.0.0.1 -j KUBE-NODEPORTS\n${np} -d 192.168.0.10 -j KUBE-NODEPORTS\n`));
+  assert.ok(
+    per.restoreText.includes(`${np} -d 127.0.0.1 -j KUBE-NODEPORTS\n${np} -d 192.168.0.10 -j KUBE-NODEPORTS\n`),
+  );
   assert.ok(per.filterChains.includes('KUBE-FIREWALL'));
   // without loopback in nodePortAddresses, localhost NodePorts are forced off
   const noLo = render({ nodePortAddresses: ['192.168.0.0/24'] });
@@ -134,21 +199,41 @@ test('nodePortAddresses: per-IP jumps, loopback only with localhost NodePorts, M
 });
 
 test('IPv6 family: no KUBE-FIREWALL, ! -d ::1/128, [ip]:port endpoints', () => {
-  const services = [{
-    metadata: { namespace: 'ns1', name: 'svc1' },
-    spec: { type: 'NodePort', clusterIP: 'fd00:172:30::41', clusterIPs: ['fd00:172:30::41'], ipFamilies: ['IPv6'],
-      ports: [{ name: 'p80', port: 80, protocol: 'TCP', targetPort: 80, nodePort: 3001 }] },
-  }];
-  const slices = [{
-    metadata: { namespace: 'ns1', name: 'svc1-x', labels: { 'kubernetes.io/service-name': 'svc1' } },
-    addressType: 'IPv6', ports: [{ name: 'p80', port: 80, protocol: 'TCP' }],
-    endpoints: [{ addresses: ['fd00:10:180::1'], conditions: { ready: true }, nodeName: 'test-node' }],
-  }];
+  const services = [
+    {
+      metadata: { namespace: 'ns1', name: 'svc1' },
+      spec: {
+        type: 'NodePort',
+        clusterIP: 'fd00:172:30::41',
+        clusterIPs: ['fd00:172:30::41'],
+        ipFamilies: ['IPv6'],
+        ports: [{ name: 'p80', port: 80, protocol: 'TCP', targetPort: 80, nodePort: 3001 }],
+      },
+    },
+  ];
+  const slices = [
+    {
+      metadata: { namespace: 'ns1', name: 'svc1-x', labels: { 'kubernetes.io/service-name': 'svc1' } },
+      addressType: 'IPv6',
+      ports: [{ name: 'p80', port: 80, protocol: 'TCP' }],
+      endpoints: [{ addresses: ['fd00:10:180::1'], conditions: { ready: true }, nodeName: 'test-node' }],
+    },
+  ];
   const state = syncStateFromObjects({ services, slices, family: 'IPv6', nodeIPs: { IPv6: '2001:db8::1' } });
   const r = renderIptables({
-    state, previous: null, existingNatChains: [], options: DEFAULT_IPTABLES_OPTIONS,
-    config: { family: 'IPv6', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8', 'fd00:10::/64'] },
-      nodePortAddresses: null, localhostNodePorts: true, localIPs: ['::1', '2001:db8::1'] },
+    state,
+    previous: null,
+    existingNatChains: [],
+    options: DEFAULT_IPTABLES_OPTIONS,
+    config: {
+      family: 'IPv6',
+      masqueradeMark: 0x4000,
+      masqueradeAll: false,
+      localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8', 'fd00:10::/64'] },
+      nodePortAddresses: null,
+      localhostNodePorts: true,
+      localIPs: ['::1', '2001:db8::1'],
+    },
   });
   assert.ok(!r.filterChains.includes('KUBE-FIREWALL'));
   assert.match(r.restoreText, /-m addrtype --dst-type LOCAL ! -d ::1\/128 -j KUBE-NODEPORTS\n/);

@@ -124,13 +124,36 @@ function overallState() {
   };
   const services = [
     mk('ns1', 'svc1', { clusterIP: '172.30.0.41' }, p80),
-    mk('ns2', 'svc2', { type: 'LoadBalancer', externalTrafficPolicy: 'Local', clusterIP: '172.30.0.42', lb: ['1.2.3.4'],
-      externalIPs: ['192.168.99.22'], healthCheckNodePort: 30000 }, [{ name: 'p80', port: 80, nodePort: 3001 }]),
+    mk(
+      'ns2',
+      'svc2',
+      {
+        type: 'LoadBalancer',
+        externalTrafficPolicy: 'Local',
+        clusterIP: '172.30.0.42',
+        lb: ['1.2.3.4'],
+        externalIPs: ['192.168.99.22'],
+        healthCheckNodePort: 30000,
+      },
+      [{ name: 'p80', port: 80, nodePort: 3001 }],
+    ),
     mk('ns3', 'svc3', { type: 'NodePort', clusterIP: '172.30.0.43' }, [{ name: 'p80', port: 80, nodePort: 3003 }]),
     mk('ns4', 'svc4', { type: 'NodePort', clusterIP: '172.30.0.44', externalIPs: ['192.168.99.33'] }, p80),
-    mk('ns5', 'svc5', { type: 'LoadBalancer', externalTrafficPolicy: 'Cluster', clusterIP: '172.30.0.45', lb: ['5.6.7.8'],
-      healthCheckNodePort: 30000, loadBalancerSourceRanges: [' 203.0.113.0/25'], sessionAffinity: 'ClientIP',
-      sessionAffinityConfig: { clientIP: { timeoutSeconds: 10800 } } }, [{ name: 'p80', port: 80, nodePort: 3002 }]),
+    mk(
+      'ns5',
+      'svc5',
+      {
+        type: 'LoadBalancer',
+        externalTrafficPolicy: 'Cluster',
+        clusterIP: '172.30.0.45',
+        lb: ['5.6.7.8'],
+        healthCheckNodePort: 30000,
+        loadBalancerSourceRanges: [' 203.0.113.0/25'],
+        sessionAffinity: 'ClientIP',
+        sessionAffinityConfig: { clientIP: { timeoutSeconds: 10800 } },
+      },
+      [{ name: 'p80', port: 80, nodePort: 3002 }],
+    ),
     mk('ns6', 'svc6', { clusterIP: '172.30.0.46' }, p80),
   ];
   const slices = [
@@ -143,10 +166,19 @@ function overallState() {
   return syncStateFromObjects({ services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' } });
 }
 
-const config = scenarioConfig({ name: 'overall', refs: [], family: 'IPv4', setup: { services: [], slices: [] }, flows: [] }, 'iptables');
+const config = scenarioConfig(
+  { name: 'overall', refs: [], family: 'IPv4', setup: { services: [], slices: [] }, flows: [] },
+  'iptables',
+);
 
 test('TestOverallIPTablesRules (upstream golden, sorted like sortIPTablesRules)', () => {
-  const r = renderIptables({ state: overallState(), config, options: { ...DEFAULT_IPTABLES_OPTIONS, randomFully: false }, previous: null, existingNatChains: [] });
+  const r = renderIptables({
+    state: overallState(),
+    config,
+    options: { ...DEFAULT_IPTABLES_OPTIONS, randomFully: false },
+    previous: null,
+    existingNatChains: [],
+  });
   const got = sortRestoreText(r.restoreText.replaceAll('0x00004000', '0x4000'));
   assert.equal(got, EXPECTED);
   // the payload is valid restore input

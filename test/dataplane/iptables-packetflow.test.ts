@@ -5,15 +5,24 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { expectedFor, PACKET_FLOW_SCENARIOS, sameOutput } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
-import { DEFAULT_IPTABLES_OPTIONS, FakeIptables, IPTABLES_JUMP_CHAINS, jumpRuleArgs, renderIptables } from '../../src/dataplane/iptables/index.js';
+import {
+  DEFAULT_IPTABLES_OPTIONS,
+  FakeIptables,
+  IPTABLES_JUMP_CHAINS,
+  jumpRuleArgs,
+  renderIptables,
+} from '../../src/dataplane/iptables/index.js';
 import type { Scenario } from '../cases/packetflow.js';
 import { tracePacket } from '../tracer/iptables.js';
 
 /** Render a scenario and load it into a fake like the platform would. */
 export function loadScenario(s: Scenario): FakeIptables {
   const render = renderIptables({
-    state: scenarioSyncState(s), config: scenarioConfig(s, 'iptables'), options: DEFAULT_IPTABLES_OPTIONS,
-    previous: null, existingNatChains: [],
+    state: scenarioSyncState(s),
+    config: scenarioConfig(s, 'iptables'),
+    options: DEFAULT_IPTABLES_OPTIONS,
+    previous: null,
+    existingNatChains: [],
   });
   assert.deepEqual(render.skipped, []);
   const fake = new FakeIptables();
@@ -33,8 +42,15 @@ for (const s of PACKET_FLOW_SCENARIOS) {
       if (f.only && !f.only.includes('iptables')) continue;
       test(`${f.name}: ${f.protocol} ${f.src} -> ${f.dst}:${f.port}`, () => {
         const want = expectedFor(f, 'iptables');
-        const got = tracePacket(fake, { src: f.src, dst: f.dst, port: f.port, protocol: f.protocol }, scenarioLocalIPs(s));
-        assert.ok(sameOutput(got.output, want.output), `output ${JSON.stringify(got.output)}, want ${JSON.stringify(want.output)}\n${got.matched.join('\n')}`);
+        const got = tracePacket(
+          fake,
+          { src: f.src, dst: f.dst, port: f.port, protocol: f.protocol },
+          scenarioLocalIPs(s),
+        );
+        assert.ok(
+          sameOutput(got.output, want.output),
+          `output ${JSON.stringify(got.output)}, want ${JSON.stringify(want.output)}\n${got.matched.join('\n')}`,
+        );
         assert.equal(got.masq, want.masq, `masq\n${got.matched.join('\n')}`);
       });
     }

@@ -8,18 +8,30 @@ import assert from 'node:assert/strict';
 import type { Service, EndpointSlice } from '../../src/core/api.js';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import {
-  chainsFromSave, DEFAULT_IPTABLES_OPTIONS, FakeIptables, IPTABLES_JUMP_CHAINS, jumpRuleArgs, renderIptables, staleChains,
-  type IptablesMemory, type IptablesRender,
+  chainsFromSave,
+  DEFAULT_IPTABLES_OPTIONS,
+  FakeIptables,
+  IPTABLES_JUMP_CHAINS,
+  jumpRuleArgs,
+  renderIptables,
+  staleChains,
+  type IptablesMemory,
+  type IptablesRender,
 } from '../../src/dataplane/iptables/index.js';
 import { endpointChainName, serviceChainName } from '../../src/dataplane/iptables/names.js';
 import { LOCAL, LOCAL_IPS_V4, service, slice } from '../cases/fixtures.js';
 import { scenarioConfig } from '../cases/resolve.js';
 import { tracePacket } from '../tracer/iptables.js';
 
-const config = scenarioConfig({ name: 'p', refs: [], family: 'IPv4', setup: { services: [], slices: [] }, flows: [] }, 'iptables');
+const config = scenarioConfig(
+  { name: 'p', refs: [], family: 'IPv4', setup: { services: [], slices: [] }, flows: [] },
+  'iptables',
+);
 const p80 = [{ name: 'p80', port: 80 }];
 const svc1 = service('svc1', { clusterIP: '172.30.0.41' }, p80);
-const svc2 = service('svc2', { type: 'NodePort', clusterIP: '172.30.0.42' }, [{ name: 'p80', port: 80, nodePort: 3002 }]);
+const svc2 = service('svc2', { type: 'NodePort', clusterIP: '172.30.0.42' }, [
+  { name: 'p80', port: 80, nodePort: 3002 },
+]);
 const slice1 = slice('svc1', p80, [{ ip: '10.180.0.1', node: LOCAL }]);
 const slice2a = slice('svc2', p80, [{ ip: '10.180.0.2' }]);
 const slice2b = slice('svc2', p80, [{ ip: '10.180.0.2' }, { ip: '10.180.0.3' }]);
@@ -30,15 +42,26 @@ class Syncer {
   last: IptablesRender | null = null;
 
   sync(services: Service[], slices: EndpointSlice[], changed: string[], fullSync: boolean): IptablesRender {
-    const state = syncStateFromObjects({ services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync, changedServices: changed });
+    const state = syncStateFromObjects({
+      services,
+      slices,
+      family: 'IPv4',
+      nodeIPs: { IPv4: '192.168.0.2' },
+      fullSync,
+      changedServices: changed,
+    });
     const r = renderIptables({
-      state, config, options: DEFAULT_IPTABLES_OPTIONS, previous: this.memory,
+      state,
+      config,
+      options: DEFAULT_IPTABLES_OPTIONS,
+      previous: this.memory,
       existingNatChains: chainsFromSave(this.fake.save('nat'), 'nat'),
     });
     this.fake.restore(r.restoreText);
     if (!r.partial) {
       for (const j of IPTABLES_JUMP_CHAINS) {
-        if (!j.onlyIfChainRendered || r.filterChains.includes(j.to)) this.fake.ensureRule('prepend', j.table, j.from, jumpRuleArgs(j));
+        if (!j.onlyIfChainRendered || r.filterChains.includes(j.to))
+          this.fake.ensureRule('prepend', j.table, j.from, jumpRuleArgs(j));
       }
     }
     this.memory = r.memory;
@@ -49,7 +72,8 @@ class Syncer {
 
 const natSection = (t: string) => t.slice(t.indexOf('*nat'));
 const filterSection = (t: string) => t.slice(0, t.indexOf('*nat'));
-const trace = (f: FakeIptables, dst: string, port = 80) => tracePacket(f, { src: '10.0.0.2', dst, port }, LOCAL_IPS_V4).output;
+const trace = (f: FakeIptables, dst: string, port = 80) =>
+  tracePacket(f, { src: '10.0.0.2', dst, port }, LOCAL_IPS_V4).output;
 
 test('a partial sync writes only the changed service chains, and keeps the rest working', () => {
   const s = new Syncer();
@@ -63,9 +87,15 @@ test('a partial sync writes only the changed service chains, and keeps the rest 
   assert.equal(part.partial, true);
   const nat = natSection(part.restoreText);
   assert.ok(!nat.includes(`:${svc1Chain} `), 'unchanged service chain not declared');
-  assert.ok(!nat.includes(`-A ${svc1Chain} -m comment --comment "ns1/svc1:p80 -> `), 'unchanged endpoint rules not written');
+  assert.ok(
+    !nat.includes(`-A ${svc1Chain} -m comment --comment "ns1/svc1:p80 -> `),
+    'unchanged endpoint rules not written',
+  );
   assert.ok(nat.includes(`:${svc2Chain} - [0:0]`));
-  assert.ok(nat.includes('-A KUBE-SERVICES -m comment --comment "ns1/svc1:p80 cluster IP"'), 'top-level chains always complete');
+  assert.ok(
+    nat.includes('-A KUBE-SERVICES -m comment --comment "ns1/svc1:p80 cluster IP"'),
+    'top-level chains always complete',
+  );
   assert.equal(filterSection(part.restoreText), filterSection(full.restoreText), 'filter table always complete');
   assert.ok(part.natRulesTotal > part.natRules);
   assert.ok(part.natChainsActive.has(svc1Chain), 'unchanged chains stay active');
@@ -73,7 +103,7 @@ test('a partial sync writes only the changed service chains, and keeps the rest 
   assert.equal(trace(s.fake, '172.30.0.42'), '10.180.0.2:80, 10.180.0.3:80');
 });
 
-test('the changed service\'s chains are re-written even if only its endpoints changed; removed endpoints\' chains are deleted', () => {
+test("the changed service's chains are re-written even if only its endpoints changed; removed endpoints' chains are deleted", () => {
   const s = new Syncer();
   s.sync([svc1, svc2], [slice1, slice2b], [], true);
   const gone = endpointChainName('ns1/svc2:p80', 'TCP', '10.180.0.3:80');
@@ -86,7 +116,7 @@ test('the changed service\'s chains are re-written even if only its endpoints ch
   assert.equal(trace(s.fake, '172.30.0.42'), '10.180.0.2:80');
 });
 
-test('a deleted service\'s chains are declared and deleted, and its traffic no longer matches', () => {
+test("a deleted service's chains are declared and deleted, and its traffic no longer matches", () => {
   const s = new Syncer();
   s.sync([svc1, svc2], [slice1, slice2a], [], true);
   const r = s.sync([svc1], [slice1], ['ns1/svc2'], false);
@@ -97,26 +127,63 @@ test('a deleted service\'s chains are declared and deleted, and its traffic no l
   assert.equal(trace(s.fake, '172.30.0.42'), '');
   assert.equal(trace(s.fake, '172.30.0.41'), '10.180.0.1:80');
   // -X lines come before the final nodeports rule, as upstream writes them
-  assert.match(r.restoreText, /-X [^\n]+\n-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports[^\n]+\nCOMMIT\n$/);
+  assert.match(
+    r.restoreText,
+    /-X [^\n]+\n-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports[^\n]+\nCOMMIT\n$/,
+  );
 });
 
 test('stale chains are found from memory even without iptables-save, and only ours', () => {
-  assert.deepEqual(staleChains(['KUBE-SVC-B', 'KUBE-SERVICES', 'MY-CHAIN', 'KUBE-SEP-A', 'KUBE-SVC-A'], new Set(['KUBE-SVC-A'])), ['KUBE-SEP-A', 'KUBE-SVC-B']);
+  assert.deepEqual(
+    staleChains(['KUBE-SVC-B', 'KUBE-SERVICES', 'MY-CHAIN', 'KUBE-SEP-A', 'KUBE-SVC-A'], new Set(['KUBE-SVC-A'])),
+    ['KUBE-SEP-A', 'KUBE-SVC-B'],
+  );
   const s = new Syncer();
   s.sync([svc1, svc2], [slice1, slice2a], [], true);
-  const state = syncStateFromObjects({ services: [svc1], slices: [slice1], family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync: false, changedServices: ['ns1/svc2'] });
-  const r = renderIptables({ state, config, options: DEFAULT_IPTABLES_OPTIONS, previous: s.memory, existingNatChains: null });
+  const state = syncStateFromObjects({
+    services: [svc1],
+    slices: [slice1],
+    family: 'IPv4',
+    nodeIPs: { IPv4: '192.168.0.2' },
+    fullSync: false,
+    changedServices: ['ns1/svc2'],
+  });
+  const r = renderIptables({
+    state,
+    config,
+    options: DEFAULT_IPTABLES_OPTIONS,
+    previous: s.memory,
+    existingNatChains: null,
+  });
   assert.equal(r.deletedChains.length, 3);
 });
 
 test('no memory (first sync or after a failure) or fullSync means a full nat section', () => {
-  const state = syncStateFromObjects({ services: [svc1, svc2], slices: [slice1, slice2a], family: 'IPv4', fullSync: false, changedServices: [] });
+  const state = syncStateFromObjects({
+    services: [svc1, svc2],
+    slices: [slice1, slice2a],
+    family: 'IPv4',
+    fullSync: false,
+    changedServices: [],
+  });
   const r = renderIptables({ state, config, options: DEFAULT_IPTABLES_OPTIONS, previous: null, existingNatChains: [] });
   assert.equal(r.partial, false);
   assert.ok(r.restoreText.includes(`:${serviceChainName('ns1/svc1:p80', 'TCP')} - [0:0]`));
-  const r2 = renderIptables({ state: { ...state, fullSync: true }, config, options: DEFAULT_IPTABLES_OPTIONS, previous: r.memory, existingNatChains: [] });
+  const r2 = renderIptables({
+    state: { ...state, fullSync: true },
+    config,
+    options: DEFAULT_IPTABLES_OPTIONS,
+    previous: r.memory,
+    existingNatChains: [],
+  });
   assert.equal(r2.partial, false);
-  const r3 = renderIptables({ state, config, options: DEFAULT_IPTABLES_OPTIONS, previous: r.memory, existingNatChains: [] });
+  const r3 = renderIptables({
+    state,
+    config,
+    options: DEFAULT_IPTABLES_OPTIONS,
+    previous: r.memory,
+    existingNatChains: [],
+  });
   assert.equal(r3.partial, true);
   assert.equal(r3.natRulesTotal, r.natRules, 'total nat rules count what is in the kernel');
 });

@@ -18,7 +18,10 @@ function scripted(tableListed: boolean, failScripts = 0) {
     if (args[0] === '-j') return ok('{"nftables": [{"metainfo": {"version": "1.0.6"}}]}');
     if (args[0] === '-f') {
       assert.ok(input && input.length > 0);
-      if (fails > 0) { fails--; throw new ExecError('nft', args, { stdout: '', stderr: 'Error: No such file or directory', code: 1 }); }
+      if (fails > 0) {
+        fails--;
+        throw new ExecError('nft', args, { stdout: '', stderr: 'Error: No such file or directory', code: 1 });
+      }
       return ok();
     }
     if (args.join(' ') === 'delete table ip kube-proxy') return ok();
@@ -42,7 +45,12 @@ test('an existing table is read back as chains, sets and maps (not rules); parti
   const { calls, runner } = scripted(true);
   const dp = new NftablesDataplane({ config, runner, fastPath: false });
   await dp.sync(state);
-  assert.deepEqual(calls.slice(0, 4).sort(), ['-j list chains ip', '-j list maps ip', '-j list sets ip', 'list tables ip']);
+  assert.deepEqual(calls.slice(0, 4).sort(), [
+    '-j list chains ip',
+    '-j list maps ip',
+    '-j list sets ip',
+    'list tables ip',
+  ]);
   calls.length = 0;
   const out = await dp.sync({ ...state, fullSync: false, changedServices: new Set(['default/web']) });
   assert.equal(out.partial, true);

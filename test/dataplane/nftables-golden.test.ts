@@ -43,6 +43,12 @@ test('nodePortAddresses MatchAll deletes nodeport-ips and dispatches NodePorts b
   fake.run(r.render(state, 0, null).tx);
   const dump = fake.dump();
   assert.doesNotMatch(dump, /nodeport-ips/);
-  assert.match(dump, /^add rule ip kube-proxy services fib daddr type local ip daddr != 127\.0\.0\.0\/8 meta l4proto \. th dport vmap @service-nodeports$/m);
-  assert.match(dump, /^add rule ip kube-proxy nodeport-endpoints-check ip daddr != 127\.0\.0\.0\/8 meta l4proto \. th dport vmap @no-endpoint-nodeports$/m);
+  assert.match(
+    dump,
+    /^add rule ip kube-proxy services fib daddr type local ip daddr != 127\.0\.0\.0\/8 meta l4proto \. th dport vmap @service-nodeports$/m,
+  );
+  assert.match(
+    dump,
+    /^add rule ip kube-proxy nodeport-endpoints-check ip daddr != 127\.0\.0\.0\/8 meta l4proto \. th dport vmap @no-endpoint-nodeports$/m,
+  );
 });

@@ -10,29 +10,64 @@ import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
 import { ENDPOINT_SLOTS, endpointMap } from '../../src/dataplane/nftables/serviceport.js';
 import { makeContext } from '../../src/dataplane/nftables/static.js';
-import { NODE_IP, SERVICE_CIDR, TEST_NODE, endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../support/fixtures.js';
+import {
+  NODE_IP,
+  SERVICE_CIDR,
+  TEST_NODE,
+  endpoint,
+  makeNode,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
+} from '../support/fixtures.js';
 import { tracePacket } from '../tracer/nftables.js';
 
 const CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: [`${NODE_IP}/32`], localhostNodePorts: false, localIPs: ['127.0.0.1', NODE_IP],
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: [`${NODE_IP}/32`],
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', NODE_IP],
 };
-const svc = (name: string, ip: string, affinity = false) => withClusterIP(makeService('ns', name, (s) => {
-  s.spec.ports = [svcPort('p80', 80, 'UDP')];
-  if (affinity) { s.spec.sessionAffinity = 'ClientIP'; s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 100 } }; }
-}), ip);
-const slice = (name: string, ...ips: string[]) => makeSlice('ns', name, 1, (s) => { s.endpoints = ips.map((ip) => endpoint(ip)); s.ports = [slicePort('p80', 8080, 'UDP')]; });
+const svc = (name: string, ip: string, affinity = false) =>
+  withClusterIP(
+    makeService('ns', name, (s) => {
+      s.spec.ports = [svcPort('p80', 80, 'UDP')];
+      if (affinity) {
+        s.spec.sessionAffinity = 'ClientIP';
+        s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 100 } };
+      }
+    }),
+    ip,
+  );
+const slice = (name: string, ...ips: string[]) =>
+  makeSlice('ns', name, 1, (s) => {
+    s.endpoints = ips.map((ip) => endpoint(ip));
+    s.ports = [slicePort('p80', 8080, 'UDP')];
+  });
 function state(services: unknown[], slices: unknown[], changed: string[] | null): SyncState {
   return syncStateFromObjects({
-    services, slices, family: 'IPv4', node: makeNode(TEST_NODE), serviceCIDRs: [SERVICE_CIDR],
-    fullSync: changed === null, ...(changed ? { changedServices: changed } : {}),
+    services,
+    slices,
+    family: 'IPv4',
+    node: makeNode(TEST_NODE),
+    serviceCIDRs: [SERVICE_CIDR],
+    fullSync: changed === null,
+    ...(changed ? { changedServices: changed } : {}),
   });
 }
 
 test('intervals partition 0..720719; equal shares up to 16 endpoints, within one slot beyond', () => {
   const ctx = makeContext(CONFIG, NODE_IP, 'maps');
   for (const n of [1, 2, 3, 5, 7, 11, 13, 16, 17, 100, 1000]) {
-    const eps = Array.from({ length: n }, (_, i) => ({ ip: `10.1.${i >> 8}.${i & 255}`, port: 80 }) as unknown as Endpoint);
+    const eps = Array.from(
+      { length: n },
+      (_, i) => ({ ip: `10.1.${i >> 8}.${i & 255}`, port: 80 }) as unknown as Endpoint,
+    );
     const { map, elements } = endpointMap(ctx, 'udp', 'service-X-ns/a/udp/p', eps);
     assert.equal(map.name, 'endpoints-service-X-ns/a/udp/p');
     assert.equal(map.typeOf, 'numgen random mod 720720 : ip daddr . udp dport');
@@ -55,30 +90,62 @@ test('intervals partition 0..720719; equal shares up to 16 endpoints, within one
 test('an endpoint change is element-only: flush the map and add the new intervals, no rule or chain', () => {
   const fake = new Fake('ip');
   const r = new NftablesRenderer(CONFIG, 'maps');
-  fake.run(r.render(state([svc('a', '172.30.0.41'), svc('b', '172.30.0.42')], [slice('a', '10.180.0.1'), slice('b', '10.180.0.2')], null), 0).tx);
-  const change = r.render(state([svc('a', '172.30.0.41'), svc('b', '172.30.0.42')], [slice('a', '10.180.0.1', '10.180.0.3'), slice('b', '10.180.0.2')], ['ns/a']), 10);
+  fake.run(
+    r.render(
+      state(
+        [svc('a', '172.30.0.41'), svc('b', '172.30.0.42')],
+        [slice('a', '10.180.0.1'), slice('b', '10.180.0.2')],
+        null,
+      ),
+      0,
+    ).tx,
+  );
+  const change = r.render(
+    state(
+      [svc('a', '172.30.0.41'), svc('b', '172.30.0.42')],
+      [slice('a', '10.180.0.1', '10.180.0.3'), slice('b', '10.180.0.2')],
+      ['ns/a'],
+    ),
+    10,
+  );
   assert.equal(change.partial, true);
   const text = change.tx.toString().trim().split('\n');
-  assert.deepEqual(text.map((l) => l.replace(/endpoints-service-\w+-/, 'endpoints-service-H-')), [
-    'flush map ip kube-proxy endpoints-service-H-ns/a/udp/p80',
-    'add element ip kube-proxy endpoints-service-H-ns/a/udp/p80 { 0-360359 : 10.180.0.1 . 8080 }',
-    'add element ip kube-proxy endpoints-service-H-ns/a/udp/p80 { 360360-720719 : 10.180.0.3 . 8080 }',
-  ]);
+  assert.deepEqual(
+    text.map((l) => l.replace(/endpoints-service-\w+-/, 'endpoints-service-H-')),
+    [
+      'flush map ip kube-proxy endpoints-service-H-ns/a/udp/p80',
+      'add element ip kube-proxy endpoints-service-H-ns/a/udp/p80 { 0-360359 : 10.180.0.1 . 8080 }',
+      'add element ip kube-proxy endpoints-service-H-ns/a/udp/p80 { 360360-720719 : 10.180.0.3 . 8080 }',
+    ],
+  );
   fake.run(change.tx);
-  assert.equal(tracePacket(fake, { src: '10.0.0.2', dst: '172.30.0.41', port: 80, protocol: 'UDP' }, [NODE_IP]).output, '10.180.0.1:8080, 10.180.0.3:8080');
+  assert.equal(
+    tracePacket(fake, { src: '10.0.0.2', dst: '172.30.0.41', port: 80, protocol: 'UDP' }, [NODE_IP]).output,
+    '10.180.0.1:8080, 10.180.0.3:8080',
+  );
 });
 
 test('a new service creates its map before the rule that uses it; a deleted one drops the map after flushing the chain', () => {
   const fake = new Fake('ip');
   const r = new NftablesRenderer(CONFIG, 'maps');
   fake.run(r.render(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1')], null), 0).tx);
-  const add = r.render(state([svc('a', '172.30.0.41'), svc('b', '172.30.0.42')], [slice('a', '10.180.0.1'), slice('b', '10.180.0.2')], ['ns/b']), 10);
+  const add = r.render(
+    state(
+      [svc('a', '172.30.0.41'), svc('b', '172.30.0.42')],
+      [slice('a', '10.180.0.1'), slice('b', '10.180.0.2')],
+      ['ns/b'],
+    ),
+    10,
+  );
   const ops = add.tx.operations.map((o) => `${o.verb} ${o.object.kind}`);
   assert.ok(ops.indexOf('add map') < ops.indexOf('add rule'), ops.join(', '));
   fake.run(add.tx); // the Fake refuses a rule naming a missing map
   const del = r.render(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1')], ['ns/b']), 20);
   const dops = del.tx.operations.map((o) => `${o.verb} ${o.object.kind}`);
-  assert.ok(dops.indexOf('flush chain') >= 0 && dops.indexOf('flush chain') < dops.indexOf('delete map'), dops.join(', '));
+  assert.ok(
+    dops.indexOf('flush chain') >= 0 && dops.indexOf('flush chain') < dops.indexOf('delete map'),
+    dops.join(', '),
+  );
   fake.run(del.tx); // the Fake refuses deleting a map a rule still names
   assert.ok(![...fake.sets.keys()].some((n) => n.includes('ns/b')));
 });
@@ -92,5 +159,8 @@ test('switching a service to affinity drops its map and uses endpoint chains; ba
   assert.ok([...fake.chains.keys()].some((n) => n.startsWith('endpoint-')));
   fake.run(r.render(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1', '10.180.0.2')], ['ns/a']), 20).tx);
   assert.equal([...fake.sets.keys()].filter((n) => n.startsWith('endpoints-')).length, 1);
-  assert.equal(tracePacket(fake, { src: '10.0.0.2', dst: '172.30.0.41', port: 80, protocol: 'UDP' }, [NODE_IP]).output, '10.180.0.1:8080, 10.180.0.2:8080');
+  assert.equal(
+    tracePacket(fake, { src: '10.0.0.2', dst: '172.30.0.41', port: 80, protocol: 'UDP' }, [NODE_IP]).output,
+    '10.180.0.1:8080, 10.180.0.2:8080',
+  );
 });

@@ -1,10 +1,19 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { base32, sha256 } from '../../src/core/hash.js';
-import { hashAndTruncate, servicePortChainNameBase, servicePortEndpointChainNameBase } from '../../src/dataplane/nftables/names.js';
+import {
+  hashAndTruncate,
+  servicePortChainNameBase,
+  servicePortEndpointChainNameBase,
+} from '../../src/dataplane/nftables/names.js';
 import type { ServicePortName } from '../../src/core/types.js';
 
-const spn = (namespace: string, name: string, port: string): ServicePortName => ({ namespace, name, port, protocol: 'TCP' });
+const spn = (namespace: string, name: string, port: string): ServicePortName => ({
+  namespace,
+  name,
+  port,
+  protocol: 'TCP',
+});
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 
 test('sha256 matches known digests, including multi-block input', () => {
@@ -22,17 +31,28 @@ test('chain name bases match the upstream values in the reference', () => {
   assert.equal(hashAndTruncate('ns1/svc1/tcp/p80'), 'ULMVA6XW-ns1/svc1/tcp/p80');
   assert.ok(hashAndTruncate('ns1/svc1/tcp/p80__10.180.0.1/80').startsWith('5OJB2KTY-'));
   assert.equal(servicePortChainNameBase(spn('default', 'web', 'http')), 'SUSTUHLJ-default/web/tcp/http');
-  assert.ok(servicePortEndpointChainNameBase(spn('default', 'web', 'http'), '10.244.1.5', 8080).startsWith('HGNPOIJ5-'));
-  assert.ok(servicePortEndpointChainNameBase(spn('default', 'web', 'http'), '10.244.2.7', 8080).startsWith('BZGFZVVG-'));
+  assert.ok(
+    servicePortEndpointChainNameBase(spn('default', 'web', 'http'), '10.244.1.5', 8080).startsWith('HGNPOIJ5-'),
+  );
+  assert.ok(
+    servicePortEndpointChainNameBase(spn('default', 'web', 'http'), '10.244.2.7', 8080).startsWith('BZGFZVVG-'),
+  );
   assert.ok(servicePortChainNameBase(spn('testing', 'service', 'http')).startsWith('P4ZYZVCF-'));
   assert.ok(servicePortChainNameBase(spn('testing', 'service', 'https')).startsWith('LZBRENCP-'));
-  assert.equal(servicePortEndpointChainNameBase(spn('testing', 'service', 'http'), '10.180.0.1', 80), 'JO2XBXZR-testing/service/tcp/http__10.180.0.1/80');
-  assert.equal(servicePortEndpointChainNameBase(spn('testing', 'service', 'http'), 'fd80:abcd:12::a1b2:c3d4:e5f6:9999', 80),
-    'U7E2ET36-testing/service/tcp/http__fd80.abcd.12..a1b2.c3d4.e5f6.9999/80');
+  assert.equal(
+    servicePortEndpointChainNameBase(spn('testing', 'service', 'http'), '10.180.0.1', 80),
+    'JO2XBXZR-testing/service/tcp/http__10.180.0.1/80',
+  );
+  assert.equal(
+    servicePortEndpointChainNameBase(spn('testing', 'service', 'http'), 'fd80:abcd:12::a1b2:c3d4:e5f6:9999', 80),
+    'U7E2ET36-testing/service/tcp/http__fd80.abcd.12..a1b2.c3d4.e5f6.9999/80',
+  );
 });
 
 test('long names are truncated to 240 characters ending in "..."', () => {
-  const long = servicePortChainNameBase(spn('very-long-namespace-'.repeat(6), 'very-long-service-'.repeat(6), 'port'.repeat(4)));
+  const long = servicePortChainNameBase(
+    spn('very-long-namespace-'.repeat(6), 'very-long-service-'.repeat(6), 'port'.repeat(4)),
+  );
   assert.equal(long.length, 240);
   assert.ok(long.endsWith('...'));
   const exact = hashAndTruncate('x'.repeat(231));

@@ -56,8 +56,13 @@ function exprList(list: Buffer): Array<{ name: string; data: string[] }> {
   };
   return attrs(list.subarray(4)).map((el) => {
     const parts = attrs(el.v);
-    const name = parts.find((p) => p.type === 1)!.v.toString('utf8').replace(/\0+$/, '');
-    const data = attrs(parts.find((p) => p.type === 2)!.v).map((a) => `${a.len.toString(16).padStart(2, '0')}00 ${a.type}:${a.v.toString('hex')}`);
+    const name = parts
+      .find((p) => p.type === 1)!
+      .v.toString('utf8')
+      .replace(/\0+$/, '');
+    const data = attrs(parts.find((p) => p.type === 2)!.v).map(
+      (a) => `${a.len.toString(16).padStart(2, '0')}00 ${a.type}:${a.v.toString('hex')}`,
+    );
     return { name, data };
   });
 }
@@ -70,7 +75,10 @@ const ours = (op: Parameters<typeof encodeOperation>[0]) => {
 
 test('a lean DNAT rule encodes exactly like nft', () => {
   const nft = mnlPayload(fixture('nftables-mnl-rule.txt'), (10 << 8) | 6);
-  const mine = ours({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'numgen random mod 2 0 meta l4proto tcp dnat to 10.244.1.5:8080' } });
+  const mine = ours({
+    verb: 'add',
+    object: { kind: 'rule', chain: 'c', rule: 'numgen random mod 2 0 meta l4proto tcp dnat to 10.244.1.5:8080' },
+  });
   assert.deepEqual(topAttr(mine, 1), topAttr(nft, 1)); // table
   assert.deepEqual(topAttr(mine, 2), topAttr(nft, 2)); // chain
   assert.equal(topAttr(mine, 4).toString('hex'), topAttr(nft, 4).toString('hex')); // expressions
@@ -78,16 +86,34 @@ test('a lean DNAT rule encodes exactly like nft', () => {
 
 test('a verdict map element with a comment encodes exactly like nft', () => {
   const nft = mnlPayload(fixture('nftables-mnl-elem.txt'), (10 << 8) | 12);
-  const mine = ours({ verb: 'add', object: { kind: 'element', set: 'm', key: ['10.96.0.1', 'tcp', '80'], value: ['goto c'], comment: 'ns/svc:p' } });
+  const mine = ours({
+    verb: 'add',
+    object: { kind: 'element', set: 'm', key: ['10.96.0.1', 'tcp', '80'], value: ['goto c'], comment: 'ns/svc:p' },
+  });
   assert.equal(topAttr(mine, 3).toString('hex'), topAttr(nft, 3).toString('hex'));
 });
 
 test('unsupported operations are not encoded (the caller falls back to nft -f)', () => {
   const enc = (op: Parameters<typeof encodeOperation>[0]) => encodeOperation(op, 'ip', 'kube-proxy', () => true);
   assert.equal(enc({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'fib saddr type local goto x' } }), null);
-  assert.equal(enc({ verb: 'add', object: { kind: 'chain', name: 'b', type: 'nat', hook: 'output', priority: -100 } }), null);
-  assert.equal(enc({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'meta l4proto tcp dnat to [fd00::1]:80' } }), null, 'wrong family');
-  assert.equal(encodeOperation({ verb: 'add', object: { kind: 'element', set: 'unknown', key: ['1.2.3.4'] } }, 'ip', 'kube-proxy', () => undefined), null);
+  assert.equal(
+    enc({ verb: 'add', object: { kind: 'chain', name: 'b', type: 'nat', hook: 'output', priority: -100 } }),
+    null,
+  );
+  assert.equal(
+    enc({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'meta l4proto tcp dnat to [fd00::1]:80' } }),
+    null,
+    'wrong family',
+  );
+  assert.equal(
+    encodeOperation(
+      { verb: 'add', object: { kind: 'element', set: 'unknown', key: ['1.2.3.4'] } },
+      'ip',
+      'kube-proxy',
+      () => undefined,
+    ),
+    null,
+  );
 });
 
 // 'maps' layout: fixtures are `nft --debug=mnl` of
@@ -95,7 +121,10 @@ test('unsupported operations are not encoded (the caller falls back to nft -f)',
 //   add rule F kube-proxy c meta l4proto tcp dnat F addr . port to numgen random mod 720720 map @m
 //   add element F kube-proxy m { 0-360359 : <10.244.1.5 | fd00::5> . 8080 }
 //   flush map F kube-proxy m
-for (const [fam, nfproto, ep] of [['ip', 2, '10.244.1.5'], ['ip6', 10, 'fd00::5']] as const) {
+for (const [fam, nfproto, ep] of [
+  ['ip', 2, '10.244.1.5'],
+  ['ip6', 10, 'fd00::5'],
+] as const) {
   const dump = fixture(`nftables-mnl-maps-${fam}.txt`);
   const mine = (op: Parameters<typeof encodeOperation>[0]) => {
     const e = encodeOperation(op, fam, 'kube-proxy', (n) => (n === 'm' ? 'endpoints' : undefined));
@@ -106,24 +135,58 @@ for (const [fam, nfproto, ep] of [['ip', 2, '10.244.1.5'], ['ip6', 10, 'fd00::5'
 
   test(`maps layout (${fam}): the endpoint map's NEWSET encodes like nft, typeof udata included`, () => {
     const nft = mnlPayload(dump, (10 << 8) | 9);
-    const { e, body } = mine({ verb: 'add', object: { kind: 'map', name: 'm', type: 'integer : x', typeOf, flags: ['interval'] } });
+    const { e, body } = mine({
+      verb: 'add',
+      object: { kind: 'map', name: 'm', type: 'integer : x', typeOf, flags: ['interval'] },
+    });
     assert.equal(e.type, (10 << 8) | 9);
-    for (const a of [1, 2, 3, 4, 5, 6, 7, 13]) assert.equal(topAttr(body, a).toString('hex'), topAttr(nft, a).toString('hex'), `attr ${a}`);
-    assert.equal(encodeOperation({ verb: 'add', object: { kind: 'map', name: 'm', type: 'x', typeOf, flags: [] } }, fam, 'kube-proxy', () => 'endpoints'), null, 'not interval');
+    for (const a of [1, 2, 3, 4, 5, 6, 7, 13])
+      assert.equal(topAttr(body, a).toString('hex'), topAttr(nft, a).toString('hex'), `attr ${a}`);
+    assert.equal(
+      encodeOperation(
+        { verb: 'add', object: { kind: 'map', name: 'm', type: 'x', typeOf, flags: [] } },
+        fam,
+        'kube-proxy',
+        () => 'endpoints',
+      ),
+      null,
+      'not interval',
+    );
   });
 
   test(`maps layout (${fam}): the fixed DNAT-through-map rule encodes like nft`, () => {
     const nft = mnlPayload(dump, (10 << 8) | 6);
-    const { body } = mine({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: `meta l4proto tcp dnat ${fam} addr . port to numgen random mod 720720 map @m` } });
+    const { body } = mine({
+      verb: 'add',
+      object: {
+        kind: 'rule',
+        chain: 'c',
+        rule: `meta l4proto tcp dnat ${fam} addr . port to numgen random mod 720720 map @m`,
+      },
+    });
     // nft also sends the lookup's SET_ID (attribute 4), which we leave out.
-    assert.deepEqual(exprList(topAttr(body, 4)), exprList(topAttr(nft, 4)).map((e) => (e.name === 'lookup' ? { ...e, data: e.data.filter((a) => !a.startsWith('0800 4:')) } : e)));
+    assert.deepEqual(
+      exprList(topAttr(body, 4)),
+      exprList(topAttr(nft, 4)).map((e) =>
+        e.name === 'lookup' ? { ...e, data: e.data.filter((a) => !a.startsWith('0800 4:')) } : e,
+      ),
+    );
   });
 
   test(`maps layout (${fam}): an interval element is a start with data and an end at hi+1, like nft`, () => {
     const nft = mnlPayload(dump, (10 << 8) | 12);
-    const { body } = mine({ verb: 'add', object: { kind: 'element', set: 'm', key: ['0-360359'], value: [ep, '8080'] } });
+    const { body } = mine({
+      verb: 'add',
+      object: { kind: 'element', set: 'm', key: ['0-360359'], value: [ep, '8080'] },
+    });
     assert.equal(topAttr(body, 3).toString('hex'), topAttr(nft, 3).toString('hex'));
-    const enc = (key: string, value: string[]) => encodeOperation({ verb: 'add', object: { kind: 'element', set: 'm', key: [key], value } }, fam, 'kube-proxy', () => 'endpoints');
+    const enc = (key: string, value: string[]) =>
+      encodeOperation(
+        { verb: 'add', object: { kind: 'element', set: 'm', key: [key], value } },
+        fam,
+        'kube-proxy',
+        () => 'endpoints',
+      );
     assert.equal(enc('5-4', [ep, '80']), null, 'empty range');
     assert.equal(enc('0-9', [fam === 'ip' ? 'fd00::1' : '10.0.0.1', '80']), null, 'wrong family');
     assert.equal(enc('0-9', [ep]), null, 'no port');

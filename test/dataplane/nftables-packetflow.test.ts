@@ -19,18 +19,26 @@ export function loadScenario(s: Scenario, layout: EndpointLayout = 'upstream'): 
 }
 
 // Both endpoint layouts must behave identically (see static.ts EndpointLayout).
-for (const layout of ['upstream', 'lean', 'maps'] as const) for (const s of PACKET_FLOW_SCENARIOS) {
-  if (s.only && !s.only.includes('nftables')) continue;
-  describe(`nftables (${layout}) packet flow: ${s.name} (#${s.refs.join(', #')})`, () => {
-    const fake = loadScenario(s, layout);
-    for (const f of s.flows) {
-      if (f.only && !f.only.includes('nftables')) continue;
-      test(`${f.name}: ${f.protocol} ${f.src} -> ${f.dst}:${f.port}`, () => {
-        const want = expectedFor(f, 'nftables');
-        const got = tracePacket(fake, { src: f.src, dst: f.dst, port: f.port, protocol: f.protocol }, scenarioLocalIPs(s));
-        assert.ok(sameOutput(got.output, want.output), `output ${JSON.stringify(got.output)}, want ${JSON.stringify(want.output)}\n${got.matched.join('\n')}`);
-        assert.equal(got.masq, want.masq, `masq\n${got.matched.join('\n')}`);
-      });
-    }
-  });
-}
+for (const layout of ['upstream', 'lean', 'maps'] as const)
+  for (const s of PACKET_FLOW_SCENARIOS) {
+    if (s.only && !s.only.includes('nftables')) continue;
+    describe(`nftables (${layout}) packet flow: ${s.name} (#${s.refs.join(', #')})`, () => {
+      const fake = loadScenario(s, layout);
+      for (const f of s.flows) {
+        if (f.only && !f.only.includes('nftables')) continue;
+        test(`${f.name}: ${f.protocol} ${f.src} -> ${f.dst}:${f.port}`, () => {
+          const want = expectedFor(f, 'nftables');
+          const got = tracePacket(
+            fake,
+            { src: f.src, dst: f.dst, port: f.port, protocol: f.protocol },
+            scenarioLocalIPs(s),
+          );
+          assert.ok(
+            sameOutput(got.output, want.output),
+            `output ${JSON.stringify(got.output)}, want ${JSON.stringify(want.output)}\n${got.matched.join('\n')}`,
+          );
+          assert.equal(got.masq, want.masq, `masq\n${got.matched.join('\n')}`);
+        });
+      }
+    });
+  }

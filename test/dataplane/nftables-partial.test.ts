@@ -9,23 +9,55 @@ import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
 import { Transaction } from '../../src/dataplane/nftables/transaction.js';
-import { NODE_IP, SERVICE_CIDR, TEST_NODE, endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../support/fixtures.js';
+import {
+  NODE_IP,
+  SERVICE_CIDR,
+  TEST_NODE,
+  endpoint,
+  makeNode,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
+} from '../support/fixtures.js';
 
 const CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: [`${NODE_IP}/32`], localhostNodePorts: false, localIPs: ['127.0.0.1', NODE_IP],
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: [`${NODE_IP}/32`],
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', NODE_IP],
 };
 
-const svc = (ns: string, ip: string, affinity = false) => withClusterIP(makeService(ns, 'svc', (s) => {
-  s.spec.ports = [svcPort('p80', 80)];
-  if (affinity) { s.spec.sessionAffinity = 'ClientIP'; s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 100 } }; }
-}), ip);
-const slice = (ns: string, ...ips: string[]) => makeSlice(ns, 'svc', 1, (s) => { s.endpoints = ips.map((ip) => endpoint(ip)); s.ports = [slicePort('p80', 80)]; });
+const svc = (ns: string, ip: string, affinity = false) =>
+  withClusterIP(
+    makeService(ns, 'svc', (s) => {
+      s.spec.ports = [svcPort('p80', 80)];
+      if (affinity) {
+        s.spec.sessionAffinity = 'ClientIP';
+        s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 100 } };
+      }
+    }),
+    ip,
+  );
+const slice = (ns: string, ...ips: string[]) =>
+  makeSlice(ns, 'svc', 1, (s) => {
+    s.endpoints = ips.map((ip) => endpoint(ip));
+    s.ports = [slicePort('p80', 80)];
+  });
 
 function state(services: unknown[], slices: unknown[], changed: string[] | null): SyncState {
   return syncStateFromObjects({
-    services, slices, family: 'IPv4', node: makeNode(TEST_NODE), serviceCIDRs: [SERVICE_CIDR],
-    fullSync: changed === null, ...(changed ? { changedServices: changed } : {}),
+    services,
+    slices,
+    family: 'IPv4',
+    node: makeNode(TEST_NODE),
+    serviceCIDRs: [SERVICE_CIDR],
+    fullSync: changed === null,
+    ...(changed ? { changedServices: changed } : {}),
   });
 }
 const lines = (tx: Transaction) => tx.toString().trim().split('\n').filter(Boolean);
@@ -36,7 +68,14 @@ test('adding and deleting a one-endpoint service touches only its objects; the c
   fake.run(r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
   const baseline = fake.dump();
 
-  const add = r.render(state([svc('ns1', '172.30.0.41'), svc('ns2', '172.30.0.42')], [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')], ['ns2/svc']), 1000);
+  const add = r.render(
+    state(
+      [svc('ns1', '172.30.0.41'), svc('ns2', '172.30.0.42')],
+      [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')],
+      ['ns2/svc'],
+    ),
+    1000,
+  );
   assert.equal(add.partial, true);
   const chain = 'service-LVARFY3C-ns2/svc/tcp/p80';
   assert.deepEqual(lines(add.tx), [
@@ -71,7 +110,10 @@ test('an endpoint change rewrites only that service chain; unchanged services ar
   const r = new NftablesRenderer(CONFIG);
   const svcs = [svc('ns1', '172.30.0.41'), svc('ns2', '172.30.0.42')];
   fake.run(r.render(state(svcs, [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')], null), 0).tx);
-  const tx = r.render(state(svcs, [slice('ns1', '10.180.0.1', '10.180.0.3'), slice('ns2', '10.180.0.2')], ['ns1/svc']), 10).tx;
+  const tx = r.render(
+    state(svcs, [slice('ns1', '10.180.0.1', '10.180.0.3'), slice('ns2', '10.180.0.2')], ['ns1/svc']),
+    10,
+  ).tx;
   assert.equal(tx.numOperations, 3);
   assert.ok(lines(tx).every((l) => l.includes('ns1/svc')));
   fake.run(tx);
@@ -100,9 +142,15 @@ test('affinity sets of removed endpoints are deleted in the same transaction, af
   const tx = r.render(state([svc('ns1', '172.30.0.41', true)], [slice('ns1', '10.180.0.1')], ['ns1/svc']), 10).tx;
   fake.run(tx);
   const after = [...fake.sets.keys()].filter((n) => n.startsWith('affinity-'));
-  assert.deepEqual(after, before.filter((n) => n.includes('10.180.0.1')));
+  assert.deepEqual(
+    after,
+    before.filter((n) => n.includes('10.180.0.1')),
+  );
   const l = lines(tx);
-  assert.ok(l.findIndex((x) => x.startsWith('delete set')) > l.findIndex((x) => x.startsWith('flush chain ip kube-proxy endpoint-')));
+  assert.ok(
+    l.findIndex((x) => x.startsWith('delete set')) >
+      l.findIndex((x) => x.startsWith('flush chain ip kube-proxy endpoint-')),
+  );
 });
 
 test('after a failed transaction the next sync is full and repairs the table from a read-back snapshot', () => {
@@ -116,7 +164,10 @@ test('after a failed transaction the next sync is full and repairs the table fro
   sabotage.delete({ kind: 'element', set: 'service-ips', key: ['172.30.0.41', 'tcp', '80'] });
   fake.run(sabotage);
   const failing = r.render(state(svcs, [], ['ns1/svc']), 10).tx;
-  assert.throws(() => fake.run(failing), (e: unknown) => (e as { reason?: string }).reason === 'ENOENT');
+  assert.throws(
+    () => fake.run(failing),
+    (e: unknown) => (e as { reason?: string }).reason === 'ENOENT',
+  );
   assert.equal(fake.dump().includes('no-endpoint-services { 172.30.0.41'), false, 'all-or-nothing');
   r.reset();
   const st = state(svcs, [slice('ns1', '10.180.0.1')], []);
@@ -130,36 +181,63 @@ test('after a failed transaction the next sync is full and repairs the table fro
 test('a full sync against a read-back snapshot deletes leftovers and flushes foreign-looking stale chains', () => {
   const fake = new Fake('ip');
   const r1 = new NftablesRenderer(CONFIG);
-  fake.run(r1.render(state([svc('ns1', '172.30.0.41'), svc('ns2', '172.30.0.42')], [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')], null), 0).tx);
+  fake.run(
+    r1.render(
+      state(
+        [svc('ns1', '172.30.0.41'), svc('ns2', '172.30.0.42')],
+        [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')],
+        null,
+      ),
+      0,
+    ).tx,
+  );
   // A restarted proxy (fresh memory) no longer has ns2/svc.
   const r2 = new NftablesRenderer(CONFIG);
-  const tx = r2.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 5000, fake.snapshot()).tx;
+  const tx = r2.render(
+    state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null),
+    5000,
+    fake.snapshot(),
+  ).tx;
   fake.run(tx);
   const text = tx.toString();
   assert.match(text, /^delete element ip kube-proxy service-ips \{ 172\.30\.0\.42 \. tcp \. 80 \}$/m);
   assert.match(text, /^flush chain ip kube-proxy service-LVARFY3C-ns2\/svc\/tcp\/p80$/m);
-  assert.doesNotMatch(text, /^add element ip kube-proxy cluster-ips \{ 172\.30\.0\.41 \}$/m, 'present elements are not re-added');
+  assert.doesNotMatch(
+    text,
+    /^add element ip kube-proxy cluster-ips \{ 172\.30\.0\.41 \}$/m,
+    'present elements are not re-added',
+  );
   const next = r2.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], []), 6000).tx;
   assert.match(next.toString(), /^delete chain ip kube-proxy service-LVARFY3C-ns2\/svc\/tcp\/p80$/m);
   fake.run(next);
 });
 
 test('an endpoint change of a NodePort service leaves its unchanged external chain alone', () => {
-  const np = (eps: string[]) => [
-    withClusterIP(makeService('ns1', 'svc', (s) => { s.spec.type = 'NodePort'; s.spec.ports = [svcPort('p80', 80, 'TCP', { nodePort: 30001 })]; }), '172.30.0.41'),
-    slice('ns1', ...eps),
-  ] as const;
+  const np = (eps: string[]) =>
+    [
+      withClusterIP(
+        makeService('ns1', 'svc', (s) => {
+          s.spec.type = 'NodePort';
+          s.spec.ports = [svcPort('p80', 80, 'TCP', { nodePort: 30001 })];
+        }),
+        '172.30.0.41',
+      ),
+      slice('ns1', ...eps),
+    ] as const;
   const fake = new Fake('ip');
   const r = new NftablesRenderer(CONFIG);
   const [s1, e1] = np(['10.180.0.1']);
   fake.run(r.render(state([s1], [e1], null), 0).tx);
   const [s2, e2] = np(['10.180.0.1', '10.180.0.2']);
   const tx = r.render(state([s2], [e2], ['ns1/svc']), 10).tx;
-  assert.deepEqual(lines(tx).map((l) => l.split(' ').slice(0, 5).join(' ')), [
-    'add chain ip kube-proxy service-VJ5VVJVF-ns1/svc/tcp/p80',
-    'flush chain ip kube-proxy service-VJ5VVJVF-ns1/svc/tcp/p80',
-    'add rule ip kube-proxy service-VJ5VVJVF-ns1/svc/tcp/p80',
-  ]);
+  assert.deepEqual(
+    lines(tx).map((l) => l.split(' ').slice(0, 5).join(' ')),
+    [
+      'add chain ip kube-proxy service-VJ5VVJVF-ns1/svc/tcp/p80',
+      'flush chain ip kube-proxy service-VJ5VVJVF-ns1/svc/tcp/p80',
+      'add rule ip kube-proxy service-VJ5VVJVF-ns1/svc/tcp/p80',
+    ],
+  );
   fake.run(tx);
   // The result is what a full sync from scratch produces.
   const fresh = new Fake('ip');
@@ -177,8 +255,13 @@ test('a ServiceCIDR change turns the next sync into a full one that rewrites the
   const r = new NftablesRenderer(CONFIG);
   fake.run(r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
   const next = syncStateFromObjects({
-    services: [svc('ns1', '172.30.0.41')], slices: [slice('ns1', '10.180.0.1')], family: 'IPv4', node: makeNode(TEST_NODE),
-    serviceCIDRs: [SERVICE_CIDR, '172.31.0.0/16'], fullSync: false, changedServices: [],
+    services: [svc('ns1', '172.30.0.41')],
+    slices: [slice('ns1', '10.180.0.1')],
+    family: 'IPv4',
+    node: makeNode(TEST_NODE),
+    serviceCIDRs: [SERVICE_CIDR, '172.31.0.0/16'],
+    fullSync: false,
+    changedServices: [],
   });
   assert.equal(r.needsFullSync(next), true);
   const out = r.render(next, 10);

@@ -27,7 +27,10 @@ test('kernel JSON parses into the snapshot the Fake holds', () => {
       els.map((e) => JSON.stringify([e.key, e.value ?? null, e.comment ?? null])).sort();
     assert.deepEqual(norm(k.elements.get(name) ?? []), norm(f.elements.get(name)!), name);
   }
-  assert.deepEqual(k.elements.get('no-endpoint-services')!.map((e) => e.comment), ['default/empty:dns']);
+  assert.deepEqual(
+    k.elements.get('no-endpoint-services')!.map((e) => e.comment),
+    ['default/empty:dns'],
+  );
 });
 
 test('a full sync against the parsed snapshot writes no element at all', () => {
@@ -38,5 +41,10 @@ test('a full sync against the parsed snapshot writes no element at all', () => {
 
 test('malformed output is refused, not guessed', () => {
   assert.throws(() => parseTableJSON('{"nope": 1}', 'kube-proxy'));
-  assert.throws(() => parseTableJSON('{"nftables": [{"map": {"table": "kube-proxy", "name": "service-ips", "elem": [[{"concat": [{"x": 1}]}, {"goto": {"target": "a"}}]]}}]}', 'kube-proxy'));
+  assert.throws(() =>
+    parseTableJSON(
+      '{"nftables": [{"map": {"table": "kube-proxy", "name": "service-ips", "elem": [[{"concat": [{"x": 1}]}, {"goto": {"target": "a"}}]]}}]}',
+      'kube-proxy',
+    ),
+  );
 });

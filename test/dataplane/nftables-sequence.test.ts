@@ -9,11 +9,28 @@ import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
-import { NODE_IP, SERVICE_CIDR, TEST_NODE, endpoint, makeNode, makeService, makeSlice, slicePort, svcPort, withClusterIP, withLoadBalancerIngress } from '../support/fixtures.js';
+import {
+  NODE_IP,
+  SERVICE_CIDR,
+  TEST_NODE,
+  endpoint,
+  makeNode,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
+  withLoadBalancerIngress,
+} from '../support/fixtures.js';
 
 const CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: [`${NODE_IP}/32`], localhostNodePorts: false, localIPs: ['127.0.0.1', NODE_IP],
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: [`${NODE_IP}/32`],
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', NODE_IP],
 };
 
 /** mulberry32: a small seeded PRNG so failures reproduce. */
@@ -30,23 +47,37 @@ function prng(seed: number): () => number {
 
 function randomService(rnd: () => number, i: number) {
   const pick = (p: number) => rnd() < p;
-  const svc = withClusterIP(makeService('ns', `s${i}`, (s) => {
-    const lb = pick(0.3);
-    s.spec.type = lb ? 'LoadBalancer' : pick(0.4) ? 'NodePort' : 'ClusterIP';
-    s.spec.ports = [svcPort('a', 80, pick(0.2) ? 'UDP' : 'TCP', s.spec.type === 'ClusterIP' ? {} : { nodePort: 30000 + i * 2 })];
-    if (pick(0.3)) s.spec.ports.push(svcPort('b', 443, 'TCP', s.spec.type === 'ClusterIP' ? {} : { nodePort: 30001 + i * 2 }));
-    if (pick(0.3)) s.spec.externalIPs = [`192.168.99.${i}`];
-    if (lb && pick(0.5)) s.spec.loadBalancerSourceRanges = ['203.0.113.0/25', '192.168.0.0/24'];
-    if (pick(0.3)) { s.spec.sessionAffinity = 'ClientIP'; s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 60 } }; }
-    if (s.spec.type !== 'ClusterIP' && pick(0.4)) s.spec.externalTrafficPolicy = 'Local';
-    if (pick(0.2)) s.spec.internalTrafficPolicy = 'Local';
-  }), `172.30.0.${i + 1}`);
+  const svc = withClusterIP(
+    makeService('ns', `s${i}`, (s) => {
+      const lb = pick(0.3);
+      s.spec.type = lb ? 'LoadBalancer' : pick(0.4) ? 'NodePort' : 'ClusterIP';
+      s.spec.ports = [
+        svcPort('a', 80, pick(0.2) ? 'UDP' : 'TCP', s.spec.type === 'ClusterIP' ? {} : { nodePort: 30000 + i * 2 }),
+      ];
+      if (pick(0.3))
+        s.spec.ports.push(svcPort('b', 443, 'TCP', s.spec.type === 'ClusterIP' ? {} : { nodePort: 30001 + i * 2 }));
+      if (pick(0.3)) s.spec.externalIPs = [`192.168.99.${i}`];
+      if (lb && pick(0.5)) s.spec.loadBalancerSourceRanges = ['203.0.113.0/25', '192.168.0.0/24'];
+      if (pick(0.3)) {
+        s.spec.sessionAffinity = 'ClientIP';
+        s.spec.sessionAffinityConfig = { clientIP: { timeoutSeconds: 60 } };
+      }
+      if (s.spec.type !== 'ClusterIP' && pick(0.4)) s.spec.externalTrafficPolicy = 'Local';
+      if (pick(0.2)) s.spec.internalTrafficPolicy = 'Local';
+    }),
+    `172.30.0.${i + 1}`,
+  );
   if (svc.spec.type === 'LoadBalancer') withLoadBalancerIngress(svc, `1.2.3.${i}`);
   const n = Math.floor(rnd() * 4);
   const slice = makeSlice('ns', `s${i}`, 1, (s) => {
-    s.endpoints = Array.from({ length: n }, (_, k) => endpoint(`10.180.${i}.${k + Math.floor(rnd() * 3) * 4}`, {
-      nodeName: rnd() < 0.5 ? TEST_NODE : 'other', ready: rnd() < 0.8, serving: true, terminating: rnd() < 0.2,
-    }));
+    s.endpoints = Array.from({ length: n }, (_, k) =>
+      endpoint(`10.180.${i}.${k + Math.floor(rnd() * 3) * 4}`, {
+        nodeName: rnd() < 0.5 ? TEST_NODE : 'other',
+        ready: rnd() < 0.8,
+        serving: true,
+        terminating: rnd() < 0.2,
+      }),
+    );
     s.ports = [slicePort('a', 8080, svc.spec.ports![0]!.protocol), slicePort('b', 8443)];
   });
   return { svc, slice };
@@ -60,11 +91,16 @@ for (const layout of ['upstream', 'lean', 'maps'] as const) {
       const fake = new Fake('ip');
       const r = new NftablesRenderer(CONFIG, layout);
       let now = 0;
-      const stateOf = (changed: string[] | null) => syncStateFromObjects({
-        services: [...current.values()].map((x) => x.svc), slices: [...current.values()].map((x) => x.slice),
-        family: 'IPv4', node: makeNode(TEST_NODE), serviceCIDRs: [SERVICE_CIDR],
-        fullSync: changed === null, ...(changed ? { changedServices: changed } : {}),
-      });
+      const stateOf = (changed: string[] | null) =>
+        syncStateFromObjects({
+          services: [...current.values()].map((x) => x.svc),
+          slices: [...current.values()].map((x) => x.slice),
+          family: 'IPv4',
+          node: makeNode(TEST_NODE),
+          serviceCIDRs: [SERVICE_CIDR],
+          fullSync: changed === null,
+          ...(changed ? { changedServices: changed } : {}),
+        });
       fake.run(r.render(stateOf(null), now).tx);
       for (let step = 0; step < 12; step++) {
         const changed: string[] = [];

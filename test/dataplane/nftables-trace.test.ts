@@ -31,18 +31,39 @@ for (const layout of ['upstream', 'lean', 'maps'] as const) {
         const fake = loadScenario(s, layout);
         for (const f of s.flows) {
           if (f.only && !f.only.includes('nftables')) continue;
-          const got = traceNftPacket(fake, { src: f.src, dst: f.dst, port: f.port, protocol: f.protocol }, scenarioLocalIPs(s));
+          const got = traceNftPacket(
+            fake,
+            { src: f.src, dst: f.dst, port: f.port, protocol: f.protocol },
+            scenarioLocalIPs(s),
+          );
           const what = `${f.name}: ${f.src} -> ${f.dst}:${f.port}`;
-          assert.deepEqual(got.steps.map((x) => `${x.chain}: ${x.rule}`), got.matched.filter((m, i) => m !== got.matched[i - 1]), what);
-          for (const st of got.steps) assert.ok(st.probability > 0 && st.probability <= 1 + 1e-12, `${what}: ${st.chain} p=${st.probability}`);
+          assert.deepEqual(
+            got.steps.map((x) => `${x.chain}: ${x.rule}`),
+            got.matched.filter((m, i) => m !== got.matched[i - 1]),
+            what,
+          );
+          for (const st of got.steps)
+            assert.ok(st.probability > 0 && st.probability <= 1 + 1e-12, `${what}: ${st.chain} p=${st.probability}`);
           const words = got.output === '' ? [] : got.output.split(', ');
           const terminal = words.find((w) => ['DROP', 'REJECT'].includes(w));
-          assert.equal(got.verdict, terminal ?? (got.candidates.length > 0 ? 'DNAT' : words.includes('ACCEPT') ? 'ACCEPT' : 'NONE'), what);
-          assert.deepEqual(got.candidates.map((c) => c.endpoint), words.filter((w) => !['DROP', 'REJECT', 'ACCEPT'].includes(w)), what);
+          assert.equal(
+            got.verdict,
+            terminal ?? (got.candidates.length > 0 ? 'DNAT' : words.includes('ACCEPT') ? 'ACCEPT' : 'NONE'),
+            what,
+          );
+          assert.deepEqual(
+            got.candidates.map((c) => c.endpoint),
+            words.filter((w) => !['DROP', 'REJECT', 'ACCEPT'].includes(w)),
+            what,
+          );
           if (got.candidates.length > 0) {
             const sum = got.candidates.reduce((n, c) => n + c.probability, 0);
             assert.ok(Math.abs(sum - 1) < 1e-9, `${what}: probabilities add up to ${sum}`);
-            for (const c of got.candidates) assert.ok(Math.abs(c.probability - 1 / got.candidates.length) < 1e-9, `${what}: ${c.endpoint} ${c.probability}`);
+            for (const c of got.candidates)
+              assert.ok(
+                Math.abs(c.probability - 1 / got.candidates.length) < 1e-9,
+                `${what}: ${c.endpoint} ${c.probability}`,
+              );
           }
         }
       });

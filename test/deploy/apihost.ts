@@ -17,7 +17,9 @@ import * as readline from 'node:readline';
 import { parseArgs } from 'node:util';
 import { TestApiServer } from '../apiserver/server.js';
 
-const { values } = parseArgs({ options: { 'sa-dir': { type: 'string' }, host: { type: 'string', default: '127.0.0.1' } } });
+const { values } = parseArgs({
+  options: { 'sa-dir': { type: 'string' }, host: { type: 'string', default: '127.0.0.1' } },
+});
 const saDir = values['sa-dir'];
 if (!saDir) throw new Error('--sa-dir is required');
 const server = new TestApiServer({ host: values.host!, bookmarkIntervalMs: 1000 });
@@ -33,9 +35,12 @@ type Request = { op: 'create'; resource: string; object: object } | { op: 'reque
 
 function answer(req: Request): Record<string, unknown> {
   switch (req.op) {
-    case 'create': return { object: server.create(req.resource, req.object) };
-    case 'requests': return { requests: server.requests };
-    case 'openWatches': return { openWatches: server.openWatches };
+    case 'create':
+      return { object: server.create(req.resource, req.object) };
+    case 'requests':
+      return { requests: server.requests };
+    case 'openWatches':
+      return { openWatches: server.openWatches };
   }
 }
 
@@ -48,7 +53,9 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
   }
   process.stdout.write(JSON.stringify(out) + '\n');
 });
-const shutdown = (): void => { void server.dispose().then(() => process.exit(0)); };
+const shutdown = (): void => {
+  void server.dispose().then(() => process.exit(0));
+};
 process.stdin.on('end', shutdown);
 process.once('SIGTERM', shutdown);
 process.once('SIGINT', shutdown);

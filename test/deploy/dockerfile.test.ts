@@ -7,7 +7,16 @@
 
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,8 +25,14 @@ import { DEPLOY_DIR } from './manifests.js';
 
 const REPO = join(DEPLOY_DIR, '..');
 const text = readFileSync(join(DEPLOY_DIR, 'Dockerfile'), 'utf8').replace(/\\\n/g, ' ');
-const lines = text.split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
-const ignore = readFileSync(join(DEPLOY_DIR, 'Dockerfile.dockerignore'), 'utf8').split('\n').map((l) => l.trim()).filter((l) => l && !l.startsWith('#'));
+const lines = text
+  .split('\n')
+  .map((l) => l.trim())
+  .filter((l) => l && !l.startsWith('#'));
+const ignore = readFileSync(join(DEPLOY_DIR, 'Dockerfile.dockerignore'), 'utf8')
+  .split('\n')
+  .map((l) => l.trim())
+  .filter((l) => l && !l.startsWith('#'));
 
 /** The .dockerignore verdict for a context path (last matching rule wins; only `*` and `!path` forms are used). */
 function included(path: string): boolean {
@@ -31,7 +46,9 @@ function included(path: string): boolean {
 }
 
 describe('deploy/Dockerfile', () => {
-  const contextCopies = lines.filter((l) => l.startsWith('COPY ') && !l.includes('--from=')).flatMap((l) => l.split(/\s+/).slice(1, -1));
+  const contextCopies = lines
+    .filter((l) => l.startsWith('COPY ') && !l.includes('--from='))
+    .flatMap((l) => l.split(/\s+/).slice(1, -1));
 
   it('copies only files that exist and that its .dockerignore lets through', () => {
     assert.ok(contextCopies.length >= 5);
@@ -43,7 +60,17 @@ describe('deploy/Dockerfile', () => {
 
   it('installs both iptables backends and every tool the proxy runs', () => {
     const install = lines.find((l) => l.includes('apt-get install'))!;
-    for (const pkg of ['iptables', 'nftables', 'conntrack', 'ipset', 'ipvsadm', 'nfacct', 'iproute2', 'procps', 'kmod']) {
+    for (const pkg of [
+      'iptables',
+      'nftables',
+      'conntrack',
+      'ipset',
+      'ipvsadm',
+      'nfacct',
+      'iproute2',
+      'procps',
+      'kmod',
+    ]) {
       assert.match(install, new RegExp(`\\s${pkg}\\s`), pkg);
     }
     assert.match(text, /test -x \/usr\/sbin\/xtables-nft-multi && test -x \/usr\/sbin\/xtables-legacy-multi/);
@@ -51,7 +78,14 @@ describe('deploy/Dockerfile', () => {
 
   it('routes every iptables entry point through the wrapper', () => {
     const loop = lines.find((l) => l.includes('ln -sfn /usr/sbin/iptables-wrapper'))!;
-    for (const c of ['iptables', 'iptables-save', 'iptables-restore', 'ip6tables', 'ip6tables-save', 'ip6tables-restore']) {
+    for (const c of [
+      'iptables',
+      'iptables-save',
+      'iptables-restore',
+      'ip6tables',
+      'ip6tables-save',
+      'ip6tables-restore',
+    ]) {
       assert.match(loop, new RegExp(`\\s${c}(\\s|;)`), c);
     }
   });
@@ -71,10 +105,17 @@ describe('deploy/Dockerfile', () => {
     const root = mkdtempSync(join(tmpdir(), 'kpt-dep-image-'));
     try {
       const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-      const build = spawnSync(process.execPath, [tsc, '-p', join(DEPLOY_DIR, 'tsconfig.image.json'), '--outDir', join(root, 'dist')], { encoding: 'utf8' });
+      const build = spawnSync(
+        process.execPath,
+        [tsc, '-p', join(DEPLOY_DIR, 'tsconfig.image.json'), '--outDir', join(root, 'dist')],
+        { encoding: 'utf8' },
+      );
       assert.equal(build.status, 0, build.stdout + build.stderr);
       assert.ok(existsSync(join(root, 'dist', 'src', 'cmd', 'main.js')));
-      assert.equal(readdirSync(join(root, 'dist'), { recursive: true }).filter((f) => String(f).endsWith('.test.js')).length, 0);
+      assert.equal(
+        readdirSync(join(root, 'dist'), { recursive: true }).filter((f) => String(f).endsWith('.test.js')).length,
+        0,
+      );
       assert.deepEqual(readdirSync(join(root, 'dist')), ['src']);
       copyFileSync(join(REPO, 'package.json'), join(root, 'package.json'));
       symlinkSync(join(REPO, 'node_modules'), join(root, 'node_modules'));

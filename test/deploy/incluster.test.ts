@@ -16,7 +16,14 @@ import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
 import { nodeScript, nsSpawn, type NsProcess } from '../netns/spawn.js';
 import {
-  containerArgv, containerEnv, DEPLOY_DIR, loadManifests, only, type ConfigMap, type DaemonSet, type PodWorld,
+  containerArgv,
+  containerEnv,
+  DEPLOY_DIR,
+  loadManifests,
+  only,
+  type ConfigMap,
+  type DaemonSet,
+  type PodWorld,
 } from './manifests.js';
 import { newNamespace, type TestNamespace } from './netns.js';
 import { startPod, kubeProxyAlias, type Pod, type PodOptions } from './pod.js';
@@ -35,7 +42,12 @@ const cleanupDs = parse(readFileSync(join(DEPLOY_DIR, 'cleanup', 'kube-proxy-ts-
 /** The API server host process and its JSON-line control channel. */
 class ApiHost {
   private readonly waiters: Array<(m: Record<string, unknown>) => void> = [];
-  private constructor(readonly proc: NsProcess, readonly host: string, readonly port: number, lines: readline.Interface) {
+  private constructor(
+    readonly proc: NsProcess,
+    readonly host: string,
+    readonly port: number,
+    lines: readline.Interface,
+  ) {
     lines.on('line', (l) => this.waiters.shift()?.(JSON.parse(l) as Record<string, unknown>));
   }
 
@@ -44,8 +56,14 @@ class ApiHost {
     const lines = readline.createInterface({ input: proc.child.stdout! });
     const ready = await new Promise<{ host: string; port: number }>((res, rej) => {
       const t = setTimeout(() => rej(new Error(`API server did not start: ${proc.log()}`)), 30_000);
-      lines.once('line', (l) => { clearTimeout(t); res(JSON.parse(l) as { host: string; port: number }); });
-      void proc.exited.then((c) => { clearTimeout(t); rej(new Error(`API server exited ${c}: ${proc.log()}`)); });
+      lines.once('line', (l) => {
+        clearTimeout(t);
+        res(JSON.parse(l) as { host: string; port: number });
+      });
+      void proc.exited.then((c) => {
+        clearTimeout(t);
+        rej(new Error(`API server exited ${c}: ${proc.log()}`));
+      });
     });
     return new ApiHost(proc, ready.host, ready.port, lines);
   }
@@ -53,17 +71,30 @@ class ApiHost {
   call(req: Record<string, unknown>): Promise<Record<string, unknown>> {
     return new Promise((res, rej) => {
       const t = setTimeout(() => rej(new Error(`API host: no answer to ${JSON.stringify(req)}`)), 10_000);
-      this.waiters.push((m) => { clearTimeout(t); if (m['ok']) res(m); else rej(new Error(String(m['error']))); });
+      this.waiters.push((m) => {
+        clearTimeout(t);
+        if (m['ok']) res(m);
+        else rej(new Error(String(m['error'])));
+      });
       this.proc.child.stdin!.write(JSON.stringify(req) + '\n');
     });
   }
 
-  async create(resource: string, object: object): Promise<void> { await this.call({ op: 'create', resource, object }); }
-  async requests(): Promise<RequestRecord[]> { return (await this.call({ op: 'requests' }))['requests'] as RequestRecord[]; }
+  async create(resource: string, object: object): Promise<void> {
+    await this.call({ op: 'create', resource, object });
+  }
+  async requests(): Promise<RequestRecord[]> {
+    return (await this.call({ op: 'requests' }))['requests'] as RequestRecord[];
+  }
 }
 
 /** Poll cond (event sources here are other processes) until it holds. */
-async function eventually(what: string, cond: () => Promise<boolean>, timeoutMs = 30_000, detail = () => ''): Promise<void> {
+async function eventually(
+  what: string,
+  cond: () => Promise<boolean>,
+  timeoutMs = 30_000,
+  detail = () => '',
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (await cond()) return;
@@ -89,8 +120,17 @@ describe('in-cluster: the DaemonSet pod against the test API server', () => {
   let podOptions: PodOptions;
 
   /** GET /healthz from inside the node (the DaemonSet's healthzBindAddress 0.0.0.0:10256). */
-  const healthz = async (): Promise<boolean> => (await ns.run([process.execPath, '-e',
-    'fetch("http://127.0.0.1:10256/healthz").then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))'], { allowFailure: true })).code === 0;
+  const healthz = async (): Promise<boolean> =>
+    (
+      await ns.run(
+        [
+          process.execPath,
+          '-e',
+          'fetch("http://127.0.0.1:10256/healthz").then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))',
+        ],
+        { allowFailure: true },
+      )
+    ).code === 0;
   const natRules = async (): Promise<string> => (await ns.run(['iptables-save', '-t', 'nat'])).stdout;
   const serviceRules = (dump: string): string[] => dump.split('\n').filter((l) => l.startsWith('-A KUBE-'));
 
@@ -102,13 +142,38 @@ describe('in-cluster: the DaemonSet pod against the test API server', () => {
     await ns.run(['ip', 'link', 'set', 'eth0', 'up']);
     saDir = mkdtempSync(join(tmpdir(), 'kpt-dep-sa-'));
     api = await ApiHost.start(ns.name, saDir);
-    await api.create('nodes', { metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } }, spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] }, status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] } });
-    await api.create('services', { metadata: { namespace: 'default', name: 'web' }, spec: { type: 'ClusterIP', clusterIP: CLUSTER_IP, clusterIPs: [CLUSTER_IP], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } });
+    await api.create('nodes', {
+      metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } },
+      spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] },
+      status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] },
+    });
+    await api.create('services', {
+      metadata: { namespace: 'default', name: 'web' },
+      spec: {
+        type: 'ClusterIP',
+        clusterIP: CLUSTER_IP,
+        clusterIPs: [CLUSTER_IP],
+        ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }],
+      },
+    });
     // Claimed by another service proxy: kube-proxy-ts must leave it alone.
-    await api.create('services', { metadata: { namespace: 'default', name: 'other', labels: { 'service.kubernetes.io/service-proxy-name': 'other-proxy' } }, spec: { type: 'ClusterIP', clusterIP: OTHER_IP, clusterIPs: [OTHER_IP], ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }] } });
+    await api.create('services', {
+      metadata: {
+        namespace: 'default',
+        name: 'other',
+        labels: { 'service.kubernetes.io/service-proxy-name': 'other-proxy' },
+      },
+      spec: {
+        type: 'ClusterIP',
+        clusterIP: OTHER_IP,
+        clusterIPs: [OTHER_IP],
+        ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }],
+      },
+    });
     await api.create('endpointslices', {
       metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
-      addressType: 'IPv4', ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
+      addressType: 'IPv4',
+      ports: [{ name: 'http', protocol: 'TCP', port: 8080 }],
       endpoints: [{ addresses: ['10.244.1.5'], conditions: { ready: true }, nodeName: NODE }],
     });
 
@@ -120,22 +185,52 @@ describe('in-cluster: the DaemonSet pod against the test API server', () => {
     conf.conntrack['maxPerCore'] = 0;
     const world: PodWorld = {
       nodeName: NODE,
-      configMaps: { [cm.metadata!.name!]: { ...cm.data, 'config.conf': stringify(conf), 'api-server-host': api.host, 'api-server-port': String(api.port) } },
+      configMaps: {
+        [cm.metadata!.name!]: {
+          ...cm.data,
+          'config.conf': stringify(conf),
+          'api-server-host': api.host,
+          'api-server-port': String(api.port),
+        },
+      },
       serviceEnv: { KUBERNETES_SERVICE_HOST: '172.30.0.1', KUBERNETES_SERVICE_PORT: '443' },
     };
-    podOptions = { ns: ns.name, spec: ds.spec.template.spec, container: ds.spec.template.spec.containers[0]!, world, saDir };
+    podOptions = {
+      ns: ns.name,
+      spec: ds.spec.template.spec,
+      container: ds.spec.template.spec.containers[0]!,
+      world,
+      saDir,
+    };
     pod = startPod(podOptions);
 
-    await eventually('the Service\'s rules', async () => (await natRules()).includes(CLUSTER_IP), 60_000, () => pod.proc.log());
-    await eventually('watches on all four resources', async () => {
-      requests = await api.requests();
-      return ['/api/v1/services', '/api/v1/nodes', '/apis/discovery.k8s.io/v1/endpointslices', '/apis/networking.k8s.io/v1/servicecidrs']
-        .every((p) => requests.some((r) => r.path === p && r.query['watch'] === 'true'));
-    }, 30_000, () => JSON.stringify(requests.slice(-10)));
+    await eventually(
+      "the Service's rules",
+      async () => (await natRules()).includes(CLUSTER_IP),
+      60_000,
+      () => pod.proc.log(),
+    );
+    await eventually(
+      'watches on all four resources',
+      async () => {
+        requests = await api.requests();
+        return [
+          '/api/v1/services',
+          '/api/v1/nodes',
+          '/apis/discovery.k8s.io/v1/endpointslices',
+          '/apis/networking.k8s.io/v1/servicecidrs',
+        ].every((p) => requests.some((r) => r.path === p && r.query['watch'] === 'true'));
+      },
+      30_000,
+      () => JSON.stringify(requests.slice(-10)),
+    );
     rulesWhileRunning = await natRules();
 
     // /healthz turns 200 once every IP family has synced once (IPv6 right after IPv4).
-    healthyWhileRunning = await eventually('/healthz 200', healthz, 30_000).then(() => true, () => false);
+    healthyWhileRunning = await eventually('/healthz 200', healthz, 30_000).then(
+      () => true,
+      () => false,
+    );
 
     pod.proc.child.kill('SIGTERM');
     exitCode = await pod.proc.exited;
@@ -144,12 +239,20 @@ describe('in-cluster: the DaemonSet pod against the test API server', () => {
     // The next pod (a rolling update) takes the rules over: sample them until it is healthy.
     const watchesBefore = (await api.requests()).filter((r) => r.query['watch'] === 'true').length;
     next = startPod(podOptions);
-    await eventually('the next pod to be healthy', async () => {
-      samplesDuringTakeover++;
-      if (!(await natRules()).includes(CLUSTER_IP)) gapSeen = true;
-      return healthz();
-    }, 60_000, () => next!.proc.log());
-    await eventually('the next pod\'s watches', async () => (await api.requests()).filter((r) => r.query['watch'] === 'true').length >= watchesBefore + 4);
+    await eventually(
+      'the next pod to be healthy',
+      async () => {
+        samplesDuringTakeover++;
+        if (!(await natRules()).includes(CLUSTER_IP)) gapSeen = true;
+        return healthz();
+      },
+      60_000,
+      () => next!.proc.log(),
+    );
+    await eventually(
+      "the next pod's watches",
+      async () => (await api.requests()).filter((r) => r.query['watch'] === 'true').length >= watchesBefore + 4,
+    );
     next.proc.child.kill('SIGTERM');
     nextExitCode = await next.proc.exited;
     requests = await api.requests();
@@ -168,20 +271,32 @@ describe('in-cluster: the DaemonSet pod against the test API server', () => {
     if (saDir) rmSync(saDir, { recursive: true, force: true });
   });
 
-  it('runs with the manifest\'s command, the node name from NODE_NAME and the API server from the ConfigMap', () => {
+  it("runs with the manifest's command, the node name from NODE_NAME and the API server from the ConfigMap", () => {
     assert.ok(pod.argv.includes(`--hostname-override=${NODE}`), pod.argv.join(' '));
     assert.equal(pod.env['KUBERNETES_SERVICE_HOST'], api.host);
     assert.equal(pod.env['KUBERNETES_SERVICE_PORT'], String(api.port));
   });
 
   it('authenticates with the mounted token and CA: lists, then watches from the listed version', () => {
-    for (const p of ['/api/v1/services', '/apis/discovery.k8s.io/v1/endpointslices', '/api/v1/nodes', '/apis/networking.k8s.io/v1/servicecidrs']) {
+    for (const p of [
+      '/api/v1/services',
+      '/apis/discovery.k8s.io/v1/endpointslices',
+      '/api/v1/nodes',
+      '/apis/networking.k8s.io/v1/servicecidrs',
+    ]) {
       const list = requests.find((r) => r.path === p && r.query['watch'] === undefined);
       const watch = requests.find((r) => r.path === p && r.query['watch'] === 'true');
       assert.ok(list, `list ${p}`);
-      assert.ok(watch && /^\d+$/.test(watch.query['resourceVersion'] ?? ''), `watch ${p} from a version: ${JSON.stringify(watch)}`);
+      assert.ok(
+        watch && /^\d+$/.test(watch.query['resourceVersion'] ?? ''),
+        `watch ${p} from a version: ${JSON.stringify(watch)}`,
+      );
     }
-    assert.ok(requests.filter((r) => r.path === '/api/v1/nodes').every((r) => r.query['fieldSelector'] === `metadata.name=${NODE}`));
+    assert.ok(
+      requests
+        .filter((r) => r.path === '/api/v1/nodes')
+        .every((r) => r.query['fieldSelector'] === `metadata.name=${NODE}`),
+    );
   });
 
   it('programs the Service from what it listed', () => {
@@ -217,7 +332,7 @@ describe('in-cluster: the DaemonSet pod against the test API server', () => {
     assert.deepEqual([...used].sort(), [...grantedPermissions(role.rules)].sort());
   });
 
-  it('rollback: the cleanup DaemonSet\'s `kube-proxy --cleanup` removes the rules the pod left', async () => {
+  it("rollback: the cleanup DaemonSet's `kube-proxy --cleanup` removes the rules the pod left", async () => {
     const tmp = mkdtempSync(join(tmpdir(), 'kpt-dep-cleanup-'));
     try {
       const init = cleanupDs.spec.template.spec.initContainers![0]!;

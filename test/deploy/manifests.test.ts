@@ -6,8 +6,14 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { parseCommandLine, type RunCommand } from '../../src/cmd/options.js';
 import {
-  containerArgv, containerEnv, loadManifests, mountedConfigMapFile, only,
-  type ConfigMap, type DaemonSet, type PodWorld,
+  containerArgv,
+  containerEnv,
+  loadManifests,
+  mountedConfigMapFile,
+  only,
+  type ConfigMap,
+  type DaemonSet,
+  type PodWorld,
 } from './manifests.js';
 import { schemaErrors, unknownFields, type Manifest } from './schema.js';
 
@@ -20,8 +26,13 @@ const world: PodWorld = { nodeName: 'node-a', configMaps: { [cm.metadata!.name!]
 
 describe('deploy manifests: schemas', () => {
   it('has the five objects kubeadm deploys for kube-proxy', () => {
-    assert.deepEqual(all.map((m) => m.object.kind).sort(),
-      ['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'DaemonSet', 'ServiceAccount']);
+    assert.deepEqual(all.map((m) => m.object.kind).sort(), [
+      'ClusterRole',
+      'ClusterRoleBinding',
+      'ConfigMap',
+      'DaemonSet',
+      'ServiceAccount',
+    ]);
   });
 
   for (const { file, object } of all) {
@@ -34,14 +45,22 @@ describe('deploy manifests: schemas', () => {
   }
 
   it('the validators reject a wrong type and a misplaced field (they are not vacuous)', async () => {
-    const bad = structuredClone(ds) as unknown as { spec: { template: { spec: { hostNetwork: unknown; containers: Array<Record<string, unknown>> } } } };
+    const bad = structuredClone(ds) as unknown as {
+      spec: { template: { spec: { hostNetwork: unknown; containers: Array<Record<string, unknown>> } } };
+    };
     bad.spec.template.spec.hostNetwork = 'yes';
     assert.match((await schemaErrors(bad as unknown as Manifest)).join('\n'), /hostNetwork must be boolean/);
     const misplaced = structuredClone(ds) as unknown as typeof bad;
     misplaced.spec.template.spec.containers[0]!['privileged'] = true; // belongs in securityContext
-    assert.deepEqual(unknownFields(misplaced as unknown as Manifest),
-      ['.spec.template.spec.containers[0].privileged: unknown field in V1Container']);
-    assert.deepEqual(await schemaErrors({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' }, data: { k: 1 } }).then((e) => e.length > 0), true);
+    assert.deepEqual(unknownFields(misplaced as unknown as Manifest), [
+      '.spec.template.spec.containers[0].privileged: unknown field in V1Container',
+    ]);
+    assert.deepEqual(
+      await schemaErrors({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' }, data: { k: 1 } }).then(
+        (e) => e.length > 0,
+      ),
+      true,
+    );
   });
 });
 
@@ -60,7 +79,8 @@ describe('deploy manifests: equivalent to kubeadm kube-proxy', () => {
     assert.deepEqual(pod.tolerations, [{ operator: 'Exists' }]);
     assert.equal(ds.spec.updateStrategy?.type, 'RollingUpdate');
     assert.deepEqual(pod.nodeSelector, { 'kubernetes.io/os': 'linux' });
-    for (const [k, v] of Object.entries(ds.spec.selector.matchLabels)) assert.equal(ds.spec.template.metadata.labels[k], v);
+    for (const [k, v] of Object.entries(ds.spec.selector.matchLabels))
+      assert.equal(ds.spec.template.metadata.labels[k], v);
   });
 
   it('DaemonSet: the xtables lock and /lib/modules come from the host', () => {
@@ -90,7 +110,8 @@ describe('deploy manifests: equivalent to kubeadm kube-proxy', () => {
     const without = containerEnv(container, { ...world, serviceEnv });
     assert.equal(without['KUBERNETES_SERVICE_HOST'], '172.30.0.1');
     const withEndpoint = containerEnv(container, {
-      ...world, serviceEnv,
+      ...world,
+      serviceEnv,
       configMaps: { 'kube-proxy-ts': { ...cm.data, 'api-server-host': '192.0.2.10', 'api-server-port': '6443' } },
     });
     assert.equal(withEndpoint['KUBERNETES_SERVICE_HOST'], '192.0.2.10');
@@ -100,10 +121,19 @@ describe('deploy manifests: equivalent to kubeadm kube-proxy', () => {
   it('RBAC: the DaemonSet runs as the ServiceAccount the ClusterRoleBinding binds to the ClusterRole', () => {
     const sa = only(all, 'ServiceAccount');
     const role = only(all, 'ClusterRole');
-    const binding = only<{ roleRef: { kind: string; name: string; apiGroup: string }; subjects: Array<{ kind: string; name: string; namespace: string }> }>(all, 'ClusterRoleBinding');
+    const binding = only<{
+      roleRef: { kind: string; name: string; apiGroup: string };
+      subjects: Array<{ kind: string; name: string; namespace: string }>;
+    }>(all, 'ClusterRoleBinding');
     assert.equal(pod.serviceAccountName, sa.metadata?.name);
-    assert.deepEqual(binding.roleRef, { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role.metadata?.name });
-    assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: sa.metadata?.name, namespace: sa.metadata?.namespace }]);
+    assert.deepEqual(binding.roleRef, {
+      apiGroup: 'rbac.authorization.k8s.io',
+      kind: 'ClusterRole',
+      name: role.metadata?.name,
+    });
+    assert.deepEqual(binding.subjects, [
+      { kind: 'ServiceAccount', name: sa.metadata?.name, namespace: sa.metadata?.namespace },
+    ]);
   });
 });
 
@@ -128,7 +158,7 @@ describe('deploy manifests: the ConfigMap configuration', () => {
     assert.equal(cmd.resolved.hostnameOverride, 'node-a');
   });
 
-  it('configures in-cluster access and kubeadm\'s defaults', async () => {
+  it("configures in-cluster access and kubeadm's defaults", async () => {
     const cmd = await parseAsPod();
     assert.equal(cmd.config.clientConnection.kubeconfig, '', 'empty kubeconfig = in-cluster configuration');
     assert.equal(cmd.mode, 'iptables');

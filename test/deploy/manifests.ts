@@ -10,7 +10,12 @@ import { parseAllDocuments } from 'yaml';
 import type { Manifest } from './schema.js';
 
 /** deploy/manifests, from test/deploy or dist/test/deploy. */
-export const MANIFEST_DIR = fileURLToPath(new URL(import.meta.url.includes('/dist/') ? '../../../deploy/manifests/' : '../../deploy/manifests/', import.meta.url));
+export const MANIFEST_DIR = fileURLToPath(
+  new URL(
+    import.meta.url.includes('/dist/') ? '../../../deploy/manifests/' : '../../deploy/manifests/',
+    import.meta.url,
+  ),
+);
 /** deploy/ itself (the wrapper script, the Dockerfile). */
 export const DEPLOY_DIR = join(MANIFEST_DIR, '..');
 
@@ -22,7 +27,9 @@ export interface LoadedManifest {
 /** Every document of every *.yaml file, in file order (the order `kubectl apply -f dir` uses). */
 export function loadManifests(dir = MANIFEST_DIR): LoadedManifest[] {
   const out: LoadedManifest[] = [];
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()) {
     for (const doc of parseAllDocuments(readFileSync(`${dir}${file}`, 'utf8'))) {
       if (doc.errors.length > 0) throw new Error(`${file}: ${doc.errors[0]!.message}`);
       const object = doc.toJS() as Manifest | null;
@@ -45,17 +52,34 @@ type EnvVar = {
   valueFrom?: { fieldRef?: { fieldPath: string }; configMapKeyRef?: { name: string; key: string; optional?: boolean } };
 };
 export type Container = {
-  name: string; image: string; command?: string[]; args?: string[]; env?: EnvVar[];
+  name: string;
+  image: string;
+  command?: string[];
+  args?: string[];
+  env?: EnvVar[];
   securityContext?: { privileged?: boolean };
   volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
 };
 export type PodSpec = {
-  containers: Container[]; initContainers?: Container[]; hostNetwork?: boolean; priorityClassName?: string; serviceAccountName?: string;
-  tolerations?: Array<Record<string, unknown>>; nodeSelector?: Record<string, string>;
-  volumes?: Array<{ name: string; configMap?: { name: string; items?: Array<{ key: string; path: string }> }; hostPath?: { path: string; type?: string } }>;
+  containers: Container[];
+  initContainers?: Container[];
+  hostNetwork?: boolean;
+  priorityClassName?: string;
+  serviceAccountName?: string;
+  tolerations?: Array<Record<string, unknown>>;
+  nodeSelector?: Record<string, string>;
+  volumes?: Array<{
+    name: string;
+    configMap?: { name: string; items?: Array<{ key: string; path: string }> };
+    hostPath?: { path: string; type?: string };
+  }>;
 };
 export type DaemonSet = Manifest & {
-  spec: { selector: { matchLabels: Record<string, string> }; updateStrategy?: { type?: string }; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } };
+  spec: {
+    selector: { matchLabels: Record<string, string> };
+    updateStrategy?: { type?: string };
+    template: { metadata: { labels: Record<string, string> }; spec: PodSpec };
+  };
 };
 export type ConfigMap = Manifest & { data: Record<string, string> };
 
@@ -73,7 +97,8 @@ export function containerEnv(c: Container, world: PodWorld): Record<string, stri
   for (const e of c.env ?? []) {
     if (e.value !== undefined) env[e.name] = e.value;
     else if (e.valueFrom?.fieldRef) {
-      if (e.valueFrom.fieldRef.fieldPath !== 'spec.nodeName') throw new Error(`fieldRef ${e.valueFrom.fieldRef.fieldPath} not emulated`);
+      if (e.valueFrom.fieldRef.fieldPath !== 'spec.nodeName')
+        throw new Error(`fieldRef ${e.valueFrom.fieldRef.fieldPath} not emulated`);
       env[e.name] = world.nodeName;
     } else if (e.valueFrom?.configMapKeyRef) {
       const ref = e.valueFrom.configMapKeyRef;
@@ -90,7 +115,10 @@ export function containerEnv(c: Container, world: PodWorld): Record<string, stri
 /** command + args with $(VAR) expanded from env; $$ escapes, unknown refs stay literal (kubelet rules). */
 export function containerArgv(c: Container, env: Readonly<Record<string, string>>): string[] {
   return [...(c.command ?? []), ...(c.args ?? [])].map((a) =>
-    a.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m: string, name?: string) => (m === '$$' ? '$' : env[name!] ?? m)));
+    a.replace(/\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m: string, name?: string) =>
+      m === '$$' ? '$' : (env[name!] ?? m),
+    ),
+  );
 }
 
 /**

@@ -19,7 +19,9 @@ import { schedulesOn, type Labels } from './scheduling.js';
 import { schemaErrors, unknownFields, type Manifest } from './schema.js';
 
 const REPO = join(DEPLOY_DIR, '..');
-const FIXTURES = fileURLToPath(new URL(import.meta.url.includes('/dist/') ? '../../../test/deploy/fixtures/' : './fixtures/', import.meta.url));
+const FIXTURES = fileURLToPath(
+  new URL(import.meta.url.includes('/dist/') ? '../../../test/deploy/fixtures/' : './fixtures/', import.meta.url),
+);
 const ours = only<DaemonSet>(loadManifests(), 'DaemonSet');
 const kubeadm = parse(readFileSync(join(FIXTURES, 'kubeadm-kube-proxy-daemonset.yaml'), 'utf8')) as DaemonSet;
 const cleanupDs = parse(readFileSync(join(DEPLOY_DIR, 'cleanup', 'kube-proxy-ts-cleanup.yaml'), 'utf8')) as DaemonSet;
@@ -36,13 +38,19 @@ async function assertValid(m: Manifest): Promise<void> {
 
 /** A DaemonSet's host-facing properties: what makes it a node proxy. */
 function hostShape(spec: PodSpec, c: Container) {
-  const hostMounts = (c.volumeMounts ?? []).flatMap((m) => {
-    const v = spec.volumes?.find((x) => x.name === m.name);
-    return v?.hostPath ? [{ mountPath: m.mountPath, readOnly: m.readOnly === true, hostPath: v.hostPath }] : [];
-  }).sort((a, b) => a.mountPath.localeCompare(b.mountPath));
+  const hostMounts = (c.volumeMounts ?? [])
+    .flatMap((m) => {
+      const v = spec.volumes?.find((x) => x.name === m.name);
+      return v?.hostPath ? [{ mountPath: m.mountPath, readOnly: m.readOnly === true, hostPath: v.hostPath }] : [];
+    })
+    .sort((a, b) => a.mountPath.localeCompare(b.mountPath));
   return {
-    hostNetwork: spec.hostNetwork, priorityClassName: spec.priorityClassName, tolerations: spec.tolerations,
-    nodeSelector: spec.nodeSelector, privileged: c.securityContext?.privileged, hostMounts,
+    hostNetwork: spec.hostNetwork,
+    priorityClassName: spec.priorityClassName,
+    tolerations: spec.tolerations,
+    nodeSelector: spec.nodeSelector,
+    privileged: c.securityContext?.privileged,
+    hostMounts,
   };
 }
 
@@ -66,16 +74,21 @@ function placement(kubeProxy: DaemonSet | null, ts: DaemonSet | null): Record<st
 }
 
 describe('migration: kubeadm equivalence', () => {
-  it('our DaemonSet has the host shape of kubeadm\'s kube-proxy DaemonSet', () => {
-    assert.deepEqual(hostShape(ours.spec.template.spec, ours.spec.template.spec.containers[0]!),
-      hostShape(kubeadm.spec.template.spec, kubeadm.spec.template.spec.containers[0]!));
+  it("our DaemonSet has the host shape of kubeadm's kube-proxy DaemonSet", () => {
+    assert.deepEqual(
+      hostShape(ours.spec.template.spec, ours.spec.template.spec.containers[0]!),
+      hostShape(kubeadm.spec.template.spec, kubeadm.spec.template.spec.containers[0]!),
+    );
   });
 
   it('same command, the same NODE_NAME for --hostname-override, the same update strategy', () => {
     const [a, b] = [ours.spec.template.spec.containers[0]!, kubeadm.spec.template.spec.containers[0]!];
     assert.equal(a.command![0], b.command![0]);
     assert.ok(a.command!.includes('--hostname-override=$(NODE_NAME)'));
-    assert.deepEqual(a.env!.find((e) => e.name === 'NODE_NAME'), b.env!.find((e) => e.name === 'NODE_NAME'));
+    assert.deepEqual(
+      a.env!.find((e) => e.name === 'NODE_NAME'),
+      b.env!.find((e) => e.name === 'NODE_NAME'),
+    );
     assert.equal(ours.spec.updateStrategy?.type, kubeadm.spec.updateStrategy?.type);
   });
 });
@@ -104,7 +117,10 @@ describe('migration: the stages of docs/migration.md', () => {
   });
 
   it('rollback (from the trial or the full switch): kube-proxy exactly as kubeadm made it', async () => {
-    for (const from of [patch(kubeadm, 'kube-proxy-skip-trial-nodes.yaml'), patch(patch(kubeadm, 'kube-proxy-skip-trial-nodes.yaml'), 'kube-proxy-disable.yaml')]) {
+    for (const from of [
+      patch(kubeadm, 'kube-proxy-skip-trial-nodes.yaml'),
+      patch(patch(kubeadm, 'kube-proxy-skip-trial-nodes.yaml'), 'kube-proxy-disable.yaml'),
+    ]) {
       const kp = patch(from, 'kube-proxy-restore.yaml');
       await assertValid(kp);
       assert.deepEqual(kp, kubeadm);
@@ -114,7 +130,7 @@ describe('migration: the stages of docs/migration.md', () => {
 });
 
 describe('migration: the cleanup DaemonSet', () => {
-  it('validates, and runs `kube-proxy --cleanup` as an init container with the proxy\'s host access', async () => {
+  it("validates, and runs `kube-proxy --cleanup` as an init container with the proxy's host access", async () => {
     await assertValid(cleanupDs);
     const spec = cleanupDs.spec.template.spec;
     const init = spec.initContainers![0]!;
@@ -129,16 +145,23 @@ describe('migration: the guide', () => {
   const shLines = [...guide.matchAll(/```sh\n([\s\S]*?)```/g)].flatMap((m) => m[1]!.split('\n').filter(Boolean));
 
   it('names only deploy/ files that exist, and every patch and manifest it ships', () => {
-    const paths = new Set([...guide.matchAll(/\bdeploy\/[\w./-]+\.(?:yaml|md)|\bdeploy\/Dockerfile\b/g)].map((m) => m[0]));
+    const paths = new Set(
+      [...guide.matchAll(/\bdeploy\/[\w./-]+\.(?:yaml|md)|\bdeploy\/Dockerfile\b/g)].map((m) => m[0]),
+    );
     for (const p of paths) assert.ok(existsSync(join(REPO, p)), `${p} named in docs/migration.md does not exist`);
-    for (const f of readdirSync(join(DEPLOY_DIR, 'patches'))) assert.ok(paths.has(`deploy/patches/${f}`), `patch ${f} is not in the guide`);
-    for (const f of readdirSync(join(DEPLOY_DIR, 'manifests'))) assert.ok(paths.has(`deploy/manifests/${f}`), `manifest ${f} is not in the guide`);
+    for (const f of readdirSync(join(DEPLOY_DIR, 'patches')))
+      assert.ok(paths.has(`deploy/patches/${f}`), `patch ${f} is not in the guide`);
+    for (const f of readdirSync(join(DEPLOY_DIR, 'manifests')))
+      assert.ok(paths.has(`deploy/manifests/${f}`), `manifest ${f} is not in the guide`);
   });
 
   it('every --patch-file command patches the DaemonSet its patch is tested against', () => {
     const target: Record<string, string> = {
-      'kube-proxy-skip-trial-nodes.yaml': 'kube-proxy', 'kube-proxy-disable.yaml': 'kube-proxy', 'kube-proxy-restore.yaml': 'kube-proxy',
-      'kube-proxy-ts-trial-nodes.yaml': 'kube-proxy-ts', 'kube-proxy-ts-all-nodes.yaml': 'kube-proxy-ts',
+      'kube-proxy-skip-trial-nodes.yaml': 'kube-proxy',
+      'kube-proxy-disable.yaml': 'kube-proxy',
+      'kube-proxy-restore.yaml': 'kube-proxy',
+      'kube-proxy-ts-trial-nodes.yaml': 'kube-proxy-ts',
+      'kube-proxy-ts-all-nodes.yaml': 'kube-proxy-ts',
     };
     const uses = shLines.filter((l) => l.includes('--patch-file'));
     assert.ok(uses.length >= 5);
@@ -151,11 +174,13 @@ describe('migration: the guide', () => {
     }
   });
 
-  it('its `kube-proxy` command lines parse with the proxy\'s own command line', async () => {
+  it("its `kube-proxy` command lines parse with the proxy's own command line", async () => {
     const cmds = shLines.filter((l) => /^kube-proxy(-ts)? /.test(l));
     assert.ok(cmds.length > 0);
     for (const l of cmds) {
-      const cmd = await parseCommandLine(l.split(/\s+/).slice(1), { readFile: () => Promise.reject(new Error('no file')) });
+      const cmd = await parseCommandLine(l.split(/\s+/).slice(1), {
+        readFile: () => Promise.reject(new Error('no file')),
+      });
       assert.equal(cmd.kind, 'run', l);
     }
   });

@@ -11,7 +11,10 @@ const PREFIX = `kpt-dep-${process.pid}-${randomBytes(2).toString('hex')}-`;
 export interface TestNamespace {
   readonly name: string;
   /** Run argv inside; rejects on a non-zero exit unless allowFailure. */
-  run(argv: readonly string[], opts?: { input?: string; allowFailure?: boolean }): Promise<{ code: number; stdout: string; stderr: string }>;
+  run(
+    argv: readonly string[],
+    opts?: { input?: string; allowFailure?: boolean },
+  ): Promise<{ code: number; stdout: string; stderr: string }>;
   dispose(): void;
 }
 

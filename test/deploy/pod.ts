@@ -75,7 +75,19 @@ export function startPod(o: PodOptions): Pod {
     argv = argv.map((a) => a.split(`${m.mountPath}/`).join(`${dir}/`));
   }
   const command = argv[0]!.endsWith('/kube-proxy') ? kubeProxyAlias(tmp) : [argv[0]!];
-  const full = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', MOUNT_SA, 'sh', o.saDir, ...command, ...argv.slice(1)];
+  const full = [
+    'unshare',
+    '--mount',
+    '--propagation',
+    'private',
+    'sh',
+    '-c',
+    MOUNT_SA,
+    'sh',
+    o.saDir,
+    ...command,
+    ...argv.slice(1),
+  ];
   const proc = nsSpawn(o.ns, full, { env });
   return { proc, argv, env, dispose: () => rmSync(tmp, { recursive: true, force: true }) };
 }

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { grantedPermissions, requestPermission } from './rbac.js';
 
-const req = (method: string, path: string, query: Record<string, string> = {}) => requestPermission({ method, path, query });
+const req = (method: string, path: string, query: Record<string, string> = {}) =>
+  requestPermission({ method, path, query });
 
 describe('deploy rbac: request -> permission', () => {
   it('collections are list, ?watch=true is watch, named objects are get', () => {
@@ -31,8 +32,10 @@ describe('deploy rbac: request -> permission', () => {
   });
 
   it('a role expands to its cross product and refuses wildcards', () => {
-    assert.deepEqual([...grantedPermissions([{ apiGroups: [''], resources: ['a', 'b'], verbs: ['list', 'watch'] }])].sort(),
-      ['/a:list', '/a:watch', '/b:list', '/b:watch']);
+    assert.deepEqual(
+      [...grantedPermissions([{ apiGroups: [''], resources: ['a', 'b'], verbs: ['list', 'watch'] }])].sort(),
+      ['/a:list', '/a:watch', '/b:list', '/b:watch'],
+    );
     assert.throws(() => grantedPermissions([{ apiGroups: ['*'], resources: ['a'], verbs: ['get'] }]), /wildcard/);
   });
 });

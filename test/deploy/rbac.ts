@@ -24,7 +24,10 @@ const GROUP = /^\/apis\/([^/]+)\/[^/]+\/(?:namespaces\/([^/]+)\/)?([^/]+)(?:\/([
  * /version), which every authenticated user may GET.
  */
 export function requestPermission(r: RequestRecord): Permission | null {
-  let group: string; let resource: string; let name: string | undefined; let sub: string | undefined;
+  let group: string;
+  let resource: string;
+  let name: string | undefined;
+  let sub: string | undefined;
   const core = CORE.exec(r.path);
   const grp = core ? null : GROUP.exec(r.path);
   if (core) {
@@ -41,12 +44,19 @@ export function requestPermission(r: RequestRecord): Permission | null {
 
 function verbOf(method: string, named: boolean, watch: boolean): string {
   switch (method.toUpperCase()) {
-    case 'GET': case 'HEAD': return watch ? 'watch' : named ? 'get' : 'list';
-    case 'POST': return 'create';
-    case 'PUT': return 'update';
-    case 'PATCH': return 'patch';
-    case 'DELETE': return named ? 'delete' : 'deletecollection';
-    default: return method.toLowerCase();
+    case 'GET':
+    case 'HEAD':
+      return watch ? 'watch' : named ? 'get' : 'list';
+    case 'POST':
+      return 'create';
+    case 'PUT':
+      return 'update';
+    case 'PATCH':
+      return 'patch';
+    case 'DELETE':
+      return named ? 'delete' : 'deletecollection';
+    default:
+      return method.toLowerCase();
   }
 }
 
@@ -64,8 +74,10 @@ export function grantedPermissions(rules: readonly PolicyRule[]): Set<Permission
   for (const rule of rules) {
     const all = [...(rule.apiGroups ?? []), ...(rule.resources ?? []), ...rule.verbs];
     if (all.includes('*')) throw new Error(`wildcard in rule ${JSON.stringify(rule)}`);
-    if (rule.resourceNames?.length || rule.nonResourceURLs?.length) throw new Error(`unexpected narrowing in rule ${JSON.stringify(rule)}`);
-    for (const g of rule.apiGroups ?? []) for (const r of rule.resources ?? []) for (const v of rule.verbs) out.add(permission(g, r, v));
+    if (rule.resourceNames?.length || rule.nonResourceURLs?.length)
+      throw new Error(`unexpected narrowing in rule ${JSON.stringify(rule)}`);
+    for (const g of rule.apiGroups ?? [])
+      for (const r of rule.resources ?? []) for (const v of rule.verbs) out.add(permission(g, r, v));
   }
   return out;
 }

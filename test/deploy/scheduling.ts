@@ -5,22 +5,36 @@
 
 export type Labels = Readonly<Record<string, string>>;
 
-interface Expr { key: string; operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist' | 'Gt' | 'Lt'; values?: string[] }
+interface Expr {
+  key: string;
+  operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist' | 'Gt' | 'Lt';
+  values?: string[];
+}
 interface PodSpecLike {
   nodeSelector?: Record<string, string>;
-  affinity?: { nodeAffinity?: { requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms: Array<{ matchExpressions?: Expr[] }> } } };
+  affinity?: {
+    nodeAffinity?: {
+      requiredDuringSchedulingIgnoredDuringExecution?: { nodeSelectorTerms: Array<{ matchExpressions?: Expr[] }> };
+    };
+  };
 }
 
 function matches(e: Expr, labels: Labels): boolean {
   const has = Object.hasOwn(labels, e.key);
   const v = labels[e.key];
   switch (e.operator) {
-    case 'In': return has && (e.values ?? []).includes(v!);
-    case 'NotIn': return !has || !(e.values ?? []).includes(v!);
-    case 'Exists': return has;
-    case 'DoesNotExist': return !has;
-    case 'Gt': return has && Number(v) > Number(e.values?.[0]);
-    case 'Lt': return has && Number(v) < Number(e.values?.[0]);
+    case 'In':
+      return has && (e.values ?? []).includes(v!);
+    case 'NotIn':
+      return !has || !(e.values ?? []).includes(v!);
+    case 'Exists':
+      return has;
+    case 'DoesNotExist':
+      return !has;
+    case 'Gt':
+      return has && Number(v) > Number(e.values?.[0]);
+    case 'Lt':
+      return has && Number(v) < Number(e.values?.[0]);
   }
 }
 

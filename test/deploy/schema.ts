@@ -31,7 +31,7 @@ function modelPath(m: Manifest): string {
 export async function schemaErrors(m: Manifest): Promise<string[]> {
   let mod: Record<string, new (data: unknown) => { validate(): void }>;
   try {
-    mod = await import(modelPath(m)) as typeof mod;
+    mod = (await import(modelPath(m))) as typeof mod;
   } catch {
     return [`no schema for ${m.apiVersion} ${m.kind}`];
   }
@@ -53,7 +53,7 @@ function className(m: Manifest): string {
 
 function modelClass(name: string): ModelClass | undefined {
   const c = (k8s as unknown as Record<string, unknown>)[name];
-  return typeof c === 'function' && Array.isArray((c as ModelClass).attributeTypeMap) ? c as ModelClass : undefined;
+  return typeof c === 'function' && Array.isArray((c as ModelClass).attributeTypeMap) ? (c as ModelClass) : undefined;
 }
 
 const ARRAY = /^Array<(.+)>$/;

@@ -16,7 +16,9 @@ import { newNamespace, type TestNamespace } from './netns.js';
 const COMMANDS = ['iptables', 'iptables-save', 'iptables-restore', 'ip6tables', 'ip6tables-save', 'ip6tables-restore'];
 const PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const dirs: string[] = [];
-after(() => { for (const d of dirs) rmSync(d, { recursive: true, force: true }); });
+after(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
 
 /** The wrapper installed as deploy/Dockerfile does, in a fresh dir. */
 function install(): string {
@@ -31,7 +33,15 @@ function install(): string {
 async function addRules(ns: TestNamespace, backend: 'legacy' | 'nft', n: number): Promise<void> {
   await ns.run([`iptables-${backend}`, '-N', `KPT-${backend.toUpperCase()}`]);
   for (let i = 0; i < n; i++) {
-    await ns.run([`iptables-${backend}`, '-A', `KPT-${backend.toUpperCase()}`, '-s', `198.51.100.${i + 1}/32`, '-j', 'RETURN']);
+    await ns.run([
+      `iptables-${backend}`,
+      '-A',
+      `KPT-${backend.toUpperCase()}`,
+      '-s',
+      `198.51.100.${i + 1}/32`,
+      '-j',
+      'RETURN',
+    ]);
   }
 }
 
@@ -41,11 +51,18 @@ async function hint(ns: TestNamespace, backend: 'legacy' | 'nft'): Promise<void>
 
 async function withNs(tag: string, fn: (ns: TestNamespace) => Promise<void>): Promise<void> {
   const ns = await newNamespace(tag);
-  try { await fn(ns); } finally { ns.dispose(); }
+  try {
+    await fn(ns);
+  } finally {
+    ns.dispose();
+  }
 }
 
 /** Run `iptables-save` through the wrapper; return what the backend printed and where the links now point. */
-async function runThrough(ns: TestNamespace, dir: string): Promise<{ stdout: string; stderr: string; links: Set<string> }> {
+async function runThrough(
+  ns: TestNamespace,
+  dir: string,
+): Promise<{ stdout: string; stderr: string; links: Set<string> }> {
   const r = await ns.run(['env', `PATH=${dir}:${PATH}`, join(dir, 'iptables-save'), '-t', 'filter']);
   const links = new Set(COMMANDS.map((c) => basename(readlinkSync(join(dir, c)))));
   return { stdout: r.stdout, stderr: r.stderr, links };
@@ -56,43 +73,47 @@ async function detectOnly(ns: TestNamespace, dir: string): Promise<string> {
   return r.stdout.trim();
 }
 
-describe('iptables-wrapper chooses the host\'s backend', () => {
-  it('an empty host: nft (the modern default), and the links are replaced', () => withNs('w', async (ns) => {
-    const dir = install();
-    assert.equal(await detectOnly(ns, dir), 'nft');
-    assert.deepEqual([...(await runThrough(ns, dir)).links], ['xtables-nft-multi']);
-  }));
+describe("iptables-wrapper chooses the host's backend", () => {
+  it('an empty host: nft (the modern default), and the links are replaced', () =>
+    withNs('w', async (ns) => {
+      const dir = install();
+      assert.equal(await detectOnly(ns, dir), 'nft');
+      assert.deepEqual([...(await runThrough(ns, dir)).links], ['xtables-nft-multi']);
+    }));
 
-  it('a legacy host (10+ legacy rules, a few nft ones): legacy, and the command reaches the legacy tables', () => withNs('w', async (ns) => {
-    await addRules(ns, 'legacy', 12);
-    await addRules(ns, 'nft', 2);
-    const dir = install();
-    assert.equal(await detectOnly(ns, dir), 'legacy');
-    const r = await runThrough(ns, dir);
-    assert.deepEqual([...r.links], ['xtables-legacy-multi']);
-    assert.match(r.stdout, /-A KPT-LEGACY -s 198\.51\.100\.12\/32 -j RETURN/);
-    assert.doesNotMatch(r.stdout, /KPT-NFT/);
-    assert.match(r.stderr, /using the legacy backend/);
-    // Later calls go straight to the backend: iptables now writes legacy rules.
-    await ns.run([join(dir, 'iptables'), '-A', 'KPT-LEGACY', '-s', '203.0.113.1/32', '-j', 'RETURN']);
-    assert.match((await ns.run(['iptables-legacy-save', '-t', 'filter'])).stdout, /203\.0\.113\.1/);
-  }));
+  it('a legacy host (10+ legacy rules, a few nft ones): legacy, and the command reaches the legacy tables', () =>
+    withNs('w', async (ns) => {
+      await addRules(ns, 'legacy', 12);
+      await addRules(ns, 'nft', 2);
+      const dir = install();
+      assert.equal(await detectOnly(ns, dir), 'legacy');
+      const r = await runThrough(ns, dir);
+      assert.deepEqual([...r.links], ['xtables-legacy-multi']);
+      assert.match(r.stdout, /-A KPT-LEGACY -s 198\.51\.100\.12\/32 -j RETURN/);
+      assert.doesNotMatch(r.stdout, /KPT-NFT/);
+      assert.match(r.stderr, /using the legacy backend/);
+      // Later calls go straight to the backend: iptables now writes legacy rules.
+      await ns.run([join(dir, 'iptables'), '-A', 'KPT-LEGACY', '-s', '203.0.113.1/32', '-j', 'RETURN']);
+      assert.match((await ns.run(['iptables-legacy-save', '-t', 'filter'])).stdout, /203\.0\.113\.1/);
+    }));
 
-  it('more nft rules than legacy ones: nft', () => withNs('w', async (ns) => {
-    await addRules(ns, 'legacy', 3);
-    await addRules(ns, 'nft', 5);
-    const dir = install();
-    const r = await runThrough(ns, dir);
-    assert.deepEqual([...r.links], ['xtables-nft-multi']);
-    assert.match(r.stdout, /-A KPT-NFT -s 198\.51\.100\.5\/32 -j RETURN/);
-  }));
+  it('more nft rules than legacy ones: nft', () =>
+    withNs('w', async (ns) => {
+      await addRules(ns, 'legacy', 3);
+      await addRules(ns, 'nft', 5);
+      const dir = install();
+      const r = await runThrough(ns, dir);
+      assert.deepEqual([...r.links], ['xtables-nft-multi']);
+      assert.match(r.stdout, /-A KPT-NFT -s 198\.51\.100\.5\/32 -j RETURN/);
+    }));
 
-  it('a few legacy rules and no nft ones: legacy (more rules wins below the threshold too)', () => withNs('w', async (ns) => {
-    await addRules(ns, 'legacy', 2);
-    assert.equal(await detectOnly(ns, install()), 'legacy');
-  }));
+  it('a few legacy rules and no nft ones: legacy (more rules wins below the threshold too)', () =>
+    withNs('w', async (ns) => {
+      await addRules(ns, 'legacy', 2);
+      assert.equal(await detectOnly(ns, install()), 'legacy');
+    }));
 
-  it('the kubelet\'s hint chain decides over rule counts, in either direction', async () => {
+  it("the kubelet's hint chain decides over rule counts, in either direction", async () => {
     await withNs('w', async (ns) => {
       await hint(ns, 'legacy');
       await addRules(ns, 'nft', 5);

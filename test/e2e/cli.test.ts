@@ -38,7 +38,14 @@ describe('kube-proxy-ts command line', () => {
     assert.match(v.stdout, /^kube-proxy-ts v\d+\.\d+\.\d+/);
     const h = proxy('--help');
     assert.equal(h.code, 0);
-    for (const flag of ['--config', '--proxy-mode', '--iptables-masquerade-bit', '--nodeport-addresses', '--detect-local-mode', '--cleanup']) {
+    for (const flag of [
+      '--config',
+      '--proxy-mode',
+      '--iptables-masquerade-bit',
+      '--nodeport-addresses',
+      '--detect-local-mode',
+      '--cleanup',
+    ]) {
       assert.ok(h.stdout.includes(flag), `help mentions ${flag}`);
     }
   });
@@ -62,7 +69,10 @@ describe('kube-proxy-ts command line', () => {
 
   test('refuses a config file with an invalid value, naming the field', () => {
     const f = join(dir, 'bad.yaml');
-    writeFileSync(f, 'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\niptables:\n  masqueradeBit: 99\n');
+    writeFileSync(
+      f,
+      'apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\niptables:\n  masqueradeBit: 99\n',
+    );
     const r = proxy('--config', f);
     assert.equal(r.code, 1);
     assert.match(r.stderr, /iptables\.masqueradeBit/);
@@ -82,7 +92,19 @@ describe('kube-proxy-ts command line', () => {
   test('--write-config-to writes the effective config, which --config reads back unchanged', () => {
     const first = join(dir, 'first.yaml');
     const second = join(dir, 'second.yaml');
-    assert.equal(proxy('--write-config-to', first, '--proxy-mode', 'nftables', '--iptables-masquerade-bit', '12', '--cluster-cidr', '10.244.0.0/16').code, 0);
+    assert.equal(
+      proxy(
+        '--write-config-to',
+        first,
+        '--proxy-mode',
+        'nftables',
+        '--iptables-masquerade-bit',
+        '12',
+        '--cluster-cidr',
+        '10.244.0.0/16',
+      ).code,
+      0,
+    );
     const text = readFileSync(first, 'utf8');
     assert.match(text, /kind: KubeProxyConfiguration/);
     assert.match(text, /mode: nftables/);

@@ -12,14 +12,21 @@ import { nsRun } from '../netns/spawn.js';
 for (const mode of E2E_MODES) {
   describe(`proxy lifecycle on the real kernel (${mode})`, { concurrency: false }, () => {
     let env: E2EEnv;
-    before(async () => { env = await E2EEnv.start(mode); });
-    after(async () => { await env?.dispose(); });
+    before(async () => {
+      env = await E2EEnv.start(mode);
+    });
+    after(async () => {
+      await env?.dispose();
+    });
 
     const pod = (name: string) => env.cluster.pod(name);
 
     it('a proxy restart does not break an established connection, and new ones keep working', async () => {
       const ip = '10.96.1.10';
-      await env.apply(service({ name: 'keep', clusterIP: ip, ports: webPorts() }), endpointSlice('keep', [{ pod: pod('node2-a') }, { pod: pod('node2-b') }], webPorts()));
+      await env.apply(
+        service({ name: 'keep', clusterIP: ip, ports: webPorts() }),
+        endpointSlice('keep', [{ pod: pod('node2-a') }, { pod: pod('node2-b') }], webPorts()),
+      );
       await env.waitReachable('node1-a', 'tcp', ip, 80);
       const client = await env.cluster.agent('node1-a');
       const opened = await client.open('held', ip, 80);
@@ -30,7 +37,10 @@ for (const mode of E2E_MODES) {
       const proxy = env.proxy('node1');
       await proxy.stop();
       const whileDown = await client.send('held', 'while-down');
-      assert.ok(whileDown.ok && whileDown.reply.pod === first.reply.pod, `rules stay while the proxy is down: ${JSON.stringify(whileDown)}`);
+      assert.ok(
+        whileDown.ok && whileDown.reply.pod === first.reply.pod,
+        `rules stay while the proxy is down: ${JSON.stringify(whileDown)}`,
+      );
       await proxy.start();
       const after = await client.send('held', 'after');
       assert.ok(after.ok, JSON.stringify(after));
@@ -43,7 +53,10 @@ for (const mode of E2E_MODES) {
 
     it('an API-server outage keeps traffic flowing; a change made after it is applied', async () => {
       const ip = '10.96.1.11';
-      await env.apply(service({ name: 'outage', clusterIP: ip, ports: webPorts() }), endpointSlice('outage', [{ pod: pod('node1-b') }], webPorts()));
+      await env.apply(
+        service({ name: 'outage', clusterIP: ip, ports: webPorts() }),
+        endpointSlice('outage', [{ pod: pod('node1-b') }], webPorts()),
+      );
       await env.waitServedBy('node2-a', 'tcp', ip, 80, ['node1-b']);
       await env.cp.stopServing();
       try {
@@ -58,8 +71,12 @@ for (const mode of E2E_MODES) {
           during.push(r);
         }
         assert.ok(during.length >= 5, `enough exchanges during the outage: ${during.length}`);
-        assert.ok(during.every((r) => r.ok && r.reply.pod === 'node1-b'), `traffic during the outage: ${JSON.stringify(during)}`);
-        for (const n of env.cluster.nodes) assert.ok(env.proxy(n.name).running(), `proxy on ${n.name} survives the outage`);
+        assert.ok(
+          during.every((r) => r.ok && r.reply.pod === 'node1-b'),
+          `traffic during the outage: ${JSON.stringify(during)}`,
+        );
+        for (const n of env.cluster.nodes)
+          assert.ok(env.proxy(n.name).running(), `proxy on ${n.name} survives the outage`);
       } finally {
         await env.cp.startServing();
       }
@@ -71,7 +88,10 @@ for (const mode of E2E_MODES) {
     it('--cleanup removes every rule the proxy made in the node, and Service traffic stops', async () => {
       const ip = '10.96.1.12';
       const node2 = env.cluster.node('node2');
-      await env.apply(service({ name: 'gone', clusterIP: ip, ports: webPorts() }), endpointSlice('gone', [{ pod: pod('node1-a') }], webPorts()));
+      await env.apply(
+        service({ name: 'gone', clusterIP: ip, ports: webPorts() }),
+        endpointSlice('gone', [{ pod: pod('node1-a') }], webPorts()),
+      );
       await env.waitReachable('node2-b', 'tcp', ip, 80);
       // A rule that is not the proxy's must survive the cleanup.
       await nsRun(node2.ns, ['iptables', '-t', 'filter', '-N', 'KPT-E2E-OTHER']);
@@ -83,10 +103,12 @@ for (const mode of E2E_MODES) {
       assert.equal(r.code, 0, r.output);
       const left = await dumpRules(node2.ns);
       // KUBE-FIREWALL (and its jumps) duplicates kubelet's chain: upstream's cleanup leaves it on purpose.
-      const kubeChains = [...new Set(left.iptables.match(/KUBE-[A-Z0-9-]+/g) ?? [])].filter((c) => c !== 'KUBE-FIREWALL');
+      const kubeChains = [...new Set(left.iptables.match(/KUBE-[A-Z0-9-]+/g) ?? [])].filter(
+        (c) => c !== 'KUBE-FIREWALL',
+      );
       assert.deepEqual(kubeChains, [], `iptables leftovers:\n${left.iptables}`);
       assert.doesNotMatch(left.nft, /table \w+ kube-proxy/, `nft leftovers:\n${left.nft}`);
-      assert.match(left.iptables, /KPT-E2E-OTHER/, 'a chain that is not the proxy\'s is kept');
+      assert.match(left.iptables, /KPT-E2E-OTHER/, "a chain that is not the proxy's is kept");
       const after = await env.send('node2-b', 'tcp', ip, 80, { timeoutMs: 700 });
       assert.equal(after.ok, false, 'no proxy rules, no Service');
     });

@@ -15,7 +15,9 @@ const convergence: string[] = [];
 for (const mode of E2E_MODES) {
   describe(`Services on the real kernel (${mode})`, { concurrency: false }, () => {
     let env: E2EEnv;
-    before(async () => { env = await E2EEnv.start(mode); });
+    before(async () => {
+      env = await E2EEnv.start(mode);
+    });
     after(async () => {
       await env?.dispose();
       if (convergence.length) console.log(`convergence times (${mode}):\n  ${convergence.splice(0).join('\n  ')}`);
@@ -26,7 +28,10 @@ for (const mode of E2E_MODES) {
 
     it('ClusterIP: TCP and UDP from a pod reach both endpoints, pod source IP preserved', async () => {
       const ip = '10.96.0.10';
-      await env.apply(service({ name: 'web', clusterIP: ip, ports: webPorts() }), endpointSlice('web', eps('node1-b', 'node2-a'), webPorts()));
+      await env.apply(
+        service({ name: 'web', clusterIP: ip, ports: webPorts() }),
+        endpointSlice('web', eps('node1-b', 'node2-a'), webPorts()),
+      );
       const { ms } = await env.waitReachable('node1-a', 'tcp', ip, 80);
       convergence.push(`new ClusterIP Service reachable: ${ms} ms`);
       for (const proto of ['tcp', 'udp'] as const) {
@@ -35,13 +40,17 @@ for (const mode of E2E_MODES) {
           const rs = await env.sendMany('node1-a', proto, ip, port, 10);
           return podsOf(rs).length === 2 && rs.every((r) => r.ok) ? rs : undefined;
         });
-        for (const r of seen.value) assert.ok(r.ok && srcIP(r.reply) === pod('node1-a').ip, `${proto}: ${JSON.stringify(r)}`);
+        for (const r of seen.value)
+          assert.ok(r.ok && srcIP(r.reply) === pod('node1-a').ip, `${proto}: ${JSON.stringify(r)}`);
         assert.deepEqual(podsOf(seen.value), ['node1-b', 'node2-a']);
       }
     });
 
     it('ClusterIP from outside the cluster (routed via node1) is served and masqueraded', async () => {
-      await env.apply(service({ name: 'outside', clusterIP: '10.96.0.22', ports: webPorts() }), endpointSlice('outside', eps('node1-b', 'node2-a'), webPorts()));
+      await env.apply(
+        service({ name: 'outside', clusterIP: '10.96.0.22', ports: webPorts() }),
+        endpointSlice('outside', eps('node1-b', 'node2-a'), webPorts()),
+      );
       await env.waitReachable('ext', 'tcp', '10.96.0.22', 80);
       const rs = await env.sendMany('ext', 'tcp', '10.96.0.22', 80, 6);
       for (const r of rs) {
@@ -52,7 +61,10 @@ for (const mode of E2E_MODES) {
 
     it('NodePort from the external client: served by endpoints on both nodes, masqueraded to the node', async () => {
       const ports = webPorts(30080);
-      await env.apply(service({ name: 'np', type: 'NodePort', clusterIP: '10.96.0.11', ports }), endpointSlice('np', eps('node1-a', 'node2-b'), ports));
+      await env.apply(
+        service({ name: 'np', type: 'NodePort', clusterIP: '10.96.0.11', ports }),
+        endpointSlice('np', eps('node1-a', 'node2-b'), ports),
+      );
       const node1 = env.cluster.node('node1');
       await env.waitReachable('ext', 'tcp', node1.ip, 30080);
       const rs = await env.waitFor('both endpoints via node1', async () => {
@@ -70,13 +82,19 @@ for (const mode of E2E_MODES) {
     it('NodePort from the node itself, and on 127.0.0.1 only in iptables mode (localhost NodePorts)', async () => {
       const ports = webPorts(30090);
       const node1 = env.cluster.node('node1');
-      await env.apply(service({ name: 'np-self', type: 'NodePort', clusterIP: '10.96.0.23', ports }), endpointSlice('np-self', eps('node2-a'), ports));
+      await env.apply(
+        service({ name: 'np-self', type: 'NodePort', clusterIP: '10.96.0.23', ports }),
+        endpointSlice('np-self', eps('node2-a'), ports),
+      );
       const self = await env.waitReachable('node1', 'tcp', node1.ip, 30090);
       assert.equal(self.value.pod, 'node2-a');
       assert.equal(srcIP(self.value), node1.ip, 'node-originated NodePort traffic is masqueraded');
       const local = await env.send('node1', 'tcp', '127.0.0.1', 30090, { timeoutMs: 1000 });
       if (mode === 'iptables') {
-        assert.ok(local.ok && local.reply.pod === 'node2-a', `iptables serves localhost NodePorts: ${JSON.stringify(local)}`);
+        assert.ok(
+          local.ok && local.reply.pod === 'node2-a',
+          `iptables serves localhost NodePorts: ${JSON.stringify(local)}`,
+        );
       } else {
         assert.equal(local.ok, false, `${mode} does not serve 127.0.0.1 NodePorts: ${JSON.stringify(local)}`);
       }
@@ -85,7 +103,10 @@ for (const mode of E2E_MODES) {
     it('externalIPs: traffic to the external IP (routed to node2) is served and masqueraded', async () => {
       const extIP = '192.168.80.10';
       await env.cluster.routeVia('ext', `${extIP}/32`, 'node2');
-      await env.apply(service({ name: 'extip', clusterIP: '10.96.0.12', ports: webPorts(), externalIPs: [extIP] }), endpointSlice('extip', eps('node1-a'), webPorts()));
+      await env.apply(
+        service({ name: 'extip', clusterIP: '10.96.0.12', ports: webPorts(), externalIPs: [extIP] }),
+        endpointSlice('extip', eps('node1-a'), webPorts()),
+      );
       const r = await env.waitReachable('ext', 'tcp', extIP, 80);
       assert.equal(r.value.pod, 'node1-a');
       assert.equal(srcIP(r.value), env.cluster.node('node2').ip);
@@ -96,24 +117,49 @@ for (const mode of E2E_MODES) {
       const ports = webPorts(30180);
       const ext = env.cluster.external;
       await env.cluster.routeVia('ext', `${lbIP}/32`, 'node1');
-      await env.apply(service({ name: 'lb', type: 'LoadBalancer', clusterIP: '10.96.0.13', ports, loadBalancerSourceRanges: [`${ext.ip}/32`] }), endpointSlice('lb', eps('node2-a'), ports));
+      await env.apply(
+        service({
+          name: 'lb',
+          type: 'LoadBalancer',
+          clusterIP: '10.96.0.13',
+          ports,
+          loadBalancerSourceRanges: [`${ext.ip}/32`],
+        }),
+        endpointSlice('lb', eps('node2-a'), ports),
+      );
       const svc = await env.kube.call('GET', '/api/v1/namespaces/default/services/lb');
       await env.kube.setStatus({ ...svc, kind: 'Service' }, { loadBalancer: { ingress: [{ ip: lbIP }] } });
       const ok = await env.waitReachable('ext', 'tcp', lbIP, 80, { bind: ext.ip });
       convergence.push(`LoadBalancer ingress IP reachable after status update: ${ok.ms} ms`);
       assert.equal(ok.value.pod, 'node2-a');
       const denied = await env.sendMany('ext', 'tcp', lbIP, 80, 2, { bind: ext.ip2, timeoutMs: 1000 });
-      assert.deepEqual(denied.map((r) => r.ok), [false, false], 'a source outside the ranges is dropped');
+      assert.deepEqual(
+        denied.map((r) => r.ok),
+        [false, false],
+        'a source outside the ranges is dropped',
+      );
       // The NodePort of the same Service ignores the source ranges.
       const np = await env.send('ext', 'tcp', env.cluster.node('node1').ip, 30180, { bind: ext.ip2 });
       assert.ok(np.ok, `NodePort not subject to source ranges: ${JSON.stringify(np)}`);
     });
 
     it('ClientIP session affinity: the same endpoint every time', async () => {
-      await env.apply(service({ name: 'sticky', clusterIP: '10.96.0.14', ports: webPorts(), sessionAffinity: 'ClientIP', affinityTimeoutSeconds: 600 }), endpointSlice('sticky', eps('node1-a', 'node1-b', 'node2-a', 'node2-b'), webPorts()));
+      await env.apply(
+        service({
+          name: 'sticky',
+          clusterIP: '10.96.0.14',
+          ports: webPorts(),
+          sessionAffinity: 'ClientIP',
+          affinityTimeoutSeconds: 600,
+        }),
+        endpointSlice('sticky', eps('node1-a', 'node1-b', 'node2-a', 'node2-b'), webPorts()),
+      );
       await env.waitReachable('node2-b', 'tcp', '10.96.0.14', 80);
       const rs = await env.sendMany('node2-b', 'tcp', '10.96.0.14', 80, 12);
-      assert.ok(rs.every((r) => r.ok), JSON.stringify(rs));
+      assert.ok(
+        rs.every((r) => r.ok),
+        JSON.stringify(rs),
+      );
       assert.equal(podsOf(rs).length, 1, `one endpoint for one client, got ${podsOf(rs).join(',')}`);
     });
 
@@ -121,13 +167,30 @@ for (const mode of E2E_MODES) {
       const ports = webPorts(30280);
       const hc = 32100;
       const [node1, node2] = [env.cluster.node('node1'), env.cluster.node('node2')];
-      await env.apply(service({ name: 'local', type: 'LoadBalancer', clusterIP: '10.96.0.15', ports, externalTrafficPolicy: 'Local', healthCheckNodePort: hc }), endpointSlice('local', eps('node2-a', 'node2-b'), ports));
+      await env.apply(
+        service({
+          name: 'local',
+          type: 'LoadBalancer',
+          clusterIP: '10.96.0.15',
+          ports,
+          externalTrafficPolicy: 'Local',
+          healthCheckNodePort: hc,
+        }),
+        endpointSlice('local', eps('node2-a', 'node2-b'), ports),
+      );
       const first = await env.waitReachable('ext', 'tcp', node2.ip, 30280);
       assert.equal(srcIP(first.value), env.cluster.external.ip, 'client source IP preserved');
       const rs = await env.sendMany('ext', 'tcp', node2.ip, 30280, 8);
-      assert.ok(rs.every((r) => r.ok && r.reply.pod.startsWith('node2-') && srcIP(r.reply) === env.cluster.external.ip), JSON.stringify(rs));
+      assert.ok(
+        rs.every((r) => r.ok && r.reply.pod.startsWith('node2-') && srcIP(r.reply) === env.cluster.external.ip),
+        JSON.stringify(rs),
+      );
       const none = await env.send('ext', 'tcp', node1.ip, 30280, { timeoutMs: 1000 });
-      assert.deepEqual([none.ok, !none.ok && none.error], [false, 'ETIMEDOUT'], 'node1 has no local endpoint: DROP (not REJECT)');
+      assert.deepEqual(
+        [none.ok, !none.ok && none.error],
+        [false, 'ETIMEDOUT'],
+        'node1 has no local endpoint: DROP (not REJECT)',
+      );
       const ext = await env.cluster.agent('ext');
       const h2 = await env.waitFor('health check 200 on node2', async () => {
         const r = await ext.http(`http://${node2.ip}:${hc}/`);
@@ -144,8 +207,11 @@ for (const mode of E2E_MODES) {
       assert.equal(srcIP(fromPod.reply), pod('node1-a').ip);
     });
 
-    it('internalTrafficPolicy Local: pods reach only their node\'s endpoint; none local is a drop', async () => {
-      await env.apply(service({ name: 'itp', clusterIP: '10.96.0.16', ports: webPorts(), internalTrafficPolicy: 'Local' }), endpointSlice('itp', eps('node1-a', 'node2-a'), webPorts()));
+    it("internalTrafficPolicy Local: pods reach only their node's endpoint; none local is a drop", async () => {
+      await env.apply(
+        service({ name: 'itp', clusterIP: '10.96.0.16', ports: webPorts(), internalTrafficPolicy: 'Local' }),
+        endpointSlice('itp', eps('node1-a', 'node2-a'), webPorts()),
+      );
       await env.waitServedBy('node1-b', 'tcp', '10.96.0.16', 80, ['node1-a']);
       await env.waitServedBy('node2-b', 'tcp', '10.96.0.16', 80, ['node2-a']);
       await env.apply(endpointSlice('itp', eps('node2-a'), webPorts()));
@@ -168,11 +234,18 @@ for (const mode of E2E_MODES) {
       // A listener on the node's own port 30380 proves the refusal is the proxy's REJECT, not an unused port.
       await (await env.cluster.agent('node2')).serve([30380], []);
       const np = await env.send('ext', 'tcp', env.cluster.node('node2').ip, 30380, { timeoutMs: 3000 });
-      assert.deepEqual([np.ok, !np.ok && np.error], [false, 'ECONNREFUSED'], 'NodePort without endpoints is rejected too');
+      assert.deepEqual(
+        [np.ok, !np.ok && np.error],
+        [false, 'ECONNREFUSED'],
+        'NodePort without endpoints is rejected too',
+      );
     });
 
     it('hairpin: a pod reaches itself through its Service (masqueraded)', async () => {
-      await env.apply(service({ name: 'hairpin', clusterIP: '10.96.0.18', ports: webPorts() }), endpointSlice('hairpin', eps('node1-a'), webPorts()));
+      await env.apply(
+        service({ name: 'hairpin', clusterIP: '10.96.0.18', ports: webPorts() }),
+        endpointSlice('hairpin', eps('node1-a'), webPorts()),
+      );
       const r = await env.waitReachable('node1-a', 'tcp', '10.96.0.18', 80);
       assert.equal(r.value.pod, 'node1-a');
       assert.notEqual(srcIP(r.value), pod('node1-a').ip, 'hairpin traffic must be masqueraded');
@@ -180,7 +253,10 @@ for (const mode of E2E_MODES) {
 
     it('terminating-but-serving endpoints are used only when no endpoint is ready', async () => {
       const term = (n: string): EndpointSpec => ({ pod: pod(n), ready: false, serving: true, terminating: true });
-      await env.apply(service({ name: 'term', clusterIP: '10.96.0.19', ports: webPorts() }), endpointSlice('term', [term('node1-a'), term('node2-a')], webPorts()));
+      await env.apply(
+        service({ name: 'term', clusterIP: '10.96.0.19', ports: webPorts() }),
+        endpointSlice('term', [term('node1-a'), term('node2-a')], webPorts()),
+      );
       await env.waitServedBy('node1-b', 'tcp', '10.96.0.19', 80, ['node1-a', 'node2-a']);
       await env.apply(endpointSlice('term', [term('node1-a'), term('node2-a'), { pod: pod('node2-b') }], webPorts()));
       const { ms } = await env.waitServedBy('node1-b', 'tcp', '10.96.0.19', 80, ['node2-b']);
@@ -189,7 +265,10 @@ for (const mode of E2E_MODES) {
 
     it('stale UDP conntrack entries are removed after an endpoint change', async () => {
       const ports = webPorts();
-      await env.apply(service({ name: 'udp', clusterIP: '10.96.0.20', ports }), endpointSlice('udp', eps('node1-a'), ports));
+      await env.apply(
+        service({ name: 'udp', clusterIP: '10.96.0.20', ports }),
+        endpointSlice('udp', eps('node1-a'), ports),
+      );
       const fixed = { localPort: 41000 };
       const before = await env.waitReachable('node2-b', 'udp', '10.96.0.20', 53, fixed);
       assert.equal(before.value.pod, 'node1-a');
@@ -202,14 +281,20 @@ for (const mode of E2E_MODES) {
 
     it('converges after endpoint and Service changes (measured)', async () => {
       const ip = '10.96.0.21';
-      await env.apply(service({ name: 'conv', clusterIP: ip, ports: webPorts() }), endpointSlice('conv', eps('node1-a'), webPorts()));
+      await env.apply(
+        service({ name: 'conv', clusterIP: ip, ports: webPorts() }),
+        endpointSlice('conv', eps('node1-a'), webPorts()),
+      );
       const created = await env.waitServedBy('node2-a', 'tcp', ip, 80, ['node1-a']);
       convergence.push(`Service + slice created -> served: ${created.ms} ms`);
       await env.apply(endpointSlice('conv', eps('node2-b'), webPorts()));
       const moved = await env.waitServedBy('node2-a', 'tcp', ip, 80, ['node2-b']);
       convergence.push(`endpoint replaced -> new endpoint only: ${moved.ms} ms`);
       const newPorts = [{ name: 'tcp', port: 8000, targetPort: 8080, protocol: 'TCP' as const }];
-      await env.apply(service({ name: 'conv', clusterIP: ip, ports: newPorts }), endpointSlice('conv', eps('node2-b'), newPorts));
+      await env.apply(
+        service({ name: 'conv', clusterIP: ip, ports: newPorts }),
+        endpointSlice('conv', eps('node2-b'), newPorts),
+      );
       const ported = await env.waitReachable('node2-a', 'tcp', ip, 8000);
       convergence.push(`Service port changed -> new port served: ${ported.ms} ms`);
       await env.kube.remove('Service', 'conv');

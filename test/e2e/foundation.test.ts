@@ -38,8 +38,12 @@ function sample(text: string, name: string, labels = ''): number | null {
 
 describe('the proxy process: health, metrics and API intake (iptables)', { concurrency: false }, () => {
   let env: E2EEnv;
-  before(async () => { env = await E2EEnv.start('iptables'); });
-  after(async () => { await env?.dispose(); });
+  before(async () => {
+    env = await E2EEnv.start('iptables');
+  });
+  after(async () => {
+    await env?.dispose();
+  });
 
   const node1 = () => env.cluster.node('node1');
   async function get(path: string, port = 10249): Promise<{ status: number; body: string }> {
@@ -49,7 +53,7 @@ describe('the proxy process: health, metrics and API intake (iptables)', { concu
     return { status: r.status ?? 0, body: String(r.body ?? '') };
   }
 
-  it('/healthz and /livez answer 200 with upstream\'s JSON once synced', async () => {
+  it("/healthz and /livez answer 200 with upstream's JSON once synced", async () => {
     for (const path of ['/healthz', '/livez']) {
       const r = await get(path, 10256);
       assert.equal(r.status, 200, `${path}: ${r.body}`);
@@ -62,7 +66,7 @@ describe('the proxy process: health, metrics and API intake (iptables)', { concu
     }
   });
 
-  it('exports upstream\'s metric names, /proxyMode and /configz', async () => {
+  it("exports upstream's metric names, /proxyMode and /configz", async () => {
     const m = await get('/metrics');
     assert.equal(m.status, 200);
     for (const name of REQUIRED_METRICS) assert.ok(m.body.includes(`# TYPE ${name} `), `missing metric ${name}`);
@@ -79,23 +83,34 @@ describe('the proxy process: health, metrics and API intake (iptables)', { concu
 
     const ip = '10.96.7.10';
     const slice = endpointSlice('metrics', [{ pod: env.cluster.pod('node2-a') }], webPorts());
-    slice.metadata = { ...slice.metadata, annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': new Date().toISOString() } };
+    slice.metadata = {
+      ...slice.metadata,
+      annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': new Date().toISOString() },
+    };
     await env.apply(service({ name: 'metrics', clusterIP: ip, ports: webPorts() }), slice);
     await env.waitServedBy('node1-a', 'tcp', ip, 80, ['node2-a']);
 
     const { value: afterText } = await env.waitFor('metrics reflect the change', async () => {
       const t = (await get('/metrics')).body;
-      return (sample(t, 'kubeproxy_network_programming_duration_seconds_count', 'ip_family="IPv4"') ?? 0) > latBefore ? t : undefined;
+      return (sample(t, 'kubeproxy_network_programming_duration_seconds_count', 'ip_family="IPv4"') ?? 0) > latBefore
+        ? t
+        : undefined;
     });
     assert.ok((sample(afterText, 'kubeproxy_sync_proxy_rules_service_changes_total') ?? 0) > svcBefore);
     assert.ok((sample(afterText, 'kubeproxy_sync_proxy_rules_endpoint_changes_total') ?? 0) > epBefore);
-    assert.ok((sample(afterText, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count', 'ip_family="IPv4"') ?? 0) >= 1, 'a partial sync happened');
+    assert.ok(
+      (sample(afterText, 'kubeproxy_sync_partial_proxy_rules_duration_seconds_count', 'ip_family="IPv4"') ?? 0) >= 1,
+      'a partial sync happened',
+    );
   });
 
   it('/healthz turns 503 (nodeEligible false) when the Node is being deleted, /livez stays 200', async () => {
     const n = node1();
     const deleting = nodeObject(n);
-    deleting.spec = { ...(deleting.spec as object), taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: 'now', effect: 'NoSchedule' }] };
+    deleting.spec = {
+      ...(deleting.spec as object),
+      taints: [{ key: 'ToBeDeletedByClusterAutoscaler', value: 'now', effect: 'NoSchedule' }],
+    };
     await env.apply(deleting);
     try {
       const { value } = await env.waitFor('healthz 503', async () => {
@@ -107,6 +122,8 @@ describe('the proxy process: health, metrics and API intake (iptables)', { concu
     } finally {
       await env.apply(nodeObject(n));
     }
-    await env.waitFor('healthz back to 200', async () => ((await get('/healthz', 10256)).status === 200 ? true : undefined));
+    await env.waitFor('healthz back to 200', async () =>
+      (await get('/healthz', 10256)).status === 200 ? true : undefined,
+    );
   });
 });

@@ -19,8 +19,13 @@ const EP_IP = '10.180.0.1';
 const CLUSTER_IP = '172.30.0.10';
 
 const CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: null, localhostNodePorts: true, localIPs: ['127.0.0.1', '192.168.0.2', EP_IP],
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: null,
+  localhostNodePorts: true,
+  localIPs: ['127.0.0.1', '192.168.0.2', EP_IP],
 };
 
 /** Services s0..s(n-1); s0 is the one the packet test uses; `ep1` moves s1's endpoint. */
@@ -36,7 +41,11 @@ function state(opts: { full: boolean; changed?: string[]; ep1?: string }): SyncS
     slice('s2', [{ name: 'http', port: 80 }], [{ ip: '10.182.0.1' }]),
   ];
   return syncStateFromObjects({
-    services: svcs, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync: opts.full,
+    services: svcs,
+    slices,
+    family: 'IPv4',
+    nodeIPs: { IPv4: '192.168.0.2' },
+    fullSync: opts.full,
     ...(opts.changed ? { changedServices: opts.changed } : {}),
   });
 }
@@ -49,7 +58,8 @@ const save = (table?: string) => sh('iptables-save', ...(table ? ['-t', table] :
 const norm = (text: string) => text.replace(/^#.*\n/gm, '').replace(/\[\d+:\d+\]/g, '');
 const chainsOf = (text: string) => [...text.matchAll(/^:(\S+) /gm)].map((m) => m[1]!);
 /** nf_tables rule handles of one chain: new handles mean the chain was rewritten. */
-const handles = (chain: string) => [...sh('nft', '-a', 'list', 'chain', 'ip', 'nat', chain).matchAll(/# handle (\d+)/g)].map((m) => m[1]).join(',');
+const handles = (chain: string) =>
+  [...sh('nft', '-a', 'list', 'chain', 'ip', 'nat', chain).matchAll(/# handle (\d+)/g)].map((m) => m[1]).join(',');
 
 describe('iptables dataplane on the real kernel', { concurrency: false }, () => {
   let run: CommandRunner;
@@ -70,11 +80,28 @@ describe('iptables dataplane on the real kernel', { concurrency: false }, () => 
     // Foreign state that must survive: a nat chain + jump, a filter rule, and
     // a chain named like kubelet's KUBE-MARK-DROP.
     execFileSync('ip', ['netns', 'exec', NS, 'iptables-restore', '--noflush'], {
-      input: ['*nat', ':FOREIGN-NAT - [0:0]', '-A FOREIGN-NAT -p udp --dport 9999 -j RETURN', '-A PREROUTING -s 198.51.100.0/24 -j FOREIGN-NAT', 'COMMIT',
-        '*filter', ':KUBE-MARK-DROP - [0:0]', '-A KUBE-MARK-DROP -j MARK --or-mark 0x8000', '-A INPUT -p tcp --dport 2222 -j ACCEPT', 'COMMIT', ''].join('\n'),
+      input: [
+        '*nat',
+        ':FOREIGN-NAT - [0:0]',
+        '-A FOREIGN-NAT -p udp --dport 9999 -j RETURN',
+        '-A PREROUTING -s 198.51.100.0/24 -j FOREIGN-NAT',
+        'COMMIT',
+        '*filter',
+        ':KUBE-MARK-DROP - [0:0]',
+        '-A KUBE-MARK-DROP -j MARK --or-mark 0x8000',
+        '-A INPUT -p tcp --dport 2222 -j ACCEPT',
+        'COMMIT',
+        '',
+      ].join('\n'),
     });
     run = netnsRunner(NS);
-    dp = new IptablesDataplane({ config: CONFIG, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000 });
+    dp = new IptablesDataplane({
+      config: CONFIG,
+      run,
+      sysctl: runnerSysctl(run),
+      clock: realClock,
+      syncPeriodMs: 30_000,
+    });
   });
 
   after(() => {
@@ -86,8 +113,17 @@ describe('iptables dataplane on the real kernel', { concurrency: false }, () => 
     const out = await dp.sync(state({ full: true }));
     assert.equal(out.partial, false);
     const all = save();
-    for (const c of ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ', 'KUBE-PROXY-CANARY']) assert.ok(chainsOf(save('nat')).includes(c), c);
-    for (const c of ['KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-NODEPORTS', 'KUBE-PROXY-FIREWALL', 'KUBE-FIREWALL', 'KUBE-PROXY-CANARY']) {
+    for (const c of ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ', 'KUBE-PROXY-CANARY'])
+      assert.ok(chainsOf(save('nat')).includes(c), c);
+    for (const c of [
+      'KUBE-SERVICES',
+      'KUBE-EXTERNAL-SERVICES',
+      'KUBE-FORWARD',
+      'KUBE-NODEPORTS',
+      'KUBE-PROXY-FIREWALL',
+      'KUBE-FIREWALL',
+      'KUBE-PROXY-CANARY',
+    ]) {
       assert.ok(chainsOf(save('filter')).includes(c), c);
     }
     assert.ok(chainsOf(save('mangle')).includes('KUBE-PROXY-CANARY'));
@@ -96,7 +132,10 @@ describe('iptables dataplane on the real kernel', { concurrency: false }, () => 
     assert.match(all, /-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES/);
     assert.match(all, /-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES/);
     assert.match(all, /-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING/);
-    assert.match(all, /-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES/);
+    assert.match(
+      all,
+      /-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES/,
+    );
     assert.match(all, /-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD/);
     assert.match(all, /-A INPUT -j KUBE-FIREWALL/);
     assert.match(all, /MASQUERADE --random-fully/);
@@ -125,7 +164,8 @@ describe('iptables dataplane on the real kernel', { concurrency: false }, () => 
 
   it('partial sync rewrites only the changed service chains', async () => {
     const nat = save('nat');
-    const svcChain = (ip: string) => new RegExp(`-A KUBE-SERVICES .*-d ${ip.replaceAll('.', '\\.')}/32 .*-j (KUBE-SVC-\\S+)`).exec(nat)![1]!;
+    const svcChain = (ip: string) =>
+      new RegExp(`-A KUBE-SERVICES .*-d ${ip.replaceAll('.', '\\.')}/32 .*-j (KUBE-SVC-\\S+)`).exec(nat)![1]!;
     const s1 = svcChain('172.30.0.11');
     const s2 = svcChain('172.30.0.12');
     const [h1, h2] = [handles(s1), handles(s2)];
@@ -137,7 +177,11 @@ describe('iptables dataplane on the real kernel', { concurrency: false }, () => 
     const after = save('nat');
     assert.match(after, /--to-destination 10\.181\.0\.9:80/);
     assert.doesNotMatch(after, /--to-destination 10\.181\.0\.1:80/);
-    assert.equal(chainsOf(after).filter((c) => c.startsWith('KUBE-SEP-')).length, 4, 'the stale endpoint chain is deleted');
+    assert.equal(
+      chainsOf(after).filter((c) => c.startsWith('KUBE-SEP-')).length,
+      4,
+      'the stale endpoint chain is deleted',
+    );
   });
 
   it('a deleted canary is detected and the next sync is full', async () => {
@@ -168,7 +212,14 @@ describe('iptables dataplane on the real kernel', { concurrency: false }, () => 
 
   it('the whole-table cache request (-S) yields exactly the ruleset of a plain restore', async () => {
     const dump = async (mode: 'always' | 'never') => {
-      const d = new IptablesDataplane({ config: CONFIG, run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000, wholeTableCache: mode });
+      const d = new IptablesDataplane({
+        config: CONFIG,
+        run,
+        sysctl: runnerSysctl(run),
+        clock: realClock,
+        syncPeriodMs: 30_000,
+        wholeTableCache: mode,
+      });
       const out = await d.sync(state({ full: true }));
       assert.equal(out.counters?.wholeTableCache, mode === 'always' ? 1 : 0);
       const text = norm(save());
@@ -185,14 +236,28 @@ describe('iptables dataplane on the real kernel', { concurrency: false }, () => 
   it('IPv6: ip6tables full sync, partial sync and cleanup; the IPv4 ruleset is left alone', async () => {
     const v4Before = norm(save());
     const v6 = new IptablesDataplane({
-      config: { ...CONFIG, family: 'IPv6', localDetector: { kind: 'cidr', cidrs: ['fd00:10::/64'] }, localIPs: ['::1', '2001:db8::2'] },
-      run, sysctl: runnerSysctl(run), clock: realClock, syncPeriodMs: 30_000, wholeTableCache: 'always',
+      config: {
+        ...CONFIG,
+        family: 'IPv6',
+        localDetector: { kind: 'cidr', cidrs: ['fd00:10::/64'] },
+        localIPs: ['::1', '2001:db8::2'],
+      },
+      run,
+      sysctl: runnerSysctl(run),
+      clock: realClock,
+      syncPeriodMs: 30_000,
+      wholeTableCache: 'always',
     });
     const svcs = [service('v6', { clusterIP: 'fd00:172:30::10' }, [{ name: 'http', port: 80 }])];
-    const st = (ep: string, full: boolean) => syncStateFromObjects({
-      services: svcs, slices: [slice('v6', [{ name: 'http', port: 80 }], [{ ip: ep }])], family: 'IPv6',
-      nodeIPs: { IPv6: '2001:db8::2' }, fullSync: full, changedServices: ['ns1/v6'],
-    });
+    const st = (ep: string, full: boolean) =>
+      syncStateFromObjects({
+        services: svcs,
+        slices: [slice('v6', [{ name: 'http', port: 80 }], [{ ip: ep }])],
+        family: 'IPv6',
+        nodeIPs: { IPv6: '2001:db8::2' },
+        fullSync: full,
+        changedServices: ['ns1/v6'],
+      });
     assert.equal((await v6.sync(st('fd00:10::5', true))).partial, false);
     assert.equal((await v6.sync(st('fd00:10::6', false))).partial, true);
     const s6 = sh('ip6tables-save');
@@ -202,6 +267,9 @@ describe('iptables dataplane on the real kernel', { concurrency: false }, () => 
     assert.doesNotMatch(s6, /KUBE-FIREWALL/, 'no localhost NodePorts on IPv6');
     assert.equal(norm(save()), v4Before);
     await v6.cleanup();
-    assert.deepEqual(chainsOf(sh('ip6tables-save')).filter((c) => c.startsWith('KUBE-')), []);
+    assert.deepEqual(
+      chainsOf(sh('ip6tables-save')).filter((c) => c.startsWith('KUBE-')),
+      [],
+    );
   });
 });

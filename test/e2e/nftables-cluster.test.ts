@@ -10,14 +10,21 @@ import { nsRun } from '../netns/spawn.js';
 
 describe('nftables-only behaviours on the real kernel', { concurrency: false }, () => {
   let env: E2EEnv;
-  before(async () => { env = await E2EEnv.start('nftables'); });
-  after(async () => { await env?.dispose(); });
+  before(async () => {
+    env = await E2EEnv.start('nftables');
+  });
+  after(async () => {
+    await env?.dispose();
+  });
 
   it('rejects a wrong port and a wrong protocol on a ClusterIP', async () => {
     const ip = '10.96.30.10';
     // TCP only: port 80 -> 8080.
     const ports = webPorts().filter((p) => p.protocol === 'TCP');
-    await env.apply(service({ name: 'tcponly', clusterIP: ip, ports }), endpointSlice('tcponly', [{ pod: env.cluster.pod('node2-a') }], ports));
+    await env.apply(
+      service({ name: 'tcponly', clusterIP: ip, ports }),
+      endpointSlice('tcponly', [{ pod: env.cluster.pod('node2-a') }], ports),
+    );
     await env.waitServedBy('node1-a', 'tcp', ip, 80, ['node2-a']);
     const wrongPort = await env.send('node1-a', 'tcp', ip, 81, { timeoutMs: 3000 });
     assert.equal(wrongPort.ok ? 'answered' : wrongPort.error, 'ECONNREFUSED');
@@ -41,7 +48,12 @@ describe('nftables-only behaviours on the real kernel', { concurrency: false }, 
     const { value: before } = await env.waitReachable('node1-a', 'tcp', unallocated, 8080);
     assert.equal(before.pod, 'node2-a', 'reachable while no ServiceCIDR is known');
 
-    await env.apply({ apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name: 'kubernetes' }, spec: { cidrs: ['10.96.0.0/16'] } });
+    await env.apply({
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'ServiceCIDR',
+      metadata: { name: 'kubernetes' },
+      spec: { cidrs: ['10.96.0.0/16'] },
+    });
     const { ms } = await env.waitFor('the ServiceCIDR drop rule', async () => {
       const r = await env.send('node1-a', 'tcp', unallocated, 8080, { timeoutMs: 700 });
       return !r.ok && r.error === 'ETIMEDOUT' ? true : undefined;

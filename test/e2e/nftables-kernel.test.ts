@@ -36,21 +36,29 @@ const DNAT_CLIENT = `
   });`;
 
 const CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'none' },
-  nodePortAddresses: [`${NODE}/32`], localhostNodePorts: false, localIPs: ['127.0.0.1', NODE],
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'none' },
+  nodePortAddresses: [`${NODE}/32`],
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', NODE],
 };
 
-before(() => {
-  trackNamespace(NS);
-  execFileSync('ip', ['netns', 'add', NS]);
-  sh('ip', 'link', 'set', 'lo', 'up');
-  sh('ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0p');
-  sh('ip', 'link', 'set', 'eth0p', 'up');
-  sh('ip', 'addr', 'add', `${NODE}/24`, 'dev', 'eth0');
-  sh('ip', 'addr', 'add', '10.244.1.5/32', 'dev', 'eth0');
-  sh('ip', 'link', 'set', 'eth0', 'up');
-  sh('ip', 'route', 'add', '10.96.0.0/12', 'dev', 'eth0');
-}, { timeout: 20_000 });
+before(
+  () => {
+    trackNamespace(NS);
+    execFileSync('ip', ['netns', 'add', NS]);
+    sh('ip', 'link', 'set', 'lo', 'up');
+    sh('ip', 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0p');
+    sh('ip', 'link', 'set', 'eth0p', 'up');
+    sh('ip', 'addr', 'add', `${NODE}/24`, 'dev', 'eth0');
+    sh('ip', 'addr', 'add', '10.244.1.5/32', 'dev', 'eth0');
+    sh('ip', 'link', 'set', 'eth0', 'up');
+    sh('ip', 'route', 'add', '10.96.0.0/12', 'dev', 'eth0');
+  },
+  { timeout: 20_000 },
+);
 after(() => {
   deleteNamespaceSync(NS);
   untrackNamespace(NS);
@@ -58,19 +66,33 @@ after(() => {
 
 function foreignSetup(): void {
   execFileSync('ip', ['netns', 'exec', NS, 'nft', '-f', '-'], {
-    input: 'add table ip foreign\nadd chain ip foreign c { type filter hook input priority 5 ; }\nadd rule ip foreign c tcp dport 9999 counter accept\nadd table inet kube-proxy\nadd chain inet kube-proxy keep\n',
+    input:
+      'add table ip foreign\nadd chain ip foreign c { type filter hook input priority 5 ; }\nadd rule ip foreign c tcp dport 9999 counter accept\nadd table inet kube-proxy\nadd chain inet kube-proxy keep\n',
   });
 }
 
 const svc = (name: string, ip: string, eps: string[]) => ({
-  svc: withClusterIP(makeService('ns', name, (s) => { s.spec.ports = [svcPort('p80', 80, 'TCP', { targetPort: 8080 })]; }), ip),
-  slice: makeSlice('ns', name, 1, (s) => { s.endpoints = eps.map((e) => endpoint(e, { nodeName: e === '10.244.1.5' ? 'node-a' : 'node-b' })); s.ports = [slicePort('p80', 8080)]; }),
+  svc: withClusterIP(
+    makeService('ns', name, (s) => {
+      s.spec.ports = [svcPort('p80', 80, 'TCP', { targetPort: 8080 })];
+    }),
+    ip,
+  ),
+  slice: makeSlice('ns', name, 1, (s) => {
+    s.endpoints = eps.map((e) => endpoint(e, { nodeName: e === '10.244.1.5' ? 'node-a' : 'node-b' }));
+    s.ports = [slicePort('p80', 8080)];
+  }),
 });
 function state(list: Array<ReturnType<typeof svc>>, changed: string[] | null): SyncState {
   return syncStateFromObjects({
-    services: list.map((x) => x.svc), slices: list.map((x) => x.slice), family: 'IPv4', nodeName: 'node-a',
-    node: makeNode('node-a', { internalIPs: [NODE] }), serviceCIDRs: ['10.96.0.0/12'],
-    fullSync: changed === null, ...(changed ? { changedServices: changed } : {}),
+    services: list.map((x) => x.svc),
+    slices: list.map((x) => x.slice),
+    family: 'IPv4',
+    nodeName: 'node-a',
+    node: makeNode('node-a', { internalIPs: [NODE] }),
+    serviceCIDRs: ['10.96.0.0/12'],
+    fullSync: changed === null,
+    ...(changed ? { changedServices: changed } : {}),
   });
 }
 
@@ -82,7 +104,16 @@ function assertKernelMatches(fake: Fake, family: 'ip' | 'ip6' = 'ip'): void {
   assert.deepEqual([...k.chains].sort(), [...f.chains].sort());
   assert.deepEqual([...k.sets].sort(), [...f.sets].sort());
   const norm = (els: ReadonlyMap<string, readonly { key: readonly string[]; value?: readonly string[] }[]>) =>
-    [...els].filter(([n]) => k.elements.has(n)).map(([n, es]) => `${n}: ${es.map((e) => `${e.key.join(' . ')}${e.value ? ' : ' + e.value.join(' ') : ''}`).sort().join(' | ')}`).sort();
+    [...els]
+      .filter(([n]) => k.elements.has(n))
+      .map(
+        ([n, es]) =>
+          `${n}: ${es
+            .map((e) => `${e.key.join(' . ')}${e.value ? ' : ' + e.value.join(' ') : ''}`)
+            .sort()
+            .join(' | ')}`,
+      )
+      .sort();
   assert.deepEqual(norm(k.elements), norm(f.elements));
   const rules = new Map<string, number>();
   for (const item of (JSON.parse(json) as { nftables: Array<{ rule?: { chain: string } }> }).nftables) {
@@ -93,9 +124,20 @@ function assertKernelMatches(fake: Fake, family: 'ip' | 'ip6' = 'ip'): void {
 
 test('upstream layout loads on the kernel as the Fake holds it', { timeout: 30_000 }, async () => {
   const vias: string[] = [];
-  const dp = new NftablesDataplane({ config: CONFIG, netns: NS, layout: 'upstream', onTransaction: (_f, _s, _p, via) => vias.push(via) });
-  const st = state([svc('web', '10.96.100.10', ['10.244.1.5']), svc('api', '10.96.100.20', ['10.244.2.7', '10.244.2.8'])], null);
-  const st2 = state([svc('web', '10.96.100.10', ['10.244.1.5']), svc('api', '10.96.100.20', ['10.244.2.7'])], ['ns/api']);
+  const dp = new NftablesDataplane({
+    config: CONFIG,
+    netns: NS,
+    layout: 'upstream',
+    onTransaction: (_f, _s, _p, via) => vias.push(via),
+  });
+  const st = state(
+    [svc('web', '10.96.100.10', ['10.244.1.5']), svc('api', '10.96.100.20', ['10.244.2.7', '10.244.2.8'])],
+    null,
+  );
+  const st2 = state(
+    [svc('web', '10.96.100.10', ['10.244.1.5']), svc('api', '10.96.100.20', ['10.244.2.7'])],
+    ['ns/api'],
+  );
   await dp.sync(st);
   assert.equal((await dp.sync(st2)).partial, true);
   const fake = new Fake('ip');
@@ -108,32 +150,63 @@ test('upstream layout loads on the kernel as the Fake holds it', { timeout: 30_0
   dp.close();
 });
 
-test('IPv6: every layout loads as the Fake holds it; lean and maps partial syncs go through netlink', { timeout: 30_000 }, async () => {
-  const cfg6: DataplaneConfig = { ...CONFIG, family: 'IPv6', nodePortAddresses: ['fd00:192::10/128'], localIPs: ['::1', 'fd00:192::10'],
-    localDetector: { kind: 'cidr', cidrs: ['fd00:244::/64'] } };
-  const v6 = (name: string, ip: string, eps: string[]) => ({
-    svc: withClusterIP(makeService('ns', name, (s) => { s.spec.type = 'NodePort'; s.spec.ports = [svcPort('p80', 80, 'TCP', { targetPort: 8080, nodePort: 30080 })]; }), ip),
-    slice: makeSlice('ns', name, 1, (s) => { s.addressType = 'IPv6'; s.endpoints = eps.map((e, i) => endpoint(e, { nodeName: i === 0 ? 'node-a' : 'node-b' })); s.ports = [slicePort('p80', 8080)]; }),
-  });
-  const st6 = (eps: string[], changed: string[] | null) => syncStateFromObjects({
-    services: [v6('web6', 'fd00:96::10', eps).svc], slices: [v6('web6', 'fd00:96::10', eps).slice], family: 'IPv6', nodeName: 'node-a',
-    nodeIPs: { IPv6: 'fd00:192::10' }, serviceCIDRs: ['fd00:96::/108'], fullSync: changed === null, ...(changed ? { changedServices: changed } : {}),
-  });
-  for (const layout of ['upstream', 'lean', 'maps'] as const) {
-    const vias: string[] = [];
-    const dp = new NftablesDataplane({ config: cfg6, netns: NS, layout, onTransaction: (_f, _s, _p, via) => vias.push(via) });
-    const fake = new Fake('ip6');
-    const r = new NftablesRenderer(cfg6, layout);
-    for (const st of [st6(['fd00:244::5', 'fd00:244::7'], null), st6(['fd00:244::5'], ['ns/web6'])]) {
-      await dp.sync(st);
-      fake.run(r.render(st, 0).tx);
+test(
+  'IPv6: every layout loads as the Fake holds it; lean and maps partial syncs go through netlink',
+  { timeout: 30_000 },
+  async () => {
+    const cfg6: DataplaneConfig = {
+      ...CONFIG,
+      family: 'IPv6',
+      nodePortAddresses: ['fd00:192::10/128'],
+      localIPs: ['::1', 'fd00:192::10'],
+      localDetector: { kind: 'cidr', cidrs: ['fd00:244::/64'] },
+    };
+    const v6 = (name: string, ip: string, eps: string[]) => ({
+      svc: withClusterIP(
+        makeService('ns', name, (s) => {
+          s.spec.type = 'NodePort';
+          s.spec.ports = [svcPort('p80', 80, 'TCP', { targetPort: 8080, nodePort: 30080 })];
+        }),
+        ip,
+      ),
+      slice: makeSlice('ns', name, 1, (s) => {
+        s.addressType = 'IPv6';
+        s.endpoints = eps.map((e, i) => endpoint(e, { nodeName: i === 0 ? 'node-a' : 'node-b' }));
+        s.ports = [slicePort('p80', 8080)];
+      }),
+    });
+    const st6 = (eps: string[], changed: string[] | null) =>
+      syncStateFromObjects({
+        services: [v6('web6', 'fd00:96::10', eps).svc],
+        slices: [v6('web6', 'fd00:96::10', eps).slice],
+        family: 'IPv6',
+        nodeName: 'node-a',
+        nodeIPs: { IPv6: 'fd00:192::10' },
+        serviceCIDRs: ['fd00:96::/108'],
+        fullSync: changed === null,
+        ...(changed ? { changedServices: changed } : {}),
+      });
+    for (const layout of ['upstream', 'lean', 'maps'] as const) {
+      const vias: string[] = [];
+      const dp = new NftablesDataplane({
+        config: cfg6,
+        netns: NS,
+        layout,
+        onTransaction: (_f, _s, _p, via) => vias.push(via),
+      });
+      const fake = new Fake('ip6');
+      const r = new NftablesRenderer(cfg6, layout);
+      for (const st of [st6(['fd00:244::5', 'fd00:244::7'], null), st6(['fd00:244::5'], ['ns/web6'])]) {
+        await dp.sync(st);
+        fake.run(r.render(st, 0).tx);
+      }
+      assertKernelMatches(fake, 'ip6');
+      assert.deepEqual(vias, layout === 'upstream' ? ['nft', 'nft'] : ['nft', 'netlink']);
+      await dp.cleanup();
+      dp.close();
     }
-    assertKernelMatches(fake, 'ip6');
-    assert.deepEqual(vias, layout === 'upstream' ? ['nft', 'nft'] : ['nft', 'netlink']);
-    await dp.cleanup();
-    dp.close();
-  }
-});
+  },
+);
 
 test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
   foreignSetup();
@@ -141,7 +214,15 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
   const clock = new FakeClock(1_000_000);
   const scripts: string[] = [];
   const vias: string[] = [];
-  const dp = new NftablesDataplane({ config: CONFIG, netns: NS, clock, onTransaction: (_f, s, _p, via) => { scripts.push(s); vias.push(via); } });
+  const dp = new NftablesDataplane({
+    config: CONFIG,
+    netns: NS,
+    clock,
+    onTransaction: (_f, s, _p, via) => {
+      scripts.push(s);
+      vias.push(via);
+    },
+  });
   t.after(() => dp.close());
   const fake = new Fake('ip');
   const mirror = new NftablesRenderer(CONFIG, 'lean');
@@ -158,7 +239,10 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
     const out = await apply(state([web, api], null));
     assert.equal(out.partial, false);
     assertKernelMatches(fake);
-    assert.match(nft('list', 'chain', 'ip', 'kube-proxy', 'services'), /ip daddr \. meta l4proto \. th dport vmap @service-ips/);
+    assert.match(
+      nft('list', 'chain', 'ip', 'kube-proxy', 'services'),
+      /ip daddr \. meta l4proto \. th dport vmap @service-ips/,
+    );
   });
 
   await t.test('a real TCP connection to the ClusterIP reaches the endpoint listener', () => {
@@ -177,19 +261,28 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
     assertKernelMatches(fake);
   });
 
-  await t.test('netlink-written rules read back exactly as nft -f would write them, and carry real traffic', async () => {
-    sh('ip', 'addr', 'add', '10.244.1.6/32', 'dev', 'eth0');
-    const web2 = svc('web', '10.96.100.10', ['10.244.1.6']);
-    vias.length = 0;
-    await apply(state([web2, svc('api', '10.96.100.20', ['10.244.2.7'])], ['ns/web']));
-    assert.deepEqual(vias, ['netlink']);
-    const chain = [...fake.chains.keys()].find((c) => c.startsWith('service-') && c.includes('ns/web'))!;
-    const listed = nft('list', 'chain', 'ip', 'kube-proxy', chain).split('\n').map((l) => l.trim()).filter((l) => l.includes('dnat'));
-    assert.deepEqual(listed, fake.chains.get(chain)!.rules.map((r) => r.rule));
-    assert.equal(sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.6')).trim(), 'hello from 10.244.1.6:8080');
-    await apply(state([web, svc('api', '10.96.100.20', ['10.244.2.7'])], ['ns/web']));
-    assertKernelMatches(fake);
-  });
+  await t.test(
+    'netlink-written rules read back exactly as nft -f would write them, and carry real traffic',
+    async () => {
+      sh('ip', 'addr', 'add', '10.244.1.6/32', 'dev', 'eth0');
+      const web2 = svc('web', '10.96.100.10', ['10.244.1.6']);
+      vias.length = 0;
+      await apply(state([web2, svc('api', '10.96.100.20', ['10.244.2.7'])], ['ns/web']));
+      assert.deepEqual(vias, ['netlink']);
+      const chain = [...fake.chains.keys()].find((c) => c.startsWith('service-') && c.includes('ns/web'))!;
+      const listed = nft('list', 'chain', 'ip', 'kube-proxy', chain)
+        .split('\n')
+        .map((l) => l.trim())
+        .filter((l) => l.includes('dnat'));
+      assert.deepEqual(
+        listed,
+        fake.chains.get(chain)!.rules.map((r) => r.rule),
+      );
+      assert.equal(sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.6')).trim(), 'hello from 10.244.1.6:8080');
+      await apply(state([web, svc('api', '10.96.100.20', ['10.244.2.7'])], ['ns/web']));
+      assertKernelMatches(fake);
+    },
+  );
 
   await t.test('a deleted service chain is flushed now and deleted >= 1 s later', async () => {
     await apply(state([web], ['ns/api']));
@@ -209,7 +302,10 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
   await t.test('after a failed transaction the next sync is full and repairs the table', async () => {
     nft('delete', 'element', 'ip', 'kube-proxy', 'service-ips', '{ 10.96.100.10 . tcp . 80 }');
     // Removing web's endpoints deletes that element again, which the kernel refuses.
-    await assert.rejects(apply(state([svc('web', '10.96.100.10', [])], ['ns/web'])), (e: unknown) => (e as { code?: string }).code === 'KPT_SYNC_FAILED');
+    await assert.rejects(
+      apply(state([svc('web', '10.96.100.10', [])], ['ns/web'])),
+      (e: unknown) => (e as { code?: string }).code === 'KPT_SYNC_FAILED',
+    );
     scripts.length = 0;
     const out = await dp.sync(state([web], []));
     assert.equal(out.partial, false);
@@ -232,68 +328,127 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
 
 /** Elements of the 'maps' layout's endpoint maps in the kernel, as "map: lo-hi : ip . port | ...". */
 function kernelEndpointMaps(): string[] {
-  const doc = JSON.parse(nft('-j', 'list', 'maps', 'ip')) as { nftables: Array<{ map?: { name: string; table: string; elem?: Array<[{ range: [number, number] }, { concat: [string, number] }]> } }> };
-  return doc.nftables.flatMap((i) => (i.map && i.map.table === 'kube-proxy' && i.map.name.startsWith('endpoints-') ? [i.map] : []))
-    .map((m) => `${m.name}: ${(m.elem ?? []).map(([k, v]) => `${k.range[0]}-${k.range[1]} : ${v.concat[0]} . ${v.concat[1]}`).sort().join(' | ')}`).sort();
+  const doc = JSON.parse(nft('-j', 'list', 'maps', 'ip')) as {
+    nftables: Array<{
+      map?: { name: string; table: string; elem?: Array<[{ range: [number, number] }, { concat: [string, number] }]> };
+    }>;
+  };
+  return doc.nftables
+    .flatMap((i) => (i.map && i.map.table === 'kube-proxy' && i.map.name.startsWith('endpoints-') ? [i.map] : []))
+    .map(
+      (m) =>
+        `${m.name}: ${(m.elem ?? [])
+          .map(([k, v]) => `${k.range[0]}-${k.range[1]} : ${v.concat[0]} . ${v.concat[1]}`)
+          .sort()
+          .join(' | ')}`,
+    )
+    .sort();
 }
 function fakeEndpointMaps(fake: Fake): string[] {
-  return [...fake.sets].filter(([n]) => n.startsWith('endpoints-'))
-    .map(([n, s]) => `${n}: ${[...s.elements.values()].map((e) => `${e.key[0]} : ${e.value!.join(' . ')}`).sort().join(' | ')}`).sort();
+  return [...fake.sets]
+    .filter(([n]) => n.startsWith('endpoints-'))
+    .map(
+      ([n, s]) =>
+        `${n}: ${[...s.elements.values()]
+          .map((e) => `${e.key[0]} : ${e.value!.join(' . ')}`)
+          .sort()
+          .join(' | ')}`,
+    )
+    .sort();
 }
 
-test('maps layout: endpoint changes, new and deleted services go through netlink, element-only for endpoints; real traffic follows', { timeout: 60_000 }, async (t) => {
-  const clock = new FakeClock(5_000_000);
-  const scripts: string[] = [];
-  const vias: string[] = [];
-  const dp = new NftablesDataplane({ config: CONFIG, netns: NS, clock, layout: 'maps', onTransaction: (_f, s, _p, via) => { scripts.push(s); vias.push(via); } });
-  t.after(() => dp.close());
-  const fake = new Fake('ip');
-  const mirror = new NftablesRenderer(CONFIG, 'maps');
-  const apply = async (st: SyncState) => {
-    const out = await dp.sync(st);
-    fake.run(mirror.render(st, clock.now(), mirror.needsFullSync(st) ? fake.snapshot() : null).tx);
-    return out;
-  };
-  const matches = () => { assertKernelMatches(fake); assert.deepEqual(kernelEndpointMaps(), fakeEndpointMaps(fake)); };
-  if (!sh('ip', 'addr', 'show', 'dev', 'eth0').includes('10.244.1.6/32')) sh('ip', 'addr', 'add', '10.244.1.6/32', 'dev', 'eth0');
-  const api = svc('api', '10.96.100.20', ['10.244.2.7', '10.244.2.8', '10.244.2.9']);
+test(
+  'maps layout: endpoint changes, new and deleted services go through netlink, element-only for endpoints; real traffic follows',
+  { timeout: 60_000 },
+  async (t) => {
+    const clock = new FakeClock(5_000_000);
+    const scripts: string[] = [];
+    const vias: string[] = [];
+    const dp = new NftablesDataplane({
+      config: CONFIG,
+      netns: NS,
+      clock,
+      layout: 'maps',
+      onTransaction: (_f, s, _p, via) => {
+        scripts.push(s);
+        vias.push(via);
+      },
+    });
+    t.after(() => dp.close());
+    const fake = new Fake('ip');
+    const mirror = new NftablesRenderer(CONFIG, 'maps');
+    const apply = async (st: SyncState) => {
+      const out = await dp.sync(st);
+      fake.run(mirror.render(st, clock.now(), mirror.needsFullSync(st) ? fake.snapshot() : null).tx);
+      return out;
+    };
+    const matches = () => {
+      assertKernelMatches(fake);
+      assert.deepEqual(kernelEndpointMaps(), fakeEndpointMaps(fake));
+    };
+    if (!sh('ip', 'addr', 'show', 'dev', 'eth0').includes('10.244.1.6/32'))
+      sh('ip', 'addr', 'add', '10.244.1.6/32', 'dev', 'eth0');
+    const api = svc('api', '10.96.100.20', ['10.244.2.7', '10.244.2.8', '10.244.2.9']);
 
-  await t.test('full sync: one fixed dnat rule per policy chain, intervals partition 0..720719', async () => {
-    await apply(state([svc('web', '10.96.100.10', ['10.244.1.5']), api], null));
-    matches();
-    const apiMap = kernelEndpointMaps().find((m) => m.includes('ns/api'))!;
-    assert.match(apiMap, /0-240239 : 10\.244\.2\.7 \. 8080 \| 240240-480479 : 10\.244\.2\.8 \. 8080 \| 480480-720719 : 10\.244\.2\.9 \. 8080$/);
-    assert.equal(sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.5')).trim(), 'hello from 10.244.1.5:8080');
-  });
+    await t.test('full sync: one fixed dnat rule per policy chain, intervals partition 0..720719', async () => {
+      await apply(state([svc('web', '10.96.100.10', ['10.244.1.5']), api], null));
+      matches();
+      const apiMap = kernelEndpointMaps().find((m) => m.includes('ns/api'))!;
+      assert.match(
+        apiMap,
+        /0-240239 : 10\.244\.2\.7 \. 8080 \| 240240-480479 : 10\.244\.2\.8 \. 8080 \| 480480-720719 : 10\.244\.2\.9 \. 8080$/,
+      );
+      assert.equal(sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.5')).trim(), 'hello from 10.244.1.5:8080');
+    });
 
-  await t.test('an endpoint change is a map flush + elements through netlink, and traffic goes to the new endpoint', async () => {
-    scripts.length = 0;
-    vias.length = 0;
-    await apply(state([svc('web', '10.96.100.10', ['10.244.1.6']), api], ['ns/web']));
-    assert.deepEqual(vias, ['netlink']);
-    const lines = scripts[0]!.trim().split('\n');
-    // Elements only: the endpoint map, and the hairpin set for the local endpoint that left.
-    assert.ok(lines.every((l) => /^(flush map ip kube-proxy endpoints-service-|(add|delete) element ip kube-proxy (endpoints-service-|hairpin-connections ))/.test(l)), JSON.stringify(scripts[0]));
-    assert.ok(lines.some((l) => l.startsWith('flush map')));
-    matches();
-    assert.equal(sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.6')).trim(), 'hello from 10.244.1.6:8080');
-  });
+    await t.test(
+      'an endpoint change is a map flush + elements through netlink, and traffic goes to the new endpoint',
+      async () => {
+        scripts.length = 0;
+        vias.length = 0;
+        await apply(state([svc('web', '10.96.100.10', ['10.244.1.6']), api], ['ns/web']));
+        assert.deepEqual(vias, ['netlink']);
+        const lines = scripts[0]!.trim().split('\n');
+        // Elements only: the endpoint map, and the hairpin set for the local endpoint that left.
+        assert.ok(
+          lines.every((l) =>
+            /^(flush map ip kube-proxy endpoints-service-|(add|delete) element ip kube-proxy (endpoints-service-|hairpin-connections ))/.test(
+              l,
+            ),
+          ),
+          JSON.stringify(scripts[0]),
+        );
+        assert.ok(lines.some((l) => l.startsWith('flush map')));
+        matches();
+        assert.equal(
+          sh('node', '-e', DNAT_CLIENT.replace('LISTEN', '10.244.1.6')).trim(),
+          'hello from 10.244.1.6:8080',
+        );
+      },
+    );
 
-  await t.test('a new service (map, chain, rule, elements) and a deleted one (chain flushed, map deleted) go through netlink', async () => {
-    vias.length = 0;
-    const web = svc('web', '10.96.100.10', ['10.244.1.6']);
-    await apply(state([web, api, svc('db', '10.96.100.30', ['10.244.3.1', '10.244.3.2'])], ['ns/db']));
-    await apply(state([web, svc('db', '10.96.100.30', ['10.244.3.1', '10.244.3.2'])], ['ns/api']));
-    assert.deepEqual(vias, ['netlink', 'netlink']);
-    matches();
-    assert.ok(!kernelEndpointMaps().some((m) => m.includes('ns/api')));
-    const db = [...fake.chains.keys()].find((c) => c.startsWith('service-') && c.includes('ns/db'))!;
-    assert.match(nft('list', 'chain', 'ip', 'kube-proxy', db), /meta l4proto tcp dnat ip to numgen random mod 720720 map @endpoints-service-/);
-  });
+    await t.test(
+      'a new service (map, chain, rule, elements) and a deleted one (chain flushed, map deleted) go through netlink',
+      async () => {
+        vias.length = 0;
+        const web = svc('web', '10.96.100.10', ['10.244.1.6']);
+        await apply(state([web, api, svc('db', '10.96.100.30', ['10.244.3.1', '10.244.3.2'])], ['ns/db']));
+        await apply(state([web, svc('db', '10.96.100.30', ['10.244.3.1', '10.244.3.2'])], ['ns/api']));
+        assert.deepEqual(vias, ['netlink', 'netlink']);
+        matches();
+        assert.ok(!kernelEndpointMaps().some((m) => m.includes('ns/api')));
+        const db = [...fake.chains.keys()].find((c) => c.startsWith('service-') && c.includes('ns/db'))!;
+        assert.match(
+          nft('list', 'chain', 'ip', 'kube-proxy', db),
+          /meta l4proto tcp dnat ip to numgen random mod 720720 map @endpoints-service-/,
+        );
+      },
+    );
 
-  await t.test('a second full sync rewrites the maps in place and matches again', async () => {
-    await apply(state([svc('web', '10.96.100.10', ['10.244.1.6']), svc('db', '10.96.100.30', ['10.244.3.1'])], null));
-    matches();
-    await dp.cleanup();
-  });
-});
+    await t.test('a second full sync rewrites the maps in place and matches again', async () => {
+      await apply(state([svc('web', '10.96.100.10', ['10.244.1.6']), svc('db', '10.96.100.30', ['10.244.3.1'])], null));
+      matches();
+      await dp.cleanup();
+    });
+  },
+);

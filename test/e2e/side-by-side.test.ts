@@ -20,7 +20,12 @@ describe('side-by-side trial with service-proxy-name', { concurrency: false }, (
     env = await E2EEnv.start('iptables');
     const n1 = env.cluster.node('node1');
     trial = new ProxyProcess(env.cluster, n1, 'nftables', env.cp.kubeconfig, [
-      '--service-proxy-name', TRIAL, '--healthz-bind-address', `${n1.ip}:10266`, '--metrics-bind-address', '127.0.0.1:10259',
+      '--service-proxy-name',
+      TRIAL,
+      '--healthz-bind-address',
+      `${n1.ip}:10266`,
+      '--metrics-bind-address',
+      '127.0.0.1:10259',
     ]);
   });
   after(async () => {
@@ -28,15 +33,17 @@ describe('side-by-side trial with service-proxy-name', { concurrency: false }, (
     await env?.dispose();
   });
 
-  it('each proxy serves only its own Services, and the trial leaves the other proxy\'s rules alone', async () => {
+  it("each proxy serves only its own Services, and the trial leaves the other proxy's rules alone", async () => {
     const n1 = env.cluster.node('node1');
     const stay = '10.96.9.10';
     const moved = '10.96.9.11';
     const movedSvc = service({ name: 'moved', clusterIP: moved, ports: webPorts() });
     movedSvc.metadata = { ...movedSvc.metadata, labels: { 'service.kubernetes.io/service-proxy-name': TRIAL } };
     await env.apply(
-      service({ name: 'stay', clusterIP: stay, ports: webPorts() }), endpointSlice('stay', [{ pod: env.cluster.pod('node2-a') }], webPorts()),
-      movedSvc, endpointSlice('moved', [{ pod: env.cluster.pod('node2-b') }], webPorts()),
+      service({ name: 'stay', clusterIP: stay, ports: webPorts() }),
+      endpointSlice('stay', [{ pod: env.cluster.pod('node2-a') }], webPorts()),
+      movedSvc,
+      endpointSlice('moved', [{ pod: env.cluster.pod('node2-b') }], webPorts()),
     );
     await env.waitServedBy('node1-a', 'tcp', stay, 80, ['node2-a']);
     const before = (await nsRun(n1.ns, ['iptables-save', '-t', 'nat'])).stdout;
@@ -51,7 +58,10 @@ describe('side-by-side trial with service-proxy-name', { concurrency: false }, (
     assert.ok(nft.includes(moved), 'the trial programs the claimed Service');
     assert.ok(!nft.includes(stay), 'the trial ignores unclaimed Services');
     const afterText = (await nsRun(n1.ns, ['iptables-save', '-t', 'nat'])).stdout;
-    assert.ok(afterText.includes('-A KUBE-SERVICES') && afterText.includes(stay), 'the existing proxy\'s rules are still there');
+    assert.ok(
+      afterText.includes('-A KUBE-SERVICES') && afterText.includes(stay),
+      "the existing proxy's rules are still there",
+    );
     await env.waitServedBy('node1-a', 'tcp', stay, 80, ['node2-a']);
   });
 });
@@ -65,7 +75,8 @@ async function trialStart(p: ProxyProcess, nodeIP: string): Promise<void> {
   for (;;) {
     const r = await agent.http(`http://${nodeIP}:10266/healthz`, 1000);
     if (r.status === 200) return;
-    if (Date.now() > deadline || !p.running()) throw new Error(`trial proxy not healthy: ${JSON.stringify(r)}\n${p.log()}`);
+    if (Date.now() > deadline || !p.running())
+      throw new Error(`trial proxy not healthy: ${JSON.stringify(r)}\n${p.log()}`);
     await new Promise((res) => setTimeout(res, 200));
   }
 }

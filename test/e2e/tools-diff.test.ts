@@ -25,82 +25,125 @@ async function tool(ns: string, args: string[]): Promise<{ code: number; stdout:
 async function rules(ns: string): Promise<string> {
   const r = await nsRun(ns, ['iptables-save']);
   const nft = await nsRun(ns, ['nft', '-s', 'list', 'ruleset']); // -s: no counters
-  return r.stdout.split('\n').filter((l) => !l.startsWith('#')).map((l) => l.replace(/\[\d+:\d+\]$/, '')).join('\n') + nft.stdout;
+  return (
+    r.stdout
+      .split('\n')
+      .filter((l) => !l.startsWith('#'))
+      .map((l) => l.replace(/\[\d+:\d+\]$/, ''))
+      .join('\n') + nft.stdout
+  );
 }
 
-for (const mode of E2E_MODES) describe(`diff and explain against a running proxy (${mode})`, { concurrency: false }, () => {
-  let env: E2EEnv;
-  let ns = '';
-  let flags: string[] = [];
-  before(async () => {
-    env = await E2EEnv.start(mode);
-    ns = env.cluster.node('node1').ns;
-    flags = env.proxy('node1').flags();
-    const pods = [env.cluster.pod('node1-a'), env.cluster.pod('node2-a')];
-    await env.apply(service({ name: 'web', clusterIP: '10.96.0.10', ports: webPorts() }), endpointSlice('web', pods.map((pod) => ({ pod })), webPorts()));
-    await env.waitReachable('node1-a', 'tcp', '10.96.0.10', 80);
-  });
-  after(async () => { await env?.dispose(); });
+for (const mode of E2E_MODES)
+  describe(`diff and explain against a running proxy (${mode})`, { concurrency: false }, () => {
+    let env: E2EEnv;
+    let ns = '';
+    let flags: string[] = [];
+    before(async () => {
+      env = await E2EEnv.start(mode);
+      ns = env.cluster.node('node1').ns;
+      flags = env.proxy('node1').flags();
+      const pods = [env.cluster.pod('node1-a'), env.cluster.pod('node2-a')];
+      await env.apply(
+        service({ name: 'web', clusterIP: '10.96.0.10', ports: webPorts() }),
+        endpointSlice(
+          'web',
+          pods.map((pod) => ({ pod })),
+          webPorts(),
+        ),
+      );
+      await env.waitReachable('node1-a', 'tcp', '10.96.0.10', 80);
+    });
+    after(async () => {
+      await env?.dispose();
+    });
 
-  it('no changes right after a sync by the real proxy (exit 0)', async () => {
-    const r = await tool(ns, ['diff', ...flags]);
-    assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
-    assert.match(r.stdout, new RegExp(`# ${mode} IPv4: no changes`));
-  });
+    it('no changes right after a sync by the real proxy (exit 0)', async () => {
+      const r = await tool(ns, ['diff', ...flags]);
+      assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+      assert.match(r.stdout, new RegExp(`# ${mode} IPv4: no changes`));
+    });
 
-  it('explain agrees with the live rules: the ClusterIP goes to both endpoints', async () => {
-    const r = await tool(ns, ['explain', '--src', env.cluster.pod('node1-a').ip, '--dst', '10.96.0.10', '--port', '80', '--output', 'json']);
-    assert.equal(r.code, 0, r.stderr);
-    const e = JSON.parse(r.stdout) as { verdict: string; service: string; candidates: Array<{ endpoint: string }> };
-    assert.equal(e.verdict, 'DNAT');
-    assert.equal(e.service, 'default/web:tcp');
-    assert.deepEqual(e.candidates.map((c) => c.endpoint).sort(), [`${env.cluster.pod('node1-a').ip}:8080`, `${env.cluster.pod('node2-a').ip}:8080`].sort());
-  });
+    it('explain agrees with the live rules: the ClusterIP goes to both endpoints', async () => {
+      const r = await tool(ns, [
+        'explain',
+        '--src',
+        env.cluster.pod('node1-a').ip,
+        '--dst',
+        '10.96.0.10',
+        '--port',
+        '80',
+        '--output',
+        'json',
+      ]);
+      assert.equal(r.code, 0, r.stderr);
+      const e = JSON.parse(r.stdout) as { verdict: string; service: string; candidates: Array<{ endpoint: string }> };
+      assert.equal(e.verdict, 'DNAT');
+      assert.equal(e.service, 'default/web:tcp');
+      assert.deepEqual(
+        e.candidates.map((c) => c.endpoint).sort(),
+        [`${env.cluster.pod('node1-a').ip}:8080`, `${env.cluster.pod('node2-a').ip}:8080`].sort(),
+      );
+    });
 
-  it('a Service added while the proxy is stopped: reported (exit 1), nothing applied', async () => {
-    await env.proxy('node1').stop();
-    const pod = env.cluster.pod('node2-b');
-    await env.apply(service({ name: 'added', clusterIP: '10.96.0.77', ports: webPorts() }), endpointSlice('added', [{ pod }], webPorts()));
-    const before = await rules(ns);
-    const r = await tool(ns, ['diff', ...flags]);
-    assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
-    const ep = pod.ip.replaceAll('.', '\\.');
-    if (mode === 'iptables') {
-      assert.match(r.stdout, /^@@ nat KUBE-SVC-[A-Z0-9]{16} \(added\) @@$/m);
-      assert.match(r.stdout, /^\+:KUBE-SVC-/m);
-      assert.match(r.stdout, /^\+-A KUBE-SERVICES .*"default\/added:tcp cluster IP".*-d 10\.96\.0\.77 --dport 80 -j KUBE-SVC-/m);
-      assert.match(r.stdout, new RegExp(`^\\+-A KUBE-SEP-[A-Z0-9]{16} .*-j DNAT --to-destination ${ep}:8080$`, 'm'));
-    } else {
-      assert.match(r.stdout, /^@@ chain service-[A-Z0-9]{8}-default\/added\/tcp\/tcp \(added\) @@$/m);
-      assert.match(r.stdout, new RegExp(`^\\+rule .*dnat to ${ep}:8080$`, 'm'));
-      assert.match(r.stdout, /^\+element 10\.96\.0\.77$/m);
-      assert.match(r.stdout, /^\+element 10\.96\.0\.77 \. tcp \. 80 : goto service-[A-Z0-9]{8}-default\/added\/tcp\/tcp$/m);
-    }
-    assert.doesNotMatch(r.stdout, /^-/m, 'nothing is removed');
-    assert.equal(await rules(ns), before, 'diff changed the kernel');
-    const json = await tool(ns, ['diff', ...flags, '--output', 'json']);
-    assert.equal(json.code, 1);
-    const d = JSON.parse(json.stdout) as { mode: string; families: Array<{ family: string; changes: number }> };
-    assert.equal(d.mode, mode);
-    assert.ok(d.families.find((f) => f.family === 'IPv4')!.changes >= 6);
-  });
+    it('a Service added while the proxy is stopped: reported (exit 1), nothing applied', async () => {
+      await env.proxy('node1').stop();
+      const pod = env.cluster.pod('node2-b');
+      await env.apply(
+        service({ name: 'added', clusterIP: '10.96.0.77', ports: webPorts() }),
+        endpointSlice('added', [{ pod }], webPorts()),
+      );
+      const before = await rules(ns);
+      const r = await tool(ns, ['diff', ...flags]);
+      assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
+      const ep = pod.ip.replaceAll('.', '\\.');
+      if (mode === 'iptables') {
+        assert.match(r.stdout, /^@@ nat KUBE-SVC-[A-Z0-9]{16} \(added\) @@$/m);
+        assert.match(r.stdout, /^\+:KUBE-SVC-/m);
+        assert.match(
+          r.stdout,
+          /^\+-A KUBE-SERVICES .*"default\/added:tcp cluster IP".*-d 10\.96\.0\.77 --dport 80 -j KUBE-SVC-/m,
+        );
+        assert.match(r.stdout, new RegExp(`^\\+-A KUBE-SEP-[A-Z0-9]{16} .*-j DNAT --to-destination ${ep}:8080$`, 'm'));
+      } else {
+        assert.match(r.stdout, /^@@ chain service-[A-Z0-9]{8}-default\/added\/tcp\/tcp \(added\) @@$/m);
+        assert.match(r.stdout, new RegExp(`^\\+rule .*dnat to ${ep}:8080$`, 'm'));
+        assert.match(r.stdout, /^\+element 10\.96\.0\.77$/m);
+        assert.match(
+          r.stdout,
+          /^\+element 10\.96\.0\.77 \. tcp \. 80 : goto service-[A-Z0-9]{8}-default\/added\/tcp\/tcp$/m,
+        );
+      }
+      assert.doesNotMatch(r.stdout, /^-/m, 'nothing is removed');
+      assert.equal(await rules(ns), before, 'diff changed the kernel');
+      const json = await tool(ns, ['diff', ...flags, '--output', 'json']);
+      assert.equal(json.code, 1);
+      const d = JSON.parse(json.stdout) as { mode: string; families: Array<{ family: string; changes: number }> };
+      assert.equal(d.mode, mode);
+      assert.ok(d.families.find((f) => f.family === 'IPv4')!.changes >= 6);
+    });
 
-  it('a Service deleted while the proxy is stopped: its rules are reported removed', async () => {
-    await env.kube.remove('Service', 'web', 'default');
-    const r = await tool(ns, ['diff', ...flags]);
-    assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
-    if (mode === 'iptables') {
-      assert.match(r.stdout, /^@@ nat KUBE-SVC-[A-Z0-9]{16} \(removed\) @@$/m);
-      assert.match(r.stdout, /^--A KUBE-SERVICES .*"default\/web:tcp cluster IP"/m);
-    } else {
-      // The renderer empties a stale chain now and deletes it a sync later (its elements go at once).
-      assert.match(r.stdout, /^-rule .*dnat to /m);
-      assert.match(r.stdout, /^-element 10\.96\.0\.10 \. tcp \. 80 : goto service-/m);
-    }
-  });
+    it('a Service deleted while the proxy is stopped: its rules are reported removed', async () => {
+      await env.kube.remove('Service', 'web', 'default');
+      const r = await tool(ns, ['diff', ...flags]);
+      assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
+      if (mode === 'iptables') {
+        assert.match(r.stdout, /^@@ nat KUBE-SVC-[A-Z0-9]{16} \(removed\) @@$/m);
+        assert.match(r.stdout, /^--A KUBE-SERVICES .*"default\/web:tcp cluster IP"/m);
+      } else {
+        // The renderer empties a stale chain now and deletes it a sync later (its elements go at once).
+        assert.match(r.stdout, /^-rule .*dnat to /m);
+        assert.match(r.stdout, /^-element 10\.96\.0\.10 \. tcp \. 80 : goto service-/m);
+      }
+    });
 
-  it('bad flags: exit 2', async () => {
-    const r = await tool(ns, ['diff', '--proxy-mode', 'bogus', ...flags.filter((f, i, a) => f !== '--proxy-mode' && a[i - 1] !== '--proxy-mode')]);
-    assert.equal(r.code, 2, r.stdout);
+    it('bad flags: exit 2', async () => {
+      const r = await tool(ns, [
+        'diff',
+        '--proxy-mode',
+        'bogus',
+        ...flags.filter((f, i, a) => f !== '--proxy-mode' && a[i - 1] !== '--proxy-mode'),
+      ]);
+      assert.equal(r.code, 2, r.stdout);
+    });
   });
-});

@@ -32,24 +32,43 @@ async function child(): Promise<void> {
   const { UserspaceDataplane } = await import('../../src/platform/userspace/dataplane.js');
   const dp = new UserspaceDataplane({
     config: {
-      family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'none' },
-      nodePortAddresses: null, localhostNodePorts: true, localIPs: ['127.0.0.1', NODE_IP, GW],
+      family: 'IPv4',
+      masqueradeMark: 0x4000,
+      masqueradeAll: false,
+      localDetector: { kind: 'none' },
+      nodePortAddresses: null,
+      localhostNodePorts: true,
+      localIPs: ['127.0.0.1', NODE_IP, GW],
     },
   });
   const out = (o: unknown) => process.stdout.write(JSON.stringify(o) + '\n');
-  readline.createInterface({ input: process.stdin }).on('line', (line) => {
-    const req = JSON.parse(line) as { id: number; op: string; services?: unknown[]; slices?: unknown[] };
-    const work = async () => {
-      if (req.op === 'sync') {
-        const st = syncStateFromObjects({ services: req.services ?? [], slices: req.slices ?? [], family: 'IPv4', nodeName: 'node1', nodeIPs: { IPv4: NODE_IP } });
-        return { counters: (await dp.sync(st)).counters };
-      }
-      if (req.op === 'stats') return dp.stats();
-      if (req.op === 'cleanup') return dp.cleanup();
-      throw new Error(`unknown op ${req.op}`);
-    };
-    work().then((r) => out({ id: req.id, ok: true, result: r ?? null }), (e: unknown) => out({ id: req.id, ok: false, error: String(e) }));
-  }).on('close', () => { void dp.close().then(() => process.exit(0)); });
+  readline
+    .createInterface({ input: process.stdin })
+    .on('line', (line) => {
+      const req = JSON.parse(line) as { id: number; op: string; services?: unknown[]; slices?: unknown[] };
+      const work = async () => {
+        if (req.op === 'sync') {
+          const st = syncStateFromObjects({
+            services: req.services ?? [],
+            slices: req.slices ?? [],
+            family: 'IPv4',
+            nodeName: 'node1',
+            nodeIPs: { IPv4: NODE_IP },
+          });
+          return { counters: (await dp.sync(st)).counters };
+        }
+        if (req.op === 'stats') return dp.stats();
+        if (req.op === 'cleanup') return dp.cleanup();
+        throw new Error(`unknown op ${req.op}`);
+      };
+      work().then(
+        (r) => out({ id: req.id, ok: true, result: r ?? null }),
+        (e: unknown) => out({ id: req.id, ok: false, error: String(e) }),
+      );
+    })
+    .on('close', () => {
+      void dp.close().then(() => process.exit(0));
+    });
   out({ id: 0, ok: true });
 }
 
@@ -61,10 +80,16 @@ class Proxy {
   readonly ready: Promise<void>;
   constructor(readonly proc: NsProcess) {
     let up!: () => void;
-    this.ready = new Promise((r) => { up = r; });
+    this.ready = new Promise((r) => {
+      up = r;
+    });
     readline.createInterface({ input: proc.child.stdout! }).on('line', (l) => {
       let m: { id: number; ok: boolean; result?: unknown; error?: string };
-      try { m = JSON.parse(l) as typeof m; } catch { return; }
+      try {
+        m = JSON.parse(l) as typeof m;
+      } catch {
+        return;
+      }
       if (m.id === 0) up();
       this.waiting.get(m.id)?.(m);
       this.waiting.delete(m.id);
@@ -81,30 +106,54 @@ class Proxy {
   }
 }
 
-interface PortSpec { name: string; port: number; protocol?: 'TCP' | 'UDP'; targetPort: number; nodePort?: number }
+interface PortSpec {
+  name: string;
+  port: number;
+  protocol?: 'TCP' | 'UDP';
+  targetPort: number;
+  nodePort?: number;
+}
 
 function svc(name: string, spec: Record<string, unknown>, ports: PortSpec[]) {
   return {
     metadata: { namespace: 'ns1', name },
-    spec: { type: 'ClusterIP', ipFamilies: ['IPv4'], clusterIPs: [spec['clusterIP']], ...spec, ports: ports.map((p) => ({ protocol: 'TCP', ...p })) },
+    spec: {
+      type: 'ClusterIP',
+      ipFamilies: ['IPv4'],
+      clusterIPs: [spec['clusterIP']],
+      ...spec,
+      ports: ports.map((p) => ({ protocol: 'TCP', ...p })),
+    },
     ...(spec['lb'] ? { status: { loadBalancer: { ingress: (spec['lb'] as string[]).map((i) => ({ ip: i })) } } } : {}),
   };
 }
 
 /** An EndpointSlice; endpoints on pod 'pc' claim node "other", the rest node1. `dead` is an address where nothing listens. */
-function eps(svcName: string, ports: Array<{ name: string; port: number; protocol?: 'TCP' | 'UDP' }>, pods: Array<Pod | 'dead'>) {
+function eps(
+  svcName: string,
+  ports: Array<{ name: string; port: number; protocol?: 'TCP' | 'UDP' }>,
+  pods: Array<Pod | 'dead'>,
+) {
   return {
     metadata: { namespace: 'ns1', name: `${svcName}-1`, labels: { 'kubernetes.io/service-name': svcName } },
     addressType: 'IPv4',
     ports: ports.map((p) => ({ protocol: 'TCP', ...p })),
     endpoints: pods.map((p) => ({
-      addresses: [p === 'dead' ? GW : PODS[p]], conditions: { ready: true, serving: true, terminating: false }, nodeName: p === 'pc' ? 'other' : 'node1',
+      addresses: [p === 'dead' ? GW : PODS[p]],
+      conditions: { ready: true, serving: true, terminating: false },
+      nodeName: p === 'pc' ? 'other' : 'node1',
     })),
   };
 }
 
-const WEB: PortSpec[] = [{ name: 'http', port: 80, targetPort: TCP_PORT, nodePort: 30080 }, { name: 'dns', port: 53, protocol: 'UDP', targetPort: UDP_PORT, nodePort: 30053 }];
-const WEB_EPS = [{ name: 'http', port: TCP_PORT }, { name: 'dns', port: UDP_PORT, protocol: 'UDP' as const }];
+const WEB: PortSpec[] = [
+  { name: 'http', port: 80, targetPort: TCP_PORT, nodePort: 30080 },
+  { name: 'dns', port: 53, protocol: 'UDP', targetPort: UDP_PORT, nodePort: 30053 },
+];
+const WEB_EPS = [
+  { name: 'http', port: TCP_PORT },
+  { name: 'dns', port: UDP_PORT, protocol: 'UDP' as const },
+];
 
 const podOf = (r: ClientResult) => (r.ok ? r.reply.pod : `error:${r.error}`);
 
@@ -140,11 +189,19 @@ if (process.env['KPT_US_CHILD'] === '1') {
       await ip(['-n', NS.ext, 'addr', 'add', `${EXT_IP}/24`, 'dev', 'eth0']);
       await ip(['-n', NS.ext, 'addr', 'add', '192.168.77.101/24', 'dev', 'eth0']);
       await ip(['-n', NS.ext, 'link', 'set', 'eth0', 'up']);
-      for (const dst of ['10.96.0.0/16', `${EXTERNAL_IP}/32`, `${LB_IP}/32`]) await ip(['-n', NS.ext, 'route', 'add', dst, 'via', NODE_IP]);
+      for (const dst of ['10.96.0.0/16', `${EXTERNAL_IP}/32`, `${LB_IP}/32`])
+        await ip(['-n', NS.ext, 'route', 'add', dst, 'via', NODE_IP]);
       // No ICMP redirects: ext's Service traffic leaves the node by the interface it came in on, and the
       // redirect the node would send first uses up the per-host ICMP rate limit, swallowing the REJECT's
       // port-unreachable that follows it.
-      await nsRun(NS.node, ['sysctl', '-q', '-w', 'net.ipv4.ip_forward=1', 'net.ipv4.conf.all.send_redirects=0', 'net.ipv4.conf.eth0.send_redirects=0']);
+      await nsRun(NS.node, [
+        'sysctl',
+        '-q',
+        '-w',
+        'net.ipv4.ip_forward=1',
+        'net.ipv4.conf.all.send_redirects=0',
+        'net.ipv4.conf.eth0.send_redirects=0',
+      ]);
       // Service IPs are nowhere: a packet no rule took care of leaves eth0 and goes unanswered.
       await ip(['-n', NS.node, 'route', 'add', '10.96.0.0/16', 'dev', 'eth0']);
       for (const [i, pod] of (['pa', 'pb', 'pc'] as const).entries()) {
@@ -159,9 +216,17 @@ if (process.env['KPT_US_CHILD'] === '1') {
       }
       for (const [name, ns] of Object.entries(NS)) agents.set(name, await Agent.start(ns, name));
       for (const pod of ['pa', 'pb', 'pc']) await a(pod).serve([TCP_PORT], [UDP_PORT]);
-      proc = nsSpawn(NS.node, nodeScript('./userspace-kernel.test.js', import.meta.url), { env: { KPT_US_CHILD: '1' }, pipeStdout: true });
+      proc = nsSpawn(NS.node, nodeScript('./userspace-kernel.test.js', import.meta.url), {
+        env: { KPT_US_CHILD: '1' },
+        pipeStdout: true,
+      });
       proxy = new Proxy(proc);
-      await Promise.race([proxy.ready, proc.exited.then((c) => { throw new Error(`proxy child exited ${c}: ${proc!.log()}`); })]);
+      await Promise.race([
+        proxy.ready,
+        proc.exited.then((c) => {
+          throw new Error(`proxy child exited ${c}: ${proc!.log()}`);
+        }),
+      ]);
     });
 
     after(async () => {
@@ -191,10 +256,21 @@ if (process.env['KPT_US_CHILD'] === '1') {
     });
 
     it('NodePort on the node IP from outside and on 127.0.0.1 / the node IP from the node itself; externalIP and LB VIP', async () => {
-      await sync([svc('web', { clusterIP: '10.96.0.10', type: 'LoadBalancer', externalIPs: [EXTERNAL_IP], lb: [LB_IP] }, WEB)], [eps('web', WEB_EPS, ['pa'])]);
+      await sync(
+        [svc('web', { clusterIP: '10.96.0.10', type: 'LoadBalancer', externalIPs: [EXTERNAL_IP], lb: [LB_IP] }, WEB)],
+        [eps('web', WEB_EPS, ['pa'])],
+      );
       const checks: Array<[string, 'tcp' | 'udp', string, number]> = [
-        ['ext', 'tcp', NODE_IP, 30080], ['ext', 'udp', NODE_IP, 30053], ['node', 'tcp', '127.0.0.1', 30080], ['node', 'tcp', NODE_IP, 30080], ['node', 'udp', '127.0.0.1', 30053], ['node', 'udp', NODE_IP, 30053],
-        ['ext', 'tcp', EXTERNAL_IP, 80], ['ext', 'udp', EXTERNAL_IP, 53], ['ext', 'tcp', LB_IP, 80], ['pb', 'tcp', LB_IP, 80],
+        ['ext', 'tcp', NODE_IP, 30080],
+        ['ext', 'udp', NODE_IP, 30053],
+        ['node', 'tcp', '127.0.0.1', 30080],
+        ['node', 'tcp', NODE_IP, 30080],
+        ['node', 'udp', '127.0.0.1', 30053],
+        ['node', 'udp', NODE_IP, 30053],
+        ['ext', 'tcp', EXTERNAL_IP, 80],
+        ['ext', 'udp', EXTERNAL_IP, 53],
+        ['ext', 'tcp', LB_IP, 80],
+        ['pb', 'tcp', LB_IP, 80],
       ];
       for (const [from, proto, host, port] of checks) {
         assert.deepEqual(await many(from, proto, host, port, 2), ['pa', 'pa'], `${from} ${proto} ${host}:${port}`);
@@ -203,28 +279,46 @@ if (process.env['KPT_US_CHILD'] === '1') {
 
     it('a Service without endpoints refuses at once (REJECT: connection refused for TCP and UDP) on ClusterIP and NodePort', async () => {
       await sync([svc('web', { clusterIP: '10.96.0.10', type: 'NodePort' }, WEB)], []);
-      for (const [from, host, port] of [['ext', '10.96.0.10', 80], ['pa', '10.96.0.10', 80], ['node', '10.96.0.10', 80], ['ext', NODE_IP, 30080]] as const) {
+      for (const [from, host, port] of [
+        ['ext', '10.96.0.10', 80],
+        ['pa', '10.96.0.10', 80],
+        ['node', '10.96.0.10', 80],
+        ['ext', NODE_IP, 30080],
+      ] as const) {
         const r = await a(from).tcp(host, port, { timeoutMs: 1500 });
-        assert.equal(r.ok ? 'ok' : r.error, 'ECONNREFUSED', `${from} -> ${host}:${port}\n${(await nsRun(NS.node, ['nft', 'list', 'ruleset'])).stdout}`);
+        assert.equal(
+          r.ok ? 'ok' : r.error,
+          'ECONNREFUSED',
+          `${from} -> ${host}:${port}\n${(await nsRun(NS.node, ['nft', 'list', 'ruleset'])).stdout}`,
+        );
       }
       const u = await a('ext').udp('10.96.0.10', 53, { timeoutMs: 1500 });
       assert.equal(u.ok ? 'ok' : u.error, 'ECONNREFUSED');
     });
 
     it('ClientIP affinity keeps a client on one endpoint', async () => {
-      await sync([svc('web', { clusterIP: '10.96.0.10', sessionAffinity: 'ClientIP' }, WEB)], [eps('web', WEB_EPS, ['pa', 'pb'])]);
+      await sync(
+        [svc('web', { clusterIP: '10.96.0.10', sessionAffinity: 'ClientIP' }, WEB)],
+        [eps('web', WEB_EPS, ['pa', 'pb'])],
+      );
       assert.equal(new Set(await many('ext', 'tcp', '10.96.0.10', 80, 5)).size, 1);
       assert.equal(new Set(await many('pc', 'udp', '10.96.0.10', 53, 4)).size, 1);
     });
 
     it('externalTrafficPolicy Local: external traffic only to local endpoints, ClusterIP to all', async () => {
-      await sync([svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', externalTrafficPolicy: 'Local' }, WEB)], [eps('web', WEB_EPS, ['pa', 'pc'])]);
+      await sync(
+        [svc('web', { clusterIP: '10.96.0.10', type: 'NodePort', externalTrafficPolicy: 'Local' }, WEB)],
+        [eps('web', WEB_EPS, ['pa', 'pc'])],
+      );
       assert.deepEqual(await many('ext', 'tcp', NODE_IP, 30080, 4), ['pa', 'pa', 'pa', 'pa']);
-      assert.deepEqual([...await many('ext', 'tcp', '10.96.0.10', 80, 4)].sort(), ['pa', 'pa', 'pc', 'pc']);
+      assert.deepEqual([...(await many('ext', 'tcp', '10.96.0.10', 80, 4))].sort(), ['pa', 'pa', 'pc', 'pc']);
     });
 
     it('internalTrafficPolicy Local with only remote endpoints drops (no answer) instead of refusing', async () => {
-      await sync([svc('web', { clusterIP: '10.96.0.10', internalTrafficPolicy: 'Local' }, WEB)], [eps('web', WEB_EPS, ['pc'])]);
+      await sync(
+        [svc('web', { clusterIP: '10.96.0.10', internalTrafficPolicy: 'Local' }, WEB)],
+        [eps('web', WEB_EPS, ['pc'])],
+      );
       const r = await a('pa').tcp('10.96.0.10', 80, { timeoutMs: 800 });
       assert.equal(r.ok ? 'ok' : r.error, 'ETIMEDOUT');
     });

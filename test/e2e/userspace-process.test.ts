@@ -11,18 +11,29 @@ import { nsRun } from '../netns/spawn.js';
 
 describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () => {
   let env: E2EEnv;
-  before(async () => { env = await E2EEnv.start('userspace'); });
-  after(async () => { await env?.dispose(); });
+  before(async () => {
+    env = await E2EEnv.start('userspace');
+  });
+  after(async () => {
+    await env?.dispose();
+  });
 
   it('relays ClusterIP TCP and UDP to every endpoint, and NodePort from outside', async () => {
     const ip = '10.96.20.10';
     await env.apply(
       service({ name: 'relay', clusterIP: ip, type: 'NodePort', ports: webPorts(30500) }),
-      endpointSlice('relay', [{ pod: env.cluster.pod('node1-a') }, { pod: env.cluster.pod('node2-a') }], webPorts(30500)),
+      endpointSlice(
+        'relay',
+        [{ pod: env.cluster.pod('node1-a') }, { pod: env.cluster.pod('node2-a') }],
+        webPorts(30500),
+      ),
     );
     await env.waitReachable('node1-b', 'tcp', ip, 80);
     const tcp = await env.sendMany('node1-b', 'tcp', ip, 80, 8);
-    assert.ok(tcp.every((r) => r.ok), JSON.stringify(tcp));
+    assert.ok(
+      tcp.every((r) => r.ok),
+      JSON.stringify(tcp),
+    );
     assert.deepEqual(podsOf(tcp), ['node1-a', 'node2-a'], 'round-robin reaches both endpoints');
     const { value: udp } = await env.waitReachable('node2-b', 'udp', ip, 53);
     assert.ok(['node1-a', 'node2-a'].includes(udp.pod));
@@ -33,7 +44,10 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
 
   it('refuses a Service without endpoints at once, and --cleanup removes the table', async () => {
     const ip = '10.96.20.11';
-    await env.apply(service({ name: 'empty', clusterIP: ip, ports: webPorts() }), endpointSlice('empty', [], webPorts()));
+    await env.apply(
+      service({ name: 'empty', clusterIP: ip, ports: webPorts() }),
+      endpointSlice('empty', [], webPorts()),
+    );
     const { value } = await env.waitFor('connection refused', async () => {
       const r = await env.send('node1-a', 'tcp', ip, 80, { timeoutMs: 1500 });
       return !r.ok && /ECONNREFUSED/.test(r.error) ? r.error : undefined;

@@ -43,7 +43,9 @@ describe('loadKubeConfig against the test API server', () => {
   });
 
   it('uses a kubeconfig with a client certificate', async () => {
-    const kc = kubeConfigFor(server, { clientCert: server.issueClientCert('system:kube-proxy', ['system:node-proxier']) });
+    const kc = kubeConfigFor(server, {
+      clientCert: server.issueClientCert('system:kube-proxy', ['system:node-proxier']),
+    });
     assert.deepEqual(await listNames(kc, '/api/v1/nodes'), ['node-a']);
   });
 
@@ -51,7 +53,9 @@ describe('loadKubeConfig against the test API server', () => {
     const path = join(dir, 'wrong-server');
     writeFileSync(path, server.kubeconfig().replace(server.url, 'https://127.0.0.1:1'));
     await assert.rejects(listNames(loadKubeConfig({ kubeconfigPath: path }), '/api/v1/nodes'), /ECONNREFUSED/);
-    assert.deepEqual(await listNames(loadKubeConfig({ kubeconfigPath: path, master: server.url }), '/api/v1/nodes'), ['node-a']);
+    assert.deepEqual(await listNames(loadKubeConfig({ kubeconfigPath: path, master: server.url }), '/api/v1/nodes'), [
+      'node-a',
+    ]);
   });
 
   it('reports the 401 of a refused token as an ApiStatusError', async () => {
@@ -72,16 +76,42 @@ describe('loadKubeConfig against the test API server', () => {
     assert.equal(kc.getCurrentCluster()?.server, server.url);
     assert.deepEqual(await listNames(kc, '/api/v1/nodes'), ['node-a']);
 
-    assert.ok(hasCode(catchErr(() => loadKubeConfig({ inClusterDir: sa, env: {} })), 'KPT_CONFIG_INVALID'));
-    assert.ok(hasCode(catchErr(() => loadKubeConfig({ inClusterDir: join(dir, 'none'), env })), 'KPT_CONFIG_FILE'));
-    const v6 = loadKubeConfig({ inClusterDir: sa, env: { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '443' } });
+    assert.ok(
+      hasCode(
+        catchErr(() => loadKubeConfig({ inClusterDir: sa, env: {} })),
+        'KPT_CONFIG_INVALID',
+      ),
+    );
+    assert.ok(
+      hasCode(
+        catchErr(() => loadKubeConfig({ inClusterDir: join(dir, 'none'), env })),
+        'KPT_CONFIG_FILE',
+      ),
+    );
+    const v6 = loadKubeConfig({
+      inClusterDir: sa,
+      env: { KUBERNETES_SERVICE_HOST: 'fd00::1', KUBERNETES_SERVICE_PORT: '443' },
+    });
     assert.equal(v6.getCurrentCluster()?.server, 'https://[fd00::1]:443');
   });
 
   it('fails with typed errors for a missing kubeconfig or a bad master', () => {
-    assert.ok(hasCode(catchErr(() => loadKubeConfig({ kubeconfigPath: join(dir, 'missing') })), 'KPT_CONFIG_FILE'));
-    assert.ok(hasCode(catchErr(() => loadKubeConfig({ master: 'not a url' })), 'KPT_CONFIG_INVALID'));
-    assert.equal(loadKubeConfig({ master: 'https://192.0.2.50:6443' }).getCurrentCluster()?.server, 'https://192.0.2.50:6443');
+    assert.ok(
+      hasCode(
+        catchErr(() => loadKubeConfig({ kubeconfigPath: join(dir, 'missing') })),
+        'KPT_CONFIG_FILE',
+      ),
+    );
+    assert.ok(
+      hasCode(
+        catchErr(() => loadKubeConfig({ master: 'not a url' })),
+        'KPT_CONFIG_INVALID',
+      ),
+    );
+    assert.equal(
+      loadKubeConfig({ master: 'https://192.0.2.50:6443' }).getCurrentCluster()?.server,
+      'https://192.0.2.50:6443',
+    );
   });
 });
 
@@ -93,14 +123,26 @@ describe('k8s sources: optional resources and misbehaving handlers', () => {
     const rec = new Recorder();
     const ac = new AbortController();
     const done = startSources({
-      kubeConfig: kubeConfigFor(server), nodeName: 'node-a', handlers: rec.handlers, signal: ac.signal,
-      onEvent: rec.onEvent, backoff: { initialMs: 20, maxMs: 100 },
+      kubeConfig: kubeConfigFor(server),
+      nodeName: 'node-a',
+      handlers: rec.handlers,
+      signal: ac.signal,
+      onEvent: rec.onEvent,
+      backoff: { initialMs: 20, maxMs: 100 },
     });
     try {
-      await rec.until(() => rec.events.some((e) => e.type === 'unavailable' && e.resource === 'servicecidrs')
-        && ['service synced', 'slice synced', 'node synced'].every((s) => rec.calls.includes(s)), 'sync without servicecidrs');
+      await rec.until(
+        () =>
+          rec.events.some((e) => e.type === 'unavailable' && e.resource === 'servicecidrs') &&
+          ['service synced', 'slice synced', 'node synced'].every((s) => rec.calls.includes(s)),
+        'sync without servicecidrs',
+      );
       assert.equal(rec.cidrs, undefined);
-      assert.equal(server.requests.filter((r) => r.path.endsWith('/servicecidrs')).length, 1, 'asked once, not retried');
+      assert.equal(
+        server.requests.filter((r) => r.path.endsWith('/servicecidrs')).length,
+        1,
+        'asked once, not retried',
+      );
     } finally {
       ac.abort();
       await done;
@@ -124,7 +166,11 @@ describe('k8s sources: optional resources and misbehaving handlers', () => {
     };
     const ac = new AbortController();
     const done = startSources({
-      kubeConfig: kubeConfigFor(server), nodeName: 'node-a', handlers, signal: ac.signal, onEvent: rec.onEvent,
+      kubeConfig: kubeConfigFor(server),
+      nodeName: 'node-a',
+      handlers,
+      signal: ac.signal,
+      onEvent: rec.onEvent,
       backoff: { initialMs: 20, maxMs: 100 },
     });
     try {

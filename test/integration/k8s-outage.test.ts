@@ -32,8 +32,12 @@ describe('k8s sources across API server outages', () => {
     rec = new Recorder();
     ac = new AbortController();
     done = startSources({
-      kubeConfig: kubeConfigFor(server), nodeName: 'node-a', handlers: rec.handlers, signal: ac.signal,
-      onEvent: rec.onEvent, backoff: FAST,
+      kubeConfig: kubeConfigFor(server),
+      nodeName: 'node-a',
+      handlers: rec.handlers,
+      signal: ac.signal,
+      onEvent: rec.onEvent,
+      backoff: FAST,
     });
     await rec.until(() => rec.events.filter((e) => e.type === 'watching').length >= 4, 'initial sync and four watches');
   });
@@ -44,7 +48,8 @@ describe('k8s sources across API server outages', () => {
     await server.dispose();
   });
 
-  const listsOf = (path: string): number => server.requests.filter((r) => r.path === path && r.query.watch !== 'true').length;
+  const listsOf = (path: string): number =>
+    server.requests.filter((r) => r.path === path && r.query.watch !== 'true').length;
   const watching = (): number => rec.events.filter((e) => e.type === 'watching').length;
 
   it('keeps its state while the server is down and resumes from the last resourceVersion', async () => {
@@ -66,9 +71,15 @@ describe('k8s sources across API server outages', () => {
     await rec.until(() => rec.calls.length >= synced + 4 && watching() >= watchesBefore + 4, 'changes after reconnect');
 
     assert.deepEqual(rec.only('service').slice(-3), [
-      'service update app/alpha rv=101 -> 107', 'service delete app/beta rv=108', 'service add app/delta rv=109',
+      'service update app/alpha rv=101 -> 107',
+      'service delete app/beta rv=108',
+      'service add app/delta rv=109',
     ]);
-    assert.deepEqual(rec.only('slice'), ['slice add app/alpha-1 rv=104', 'slice synced', `slice delete app/alpha-1 rv=${lastRV}`]);
+    assert.deepEqual(rec.only('slice'), [
+      'slice add app/alpha-1 rv=104',
+      'slice synced',
+      `slice delete app/alpha-1 rv=${lastRV}`,
+    ]);
     assert.ok(!rec.calls.slice(synced).some((c) => c.includes('gamma')), 'unchanged objects are not re-delivered');
     assert.equal(rec.calls.filter((c) => c.endsWith('synced')).length, 3, 'no relist, so no second synced');
     assert.equal(listsOf('/api/v1/services'), 1, 'resumed by watch, not relisted');
@@ -89,12 +100,24 @@ describe('k8s sources across API server outages', () => {
 
     assert.ok(rec.events.some((e) => e.type === 'expired' && e.resource === 'services'));
     assert.deepEqual(rec.only('service').slice(-4).sort(), [
-      'service add app/delta rv=109', 'service delete app/beta rv=102', 'service synced',
+      'service add app/delta rv=109',
+      'service delete app/beta rv=102',
+      'service synced',
       'service update app/alpha rv=101 -> 107',
     ]);
-    assert.deepEqual(rec.calls.slice(synced).filter((c) => c.startsWith('service')).at(-1), 'service synced',
-      'synced comes after the whole diff');
-    assert.equal(rec.calls.slice(synced).filter((c) => c.includes('app/gamma')).length, 0, 'unchanged objects are not re-delivered');
+    assert.deepEqual(
+      rec.calls
+        .slice(synced)
+        .filter((c) => c.startsWith('service'))
+        .at(-1),
+      'service synced',
+      'synced comes after the whole diff',
+    );
+    assert.equal(
+      rec.calls.slice(synced).filter((c) => c.includes('app/gamma')).length,
+      0,
+      'unchanged objects are not re-delivered',
+    );
     assert.equal(listsOf('/api/v1/services'), 2);
 
     // And it keeps watching after the relist.
@@ -107,15 +130,26 @@ describe('k8s sources across API server outages', () => {
     // Changes the services and node-a watches do not match: only bookmarks tell them the version moved.
     for (let i = 0; i < 5; i++) server.create('nodes', node(`other-${i}`, `192.0.2.${10 + i}`));
     const target = server.store.resourceVersion;
-    await waitFor(() => ['services', 'endpointslices', 'nodes', 'servicecidrs'].every((r) => (server.lastBookmark.get(r) ?? 0) >= target),
-      'bookmarks past the changes on every watch');
+    await waitFor(
+      () =>
+        ['services', 'endpointslices', 'nodes', 'servicecidrs'].every(
+          (r) => (server.lastBookmark.get(r) ?? 0) >= target,
+        ),
+      'bookmarks past the changes on every watch',
+    );
     const watches = watching();
     server.compact();
     server.closeWatches();
     await rec.until(() => watching() >= watches + 4, 'rewatch');
     const rewatch = server.requests.filter((r) => r.path === '/api/v1/services' && r.query.watch === 'true').at(-1)!;
-    assert.ok(Number(rewatch.query.resourceVersion) >= target, `resumed from ${rewatch.query.resourceVersion}, want >= ${target}`);
-    assert.ok(!rec.events.some((e) => e.type === 'expired'), 'no 410: the bookmark carried the watches past the compaction');
+    assert.ok(
+      Number(rewatch.query.resourceVersion) >= target,
+      `resumed from ${rewatch.query.resourceVersion}, want >= ${target}`,
+    );
+    assert.ok(
+      !rec.events.some((e) => e.type === 'expired'),
+      'no 410: the bookmark carried the watches past the compaction',
+    );
     assert.ok(!rec.calls.some((c) => c.includes('other-')), 'other nodes never arrive');
     assert.equal(listsOf('/api/v1/services'), 1, 'resumed by watch, not relisted');
   });

@@ -23,9 +23,20 @@ function run(kc: KubeConfig, nodeName = 'node-a'): Running {
   const rec = new Recorder();
   const ac = new AbortController();
   const done = startSources({
-    kubeConfig: kc, nodeName, handlers: rec.handlers, signal: ac.signal, onEvent: rec.onEvent, backoff: FAST,
+    kubeConfig: kc,
+    nodeName,
+    handlers: rec.handlers,
+    signal: ac.signal,
+    onEvent: rec.onEvent,
+    backoff: FAST,
   });
-  return { rec, stop: async () => { ac.abort(); await done; } };
+  return {
+    rec,
+    stop: async () => {
+      ac.abort();
+      await done;
+    },
+  };
 }
 
 const allSynced = (rec: Recorder) => (): boolean =>
@@ -42,7 +53,9 @@ describe('k8s sources against the test API server', () => {
     server = new TestApiServer({ bookmarkIntervalMs: 100 });
     await server.start();
   });
-  after(async () => { await server.dispose(); });
+  after(async () => {
+    await server.dispose();
+  });
 
   it('delivers the initial list, then watch events in order', async () => {
     server.create('services', svc('app', 'alpha', '172.30.0.10'));
@@ -54,22 +67,34 @@ describe('k8s sources against the test API server', () => {
     const { rec, stop } = run(kubeConfigFor(server));
     try {
       await rec.until(allSynced(rec), 'initial sync');
-      assert.deepEqual(rec.only('service'), ['service add app/alpha rv=101', 'service add app/beta rv=102', 'service synced']);
+      assert.deepEqual(rec.only('service'), [
+        'service add app/alpha rv=101',
+        'service add app/beta rv=102',
+        'service synced',
+      ]);
       assert.deepEqual(rec.only('slice'), ['slice add app/alpha-1 rv=103', 'slice synced']);
       assert.deepEqual(rec.only('node'), ['node add node-a rv=104', 'node synced'], 'only this node is watched');
-      assert.deepEqual(rec.cidrs?.map((c) => c.spec?.cidrs), [['172.30.0.0/16']]);
+      assert.deepEqual(
+        rec.cidrs?.map((c) => c.spec?.cidrs),
+        [['172.30.0.0/16']],
+      );
       await rec.until(() => rec.events.filter((e) => e.type === 'watching').length >= 4, 'four watches');
 
       const before = rec.calls.length;
       server.create('services', svc('app', 'gamma', '172.30.0.12'));
       const a = server.get('services', 'app', 'alpha');
-      server.update('services', { ...a, spec: { ...(a.spec as object), clusterIP: '172.30.0.10', sessionAffinity: 'ClientIP' } });
+      server.update('services', {
+        ...a,
+        spec: { ...(a.spec as object), clusterIP: '172.30.0.10', sessionAffinity: 'ClientIP' },
+      });
       server.delete('services', 'app', 'beta');
       server.create('endpointslices', slice('app', 'gamma-1', 'gamma', ['10.180.0.2']));
       server.create('servicecidrs', serviceCIDR('extra', ['172.31.0.0/16']));
       await rec.until(() => rec.calls.length >= before + 5, 'five watch events');
       assert.deepEqual(rec.only('service').slice(3), [
-        'service add app/gamma rv=107', 'service update app/alpha rv=101 -> 108', 'service delete app/beta rv=109',
+        'service add app/gamma rv=107',
+        'service update app/alpha rv=101 -> 108',
+        'service delete app/beta rv=109',
       ]);
       assert.deepEqual(rec.only('slice').slice(2), ['slice add app/gamma-1 rv=110']);
       assert.deepEqual(rec.only('cidrs'), ['cidrs kubernetes', 'cidrs extra,kubernetes']);
@@ -102,13 +127,18 @@ describe('k8s sources against the test API server', () => {
       server.create('endpointslices', slice('sel', 'headless-2', 'headless-2', ['10.180.1.2'], { headless: true }));
       // A Service that becomes claimed by another proxy leaves our view (a DELETED event from the server).
       const plain = server.get('services', 'sel', 'plain');
-      const claimedRV = server.update('services', { ...plain, metadata: { ...plain.metadata, labels: { 'service.kubernetes.io/service-proxy-name': 'x' } } }).metadata.resourceVersion;
+      const claimedRV = server.update('services', {
+        ...plain,
+        metadata: { ...plain.metadata, labels: { 'service.kubernetes.io/service-proxy-name': 'x' } },
+      }).metadata.resourceVersion;
       await rec.until(() => rec.calls.some((c) => c.startsWith('service delete sel/plain')), 'plain to leave');
       const names = rec.calls.filter((c) => c.startsWith('service') || c.startsWith('slice')).join('\n');
-      for (const hidden of ['claimed', 'headless']) assert.ok(!names.includes(`sel/${hidden}`), `${hidden} must not arrive:\n${names}`);
-      assert.deepEqual(rec.only('service').filter((c) => c.includes('sel/')), [
-        'service add sel/plain rv=' + plain.metadata.resourceVersion, `service delete sel/plain rv=${claimedRV}`,
-      ]);
+      for (const hidden of ['claimed', 'headless'])
+        assert.ok(!names.includes(`sel/${hidden}`), `${hidden} must not arrive:\n${names}`);
+      assert.deepEqual(
+        rec.only('service').filter((c) => c.includes('sel/')),
+        ['service add sel/plain rv=' + plain.metadata.resourceVersion, `service delete sel/plain rv=${claimedRV}`],
+      );
     } finally {
       await stop();
     }
@@ -119,16 +149,27 @@ describe('k8s sources against the test API server', () => {
     const rec = new Recorder();
     const ac = new AbortController();
     const done = startSources({
-      kubeConfig: kubeConfigFor(server), nodeName: 'node-a', handlers: rec.handlers, signal: ac.signal,
-      onEvent: rec.onEvent, backoff: FAST, watchTimeoutSeconds: 1,
+      kubeConfig: kubeConfigFor(server),
+      nodeName: 'node-a',
+      handlers: rec.handlers,
+      signal: ac.signal,
+      onEvent: rec.onEvent,
+      backoff: FAST,
+      watchTimeoutSeconds: 1,
     });
     try {
-      const closed = (): number => rec.events.filter((e) => e.type === 'watchClosed' && e.resource === 'services').length;
+      const closed = (): number =>
+        rec.events.filter((e) => e.type === 'watchClosed' && e.resource === 'services').length;
       await rec.until(() => closed() >= 1, 'the server to end a watch', 10_000);
       server.create('services', svc('timeout', 'late', '172.30.2.1'));
-      await rec.until(() => rec.calls.some((c) => c.startsWith('service add timeout/late')), 'an event on the resumed watch');
+      await rec.until(
+        () => rec.calls.some((c) => c.startsWith('service add timeout/late')),
+        'an event on the resumed watch',
+      );
       assert.equal(rec.events.filter((e) => e.type === 'listed' && e.resource === 'services').length, 1);
-      const watches = server.requests.slice(seen).filter((r) => r.path === '/api/v1/services' && r.query.watch === 'true');
+      const watches = server.requests
+        .slice(seen)
+        .filter((r) => r.path === '/api/v1/services' && r.query.watch === 'true');
       assert.ok(watches.length >= 2 && watches.every((r) => r.query.timeoutSeconds === '1'));
     } finally {
       ac.abort();
@@ -140,8 +181,12 @@ describe('k8s sources against the test API server', () => {
   it('reports a token the server refuses, and delivers nothing', async () => {
     const { rec, stop } = run(kubeConfigFor(server, { token: 'wrong-token' }));
     try {
-      await rec.until(() => rec.events.filter((e) => e.type === 'error' && e.statusCode === 401).length >= 4
-        && rec.events.some((e) => e.type === 'backoff' && e.attempt >= 2), '401 errors and backoff');
+      await rec.until(
+        () =>
+          rec.events.filter((e) => e.type === 'error' && e.statusCode === 401).length >= 4 &&
+          rec.events.some((e) => e.type === 'backoff' && e.attempt >= 2),
+        '401 errors and backoff',
+      );
       assert.deepEqual(rec.calls, []);
       assert.ok(rec.events.every((e) => e.type !== 'listed'));
     } finally {

@@ -38,25 +38,37 @@ function serve(req: Req): Promise<Res> {
   const onConnection = (sock: net.Socket): void => {
     const rl = readline.createInterface({ input: sock });
     rl.on('error', () => {});
-    rl.on('line', (line) => sock.write(echo(addr(sock.remoteAddress, sock.remotePort), addr(sock.localAddress, sock.localPort), line) + '\n'));
+    rl.on('line', (line) =>
+      sock.write(echo(addr(sock.remoteAddress, sock.remotePort), addr(sock.localAddress, sock.localPort), line) + '\n'),
+    );
     sock.on('error', () => {});
   };
   for (const port of (req['tcp'] as number[] | undefined) ?? []) {
     for (const host of ipv6 ? ['0.0.0.0', '::'] : ['0.0.0.0']) {
       const srv = net.createServer(onConnection);
       servers.push(srv);
-      tasks.push(new Promise((res, rej) => { srv.once('error', rej); srv.listen({ port, host, ipv6Only: host === '::' }, () => res()); }));
+      tasks.push(
+        new Promise((res, rej) => {
+          srv.once('error', rej);
+          srv.listen({ port, host, ipv6Only: host === '::' }, () => res());
+        }),
+      );
     }
   }
   for (const port of (req['udp'] as number[] | undefined) ?? []) {
-    for (const type of ipv6 ? ['udp4', 'udp6'] as const : ['udp4'] as const) {
+    for (const type of ipv6 ? (['udp4', 'udp6'] as const) : (['udp4'] as const)) {
       const any = type === 'udp4' ? '0.0.0.0' : '::';
       const sock = dgram.createSocket({ type, ipv6Only: type === 'udp6' });
       sock.on('message', (msg, rinfo) => {
         sock.send(echo(addr(rinfo.address, rinfo.port), `${any}:${port}`, msg.toString()), rinfo.port, rinfo.address);
       });
       servers.push(sock);
-      tasks.push(new Promise((res, rej) => { sock.once('error', rej); sock.bind(port, any, () => res()); }));
+      tasks.push(
+        new Promise((res, rej) => {
+          sock.once('error', rej);
+          sock.bind(port, any, () => res());
+        }),
+      );
     }
   }
   return Promise.all(tasks).then(() => ({ ok: true }));
@@ -103,7 +115,11 @@ function udp(req: Req): Promise<Res> {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      try { sock.close(); } catch { /* closed */ }
+      try {
+        sock.close();
+      } catch {
+        /* closed */
+      }
       resolve({ ...r, ms: Math.round(performance.now() - start) });
     };
     const timer = setTimeout(() => finish({ ok: false, error: 'ETIMEDOUT' }), timeoutMs);
@@ -123,10 +139,15 @@ function httpGet(req: Req): Promise<Res> {
     const r = http.get(String(req['url']), { timeout: timeoutMs, agent: false }, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (c: string) => { body += c; });
+      res.on('data', (c: string) => {
+        body += c;
+      });
       res.on('end', () => resolve({ ok: true, status: res.statusCode, headers: res.headers, body }));
     });
-    r.on('timeout', () => { r.destroy(); resolve({ ok: false, error: 'ETIMEDOUT' }); });
+    r.on('timeout', () => {
+      r.destroy();
+      resolve({ ok: false, error: 'ETIMEDOUT' });
+    });
     r.on('error', (e) => resolve({ ok: false, error: errCode(e) }));
   });
 }
@@ -135,16 +156,28 @@ function httpGet(req: Req): Promise<Res> {
 function httpsRequest(req: Req): Promise<Res> {
   const timeoutMs = Number(req['timeoutMs'] ?? 5000);
   return new Promise((resolve) => {
-    const r = https.request(String(req['url']), {
-      method: String(req['method'] ?? 'GET'), ca: String(req['ca']), timeout: timeoutMs, agent: false,
-      headers: req['headers'] as Record<string, string>,
-    }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => { body += c; });
-      res.on('end', () => resolve({ ok: true, status: res.statusCode, body }));
+    const r = https.request(
+      String(req['url']),
+      {
+        method: String(req['method'] ?? 'GET'),
+        ca: String(req['ca']),
+        timeout: timeoutMs,
+        agent: false,
+        headers: req['headers'] as Record<string, string>,
+      },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => {
+          body += c;
+        });
+        res.on('end', () => resolve({ ok: true, status: res.statusCode, body }));
+      },
+    );
+    r.on('timeout', () => {
+      r.destroy();
+      resolve({ ok: false, error: 'ETIMEDOUT' });
     });
-    r.on('timeout', () => { r.destroy(); resolve({ ok: false, error: 'ETIMEDOUT' }); });
     r.on('error', (e) => resolve({ ok: false, error: errCode(e) }));
     r.end(req['body'] === undefined ? undefined : String(req['body']));
   });
@@ -156,14 +189,28 @@ function open(req: Req): Promise<Res> {
   return new Promise((resolve) => {
     const sock = net.connect({ host: String(req['host']), port: Number(req['port']) });
     const entry = { sock, lines: [] as string[], waiters: [] as Array<(l: string) => void> };
-    const timer = setTimeout(() => { sock.destroy(); resolve({ ok: false, error: 'ETIMEDOUT' }); }, Number(req['timeoutMs'] ?? 2000));
-    sock.on('error', (e) => { clearTimeout(timer); resolve({ ok: false, error: errCode(e) }); });
-    sock.on('connect', () => { clearTimeout(timer); held.set(key, entry); resolve({ ok: true }); });
+    const timer = setTimeout(
+      () => {
+        sock.destroy();
+        resolve({ ok: false, error: 'ETIMEDOUT' });
+      },
+      Number(req['timeoutMs'] ?? 2000),
+    );
+    sock.on('error', (e) => {
+      clearTimeout(timer);
+      resolve({ ok: false, error: errCode(e) });
+    });
+    sock.on('connect', () => {
+      clearTimeout(timer);
+      held.set(key, entry);
+      resolve({ ok: true });
+    });
     const rl = readline.createInterface({ input: sock });
     rl.on('error', () => {});
     rl.on('line', (l) => {
       const w = entry.waiters.shift();
-      if (w) w(l); else entry.lines.push(l);
+      if (w) w(l);
+      else entry.lines.push(l);
     });
   });
 }
@@ -173,7 +220,10 @@ function send(req: Req): Promise<Res> {
   if (!entry || entry.sock.destroyed) return Promise.resolve({ ok: false, error: 'ENOTCONN' });
   return new Promise((resolve) => {
     const timer = setTimeout(() => resolve({ ok: false, error: 'ETIMEDOUT' }), Number(req['timeoutMs'] ?? 2000));
-    entry.waiters.push((l) => { clearTimeout(timer); resolve({ ok: true, reply: JSON.parse(l) }); });
+    entry.waiters.push((l) => {
+      clearTimeout(timer);
+      resolve({ ok: true, reply: JSON.parse(l) });
+    });
     entry.sock.write(String(req['data'] ?? 'ping') + '\n');
   });
 }
@@ -184,13 +234,28 @@ function close(req: Req): Promise<Res> {
   return Promise.resolve({ ok: true });
 }
 
-const ops: Record<string, (r: Req) => Promise<Res>> = { serve, tcp, udp, http: httpGet, https: httpsRequest, open, send, close };
+const ops: Record<string, (r: Req) => Promise<Res>> = {
+  serve,
+  tcp,
+  udp,
+  http: httpGet,
+  https: httpsRequest,
+  open,
+  send,
+  close,
+};
 
 readline.createInterface({ input: process.stdin }).on('line', (line) => {
   let req: Req;
-  try { req = JSON.parse(line) as Req; } catch { return; }
+  try {
+    req = JSON.parse(line) as Req;
+  } catch {
+    return;
+  }
   const op = ops[req.op];
-  const p = op ? op(req).catch((e: unknown) => ({ ok: false, error: errCode(e) })) : Promise.resolve({ ok: false, error: `unknown op ${req.op}` });
+  const p = op
+    ? op(req).catch((e: unknown) => ({ ok: false, error: errCode(e) }))
+    : Promise.resolve({ ok: false, error: `unknown op ${req.op}` });
   void p.then((res) => process.stdout.write(JSON.stringify({ ...res, id: req.id }) + '\n'));
 });
 process.stdin.on('end', () => process.exit(0));

@@ -12,9 +12,7 @@ export interface EchoReply {
   readonly data: string;
 }
 
-export type ClientResult =
-  | { ok: true; reply: EchoReply; ms: number }
-  | { ok: false; error: string; ms: number };
+export type ClientResult = { ok: true; reply: EchoReply; ms: number } | { ok: false; error: string; ms: number };
 
 export interface HttpResult {
   ok: boolean;
@@ -24,21 +22,40 @@ export interface HttpResult {
   error?: string;
 }
 
-export interface TcpOpts { timeoutMs?: number; bind?: string; data?: string }
-export interface UdpOpts extends TcpOpts { localPort?: number }
+export interface TcpOpts {
+  timeoutMs?: number;
+  bind?: string;
+  data?: string;
+}
+export interface UdpOpts extends TcpOpts {
+  localPort?: number;
+}
 
 export class Agent {
   private nextId = 1;
   private readonly pending = new Map<number, (r: Record<string, unknown>) => void>();
   private readonly ready: Promise<void>;
 
-  private constructor(readonly ns: string, readonly name: string, private readonly proc: NsProcess) {
+  private constructor(
+    readonly ns: string,
+    readonly name: string,
+    private readonly proc: NsProcess,
+  ) {
     let markReady!: () => void;
-    this.ready = new Promise((res) => { markReady = res; });
+    this.ready = new Promise((res) => {
+      markReady = res;
+    });
     readline.createInterface({ input: proc.child.stdout! }).on('line', (line) => {
       let msg: Record<string, unknown>;
-      try { msg = JSON.parse(line) as Record<string, unknown>; } catch { return; }
-      if (msg['id'] === 0) { markReady(); return; }
+      try {
+        msg = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      if (msg['id'] === 0) {
+        markReady();
+        return;
+      }
       const cb = this.pending.get(Number(msg['id']));
       this.pending.delete(Number(msg['id']));
       cb?.(msg);
@@ -50,18 +67,35 @@ export class Agent {
   }
 
   static async start(ns: string, name: string): Promise<Agent> {
-    const proc = nsSpawn(ns, nodeScript('./agent.js', import.meta.url), { env: { KPT_AGENT_NAME: name }, pipeStdout: true });
+    const proc = nsSpawn(ns, nodeScript('./agent.js', import.meta.url), {
+      env: { KPT_AGENT_NAME: name },
+      pipeStdout: true,
+    });
     const agent = new Agent(ns, name, proc);
-    const timeout = new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`agent in ${ns} did not start: ${proc.log()}`)), 15000).unref());
-    await Promise.race([agent.ready, timeout, proc.exited.then((c) => { throw new Error(`agent in ${ns} exited ${c}: ${proc.log()}`); })]);
+    const timeout = new Promise<never>((_, rej) =>
+      setTimeout(() => rej(new Error(`agent in ${ns} did not start: ${proc.log()}`)), 15000).unref(),
+    );
+    await Promise.race([
+      agent.ready,
+      timeout,
+      proc.exited.then((c) => {
+        throw new Error(`agent in ${ns} exited ${c}: ${proc.log()}`);
+      }),
+    ]);
     return agent;
   }
 
   request(op: string, args: Record<string, unknown>, timeoutMs = 2000): Promise<Record<string, unknown>> {
     const id = this.nextId++;
     return new Promise((resolve) => {
-      const t = setTimeout(() => { this.pending.delete(id); resolve({ ok: false, error: 'EAGENTTIMEOUT' }); }, timeoutMs + 3000);
-      this.pending.set(id, (r) => { clearTimeout(t); resolve(r); });
+      const t = setTimeout(() => {
+        this.pending.delete(id);
+        resolve({ ok: false, error: 'EAGENTTIMEOUT' });
+      }, timeoutMs + 3000);
+      this.pending.set(id, (r) => {
+        clearTimeout(t);
+        resolve(r);
+      });
       this.proc.child.stdin!.write(JSON.stringify({ ...args, id, op, timeoutMs }) + '\n');
     });
   }
@@ -73,11 +107,19 @@ export class Agent {
   }
 
   tcp(host: string, port: number, opts: TcpOpts = {}): Promise<ClientResult> {
-    return this.request('tcp', { host, port, bind: opts.bind, data: opts.data }, opts.timeoutMs ?? 2000) as unknown as Promise<ClientResult>;
+    return this.request(
+      'tcp',
+      { host, port, bind: opts.bind, data: opts.data },
+      opts.timeoutMs ?? 2000,
+    ) as unknown as Promise<ClientResult>;
   }
 
   udp(host: string, port: number, opts: UdpOpts = {}): Promise<ClientResult> {
-    return this.request('udp', { host, port, bind: opts.bind, data: opts.data, localPort: opts.localPort }, opts.timeoutMs ?? 2000) as unknown as Promise<ClientResult>;
+    return this.request(
+      'udp',
+      { host, port, bind: opts.bind, data: opts.data, localPort: opts.localPort },
+      opts.timeoutMs ?? 2000,
+    ) as unknown as Promise<ClientResult>;
   }
 
   http(url: string, timeoutMs = 2000): Promise<HttpResult> {

@@ -15,7 +15,13 @@ const { values } = parseArgs({
   options: { host: { type: 'string' }, port: { type: 'string' }, dir: { type: 'string' }, token: { type: 'string' } },
 });
 const host = values.host!;
-const server = new TestApiServer({ host, port: Number(values.port), token: values.token, certHosts: [host], bookmarkIntervalMs: 1000 });
+const server = new TestApiServer({
+  host,
+  port: Number(values.port),
+  token: values.token,
+  certHosts: [host],
+  bookmarkIntervalMs: 1000,
+});
 await server.start();
 const dir = values.dir!;
 mkdirSync(dir, { recursive: true });
@@ -27,16 +33,25 @@ delete cluster['certificate-authority-data'];
 cluster['certificate-authority'] = caPath;
 const kubeconfig = join(dir, 'kubeconfig');
 writeFileSync(kubeconfig, JSON.stringify(kc, null, 2), { mode: 0o600 });
-process.stdout.write(JSON.stringify({ ok: true, ready: true, url: server.url, kubeconfig, token: server.token }) + '\n');
+process.stdout.write(
+  JSON.stringify({ ok: true, ready: true, url: server.url, kubeconfig, token: server.token }) + '\n',
+);
 
 readline.createInterface({ input: process.stdin }).on('line', (cmd) => {
-  const act = cmd.trim() === 'stop' ? server.stop() : cmd.trim() === 'start' ? server.start() : Promise.reject(new Error(`unknown ${cmd}`));
+  const act =
+    cmd.trim() === 'stop'
+      ? server.stop()
+      : cmd.trim() === 'start'
+        ? server.start()
+        : Promise.reject(new Error(`unknown ${cmd}`));
   act.then(
     () => process.stdout.write(JSON.stringify({ ok: true, cmd, running: server.running }) + '\n'),
     (e: unknown) => process.stdout.write(JSON.stringify({ ok: false, cmd, error: String(e) }) + '\n'),
   );
 });
-const shutdown = (): void => { void server.dispose().then(() => process.exit(0)); };
+const shutdown = (): void => {
+  void server.dispose().then(() => process.exit(0));
+};
 process.stdin.on('end', shutdown);
 process.once('SIGTERM', shutdown);
 process.once('SIGINT', shutdown);

@@ -32,7 +32,11 @@ export function untrackChild(pid: number | undefined): void {
 /** Kill tracked children and delete tracked namespaces, synchronously. Safe to call twice. */
 export function cleanupNowSync(): void {
   for (const pid of children) {
-    try { process.kill(pid, 'SIGKILL'); } catch { /* already gone */ }
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
   }
   children.clear();
   for (const ns of namespaces) deleteNamespaceSync(ns);
@@ -41,21 +45,37 @@ export function cleanupNowSync(): void {
 
 export function deleteNamespaceSync(ns: string): void {
   killPidsInNamespaceSync(ns);
-  try { execFileSync('ip', ['netns', 'delete', ns], { stdio: 'ignore' }); } catch { /* already gone */ }
+  try {
+    execFileSync('ip', ['netns', 'delete', ns], { stdio: 'ignore' });
+  } catch {
+    /* already gone */
+  }
 }
 
 /** Processes still running inside ns (e.g. orphans of a crashed run) would keep it alive: kill them. */
 function killPidsInNamespaceSync(ns: string): void {
   let out = '';
-  try { out = execFileSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' }); } catch { return; }
+  try {
+    out = execFileSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' });
+  } catch {
+    return;
+  }
   for (const p of out.split(/\s+/).filter(Boolean)) {
-    try { process.kill(Number(p), 'SIGKILL'); } catch { /* gone */ }
+    try {
+      process.kill(Number(p), 'SIGKILL');
+    } catch {
+      /* gone */
+    }
   }
 }
 
 /** Names of all namespaces (from /run/netns, where `ip netns add` creates them). */
 export function listNamespaces(): string[] {
-  try { return readdirSync('/run/netns'); } catch { return []; }
+  try {
+    return readdirSync('/run/netns');
+  } catch {
+    return [];
+  }
 }
 
 /**

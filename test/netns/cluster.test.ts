@@ -12,8 +12,12 @@ import { ip } from './spawn.js';
 
 describe('netns cluster harness', () => {
   let c: NetnsCluster;
-  before(async () => { c = await NetnsCluster.create(); });
-  after(async () => { await c?.destroy(); });
+  before(async () => {
+    c = await NetnsCluster.create();
+  });
+  after(async () => {
+    await c?.destroy();
+  });
 
   it('names every namespace with the run prefix carrying our pid', () => {
     const names = c.namespaces();
@@ -85,7 +89,10 @@ describe('netns cleanup', () => {
     assert.ok(names.every((n) => listNamespaces().includes(n)));
     await c.destroy();
     const left = listNamespaces();
-    assert.deepEqual(names.filter((n) => left.includes(n)), []);
+    assert.deepEqual(
+      names.filter((n) => left.includes(n)),
+      [],
+    );
   });
 
   it('the sweeper removes kpt- namespaces of dead pids and leaves live ones', async () => {
@@ -115,7 +122,9 @@ describe('netns cleanup', () => {
     `;
     const { spawn } = await import('node:child_process');
     const args = import.meta.url.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [];
-    const child = spawn(process.execPath, [...args, '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [...args, '--input-type=module', '-e', script], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     const names = await new Promise<string[]>((res, rej) => {
       let out = '';
       child.stdout.on('data', (b: Buffer) => {
@@ -129,6 +138,9 @@ describe('netns cleanup', () => {
     child.kill('SIGTERM');
     await new Promise((res) => child.once('exit', res));
     const left = listNamespaces();
-    assert.deepEqual(names.filter((n) => left.includes(n)), []);
+    assert.deepEqual(
+      names.filter((n) => left.includes(n)),
+      [],
+    );
   });
 });

@@ -7,7 +7,18 @@ import { Agent } from './agentclient.js';
 import { deleteNamespaceSync, sweepStaleNamespaces, trackNamespace, untrackNamespace } from './cleanup.js';
 import { newPrefix } from './names.js';
 import { ip, nsRun } from './spawn.js';
-import { allNamespaces, GATEWAY_IP, planTopology, SEGMENT6_PREFIX, SEGMENT_PREFIX, SERVICE_CIDR, SERVICE_CIDR6, type NodeInfo, type PodInfo, type Topology } from './topology.js';
+import {
+  allNamespaces,
+  GATEWAY_IP,
+  planTopology,
+  SEGMENT6_PREFIX,
+  SEGMENT_PREFIX,
+  SERVICE_CIDR,
+  SERVICE_CIDR6,
+  type NodeInfo,
+  type PodInfo,
+  type Topology,
+} from './topology.js';
 
 export interface ClusterOptions {
   readonly nodeCount?: number;
@@ -32,13 +43,26 @@ export class NetnsCluster {
   private readonly agents = new Map<string, Agent>();
   private destroyed = false;
 
-  private constructor(readonly topo: Topology, private readonly opts: ClusterOptions = {}) {}
+  private constructor(
+    readonly topo: Topology,
+    private readonly opts: ClusterOptions = {},
+  ) {}
 
-  get nodes(): readonly NodeInfo[] { return this.topo.nodes; }
-  get pods(): readonly PodInfo[] { return this.topo.pods; }
-  get external() { return this.topo.external; }
-  get controlPlane() { return this.topo.controlPlane; }
-  namespaces(): string[] { return allNamespaces(this.topo); }
+  get nodes(): readonly NodeInfo[] {
+    return this.topo.nodes;
+  }
+  get pods(): readonly PodInfo[] {
+    return this.topo.pods;
+  }
+  get external() {
+    return this.topo.external;
+  }
+  get controlPlane() {
+    return this.topo.controlPlane;
+  }
+  namespaces(): string[] {
+    return allNamespaces(this.topo);
+  }
 
   node(name: string): NodeInfo {
     const n = this.topo.nodes.find((x) => x.name === name);
@@ -54,7 +78,10 @@ export class NetnsCluster {
   /** Build the namespaces, links, addresses and routes, and start pod echo servers. */
   static async create(opts: ClusterOptions = {}): Promise<NetnsCluster> {
     sweepStaleNamespaces();
-    const c = new NetnsCluster(planTopology(newPrefix(), opts.nodeCount ?? 2, opts.podsPerNode ?? 2, opts.ipv6 ?? false), opts);
+    const c = new NetnsCluster(
+      planTopology(newPrefix(), opts.nodeCount ?? 2, opts.podsPerNode ?? 2, opts.ipv6 ?? false),
+      opts,
+    );
     try {
       await c.build();
       await c.startServers(opts.tcpPorts ?? [8080], opts.udpPorts ?? [5353]);
@@ -72,7 +99,8 @@ export class NetnsCluster {
       await ip(['netns', 'add', ns]);
       await ip(['-n', ns, 'link', 'set', 'lo', 'up']);
       // Interfaces created later (veth ends) inherit 'default': no DAD, so IPv6 addresses are usable at once.
-      if (this.opts.ipv6) await nsRun(ns, ['sysctl', '-q', '-w', 'net.ipv6.conf.default.accept_dad=0', 'net.ipv6.conf.all.accept_dad=0']);
+      if (this.opts.ipv6)
+        await nsRun(ns, ['sysctl', '-q', '-w', 'net.ipv6.conf.default.accept_dad=0', 'net.ipv6.conf.all.accept_dad=0']);
     }
     await ip(['-n', t.switchNs, 'link', 'add', 'br0', 'type', 'bridge']);
     await ip(['-n', t.switchNs, 'addr', 'add', `${GATEWAY_IP}/${SEGMENT_PREFIX}`, 'dev', 'br0']);
@@ -94,19 +122,28 @@ export class NetnsCluster {
     await ip(['-n', sw, 'link', 'add', port, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
     await ip(['-n', sw, 'link', 'set', port, 'master', 'br0', 'up']);
     for (const a of addrs) await ip(['-n', ns, 'addr', 'add', `${a}/${SEGMENT_PREFIX}`, 'dev', 'eth0']);
-    for (const a of addrs6) await ip(['-n', ns, '-6', 'addr', 'add', `${a}/${SEGMENT6_PREFIX}`, 'dev', 'eth0', 'nodad']);
+    for (const a of addrs6)
+      await ip(['-n', ns, '-6', 'addr', 'add', `${a}/${SEGMENT6_PREFIX}`, 'dev', 'eth0', 'nodad']);
     await ip(['-n', ns, 'link', 'set', 'eth0', 'up']);
   }
 
   private async buildNode(n: NodeInfo): Promise<void> {
     const port = `n${n.name.replace(/\D/g, '')}`;
     await this.plug(port, n.ns, [n.ip], n.ip6 ? [n.ip6] : []);
-    await nsRun(n.ns, ['sysctl', '-q', '-w', 'net.ipv4.ip_forward=1', 'net.ipv4.conf.all.rp_filter=0', 'net.ipv4.conf.default.rp_filter=0']);
+    await nsRun(n.ns, [
+      'sysctl',
+      '-q',
+      '-w',
+      'net.ipv4.ip_forward=1',
+      'net.ipv4.conf.all.rp_filter=0',
+      'net.ipv4.conf.default.rp_filter=0',
+    ]);
     if (n.ip6) await nsRun(n.ns, ['sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1']);
     await ip(['-n', n.ns, 'route', 'add', 'default', 'via', GATEWAY_IP]);
     for (const other of this.topo.nodes) {
       if (other !== n) await ip(['-n', n.ns, 'route', 'add', other.podCIDR, 'via', other.ip]);
-      if (other !== n && other.podCIDR6 && other.ip6) await ip(['-n', n.ns, '-6', 'route', 'add', other.podCIDR6, 'via', other.ip6]);
+      if (other !== n && other.podCIDR6 && other.ip6)
+        await ip(['-n', n.ns, '-6', 'route', 'add', other.podCIDR6, 'via', other.ip6]);
     }
     const br = this.opts.podBridge;
     if (br) {
@@ -125,7 +162,8 @@ export class NetnsCluster {
     await ip(['-n', n.ns, 'link', 'add', hostIf, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', p.ns]);
     if (br) await ip(['-n', n.ns, 'link', 'set', hostIf, 'master', br]);
     else await ip(['-n', n.ns, 'addr', 'add', `${n.podGateway}/32`, 'dev', hostIf]);
-    if (!br && n.podGateway6) await ip(['-n', n.ns, '-6', 'addr', 'add', `${n.podGateway6}/128`, 'dev', hostIf, 'nodad']);
+    if (!br && n.podGateway6)
+      await ip(['-n', n.ns, '-6', 'addr', 'add', `${n.podGateway6}/128`, 'dev', hostIf, 'nodad']);
     await ip(['-n', n.ns, 'link', 'set', hostIf, 'up']);
     await ip(['-n', n.ns, 'route', 'add', `${p.ip}/32`, 'dev', via]);
     await ip(['-n', p.ns, 'addr', 'add', `${p.ip}/32`, 'dev', 'eth0']);
@@ -141,7 +179,9 @@ export class NetnsCluster {
   }
 
   private async startServers(tcp: number[], udp: number[]): Promise<void> {
-    await Promise.all(this.topo.pods.map(async (p) => (await this.agent(p.name)).serve(tcp, udp, this.opts.ipv6 ?? false)));
+    await Promise.all(
+      this.topo.pods.map(async (p) => (await this.agent(p.name)).serve(tcp, udp, this.opts.ipv6 ?? false)),
+    );
   }
 
   /**

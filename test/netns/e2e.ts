@@ -26,7 +26,12 @@ export interface SendOpts {
 }
 
 export class E2EEnv {
-  private constructor(readonly mode: E2EMode, readonly cluster: NetnsCluster, readonly cp: ControlPlane, readonly proxies: ReadonlyMap<string, ProxyProcess>) {}
+  private constructor(
+    readonly mode: E2EMode,
+    readonly cluster: NetnsCluster,
+    readonly cp: ControlPlane,
+    readonly proxies: ReadonlyMap<string, ProxyProcess>,
+  ) {}
 
   /** Build everything; on any failure tear down what was built and rethrow. */
   static async start(mode: E2EMode, opts: E2EOptions = {}): Promise<E2EEnv> {
@@ -35,7 +40,8 @@ export class E2EEnv {
     const proxies = new Map<string, ProxyProcess>();
     try {
       cp = await ControlPlane.start(cluster);
-      for (const n of cluster.nodes) proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp.kubeconfig, opts.proxyArgs, opts.dropFlags));
+      for (const n of cluster.nodes)
+        proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp.kubeconfig, opts.proxyArgs, opts.dropFlags));
       await Promise.all([...proxies.values()].map((p) => p.start()));
       return new E2EEnv(mode, cluster, cp, proxies);
     } catch (err) {
@@ -46,7 +52,9 @@ export class E2EEnv {
     }
   }
 
-  get kube() { return this.cp.kube; }
+  get kube() {
+    return this.cp.kube;
+  }
 
   proxy(node: string): ProxyProcess {
     const p = this.proxies.get(node);
@@ -65,7 +73,14 @@ export class E2EEnv {
   }
 
   /** n exchanges, one after the other (fresh connection / source port each, unless localPort is fixed). */
-  async sendMany(from: string, proto: Proto, host: string, port: number, n: number, opts: SendOpts = {}): Promise<ClientResult[]> {
+  async sendMany(
+    from: string,
+    proto: Proto,
+    host: string,
+    port: number,
+    n: number,
+    opts: SendOpts = {},
+  ): Promise<ClientResult[]> {
     const out: ClientResult[] = [];
     for (let i = 0; i < n; i++) out.push(await this.send(from, proto, host, port, opts));
     return out;
@@ -76,40 +91,74 @@ export class E2EEnv {
    * passes (then throw with the last observation). Returns the value and the
    * time it took: the convergence time of whatever change preceded the call.
    */
-  async waitFor<T>(what: string, check: () => Promise<T | undefined>, timeoutMs = 15000, describeLast?: () => string): Promise<{ value: T; ms: number }> {
+  async waitFor<T>(
+    what: string,
+    check: () => Promise<T | undefined>,
+    timeoutMs = 15000,
+    describeLast?: () => string,
+  ): Promise<{ value: T; ms: number }> {
     const start = Date.now();
     for (;;) {
       const v = await check();
       if (v !== undefined) return { value: v, ms: Date.now() - start };
       if (Date.now() - start > timeoutMs) {
-        throw new Error(`${this.mode}: ${what}: not within ${timeoutMs} ms${describeLast ? ` (${describeLast()})` : ''}\n${this.proxyLogs()}`);
+        throw new Error(
+          `${this.mode}: ${what}: not within ${timeoutMs} ms${describeLast ? ` (${describeLast()})` : ''}\n${this.proxyLogs()}`,
+        );
       }
       await new Promise((r) => setTimeout(r, 100));
     }
   }
 
   /** Wait until a single exchange succeeds (e.g. a new Service is programmed). */
-  async waitReachable(from: string, proto: Proto, host: string, port: number, opts: SendOpts = {}, timeoutMs = 15000): Promise<{ value: EchoReply; ms: number }> {
+  async waitReachable(
+    from: string,
+    proto: Proto,
+    host: string,
+    port: number,
+    opts: SendOpts = {},
+    timeoutMs = 15000,
+  ): Promise<{ value: EchoReply; ms: number }> {
     let last: ClientResult | undefined;
-    return this.waitFor(`${from} -> ${proto} ${host}:${port} reachable`, async () => {
-      last = await this.send(from, proto, host, port, { timeoutMs: 500, ...opts });
-      return last.ok ? last.reply : undefined;
-    }, timeoutMs, () => JSON.stringify(last));
+    return this.waitFor(
+      `${from} -> ${proto} ${host}:${port} reachable`,
+      async () => {
+        last = await this.send(from, proto, host, port, { timeoutMs: 500, ...opts });
+        return last.ok ? last.reply : undefined;
+      },
+      timeoutMs,
+      () => JSON.stringify(last),
+    );
   }
 
   /** Wait until n consecutive exchanges all succeed and are all answered by pods in `pods`. */
-  async waitServedBy(from: string, proto: Proto, host: string, port: number, pods: string[], opts: SendOpts = {}, n = 6): Promise<{ value: EchoReply[]; ms: number }> {
+  async waitServedBy(
+    from: string,
+    proto: Proto,
+    host: string,
+    port: number,
+    pods: string[],
+    opts: SendOpts = {},
+    n = 6,
+  ): Promise<{ value: EchoReply[]; ms: number }> {
     let last: ClientResult[] = [];
-    return this.waitFor(`${from} -> ${proto} ${host}:${port} served only by ${pods.join(',')}`, async () => {
-      last = await this.sendMany(from, proto, host, port, n, { timeoutMs: 500, ...opts });
-      const replies = last.flatMap((r) => (r.ok ? [r.reply] : []));
-      return replies.length === n && replies.every((r) => pods.includes(r.pod)) ? replies : undefined;
-    }, 15000, () => JSON.stringify(last.map((r) => (r.ok ? r.reply.pod : r.error))));
+    return this.waitFor(
+      `${from} -> ${proto} ${host}:${port} served only by ${pods.join(',')}`,
+      async () => {
+        last = await this.sendMany(from, proto, host, port, n, { timeoutMs: 500, ...opts });
+        const replies = last.flatMap((r) => (r.ok ? [r.reply] : []));
+        return replies.length === n && replies.every((r) => pods.includes(r.pod)) ? replies : undefined;
+      },
+      15000,
+      () => JSON.stringify(last.map((r) => (r.ok ? r.reply.pod : r.error))),
+    );
   }
 
   /** Logs of every proxy (tails), for failure messages. */
   proxyLogs(): string {
-    return [...this.proxies.values()].map((p) => `--- kube-proxy-ts ${p.node.name} ---\n${p.log().slice(-3000)}`).join('\n');
+    return [...this.proxies.values()]
+      .map((p) => `--- kube-proxy-ts ${p.node.name} ---\n${p.log().slice(-3000)}`)
+      .join('\n');
   }
 
   async dispose(): Promise<void> {

@@ -37,7 +37,13 @@ export const NAMESPACE = 'default';
 export function webPorts(nodePortBase?: number): PortSpec[] {
   return [
     { name: 'tcp', port: 80, targetPort: 8080, protocol: 'TCP', ...(nodePortBase ? { nodePort: nodePortBase } : {}) },
-    { name: 'udp', port: 53, targetPort: 5353, protocol: 'UDP', ...(nodePortBase ? { nodePort: nodePortBase + 1 } : {}) },
+    {
+      name: 'udp',
+      port: 53,
+      targetPort: 5353,
+      protocol: 'UDP',
+      ...(nodePortBase ? { nodePort: nodePortBase + 1 } : {}),
+    },
   ];
 }
 
@@ -48,14 +54,21 @@ export function service(s: ServiceSpec): KubeObject {
     clusterIPs: s.clusterIPs ?? [s.clusterIP],
     ipFamilies: (s.clusterIPs ?? [s.clusterIP]).map((a) => (a.includes(':') ? 'IPv6' : 'IPv4')),
     ...(s.clusterIPs && s.clusterIPs.length > 1 ? { ipFamilyPolicy: 'RequireDualStack' } : {}),
-    ports: s.ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.targetPort, protocol: p.protocol, ...(p.nodePort ? { nodePort: p.nodePort } : {}) })),
+    ports: s.ports.map((p) => ({
+      name: p.name,
+      port: p.port,
+      targetPort: p.targetPort,
+      protocol: p.protocol,
+      ...(p.nodePort ? { nodePort: p.nodePort } : {}),
+    })),
     sessionAffinity: s.sessionAffinity ?? 'None',
     internalTrafficPolicy: s.internalTrafficPolicy ?? 'Cluster',
   };
   if (s.type && s.type !== 'ClusterIP') spec['externalTrafficPolicy'] = s.externalTrafficPolicy ?? 'Cluster';
   else if (s.externalIPs) spec['externalTrafficPolicy'] = s.externalTrafficPolicy ?? 'Cluster';
   if (s.externalIPs) spec['externalIPs'] = s.externalIPs;
-  if (s.sessionAffinity === 'ClientIP') spec['sessionAffinityConfig'] = { clientIP: { timeoutSeconds: s.affinityTimeoutSeconds ?? 10800 } };
+  if (s.sessionAffinity === 'ClientIP')
+    spec['sessionAffinityConfig'] = { clientIP: { timeoutSeconds: s.affinityTimeoutSeconds ?? 10800 } };
   if (s.healthCheckNodePort) spec['healthCheckNodePort'] = s.healthCheckNodePort;
   if (s.loadBalancerSourceRanges) spec['loadBalancerSourceRanges'] = s.loadBalancerSourceRanges;
   if (s.trafficDistribution) spec['trafficDistribution'] = s.trafficDistribution;
@@ -74,21 +87,40 @@ export interface EndpointSpec {
 }
 
 /** One EndpointSlice for a Service: its endpoints are harness pods, ports named like the Service's. */
-export function endpointSlice(serviceName: string, endpoints: readonly EndpointSpec[], ports: readonly PortSpec[], sliceName = `${serviceName}-1`, addressType: 'IPv4' | 'IPv6' = 'IPv4'): KubeObject {
+export function endpointSlice(
+  serviceName: string,
+  endpoints: readonly EndpointSpec[],
+  ports: readonly PortSpec[],
+  sliceName = `${serviceName}-1`,
+  addressType: 'IPv4' | 'IPv6' = 'IPv4',
+): KubeObject {
   return {
-    apiVersion: 'discovery.k8s.io/v1', kind: 'EndpointSlice',
-    metadata: { name: sliceName, namespace: NAMESPACE, labels: { 'kubernetes.io/service-name': serviceName, 'endpointslice.kubernetes.io/managed-by': 'kpt-e2e' } },
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      name: sliceName,
+      namespace: NAMESPACE,
+      labels: { 'kubernetes.io/service-name': serviceName, 'endpointslice.kubernetes.io/managed-by': 'kpt-e2e' },
+    },
     addressType,
     endpoints: endpoints.map((e) => ({
       addresses: [addressType === 'IPv6' ? podIP6(e.pod) : e.pod.ip],
-      conditions: { ready: e.ready ?? true, serving: e.serving ?? e.ready ?? true, terminating: e.terminating ?? false },
+      conditions: {
+        ready: e.ready ?? true,
+        serving: e.serving ?? e.ready ?? true,
+        terminating: e.terminating ?? false,
+      },
       nodeName: e.pod.node,
       targetRef: { kind: 'Pod', namespace: NAMESPACE, name: e.pod.name },
       ...(e.zone ? { zone: e.zone } : {}),
-      ...(e.forZones || e.forNodes ? { hints: {
-        ...(e.forZones ? { forZones: e.forZones.map((name) => ({ name })) } : {}),
-        ...(e.forNodes ? { forNodes: e.forNodes.map((name) => ({ name })) } : {}),
-      } } : {}),
+      ...(e.forZones || e.forNodes
+        ? {
+            hints: {
+              ...(e.forZones ? { forZones: e.forZones.map((name) => ({ name })) } : {}),
+              ...(e.forNodes ? { forNodes: e.forNodes.map((name) => ({ name })) } : {}),
+            },
+          }
+        : {}),
     })),
     ports: ports.map((p) => ({ name: p.name, port: p.targetPort, protocol: p.protocol })),
   };
@@ -104,7 +136,8 @@ export function nodeObject(n: NodeInfo, labels: Record<string, string> = {}): Ku
   const ips = [{ type: 'InternalIP', address: n.ip }, ...(n.ip6 ? [{ type: 'InternalIP', address: n.ip6 }] : [])];
   const cidrs = [n.podCIDR, ...(n.podCIDR6 ? [n.podCIDR6] : [])];
   return {
-    apiVersion: 'v1', kind: 'Node',
+    apiVersion: 'v1',
+    kind: 'Node',
     metadata: { name: n.name, labels: { 'kubernetes.io/hostname': n.name, ...labels } },
     spec: { podCIDR: n.podCIDR, podCIDRs: cidrs },
     status: { addresses: [...ips, { type: 'Hostname', address: n.name }] },

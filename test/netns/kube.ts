@@ -7,7 +7,13 @@
 export interface KubeObject {
   apiVersion?: string;
   kind?: string;
-  metadata: { name: string; namespace?: string; labels?: Record<string, string>; resourceVersion?: string; [k: string]: unknown };
+  metadata: {
+    name: string;
+    namespace?: string;
+    labels?: Record<string, string>;
+    resourceVersion?: string;
+    [k: string]: unknown;
+  };
   [k: string]: unknown;
 }
 
@@ -19,14 +25,31 @@ const PATHS: Record<string, { prefix: string; plural: string; namespaced: boolea
 };
 
 export class KubeError extends Error {
-  constructor(readonly status: number, message: string) { super(message); this.name = 'KubeError'; }
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'KubeError';
+  }
 }
 
-export type Transport = (req: { method: string; url: string; headers: Record<string, string>; body?: string; ca: string; timeoutMs: number }) =>
-  Promise<{ ok: boolean; status?: number; body?: string; error?: string }>;
+export type Transport = (req: {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  body?: string;
+  ca: string;
+  timeoutMs: number;
+}) => Promise<{ ok: boolean; status?: number; body?: string; error?: string }>;
 
 export class KubeClient {
-  constructor(readonly url: string, private readonly token: string, private readonly ca: string, private readonly transport: Transport) {}
+  constructor(
+    readonly url: string,
+    private readonly token: string,
+    private readonly ca: string,
+    private readonly transport: Transport,
+  ) {}
 
   private path(kind: string, namespace: string | undefined, name?: string, sub?: string): string {
     const p = PATHS[kind];
@@ -37,8 +60,15 @@ export class KubeClient {
 
   async call(method: string, path: string, body?: unknown, timeoutMs = 5000): Promise<KubeObject> {
     const r = await this.transport({
-      method, url: new URL(path, this.url).href, ca: this.ca, timeoutMs,
-      headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json', accept: 'application/json' },
+      method,
+      url: new URL(path, this.url).href,
+      ca: this.ca,
+      timeoutMs,
+      headers: {
+        authorization: `Bearer ${this.token}`,
+        'content-type': 'application/json',
+        accept: 'application/json',
+      },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     });
     if (!r.ok) throw new KubeError(0, `${method} ${path}: ${r.error}`);
@@ -61,7 +91,11 @@ export class KubeClient {
 
   setStatus(obj: KubeObject, status: unknown): Promise<KubeObject> {
     const { resourceVersion: _rv, ...meta } = obj.metadata;
-    return this.call('PUT', this.path(obj.kind ?? '', obj.metadata.namespace, obj.metadata.name, 'status'), { ...obj, metadata: meta, status });
+    return this.call('PUT', this.path(obj.kind ?? '', obj.metadata.namespace, obj.metadata.name, 'status'), {
+      ...obj,
+      metadata: meta,
+      status,
+    });
   }
 
   /** Delete; a missing object is not an error. */

@@ -14,7 +14,10 @@ export type E2EMode = (typeof ALL_E2E_MODES)[number] | 'userspace';
 
 /** The modes to run: all, or the comma-separated subset in KPT_E2E_MODES (e.g. `KPT_E2E_MODES=iptables`). */
 export const E2E_MODES: readonly E2EMode[] = (() => {
-  const want = process.env['KPT_E2E_MODES']?.split(',').map((m) => m.trim()).filter(Boolean);
+  const want = process.env['KPT_E2E_MODES']
+    ?.split(',')
+    .map((m) => m.trim())
+    .filter(Boolean);
   return want?.length ? ALL_E2E_MODES.filter((m) => want.includes(m)) : ALL_E2E_MODES;
 })();
 
@@ -35,15 +38,34 @@ export class ProxyProcess {
   private proc: NsProcess | undefined;
 
   /** dropFlags: default flags to leave out (with their value), e.g. ['--cluster-cidr']. */
-  constructor(readonly cluster: NetnsCluster, readonly node: NodeInfo, readonly mode: E2EMode, readonly kubeconfig: string, readonly extraArgs: string[] = [], readonly dropFlags: string[] = []) {}
+  constructor(
+    readonly cluster: NetnsCluster,
+    readonly node: NodeInfo,
+    readonly mode: E2EMode,
+    readonly kubeconfig: string,
+    readonly extraArgs: string[] = [],
+    readonly dropFlags: string[] = [],
+  ) {}
 
   flags(): string[] {
     const defaults = [
-      '--kubeconfig', this.kubeconfig, '--hostname-override', this.node.name, '--proxy-mode', this.mode,
-      '--cluster-cidr', CLUSTER_CIDR, '--healthz-bind-address', `${this.node.ip}:${HEALTHZ_PORT}`,
-      '--metrics-bind-address', '127.0.0.1:10249', '-v', '2',
+      '--kubeconfig',
+      this.kubeconfig,
+      '--hostname-override',
+      this.node.name,
+      '--proxy-mode',
+      this.mode,
+      '--cluster-cidr',
+      CLUSTER_CIDR,
+      '--healthz-bind-address',
+      `${this.node.ip}:${HEALTHZ_PORT}`,
+      '--metrics-bind-address',
+      '127.0.0.1:10249',
+      '-v',
+      '2',
       // nf_conntrack_max is global and read-only outside the root namespace: leave it, as kind does.
-      '--conntrack-max-per-core', '0',
+      '--conntrack-max-per-core',
+      '0',
     ];
     const kept: string[] = [];
     for (let i = 0; i < defaults.length; i++) {
@@ -64,13 +86,16 @@ export class ProxyProcess {
     const deadline = Date.now() + timeoutMs;
     let last = '';
     while (Date.now() < deadline) {
-      if (proc.child.exitCode !== null) throw new Error(`kube-proxy-ts on ${this.node.name} exited ${proc.child.exitCode}:\n${proc.log()}`);
+      if (proc.child.exitCode !== null)
+        throw new Error(`kube-proxy-ts on ${this.node.name} exited ${proc.child.exitCode}:\n${proc.log()}`);
       const r = await agent.http(`http://${this.node.ip}:${HEALTHZ_PORT}/healthz`, 1000);
       if (r.status === 200) return;
       last = JSON.stringify(r);
       await new Promise((res) => setTimeout(res, 200));
     }
-    throw new Error(`kube-proxy-ts on ${this.node.name} not healthy after ${timeoutMs} ms (last ${last}):\n${proc.log()}`);
+    throw new Error(
+      `kube-proxy-ts on ${this.node.name} not healthy after ${timeoutMs} ms (last ${last}):\n${proc.log()}`,
+    );
   }
 
   /** SIGTERM and wait for the exit. The rules stay in the kernel (as upstream's do). */
@@ -79,7 +104,9 @@ export class ProxyProcess {
     this.proc = undefined;
   }
 
-  log(): string { return this.proc?.log() ?? ''; }
+  log(): string {
+    return this.proc?.log() ?? '';
+  }
 
   /** True while the process runs (it was started and has not exited). */
   running(): boolean {
@@ -88,7 +115,20 @@ export class ProxyProcess {
 
   /** Run `kube-proxy-ts --cleanup` in the node namespace; returns its exit code and output. */
   async cleanup(): Promise<{ code: number; output: string }> {
-    const r = await nsRun(this.node.ns, [...proxyArgv(), '--cleanup', '--proxy-mode', this.mode, '--hostname-override', this.node.name, '--kubeconfig', this.kubeconfig], { allowFailure: true });
+    const r = await nsRun(
+      this.node.ns,
+      [
+        ...proxyArgv(),
+        '--cleanup',
+        '--proxy-mode',
+        this.mode,
+        '--hostname-override',
+        this.node.name,
+        '--kubeconfig',
+        this.kubeconfig,
+      ],
+      { allowFailure: true },
+    );
     return { code: r.code, output: r.stdout + r.stderr };
   }
 }

@@ -9,7 +9,9 @@ import { run, type ExecResult } from '../../src/platform/exec.js';
 import { trackChild, untrackChild } from './cleanup.js';
 
 /** The repository root, whether we run from test/netns or dist/test/netns. */
-export const REPO_ROOT = fileURLToPath(new URL(import.meta.url.includes('/dist/') ? '../../../' : '../../', import.meta.url));
+export const REPO_ROOT = fileURLToPath(
+  new URL(import.meta.url.includes('/dist/') ? '../../../' : '../../', import.meta.url),
+);
 
 /** `node` argv for a TS/JS module that sits next to the caller: base is a URL from import.meta.url. */
 export function nodeScript(rel: string, base: string): string[] {
@@ -35,7 +37,11 @@ export function ip(args: readonly string[]): Promise<ExecResult> {
 }
 
 /** Run a command to completion inside ns. */
-export function nsRun(ns: string, argv: readonly string[], opts: { input?: string; allowFailure?: boolean } = {}): Promise<ExecResult> {
+export function nsRun(
+  ns: string,
+  argv: readonly string[],
+  opts: { input?: string; allowFailure?: boolean } = {},
+): Promise<ExecResult> {
   return run('ip', ['netns', 'exec', ns, ...argv], opts);
 }
 
@@ -49,7 +55,11 @@ export interface NsProcess {
 }
 
 /** Spawn a long-running process in ns. Its pid is tracked so a crash of the test process still kills it. */
-export function nsSpawn(ns: string, argv: readonly string[], opts: { env?: NodeJS.ProcessEnv; pipeStdout?: boolean } = {}): NsProcess {
+export function nsSpawn(
+  ns: string,
+  argv: readonly string[],
+  opts: { env?: NodeJS.ProcessEnv; pipeStdout?: boolean } = {},
+): NsProcess {
   const child = spawn('ip', ['netns', 'exec', ns, ...argv], {
     cwd: REPO_ROOT,
     env: { ...process.env, ...opts.env },
@@ -57,11 +67,20 @@ export function nsSpawn(ns: string, argv: readonly string[], opts: { env?: NodeJ
   });
   trackChild(child.pid);
   let buf = '';
-  const keep = (b: Buffer): void => { buf = (buf + b.toString('utf8')).slice(-20000); };
+  const keep = (b: Buffer): void => {
+    buf = (buf + b.toString('utf8')).slice(-20000);
+  };
   child.stderr?.on('data', keep);
   if (!opts.pipeStdout) child.stdout?.on('data', keep);
-  const exited = new Promise<number | null>((res) => child.once('exit', (code) => { untrackChild(child.pid); res(code); }));
-  child.on('error', (e) => { buf += `spawn error: ${e.message}\n`; });
+  const exited = new Promise<number | null>((res) =>
+    child.once('exit', (code) => {
+      untrackChild(child.pid);
+      res(code);
+    }),
+  );
+  child.on('error', (e) => {
+    buf += `spawn error: ${e.message}\n`;
+  });
   return {
     child,
     exited,

@@ -80,10 +80,26 @@ export function planTopology(prefix: string, nodeCount = 2, podsPerNode = 2, ipv
     const pods: PodInfo[] = [];
     for (let p = 0; p < podsPerNode; p++) {
       const podName = `${name}-${POD_LETTERS[p]}`;
-      pods.push({ name: podName, ns: `${prefix}${podName}`, ip: `10.244.${n}.${10 + p}`, node: name, ...(ipv6 ? { ip6: `fd00:10:244:${n}::${10 + p}` } : {}) });
+      pods.push({
+        name: podName,
+        ns: `${prefix}${podName}`,
+        ip: `10.244.${n}.${10 + p}`,
+        node: name,
+        ...(ipv6 ? { ip6: `fd00:10:244:${n}::${10 + p}` } : {}),
+      });
     }
-    const v6 = ipv6 ? { ip6: `fd00:77::${10 + n}`, podCIDR6: `fd00:10:244:${n}::/64`, podGateway6: `fd00:10:244:${n}::1` } : {};
-    nodes.push({ name, ns: `${prefix}${name}`, ip: `192.168.77.${10 + n}`, podCIDR: `10.244.${n}.0/24`, podGateway: `10.244.${n}.1`, pods, ...v6 });
+    const v6 = ipv6
+      ? { ip6: `fd00:77::${10 + n}`, podCIDR6: `fd00:10:244:${n}::/64`, podGateway6: `fd00:10:244:${n}::1` }
+      : {};
+    nodes.push({
+      name,
+      ns: `${prefix}${name}`,
+      ip: `192.168.77.${10 + n}`,
+      podCIDR: `10.244.${n}.0/24`,
+      podGateway: `10.244.${n}.1`,
+      pods,
+      ...v6,
+    });
   }
   return {
     prefix,

@@ -9,15 +9,25 @@ export class FakeClock implements Clock {
   constructor(start = 1_700_000_000_000) {
     this.t = start;
   }
-  now(): number { return this.t; }
-  monotonic(): number { return this.t; }
+  now(): number {
+    return this.t;
+  }
+  monotonic(): number {
+    return this.t;
+  }
   setTimer(ms: number, fn: () => void): TimerHandle {
     const timer = { at: this.t + Math.max(0, ms), seq: this.seq++, fn, live: true };
     this.timers.push(timer);
-    return { cancel: () => { timer.live = false; } };
+    return {
+      cancel: () => {
+        timer.live = false;
+      },
+    };
   }
   /** Number of live timers. */
-  pending(): number { return this.timers.filter((t) => t.live).length; }
+  pending(): number {
+    return this.timers.filter((t) => t.live).length;
+  }
   /** Move time forward, firing due timers in order (timers set by timers included). */
   advance(ms: number): void {
     const end = this.t + ms;

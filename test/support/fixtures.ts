@@ -15,7 +15,14 @@
 // Addresses follow reference 5.3 (constants below).
 
 import type {
-  EndpointPort, EndpointSlice, Node, ProtocolName, Service, ServicePortSpec, ServiceSpec, SliceEndpoint,
+  EndpointPort,
+  EndpointSlice,
+  Node,
+  ProtocolName,
+  Service,
+  ServicePortSpec,
+  ServiceSpec,
+  SliceEndpoint,
 } from '../../src/core/api.js';
 import { LABEL_SERVICE_NAME, LABEL_TOPOLOGY_ZONE } from '../../src/core/api.js';
 
@@ -49,7 +56,10 @@ export function makeService(namespace: string, name: string, mutate?: (svc: Test
 }
 
 export function svcPort(
-  name: string, port: number, protocol: ProtocolName = 'TCP', extra: Partial<ServicePortSpec> = {},
+  name: string,
+  port: number,
+  protocol: ProtocolName = 'TCP',
+  extra: Partial<ServicePortSpec> = {},
 ): ServicePortSpec {
   return { name, port, protocol, targetPort: port, ...extra };
 }
@@ -63,7 +73,10 @@ export function withClusterIP(svc: TestService, ip: string): TestService {
 }
 
 /** LB status ingress entries; ipMode as given (undefined = unset). */
-export function withLoadBalancerIngress(svc: TestService, ...ips: Array<string | { ip: string; ipMode?: 'VIP' | 'Proxy' }>): TestService {
+export function withLoadBalancerIngress(
+  svc: TestService,
+  ...ips: Array<string | { ip: string; ipMode?: 'VIP' | 'Proxy' }>
+): TestService {
   svc.status = { loadBalancer: { ingress: ips.map((x) => (typeof x === 'string' ? { ip: x } : { ...x })) } };
   return svc;
 }
@@ -73,7 +86,10 @@ export function withLoadBalancerIngress(svc: TestService, ...ips: Array<string |
  * Default: addressType IPv4, no endpoints, no ports.
  */
 export function makeSlice(
-  namespace: string, serviceName: string, sliceNum: number | string, mutate?: (slice: TestSlice) => void,
+  namespace: string,
+  serviceName: string,
+  sliceNum: number | string,
+  mutate?: (slice: TestSlice) => void,
 ): TestSlice {
   const slice: TestSlice = {
     apiVersion: 'discovery.k8s.io/v1',

@@ -36,7 +36,8 @@ export function tracePacket(fake: FakeIptables, packet: TracePacket, localIPs: r
 export function sortRestoreText(text: string): string {
   const first = ['KUBE-NODEPORTS', 'KUBE-SERVICES'];
   const order = (a: string, b: string) => {
-    const ia = first.indexOf(a), ib = first.indexOf(b);
+    const ia = first.indexOf(a),
+      ib = first.indexOf(b);
     if (ia >= 0 || ib >= 0) return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib);
     return a < b ? -1 : a > b ? 1 : 0;
   };
@@ -52,8 +53,14 @@ export function sortRestoreText(text: string): string {
       byChain.set(c, [...(byChain.get(c) ?? []), l]);
     }
     out += header.join('\n') + '\n';
-    out += [...chains].sort(order).map((c) => `:${c} - [0:0]\n`).join('');
-    out += [...byChain.keys()].sort(order).map((c) => byChain.get(c)!.join('\n') + '\n').join('');
+    out += [...chains]
+      .sort(order)
+      .map((c) => `:${c} - [0:0]\n`)
+      .join('');
+    out += [...byChain.keys()]
+      .sort(order)
+      .map((c) => byChain.get(c)!.join('\n') + '\n')
+      .join('');
     out += deletes.map((l) => l + '\n').join('');
     out += 'COMMIT\n';
   }

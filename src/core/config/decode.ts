@@ -179,7 +179,8 @@ export function decodeConfigFile(text: string, source = 'config file'): DecodedC
     throw fileError(`${source}: failed to decode: ${(err as Error).message}`);
   }
   const { data, duplicates } = parsed;
-  if (!isObj(data)) throw fileError(`${source}: failed to decode: expected a KubeProxyConfiguration object, got ${jsonType(data)}`);
+  if (!isObj(data))
+    throw fileError(`${source}: failed to decode: expected a KubeProxyConfiguration object, got ${jsonType(data)}`);
   checkTypeMeta(data, source);
 
   const config = zeroV1Alpha1();
@@ -196,7 +197,9 @@ export function decodeConfigFile(text: string, source = 'config file'): DecodedC
   ];
   const warnings: string[] = [];
   if (strictErrors.length > 0) {
-    warnings.push(`Using lenient decoding as strict decoding failed: ${source}: strict decoding error: ${strictErrors.join(', ')}`);
+    warnings.push(
+      `Using lenient decoding as strict decoding failed: ${source}: strict decoding error: ${strictErrors.join(', ')}`,
+    );
   }
   return { config: setDefaultsV1Alpha1(config), warnings };
 }
@@ -204,15 +207,21 @@ export function decodeConfigFile(text: string, source = 'config file'): DecodedC
 function checkTypeMeta(data: Obj, source: string): void {
   const { apiVersion, kind } = data;
   if (apiVersion === undefined || apiVersion === null || apiVersion === '') {
-    throw fileError(`${source}: failed to decode: 'apiVersion' is missing; expected apiVersion ${JSON.stringify(GROUP_VERSION)}`);
+    throw fileError(
+      `${source}: failed to decode: 'apiVersion' is missing; expected apiVersion ${JSON.stringify(GROUP_VERSION)}`,
+    );
   }
   if (kind === undefined || kind === null || kind === '') {
     throw fileError(`${source}: failed to decode: 'Kind' is missing; expected kind ${JSON.stringify(KIND)}`);
   }
   if (apiVersion !== GROUP_VERSION) {
-    throw fileError(`${source}: failed to decode: apiVersion ${JSON.stringify(apiVersion)} is not supported; expected ${JSON.stringify(GROUP_VERSION)}`);
+    throw fileError(
+      `${source}: failed to decode: apiVersion ${JSON.stringify(apiVersion)} is not supported; expected ${JSON.stringify(GROUP_VERSION)}`,
+    );
   }
   if (kind !== KIND) {
-    throw fileError(`${source}: failed to decode: no kind ${JSON.stringify(kind)} is registered for version ${JSON.stringify(GROUP_VERSION)}; expected kind ${JSON.stringify(KIND)}`);
+    throw fileError(
+      `${source}: failed to decode: no kind ${JSON.stringify(kind)} is registered for version ${JSON.stringify(GROUP_VERSION)}; expected kind ${JSON.stringify(KIND)}`,
+    );
   }
 }

@@ -9,7 +9,11 @@ test('defaults equal upstream v1alpha1 defaults', () => {
   assert.equal(c.kind, 'KubeProxyConfiguration');
   assert.deepEqual(c.featureGates, {});
   assert.deepEqual(c.clientConnection, {
-    kubeconfig: '', acceptContentTypes: '', contentType: 'application/vnd.kubernetes.protobuf', qps: 5, burst: 10,
+    kubeconfig: '',
+    acceptContentTypes: '',
+    contentType: 'application/vnd.kubernetes.protobuf',
+    qps: 5,
+    burst: 10,
   });
   assert.equal(c.logging.format, 'text');
   assert.equal(c.logging.flushFrequency, '5s');
@@ -21,10 +25,22 @@ test('defaults equal upstream v1alpha1 defaults', () => {
   assert.equal(c.bindAddressHardFail, false);
   assert.equal(c.enableProfiling, false);
   assert.equal(c.mode, '');
-  assert.deepEqual(c.iptables, { masqueradeBit: 14, masqueradeAll: false, localhostNodePorts: true, syncPeriod: '30s', minSyncPeriod: '1s' });
+  assert.deepEqual(c.iptables, {
+    masqueradeBit: 14,
+    masqueradeAll: false,
+    localhostNodePorts: true,
+    syncPeriod: '30s',
+    minSyncPeriod: '1s',
+  });
   assert.deepEqual(c.ipvs, {
-    syncPeriod: '30s', minSyncPeriod: '0s', scheduler: '', excludeCIDRs: null, strictARP: false,
-    tcpTimeout: '0s', tcpFinTimeout: '0s', udpTimeout: '0s',
+    syncPeriod: '30s',
+    minSyncPeriod: '0s',
+    scheduler: '',
+    excludeCIDRs: null,
+    strictARP: false,
+    tcpTimeout: '0s',
+    tcpFinTimeout: '0s',
+    udpTimeout: '0s',
   });
   assert.deepEqual(c.nftables, { masqueradeBit: 14, masqueradeAll: false, syncPeriod: '30s', minSyncPeriod: '1s' });
   assert.equal(c.detectLocalMode, '');
@@ -32,8 +48,13 @@ test('defaults equal upstream v1alpha1 defaults', () => {
   assert.equal(c.nodePortAddresses, null);
   assert.equal(c.oomScoreAdj, -999);
   assert.deepEqual(c.conntrack, {
-    maxPerCore: 32768, min: 131072, tcpEstablishedTimeout: '24h0m0s', tcpCloseWaitTimeout: '1h0m0s',
-    tcpBeLiberal: false, udpTimeout: '0s', udpStreamTimeout: '0s',
+    maxPerCore: 32768,
+    min: 131072,
+    tcpEstablishedTimeout: '24h0m0s',
+    tcpCloseWaitTimeout: '1h0m0s',
+    tcpBeLiberal: false,
+    udpTimeout: '0s',
+    udpStreamTimeout: '0s',
   });
   assert.equal(c.configSyncPeriod, '15m0s');
   assert.equal(c.portRange, '');

@@ -30,21 +30,44 @@ export function zeroV1Alpha1(): KubeProxyConfigurationV1Alpha1 {
     enableProfiling: false,
     showHiddenMetricsForVersion: '',
     mode: '',
-    iptables: { masqueradeBit: null, masqueradeAll: false, localhostNodePorts: null, syncPeriod: '0s', minSyncPeriod: '0s' },
+    iptables: {
+      masqueradeBit: null,
+      masqueradeAll: false,
+      localhostNodePorts: null,
+      syncPeriod: '0s',
+      minSyncPeriod: '0s',
+    },
     ipvs: {
-      syncPeriod: '0s', minSyncPeriod: '0s', scheduler: '', excludeCIDRs: null, strictARP: false,
-      tcpTimeout: '0s', tcpFinTimeout: '0s', udpTimeout: '0s',
+      syncPeriod: '0s',
+      minSyncPeriod: '0s',
+      scheduler: '',
+      excludeCIDRs: null,
+      strictARP: false,
+      tcpTimeout: '0s',
+      tcpFinTimeout: '0s',
+      udpTimeout: '0s',
     },
     nftables: { masqueradeBit: null, masqueradeAll: false, syncPeriod: '0s', minSyncPeriod: '0s' },
-    winkernel: { networkName: '', sourceVip: '', enableDSR: false, rootHnsEndpointName: '', forwardHealthCheckVip: false },
+    winkernel: {
+      networkName: '',
+      sourceVip: '',
+      enableDSR: false,
+      rootHnsEndpointName: '',
+      forwardHealthCheckVip: false,
+    },
     detectLocalMode: '',
     detectLocal: { bridgeInterface: '', interfaceNamePrefix: '' },
     clusterCIDR: '',
     nodePortAddresses: null,
     oomScoreAdj: null,
     conntrack: {
-      maxPerCore: null, min: null, tcpEstablishedTimeout: null, tcpCloseWaitTimeout: null,
-      tcpBeLiberal: false, udpTimeout: '0s', udpStreamTimeout: '0s',
+      maxPerCore: null,
+      min: null,
+      tcpEstablishedTimeout: null,
+      tcpCloseWaitTimeout: null,
+      tcpBeLiberal: false,
+      udpTimeout: '0s',
+      udpStreamTimeout: '0s',
     },
     configSyncPeriod: '0s',
     portRange: '',
@@ -73,12 +96,14 @@ export function defaultBindHosts(bindAddress: string): { healthz: string; metric
 export function setDefaultsV1Alpha1(obj: KubeProxyConfigurationV1Alpha1): KubeProxyConfigurationV1Alpha1 {
   if (obj.bindAddress === '') obj.bindAddress = '0.0.0.0';
   const hosts = defaultBindHosts(obj.bindAddress);
-  obj.healthzBindAddress = obj.healthzBindAddress === ''
-    ? `${hosts.healthz}:${PROXY_HEALTHZ_PORT}`
-    : appendPortIfNeeded(obj.healthzBindAddress, PROXY_HEALTHZ_PORT);
-  obj.metricsBindAddress = obj.metricsBindAddress === ''
-    ? `${hosts.metrics}:${PROXY_STATUS_PORT}`
-    : appendPortIfNeeded(obj.metricsBindAddress, PROXY_STATUS_PORT);
+  obj.healthzBindAddress =
+    obj.healthzBindAddress === ''
+      ? `${hosts.healthz}:${PROXY_HEALTHZ_PORT}`
+      : appendPortIfNeeded(obj.healthzBindAddress, PROXY_HEALTHZ_PORT);
+  obj.metricsBindAddress =
+    obj.metricsBindAddress === ''
+      ? `${hosts.metrics}:${PROXY_STATUS_PORT}`
+      : appendPortIfNeeded(obj.metricsBindAddress, PROXY_STATUS_PORT);
   obj.oomScoreAdj ??= KUBE_PROXY_OOM_SCORE_ADJ;
 
   const ipt = obj.iptables;

@@ -20,8 +20,8 @@ export const HOUR = 60 * MINUTE;
 const UNITS: Readonly<Record<string, number>> = {
   ns: NANOSECOND,
   us: MICROSECOND,
-  'µs': MICROSECOND, // U+00B5 micro sign
-  'μs': MICROSECOND, // U+03BC Greek mu
+  µs: MICROSECOND, // U+00B5 micro sign
+  μs: MICROSECOND, // U+03BC Greek mu
   ms: MILLISECOND,
   s: SECOND,
   m: MINUTE,

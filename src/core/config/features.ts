@@ -29,7 +29,10 @@ export function parseFeatureGates(value: string, into: Record<string, boolean>):
     if (eq < 0) throw new Error(`missing bool value for ${pair}`);
     const key = pair.slice(0, eq).trim();
     const b = parseGoBool(pair.slice(eq + 1).trim());
-    if (b === null) throw new Error(`invalid value of ${key}=${pair.slice(eq + 1)}, err: strconv.ParseBool: parsing ${JSON.stringify(pair.slice(eq + 1))}: invalid syntax`);
+    if (b === null)
+      throw new Error(
+        `invalid value of ${key}=${pair.slice(eq + 1)}, err: strconv.ParseBool: parsing ${JSON.stringify(pair.slice(eq + 1))}: invalid syntax`,
+      );
     into[key] = b;
   }
 }

@@ -22,7 +22,12 @@ export function invalid(field: string, value: BadValue, detail: string): FieldEr
 }
 
 export function notSupported(field: string, value: string, supported: readonly string[]): FieldError {
-  return { type: 'NotSupported', field, value, detail: `supported values: ${supported.map((s) => JSON.stringify(s)).join(', ')}` };
+  return {
+    type: 'NotSupported',
+    field,
+    value,
+    detail: `supported values: ${supported.map((s) => JSON.stringify(s)).join(', ')}`,
+  };
 }
 
 function showValue(v: BadValue): string {

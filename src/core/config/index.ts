@@ -3,7 +3,13 @@
 
 export * from './types.js';
 export { parseDuration, formatDuration, durationToMillis, DurationParseError, type Duration } from './duration.js';
-export { defaultV1Alpha1, setDefaultsV1Alpha1, zeroV1Alpha1, PROXY_HEALTHZ_PORT, PROXY_STATUS_PORT } from './defaults.js';
+export {
+  defaultV1Alpha1,
+  setDefaultsV1Alpha1,
+  zeroV1Alpha1,
+  PROXY_HEALTHZ_PORT,
+  PROXY_STATUS_PORT,
+} from './defaults.js';
 export { decodeConfigFile, type DecodedConfig } from './decode.js';
 export { encodeConfigYAML } from './encode.js';
 export { v1alpha1ToResolved, resolvedToV1Alpha1, platformApplyDefaults, masqueradeBitOf, timingOf } from './convert.js';

@@ -18,7 +18,10 @@ import { cidrContains, isLoopback, parseCIDR, parseIP } from '../ip.js';
 import type { DataplaneConfig, IPFamily, LocalDetector } from '../types.js';
 import { masqueradeBitOf } from './convert.js';
 import {
-  NODE_PORT_ADDRESSES_ALL, NODE_PORT_ADDRESSES_LOCALHOST, NODE_PORT_ADDRESSES_PRIMARY, type ResolvedConfig,
+  NODE_PORT_ADDRESSES_ALL,
+  NODE_PORT_ADDRESSES_LOCALHOST,
+  NODE_PORT_ADDRESSES_PRIMARY,
+  type ResolvedConfig,
 } from './types.js';
 
 const ZERO: Record<IPFamily, string> = { IPv4: '0.0.0.0/0', IPv6: '::/0' };
@@ -51,7 +54,11 @@ export function expandNodePortAddresses(addrs: readonly string[], family: IPFami
 }
 
 /** Upstream NodePortAddresses for one family: null = MatchAll, else the CIDRs. */
-export function nodePortAddressesForFamily(addrs: readonly string[], family: IPFamily, nodeIP: string | null): string[] | null {
+export function nodePortAddressesForFamily(
+  addrs: readonly string[],
+  family: IPFamily,
+  nodeIP: string | null,
+): string[] | null {
   const cidrs = expandNodePortAddresses(addrs, family, nodeIP);
   if (cidrs.length === 0) return null;
   if (cidrs.some((c) => parseCIDR(c)!.prefix === 0)) return null;
@@ -69,7 +76,10 @@ function containsIPv4Loopback(cidrs: readonly string[] | null): boolean {
 
 function localDetectorOf(config: ResolvedConfig, family: IPFamily, podCIDRs: readonly string[]): LocalDetector {
   const ofFamily = (list: readonly string[]) =>
-    list.map((s) => parseCIDR(s)).filter((c) => c !== null && c.family === family).map((c) => c!.text);
+    list
+      .map((s) => parseCIDR(s))
+      .filter((c) => c !== null && c.family === family)
+      .map((c) => c!.text);
   switch (config.detectLocalMode) {
     case 'BridgeInterface':
       return { kind: 'bridge', interfaceName: config.detectLocal.bridgeInterface };
@@ -102,8 +112,11 @@ export function resolveDataplaneConfig(
   podCIDRs: readonly string[] = [],
 ): DataplaneConfig {
   const nodePortAddresses = nodePortAddressesForFamily(config.nodePortAddresses, family, nodeIP);
-  const localhostNodePorts = config.mode === 'iptables' && family === 'IPv4' &&
-    (config.iptables.localhostNodePorts ?? true) && containsIPv4Loopback(nodePortAddresses);
+  const localhostNodePorts =
+    config.mode === 'iptables' &&
+    family === 'IPv4' &&
+    (config.iptables.localhostNodePorts ?? true) &&
+    containsIPv4Loopback(nodePortAddresses);
   const ips: string[] = [];
   for (const s of localIPs) {
     const ip = parseIP(s);

@@ -10,7 +10,10 @@ import { invalid, notSupported, type FieldError } from './field.js';
 import { parsePort, splitHostPort } from './hostport.js';
 import { KNOWN_FEATURE_GATES } from './features.js';
 import {
-  NODE_PORT_ADDRESSES_ALL, NODE_PORT_ADDRESSES_LOCALHOST, NODE_PORT_ADDRESSES_PRIMARY, type ResolvedConfig,
+  NODE_PORT_ADDRESSES_ALL,
+  NODE_PORT_ADDRESSES_LOCALHOST,
+  NODE_PORT_ADDRESSES_PRIMARY,
+  type ResolvedConfig,
 } from './types.js';
 
 export const IPVS_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'sh', 'dh', 'sed', 'nq', 'mh'] as const;
@@ -31,16 +34,24 @@ export function validateConfig(c: ResolvedConfig): ValidationResult {
   const errs: FieldError[] = [];
   const warnings: string[] = [];
   for (const gate of Object.keys(c.featureGates)) {
-    if (!KNOWN_FEATURE_GATES.has(gate)) warnings.push(`featureGates: unrecognized feature gate ${JSON.stringify(gate)} ignored`);
+    if (!KNOWN_FEATURE_GATES.has(gate))
+      warnings.push(`featureGates: unrecognized feature gate ${JSON.stringify(gate)} ignored`);
   }
   checkMasqueradeBit(errs, 'iptables.masqueradeBit', c.iptables.masqueradeBit);
   if (c.mode === 'ipvs') validateIPVS(errs, c);
   if (c.mode === 'nftables') checkMasqueradeBit(errs, 'nftables.masqueradeBit', c.nftables.masqueradeBit);
   validateLinux(errs, c);
   if (c.mode !== '' && !(VALID_PROXY_MODES as readonly string[]).includes(c.mode)) {
-    errs.push(invalid('mode', c.mode, `must be ${VALID_PROXY_MODES.join(', ')} or blank (blank means the best-available proxy [currently iptables])`));
+    errs.push(
+      invalid(
+        'mode',
+        c.mode,
+        `must be ${VALID_PROXY_MODES.join(', ')} or blank (blank means the best-available proxy [currently iptables])`,
+      ),
+    );
   }
-  if (c.clientConnection.burst < 0) errs.push(invalid('clientConnection.burst', c.clientConnection.burst, 'must be greater than or equal to 0'));
+  if (c.clientConnection.burst < 0)
+    errs.push(invalid('clientConnection.burst', c.clientConnection.burst, 'must be greater than or equal to 0'));
   if (c.configSyncPeriod <= 0) errs.push(invalid('configSyncPeriod', d(c.configSyncPeriod), 'must be greater than 0'));
   validateSyncPeriods(errs, c);
   if (!parseIP(c.bindAddress)) {
@@ -49,7 +60,8 @@ export function validateConfig(c: ResolvedConfig): ValidationResult {
   // Empty disables the server (--healthz-port=0 / --metrics-port=0 produce it).
   if (c.healthzBindAddress !== '') validateHostPort(errs, c.healthzBindAddress, 'healthzBindAddress');
   if (c.metricsBindAddress !== '') validateHostPort(errs, c.metricsBindAddress, 'metricsBindAddress');
-  if (!validPortRange(c.portRange)) errs.push(invalid('portRange', c.portRange, 'must be a valid port range (e.g. 300-2000)'));
+  if (!validPortRange(c.portRange))
+    errs.push(invalid('portRange', c.portRange, 'must be a valid port range (e.g. 300-2000)'));
   validateNodePortAddresses(errs, c.nodePortAddresses);
   validateShowHiddenMetrics(errs, c.showHiddenMetricsForVersion);
   if (!(LOCAL_MODES as readonly string[]).includes(c.detectLocalMode)) {
@@ -71,7 +83,8 @@ function sectionOf(c: ResolvedConfig): string {
 function validateSyncPeriods(errs: FieldError[], c: ResolvedConfig): void {
   const s = sectionOf(c);
   if (c.syncPeriod <= 0) errs.push(invalid(`${s}.syncPeriod`, d(c.syncPeriod), 'must be greater than 0'));
-  if (c.minSyncPeriod < 0) errs.push(invalid(`${s}.minSyncPeriod`, d(c.minSyncPeriod), 'must be greater than or equal to 0'));
+  if (c.minSyncPeriod < 0)
+    errs.push(invalid(`${s}.minSyncPeriod`, d(c.minSyncPeriod), 'must be greater than or equal to 0'));
   if (c.minSyncPeriod > c.syncPeriod) {
     errs.push(invalid(`${s}.syncPeriod`, d(c.minSyncPeriod), `must be greater than or equal to ${s}.minSyncPeriod`));
   }
@@ -84,8 +97,13 @@ function validateIPVS(errs: FieldError[], c: ResolvedConfig): void {
   if (v.tcpFinTimeout < 0) errs.push(invalid('ipvs.tcpFinTimeout', d(v.tcpFinTimeout), nonNeg));
   if (v.udpTimeout < 0) errs.push(invalid('ipvs.udpTimeout', d(v.udpTimeout), nonNeg));
   if (v.scheduler !== '' && !(IPVS_SCHEDULERS as readonly string[]).includes(v.scheduler)) {
-    errs.push(invalid('ipvs.scheduler', v.scheduler,
-      `must be in [${IPVS_SCHEDULERS.join(' ')} ], blank means the default algorithm method (currently rr)`));
+    errs.push(
+      invalid(
+        'ipvs.scheduler',
+        v.scheduler,
+        `must be in [${IPVS_SCHEDULERS.join(' ')} ], blank means the default algorithm method (currently rr)`,
+      ),
+    );
   }
   v.excludeCIDRs.forEach((cidr, i) => {
     if (!parseCIDR(cidr)) errs.push(invalid(`ipvs.excludeCIDRs[${i}]`, cidr, 'must be a valid CIDR'));
@@ -107,7 +125,8 @@ function validateLinux(errs: FieldError[], c: ResolvedConfig): void {
     if (value !== null && value < 0) errs.push(invalid(field, d(value), nonNeg));
   }
   const oom = c.linux.oomScoreAdj;
-  if (oom !== null && (oom < -1000 || oom > 1000)) errs.push(invalid('oomScoreAdj', oom, 'must be within the range [-1000, 1000]'));
+  if (oom !== null && (oom < -1000 || oom > 1000))
+    errs.push(invalid('oomScoreAdj', oom, 'must be within the range [-1000, 1000]'));
 }
 
 function validateHostPort(errs: FieldError[], input: string, field: string): void {
@@ -134,11 +153,21 @@ export function validPortRange(s: string): boolean {
 }
 
 function validateNodePortAddresses(errs: FieldError[], addrs: readonly string[]): void {
-  const keywords: readonly string[] = [NODE_PORT_ADDRESSES_PRIMARY, NODE_PORT_ADDRESSES_LOCALHOST, NODE_PORT_ADDRESSES_ALL];
+  const keywords: readonly string[] = [
+    NODE_PORT_ADDRESSES_PRIMARY,
+    NODE_PORT_ADDRESSES_LOCALHOST,
+    NODE_PORT_ADDRESSES_ALL,
+  ];
   addrs.forEach((a, i) => {
     if (keywords.includes(a)) return;
     if (!parseCIDR(a)) {
-      errs.push(invalid(`nodePortAddresses[${i}]`, a, "must be a valid CIDR or one of the keywords 'primary', 'localhost', 'all'"));
+      errs.push(
+        invalid(
+          `nodePortAddresses[${i}]`,
+          a,
+          "must be a valid CIDR or one of the keywords 'primary', 'localhost', 'all'",
+        ),
+      );
     }
   });
 }
@@ -147,12 +176,18 @@ function validateShowHiddenMetrics(errs: FieldError[], version: string): void {
   if (version === '') return;
   const valid = `${KUBERNETES_VERSION.major}.${KUBERNETES_VERSION.minor - 1}`;
   if (version !== valid) {
-    errs.push(invalid('showHiddenMetricsForVersion', version,
-      `--show-hidden-metrics-for-version must be omitted or have the value '${valid}'. Only the previous minor version is allowed`));
+    errs.push(
+      invalid(
+        'showHiddenMetricsForVersion',
+        version,
+        `--show-hidden-metrics-for-version must be omitted or have the value '${valid}'. Only the previous minor version is allowed`,
+      ),
+    );
   }
 }
 
-const DUAL_STACK_DETAIL = 'must be a either a single CIDR or dual-stack pair of CIDRs (e.g. [10.100.0.0/16, fde4:8dba:82e1::/48]';
+const DUAL_STACK_DETAIL =
+  'must be a either a single CIDR or dual-stack pair of CIDRs (e.g. [10.100.0.0/16, fde4:8dba:82e1::/48]';
 
 function validateDetectLocal(errs: FieldError[], c: ResolvedConfig): void {
   const dl = c.detectLocal;
@@ -173,7 +208,9 @@ function validateDetectLocal(errs: FieldError[], c: ResolvedConfig): void {
       }
       const parsed = cidrs.map((s) => parseCIDR(s));
       if (parsed.some((p) => p === null)) {
-        errs.push(invalid('clusterCIDR', joined, 'must be a valid CIDR block (e.g. 10.100.0.0/16 or fde4:8dba:82e1::/48)'));
+        errs.push(
+          invalid('clusterCIDR', joined, 'must be a valid CIDR block (e.g. 10.100.0.0/16 or fde4:8dba:82e1::/48)'),
+        );
       } else if (parsed.length === 2 && parsed[0]!.family === parsed[1]!.family) {
         errs.push(invalid('clusterCIDR', joined, DUAL_STACK_DETAIL));
       }
@@ -189,15 +226,19 @@ function validateLogging(errs: FieldError[], c: ResolvedConfig): void {
   if (l.format !== 'text' && l.format !== 'json') errs.push(notSupported('logging.format', l.format, ['json', 'text']));
   if (l.verbosity < 0) errs.push(invalid('logging.verbosity', l.verbosity, 'must be greater than or equal to 0'));
   try {
-    if (parseDuration(l.flushFrequency) <= 0) errs.push(invalid('logging.flushFrequency', l.flushFrequency, 'must be greater than 0'));
+    if (parseDuration(l.flushFrequency) <= 0)
+      errs.push(invalid('logging.flushFrequency', l.flushFrequency, 'must be greater than 0'));
   } catch {
     errs.push(invalid('logging.flushFrequency', l.flushFrequency, 'must be a valid duration'));
   }
   (l.vmodule ?? []).forEach((item, i) => {
     if (item.filePattern === '') errs.push(invalid(`logging.vmodule[${i}].filePattern`, '', 'must not be empty'));
     else if (/[,=]/.test(item.filePattern)) {
-      errs.push(invalid(`logging.vmodule[${i}].filePattern`, item.filePattern, 'must not contain commas or equal signs'));
+      errs.push(
+        invalid(`logging.vmodule[${i}].filePattern`, item.filePattern, 'must not contain commas or equal signs'),
+      );
     }
-    if (item.verbosity < 0) errs.push(invalid(`logging.vmodule[${i}].verbosity`, item.verbosity, 'must be greater than or equal to 0'));
+    if (item.verbosity < 0)
+      errs.push(invalid(`logging.vmodule[${i}].verbosity`, item.verbosity, 'must be greater than or equal to 0'));
   });
 }

@@ -23,10 +23,26 @@ import { tokenize } from './tokens.js';
 const HEADER = ['-s', '-d', '-i', '-o', '-p'] as const;
 const PORT_PROTOS = new Set(['tcp', 'udp', 'sctp', 'dccp']);
 /** Options with no value, by module (everything else takes exactly one value). */
-const FLAG_OPTIONS = new Set(['--set', '--rcheck', '--update', '--remove', '--reap', '--rsource', '--rdest', '--random', '--random-fully', '--persistent']);
+const FLAG_OPTIONS = new Set([
+  '--set',
+  '--rcheck',
+  '--update',
+  '--remove',
+  '--reap',
+  '--rsource',
+  '--rdest',
+  '--random',
+  '--random-fully',
+  '--persistent',
+]);
 /** Defaults iptables-save spells out: dropped from both sides. */
-const DEFAULTS = new Set(['--mask 255.255.255.255', '--mask ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', '--rsource',
-  '--reject-with icmp-port-unreachable', '--reject-with icmp6-port-unreachable']);
+const DEFAULTS = new Set([
+  '--mask 255.255.255.255',
+  '--mask ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff',
+  '--rsource',
+  '--reject-with icmp-port-unreachable',
+  '--reject-with icmp6-port-unreachable',
+]);
 
 function normAddr(v: string): string {
   const c = parseCIDR(v.includes('/') ? v : `${v}/${v.includes(':') ? 128 : 32}`);
@@ -35,7 +51,10 @@ function normAddr(v: string): string {
 
 function normHex(v: string): string {
   if (!/^0x[0-9a-f]+(\/0x[0-9a-f]+)?$/i.test(v)) return v;
-  return v.split('/').map((h) => `0x${parseInt(h, 16).toString(16)}`).join('/');
+  return v
+    .split('/')
+    .map((h) => `0x${parseInt(h, 16).toString(16)}`)
+    .join('/');
 }
 
 function normValue(opt: string, v: string): string {
@@ -43,7 +62,11 @@ function normValue(opt: string, v: string): string {
   return normHex(v);
 }
 
-interface Parsed { header: Map<string, string>; modules: Map<string, string[]>; target: string[] }
+interface Parsed {
+  header: Map<string, string>;
+  modules: Map<string, string[]>;
+  target: string[];
+}
 
 /** Split a rule's tokens into header options, match modules and target. */
 function parse(tokens: readonly string[]): Parsed {
@@ -54,7 +77,10 @@ function parse(tokens: readonly string[]): Parsed {
   let neg = '';
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i]!;
-    if (t === '!') { neg = '! '; continue; }
+    if (t === '!') {
+      neg = '! ';
+      continue;
+    }
     if ((HEADER as readonly string[]).includes(t)) {
       const v = tokens[++i] ?? '';
       header.set(t, `${neg}${t} ${t === '-s' || t === '-d' ? normAddr(v) : t === '-p' ? v.toLowerCase() : v}`);
@@ -110,7 +136,10 @@ export function canonicalRule(rule: string): string {
   const p = parse(tokens);
   const parts: string[] = HEADER.flatMap((h) => (p.header.has(h) ? [p.header.get(h)!] : []));
   for (const name of [...p.modules.keys()].sort()) {
-    const opts = p.modules.get(name)!.filter((x) => !DEFAULTS.has(x)).sort();
+    const opts = p.modules
+      .get(name)!
+      .filter((x) => !DEFAULTS.has(x))
+      .sort();
     if (PORT_PROTOS.has(name) && opts.length === 0) continue; // `-m tcp` without options
     parts.push(`-m ${name}`, ...opts);
   }

@@ -30,7 +30,11 @@ const MAX_LCS_CELLS = 4_000_000;
  * Line diff of two rule lists: common prefix/suffix, then an LCS of the
  * middle. Rules are equal when their `canon` forms are (default: iptables').
  */
-export function diffRules(before: readonly string[], after: readonly string[], canon: (rule: string) => string = canonicalRule): DiffLine[] {
+export function diffRules(
+  before: readonly string[],
+  after: readonly string[],
+  canon: (rule: string) => string = canonicalRule,
+): DiffLine[] {
   const a = before.map(canon);
   const b = after.map(canon);
   let pre = 0;
@@ -46,9 +50,13 @@ export function diffRules(before: readonly string[], after: readonly string[], c
 }
 
 function middle(a: string[], b: string[], aText: readonly string[], bText: readonly string[]): DiffLine[] {
-  const n = a.length, m = b.length;
+  const n = a.length,
+    m = b.length;
   if (n * m > MAX_LCS_CELLS) {
-    return [...aText.map((rule): DiffLine => ({ op: '-', rule })), ...bText.map((rule): DiffLine => ({ op: '+', rule }))];
+    return [
+      ...aText.map((rule): DiffLine => ({ op: '-', rule })),
+      ...bText.map((rule): DiffLine => ({ op: '+', rule })),
+    ];
   }
   // lcs[i][j] = LCS length of a[i..] and b[j..], one row per i.
   const lcs = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
@@ -58,11 +66,20 @@ function middle(a: string[], b: string[], aText: readonly string[], bText: reado
     }
   }
   const out: DiffLine[] = [];
-  let i = 0, j = 0;
+  let i = 0,
+    j = 0;
   while (i < n || j < m) {
-    if (i < n && j < m && a[i] === b[j]) { out.push({ op: ' ', rule: aText[i]! }); i++; j++; }
-    else if (j < m && (i === n || lcs[i]![j + 1]! >= lcs[i + 1]![j]!)) { out.push({ op: '+', rule: bText[j]! }); j++; }
-    else { out.push({ op: '-', rule: aText[i]! }); i++; }
+    if (i < n && j < m && a[i] === b[j]) {
+      out.push({ op: ' ', rule: aText[i]! });
+      i++;
+      j++;
+    } else if (j < m && (i === n || lcs[i]![j + 1]! >= lcs[i + 1]![j]!)) {
+      out.push({ op: '+', rule: bText[j]! });
+      j++;
+    } else {
+      out.push({ op: '-', rule: aText[i]! });
+      i++;
+    }
   }
   return out;
 }
@@ -94,10 +111,16 @@ export function diffText(diffs: readonly ChainDiff[], context = 2): string {
     const mark = d.status === 'added' ? '+' : d.status === 'removed' ? '-' : ' ';
     out += `@@ ${d.table} ${d.chain} (${d.status}) @@\n`;
     if (d.status !== 'changed') out += `${mark}:${d.chain}\n`;
-    const keep = d.lines.map((l, i) => l.op !== ' ' || d.lines.slice(Math.max(0, i - context), i + context + 1).some((x) => x.op !== ' '));
+    const keep = d.lines.map(
+      (l, i) => l.op !== ' ' || d.lines.slice(Math.max(0, i - context), i + context + 1).some((x) => x.op !== ' '),
+    );
     let skipped = false;
     d.lines.forEach((l, i) => {
-      if (!keep[i]) { if (!skipped) out += ' ...\n'; skipped = true; return; }
+      if (!keep[i]) {
+        if (!skipped) out += ' ...\n';
+        skipped = true;
+        return;
+      }
       skipped = false;
       out += `${l.op}-A ${d.chain} ${l.rule}\n`;
     });

@@ -35,10 +35,23 @@ const TABLE_ORDER: readonly IptablesTable[] = ['raw', 'mangle', 'nat', 'filter',
 
 /** Targets that are extensions, per table where they are valid ('*' = any). */
 const STANDARD_TARGETS: Record<string, readonly IptablesTable[] | '*'> = {
-  ACCEPT: '*', DROP: '*', RETURN: '*', MARK: '*', LOG: '*', CONNMARK: '*', NFLOG: '*', QUEUE: '*', NFQUEUE: '*',
+  ACCEPT: '*',
+  DROP: '*',
+  RETURN: '*',
+  MARK: '*',
+  LOG: '*',
+  CONNMARK: '*',
+  NFLOG: '*',
+  QUEUE: '*',
+  NFQUEUE: '*',
   REJECT: ['filter', 'mangle', 'raw', 'security'],
-  DNAT: ['nat'], SNAT: ['nat'], MASQUERADE: ['nat'], REDIRECT: ['nat'],
-  CT: ['raw'], NOTRACK: ['raw'], TPROXY: ['mangle'],
+  DNAT: ['nat'],
+  SNAT: ['nat'],
+  MASQUERADE: ['nat'],
+  REDIRECT: ['nat'],
+  CT: ['raw'],
+  NOTRACK: ['raw'],
+  TPROXY: ['mangle'],
 };
 
 interface ChainState {
@@ -131,7 +144,10 @@ export class FakeIptables {
         return;
       }
       if (cur === null) return fail('outside a table');
-      if (line === 'COMMIT') { cur = null; return; }
+      if (line === 'COMMIT') {
+        cur = null;
+        return;
+      }
       if (line.startsWith(':')) return declare(cur, line, fail);
       const m = /^-A\s+(\S+)\s*(.*)$/.exec(line);
       if (!m) return fail('not a rule');
@@ -179,7 +195,9 @@ export class FakeIptables {
     const ch = st.get(chain);
     if (!ch) throw new ProxyError('KPT_EXEC_FAILED', `iptables: chain ${chain} does not exist in ${table}`);
     if (ch.rules.some((r) => canon(r) === canon(text))) return true;
-    checkTarget(table, st, tokenize(text) ?? [], (m) => { throw new ProxyError('KPT_EXEC_FAILED', `iptables: ${m}`); });
+    checkTarget(table, st, tokenize(text) ?? [], (m) => {
+      throw new ProxyError('KPT_EXEC_FAILED', `iptables: ${m}`);
+    });
     if (position === 'prepend') ch.rules.unshift(text);
     else ch.rules.push(text);
     return false;
@@ -192,7 +210,10 @@ export class FakeIptables {
 
   private table(t: IptablesTable): TableState {
     let st = this.tables.get(t);
-    if (!st) { st = newTable(t); this.tables.set(t, st); }
+    if (!st) {
+      st = newTable(t);
+      this.tables.set(t, st);
+    }
     return st;
   }
 }
@@ -228,7 +249,10 @@ function checkOptions(tokens: readonly string[], fail: (m: string) => never): vo
   for (let i = 0; i < tokens.length; i++) {
     const t = tokens[i]!;
     const v = tokens[i + 1] ?? '';
-    if (t === '-p' && PORT_PROTOS.has(v.toLowerCase())) { protoSeen = true; portModule = true; }
+    if (t === '-p' && PORT_PROTOS.has(v.toLowerCase())) {
+      protoSeen = true;
+      portModule = true;
+    }
     if (t === '-m' && (PORT_PROTOS.has(v) || v === 'multiport')) portModule = true;
     if ((t === '--dport' || t === '--sport') && !portModule) fail(`unknown option "${t}"`);
     const hasPort = v.startsWith('[') ? /\]:\d+/.test(v) : v.split(':').length === 2;
@@ -236,7 +260,12 @@ function checkOptions(tokens: readonly string[], fail: (m: string) => never): vo
   }
 }
 
-function checkTarget(table: IptablesTable, cur: TableState, ruleTokens: readonly string[], fail: (m: string) => never): void {
+function checkTarget(
+  table: IptablesTable,
+  cur: TableState,
+  ruleTokens: readonly string[],
+  fail: (m: string) => never,
+): void {
   checkOptions(ruleTokens, fail);
   const target = ruleTarget(ruleTokens);
   if (target === null) return;
@@ -250,7 +279,13 @@ function checkTarget(table: IptablesTable, cur: TableState, ruleTokens: readonly
   if (ch!.builtin) fail(`cannot jump to built-in chain ${target}`);
 }
 
-function applyCommand(table: IptablesTable, cur: TableState, tokens: string[], line: string, fail: (m: string) => never): void {
+function applyCommand(
+  table: IptablesTable,
+  cur: TableState,
+  tokens: string[],
+  line: string,
+  fail: (m: string) => never,
+): void {
   const [cmd, chain] = tokens as [string, string];
   const rest = line.slice(line.indexOf(chain, cmd.length) + chain.length).trim();
   const ch = cur.get(chain);

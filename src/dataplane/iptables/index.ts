@@ -45,10 +45,23 @@
 //   mirrors upstream EnsureRule; rules(table, chain), hasChain, chains, restores[].
 // The packet tracer over a FakeIptables is test/tracer/iptables.ts.
 
-export type { IptablesOptions, IptablesRenderInput, IptablesRender, IptablesMemory, SkippedServicePort } from './render.js';
+export type {
+  IptablesOptions,
+  IptablesRenderInput,
+  IptablesRender,
+  IptablesMemory,
+  SkippedServicePort,
+} from './render.js';
 export { renderIptables, DEFAULT_IPTABLES_OPTIONS } from './render.js';
 export type { JumpChain } from './jumps.js';
-export { IPTABLES_JUMP_CHAINS, IPTABLES_TOP_LEVEL_CHAINS, KUBE_PROXY_CANARY, jumpRuleArgs, chainsFromSave, staleChains } from './jumps.js';
+export {
+  IPTABLES_JUMP_CHAINS,
+  IPTABLES_TOP_LEVEL_CHAINS,
+  KUBE_PROXY_CANARY,
+  jumpRuleArgs,
+  chainsFromSave,
+  staleChains,
+} from './jumps.js';
 export {
   servicePortChainHash,
   serviceChainName,

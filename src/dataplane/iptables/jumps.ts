@@ -30,7 +30,14 @@ export interface JumpChain {
 
 const NEW = ['-m', 'conntrack', '--ctstate', 'NEW'] as const;
 
-function j(table: IptablesTableName, from: string, to: string, comment: string | null, extraArgs: readonly string[] = [], onlyIfChainRendered = false): JumpChain {
+function j(
+  table: IptablesTableName,
+  from: string,
+  to: string,
+  comment: string | null,
+  extraArgs: readonly string[] = [],
+  onlyIfChainRendered = false,
+): JumpChain {
   return { table, from, to, comment, extraArgs, onlyIfChainRendered };
 }
 

@@ -10,19 +10,34 @@ import { LOCAL_IPS_V4, service, slice } from '../../../test/cases/fixtures.js';
 import { DEFAULT_IPTABLES_OPTIONS, renderIptables, type IptablesMemory } from './render.js';
 
 const CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: null, localhostNodePorts: true, localIPs: LOCAL_IPS_V4,
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: null,
+  localhostNodePorts: true,
+  localIPs: LOCAL_IPS_V4,
 };
 
 function objects(moved: boolean): { services: Service[]; slices: EndpointSlice[] } {
   const p80 = [{ name: 'p80', port: 80 }];
   const services = [
     service('plain', { clusterIP: '172.30.0.1' }, p80),
-    service('np', { type: 'NodePort', clusterIP: '172.30.0.2', externalIPs: ['192.168.99.50'] }, [{ name: 'p80', port: 80, nodePort: 30002 }]),
-    service('lb', {
-      type: 'LoadBalancer', clusterIP: '172.30.0.3', externalTrafficPolicy: 'Local', healthCheckNodePort: 30100,
-      loadBalancerSourceRanges: ['203.0.113.0/25'], lb: ['5.6.7.8'],
-    }, [{ name: 'p80', port: 80, nodePort: 30003 }]),
+    service('np', { type: 'NodePort', clusterIP: '172.30.0.2', externalIPs: ['192.168.99.50'] }, [
+      { name: 'p80', port: 80, nodePort: 30002 },
+    ]),
+    service(
+      'lb',
+      {
+        type: 'LoadBalancer',
+        clusterIP: '172.30.0.3',
+        externalTrafficPolicy: 'Local',
+        healthCheckNodePort: 30100,
+        loadBalancerSourceRanges: ['203.0.113.0/25'],
+        lb: ['5.6.7.8'],
+      },
+      [{ name: 'p80', port: 80, nodePort: 30003 }],
+    ),
     service('sticky', { clusterIP: '172.30.0.4', sessionAffinity: 'ClientIP' }, p80),
     service('empty', { clusterIP: '172.30.0.5' }, p80),
   ];
@@ -36,7 +51,13 @@ function objects(moved: boolean): { services: Service[]; slices: EndpointSlice[]
 }
 
 function state(moved: boolean, fullSync: boolean): SyncState {
-  return syncStateFromObjects({ ...objects(moved), family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' }, fullSync, changedServices: ['ns1/plain'] });
+  return syncStateFromObjects({
+    ...objects(moved),
+    family: 'IPv4',
+    nodeIPs: { IPv4: '192.168.0.2' },
+    fullSync,
+    changedServices: ['ns1/plain'],
+  });
 }
 
 /** `next` with every service port except the changed one taken (same objects) from `prev`, as the engine does. */
@@ -63,8 +84,10 @@ test('a partial render reusing memoised services equals one of fresh objects', (
   const fresh = render(state(true, false), render(state(false, true), null).memory);
   assert.ok(reused.partial);
   assert.equal(reused.restoreText, fresh.restoreText);
-  assert.deepEqual({ ...reused, natChainsActive: [...reused.natChainsActive], memory: null },
-    { ...fresh, natChainsActive: [...fresh.natChainsActive], memory: null });
+  assert.deepEqual(
+    { ...reused, natChainsActive: [...reused.natChainsActive], memory: null },
+    { ...fresh, natChainsActive: [...fresh.natChainsActive], memory: null },
+  );
   // The unchanged services' own chains are not rewritten, but their top-level rules are.
   assert.match(reused.restoreText, /-A KUBE-SERVICES .*ns1\/sticky:p80 cluster IP/);
   assert.doesNotMatch(reused.restoreText, /--to-destination 10\.4\.0\.1:80/);
@@ -86,7 +109,14 @@ test('a changed render context invalidates memoised lines', () => {
   const cfg = { ...CONFIG, masqueradeAll: true, localDetector: { kind: 'none' as const }, localhostNodePorts: false };
   const partialState = { ...s, fullSync: false, changedServices: new Set<string>() };
   const reused = render(partialState, base.memory, cfg);
-  const fresh = render({ ...state(false, true), fullSync: false, changedServices: new Set<string>() }, render(state(false, true), null, cfg).memory, cfg);
+  const fresh = render(
+    { ...state(false, true), fullSync: false, changedServices: new Set<string>() },
+    render(state(false, true), null, cfg).memory,
+    cfg,
+  );
   assert.equal(reused.restoreText, fresh.restoreText);
-  assert.notEqual(reused.restoreText, render({ ...s, changedServices: new Set<string>(), fullSync: false }, base.memory).restoreText);
+  assert.notEqual(
+    reused.restoreText,
+    render({ ...s, changedServices: new Set<string>(), fullSync: false }, base.memory).restoreText,
+  );
 });

@@ -3,7 +3,14 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { base32, sha256 } from '../../core/hash.js';
 import {
-  endpointChainName, externalChainName, firewallChainName, isServiceChainName, chainNamesOf, localChainName, serviceChainName, servicePortChainHash,
+  endpointChainName,
+  externalChainName,
+  firewallChainName,
+  isServiceChainName,
+  chainNamesOf,
+  localChainName,
+  serviceChainName,
+  servicePortChainHash,
 } from './names.js';
 
 test('reference Appendix A / 4.1 hashes', () => {
@@ -26,8 +33,17 @@ test('SVC/SVL/EXT/FW share one hash; the protocol is part of it', () => {
 });
 
 test('isServiceChainName matches only per-service chains', () => {
-  for (const c of ['KUBE-SVC-X', 'KUBE-SVL-X', 'KUBE-EXT-X', 'KUBE-FW-X', 'KUBE-SEP-X']) assert.ok(isServiceChainName(c), c);
-  for (const c of ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-MARK-MASQ', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FIREWALL', 'KUBE-FORWARD']) assert.ok(!isServiceChainName(c), c);
+  for (const c of ['KUBE-SVC-X', 'KUBE-SVL-X', 'KUBE-EXT-X', 'KUBE-FW-X', 'KUBE-SEP-X'])
+    assert.ok(isServiceChainName(c), c);
+  for (const c of [
+    'KUBE-SERVICES',
+    'KUBE-NODEPORTS',
+    'KUBE-MARK-MASQ',
+    'KUBE-EXTERNAL-SERVICES',
+    'KUBE-FIREWALL',
+    'KUBE-FORWARD',
+  ])
+    assert.ok(!isServiceChainName(c), c);
 });
 
 test('pure sha256/base32 agree with node:crypto and RFC 4648', () => {
@@ -35,8 +51,15 @@ test('pure sha256/base32 agree with node:crypto and RFC 4648', () => {
     assert.equal(Buffer.from(sha256(s)).toString('hex'), createHash('sha256').update(s, 'utf8').digest('hex'), s);
   }
   const enc = (s: string) => base32(new TextEncoder().encode(s));
-  assert.deepEqual(['', 'f', 'fo', 'foo', 'foob', 'fooba', 'foobar'].map(enc),
-    ['', 'MY======', 'MZXQ====', 'MZXW6===', 'MZXW6YQ=', 'MZXW6YTB', 'MZXW6YTBOI======']);
+  assert.deepEqual(['', 'f', 'fo', 'foo', 'foob', 'fooba', 'foobar'].map(enc), [
+    '',
+    'MY======',
+    'MZXQ====',
+    'MZXW6===',
+    'MZXW6YQ=',
+    'MZXW6YTB',
+    'MZXW6YTBOI======',
+  ]);
 });
 
 test('chainNamesOf: the same names as the string functions, per ServicePort object', () => {

@@ -51,17 +51,26 @@ export function servicePortChainHash(spn: string, protocol: Protocol | string): 
   return hash16(spn + protocol.toLowerCase());
 }
 
-export const serviceChainName = (spn: string, p: Protocol | string) => SERVICE_CHAIN_PREFIX + servicePortChainHash(spn, p);
+export const serviceChainName = (spn: string, p: Protocol | string) =>
+  SERVICE_CHAIN_PREFIX + servicePortChainHash(spn, p);
 export const localChainName = (spn: string, p: Protocol | string) => LOCAL_CHAIN_PREFIX + servicePortChainHash(spn, p);
-export const externalChainName = (spn: string, p: Protocol | string) => EXTERNAL_CHAIN_PREFIX + servicePortChainHash(spn, p);
-export const firewallChainName = (spn: string, p: Protocol | string) => FIREWALL_CHAIN_PREFIX + servicePortChainHash(spn, p);
+export const externalChainName = (spn: string, p: Protocol | string) =>
+  EXTERNAL_CHAIN_PREFIX + servicePortChainHash(spn, p);
+export const firewallChainName = (spn: string, p: Protocol | string) =>
+  FIREWALL_CHAIN_PREFIX + servicePortChainHash(spn, p);
 
 /** `endpoint` is Endpoint.key: "ip:port" or "[ip]:port". */
 export function endpointChainName(spn: string, protocol: Protocol | string, endpoint: string): string {
   return ENDPOINT_CHAIN_PREFIX + hash16(spn + protocol.toLowerCase() + endpoint);
 }
 
-const SERVICE_CHAIN_PREFIXES = [SERVICE_CHAIN_PREFIX, LOCAL_CHAIN_PREFIX, EXTERNAL_CHAIN_PREFIX, FIREWALL_CHAIN_PREFIX, ENDPOINT_CHAIN_PREFIX];
+const SERVICE_CHAIN_PREFIXES = [
+  SERVICE_CHAIN_PREFIX,
+  LOCAL_CHAIN_PREFIX,
+  EXTERNAL_CHAIN_PREFIX,
+  FIREWALL_CHAIN_PREFIX,
+  ENDPOINT_CHAIN_PREFIX,
+];
 
 /** Upstream isServiceChainName: a per-service or per-endpoint chain we own. */
 export function isServiceChainName(chain: string): boolean {
@@ -86,7 +95,10 @@ export interface ServicePortChainNames {
 const MAX_ENDPOINTS_PER_PORT = 4096;
 const byServicePort = new WeakMap<object, ServicePortChainNames>();
 
-export function chainNamesOf(sp: { readonly key: string; readonly protocol: Protocol | string }): ServicePortChainNames {
+export function chainNamesOf(sp: {
+  readonly key: string;
+  readonly protocol: Protocol | string;
+}): ServicePortChainNames {
   let n = byServicePort.get(sp);
   if (n === undefined) {
     n = makeNames(sp.key, sp.protocol);

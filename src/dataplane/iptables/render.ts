@@ -8,8 +8,13 @@ import { staleChains } from './jumps.js';
 import { recall, remember } from './memo.js';
 import { LineBuffer, chainLine } from './restore.js';
 import {
-  KUBE_EXTERNAL_SERVICES, KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL, KUBE_SERVICES,
-  type ServiceRenderContext, renderServicePort,
+  KUBE_EXTERNAL_SERVICES,
+  KUBE_MARK_MASQ,
+  KUBE_NODEPORTS,
+  KUBE_PROXY_FIREWALL,
+  KUBE_SERVICES,
+  type ServiceRenderContext,
+  renderServicePort,
 } from './servicerules.js';
 
 export const KUBE_FORWARD = 'KUBE-FORWARD';
@@ -78,18 +83,24 @@ export interface IptablesRender {
   readonly memory: IptablesMemory;
 }
 
-interface DetectorArgs { ifLocal: string[] | null; ifNotLocal: string[] | null }
+interface DetectorArgs {
+  ifLocal: string[] | null;
+  ifNotLocal: string[] | null;
+}
 
 /** Upstream LocalTrafficDetector IfLocal/IfNotLocal for one family (first CIDR of the family). */
 export function detectorArgs(d: LocalDetector, family: IPFamily): DetectorArgs {
   switch (d.kind) {
-    case 'none': return { ifLocal: null, ifNotLocal: null };
+    case 'none':
+      return { ifLocal: null, ifNotLocal: null };
     case 'cidr': {
       const c = d.cidrs.map((s) => parseCIDR(s.trim())).find((x) => x !== null && x.family === family);
       return c ? { ifLocal: ['-s', c.text], ifNotLocal: ['!', '-s', c.text] } : { ifLocal: null, ifNotLocal: null };
     }
-    case 'bridge': return { ifLocal: ['-i', d.interfaceName], ifNotLocal: ['!', '-i', d.interfaceName] };
-    case 'prefix': return { ifLocal: ['-i', `${d.interfacePrefix}+`], ifNotLocal: ['!', '-i', `${d.interfacePrefix}+`] };
+    case 'bridge':
+      return { ifLocal: ['-i', d.interfaceName], ifNotLocal: ['!', '-i', d.interfaceName] };
+    case 'prefix':
+      return { ifLocal: ['-i', `${d.interfacePrefix}+`], ifNotLocal: ['!', '-i', `${d.interfacePrefix}+`] };
   }
 }
 
@@ -128,13 +139,40 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
   const filterHead = new LineBuffer();
   natHead.write('-A', KUBE_POSTROUTING, '-m', 'mark', '!', '--mark', `${mark}/${mark}`, '-j', 'RETURN');
   natHead.write('-A', KUBE_POSTROUTING, '-j', 'MARK', '--xor-mark', mark);
-  natHead.write('-A', KUBE_POSTROUTING, '-m', 'comment', '--comment', '"kubernetes service traffic requiring SNAT"',
-    '-j', 'MASQUERADE', options.randomFully ? ['--random-fully'] : []);
+  natHead.write(
+    '-A',
+    KUBE_POSTROUTING,
+    '-m',
+    'comment',
+    '--comment',
+    '"kubernetes service traffic requiring SNAT"',
+    '-j',
+    'MASQUERADE',
+    options.randomFully ? ['--random-fully'] : [],
+  );
   natHead.write('-A', KUBE_MARK_MASQ, '-j', 'MARK', '--or-mark', mark);
   if (lnp) {
     filterChains.push(KUBE_FIREWALL);
-    filterHead.write('-A', KUBE_FIREWALL, '-m', 'comment', '--comment', '"block incoming localnet connections"',
-      '-d', '127.0.0.0/8', '!', '-s', '127.0.0.0/8', '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT', '-j', 'DROP');
+    filterHead.write(
+      '-A',
+      KUBE_FIREWALL,
+      '-m',
+      'comment',
+      '--comment',
+      '"block incoming localnet connections"',
+      '-d',
+      '127.0.0.0/8',
+      '!',
+      '-s',
+      '127.0.0.0/8',
+      '-m',
+      'conntrack',
+      '!',
+      '--ctstate',
+      'RELATED,ESTABLISHED,DNAT',
+      '-j',
+      'DROP',
+    );
   }
 
   let totalEndpoints = 0;
@@ -162,7 +200,10 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
     let r = writeOwn ? null : recall(svc, cat, ctx.key);
     if (r === null) {
       const bad = validate(svc, family);
-      if (bad !== null) { skipped.push({ key, reason: bad }); continue; }
+      if (bad !== null) {
+        skipped.push({ key, reason: bad });
+        continue;
+      }
       r = renderServicePort(ctx, svc, cat, writeOwn);
       remember(svc, cat, ctx.key, r);
     }
@@ -184,8 +225,10 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
 
   // Stale = in the kernel's list or the last render's, and not active now (sorted, unique).
   const stale = staleChains(input.existingNatChains ?? [], active);
-  const deletedChains = input.previous === null ? stale
-    : [...new Set([...stale, ...staleChains(input.previous.natChainsActive, active)])].sort();
+  const deletedChains =
+    input.previous === null
+      ? stale
+      : [...new Set([...stale, ...staleChains(input.previous.natChainsActive, active)])].sort();
   const natTail = new LineBuffer();
   for (const c of deletedChains) {
     natChainLines.push(chainLine(c));
@@ -203,7 +246,12 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
   parts.push(natHead.text(), ...natRuleChunks, natTail.text(), 'COMMIT\n');
   const natRules = natHead.count + natWritten + natTail.count - deletedChains.length;
   return {
-    restoreText: parts.join(''), partial, largeClusterMode, filterChains, natChainsActive: active, deletedChains,
+    restoreText: parts.join(''),
+    partial,
+    largeClusterMode,
+    filterChains,
+    natChainsActive: active,
+    deletedChains,
     filterRules: filterHead.count + filterCount + filterTail.count,
     natRules,
     natRulesTotal: natRules + natSkipped,
@@ -213,13 +261,35 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
   };
 }
 
-function renderContext(cfg: DataplaneConfig, options: IptablesOptions, lnp: boolean, largeClusterMode: boolean, nodeIP: string | null): ServiceRenderContext {
+function renderContext(
+  cfg: DataplaneConfig,
+  options: IptablesOptions,
+  lnp: boolean,
+  largeClusterMode: boolean,
+  nodeIP: string | null,
+): ServiceRenderContext {
   const det = detectorArgs(cfg.localDetector, cfg.family);
   const ifLocal = det.ifLocal === null ? null : det.ifLocal.join(' ');
   const ifNotLocal = det.ifNotLocal === null ? null : det.ifNotLocal.join(' ');
   const localhostNodePortCounter = lnp && options.nfacct.localhostNodePortsAccepted;
-  const key = JSON.stringify([cfg.family, cfg.masqueradeAll, ifLocal, ifNotLocal, localhostNodePortCounter, largeClusterMode, nodeIP]);
-  return { masqueradeAll: cfg.masqueradeAll, ifLocal, ifNotLocal, localhostNodePortCounter, largeClusterMode, nodeIP, key };
+  const key = JSON.stringify([
+    cfg.family,
+    cfg.masqueradeAll,
+    ifLocal,
+    ifNotLocal,
+    localhostNodePortCounter,
+    largeClusterMode,
+    nodeIP,
+  ]);
+  return {
+    masqueradeAll: cfg.masqueradeAll,
+    ifLocal,
+    ifNotLocal,
+    localhostNodePortCounter,
+    largeClusterMode,
+    nodeIP,
+    key,
+  };
 }
 
 /** Map keys sorted; buildSyncState already inserts in order, so usually no sort is needed. */
@@ -231,7 +301,12 @@ function sortedKeys(m: ReadonlyMap<string, unknown>): string[] {
 
 /** The last rule of nat KUBE-SERVICES: hand local destinations to KUBE-NODEPORTS. */
 function writeNodePortsJump(natRules: LineBuffer, cfg: DataplaneConfig, lnp: boolean, ipv6: boolean): void {
-  const cmt = ['-m', 'comment', '--comment', '"kubernetes service nodeports; NOTE: this must be the last rule in this chain"'];
+  const cmt = [
+    '-m',
+    'comment',
+    '--comment',
+    '"kubernetes service nodeports; NOTE: this must be the last rule in this chain"',
+  ];
   if (matchAll(cfg)) {
     const dest = ['-m', 'addrtype', '--dst-type', 'LOCAL'];
     if (ipv6) dest.push('!', '-d', '::1/128');
@@ -239,7 +314,9 @@ function writeNodePortsJump(natRules: LineBuffer, cfg: DataplaneConfig, lnp: boo
     natRules.write('-A', KUBE_SERVICES, cmt, dest, '-j', KUBE_NODEPORTS);
     return;
   }
-  const cidrs = (cfg.nodePortAddresses ?? []).map((c) => parseCIDR(c)).filter((c) => c !== null && c.family === cfg.family);
+  const cidrs = (cfg.nodePortAddresses ?? [])
+    .map((c) => parseCIDR(c))
+    .filter((c) => c !== null && c.family === cfg.family);
   const seen = new Set<string>();
   for (const ipText of cfg.localIPs) {
     const ip = parseIP(ipText);
@@ -254,11 +331,44 @@ function writeNodePortsJump(natRules: LineBuffer, cfg: DataplaneConfig, lnp: boo
 
 function writeForwardRules(filterRules: LineBuffer, options: IptablesOptions, mark: string): void {
   if (!options.beLiberal) {
-    filterRules.write('-A', KUBE_FORWARD, '-m', 'conntrack', '--ctstate', 'INVALID',
-      options.nfacct.ctStateInvalidDropped ? ['-m', 'nfacct', '--nfacct-name', CT_INVALID_COUNTER] : [], '-j', 'DROP');
+    filterRules.write(
+      '-A',
+      KUBE_FORWARD,
+      '-m',
+      'conntrack',
+      '--ctstate',
+      'INVALID',
+      options.nfacct.ctStateInvalidDropped ? ['-m', 'nfacct', '--nfacct-name', CT_INVALID_COUNTER] : [],
+      '-j',
+      'DROP',
+    );
   }
-  filterRules.write('-A', KUBE_FORWARD, '-m', 'comment', '--comment', '"kubernetes forwarding rules"',
-    '-m', 'mark', '--mark', `${mark}/${mark}`, '-j', 'ACCEPT');
-  filterRules.write('-A', KUBE_FORWARD, '-m', 'comment', '--comment', '"kubernetes forwarding conntrack rule"',
-    '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '-j', 'ACCEPT');
+  filterRules.write(
+    '-A',
+    KUBE_FORWARD,
+    '-m',
+    'comment',
+    '--comment',
+    '"kubernetes forwarding rules"',
+    '-m',
+    'mark',
+    '--mark',
+    `${mark}/${mark}`,
+    '-j',
+    'ACCEPT',
+  );
+  filterRules.write(
+    '-A',
+    KUBE_FORWARD,
+    '-m',
+    'comment',
+    '--comment',
+    '"kubernetes forwarding conntrack rule"',
+    '-m',
+    'conntrack',
+    '--ctstate',
+    'RELATED,ESTABLISHED',
+    '-j',
+    'ACCEPT',
+  );
 }

@@ -15,7 +15,10 @@ export class LineBuffer {
 
   /** Append one line made of words and nested word lists. */
   write(...words: ReadonlyArray<string | readonly string[]>): void {
-    if (this.discard) { this.discarded++; return; }
+    if (this.discard) {
+      this.discarded++;
+      return;
+    }
     const flat: string[] = [];
     for (const w of words) {
       if (typeof w === 'string') flat.push(w);

@@ -79,7 +79,13 @@ function plan(svc: ServicePort, cat: CategorizedEndpoints): Plan {
   const hasEndpoints = cat.hasAnyEndpoints;
   const usesFWChain = hasEndpoints && svc.loadBalancerVIPs.length > 0 && svc.loadBalancerSourceRanges.length > 0;
   return {
-    spn, proto, protoArgs: `-m ${proto} -p ${proto}`, names, clusterEndpoints, localEndpoints, hasEndpoints,
+    spn,
+    proto,
+    protoArgs: `-m ${proto} -p ${proto}`,
+    names,
+    clusterEndpoints,
+    localEndpoints,
+    hasEndpoints,
     hasInternalEndpoints: hasEndpoints && (!svc.internalPolicyLocal || localEndpoints.length > 0),
     hasExternalEndpoints: hasEndpoints && (!svc.externalPolicyLocal || localEndpoints.length > 0),
     internalTrafficChain: svc.internalPolicyLocal ? names.local : names.cluster,
@@ -107,10 +113,19 @@ class Out {
   readonly own: string[] = [];
   ownCount = 0;
   constructor(private readonly keepOwn: boolean) {}
-  top(line: string): void { this.natTop.push(line); }
-  filt(line: string): void { this.filter.push(line); }
-  rule(line: string): void { if (this.keepOwn) this.own.push(line); this.ownCount++; }
-  chain(name: string): void { this.chains.push(name); }
+  top(line: string): void {
+    this.natTop.push(line);
+  }
+  filt(line: string): void {
+    this.filter.push(line);
+  }
+  rule(line: string): void {
+    if (this.keepOwn) this.own.push(line);
+    this.ownCount++;
+  }
+  chain(name: string): void {
+    this.chains.push(name);
+  }
 }
 
 /** Lines as one flat string, each ending in '\n' ('' for none). */
@@ -124,7 +139,12 @@ function chunk(lines: string[]): string {
  * Render one service port. With keepOwn false the rules of its own chains are
  * counted but not kept (a partial sync that does not rewrite them).
  */
-export function renderServicePort(ctx: ServiceRenderContext, svc: ServicePort, cat: CategorizedEndpoints, keepOwn: boolean): RenderedServicePort {
+export function renderServicePort(
+  ctx: ServiceRenderContext,
+  svc: ServicePort,
+  cat: CategorizedEndpoints,
+  keepOwn: boolean,
+): RenderedServicePort {
   const p = plan(svc, cat);
   const o = new Out(keepOwn);
   writeCaptureRules(ctx, o, svc, p);
@@ -141,8 +161,13 @@ export function renderServicePort(ctx: ServiceRenderContext, svc: ServicePort, c
   }
   for (const ep of cat.allReachableEndpoints) writeEndpointChain(ctx, o, svc, p, ep);
   return {
-    natTopCount: o.natTop.length, natTop: chunk(o.natTop), filterCount: o.filter.length, filter: chunk(o.filter),
-    chains: o.chains, own: keepOwn ? chunk(o.own) : null, ownCount: o.ownCount,
+    natTopCount: o.natTop.length,
+    natTop: chunk(o.natTop),
+    filterCount: o.filter.length,
+    filter: chunk(o.filter),
+    chains: o.chains,
+    own: keepOwn ? chunk(o.own) : null,
+    ownCount: o.ownCount,
     noLocalInternal: p.hasEndpoints && !p.hasInternalEndpoints,
     noLocalExternal: p.hasEndpoints && !p.hasExternalEndpoints,
   };
@@ -156,14 +181,18 @@ function writeCaptureRules(ctx: ServiceRenderContext, o: Out, svc: ServicePort, 
   if (svc.nodePort !== 0) captureNodePort(ctx, o, svc, p);
   if (svc.healthCheckNodePort !== 0) {
     // Accepted whether or not the node has local endpoints (upstream).
-    o.filt(`-A ${KUBE_NODEPORTS} -m comment --comment ${comment(`${p.spn} health check node port`)} -m tcp -p tcp --dport ${svc.healthCheckNodePort} -j ACCEPT`);
+    o.filt(
+      `-A ${KUBE_NODEPORTS} -m comment --comment ${comment(`${p.spn} health check node port`)} -m tcp -p tcp --dport ${svc.healthCheckNodePort} -j ACCEPT`,
+    );
   }
 }
 
 function captureClusterIP(o: Out, svc: ServicePort, p: Plan): void {
   const dest = `${p.protoArgs} -d ${svc.clusterIP} --dport ${svc.port}`;
   if (p.hasInternalEndpoints) {
-    o.top(`-A ${KUBE_SERVICES} -m comment --comment ${comment(`${p.spn} cluster IP`)} ${dest} -j ${p.internalTrafficChain}`);
+    o.top(
+      `-A ${KUBE_SERVICES} -m comment --comment ${comment(`${p.spn} cluster IP`)} ${dest} -j ${p.internalTrafficChain}`,
+    );
   } else {
     o.filt(`-A ${KUBE_SERVICES} -m comment --comment ${p.filterComment} ${dest} -j ${p.filterTarget}`);
   }
@@ -173,7 +202,9 @@ function captureExternalIPs(o: Out, svc: ServicePort, p: Plan): void {
   for (const ip of svc.externalIPs) {
     const dest = `${p.protoArgs} -d ${ip} --dport ${svc.port}`;
     if (p.hasEndpoints) {
-      o.top(`-A ${KUBE_SERVICES} -m comment --comment ${comment(`${p.spn} external IP`)} ${dest} -j ${p.names.external}`);
+      o.top(
+        `-A ${KUBE_SERVICES} -m comment --comment ${comment(`${p.spn} external IP`)} ${dest} -j ${p.names.external}`,
+      );
     }
     // No endpoints at all (REJECT), or none for external traffic (DROP what the EXT chain did not short-circuit).
     if (!p.hasExternalEndpoints) {
@@ -186,10 +217,14 @@ function captureLoadBalancerIPs(o: Out, svc: ServicePort, p: Plan): void {
   const dest = (ip: string) => `${p.protoArgs} -d ${ip} --dport ${svc.port}`;
   for (const ip of svc.loadBalancerVIPs) {
     if (p.hasEndpoints) {
-      o.top(`-A ${KUBE_SERVICES} -m comment --comment ${comment(`${p.spn} loadbalancer IP`)} ${dest(ip)} -j ${p.loadBalancerTrafficChain}`);
+      o.top(
+        `-A ${KUBE_SERVICES} -m comment --comment ${comment(`${p.spn} loadbalancer IP`)} ${dest(ip)} -j ${p.loadBalancerTrafficChain}`,
+      );
     }
     if (p.usesFWChain) {
-      o.filt(`-A ${KUBE_PROXY_FIREWALL} -m comment --comment ${comment(`${p.spn} traffic not accepted by ${p.names.firewall}`)} ${dest(ip)} -j DROP`);
+      o.filt(
+        `-A ${KUBE_PROXY_FIREWALL} -m comment --comment ${comment(`${p.spn} traffic not accepted by ${p.names.firewall}`)} ${dest(ip)} -j DROP`,
+      );
     }
   }
   if (!p.hasExternalEndpoints) {
@@ -205,12 +240,16 @@ function captureNodePort(ctx: ServiceRenderContext, o: Out, svc: ServicePort, p:
   if (p.hasEndpoints) {
     const cmt = `-m comment --comment ${comment(p.spn)} ${p.protoArgs}`;
     if (ctx.localhostNodePortCounter) {
-      o.top(`-A ${KUBE_NODEPORTS} ${cmt} -d 127.0.0.0/8 --dport ${np} -m nfacct --nfacct-name ${LOCALHOST_NP_COUNTER} -j ${p.names.external}`);
+      o.top(
+        `-A ${KUBE_NODEPORTS} ${cmt} -d 127.0.0.0/8 --dport ${np} -m nfacct --nfacct-name ${LOCALHOST_NP_COUNTER} -j ${p.names.external}`,
+      );
     }
     o.top(`-A ${KUBE_NODEPORTS} ${cmt} --dport ${np} -j ${p.names.external}`);
   }
   if (!p.hasExternalEndpoints) {
-    o.filt(`-A ${KUBE_EXTERNAL_SERVICES} -m comment --comment ${p.filterComment} -m addrtype --dst-type LOCAL ${p.protoArgs} --dport ${np} -j ${p.filterTarget}`);
+    o.filt(
+      `-A ${KUBE_EXTERNAL_SERVICES} -m comment --comment ${p.filterComment} -m addrtype --dst-type LOCAL ${p.protoArgs} --dport ${np} -j ${p.filterTarget}`,
+    );
   }
 }
 
@@ -227,13 +266,21 @@ function writeExternalChain(ctx: ServiceRenderContext, o: Out, svc: ServicePort,
   const ext = p.names.external;
   o.chain(ext);
   if (!svc.externalPolicyLocal) {
-    o.rule(`-A ${ext} -m comment --comment ${comment(`masquerade traffic for ${p.spn} external destinations`)} -j ${KUBE_MARK_MASQ}`);
+    o.rule(
+      `-A ${ext} -m comment --comment ${comment(`masquerade traffic for ${p.spn} external destinations`)} -j ${KUBE_MARK_MASQ}`,
+    );
   } else {
     if (ctx.ifLocal !== null) {
-      o.rule(`-A ${ext} -m comment --comment ${comment(`pod traffic for ${p.spn} external destinations`)} ${ctx.ifLocal} -j ${p.names.cluster}`);
+      o.rule(
+        `-A ${ext} -m comment --comment ${comment(`pod traffic for ${p.spn} external destinations`)} ${ctx.ifLocal} -j ${p.names.cluster}`,
+      );
     }
-    o.rule(`-A ${ext} -m comment --comment ${comment(`masquerade LOCAL traffic for ${p.spn} external destinations`)} -m addrtype --src-type LOCAL -j ${KUBE_MARK_MASQ}`);
-    o.rule(`-A ${ext} -m comment --comment ${comment(`route LOCAL traffic for ${p.spn} external destinations`)} -m addrtype --src-type LOCAL -j ${p.names.cluster}`);
+    o.rule(
+      `-A ${ext} -m comment --comment ${comment(`masquerade LOCAL traffic for ${p.spn} external destinations`)} -m addrtype --src-type LOCAL -j ${KUBE_MARK_MASQ}`,
+    );
+    o.rule(
+      `-A ${ext} -m comment --comment ${comment(`route LOCAL traffic for ${p.spn} external destinations`)} -m addrtype --src-type LOCAL -j ${p.names.cluster}`,
+    );
   }
   if (p.hasExternalEndpoints) o.rule(`-A ${ext} -j ${p.externalPolicyChain}`);
 }
@@ -252,7 +299,9 @@ function writeFirewallChain(ctx: ServiceRenderContext, o: Out, svc: ServicePort,
   if (allowFromNode) {
     for (const ip of svc.loadBalancerVIPs) o.rule(`${args} -s ${ip} -j ${p.names.external}`);
   }
-  o.rule(`-A ${fw} -m comment --comment ${comment(`other traffic to ${p.spn} will be dropped by KUBE-PROXY-FIREWALL`)}`);
+  o.rule(
+    `-A ${fw} -m comment --comment ${comment(`other traffic to ${p.spn} will be dropped by KUBE-PROXY-FIREWALL`)}`,
+  );
 }
 
 /** `-m comment --comment <text> ` (trailing space), or '' in large-cluster mode. */
@@ -260,12 +309,21 @@ function svcComment(ctx: ServiceRenderContext, text: string): string {
   return ctx.largeClusterMode ? '' : `-m comment --comment ${comment(text)} `;
 }
 
-function writeServiceToEndpointRules(ctx: ServiceRenderContext, o: Out, svc: ServicePort, p: Plan, chain: string, eps: readonly Endpoint[]): void {
+function writeServiceToEndpointRules(
+  ctx: ServiceRenderContext,
+  o: Out,
+  svc: ServicePort,
+  p: Plan,
+  chain: string,
+  eps: readonly Endpoint[],
+): void {
   const spn = p.spn;
   if (svc.stickyMaxAgeSeconds > 0) {
     for (const ep of eps) {
       const sep = p.names.endpoint(ep.key);
-      o.rule(`-A ${chain} ${svcComment(ctx, `${spn} -> ${ep.key}`)}-m recent --name ${sep} --rcheck --seconds ${svc.stickyMaxAgeSeconds} --reap -j ${sep}`);
+      o.rule(
+        `-A ${chain} ${svcComment(ctx, `${spn} -> ${ep.key}`)}-m recent --name ${sep} --rcheck --seconds ${svc.stickyMaxAgeSeconds} --reap -j ${sep}`,
+      );
     }
   }
   const n = eps.length;

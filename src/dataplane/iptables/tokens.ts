@@ -9,11 +9,22 @@ export function tokenize(line: string): string[] | null {
   for (let i = 0; i < line.length; i++) {
     const ch = line[i]!;
     if (ch === '\\' && i + 1 < line.length && line[i + 1] === '"') {
-      cur += '"'; i++; inWord = true; continue;
+      cur += '"';
+      i++;
+      inWord = true;
+      continue;
     }
-    if (ch === '"') { quoted = !quoted; inWord = true; continue; }
+    if (ch === '"') {
+      quoted = !quoted;
+      inWord = true;
+      continue;
+    }
     if (!quoted && (ch === ' ' || ch === '\t')) {
-      if (inWord) { out.push(cur); cur = ''; inWord = false; }
+      if (inWord) {
+        out.push(cur);
+        cur = '';
+        inWord = false;
+      }
       continue;
     }
     cur += ch;

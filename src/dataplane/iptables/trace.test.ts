@@ -128,17 +128,29 @@ test('load keeps every table, chain and rule of the dump', () => {
   assert.equal(f.rules('nat', 'KUBE-SVC-4BOAAVIVZPOGBEZZ').length, 4);
   assert.ok(f.hasChain('mangle', 'KUBE-PROXY-CANARY'));
   assert.equal(f.rules('filter', 'INPUT')[1], '-p tcp -m set --match-set blocked src -j DROP');
-  assert.throws(() => f.load('*nat\n-A NOPE -j ACCEPT\nCOMMIT\n'), (e: unknown) => hasCode(e, 'KPT_INPUT_INVALID'));
-  assert.throws(() => f.load('-A X\n'), (e: unknown) => hasCode(e, 'KPT_INPUT_INVALID'));
+  assert.throws(
+    () => f.load('*nat\n-A NOPE -j ACCEPT\nCOMMIT\n'),
+    (e: unknown) => hasCode(e, 'KPT_INPUT_INVALID'),
+  );
+  assert.throws(
+    () => f.load('-A X\n'),
+    (e: unknown) => hasCode(e, 'KPT_INPUT_INVALID'),
+  );
 });
 
 test('ClusterIP with three endpoints: every candidate with probability 1/3, path in order', () => {
   const r = tracePacket(loaded(), { src: '10.0.0.5', dst: '172.30.0.10', port: 80 }, LOCAL, { strict: false });
   assert.equal(r.verdict, 'DNAT');
-  assert.deepEqual(r.candidates.map((c) => c.endpoint), ['10.180.0.1:8080', '10.180.0.2:8080', '10.180.0.3:8080']);
+  assert.deepEqual(
+    r.candidates.map((c) => c.endpoint),
+    ['10.180.0.1:8080', '10.180.0.2:8080', '10.180.0.3:8080'],
+  );
   for (const c of r.candidates) assert.ok(near(c.probability, 1 / 3), `${c.endpoint}: ${c.probability}`);
   assert.equal(r.masq, false, 'pod source: no masquerade');
-  assert.deepEqual(r.steps.slice(0, 3).map((s) => `${s.table}/${s.chain}@${s.depth}`), ['nat/PREROUTING@0', 'nat/KUBE-SERVICES@1', 'nat/KUBE-SVC-4BOAAVIVZPOGBEZZ@2']);
+  assert.deepEqual(
+    r.steps.slice(0, 3).map((s) => `${s.table}/${s.chain}@${s.depth}`),
+    ['nat/PREROUTING@0', 'nat/KUBE-SERVICES@1', 'nat/KUBE-SVC-4BOAAVIVZPOGBEZZ@2'],
+  );
   assert.equal(r.steps[1]!.comment, 'ns1/s0:http cluster IP');
   assert.equal(r.steps[1]!.target, 'KUBE-SVC-4BOAAVIVZPOGBEZZ');
   const sep = r.steps.filter((s) => s.chain.startsWith('KUBE-SEP-') && s.target === 'DNAT');
@@ -164,10 +176,16 @@ test('service without endpoints: REJECT from filter KUBE-SERVICES', () => {
 
 test('eTP Local LoadBalancer from outside: only the local endpoint; pods still get both', () => {
   const ext = tracePacket(loaded(), { src: '203.0.113.2', dst: '1.2.3.4', port: 80 }, LOCAL, { strict: false });
-  assert.deepEqual(ext.candidates.map((c) => [c.endpoint, c.probability]), [['10.181.0.1:80', 1]]);
+  assert.deepEqual(
+    ext.candidates.map((c) => [c.endpoint, c.probability]),
+    [['10.181.0.1:80', 1]],
+  );
   assert.equal(ext.masq, false);
   const pod = tracePacket(loaded(), { src: '10.0.0.5', dst: '1.2.3.4', port: 80 }, LOCAL, { strict: false });
-  assert.deepEqual(pod.candidates.map((c) => c.endpoint), ['10.181.0.1:80', '10.181.0.2:80']);
+  assert.deepEqual(
+    pod.candidates.map((c) => c.endpoint),
+    ['10.181.0.1:80', '10.181.0.2:80'],
+  );
   for (const c of pod.candidates) assert.ok(near(c.probability, 0.5));
 });
 

@@ -77,8 +77,24 @@ export interface TraceOptions {
 type Verdict = 'continue' | 'return' | 'terminal';
 type Pkt = { src: string; dst: string; port: number; protocol: Protocol; iif?: string };
 
-const VALUE_FLAGS = new Set(['--comment', '--nfacct-name', '--name', '--seconds', '--mode', '--to-destination',
-  '--or-mark', '--xor-mark', '--set-xmark', '-j', '-g', '-m', '--probability', '--mark', '--mask', '--reject-with']);
+const VALUE_FLAGS = new Set([
+  '--comment',
+  '--nfacct-name',
+  '--name',
+  '--seconds',
+  '--mode',
+  '--to-destination',
+  '--or-mark',
+  '--xor-mark',
+  '--set-xmark',
+  '-j',
+  '-g',
+  '-m',
+  '--probability',
+  '--mark',
+  '--mask',
+  '--reject-with',
+]);
 const NO_VALUE_FLAGS = new Set(['--set', '--reap', '--rcheck', '--random-fully', '--random', '--rsource']);
 
 class NotUnderstood extends Error {}
@@ -92,7 +108,11 @@ class Tracer {
   candidates: TraceCandidate[] = [];
   notUnderstood: string[] = [];
 
-  constructor(private readonly src: RuleSource, private readonly localIPs: readonly string[], private readonly strict: boolean) {}
+  constructor(
+    private readonly src: RuleSource,
+    private readonly localIPs: readonly string[],
+    private readonly strict: boolean,
+  ) {}
 
   isLocal(ip: string): boolean {
     const p = parseIP(ip);
@@ -113,7 +133,15 @@ class Tracer {
       if (p !== null) remaining -= taken;
       this.matched.push(`${table}/${chain}: ${rule}`);
       const target = flagValue(tokens, '-j') ?? flagValue(tokens, '-g');
-      this.steps.push({ table, chain, rule, comment: flagValue(tokens, '--comment'), target, depth, probability: taken });
+      this.steps.push({
+        table,
+        chain,
+        rule,
+        comment: flagValue(tokens, '--comment'),
+        target,
+        depth,
+        probability: taken,
+      });
       const v = this.act(table, chain, tokens, pkt, depth, taken);
       if (v !== 'continue') return v;
     }
@@ -144,12 +172,15 @@ class Tracer {
         this.candidates.push({ endpoint, probability: taken, chain, comment: flagValue(tokens, '--comment') });
         return 'terminal';
       }
-      case 'ACCEPT': case 'DROP': case 'REJECT':
+      case 'ACCEPT':
+      case 'DROP':
+      case 'REJECT':
         this.outputs.push(target);
         return 'terminal';
       case 'RETURN':
         return 'return';
-      case 'MASQUERADE': case 'SNAT':
+      case 'MASQUERADE':
+      case 'SNAT':
         return 'continue';
     }
     // Other targets are chains (an extension target we do not know, e.g. LOG
@@ -167,15 +198,41 @@ class Tracer {
       const val = tokens[i + 1] ?? '';
       let ok: boolean | null = null;
       switch (t) {
-        case '!': neg = true; continue;
-        case '-A': case '-I': i++; continue;
-        case '-s': ok = addrMatch(val, pkt.src); i++; break;
-        case '-d': ok = addrMatch(val, pkt.dst); i++; break;
-        case '-p': ok = val.toLowerCase() === pkt.protocol.toLowerCase(); i++; break;
-        case '--dport': ok = Number(val) === pkt.port; i++; break;
-        case '--src-type': ok = val === 'LOCAL' ? this.isLocal(pkt.src) : false; i++; break;
-        case '--dst-type': ok = val === 'LOCAL' ? this.isLocal(pkt.dst) : false; i++; break;
-        case '-i': ok = ifaceMatch(val, pkt.iif); i++; break;
+        case '!':
+          neg = true;
+          continue;
+        case '-A':
+        case '-I':
+          i++;
+          continue;
+        case '-s':
+          ok = addrMatch(val, pkt.src);
+          i++;
+          break;
+        case '-d':
+          ok = addrMatch(val, pkt.dst);
+          i++;
+          break;
+        case '-p':
+          ok = val.toLowerCase() === pkt.protocol.toLowerCase();
+          i++;
+          break;
+        case '--dport':
+          ok = Number(val) === pkt.port;
+          i++;
+          break;
+        case '--src-type':
+          ok = val === 'LOCAL' ? this.isLocal(pkt.src) : false;
+          i++;
+          break;
+        case '--dst-type':
+          ok = val === 'LOCAL' ? this.isLocal(pkt.dst) : false;
+          i++;
+          break;
+        case '-i':
+          ok = ifaceMatch(val, pkt.iif);
+          i++;
+          break;
         case '--ctstate': {
           const states = new Set(this.dnat ? ['NEW', 'DNAT'] : ['NEW']);
           ok = val.split(',').some((s) => states.has(s));
@@ -183,9 +240,12 @@ class Tracer {
           break;
         }
         default:
-          if (t === '-m' && (val === 'mark')) return false; // upstream: mark matches never match
+          if (t === '-m' && val === 'mark') return false; // upstream: mark matches never match
           if (t === '--rcheck') return false; // no affinity state in a trace
-          if (VALUE_FLAGS.has(t)) { i++; continue; }
+          if (VALUE_FLAGS.has(t)) {
+            i++;
+            continue;
+          }
           if (NO_VALUE_FLAGS.has(t)) continue;
           if (this.strict) throw new Error(`tracer: unknown rule option ${t} in: ${tokens.join(' ')}`);
           throw new NotUnderstood(t);
@@ -227,7 +287,12 @@ function hostOf(endpoint: string): string {
  * Trace one new connection's first packet. `localIPs` are the node's
  * addresses (loopback is always local).
  */
-export function tracePacket(src: RuleSource, packet: TracePacket, localIPs: readonly string[], opts: TraceOptions = {}): TraceResult {
+export function tracePacket(
+  src: RuleSource,
+  packet: TracePacket,
+  localIPs: readonly string[],
+  opts: TraceOptions = {},
+): TraceResult {
   const tr = new Tracer(src, localIPs, opts.strict ?? true);
   const pkt: Pkt = { ...packet, protocol: packet.protocol ?? 'TCP' };
   const srcLocal = tr.isLocal(pkt.src);
@@ -246,7 +311,12 @@ export function tracePacket(src: RuleSource, packet: TracePacket, localIPs: read
     if (tr.outputs.length > before && (last === 'DROP' || last === 'REJECT')) break;
   }
   return {
-    output: tr.outputs.join(', '), masq: tr.masq, matched: tr.matched, steps: tr.steps,
-    verdict: verdictOf(tr.outputs, tr.candidates.length > 0), candidates: tr.candidates, notUnderstood: tr.notUnderstood,
+    output: tr.outputs.join(', '),
+    masq: tr.masq,
+    matched: tr.matched,
+    steps: tr.steps,
+    verdict: verdictOf(tr.outputs, tr.candidates.length > 0),
+    candidates: tr.candidates,
+    notUnderstood: tr.notUnderstood,
   };
 }

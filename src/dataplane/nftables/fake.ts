@@ -6,12 +6,29 @@
 import { ProxyError } from '../../core/errors.js';
 import { parseCIDR, parseIP } from '../../core/ip.js';
 import { TABLE_NAME, type NftFamily } from './names.js';
-import { elementKeyText, keyArity, operationText, type Chain, type Element, type NftMap, type NftSet, type Operation, type Rule, type Table } from './objects.js';
+import {
+  elementKeyText,
+  keyArity,
+  operationText,
+  type Chain,
+  type Element,
+  type NftMap,
+  type NftSet,
+  type Operation,
+  type Rule,
+  type Table,
+} from './objects.js';
 import type { KernelSnapshot } from './renderer.js';
 import type { Transaction } from './transaction.js';
 
-export interface FakeChain { readonly chain: Chain; readonly rules: Rule[] }
-export interface FakeSet { readonly def: NftSet | NftMap; readonly elements: Map<string, Element> }
+export interface FakeChain {
+  readonly chain: Chain;
+  readonly rules: Rule[];
+}
+export interface FakeSet {
+  readonly def: NftSet | NftMap;
+  readonly elements: Map<string, Element>;
+}
 
 interface State {
   table: Table | null;
@@ -20,7 +37,11 @@ interface State {
 }
 
 export class FakeError extends ProxyError {
-  constructor(readonly op: string, readonly reason: 'ENOENT' | 'EEXIST' | 'EBUSY' | 'EINVAL', detail: string) {
+  constructor(
+    readonly op: string,
+    readonly reason: 'ENOENT' | 'EEXIST' | 'EBUSY' | 'EINVAL',
+    detail: string,
+  ) {
     super(reason === 'ENOENT' ? 'KPT_NOT_FOUND' : 'KPT_SYNC_FAILED', `${op}: ${reason}: ${detail}`);
     this.name = 'FakeError';
   }
@@ -41,18 +62,31 @@ export class Fake {
   /** The last transaction that was run (successfully or not). */
   lastTransaction: Transaction | null = null;
 
-  constructor(readonly family: NftFamily, readonly tableName: string = TABLE_NAME) {}
+  constructor(
+    readonly family: NftFamily,
+    readonly tableName: string = TABLE_NAME,
+  ) {}
 
-  get table(): Table | null { return this.state.table; }
-  get chains(): ReadonlyMap<string, FakeChain> { return this.state.chains; }
-  get sets(): ReadonlyMap<string, FakeSet> { return this.state.sets; }
+  get table(): Table | null {
+    return this.state.table;
+  }
+  get chains(): ReadonlyMap<string, FakeChain> {
+    return this.state.chains;
+  }
+  get sets(): ReadonlyMap<string, FakeSet> {
+    return this.state.sets;
+  }
 
   /** Apply the transaction atomically; on any error nothing changes. */
   run(tx: Transaction): void {
     this.lastTransaction = tx;
     if (tx.error) throw tx.error;
     if (tx.family !== this.family || tx.table !== this.tableName) {
-      throw new FakeError('run', 'EINVAL', `transaction for ${tx.family} ${tx.table}, fake holds ${this.family} ${this.tableName}`);
+      throw new FakeError(
+        'run',
+        'EINVAL',
+        `transaction for ${tx.family} ${tx.table}, fake holds ${this.family} ${this.tableName}`,
+      );
     }
     const next = cloneState(this.state);
     for (const op of tx.operations) this.apply(next, op);
@@ -84,8 +118,14 @@ export class Fake {
     const line = (o: Operation['object']) => operationText({ verb: 'add', object: o }, this.family, this.tableName);
     const out: string[] = [line(t)];
     const chains = [...this.state.chains.keys()].sort();
-    const sets = [...this.state.sets.values()].filter((s) => s.def.kind === 'set').map((s) => s.def.name).sort();
-    const maps = [...this.state.sets.values()].filter((s) => s.def.kind === 'map').map((s) => s.def.name).sort();
+    const sets = [...this.state.sets.values()]
+      .filter((s) => s.def.kind === 'set')
+      .map((s) => s.def.name)
+      .sort();
+    const maps = [...this.state.sets.values()]
+      .filter((s) => s.def.kind === 'map')
+      .map((s) => s.def.name)
+      .sort();
     for (const c of chains) out.push(line(this.state.chains.get(c)!.chain));
     for (const s of [...sets, ...maps]) out.push(line(this.state.sets.get(s)!.def));
     for (const c of chains) for (const r of this.state.chains.get(c)!.rules) out.push(line(r));
@@ -100,43 +140,74 @@ export class Fake {
     const o = op.object;
     const what = operationText(op, this.family, this.tableName);
     if (o.kind === 'table') {
-      if (op.verb === 'add') st.table = { kind: 'table', ...(o.comment !== undefined ? { comment: o.comment } : (st.table?.comment !== undefined ? { comment: st.table.comment } : {})) };
+      if (op.verb === 'add')
+        st.table = {
+          kind: 'table',
+          ...(o.comment !== undefined
+            ? { comment: o.comment }
+            : st.table?.comment !== undefined
+              ? { comment: st.table.comment }
+              : {}),
+        };
       else if (!st.table) throw new FakeError(what, 'ENOENT', 'no such table');
-      else if (op.verb === 'delete') { st.table = null; st.chains.clear(); st.sets.clear(); }
-      else { for (const c of st.chains.values()) c.rules.length = 0; for (const s of st.sets.values()) s.elements.clear(); }
+      else if (op.verb === 'delete') {
+        st.table = null;
+        st.chains.clear();
+        st.sets.clear();
+      } else {
+        for (const c of st.chains.values()) c.rules.length = 0;
+        for (const s of st.sets.values()) s.elements.clear();
+      }
       return;
     }
     if (!st.table) throw new FakeError(what, 'ENOENT', 'no such table');
     switch (o.kind) {
-      case 'chain': return this.applyChain(st, op.verb, o, what);
-      case 'set': case 'map': return this.applySet(st, op.verb, o, what);
-      case 'rule': return this.applyRule(st, o, what);
-      case 'element': return this.applyElement(st, op.verb, o, what);
+      case 'chain':
+        return this.applyChain(st, op.verb, o, what);
+      case 'set':
+      case 'map':
+        return this.applySet(st, op.verb, o, what);
+      case 'rule':
+        return this.applyRule(st, o, what);
+      case 'element':
+        return this.applyElement(st, op.verb, o, what);
     }
   }
 
   private applyChain(st: State, verb: Operation['verb'], o: Chain, what: string): void {
     const cur = st.chains.get(o.name);
     if (verb === 'add') {
-      if (!cur) { st.chains.set(o.name, { chain: o, rules: [] }); return; }
+      if (!cur) {
+        st.chains.set(o.name, { chain: o, rules: [] });
+        return;
+      }
       // Re-adding without a hook spec leaves a chain as it is (the kernel
       // updates nothing); a different hook, type or priority is refused.
-      if (o.type !== undefined && (cur.chain.type !== o.type || cur.chain.hook !== o.hook || cur.chain.priority !== o.priority)) {
+      if (
+        o.type !== undefined &&
+        (cur.chain.type !== o.type || cur.chain.hook !== o.hook || cur.chain.priority !== o.priority)
+      ) {
         throw new FakeError(what, 'EEXIST', 'chain exists with different type, hook or priority');
       }
       if (o.type === undefined && cur.chain.type !== undefined) return;
-      if (o.comment !== undefined && o.comment !== cur.chain.comment) st.chains.set(o.name, { chain: o, rules: cur.rules });
+      if (o.comment !== undefined && o.comment !== cur.chain.comment)
+        st.chains.set(o.name, { chain: o, rules: cur.rules });
       return;
     }
     if (!cur) throw new FakeError(what, 'ENOENT', 'no such chain');
-    if (verb === 'flush') { cur.rules.length = 0; return; }
+    if (verb === 'flush') {
+      cur.rules.length = 0;
+      return;
+    }
     for (const [name, c] of st.chains) {
       if (name === o.name) continue;
-      if (c.rules.some((r) => chainRefs(r.rule).includes(o.name))) throw new FakeError(what, 'EBUSY', `referenced by a rule in ${name}`);
+      if (c.rules.some((r) => chainRefs(r.rule).includes(o.name)))
+        throw new FakeError(what, 'EBUSY', `referenced by a rule in ${name}`);
     }
     for (const s of st.sets.values()) {
       for (const e of s.elements.values()) {
-        if (e.value && chainRefs(e.value.join(' ')).includes(o.name)) throw new FakeError(what, 'EBUSY', `referenced by an element of ${s.def.name}`);
+        if (e.value && chainRefs(e.value.join(' ')).includes(o.name))
+          throw new FakeError(what, 'EBUSY', `referenced by an element of ${s.def.name}`);
       }
     }
     st.chains.delete(o.name);
@@ -145,14 +216,22 @@ export class Fake {
   private applySet(st: State, verb: Operation['verb'], o: NftSet | NftMap, what: string): void {
     const cur = st.sets.get(o.name);
     if (verb === 'add') {
-      if (!cur) { st.sets.set(o.name, { def: o, elements: new Map() }); return; }
-      if (cur.def.kind !== o.kind || cur.def.type !== o.type) throw new FakeError(what, 'EEXIST', 'exists with a different type');
+      if (!cur) {
+        st.sets.set(o.name, { def: o, elements: new Map() });
+        return;
+      }
+      if (cur.def.kind !== o.kind || cur.def.type !== o.type)
+        throw new FakeError(what, 'EEXIST', 'exists with a different type');
       return;
     }
     if (!cur || cur.def.kind !== o.kind) throw new FakeError(what, 'ENOENT', `no such ${o.kind}`);
-    if (verb === 'flush') { cur.elements.clear(); return; }
+    if (verb === 'flush') {
+      cur.elements.clear();
+      return;
+    }
     for (const [name, c] of st.chains) {
-      if (c.rules.some((r) => setRefs(r.rule).includes(o.name))) throw new FakeError(what, 'EBUSY', `referenced by a rule in ${name}`);
+      if (c.rules.some((r) => setRefs(r.rule).includes(o.name)))
+        throw new FakeError(what, 'EBUSY', `referenced by a rule in ${name}`);
     }
     st.sets.delete(o.name);
   }
@@ -162,7 +241,8 @@ export class Fake {
     if (!c) throw new FakeError(what, 'ENOENT', 'no such chain');
     for (const ref of chainRefs(o.rule)) {
       if (!st.chains.has(ref)) throw new FakeError(what, 'ENOENT', `jump/goto to missing chain ${ref}`);
-      if (st.chains.get(ref)!.chain.hook !== undefined) throw new FakeError(what, 'EINVAL', `jump/goto to base chain ${ref}`);
+      if (st.chains.get(ref)!.chain.hook !== undefined)
+        throw new FakeError(what, 'EINVAL', `jump/goto to base chain ${ref}`);
     }
     for (const ref of setRefs(o.rule)) {
       if (!st.sets.has(ref)) throw new FakeError(what, 'ENOENT', `missing set ${ref}`);
@@ -184,15 +264,23 @@ export class Fake {
       return;
     }
     const isMap = s.def.kind === 'map';
-    if (isMap !== (o.value !== undefined && o.value.length > 0)) throw new FakeError(what, 'EINVAL', isMap ? 'map element needs a value' : 'set element cannot have a value');
+    if (isMap !== (o.value !== undefined && o.value.length > 0))
+      throw new FakeError(what, 'EINVAL', isMap ? 'map element needs a value' : 'set element cannot have a value');
     for (const ref of chainRefs((o.value ?? []).join(' '))) {
       if (!st.chains.has(ref)) throw new FakeError(what, 'ENOENT', `verdict to missing chain ${ref}`);
     }
     if (cur) {
-      if ((cur.value ?? []).join(' . ') !== (o.value ?? []).join(' . ')) throw new FakeError(what, 'EEXIST', 'element exists with a different value');
+      if ((cur.value ?? []).join(' . ') !== (o.value ?? []).join(' . '))
+        throw new FakeError(what, 'EEXIST', 'element exists with a different value');
       return;
     }
-    s.elements.set(k, { kind: 'element', set: o.set, key: [...o.key], ...(o.value ? { value: [...o.value] } : {}), ...(o.comment !== undefined ? { comment: o.comment } : {}) });
+    s.elements.set(k, {
+      kind: 'element',
+      set: o.set,
+      key: [...o.key],
+      ...(o.value ? { value: [...o.value] } : {}),
+      ...(o.comment !== undefined ? { comment: o.comment } : {}),
+    });
   }
 }
 
@@ -203,11 +291,16 @@ function checkKey(def: NftSet | NftMap, key: readonly string[]): string | null {
   for (let i = 0; i < n; i++) {
     const t = types[i]!;
     const v = key[i]!;
-    const ok = t === 'ipv4_addr' ? fitsAddr(v, 'IPv4')
-      : t === 'ipv6_addr' ? fitsAddr(v, 'IPv6')
-        : t === 'inet_proto' ? ['tcp', 'udp', 'sctp', 'icmp'].includes(v)
-          : t === 'inet_service' ? /^[0-9]+$/.test(v) && Number(v) <= 65535
-            : true;
+    const ok =
+      t === 'ipv4_addr'
+        ? fitsAddr(v, 'IPv4')
+        : t === 'ipv6_addr'
+          ? fitsAddr(v, 'IPv6')
+          : t === 'inet_proto'
+            ? ['tcp', 'udp', 'sctp', 'icmp'].includes(v)
+            : t === 'inet_service'
+              ? /^[0-9]+$/.test(v) && Number(v) <= 65535
+              : true;
     if (!ok) return `${JSON.stringify(v)} is not a valid ${t}`;
   }
   return null;

@@ -29,7 +29,14 @@ export interface NftListing {
 }
 
 /** nft's named priorities (netfilter hooks of the ip/ip6 families). */
-const PRIORITIES: Record<string, number> = { raw: -300, mangle: -150, dstnat: -100, filter: 0, security: 50, srcnat: 100 };
+const PRIORITIES: Record<string, number> = {
+  raw: -300,
+  mangle: -150,
+  dstnat: -100,
+  filter: 0,
+  security: 50,
+  srcnat: 100,
+};
 
 function priorityValue(expr: string): number {
   const m = /^([a-z]+|-?\d+)(?:\s*([+-])\s*(\d+))?$/.exec(expr.trim());
@@ -42,20 +49,23 @@ function priorityValue(expr: string): number {
 /** "3h", "10800s", "1d2h" -> seconds. */
 function durationSeconds(s: string): number {
   let total = 0;
-  for (const m of s.matchAll(/(\d+)(d|h|m|s|ms)/g)) total += Number(m[1]) * ({ d: 86400, h: 3600, m: 60, s: 1, ms: 0.001 }[m[2] as 'd'] ?? 0);
+  for (const m of s.matchAll(/(\d+)(d|h|m|s|ms)/g))
+    total += Number(m[1]) * ({ d: 86400, h: 3600, m: 60, s: 1, ms: 0.001 }[m[2] as 'd'] ?? 0);
   return total;
 }
 
 /** The kernel's spelling of a rule -> the renderer's. */
 export function normalizeNftRule(text: string): string {
-  return text
-    .replace(/\bmeta mark set meta mark \| /g, 'mark set mark or ')
-    .replace(/\bmeta mark set meta mark \^ /g, 'mark set mark xor ')
-    .replace(/\bmeta mark & /g, 'mark and ')
-    // nft prints `dnat ip addr . port to numgen ...` as `dnat ip to numgen ...`.
-    .replace(/\bdnat (ip6?) to numgen /g, 'dnat $1 addr . port to numgen ')
-    .replace(/\s+/g, ' ')
-    .trim();
+  return (
+    text
+      .replace(/\bmeta mark set meta mark \| /g, 'mark set mark or ')
+      .replace(/\bmeta mark set meta mark \^ /g, 'mark set mark xor ')
+      .replace(/\bmeta mark & /g, 'mark and ')
+      // nft prints `dnat ip addr . port to numgen ...` as `dnat ip to numgen ...`.
+      .replace(/\bdnat (ip6?) to numgen /g, 'dnat $1 addr . port to numgen ')
+      .replace(/\s+/g, ' ')
+      .trim()
+  );
 }
 
 /** Split a trailing `comment "..."` off a rule. */
@@ -72,37 +82,64 @@ const unquote = (s: string) => (s.startsWith('"') ? s.slice(1, -1).replace(/\\(.
  */
 export function parseNftListing(text: string): NftListing {
   const out: NftListing = { tableComment: null, chains: [], sets: [], rules: [] };
-  let block: { kind: 'chain' | 'set' | 'map'; name: string; props: Record<string, string>; rules: string[] } | null = null;
+  let block: { kind: 'chain' | 'set' | 'map'; name: string; props: Record<string, string>; rules: string[] } | null =
+    null;
   let inElements = false;
   let tableComment: string | null = null;
   for (const raw of text.split('\n')) {
     const line = raw.trim();
     if (line === '' || /^table\s/.test(line)) continue;
-    if (inElements) { if (line.endsWith('}')) inElements = false; continue; }
+    if (inElements) {
+      if (line.endsWith('}')) inElements = false;
+      continue;
+    }
     if (block === null) {
       const m = /^(chain|set|map)\s+(\S+)\s*\{$/.exec(line);
-      if (m) { block = { kind: m[1] as 'chain', name: m[2]!, props: {}, rules: [] }; continue; }
-      if (line.startsWith('comment ')) { tableComment = unquote(line.slice(8).trim()); continue; }
+      if (m) {
+        block = { kind: m[1] as 'chain', name: m[2]!, props: {}, rules: [] };
+        continue;
+      }
+      if (line.startsWith('comment ')) {
+        tableComment = unquote(line.slice(8).trim());
+        continue;
+      }
       if (line === '}') continue;
       throw new ProxyError('KPT_INPUT_INVALID', `nft listing: unexpected line: ${line}`);
     }
-    if (line === '}') { finish(out, block); block = null; continue; }
+    if (line === '}') {
+      finish(out, block);
+      block = null;
+      continue;
+    }
     if (block.kind !== 'chain') {
-      if (line.startsWith('elements = {')) { inElements = !line.endsWith('}'); continue; }
+      if (line.startsWith('elements = {')) {
+        inElements = !line.endsWith('}');
+        continue;
+      }
       const m = /^(\S+)\s+(.*)$/.exec(line);
       if (m) block.props[m[1]!] = m[2]!;
       continue;
     }
-    if (line.startsWith('type ') && line.includes(' hook ')) { block.props['base'] = line; continue; }
-    if (line.startsWith('comment "') && block.rules.length === 0 && block.props['comment'] === undefined) { block.props['comment'] = unquote(line.slice(8).trim()); continue; }
+    if (line.startsWith('type ') && line.includes(' hook ')) {
+      block.props['base'] = line;
+      continue;
+    }
+    if (line.startsWith('comment "') && block.rules.length === 0 && block.props['comment'] === undefined) {
+      block.props['comment'] = unquote(line.slice(8).trim());
+      continue;
+    }
     if (line.startsWith('policy ')) continue;
     block.rules.push(line);
   }
-  if (block !== null) throw new ProxyError('KPT_INPUT_INVALID', `nft listing: unterminated ${block.kind} ${block.name}`);
+  if (block !== null)
+    throw new ProxyError('KPT_INPUT_INVALID', `nft listing: unterminated ${block.kind} ${block.name}`);
   return { ...out, tableComment };
 }
 
-function finish(out: NftListing, b: { kind: 'chain' | 'set' | 'map'; name: string; props: Record<string, string>; rules: string[] }): void {
+function finish(
+  out: NftListing,
+  b: { kind: 'chain' | 'set' | 'map'; name: string; props: Record<string, string>; rules: string[] },
+): void {
   const comment = b.props['comment'] !== undefined ? { comment: unquote(b.props['comment']) } : {};
   if (b.kind === 'chain') {
     const base = b.props['base'];
@@ -124,41 +161,67 @@ function finish(out: NftListing, b: { kind: 'chain' | 'set' | 'map'; name: strin
   if (type === undefined) throw new ProxyError('KPT_INPUT_INVALID', `nft listing: ${b.kind} ${b.name} without type`);
   const flags = b.props['flags']?.split(',').map((f) => f.trim());
   if (b.kind === 'map') {
-    out.sets.push({ kind: 'map', name: b.name, type, ...(typeOf !== undefined ? { typeOf } : {}), ...(flags ? { flags } : {}), ...comment });
+    out.sets.push({
+      kind: 'map',
+      name: b.name,
+      type,
+      ...(typeOf !== undefined ? { typeOf } : {}),
+      ...(flags ? { flags } : {}),
+      ...comment,
+    });
     return;
   }
   const timeout = b.props['timeout'];
   out.sets.push({
-    kind: 'set', name: b.name, type, ...(flags ? { flags } : {}),
-    ...(timeout !== undefined ? { timeoutSeconds: durationSeconds(timeout) } : {}), ...comment,
+    kind: 'set',
+    name: b.name,
+    type,
+    ...(flags ? { flags } : {}),
+    ...(timeout !== undefined ? { timeoutSeconds: durationSeconds(timeout) } : {}),
+    ...comment,
   });
 }
 
 const EXPR_TYPES: Record<string, string> = {
-  'ip daddr': 'ipv4_addr', 'ip saddr': 'ipv4_addr', 'ip6 daddr': 'ipv6_addr', 'ip6 saddr': 'ipv6_addr',
-  'th dport': 'inet_service', 'th sport': 'inet_service', 'tcp dport': 'inet_service', 'udp dport': 'inet_service',
-  'meta l4proto': 'inet_proto', 'meta mark': 'mark',
+  'ip daddr': 'ipv4_addr',
+  'ip saddr': 'ipv4_addr',
+  'ip6 daddr': 'ipv6_addr',
+  'ip6 saddr': 'ipv6_addr',
+  'th dport': 'inet_service',
+  'th sport': 'inet_service',
+  'tcp dport': 'inet_service',
+  'udp dport': 'inet_service',
+  'meta l4proto': 'inet_proto',
+  'meta mark': 'mark',
 };
 
 /** "numgen random mod 720720 : ip daddr . th dport" -> "integer : ipv4_addr . inet_service". */
 function typeFromTypeof(typeOf: string): string {
-  const side = (expr: string) => expr.split(' . ').map((e) => {
-    const x = e.trim();
-    return x.startsWith('numgen ') ? 'integer' : EXPR_TYPES[x] ?? fail(`typeof ${typeOf}`);
-  }).join(' . ');
-  const fail = (m: string): never => { throw new ProxyError('KPT_INPUT_INVALID', `nft listing: ${m}`); };
+  const side = (expr: string) =>
+    expr
+      .split(' . ')
+      .map((e) => {
+        const x = e.trim();
+        return x.startsWith('numgen ') ? 'integer' : (EXPR_TYPES[x] ?? fail(`typeof ${typeOf}`));
+      })
+      .join(' . ');
+  const fail = (m: string): never => {
+    throw new ProxyError('KPT_INPUT_INVALID', `nft listing: ${m}`);
+  };
   return typeOf.split(' : ').map(side).join(' : ');
 }
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
-const isObj = (v: Json | undefined): v is { [k: string]: Json } => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isObj = (v: Json | undefined): v is { [k: string]: Json } =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** One element key (or data value) of nft JSON as the renderer's fields. */
 function fieldsOf(v: Json): string[] {
   if (typeof v === 'number') return [String(v)];
   if (typeof v === 'string') return [normalizeIP(v) ?? v];
   if (isObj(v) && Array.isArray(v.concat)) return v.concat.flatMap(fieldsOf);
-  if (isObj(v) && Array.isArray(v.range) && v.range.length === 2) return [`${fieldsOf(v.range[0]!)[0]}-${fieldsOf(v.range[1]!)[0]}`];
+  if (isObj(v) && Array.isArray(v.range) && v.range.length === 2)
+    return [`${fieldsOf(v.range[0]!)[0]}-${fieldsOf(v.range[1]!)[0]}`];
   if (isObj(v) && isObj(v.prefix)) return [`${fieldsOf(v.prefix.addr ?? null)[0]}/${String(v.prefix.len)}`];
   throw new ProxyError('KPT_INPUT_INVALID', `nft JSON: element ${JSON.stringify(v)}`);
 }
@@ -192,7 +255,7 @@ export function parseElementsJSON(text: string, table: string): Map<string, Elem
     for (const raw of Array.isArray(s.elem) ? s.elem : []) {
       const [k, v] = isMap && Array.isArray(raw) ? [raw[0]!, raw[1]!] : [raw, undefined];
       const inner = isObj(k) && isObj(k.elem) ? k.elem : null;
-      const key = fieldsOf(inner ? inner.val ?? null : k);
+      const key = fieldsOf(inner ? (inner.val ?? null) : k);
       const comment = inner && typeof inner.comment === 'string' ? { comment: inner.comment } : {};
       els.push({ kind: 'element', set: name, key, ...(v !== undefined ? { value: valueOf(v) } : {}), ...comment });
     }
@@ -205,7 +268,11 @@ export function parseElementsJSON(text: string, table: string): Map<string, Elem
  * A Fake holding the live table: the listing's chains, sets and rules and
  * the given elements (parseElementsJSON's).
  */
-export function loadNftTable(family: NftFamily, listing: NftListing, elements: ReadonlyMap<string, readonly Element[]>): Fake {
+export function loadNftTable(
+  family: NftFamily,
+  listing: NftListing,
+  elements: ReadonlyMap<string, readonly Element[]>,
+): Fake {
   const tx = new Transaction(family, TABLE_NAME);
   tx.add({ kind: 'table', ...(listing.tableComment !== null ? { comment: listing.tableComment } : {}) });
   for (const c of listing.chains) tx.add(c);

@@ -44,26 +44,49 @@ export interface RenderResult {
  * have exactly one owner, so a single key is kept as a string and a Set only
  * for shared ones (memory: ~20k elements at 10k Services).
  */
-interface Stored { el: Element; owners: string | Set<string> | null }
+interface Stored {
+  el: Element;
+  owners: string | Set<string> | null;
+}
 /** What one service's sync wants, while it is built. */
-interface Owned { readonly elems: Set<string>; readonly chains: Set<string>; readonly affinity: Set<string>; readonly maps: Set<string> }
+interface Owned {
+  readonly elems: Set<string>;
+  readonly chains: Set<string>;
+  readonly affinity: Set<string>;
+  readonly maps: Set<string>;
+}
 /** What a service owns between syncs, compact (arrays; one shared empty one). */
-interface OwnedStored { readonly elems: readonly string[]; readonly chains: readonly string[]; readonly affinity: readonly string[]; readonly maps: readonly string[] }
+interface OwnedStored {
+  readonly elems: readonly string[];
+  readonly chains: readonly string[];
+  readonly affinity: readonly string[];
+  readonly maps: readonly string[];
+}
 const emptyOwned = (): Owned => ({ elems: new Set(), chains: new Set(), affinity: new Set(), maps: new Set() });
 const NONE: readonly string[] = Object.freeze([]);
 const arr = (s: Set<string>): readonly string[] => (s.size === 0 ? NONE : [...s]);
-const compact = (o: Owned): OwnedStored => ({ elems: arr(o.elems), chains: arr(o.chains), affinity: arr(o.affinity), maps: arr(o.maps) });
+const compact = (o: Owned): OwnedStored => ({
+  elems: arr(o.elems),
+  chains: arr(o.chains),
+  affinity: arr(o.affinity),
+  maps: arr(o.maps),
+});
 
 function addOwner(s: Stored, owner: string): void {
   if (s.owners === null) s.owners = owner;
-  else if (typeof s.owners === 'string') { if (s.owners !== owner) s.owners = new Set([s.owners, owner]); }
-  else s.owners.add(owner);
+  else if (typeof s.owners === 'string') {
+    if (s.owners !== owner) s.owners = new Set([s.owners, owner]);
+  } else s.owners.add(owner);
 }
 
 /** Remove one owner; true when none is left. */
 function removeOwner(s: Stored, owner: string): boolean {
-  if (typeof s.owners === 'string') { if (s.owners === owner) s.owners = null; }
-  else if (s.owners !== null) { s.owners.delete(owner); if (s.owners.size === 0) s.owners = null; }
+  if (typeof s.owners === 'string') {
+    if (s.owners === owner) s.owners = null;
+  } else if (s.owners !== null) {
+    s.owners.delete(owner);
+    if (s.owners.size === 0) s.owners = null;
+  }
   return s.owners === null;
 }
 
@@ -89,7 +112,10 @@ export class NftablesRenderer {
   /** staticInputs() of the last full sync. */
   private lastStatic = '';
 
-  constructor(private readonly config: DataplaneConfig, private readonly layout: EndpointLayout = 'upstream') {}
+  constructor(
+    private readonly config: DataplaneConfig,
+    private readonly layout: EndpointLayout = 'upstream',
+  ) {}
 
   /**
    * True when the next render will be full and wants a kernel snapshot: on
@@ -117,7 +143,11 @@ export class NftablesRenderer {
     const ops = new OpList();
     let npIPs: string[] | null = null;
     if (full) {
-      npIPs = writeStatic(tx, ctx, { config: this.config, serviceCIDRs: state.serviceCIDRs, recreateBaseChains: !this.initialized });
+      npIPs = writeStatic(tx, ctx, {
+        config: this.config,
+        serviceCIDRs: state.serviceCIDRs,
+        recreateBaseChains: !this.initialized,
+      });
       this.lastStatic = staticInputs(state, this.config.family);
       this.initialized = true;
       if (snapshot !== null || !this.valid) this.loadSnapshot(snapshot ?? EMPTY_SNAPSHOT);
@@ -125,7 +155,10 @@ export class NftablesRenderer {
     const byService = groupByService(state, full ? null : state.changedServices);
     const rendered = new Map<string, ServicePortObjects[]>();
     for (const [key, ports] of byService) {
-      rendered.set(key, ports.map((sp) => renderServicePort(ctx, sp, state.categorized.get(sp.key))));
+      rendered.set(
+        key,
+        ports.map((sp) => renderServicePort(ctx, sp, state.categorized.get(sp.key))),
+      );
     }
     // Chains deleted now: stale for long enough and not wanted again.
     const wanted = new Set<string>();
@@ -145,7 +178,11 @@ export class NftablesRenderer {
     return {
       tx,
       partial: !full,
-      counters: { nftables_operations: tx.numOperations, nftables_service_chains: this.chainOwner.size, nftables_elements: this.storage.size },
+      counters: {
+        nftables_operations: tx.numOperations,
+        nftables_service_chains: this.chainOwner.size,
+        nftables_elements: this.storage.size,
+      },
     };
   }
 
@@ -181,7 +218,8 @@ export class NftablesRenderer {
       this.owned.set(key, compact(own));
     }
     if (npIPs !== null) {
-      for (const ip of npIPs) this.want(ops, prev, STATIC_OWNER, { kind: 'element', set: N.NODEPORT_IPS_SET, key: [ip] }, null);
+      for (const ip of npIPs)
+        this.want(ops, prev, STATIC_OWNER, { kind: 'element', set: N.NODEPORT_IPS_SET, key: [ip] }, null);
     }
     for (const [k, s] of prev) {
       if (this.storage.has(k)) continue;
@@ -243,7 +281,12 @@ export class NftablesRenderer {
         const text = c.rules.map((r) => `${r.rule}\t${r.comment ?? ''}`).join('\n');
         own.chains.add(c.name);
         this.chainOwner.set(c.name, key);
-        if (skipUnchanged && this.chainText.get(c.name) === text && this.tableChains.has(c.name) && !this.staleChains.has(c.name)) {
+        if (
+          skipUnchanged &&
+          this.chainText.get(c.name) === text &&
+          this.tableChains.has(c.name) &&
+          !this.staleChains.has(c.name)
+        ) {
           skip.add(c.name);
           continue;
         }
@@ -254,7 +297,8 @@ export class NftablesRenderer {
         this.staleChains.delete(c.name);
       }
     }
-    for (const o of objs) for (const c of o.chains) if (!skip.has(c.name)) for (const r of c.rules) ops.push('add', r, 'rules');
+    for (const o of objs)
+      for (const c of o.chains) if (!skip.has(c.name)) for (const r of c.rules) ops.push('add', r, 'rules');
     return own;
   }
 

@@ -31,7 +31,9 @@ export interface ServicePortObjects {
 
 function el(set: string, key: string[], value?: string, comment?: string): Element {
   return {
-    kind: 'element', set, key,
+    kind: 'element',
+    set,
+    key,
     ...(value !== undefined ? { value: [value] } : {}),
     ...(comment !== undefined ? { comment } : {}),
   };
@@ -41,7 +43,11 @@ function rule(chain: string, text: string, comment?: string): Rule {
   return comment === undefined ? { kind: 'rule', chain, rule: text } : { kind: 'rule', chain, rule: text, comment };
 }
 
-export function renderServicePort(ctx: RenderContext, svc: ServicePort, cat: CategorizedEndpoints | undefined): ServicePortObjects {
+export function renderServicePort(
+  ctx: RenderContext,
+  svc: ServicePort,
+  cat: CategorizedEndpoints | undefined,
+): ServicePortObjects {
   const base = N.servicePortChainNameBase(svc.name);
   const proto = N.nftProtocol(svc.name);
   const port = String(svc.port);
@@ -83,7 +89,8 @@ export function renderServicePort(ctx: RenderContext, svc: ServicePort, cat: Cat
   }
   for (const ip of svc.externalIPs) {
     if (hasEndpoints) elements.push(el(N.SERVICE_IPS_MAP, [ip, proto, port], `goto ${externalTrafficChain}`));
-    if (!hasExternalEndpoints) elements.push(el(N.NO_ENDPOINT_SERVICES_MAP, [ip, proto, port], externalFilterVerdict, spn));
+    if (!hasExternalEndpoints)
+      elements.push(el(N.NO_ENDPOINT_SERVICES_MAP, [ip, proto, port], externalFilterVerdict, spn));
   }
   const usesFWChain = svc.loadBalancerVIPs.length > 0 && svc.loadBalancerSourceRanges.length > 0;
   const chains: ChainContent[] = [];
@@ -93,7 +100,8 @@ export function renderServicePort(ctx: RenderContext, svc: ServicePort, cat: Cat
     if (usesFWChain) elements.push(el(N.FIREWALL_IPS_MAP, [ip, proto, port], `goto ${fwChain}`));
   }
   if (!hasExternalEndpoints) {
-    for (const ip of svc.loadBalancerVIPs) elements.push(el(N.NO_ENDPOINT_SERVICES_MAP, [ip, proto, port], externalFilterVerdict, spn));
+    for (const ip of svc.loadBalancerVIPs)
+      elements.push(el(N.NO_ENDPOINT_SERVICES_MAP, [ip, proto, port], externalFilterVerdict, spn));
   }
   if (svc.nodePort > 0) {
     const np = String(svc.nodePort);
@@ -102,7 +110,16 @@ export function renderServicePort(ctx: RenderContext, svc: ServicePort, cat: Cat
   }
 
   if (usesExternalTrafficChain) {
-    chains.push({ name: externalTrafficChain, rules: externalRules(ctx, svc, externalTrafficChain, clusterPolicyChain, hasExternalEndpoints ? externalPolicyChain : null) });
+    chains.push({
+      name: externalTrafficChain,
+      rules: externalRules(
+        ctx,
+        svc,
+        externalTrafficChain,
+        clusterPolicyChain,
+        hasExternalEndpoints ? externalPolicyChain : null,
+      ),
+    });
   }
   const affinitySets: NftSet[] = [];
   const endpointMaps: EndpointMapContent[] = [];
@@ -120,8 +137,11 @@ export function renderServicePort(ctx: RenderContext, svc: ServicePort, cat: Cat
   for (const ep of reachable) {
     if (svc.stickyMaxAgeSeconds > 0 && (usesClusterPolicyChain || usesLocalPolicyChain)) {
       affinitySets.push({
-        kind: 'set', name: N.AFFINITY_SET_PREFIX + N.servicePortEndpointChainNameBase(svc.name, ep.ip, ep.port),
-        type: ctx.addrType, flags: ['dynamic', 'timeout'], timeoutSeconds: svc.stickyMaxAgeSeconds,
+        kind: 'set',
+        name: N.AFFINITY_SET_PREFIX + N.servicePortEndpointChainNameBase(svc.name, ep.ip, ep.port),
+        type: ctx.addrType,
+        flags: ['dynamic', 'timeout'],
+        timeoutSeconds: svc.stickyMaxAgeSeconds,
       });
     }
     if (ep.isLocal) elements.push(el(N.HAIRPIN_CONNECTIONS_SET, [ep.ip, ep.ip, proto, String(ep.port)]));
@@ -151,7 +171,13 @@ function firewallRule(ctx: RenderContext, svc: ServicePort, fwChain: string): Ru
   return rule(fwChain, `${ctx.ipX} saddr != { ${sources.join(', ')} } drop`);
 }
 
-function externalRules(ctx: RenderContext, svc: ServicePort, chain: string, clusterPolicyChain: string, policyChain: string | null): Rule[] {
+function externalRules(
+  ctx: RenderContext,
+  svc: ServicePort,
+  chain: string,
+  clusterPolicyChain: string,
+  policyChain: string | null,
+): Rule[] {
   const M = `mark set mark or ${ctx.masqMark}`;
   const out: Rule[] = [];
   if (!svc.externalPolicyLocal) {
@@ -160,7 +186,8 @@ function externalRules(ctx: RenderContext, svc: ServicePort, chain: string, clus
   } else {
     // Pod -> external destination is treated like going out to the LB and
     // back: subject to neither traffic policy.
-    if (ctx.ifLocal !== null) out.push(rule(chain, `${ctx.ifLocal} goto ${clusterPolicyChain}`, 'short-circuit pod traffic'));
+    if (ctx.ifLocal !== null)
+      out.push(rule(chain, `${ctx.ifLocal} goto ${clusterPolicyChain}`, 'short-circuit pod traffic'));
     // The host picks the (local) external IP as source: masquerade it.
     out.push(rule(chain, `fib saddr type local ${M}`, 'masquerade local traffic'));
     out.push(rule(chain, `fib saddr type local goto ${clusterPolicyChain}`, 'short-circuit local traffic'));
@@ -179,18 +206,48 @@ function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps
   const lean = ctx.layout !== 'upstream';
   if (svc.stickyMaxAgeSeconds <= 0 && ctx.layout === 'maps') {
     const m = N.ENDPOINTS_MAP_PREFIX + chain;
-    return [{ name: chain, rules: [rule(chain, `meta l4proto ${proto} dnat ${ctx.ipX} addr . port to numgen random mod ${ENDPOINT_SLOTS} map @${m}`)] }];
+    return [
+      {
+        name: chain,
+        rules: [
+          rule(
+            chain,
+            `meta l4proto ${proto} dnat ${ctx.ipX} addr . port to numgen random mod ${ENDPOINT_SLOTS} map @${m}`,
+          ),
+        ],
+      },
+    ];
   }
   if (svc.stickyMaxAgeSeconds <= 0) {
-    if (lean) return [{ name: chain, rules: cascade(eps.map((ep) => `meta l4proto ${proto} dnat to ${joinHostPort(ep.ip, ep.port)}`)).map((r) => rule(chain, r)) }];
+    if (lean)
+      return [
+        {
+          name: chain,
+          rules: cascade(eps.map((ep) => `meta l4proto ${proto} dnat to ${joinHostPort(ep.ip, ep.port)}`)).map((r) =>
+            rule(chain, r),
+          ),
+        },
+      ];
     const entries = eps.map((ep, i) => `${i} : ${ep.ip} . ${ep.port}`).join(' , ');
-    return [{ name: chain, rules: [rule(chain, `meta l4proto ${proto} dnat ${ctx.ipX} addr . port to numgen random mod ${eps.length} map { ${entries} }`)] }];
+    return [
+      {
+        name: chain,
+        rules: [
+          rule(
+            chain,
+            `meta l4proto ${proto} dnat ${ctx.ipX} addr . port to numgen random mod ${eps.length} map { ${entries} }`,
+          ),
+        ],
+      },
+    ];
   }
   const rules: Rule[] = [];
   const out: ChainContent[] = [];
   const names = eps.map((ep) => N.servicePortEndpointChainNameBase(svc.name, ep.ip, ep.port));
   eps.forEach((_, i) => {
-    rules.push(rule(chain, `${ctx.ipX} saddr @${N.AFFINITY_SET_PREFIX}${names[i]} goto ${N.ENDPOINT_CHAIN_PREFIX}${names[i]}`));
+    rules.push(
+      rule(chain, `${ctx.ipX} saddr @${N.AFFINITY_SET_PREFIX}${names[i]} goto ${N.ENDPOINT_CHAIN_PREFIX}${names[i]}`),
+    );
   });
   if (lean) {
     rules.push(...cascade(names.map((n) => `goto ${N.ENDPOINT_CHAIN_PREFIX}${n}`)).map((r) => rule(chain, r)));
@@ -230,13 +287,21 @@ export const ENDPOINT_SLOTS = 720720;
  * one interval per endpoint, sizes differing by at most one (equal up to 16
  * endpoints). Keys are "lo-hi" ranges, values "IP . port".
  */
-export function endpointMap(ctx: RenderContext, proto: string, chain: string, eps: readonly Endpoint[]): EndpointMapContent {
+export function endpointMap(
+  ctx: RenderContext,
+  proto: string,
+  chain: string,
+  eps: readonly Endpoint[],
+): EndpointMapContent {
   const name = N.ENDPOINTS_MAP_PREFIX + chain;
   const map: NftMap = {
-    kind: 'map', name, type: `integer : ${ctx.addrType} . inet_service`,
+    kind: 'map',
+    name,
+    type: `integer : ${ctx.addrType} . inet_service`,
     // `th dport` would be neater, but nft 1.0.6 then refuses to add a
     // `meta l4proto tcp` rule using an existing map ("conflicting protocols").
-    typeOf: `numgen random mod ${ENDPOINT_SLOTS} : ${ctx.ipX} daddr . ${proto} dport`, flags: ['interval'],
+    typeOf: `numgen random mod ${ENDPOINT_SLOTS} : ${ctx.ipX} daddr . ${proto} dport`,
+    flags: ['interval'],
   };
   const elements: Element[] = [];
   const n = eps.length;

@@ -42,13 +42,20 @@ export interface RenderContext {
  */
 export type EndpointLayout = 'upstream' | 'lean' | 'maps';
 
-export function makeContext(config: DataplaneConfig, nodeIP: string | undefined, layout: EndpointLayout = 'upstream'): RenderContext {
+export function makeContext(
+  config: DataplaneConfig,
+  nodeIP: string | undefined,
+  layout: EndpointLayout = 'upstream',
+): RenderContext {
   const ipX = N.nftFamily(config.family);
   const det = config.localDetector;
   let ifLocal: string | null = null;
   let ifNotLocal: string | null = null;
   if (det.kind === 'cidr') {
-    const cidrs = det.cidrs.map((c) => parseCIDR(c)).filter((c) => c !== null && c.family === config.family).map((c) => c!.text);
+    const cidrs = det.cidrs
+      .map((c) => parseCIDR(c))
+      .filter((c) => c !== null && c.family === config.family)
+      .map((c) => c!.text);
     if (cidrs.length > 0) {
       const set = cidrs.length === 1 ? cidrs[0]! : `{ ${cidrs.join(', ')} }`;
       ifLocal = `${ipX} saddr ${set}`;
@@ -73,7 +80,12 @@ export function makeContext(config: DataplaneConfig, nodeIP: string | undefined,
   };
 }
 
-interface BaseChainSpec { readonly name: string; readonly type: ChainType; readonly hook: ChainHook; readonly priority: number }
+interface BaseChainSpec {
+  readonly name: string;
+  readonly type: ChainType;
+  readonly hook: ChainHook;
+  readonly priority: number;
+}
 
 /** Upstream nftablesBaseChains, priorities as numbers (dstnat-10 = -110, ...). */
 export const BASE_CHAINS: readonly BaseChainSpec[] = [
@@ -117,19 +129,55 @@ export function staticSets(ctx: RenderContext): ReadonlyArray<NftSet | NftMap> {
   return [
     { kind: 'set', name: N.CLUSTER_IPS_SET, type: a, comment: 'Active ClusterIPs' },
     { kind: 'set', name: N.NODEPORT_IPS_SET, type: a, comment: 'IPs that accept NodePort traffic' },
-    { kind: 'set', name: N.HAIRPIN_CONNECTIONS_SET, type: `${a} . ${a} . inet_proto . inet_service`, comment: 'service hairpin connections' },
-    { kind: 'map', name: N.SERVICE_IPS_MAP, type: `${a} . inet_proto . inet_service : verdict`, comment: 'ClusterIP, ExternalIP and LoadBalancer IP traffic' },
-    { kind: 'map', name: N.SERVICE_NODEPORTS_MAP, type: 'inet_proto . inet_service : verdict', comment: 'NodePort traffic' },
-    { kind: 'map', name: N.NO_ENDPOINT_SERVICES_MAP, type: `${a} . inet_proto . inet_service : verdict`, comment: 'vmap to drop or reject packets to services with no endpoints' },
-    { kind: 'map', name: N.NO_ENDPOINT_NODEPORTS_MAP, type: 'inet_proto . inet_service : verdict', comment: 'vmap to drop or reject packets to service nodeports with no endpoints' },
-    { kind: 'map', name: N.FIREWALL_IPS_MAP, type: `${a} . inet_proto . inet_service : verdict`, comment: 'destinations that are subject to LoadBalancerSourceRanges' },
+    {
+      kind: 'set',
+      name: N.HAIRPIN_CONNECTIONS_SET,
+      type: `${a} . ${a} . inet_proto . inet_service`,
+      comment: 'service hairpin connections',
+    },
+    {
+      kind: 'map',
+      name: N.SERVICE_IPS_MAP,
+      type: `${a} . inet_proto . inet_service : verdict`,
+      comment: 'ClusterIP, ExternalIP and LoadBalancer IP traffic',
+    },
+    {
+      kind: 'map',
+      name: N.SERVICE_NODEPORTS_MAP,
+      type: 'inet_proto . inet_service : verdict',
+      comment: 'NodePort traffic',
+    },
+    {
+      kind: 'map',
+      name: N.NO_ENDPOINT_SERVICES_MAP,
+      type: `${a} . inet_proto . inet_service : verdict`,
+      comment: 'vmap to drop or reject packets to services with no endpoints',
+    },
+    {
+      kind: 'map',
+      name: N.NO_ENDPOINT_NODEPORTS_MAP,
+      type: 'inet_proto . inet_service : verdict',
+      comment: 'vmap to drop or reject packets to service nodeports with no endpoints',
+    },
+    {
+      kind: 'map',
+      name: N.FIREWALL_IPS_MAP,
+      type: `${a} . inet_proto . inet_service : verdict`,
+      comment: 'destinations that are subject to LoadBalancerSourceRanges',
+    },
   ];
 }
 
 /** Sets and maps whose elements the renderer owns (affinity sets are filled by the kernel). */
 export const MANAGED_SETS: ReadonlySet<string> = new Set([
-  N.CLUSTER_IPS_SET, N.NODEPORT_IPS_SET, N.HAIRPIN_CONNECTIONS_SET, N.SERVICE_IPS_MAP, N.SERVICE_NODEPORTS_MAP,
-  N.NO_ENDPOINT_SERVICES_MAP, N.NO_ENDPOINT_NODEPORTS_MAP, N.FIREWALL_IPS_MAP,
+  N.CLUSTER_IPS_SET,
+  N.NODEPORT_IPS_SET,
+  N.HAIRPIN_CONNECTIONS_SET,
+  N.SERVICE_IPS_MAP,
+  N.SERVICE_NODEPORTS_MAP,
+  N.NO_ENDPOINT_SERVICES_MAP,
+  N.NO_ENDPOINT_NODEPORTS_MAP,
+  N.FIREWALL_IPS_MAP,
 ]);
 
 /**
@@ -177,27 +225,81 @@ export function writeStatic(tx: Transaction, ctx: RenderContext, opts: StaticOpt
 
   const M = ctx.masqMark;
   if (opts.config.masqueradeAll) {
-    tx.add(rule(N.SERVICES_CHAIN, `${ipX} daddr @${N.CLUSTER_IPS_SET} mark set mark or ${M}`, 'masquerade all clusterIP traffic'));
+    tx.add(
+      rule(
+        N.SERVICES_CHAIN,
+        `${ipX} daddr @${N.CLUSTER_IPS_SET} mark set mark or ${M}`,
+        'masquerade all clusterIP traffic',
+      ),
+    );
   } else if (ctx.ifNotLocal !== null) {
-    tx.add(rule(N.SERVICES_CHAIN, `${ipX} daddr @${N.CLUSTER_IPS_SET} ${ctx.ifNotLocal} mark set mark or ${M}`, 'masquerade clusterIP traffic from outside cluster'));
+    tx.add(
+      rule(
+        N.SERVICES_CHAIN,
+        `${ipX} daddr @${N.CLUSTER_IPS_SET} ${ctx.ifNotLocal} mark set mark or ${M}`,
+        'masquerade clusterIP traffic from outside cluster',
+      ),
+    );
   }
   tx.add(rule(N.SERVICES_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.SERVICE_IPS_MAP}`));
   const noLocalhost = ipX === 'ip' ? 'ip daddr != 127.0.0.0/8' : 'ip6 daddr != ::1';
   if (npIPs === null) {
-    tx.add(rule(N.SERVICES_CHAIN, `fib daddr type local ${noLocalhost} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS_MAP}`));
-    tx.add(rule(N.NODEPORT_ENDPOINTS_CHECK_CHAIN, `${noLocalhost} meta l4proto . th dport vmap @${N.NO_ENDPOINT_NODEPORTS_MAP}`));
+    tx.add(
+      rule(
+        N.SERVICES_CHAIN,
+        `fib daddr type local ${noLocalhost} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS_MAP}`,
+      ),
+    );
+    tx.add(
+      rule(
+        N.NODEPORT_ENDPOINTS_CHECK_CHAIN,
+        `${noLocalhost} meta l4proto . th dport vmap @${N.NO_ENDPOINT_NODEPORTS_MAP}`,
+      ),
+    );
   } else {
-    tx.add(rule(N.SERVICES_CHAIN, `${ipX} daddr @${N.NODEPORT_IPS_SET} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS_MAP}`));
-    tx.add(rule(N.NODEPORT_ENDPOINTS_CHECK_CHAIN, `${ipX} daddr @${N.NODEPORT_IPS_SET} meta l4proto . th dport vmap @${N.NO_ENDPOINT_NODEPORTS_MAP}`));
+    tx.add(
+      rule(
+        N.SERVICES_CHAIN,
+        `${ipX} daddr @${N.NODEPORT_IPS_SET} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS_MAP}`,
+      ),
+    );
+    tx.add(
+      rule(
+        N.NODEPORT_ENDPOINTS_CHECK_CHAIN,
+        `${ipX} daddr @${N.NODEPORT_IPS_SET} meta l4proto . th dport vmap @${N.NO_ENDPOINT_NODEPORTS_MAP}`,
+      ),
+    );
   }
   tx.add(rule(N.MASQUERADING_CHAIN, `mark and ${M} != 0 mark set mark xor ${M} masquerade fully-random`));
-  tx.add(rule(N.MASQUERADING_CHAIN, `ct status dnat ${ipX} saddr . ${ipX} daddr . meta l4proto . th dport @${N.HAIRPIN_CONNECTIONS_SET} masquerade fully-random`));
-  tx.add(rule(N.CLUSTER_IPS_CHECK_CHAIN, `${ipX} daddr @${N.CLUSTER_IPS_SET} reject`, 'Reject traffic to invalid ports of ClusterIPs'));
-  const cidrs = opts.serviceCIDRs.map((c) => parseCIDR(c)).filter((c) => c !== null && c.family === ctx.family).map((c) => c!.text);
+  tx.add(
+    rule(
+      N.MASQUERADING_CHAIN,
+      `ct status dnat ${ipX} saddr . ${ipX} daddr . meta l4proto . th dport @${N.HAIRPIN_CONNECTIONS_SET} masquerade fully-random`,
+    ),
+  );
+  tx.add(
+    rule(
+      N.CLUSTER_IPS_CHECK_CHAIN,
+      `${ipX} daddr @${N.CLUSTER_IPS_SET} reject`,
+      'Reject traffic to invalid ports of ClusterIPs',
+    ),
+  );
+  const cidrs = opts.serviceCIDRs
+    .map((c) => parseCIDR(c))
+    .filter((c) => c !== null && c.family === ctx.family)
+    .map((c) => c!.text);
   if (cidrs.length > 0) {
-    tx.add(rule(N.CLUSTER_IPS_CHECK_CHAIN, `${ipX} daddr { ${cidrs.join(',')} } drop`, 'Drop traffic to unallocated ClusterIPs'));
+    tx.add(
+      rule(
+        N.CLUSTER_IPS_CHECK_CHAIN,
+        `${ipX} daddr { ${cidrs.join(',')} } drop`,
+        'Drop traffic to unallocated ClusterIPs',
+      ),
+    );
   }
-  tx.add(rule(N.SERVICE_ENDPOINTS_CHECK_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.NO_ENDPOINT_SERVICES_MAP}`));
+  tx.add(
+    rule(N.SERVICE_ENDPOINTS_CHECK_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.NO_ENDPOINT_SERVICES_MAP}`),
+  );
   tx.add(rule(N.FIREWALL_CHECK_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.FIREWALL_IPS_MAP}`));
   tx.add(rule(N.REJECT_CHAIN, 'reject'));
   return npIPs;

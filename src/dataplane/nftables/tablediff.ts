@@ -29,9 +29,7 @@ export type NftTableDiff = NftChainDiff | NftSetDiff;
 /** One spelling for a rule: the renderer's words, decimal numbers, `{ x }` as x, comment last. */
 export function canonicalNftRule(text: string): string {
   const { rule, comment } = splitComment(normalizeNftRule(text));
-  const body = rule
-    .replace(/\b0x[0-9a-f]+\b/gi, (h) => String(parseInt(h, 16)))
-    .replace(/\{ ([^{},\s]+) \}/g, '$1');
+  const body = rule.replace(/\b0x[0-9a-f]+\b/gi, (h) => String(parseInt(h, 16))).replace(/\{ ([^{},\s]+) \}/g, '$1');
   return comment === undefined ? body : `${body} comment ${JSON.stringify(comment)}`;
 }
 
@@ -46,8 +44,14 @@ function diffElements(before: readonly Element[], after: readonly Element[]): Di
   const a = new Set(before.map(elementText));
   const b = new Set(after.map(elementText));
   return [
-    ...[...a].filter((x) => !b.has(x)).sort().map((rule): DiffLine => ({ op: '-', rule })),
-    ...[...b].filter((x) => !a.has(x)).sort().map((rule): DiffLine => ({ op: '+', rule })),
+    ...[...a]
+      .filter((x) => !b.has(x))
+      .sort()
+      .map((rule): DiffLine => ({ op: '-', rule })),
+    ...[...b]
+      .filter((x) => !a.has(x))
+      .sort()
+      .map((rule): DiffLine => ({ op: '+', rule })),
   ];
 }
 
@@ -76,10 +80,16 @@ export function nftDiffText(diffs: readonly NftTableDiff[], context = 2): string
   for (const d of diffs) {
     out += `@@ ${d.kind} ${d.name} (${d.status}) @@\n`;
     if (d.status !== 'changed') out += `${d.status === 'added' ? '+' : '-'}${d.kind} ${d.name}\n`;
-    const keep = d.lines.map((l, i) => l.op !== ' ' || d.lines.slice(Math.max(0, i - context), i + context + 1).some((x) => x.op !== ' '));
+    const keep = d.lines.map(
+      (l, i) => l.op !== ' ' || d.lines.slice(Math.max(0, i - context), i + context + 1).some((x) => x.op !== ' '),
+    );
     let skipped = false;
     d.lines.forEach((l, i) => {
-      if (!keep[i]) { if (!skipped) out += ' ...\n'; skipped = true; return; }
+      if (!keep[i]) {
+        if (!skipped) out += ' ...\n';
+        skipped = true;
+        return;
+      }
       skipped = false;
       out += `${l.op}${d.kind === 'chain' ? 'rule' : 'element'} ${l.rule}\n`;
     });

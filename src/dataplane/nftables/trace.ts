@@ -48,8 +48,14 @@ export type NftTraceResult = TraceResultOf<NftTraceStep, NftTraceCandidate>;
 
 /** What the tracer reads: the Fake satisfies it. */
 export interface NftRuleSource {
-  readonly chains: ReadonlyMap<string, { readonly rules: ReadonlyArray<{ readonly rule: string; readonly comment?: string }> }>;
-  readonly sets: ReadonlyMap<string, { readonly elements: ReadonlyMap<string, { readonly value?: readonly string[]; readonly comment?: string }> }>;
+  readonly chains: ReadonlyMap<
+    string,
+    { readonly rules: ReadonlyArray<{ readonly rule: string; readonly comment?: string }> }
+  >;
+  readonly sets: ReadonlyMap<
+    string,
+    { readonly elements: ReadonlyMap<string, { readonly value?: readonly string[]; readonly comment?: string }> }
+  >;
 }
 
 export interface NftTraceOptions {
@@ -57,7 +63,13 @@ export interface NftTraceOptions {
 }
 
 type Verdict = 'continue' | 'return' | 'terminal';
-interface Pkt { src: string; dst: string; port: number; proto: string; iif: string | undefined }
+interface Pkt {
+  src: string;
+  dst: string;
+  port: number;
+  proto: string;
+  iif: string | undefined;
+}
 
 class NotUnderstood extends Error {}
 
@@ -73,7 +85,11 @@ class Tracer {
   /** Rule.comment of the rule being read (the renderer may keep it apart from the text). */
   private comment: string | null = null;
 
-  constructor(private readonly src: NftRuleSource, private readonly localIPs: readonly string[], private readonly strict: boolean) {}
+  constructor(
+    private readonly src: NftRuleSource,
+    private readonly localIPs: readonly string[],
+    private readonly strict: boolean,
+  ) {}
 
   fail(msg: string): never {
     throw this.strict ? new Error(`tracer: ${msg}`) : new NotUnderstood(msg);
@@ -95,7 +111,14 @@ class Tracer {
     }
     const remaining = { p: reach };
     for (const r of c.rules) {
-      const mark = { outputs: this.outputs.length, steps: this.steps.length, matched: this.matched.length, candidates: this.candidates.length, mark: this.mark, masq: this.masq };
+      const mark = {
+        outputs: this.outputs.length,
+        steps: this.steps.length,
+        matched: this.matched.length,
+        candidates: this.candidates.length,
+        mark: this.mark,
+        masq: this.masq,
+      };
       try {
         this.comment = r.comment ?? null;
         const v = this.runRule(chain, r.rule, pkt, depth, remaining);
@@ -103,8 +126,12 @@ class Tracer {
       } catch (e) {
         if (!(e instanceof NotUnderstood)) throw e;
         // Undo what the half-read rule did, then carry on as if it did not match.
-        this.outputs.length = mark.outputs; this.steps.length = mark.steps; this.matched.length = mark.matched;
-        this.candidates.length = mark.candidates; this.mark = mark.mark; this.masq = mark.masq;
+        this.outputs.length = mark.outputs;
+        this.steps.length = mark.steps;
+        this.matched.length = mark.matched;
+        this.candidates.length = mark.candidates;
+        this.mark = mark.mark;
+        this.masq = mark.masq;
         this.notUnderstood.push(`${chain}: ${r.rule}`);
       }
     }
@@ -113,11 +140,18 @@ class Tracer {
 
   private field(name: string, pkt: Pkt): string {
     switch (name) {
-      case 'ip daddr': case 'ip6 daddr': return pkt.dst;
-      case 'ip saddr': case 'ip6 saddr': return pkt.src;
-      case 'meta l4proto': return pkt.proto;
-      case 'th dport': return String(pkt.port);
-      default: return this.fail(`unknown field ${name}`);
+      case 'ip daddr':
+      case 'ip6 daddr':
+        return pkt.dst;
+      case 'ip saddr':
+      case 'ip6 saddr':
+        return pkt.src;
+      case 'meta l4proto':
+        return pkt.proto;
+      case 'th dport':
+        return String(pkt.port);
+      default:
+        return this.fail(`unknown field ${name}`);
     }
   }
 
@@ -133,13 +167,19 @@ class Tracer {
   private verdict(v: string, chain: string, pkt: Pkt, depth: number, p: number): Verdict {
     const [word, target] = v.trim().split(/\s+/);
     switch (word) {
-      case 'goto': return this.runChain(target!, pkt, depth + 1, p) === 'terminal' ? 'terminal' : 'return';
-      case 'jump': return this.runChain(target!, pkt, depth + 1, p) === 'terminal' ? 'terminal' : 'continue';
-      case 'drop': case 'reject': case 'accept':
+      case 'goto':
+        return this.runChain(target!, pkt, depth + 1, p) === 'terminal' ? 'terminal' : 'return';
+      case 'jump':
+        return this.runChain(target!, pkt, depth + 1, p) === 'terminal' ? 'terminal' : 'continue';
+      case 'drop':
+      case 'reject':
+      case 'accept':
         this.outputs.push(word.toUpperCase());
         return 'terminal';
-      case 'return': return 'return';
-      default: return this.fail(`unknown verdict ${v} in ${chain}`);
+      case 'return':
+        return 'return';
+      default:
+        return this.fail(`unknown verdict ${v} in ${chain}`);
     }
   }
 
@@ -163,15 +203,22 @@ class Tracer {
     while (i < t.length) {
       const tok = next()!;
       if (tok === 'ct') {
-        const what = next(); const val = next();
+        const what = next();
+        const val = next();
         if (what === 'state' && val === 'new') continue;
-        if (what === 'status' && val === 'dnat') { if (!this.dnat) return 'continue'; continue; }
+        if (what === 'status' && val === 'dnat') {
+          if (!this.dnat) return 'continue';
+          continue;
+        }
         this.fail(`ct ${what} ${val}`);
       }
       if ((tok === 'ip' || tok === 'ip6' || tok === 'meta' || tok === 'th') && peek(1) === '.') {
         // Concatenation: fields joined by '.', then "vmap @map" or "@set".
         const fields = [`${tok} ${next()}`];
-        while (peek() === '.') { next(); fields.push(`${next()} ${next()}`); }
+        while (peek() === '.') {
+          next();
+          fields.push(`${next()} ${next()}`);
+        }
         const key = fields.map((f) => this.field(f, pkt)).join(' . ');
         const op = next();
         if (op === 'vmap') {
@@ -180,13 +227,19 @@ class Tracer {
           record();
           return this.verdict(value.join(' '), chain, pkt, depth, p);
         }
-        if (op?.startsWith('@')) { if (this.lookup(op.slice(1), key) === null) return 'continue'; continue; }
+        if (op?.startsWith('@')) {
+          if (this.lookup(op.slice(1), key) === null) return 'continue';
+          continue;
+        }
         this.fail(`concatenation followed by ${op} in ${rule}`);
       }
       if ((tok === 'ip' || tok === 'ip6') && (peek() === 'daddr' || peek() === 'saddr')) {
         const addr = this.field(`${tok} ${next()}`, pkt);
         let neg = false;
-        if (peek() === '!=') { next(); neg = true; }
+        if (peek() === '!=') {
+          next();
+          neg = true;
+        }
         const v = next()!;
         let hit: boolean;
         if (v.startsWith('@')) hit = this.lookup(v.slice(1), addr) !== null;
@@ -199,36 +252,56 @@ class Tracer {
         if (hit === neg) return 'continue';
         continue;
       }
-      if (tok === 'meta' && peek() === 'l4proto') { next(); if (next() !== pkt.proto) return 'continue'; continue; }
+      if (tok === 'meta' && peek() === 'l4proto') {
+        next();
+        if (next() !== pkt.proto) return 'continue';
+        continue;
+      }
       if (tok === 'fib') {
-        const which = next(); next(); const type = next();
+        const which = next();
+        next();
+        const type = next();
         if (type !== 'local') this.fail(`fib type ${type}`);
         if (!this.isLocal(which === 'daddr' ? pkt.dst : pkt.src)) return 'continue';
         continue;
       }
       if (tok === 'iifname') {
         let neg = false;
-        if (peek() === '!=') { next(); neg = true; }
+        if (peek() === '!=') {
+          next();
+          neg = true;
+        }
         const raw = next()!;
-        const spec = raw.startsWith('"') ? JSON.parse(raw) as string : raw;
-        const hit = pkt.iif !== undefined && (spec.endsWith('*') ? pkt.iif.startsWith(spec.slice(0, -1)) : pkt.iif === spec);
+        const spec = raw.startsWith('"') ? (JSON.parse(raw) as string) : raw;
+        const hit =
+          pkt.iif !== undefined && (spec.endsWith('*') ? pkt.iif.startsWith(spec.slice(0, -1)) : pkt.iif === spec);
         if (hit === neg) return 'continue';
         continue;
       }
       if (tok === 'mark' && peek() === 'and') {
-        next(); const m = Number(next()); const op = next(); const v = Number(next());
+        next();
+        const m = Number(next());
+        const op = next();
+        const v = Number(next());
         if (op !== '!=' && op !== '==') this.fail(`mark op ${op}`);
         if (((this.mark & m) !== v) !== (op === '!=')) return 'continue';
         continue;
       }
       if (tok === 'mark' && peek() === 'set') {
-        next(); next(); const op = next(); const m = Number(next());
+        next();
+        next();
+        const op = next();
+        const m = Number(next());
         this.mark = op === 'or' ? this.mark | m : this.mark ^ m;
         continue;
       }
       if (tok === 'update' || tok === 'counter') {
         record();
-        if (tok === 'update') { while (i < t.length && next() !== '}') { /* skip "@set { ip saddr }" */ } }
+        if (tok === 'update') {
+          while (i < t.length && next() !== '}') {
+            /* skip "@set { ip saddr }" */
+          }
+        }
         continue;
       }
       if (tok === 'numgen' && peek(3) !== 'vmap' && peek(3) !== undefined) {
@@ -251,11 +324,23 @@ class Tracer {
     return 'continue';
   }
 
-  private statement(tok: string, rest: string[], chain: string, rule: string, pkt: Pkt, depth: number, p: number): Verdict {
+  private statement(
+    tok: string,
+    rest: string[],
+    chain: string,
+    rule: string,
+    pkt: Pkt,
+    depth: number,
+    p: number,
+  ): Verdict {
     if (tok === 'numgen') return this.numgen(rest, chain, pkt, depth, p);
     if (tok === 'dnat') return this.dnatTo(rest, rule, chain, p);
-    if (tok === 'masquerade') { this.masq = true; return 'terminal'; }
-    if (!['goto', 'jump', 'drop', 'reject', 'accept', 'return'].includes(tok)) this.fail(`unknown statement ${tok} in ${rule}`);
+    if (tok === 'masquerade') {
+      this.masq = true;
+      return 'terminal';
+    }
+    if (!['goto', 'jump', 'drop', 'reject', 'accept', 'return'].includes(tok))
+      this.fail(`unknown statement ${tok} in ${rule}`);
     return this.verdict(`${tok} ${rest[1] ?? ''}`, chain, pkt, depth, p);
   }
 
@@ -283,7 +368,10 @@ class Tracer {
       const entries = braceBody(t).split(',');
       for (const entry of entries) {
         // "0 : IP . port" (IPv6 addresses contain ':' themselves).
-        const [ip, port] = entry.slice(entry.indexOf(' : ') + 3).split(' . ').map((x) => x.trim());
+        const [ip, port] = entry
+          .slice(entry.indexOf(' : ') + 3)
+          .split(' . ')
+          .map((x) => x.trim());
         const ep = joinHostPort(ip!, Number(port));
         this.outputs.push(ep);
         this.candidates.push({ endpoint: ep, probability: p / entries.length, chain });
@@ -307,7 +395,10 @@ class Tracer {
     const ranges: Array<[number, number, string]> = [];
     for (const [key, e] of s.elements) {
       const m = /^(\d+)-(\d+)$/.exec(key) ?? /^(\d+)()$/.exec(key);
-      const [ip, port] = (e.value ?? []).join(' . ').split(' . ').map((x) => x.trim());
+      const [ip, port] = (e.value ?? [])
+        .join(' . ')
+        .split(' . ')
+        .map((x) => x.trim());
       if (!m || ip === undefined || port === undefined) return this.fail(`bad element ${key} of ${name}`);
       const lo = Number(m[1]);
       ranges.push([lo, m[2] === '' ? lo : Number(m[2]), joinHostPort(ip, Number(port))]);
@@ -356,17 +447,34 @@ function hostPort(ep: string): { host: string; port: number } {
  * Trace one new connection's first packet. `localIPs` are the node's
  * addresses (loopback is always local).
  */
-export function traceNftPacket(src: NftRuleSource, packet: TracePacket, localIPs: readonly string[], opts: NftTraceOptions = {}): NftTraceResult {
+export function traceNftPacket(
+  src: NftRuleSource,
+  packet: TracePacket,
+  localIPs: readonly string[],
+  opts: NftTraceOptions = {},
+): NftTraceResult {
   const tr = new Tracer(src, localIPs, opts.strict ?? true);
-  const pkt: Pkt = { src: packet.src, dst: packet.dst, port: packet.port, proto: (packet.protocol ?? 'TCP').toLowerCase(), iif: packet.iif };
+  const pkt: Pkt = {
+    src: packet.src,
+    dst: packet.dst,
+    port: packet.port,
+    proto: (packet.protocol ?? 'TCP').toLowerCase(),
+    iif: packet.iif,
+  };
   const srcLocal = tr.isLocal(pkt.src);
   if (srcLocal) pkt.iif = undefined;
   const finish = (): NftTraceResult => ({
-    output: tr.outputs.join(', '), masq: tr.masq, matched: tr.matched, steps: tr.steps,
-    verdict: verdictOf(tr.outputs, tr.candidates.length > 0), candidates: tr.candidates, notUnderstood: tr.notUnderstood,
+    output: tr.outputs.join(', '),
+    masq: tr.masq,
+    matched: tr.matched,
+    steps: tr.steps,
+    verdict: verdictOf(tr.outputs, tr.candidates.length > 0),
+    candidates: tr.candidates,
+    notUnderstood: tr.notUnderstood,
   });
 
-  if (tr.runChain(srcLocal ? 'filter-output-pre-dnat' : 'filter-prerouting-pre-dnat', pkt) === 'terminal') return finish();
+  if (tr.runChain(srcLocal ? 'filter-output-pre-dnat' : 'filter-prerouting-pre-dnat', pkt) === 'terminal')
+    return finish();
   tr.runChain(srcLocal ? 'nat-output' : 'nat-prerouting', pkt);
   if (tr.outputs.length > 0) {
     const { host, port } = hostPort(tr.outputs[0]!);
@@ -375,7 +483,9 @@ export function traceNftPacket(src: NftRuleSource, packet: TracePacket, localIPs
     tr.dnat = true;
   }
   const dstLocal = tr.isLocal(pkt.dst);
-  const hooks = srcLocal ? ['filter-output', ...(dstLocal ? ['filter-input'] : [])] : [dstLocal ? 'filter-input' : 'filter-forward'];
+  const hooks = srcLocal
+    ? ['filter-output', ...(dstLocal ? ['filter-input'] : [])]
+    : [dstLocal ? 'filter-input' : 'filter-forward'];
   for (const hook of hooks) {
     if (tr.runChain(hook, pkt) === 'terminal') return finish();
   }

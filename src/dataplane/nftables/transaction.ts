@@ -10,17 +10,32 @@ export class Transaction {
   private readonly ops: Operation[] = [];
   private firstError: ProxyError | null = null;
 
-  constructor(readonly family: NftFamily, readonly table: string = TABLE_NAME) {}
+  constructor(
+    readonly family: NftFamily,
+    readonly table: string = TABLE_NAME,
+  ) {}
 
-  add(object: NftObject): this { return this.push('add', object); }
-  delete(object: NftObject): this { return this.push('delete', object); }
+  add(object: NftObject): this {
+    return this.push('add', object);
+  }
+  delete(object: NftObject): this {
+    return this.push('delete', object);
+  }
   /** Flush a chain (its rules) or a set/map (its elements). */
-  flush(object: NftObject): this { return this.push('flush', object); }
+  flush(object: NftObject): this {
+    return this.push('flush', object);
+  }
 
-  get operations(): readonly Operation[] { return this.ops; }
-  get numOperations(): number { return this.ops.length; }
+  get operations(): readonly Operation[] {
+    return this.ops;
+  }
+  get numOperations(): number {
+    return this.ops.length;
+  }
   /** The first building error, if any; run() must refuse the transaction. */
-  get error(): ProxyError | null { return this.firstError; }
+  get error(): ProxyError | null {
+    return this.firstError;
+  }
 
   /**
    * One flat string (joined, not appended: appending 65k lines builds a rope

@@ -11,7 +11,10 @@ describe('userspace RoundRobin', () => {
   it('walks the endpoints in order and wraps', () => {
     const rr = new RoundRobin(new FakeClock());
     rr.setEndpoints([A, B, C], 0);
-    assert.deepEqual(Array.from({ length: 7 }, () => rr.next('1.1.1.1')), [A, B, C, A, B, C, A]);
+    assert.deepEqual(
+      Array.from({ length: 7 }, () => rr.next('1.1.1.1')),
+      [A, B, C, A, B, C, A],
+    );
   });
 
   it('returns null without endpoints', () => {

@@ -29,9 +29,7 @@ export interface ListenerSpec {
 
 /** Where new flows to a portal go: a listener, or refused (no endpoints) / dropped (none under a Local policy). */
 export type PortalTarget =
-  | { readonly kind: 'listener'; readonly listener: string }
-  | { readonly kind: 'reject' }
-  | { readonly kind: 'drop' };
+  { readonly kind: 'listener'; readonly listener: string } | { readonly kind: 'reject' } | { readonly kind: 'drop' };
 
 export interface PortalSpec {
   readonly servicePortKey: string;
@@ -79,7 +77,10 @@ export function planUserspace(state: SyncState): UserspacePlan {
       return { kind: 'listener', listener: spec.key };
     };
     portals.push({
-      servicePortKey: key, protocol: sp.protocol, port: sp.port, clusterIP: sp.clusterIP,
+      servicePortKey: key,
+      protocol: sp.protocol,
+      port: sp.port,
+      clusterIP: sp.clusterIP,
       internal: target(sp.internalPolicyLocal),
       externalIPs: [...sp.externalIPs, ...sp.loadBalancerVIPs],
       nodePort: sp.nodePort,
@@ -89,9 +90,19 @@ export function planUserspace(state: SyncState): UserspacePlan {
   return { listeners, portals, skipped };
 }
 
-function listenerFor(sp: ServicePort, protocol: 'TCP' | 'UDP', set: EndpointSetKind, endpoints: readonly Endpoint[]): ListenerSpec {
+function listenerFor(
+  sp: ServicePort,
+  protocol: 'TCP' | 'UDP',
+  set: EndpointSetKind,
+  endpoints: readonly Endpoint[],
+): ListenerSpec {
   return {
-    key: listenerKey(sp.key, protocol, set), servicePortKey: sp.key, serviceKey: sp.serviceKey, protocol, set,
-    endpoints, stickyMs: sp.stickyMaxAgeSeconds * 1000,
+    key: listenerKey(sp.key, protocol, set),
+    servicePortKey: sp.key,
+    serviceKey: sp.serviceKey,
+    protocol,
+    set,
+    endpoints,
+    stickyMs: sp.stickyMaxAgeSeconds * 1000,
   };
 }

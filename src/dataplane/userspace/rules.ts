@@ -60,7 +60,8 @@ export function renderRules(plan: UserspacePlan, ports: ReadonlyMap<string, numb
   const loopback = config.family === 'IPv4' ? '127.0.0.0/8' : '::1';
   const el = collectElements(plan, ports);
   const out: string[] = [
-    `add table ${t}`, `delete table ${t}`,
+    `add table ${t}`,
+    `delete table ${t}`,
     `add table ${t} { comment "rules for kube-proxy-ts userspace mode" ; }`,
     `add chain ${t} portals-container { type nat hook prerouting priority -100 ; }`,
     `add chain ${t} portals-host { type nat hook output priority -100 ; }`,
@@ -112,7 +113,10 @@ function nodePortMatch(config: DataplaneConfig, fam: string, loopback: string): 
   if (config.nodePortAddresses === null) {
     return { cond: config.localhostNodePorts ? '' : `${fam} daddr != ${loopback} `, set: [] };
   }
-  const cidrs = config.nodePortAddresses.map((c) => parseCIDR(c)).filter((c) => c !== null && c.family === config.family).map((c) => c!.text);
+  const cidrs = config.nodePortAddresses
+    .map((c) => parseCIDR(c))
+    .filter((c) => c !== null && c.family === config.family)
+    .map((c) => c!.text);
   if (cidrs.length === 0) return null;
   return { cond: `${fam} daddr @nodeport-ips `, set: [...new Set(cidrs)].sort() };
 }
@@ -134,12 +138,14 @@ function collectElements(plan: UserspacePlan, ports: ReadonlyMap<string, number>
     const proto = p.protocol.toLowerCase();
     add(el.servicePortals, el.noEndpointServices, `${p.clusterIP} . ${proto} . ${p.port}`, p.internal);
     if (!p.external) continue;
-    for (const ip of p.externalIPs) add(el.servicePortals, el.noEndpointServices, `${ip} . ${proto} . ${p.port}`, p.external);
+    for (const ip of p.externalIPs)
+      add(el.servicePortals, el.noEndpointServices, `${ip} . ${proto} . ${p.port}`, p.external);
     if (p.nodePort > 0) add(el.nodePortPortals, el.noEndpointNodePorts, `${proto} . ${p.nodePort}`, p.external);
   }
   return el;
 }
 
 function addElements(out: string[], t: string, map: string, elements: readonly string[]): void {
-  for (let i = 0; i < elements.length; i += 1000) out.push(`add element ${t} ${map} { ${elements.slice(i, i + 1000).join(', ')} }`);
+  for (let i = 0; i < elements.length; i += 1000)
+    out.push(`add element ${t} ${map} { ${elements.slice(i, i + 1000).join(', ')} }`);
 }

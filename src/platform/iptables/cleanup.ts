@@ -12,13 +12,31 @@
 // anything foreign) and rules in built-in chains other than our exact jumps
 // survive. Failures are collected, not thrown, so one bad table does not stop
 // the others (upstream returns encounteredError).
-import { IPTABLES_JUMP_CHAINS, chainsFromSave, isServiceChainName, jumpRuleArgs } from '../../dataplane/iptables/index.js';
+import {
+  IPTABLES_JUMP_CHAINS,
+  chainsFromSave,
+  isServiceChainName,
+  jumpRuleArgs,
+} from '../../dataplane/iptables/index.js';
 import type { Iptables } from './iptables.js';
 import { withWholeTableCache } from './restore.js';
 
 export const CANARY_CHAIN = 'KUBE-PROXY-CANARY';
-export const NAT_CHAINS_TO_REMOVE = ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ', CANARY_CHAIN] as const;
-export const FILTER_CHAINS_TO_REMOVE = ['KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-NODEPORTS', 'KUBE-PROXY-FIREWALL', CANARY_CHAIN] as const;
+export const NAT_CHAINS_TO_REMOVE = [
+  'KUBE-SERVICES',
+  'KUBE-NODEPORTS',
+  'KUBE-POSTROUTING',
+  'KUBE-MARK-MASQ',
+  CANARY_CHAIN,
+] as const;
+export const FILTER_CHAINS_TO_REMOVE = [
+  'KUBE-SERVICES',
+  'KUBE-EXTERNAL-SERVICES',
+  'KUBE-FORWARD',
+  'KUBE-NODEPORTS',
+  'KUBE-PROXY-FIREWALL',
+  CANARY_CHAIN,
+] as const;
 
 export interface CleanupResult {
   readonly jumpRulesDeleted: number;

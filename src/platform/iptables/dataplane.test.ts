@@ -11,8 +11,13 @@ import { fakeRunner, type FakeRunner } from './fakerunner.js';
 import { runnerSysctl } from './sysctl.js';
 
 const CONFIG: DataplaneConfig = {
-  family: 'IPv4', masqueradeMark: 0x4000, masqueradeAll: false, localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: null, localhostNodePorts: false, localIPs: ['127.0.0.1', '192.168.0.2'],
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: null,
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', '192.168.0.2'],
 };
 
 function state(opts: { svcs: number; full?: boolean; changed?: string[]; epOffset?: number }): SyncState {
@@ -20,17 +25,33 @@ function state(opts: { svcs: number; full?: boolean; changed?: string[]; epOffse
   const slices = [];
   for (let i = 0; i < opts.svcs; i++) {
     services.push(service(`s${i}`, { clusterIP: `172.30.0.${i + 1}` }, [{ name: 'p80', port: 80 }]));
-    slices.push(slice(`s${i}`, [{ name: 'p80', port: 80 }], [{ ip: `10.180.${i}.${1 + (i === 0 ? (opts.epOffset ?? 0) : 0)}` }]));
+    slices.push(
+      slice(`s${i}`, [{ name: 'p80', port: 80 }], [{ ip: `10.180.${i}.${1 + (i === 0 ? (opts.epOffset ?? 0) : 0)}` }]),
+    );
   }
   return syncStateFromObjects({
-    services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' },
-    fullSync: opts.full ?? true, ...(opts.changed ? { changedServices: opts.changed } : {}),
+    services,
+    slices,
+    family: 'IPv4',
+    nodeIPs: { IPv4: '192.168.0.2' },
+    fullSync: opts.full ?? true,
+    ...(opts.changed ? { changedServices: opts.changed } : {}),
   });
 }
 
-function setup(config: DataplaneConfig = CONFIG, wholeTableCache: 'auto' | 'always' | 'never' = 'auto'): { dp: IptablesDataplane; f: FakeRunner } {
+function setup(
+  config: DataplaneConfig = CONFIG,
+  wholeTableCache: 'auto' | 'always' | 'never' = 'auto',
+): { dp: IptablesDataplane; f: FakeRunner } {
   const f = fakeRunner();
-  const dp = new IptablesDataplane({ config, run: f.run, sysctl: runnerSysctl(f.run), clock: new FakeClock(), syncPeriodMs: 30_000, wholeTableCache });
+  const dp = new IptablesDataplane({
+    config,
+    run: f.run,
+    sysctl: runnerSysctl(f.run),
+    clock: new FakeClock(),
+    syncPeriodMs: 30_000,
+    wholeTableCache,
+  });
   return { dp, f };
 }
 
@@ -39,14 +60,18 @@ test('full sync: canaries in mangle/nat/filter, rules restored, jump rules inser
   const out = await dp.sync(state({ svcs: 2 }));
   assert.equal(out.partial, false);
   for (const t of ['mangle', 'nat', 'filter'] as const) assert.ok(f.ipt.hasChain(t, 'KUBE-PROXY-CANARY'), t);
-  assert.deepEqual(f.ipt.rules('nat', 'PREROUTING'), ['-m comment --comment "kubernetes service portals" -j KUBE-SERVICES']);
+  assert.deepEqual(f.ipt.rules('nat', 'PREROUTING'), [
+    '-m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+  ]);
   assert.equal(f.ipt.rules('filter', 'INPUT').length, 3);
   assert.ok(f.ipt.rules('nat', 'KUBE-SERVICES').some((r) => r.includes('-d 172.30.0.2')));
   // A second full sync must not duplicate the jumps.
   await dp.sync(state({ svcs: 2 }));
   assert.equal(f.ipt.rules('filter', 'INPUT').length, 3);
   assert.equal(f.ipt.rules('nat', 'OUTPUT').length, 1);
-  assert.ok(f.log.every((l) => !l.startsWith('iptables ') || l.startsWith('iptables -w 5 ') || l === 'iptables --version'));
+  assert.ok(
+    f.log.every((l) => !l.startsWith('iptables ') || l.startsWith('iptables -w 5 ') || l === 'iptables --version'),
+  );
 });
 
 test('partial sync writes only the changed service chains and skips jump/canary setup', async () => {
@@ -80,7 +105,10 @@ test('a failed restore rejects with KPT_SYNC_FAILED and makes the next sync full
   const { dp, f } = setup();
   await dp.sync(state({ svcs: 2 }));
   f.failNextRestore();
-  await assert.rejects(dp.sync(state({ svcs: 2, full: false, changed: ['ns1/s0'] })), (e: unknown) => (e as { code?: string }).code === 'KPT_SYNC_FAILED');
+  await assert.rejects(
+    dp.sync(state({ svcs: 2, full: false, changed: ['ns1/s0'] })),
+    (e: unknown) => (e as { code?: string }).code === 'KPT_SYNC_FAILED',
+  );
   const out = await dp.sync(state({ svcs: 2, full: false, changed: [] }));
   assert.equal(out.partial, false);
 });
@@ -110,18 +138,39 @@ test('whole-table cache request: always puts -S right after *nat; never leaves i
 
 test('cleanup removes our jumps and chains and nothing else', async () => {
   const { dp, f } = setup({ ...CONFIG, localhostNodePorts: true });
-  f.ipt.restore([
-    '*nat', ':KUBE-MARK-DROP - [0:0]', ':FOREIGN - [0:0]', '-A FOREIGN -j RETURN', '-A PREROUTING -s 198.51.100.1 -j FOREIGN', 'COMMIT',
-    '*filter', ':KUBE-KUBELET-CANARY - [0:0]', '-A INPUT -p tcp --dport 22 -j ACCEPT', 'COMMIT', '',
-  ].join('\n'), { noflush: true });
+  f.ipt.restore(
+    [
+      '*nat',
+      ':KUBE-MARK-DROP - [0:0]',
+      ':FOREIGN - [0:0]',
+      '-A FOREIGN -j RETURN',
+      '-A PREROUTING -s 198.51.100.1 -j FOREIGN',
+      'COMMIT',
+      '*filter',
+      ':KUBE-KUBELET-CANARY - [0:0]',
+      '-A INPUT -p tcp --dport 22 -j ACCEPT',
+      'COMMIT',
+      '',
+    ].join('\n'),
+    { noflush: true },
+  );
   await dp.sync(state({ svcs: 2 }));
   await dp.cleanup();
   const nat = f.ipt.chains('nat');
-  assert.deepEqual(nat.filter((c) => !['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'].includes(c)).sort(), ['FOREIGN', 'KUBE-MARK-DROP']);
+  assert.deepEqual(nat.filter((c) => !['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'].includes(c)).sort(), [
+    'FOREIGN',
+    'KUBE-MARK-DROP',
+  ]);
   assert.deepEqual(f.ipt.rules('nat', 'PREROUTING'), ['-s 198.51.100.1 -j FOREIGN']);
   assert.deepEqual(f.ipt.rules('nat', 'OUTPUT'), []);
   // KUBE-FIREWALL is kubelet's too: upstream cleanup keeps the chain and its jumps.
-  assert.deepEqual(f.ipt.chains('filter').filter((c) => c.startsWith('KUBE-')).sort(), ['KUBE-FIREWALL', 'KUBE-KUBELET-CANARY']);
+  assert.deepEqual(
+    f.ipt
+      .chains('filter')
+      .filter((c) => c.startsWith('KUBE-'))
+      .sort(),
+    ['KUBE-FIREWALL', 'KUBE-KUBELET-CANARY'],
+  );
   assert.deepEqual(f.ipt.rules('filter', 'INPUT'), ['-j KUBE-FIREWALL', '-p tcp --dport 22 -j ACCEPT']);
   assert.equal(f.ipt.hasChain('mangle', 'KUBE-PROXY-CANARY'), false);
 });

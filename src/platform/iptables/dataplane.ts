@@ -19,8 +19,14 @@ import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../engine/clock.js';
 import {
-  IPTABLES_JUMP_CHAINS, chainsFromSave, jumpRuleArgs, renderIptables,
-  type IptablesMemory, type IptablesOptions, type IptablesRender, type JumpChain,
+  IPTABLES_JUMP_CHAINS,
+  chainsFromSave,
+  jumpRuleArgs,
+  renderIptables,
+  type IptablesMemory,
+  type IptablesOptions,
+  type IptablesRender,
+  type JumpChain,
 } from '../../dataplane/iptables/index.js';
 import { CANARY_CHAIN, cleanupLeftovers } from './cleanup.js';
 import { detectFeatures, type IptablesFeatures } from './features.js';
@@ -58,7 +64,7 @@ export function withCanaries(text: string): string {
   let out = text;
   for (const t of ['filter', 'nat']) {
     const header = `*${t}\n`;
-    const at = out.startsWith(header) ? 0 : (out.indexOf(`\n${header}`) + 1 || -1);
+    const at = out.startsWith(header) ? 0 : out.indexOf(`\n${header}`) + 1 || -1;
     if (at < 0) continue;
     out = `${out.slice(0, at + header.length)}${decl}\n${out.slice(at + header.length)}`;
   }
@@ -72,7 +78,9 @@ export function withCanaries(text: string): string {
 export function jumpRestoreInput(jumps: readonly JumpChain[]): string {
   let out = '';
   for (const table of ['filter', 'nat', 'mangle'] as const) {
-    const lines = jumps.filter((j) => j.table === table).map((j) => ruleLine(j.from, jumpRuleArgs(j)).replace(/^-A (\S+)/, '-I $1 1'));
+    const lines = jumps
+      .filter((j) => j.table === table)
+      .map((j) => ruleLine(j.from, jumpRuleArgs(j)).replace(/^-A (\S+)/, '-I $1 1'));
     if (lines.length > 0) out += `*${table}\n${lines.join('\n')}\nCOMMIT\n`;
   }
   return out;
@@ -109,7 +117,9 @@ export class IptablesDataplane implements Dataplane {
       return await this.syncOnce(state);
     } catch (e) {
       this.memory = null;
-      throw e instanceof ProxyError && e.code === 'KPT_SYNC_FAILED' ? e : new ProxyError('KPT_SYNC_FAILED', `iptables ${this.family} sync failed: ${String(e)}`, { cause: e });
+      throw e instanceof ProxyError && e.code === 'KPT_SYNC_FAILED'
+        ? e
+        : new ProxyError('KPT_SYNC_FAILED', `iptables ${this.family} sync failed: ${String(e)}`, { cause: e });
     }
   }
 
@@ -121,15 +131,22 @@ export class IptablesDataplane implements Dataplane {
     if (!full && !(await this.canariesPresent())) {
       full = true;
       canaryMissing = true;
-      this.o.onEvent?.('warn', { family: this.family }, 'iptables canary missing: ruleset was flushed, forcing a full sync');
+      this.o.onEvent?.(
+        'warn',
+        { family: this.family },
+        'iptables canary missing: ruleset was flushed, forcing a full sync',
+      );
     }
     const natSave = await this.natSaveForStaleCleanup();
     const existingNatChains = natSave === null ? null : chainsFromSave(natSave, 'nat');
     const t0 = clock.monotonic();
     const cpu0 = process.cpuUsage();
     const render = renderIptables({
-      state, config: this.o.config, options: { ...features.options, ...this.o.options },
-      previous: full ? null : this.memory, existingNatChains,
+      state,
+      config: this.o.config,
+      options: { ...features.options, ...this.o.options },
+      previous: full ? null : this.memory,
+      existingNatChains,
     });
     // The canaries ride in the same atomic restore (declaring an empty chain is idempotent).
     let text = full ? withCanaries(render.restoreText) : render.restoreText;
@@ -152,16 +169,25 @@ export class IptablesDataplane implements Dataplane {
     // created their targets. Not inside the main restore: with the whole-table
     // cache request iptables-nft fails `-I <built-in chain> 1` (ENOENT) when
     // the table did not exist before.
-    if (missingJumps.length > 0) await this.ipt.restore(jumpRestoreInput(missingJumps), { noflush: true, counters: false });
+    if (missingJumps.length > 0)
+      await this.ipt.restore(jumpRestoreInput(missingJumps), { noflush: true, counters: false });
     this.memory = render.memory;
     this.lastLargeClusterMode = render.largeClusterMode;
-    for (const s of render.skipped) this.o.onEvent?.('warn', { service: s.key, reason: s.reason }, 'service port skipped');
+    for (const s of render.skipped)
+      this.o.onEvent?.('warn', { service: s.key, reason: s.reason }, 'service port skipped');
     return {
       partial: render.partial,
       counters: {
-        filterRules: render.filterRules, natRules: render.natRules, natRulesTotal: render.natRulesTotal,
-        deletedChains: render.deletedChains.length, skipped: render.skipped.length,
-        renderMs: t1 - t0, renderCpuMs: (cpu.user + cpu.system) / 1000, restoreMs: t2 - t2a, wholeTableCache: whole ? 1 : 0, canaryMissing: canaryMissing ? 1 : 0,
+        filterRules: render.filterRules,
+        natRules: render.natRules,
+        natRulesTotal: render.natRulesTotal,
+        deletedChains: render.deletedChains.length,
+        skipped: render.skipped.length,
+        renderMs: t1 - t0,
+        renderCpuMs: (cpu.user + cpu.system) / 1000,
+        restoreMs: t2 - t2a,
+        wholeTableCache: whole ? 1 : 0,
+        canaryMissing: canaryMissing ? 1 : 0,
       },
     };
   }
@@ -175,7 +201,8 @@ export class IptablesDataplane implements Dataplane {
   /** `iptables-save -t nat`, or null when upstream would skip the stale-chain cleanup this time. */
   private async natSaveForStaleCleanup(): Promise<string | null> {
     const now = this.o.clock.monotonic();
-    if (this.lastLargeClusterMode && this.memory !== null && now - this.lastStaleCleanup < this.o.syncPeriodMs) return null;
+    if (this.lastLargeClusterMode && this.memory !== null && now - this.lastStaleCleanup < this.o.syncPeriodMs)
+      return null;
     this.lastStaleCleanup = now;
     return this.ipt.save('nat');
   }
@@ -202,11 +229,13 @@ export class IptablesDataplane implements Dataplane {
    */
   private async missingJumpRules(r: IptablesRender, natSave: string | null): Promise<JumpChain[]> {
     const wanted = IPTABLES_JUMP_CHAINS.filter((jc) => !jc.onlyIfChainRendered || r.filterChains.includes(jc.to));
-    const present = await Promise.all(wanted.map(async (jc) => {
-      const args = jumpRuleArgs(jc);
-      if (jc.table === 'nat' && natSave?.includes(`\n${ruleLine(jc.from, args)}\n`)) return true;
-      return this.ipt.ruleExists(jc.table, jc.from, args);
-    }));
+    const present = await Promise.all(
+      wanted.map(async (jc) => {
+        const args = jumpRuleArgs(jc);
+        if (jc.table === 'nat' && natSave?.includes(`\n${ruleLine(jc.from, args)}\n`)) return true;
+        return this.ipt.ruleExists(jc.table, jc.from, args);
+      }),
+    );
     return wanted.filter((_, i) => !present[i]);
   }
 
@@ -215,7 +244,9 @@ export class IptablesDataplane implements Dataplane {
     const res = await cleanupLeftovers(this.ipt, { wholeTableCache: f?.nftBackend ?? false });
     this.memory = null;
     if (res.errors.length > 0) {
-      throw new ProxyError('KPT_EXEC_FAILED', `iptables ${this.family} cleanup: ${res.errors.length} step(s) failed`, { cause: res.errors[0] });
+      throw new ProxyError('KPT_EXEC_FAILED', `iptables ${this.family} cleanup: ${res.errors.length} step(s) failed`, {
+        cause: res.errors[0],
+      });
     }
   }
 }

@@ -33,16 +33,23 @@ export function fakeRunner(opts: { version?: string } = {}): FakeRunner {
 
   const exec = (command: string, args: readonly string[], input: string): ExecResult => {
     if (command === 'sysctl') {
-      if (args[0] === '-n') return sysctls.has(args[1]!) ? ok(`${sysctls.get(args[1]!)}\n`) : { stdout: '', stderr: 'unknown key', code: 255 };
+      if (args[0] === '-n')
+        return sysctls.has(args[1]!)
+          ? ok(`${sysctls.get(args[1]!)}\n`)
+          : { stdout: '', stderr: 'unknown key', code: 255 };
       const [k, v] = args[args.length - 1]!.split('=') as [string, string];
       sysctls.set(k, v);
       return ok();
     }
     if (command === 'nfacct') throw new ProxyError('KPT_EXEC_FAILED', 'nfacct: spawn ENOENT');
-    if (/^ip6?tables-save$/.test(command)) return ok(ipt.save(args[0] === '-t' ? (args[1] as IptablesTable) : undefined));
+    if (/^ip6?tables-save$/.test(command))
+      return ok(ipt.save(args[0] === '-t' ? (args[1] as IptablesTable) : undefined));
     if (/^ip6?tables-restore$/.test(command)) {
       restoreInputs.push(input);
-      if (failRestore) { failRestore = false; return { stdout: '', stderr: 'iptables-restore: line 3 failed', code: 1 }; }
+      if (failRestore) {
+        failRestore = false;
+        return { stdout: '', stderr: 'iptables-restore: line 3 failed', code: 1 };
+      }
       ipt.restore(stripCacheRequest(input), { noflush: args.includes('--noflush') });
       return ok();
     }
@@ -63,14 +70,24 @@ export function fakeRunner(opts: { version?: string } = {}): FakeRunner {
     if (r.code !== 0 && !o.allowFailure) throw new ExecError(command, args, r);
     return r;
   };
-  return { run, ipt, log, restoreInputs, sysctls, failNextRestore: () => { failRestore = true; } };
+  return {
+    run,
+    ipt,
+    log,
+    restoreInputs,
+    sysctls,
+    failNextRestore: () => {
+      failRestore = true;
+    },
+  };
 }
 
 /** Drop `-S` lines; they are valid only directly after a `*table` header. */
 function stripCacheRequest(input: string): string {
   const lines = input.split('\n');
   lines.forEach((l, i) => {
-    if (l === '-S' && !(lines[i - 1] ?? '').startsWith('*')) throw new ProxyError('KPT_EXEC_FAILED', `-S at line ${i + 1} not after a table header`);
+    if (l === '-S' && !(lines[i - 1] ?? '').startsWith('*'))
+      throw new ProxyError('KPT_EXEC_FAILED', `-S at line ${i + 1} not after a table header`);
   });
   return lines.filter((l) => l !== '-S').join('\n');
 }
@@ -82,12 +99,19 @@ function iptablesCommand(ipt: FakeIptables, args: readonly string[], version: st
   if (a[0] !== '-t') throw new ProxyError('KPT_EXEC_FAILED', `fake iptables: expected -t in ${args.join(' ')}`);
   const table = a[1] as IptablesTable;
   const [cmd, chain, ...rest] = a.slice(2) as [string, string, ...string[]];
-  const one = (line: string) => { ipt.restore(`*${table}\n${line}\nCOMMIT\n`, { noflush: true }); return ok(); };
+  const one = (line: string) => {
+    ipt.restore(`*${table}\n${line}\nCOMMIT\n`, { noflush: true });
+    return ok();
+  };
   switch (cmd) {
-    case '-S': return ipt.hasChain(table, chain) ? ok() : { stdout: '', stderr: `chain ${chain} does not exist`, code: 1 };
-    case '-N': return one(`-N ${chain}`);
-    case '-F': return one(`-F ${chain}`);
-    case '-X': return one(`-X ${chain}`);
+    case '-S':
+      return ipt.hasChain(table, chain) ? ok() : { stdout: '', stderr: `chain ${chain} does not exist`, code: 1 };
+    case '-N':
+      return one(`-N ${chain}`);
+    case '-F':
+      return one(`-F ${chain}`);
+    case '-X':
+      return one(`-X ${chain}`);
     case '-C': {
       const text = rest.map(quote).join(' ');
       return ipt.rules(table, chain).includes(text) ? ok() : { stdout: '', stderr: 'Bad rule', code: 1 };
@@ -97,7 +121,8 @@ function iptablesCommand(ipt: FakeIptables, args: readonly string[], version: st
       ipt.ensureRule('prepend', table, chain, rest.slice(1));
       return ok();
     }
-    case '-D': return one(`-D ${chain} ${rest.map(quote).join(' ')}`);
+    case '-D':
+      return one(`-D ${chain} ${rest.map(quote).join(' ')}`);
   }
   throw new ProxyError('KPT_EXEC_FAILED', `fake iptables: unsupported ${args.join(' ')}`);
 }

@@ -52,7 +52,10 @@ export async function ensureNfacct(run: CommandRunner, name: string): Promise<bo
 export async function detectFeatures(ipt: Iptables, run: CommandRunner, sysctl: Sysctl): Promise<IptablesFeatures> {
   const text = await ipt.versionString();
   const version = parseIptablesVersion(text);
-  const [ctInvalid, localhostNp] = await Promise.all([ensureNfacct(run, CT_INVALID_COUNTER), ensureNfacct(run, LOCALHOST_NP_COUNTER)]);
+  const [ctInvalid, localhostNp] = await Promise.all([
+    ensureNfacct(run, CT_INVALID_COUNTER),
+    ensureNfacct(run, LOCALHOST_NP_COUNTER),
+  ]);
   const beLiberal = (await sysctl.get('net/netfilter/nf_conntrack_tcp_be_liberal')) === '1';
   return {
     version,

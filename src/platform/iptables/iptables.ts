@@ -24,7 +24,10 @@ export class Iptables {
   readonly saveCmd: string;
   readonly restoreCmd: string;
 
-  constructor(readonly family: IPFamily, private readonly run: CommandRunner) {
+  constructor(
+    readonly family: IPFamily,
+    private readonly run: CommandRunner,
+  ) {
     const p = family === 'IPv4' ? 'iptables' : 'ip6tables';
     this.cmd = p;
     this.saveCmd = `${p}-save`;

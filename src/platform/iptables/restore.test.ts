@@ -6,11 +6,17 @@ import { chainsToRemove, deleteChainsInput } from './cleanup.js';
 
 test('withWholeTableCache inserts -S right after the *nat header only', () => {
   const t = '*filter\n:KUBE-SERVICES - [0:0]\nCOMMIT\n*nat\n:KUBE-SERVICES - [0:0]\nCOMMIT\n';
-  assert.equal(withWholeTableCache(t), '*filter\n:KUBE-SERVICES - [0:0]\nCOMMIT\n*nat\n-S\n:KUBE-SERVICES - [0:0]\nCOMMIT\n');
+  assert.equal(
+    withWholeTableCache(t),
+    '*filter\n:KUBE-SERVICES - [0:0]\nCOMMIT\n*nat\n-S\n:KUBE-SERVICES - [0:0]\nCOMMIT\n',
+  );
   assert.equal(withWholeTableCache('*nat\nCOMMIT\n'), '*nat\n-S\nCOMMIT\n');
   assert.equal(withWholeTableCache('*filter\nCOMMIT\n', ['filter', 'nat']), '*filter\n-S\nCOMMIT\n');
   // A comment containing "*nat" is not a header.
-  assert.equal(withWholeTableCache('*filter\n-A X -m comment --comment "*nat"\nCOMMIT\n'), '*filter\n-A X -m comment --comment "*nat"\nCOMMIT\n');
+  assert.equal(
+    withWholeTableCache('*filter\n-A X -m comment --comment "*nat"\nCOMMIT\n'),
+    '*filter\n-A X -m comment --comment "*nat"\nCOMMIT\n',
+  );
 });
 
 test('cost model: full syncs of many chains pay for the whole table, small partial syncs do not', () => {
@@ -33,8 +39,25 @@ test('backend and version detection', () => {
 });
 
 test('cleanup targets exactly upstream CleanupLeftovers chains', () => {
-  const nat = ['PREROUTING', 'KUBE-SERVICES', 'KUBE-MARK-DROP', 'KUBE-MARK-MASQ', 'KUBE-SEP-AAAA', 'KUBE-SVC-BBBB', 'KUBE-FW-CCCC', 'KUBE-XYZ', 'KUBE-PROXY-CANARY'];
-  assert.deepEqual(chainsToRemove('nat', nat), ['KUBE-SERVICES', 'KUBE-MARK-MASQ', 'KUBE-PROXY-CANARY', 'KUBE-FW-CCCC', 'KUBE-SEP-AAAA', 'KUBE-SVC-BBBB']);
+  const nat = [
+    'PREROUTING',
+    'KUBE-SERVICES',
+    'KUBE-MARK-DROP',
+    'KUBE-MARK-MASQ',
+    'KUBE-SEP-AAAA',
+    'KUBE-SVC-BBBB',
+    'KUBE-FW-CCCC',
+    'KUBE-XYZ',
+    'KUBE-PROXY-CANARY',
+  ];
+  assert.deepEqual(chainsToRemove('nat', nat), [
+    'KUBE-SERVICES',
+    'KUBE-MARK-MASQ',
+    'KUBE-PROXY-CANARY',
+    'KUBE-FW-CCCC',
+    'KUBE-SEP-AAAA',
+    'KUBE-SVC-BBBB',
+  ]);
   const filter = ['INPUT', 'KUBE-FIREWALL', 'KUBE-FORWARD', 'KUBE-KUBELET-CANARY', 'KUBE-PROXY-FIREWALL'];
   assert.deepEqual(chainsToRemove('filter', filter), ['KUBE-FORWARD', 'KUBE-PROXY-FIREWALL']);
   assert.equal(deleteChainsInput('nat', ['A', 'B']), '*nat\n:A - [0:0]\n:B - [0:0]\n-X A\n-X B\nCOMMIT\n');
@@ -42,10 +65,14 @@ test('cleanup targets exactly upstream CleanupLeftovers chains', () => {
 
 test('canaries are declared in filter and nat and a mangle section; save-format rule lines', async () => {
   const { withCanaries, ruleLine } = await import('./dataplane.js');
-  assert.equal(withCanaries('*filter\nCOMMIT\n*nat\n:KUBE-SERVICES - [0:0]\nCOMMIT\n'),
-    '*filter\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n*nat\n:KUBE-PROXY-CANARY - [0:0]\n:KUBE-SERVICES - [0:0]\nCOMMIT\n*mangle\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n');
-  assert.equal(ruleLine('OUTPUT', ['-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES']),
-    '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES');
+  assert.equal(
+    withCanaries('*filter\nCOMMIT\n*nat\n:KUBE-SERVICES - [0:0]\nCOMMIT\n'),
+    '*filter\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n*nat\n:KUBE-PROXY-CANARY - [0:0]\n:KUBE-SERVICES - [0:0]\nCOMMIT\n*mangle\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n',
+  );
+  assert.equal(
+    ruleLine('OUTPUT', ['-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES']),
+    '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+  );
 });
 
 test('jumpRestoreInput: -I FROM 1 lines per table in the given order', async () => {
@@ -53,10 +80,20 @@ test('jumpRestoreInput: -I FROM 1 lines per table in the given order', async () 
   const { IPTABLES_JUMP_CHAINS } = await import('../../dataplane/iptables/index.js');
   const nat = IPTABLES_JUMP_CHAINS.filter((j) => j.table === 'nat');
   const fw = IPTABLES_JUMP_CHAINS.filter((j) => j.to === 'KUBE-FIREWALL');
-  assert.equal(jumpRestoreInput([...nat, ...fw]), [
-    '*filter', '-I INPUT 1 -j KUBE-FIREWALL', '-I OUTPUT 1 -j KUBE-FIREWALL', 'COMMIT',
-    '*nat', '-I OUTPUT 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
-    '-I PREROUTING 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
-    '-I POSTROUTING 1 -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING', 'COMMIT', ''].join('\n'));
+  assert.equal(
+    jumpRestoreInput([...nat, ...fw]),
+    [
+      '*filter',
+      '-I INPUT 1 -j KUBE-FIREWALL',
+      '-I OUTPUT 1 -j KUBE-FIREWALL',
+      'COMMIT',
+      '*nat',
+      '-I OUTPUT 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+      '-I PREROUTING 1 -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+      '-I POSTROUTING 1 -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
+      'COMMIT',
+      '',
+    ].join('\n'),
+  );
   assert.equal(jumpRestoreInput([]), '');
 });

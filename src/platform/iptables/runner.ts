@@ -35,7 +35,13 @@ export function netnsRunner(ns: string): CommandRunner {
   return prefixRunner(['ip', 'netns', 'exec', ns]);
 }
 
-function spawnCapture(cmd: string, argv: readonly string[], opts: RunOptions, shownCmd: string, shownArgs: readonly string[]): Promise<ExecResult> {
+function spawnCapture(
+  cmd: string,
+  argv: readonly string[],
+  opts: RunOptions,
+  shownCmd: string,
+  shownArgs: readonly string[],
+): Promise<ExecResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, argv, { stdio: ['pipe', opts.discardStdout ? 'ignore' : 'pipe', 'pipe'] });
     const out: Buffer[] = [];
@@ -44,7 +50,11 @@ function spawnCapture(cmd: string, argv: readonly string[], opts: RunOptions, sh
     child.stderr?.on('data', (b: Buffer) => err.push(b));
     child.on('error', (e) => reject(new ProxyError('KPT_EXEC_FAILED', `${cmd}: ${e.message}`, { cause: e })));
     child.on('close', (code, sig) => {
-      const result = { stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), code: code ?? (sig ? 128 : 1) };
+      const result = {
+        stdout: Buffer.concat(out).toString('utf8'),
+        stderr: Buffer.concat(err).toString('utf8'),
+        code: code ?? (sig ? 128 : 1),
+      };
       if (result.code !== 0 && !opts.allowFailure) reject(new ExecError(shownCmd, shownArgs, result));
       else resolve(result);
     });
@@ -64,13 +74,20 @@ const CHUNK = 1 << 20;
  */
 async function writeInChunks(stdin: NodeJS.WritableStream & { destroyed?: boolean }, input: string): Promise<void> {
   let closed = false;
-  const onEnd = () => { closed = true; };
+  const onEnd = () => {
+    closed = true;
+  };
   stdin.once('close', onEnd);
   stdin.once('error', onEnd);
   for (let i = 0; i < input.length && !closed; i += CHUNK) {
     if (!stdin.write(input.slice(i, i + CHUNK))) {
       await new Promise<void>((resolve) => {
-        const done = () => { stdin.off('drain', done); stdin.off('close', done); stdin.off('error', done); resolve(); };
+        const done = () => {
+          stdin.off('drain', done);
+          stdin.off('close', done);
+          stdin.off('error', done);
+          resolve();
+        };
         stdin.once('drain', done);
         stdin.once('close', done);
         stdin.once('error', done);

@@ -3,7 +3,15 @@
 
 export type SourceEvent =
   /** A list completed and its diff was delivered (the connection works). */
-  | { type: 'listed'; resource: string; resourceVersion: string; items: number; added: number; updated: number; deleted: number }
+  | {
+      type: 'listed';
+      resource: string;
+      resourceVersion: string;
+      items: number;
+      added: number;
+      updated: number;
+      deleted: number;
+    }
   /** A watch was accepted by the server and is streaming. */
   | { type: 'watching'; resource: string; resourceVersion: string }
   /** A watch ended normally (server timeout or closed connection); it is resumed. */
@@ -26,9 +34,19 @@ export type SourceEvent =
 /** A suggested log level per event: failures warn, state changes inform, the rest is debug. */
 export function sourceEventLevel(ev: SourceEvent): 'debug' | 'info' | 'warn' | 'error' {
   switch (ev.type) {
-    case 'error': case 'skipped': return 'warn';
-    case 'handlerError': return 'error';
-    case 'listed': case 'expired': case 'unavailable': case 'stopped': return 'info';
-    case 'watching': case 'watchClosed': case 'backoff': return 'debug';
+    case 'error':
+    case 'skipped':
+      return 'warn';
+    case 'handlerError':
+      return 'error';
+    case 'listed':
+    case 'expired':
+    case 'unavailable':
+    case 'stopped':
+      return 'info';
+    case 'watching':
+    case 'watchClosed':
+    case 'backoff':
+      return 'debug';
   }
 }

@@ -72,8 +72,11 @@ function overrideServer(kc: KubeConfig, master: string): void {
   checkURL(master);
   const current = kc.getCurrentCluster()!;
   kc.loadFromOptions({
-    clusters: kc.clusters.map((c) => (c.name === current.name
-      ? { ...c, server: master, skipTLSVerify: c.skipTLSVerify || master.startsWith('http:') } : c)),
+    clusters: kc.clusters.map((c) =>
+      c.name === current.name
+        ? { ...c, server: master, skipTLSVerify: c.skipTLSVerify || master.startsWith('http:') }
+        : c,
+    ),
     contexts: kc.contexts,
     users: kc.users,
     currentContext: kc.currentContext,
@@ -84,8 +87,10 @@ function inClusterConfig(kc: KubeConfig, dir: string, env: Readonly<Record<strin
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT;
   if (!host || !port) {
-    throw new ProxyError('KPT_CONFIG_INVALID',
-      'unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined');
+    throw new ProxyError(
+      'KPT_CONFIG_INVALID',
+      'unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined',
+    );
   }
   const tokenFile = join(dir, 'token');
   const caFile = join(dir, 'ca.crt');

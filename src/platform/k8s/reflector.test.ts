@@ -30,11 +30,22 @@ class ScriptedTransport implements ListWatchTransport {
     return next;
   }
 
-  watch(_path: string, query: Query, onOpen: () => void, onEvent: (t: string, o: unknown) => void, signal: AbortSignal): Promise<void> {
+  watch(
+    _path: string,
+    query: Query,
+    onOpen: () => void,
+    onEvent: (t: string, o: unknown) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
     return new Promise((resolve, reject) => {
       signal.addEventListener('abort', () => resolve());
       this.watches.push({
-        query, open: onOpen, send: onEvent, end: () => resolve(), fail: reject, aborted: () => signal.aborted,
+        query,
+        open: onOpen,
+        send: onEvent,
+        end: () => resolve(),
+        fail: reject,
+        aborted: () => signal.aborted,
       });
     });
   }
@@ -49,11 +60,17 @@ function setup(transport: ScriptedTransport) {
   const events: SourceEvent[] = [];
   const id = (o: K8sObject): string => `${o.metadata.name}@${o.metadata.resourceVersion}`;
   const reflector = new Reflector<K8sObject>({
-    resource: 'things', path: '/api/v1/things', transport, clock,
-    backoff: { initialMs: 20, maxMs: 100, factor: 2 }, watchTimeoutSeconds: 60,
+    resource: 'things',
+    path: '/api/v1/things',
+    transport,
+    clock,
+    backoff: { initialMs: 20, maxMs: 100, factor: 2 },
+    watchTimeoutSeconds: 60,
     sink: {
-      add: (o) => calls.push(`add ${id(o)}`), update: (a, b) => calls.push(`update ${id(a)}->${id(b)}`),
-      delete: (o) => calls.push(`delete ${id(o)}`), synced: () => calls.push('synced'),
+      add: (o) => calls.push(`add ${id(o)}`),
+      update: (a, b) => calls.push(`update ${id(a)}->${id(b)}`),
+      delete: (o) => calls.push(`delete ${id(o)}`),
+      synced: () => calls.push('synced'),
     },
     onEvent: (e) => events.push(e),
   });
@@ -78,7 +95,10 @@ describe('Reflector', () => {
       await flush();
       assert.equal(t.listCalls, attempts + 1, `retry after ${delay} ms`);
     }
-    assert.deepEqual(events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs), [20, 40, 80, 100, 100]);
+    assert.deepEqual(
+      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs),
+      [20, 40, 80, 100, 100],
+    );
     assert.deepEqual(calls, ['add a@5', 'synced']);
     await flush();
     assert.equal(t.watches[0]?.query.resourceVersion, '7');
@@ -120,7 +140,16 @@ describe('Reflector', () => {
     t.watches[0]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' });
     await flush();
     await flush();
-    assert.deepEqual(calls, ['add a@1', 'add b@2', 'add c@3', 'synced', 'update b@2->b@15', 'add d@16', 'delete c@3', 'synced']);
+    assert.deepEqual(calls, [
+      'add a@1',
+      'add b@2',
+      'add c@3',
+      'synced',
+      'update b@2->b@15',
+      'add d@16',
+      'delete c@3',
+      'synced',
+    ]);
     assert.ok(events.some((e) => e.type === 'expired'));
     assert.equal(t.watches[1]!.query.resourceVersion, '20');
     ac.abort();
@@ -129,7 +158,10 @@ describe('Reflector', () => {
 
   it('relists on an HTTP 410 from the watch request too', async () => {
     const t = new ScriptedTransport();
-    t.lists = [{ resourceVersion: '10', items: [] }, { resourceVersion: '30', items: [obj('z', '29')] }];
+    t.lists = [
+      { resourceVersion: '10', items: [] },
+      { resourceVersion: '30', items: [obj('z', '29')] },
+    ];
     const { calls, ac, done } = setup(t);
     await flush();
     t.watches[0]!.fail(new ApiStatusError(410, 'Expired', 'gone'));
@@ -152,7 +184,10 @@ describe('Reflector', () => {
     w.send('DELETED', obj('b', '14'));
     w.send('ADDED', 'not an object');
     assert.deepEqual(calls.slice(2), ['add b@11', 'update a@1->a@12', 'delete b@14']);
-    assert.deepEqual(reflector.snapshot().map((o) => o.metadata.name), ['a']);
+    assert.deepEqual(
+      reflector.snapshot().map((o) => o.metadata.name),
+      ['a'],
+    );
     assert.equal(events.filter((e) => e.type === 'skipped').length, 1);
     assert.equal(reflector.resourceVersion, '14');
     ac.abort();

@@ -75,8 +75,12 @@ export class Reflector<T extends K8sObject> {
     return [...this.items.keys()].sort().map((k) => this.items.get(k)!);
   }
   /** True while a list's diff is being delivered (before its synced()). */
-  get listing(): boolean { return this.relisting; }
-  get resourceVersion(): string { return this.rv; }
+  get listing(): boolean {
+    return this.relisting;
+  }
+  get resourceVersion(): string {
+    return this.rv;
+  }
 
   /** Run until signal aborts (or, when optional, the server lacks the resource). */
   async run(signal: AbortSignal): Promise<void> {
@@ -92,7 +96,13 @@ export class Reflector<T extends K8sObject> {
             this.emit({ type: 'unavailable', resource: this.o.resource });
             return;
           }
-          this.emit({ type: 'error', resource: this.o.resource, phase: 'list', error: errText(err), statusCode: statusCodeOf(err) });
+          this.emit({
+            type: 'error',
+            resource: this.o.resource,
+            phase: 'list',
+            error: errText(err),
+            statusCode: statusCodeOf(err),
+          });
           await this.backoff(signal);
           continue;
         }
@@ -123,7 +133,9 @@ export class Reflector<T extends K8sObject> {
       }
       fresh.set(objectKey(item as T), item as T);
     }
-    let added = 0, updated = 0, deleted = 0;
+    let added = 0,
+      updated = 0,
+      deleted = 0;
     this.relisting = true;
     try {
       for (const [key, obj] of fresh) {
@@ -148,7 +160,15 @@ export class Reflector<T extends K8sObject> {
     }
     this.rv = res.resourceVersion;
     this.failures = 0;
-    this.emit({ type: 'listed', resource: this.o.resource, resourceVersion: this.rv, items: fresh.size, added, updated, deleted });
+    this.emit({
+      type: 'listed',
+      resource: this.o.resource,
+      resourceVersion: this.rv,
+      items: fresh.size,
+      added,
+      updated,
+      deleted,
+    });
     this.call(() => this.o.sink.synced());
   }
 
@@ -165,22 +185,34 @@ export class Reflector<T extends K8sObject> {
     let outcome: WatchOutcome | undefined;
     let events = 0;
     const query = this.query({
-      watch: 'true', resourceVersion: this.rv, allowWatchBookmarks: 'true',
+      watch: 'true',
+      resourceVersion: this.rv,
+      allowWatchBookmarks: 'true',
       timeoutSeconds: String(this.o.watchTimeoutSeconds),
     });
     try {
-      await this.o.transport.watch(this.o.path, query,
+      await this.o.transport.watch(
+        this.o.path,
+        query,
         () => this.emit({ type: 'watching', resource: this.o.resource, resourceVersion: this.rv }),
         (type, obj) => {
           if (outcome) return;
           events++;
           outcome = this.onWatchEvent(type, obj);
           if (outcome) local.abort();
-        }, local.signal);
+        },
+        local.signal,
+      );
     } catch (err) {
       if (statusCodeOf(err) === 410) outcome = this.expired();
       else if (!signal.aborted) {
-        this.emit({ type: 'error', resource: this.o.resource, phase: 'watch', error: errText(err), statusCode: statusCodeOf(err) });
+        this.emit({
+          type: 'error',
+          resource: this.o.resource,
+          phase: 'watch',
+          error: errText(err),
+          statusCode: statusCodeOf(err),
+        });
         outcome = 'error';
       }
     } finally {
@@ -206,11 +238,21 @@ export class Reflector<T extends K8sObject> {
     if (type === 'ERROR') {
       const err = fromStatus(500, obj);
       if (err.statusCode === 410) return this.expired();
-      this.emit({ type: 'error', resource: this.o.resource, phase: 'watch', error: err.message, statusCode: err.statusCode });
+      this.emit({
+        type: 'error',
+        resource: this.o.resource,
+        phase: 'watch',
+        error: err.message,
+        statusCode: err.statusCode,
+      });
       return 'error';
     }
     if (!isObject(obj)) {
-      this.emit({ type: 'skipped', resource: this.o.resource, reason: `${type} event without an object with metadata` });
+      this.emit({
+        type: 'skipped',
+        resource: this.o.resource,
+        reason: `${type} event without an object with metadata`,
+      });
       return undefined;
     }
     const o = obj as T;
@@ -230,7 +272,12 @@ export class Reflector<T extends K8sObject> {
         this.call(() => this.o.sink.delete(o));
       }
     } else {
-      this.emit({ type: 'error', resource: this.o.resource, phase: 'watch', error: `unknown watch event type ${type}` });
+      this.emit({
+        type: 'error',
+        resource: this.o.resource,
+        phase: 'watch',
+        error: `unknown watch event type ${type}`,
+      });
       return undefined;
     }
     if (rv) this.rv = rv;
@@ -279,7 +326,12 @@ export class Reflector<T extends K8sObject> {
 }
 
 function isObject(v: unknown): v is K8sObject {
-  return v !== null && typeof v === 'object' && typeof (v as K8sObject).metadata === 'object' && (v as K8sObject).metadata !== null;
+  return (
+    v !== null &&
+    typeof v === 'object' &&
+    typeof (v as K8sObject).metadata === 'object' &&
+    (v as K8sObject).metadata !== null
+  );
 }
 
 function errText(err: unknown): string {

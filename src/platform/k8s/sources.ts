@@ -11,9 +11,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../core/api.js';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../../core/api.js';
 import type { Clock } from '../../engine/clock.js';
-import type {
-  EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler,
-} from '../../engine/handlers.js';
+import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler } from '../../engine/handlers.js';
 import { realClock } from '../clock.js';
 import type { SourceEvent } from './events.js';
 import { type BackoffOptions, Reflector, type ReflectorSink } from './reflector.js';
@@ -57,31 +55,49 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
     onEvent: opts.onEvent,
   };
   const services = new Reflector<Service>({
-    ...common, resource: 'services', path: '/api/v1/services',
-    labelSelector: opts.serviceProxyName ? `${LABEL_SERVICE_PROXY_NAME}=${opts.serviceProxyName}` : `!${LABEL_SERVICE_PROXY_NAME}`,
+    ...common,
+    resource: 'services',
+    path: '/api/v1/services',
+    labelSelector: opts.serviceProxyName
+      ? `${LABEL_SERVICE_PROXY_NAME}=${opts.serviceProxyName}`
+      : `!${LABEL_SERVICE_PROXY_NAME}`,
     fieldSelector: 'spec.clusterIP!=None',
     sink: {
-      add: (s) => h.service.onServiceAdd(s), update: (o, s) => h.service.onServiceUpdate(o, s),
-      delete: (s) => h.service.onServiceDelete(s), synced: () => h.service.onServiceSynced(),
+      add: (s) => h.service.onServiceAdd(s),
+      update: (o, s) => h.service.onServiceUpdate(o, s),
+      delete: (s) => h.service.onServiceDelete(s),
+      synced: () => h.service.onServiceSynced(),
     },
   });
   const slices = new Reflector<EndpointSlice>({
-    ...common, resource: 'endpointslices', path: '/apis/discovery.k8s.io/v1/endpointslices',
+    ...common,
+    resource: 'endpointslices',
+    path: '/apis/discovery.k8s.io/v1/endpointslices',
     labelSelector: `!${LABEL_HEADLESS}`,
     sink: {
-      add: (s) => h.endpointSlice.onEndpointSliceAdd(s), update: (o, s) => h.endpointSlice.onEndpointSliceUpdate(o, s),
-      delete: (s) => h.endpointSlice.onEndpointSliceDelete(s), synced: () => h.endpointSlice.onEndpointSliceSynced(),
+      add: (s) => h.endpointSlice.onEndpointSliceAdd(s),
+      update: (o, s) => h.endpointSlice.onEndpointSliceUpdate(o, s),
+      delete: (s) => h.endpointSlice.onEndpointSliceDelete(s),
+      synced: () => h.endpointSlice.onEndpointSliceSynced(),
     },
   });
   const nodes = new Reflector<Node>({
-    ...common, resource: 'nodes', path: '/api/v1/nodes', fieldSelector: `metadata.name=${opts.nodeName}`,
+    ...common,
+    resource: 'nodes',
+    path: '/api/v1/nodes',
+    fieldSelector: `metadata.name=${opts.nodeName}`,
     sink: {
-      add: (n) => h.node.onNodeAdd(n), update: (o, n) => h.node.onNodeUpdate(o, n),
-      delete: (n) => h.node.onNodeDelete(n), synced: () => h.node.onNodeSynced(),
+      add: (n) => h.node.onNodeAdd(n),
+      update: (o, n) => h.node.onNodeUpdate(o, n),
+      delete: (n) => h.node.onNodeDelete(n),
+      synced: () => h.node.onNodeSynced(),
     },
   });
   const cidrs: Reflector<ServiceCIDR> = new Reflector<ServiceCIDR>({
-    ...common, resource: 'servicecidrs', path: '/apis/networking.k8s.io/v1/servicecidrs', optional: true,
+    ...common,
+    resource: 'servicecidrs',
+    path: '/apis/networking.k8s.io/v1/servicecidrs',
+    optional: true,
     sink: serviceCIDRSink(h.serviceCIDR, () => cidrs),
   });
   await Promise.all([services, slices, nodes, cidrs].map((r) => r.run(opts.signal)));
@@ -91,7 +107,10 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
  * ServiceCIDR handlers take the whole set: publish it after each watch event,
  * and once per list (always after the first, after a relist only if it changed).
  */
-function serviceCIDRSink(handler: ServiceCIDRHandler, reflector: () => Reflector<ServiceCIDR>): ReflectorSink<ServiceCIDR> {
+function serviceCIDRSink(
+  handler: ServiceCIDRHandler,
+  reflector: () => Reflector<ServiceCIDR>,
+): ReflectorSink<ServiceCIDR> {
   let listed = false;
   let dirty = false;
   const changed = (): void => {

@@ -25,13 +25,22 @@ export interface ListWatchTransport {
    * each event in order. Resolves when the stream ends (server timeout, closed
    * connection, or signal aborted); rejects on an HTTP error or stream error.
    */
-  watch(path: string, query: Query, onOpen: () => void, onEvent: (type: string, object: unknown) => void,
-    signal: AbortSignal): Promise<void>;
+  watch(
+    path: string,
+    query: Query,
+    onOpen: () => void,
+    onEvent: (type: string, object: unknown) => void,
+    signal: AbortSignal,
+  ): Promise<void>;
 }
 
 /** A non-2xx answer from the API server (or an ERROR watch event), with its Status. */
 export class ApiStatusError extends Error {
-  constructor(readonly statusCode: number, readonly reason: string, message: string) {
+  constructor(
+    readonly statusCode: number,
+    readonly reason: string,
+    message: string,
+  ) {
     super(message);
     this.name = 'ApiStatusError';
   }
@@ -47,8 +56,11 @@ export function statusCodeOf(err: unknown): number | undefined {
 export function fromStatus(httpCode: number, body: unknown): ApiStatusError {
   const s = (body ?? {}) as { code?: unknown; reason?: unknown; message?: unknown };
   const code = typeof s.code === 'number' ? s.code : httpCode;
-  return new ApiStatusError(code, typeof s.reason === 'string' ? s.reason : '',
-    typeof s.message === 'string' ? s.message : `HTTP ${httpCode}`);
+  return new ApiStatusError(
+    code,
+    typeof s.reason === 'string' ? s.reason : '',
+    typeof s.message === 'string' ? s.message : `HTTP ${httpCode}`,
+  );
 }
 
 const LIST_TIMEOUT_MS = 60_000;
@@ -68,15 +80,21 @@ export class KubeTransport implements ListWatchTransport {
     const url = this.url(path, query);
     const opts = await this.kc.applyToFetchOptions({});
     const headers: Record<string, string> = { Accept: 'application/json' };
-    (opts.headers as Headers | undefined)?.forEach((v, k) => { headers[k] = v; });
+    (opts.headers as Headers | undefined)?.forEach((v, k) => {
+      headers[k] = v;
+    });
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
     const { status, text } = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = send(url, { agent: opts.agent as Agent | undefined, headers, signal, timeout: LIST_TIMEOUT_MS }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', reject);
-      });
+      const req = send(
+        url,
+        { agent: opts.agent as Agent | undefined, headers, signal, timeout: LIST_TIMEOUT_MS },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+          res.on('error', reject);
+        },
+      );
       req.on('timeout', () => req.destroy(new Error(`list ${path}: timed out`)));
       req.on('error', reject);
       req.end();
@@ -89,13 +107,19 @@ export class KubeTransport implements ListWatchTransport {
     }
     if (status < 200 || status > 299) throw fromStatus(status, body);
     const b = body as { metadata?: { resourceVersion?: unknown }; items?: unknown } | undefined;
-    if (!b || !Array.isArray(b.items)) throw new ApiStatusError(status, 'BadResponse', `list ${path}: no items in reply`);
+    if (!b || !Array.isArray(b.items))
+      throw new ApiStatusError(status, 'BadResponse', `list ${path}: no items in reply`);
     const rv = b.metadata?.resourceVersion;
     return { resourceVersion: typeof rv === 'string' ? rv : '', items: b.items };
   }
 
-  watch(path: string, query: Query, onOpen: () => void, onEvent: (type: string, object: unknown) => void,
-    signal: AbortSignal): Promise<void> {
+  watch(
+    path: string,
+    query: Query,
+    onOpen: () => void,
+    onEvent: (type: string, object: unknown) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
     return new Promise((resolve, reject) => {
       let finished = false;
       let controller: AbortController | undefined;
@@ -111,12 +135,18 @@ export class KubeTransport implements ListWatchTransport {
       if (signal.aborted) return resolve();
       signal.addEventListener('abort', onAbort);
       const w = new Watch(this.kc);
-      w.watch(path, { ...query }, (type, obj) => { if (!finished) onEvent(type, obj); }, (err) => finish(err))
-        .then((c) => {
-          controller = c;
-          if (finished) c.abort();
-          else onOpen();
-        }, finish);
+      w.watch(
+        path,
+        { ...query },
+        (type, obj) => {
+          if (!finished) onEvent(type, obj);
+        },
+        (err) => finish(err),
+      ).then((c) => {
+        controller = c;
+        if (finished) c.abort();
+        else onOpen();
+      }, finish);
     });
   }
 }

@@ -20,8 +20,14 @@ import { parseTableJSON } from './readback.js';
 
 /** Managed set/map names -> is it a map (for element encoding). */
 const SET_KINDS: ReadonlyMap<string, boolean> = new Map([
-  ['cluster-ips', false], ['nodeport-ips', false], ['hairpin-connections', false], ['service-ips', true],
-  ['service-nodeports', true], ['no-endpoint-services', true], ['no-endpoint-nodeports', true], ['firewall-ips', true],
+  ['cluster-ips', false],
+  ['nodeport-ips', false],
+  ['hairpin-connections', false],
+  ['service-ips', true],
+  ['service-nodeports', true],
+  ['no-endpoint-services', true],
+  ['no-endpoint-nodeports', true],
+  ['firewall-ips', true],
 ]);
 
 function setKind(name: string): SetKind | undefined {
@@ -103,7 +109,9 @@ export class NftablesDataplane implements Dataplane {
       this.renderer.reset();
       throw err instanceof ProxyError && err.code === 'KPT_SYNC_FAILED'
         ? err
-        : new ProxyError('KPT_SYNC_FAILED', `nftables ${this.family} sync failed: ${(err as Error).message}`, { cause: err });
+        : new ProxyError('KPT_SYNC_FAILED', `nftables ${this.family} sync failed: ${(err as Error).message}`, {
+            cause: err,
+          });
     }
   }
 

@@ -31,7 +31,9 @@ interface Libc {
   close(fd: number): number;
 }
 
-interface Koffi { load(path: string): { func(decl: string): unknown } }
+interface Koffi {
+  load(path: string): { func(decl: string): unknown };
+}
 let koffi: Koffi | null = null;
 let libc: Libc | null = null;
 function loadLibc(): Libc {
@@ -50,7 +52,11 @@ function loadLibc(): Libc {
 }
 
 export class NetlinkError extends ProxyError {
-  constructor(readonly errno: number, readonly opIndex: number, message: string) {
+  constructor(
+    readonly errno: number,
+    readonly opIndex: number,
+    message: string,
+  ) {
     super('KPT_SYNC_FAILED', message);
     this.name = 'NetlinkError';
   }
@@ -96,9 +102,11 @@ export class NftNetlink {
     const { buf, seqs } = encodeBatch(ops, family, start);
     const genSeq = start + ops.length + 2;
     this.seq = genSeq + 1;
-    if (c.send(this.fd, buf, buf.length, 0) !== buf.length) throw new ProxyError('KPT_SYNC_FAILED', 'netlink send failed');
+    if (c.send(this.fd, buf, buf.length, 0) !== buf.length)
+      throw new ProxyError('KPT_SYNC_FAILED', 'netlink send failed');
     const gen = nlMessage((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG.GETGEN, NLM_F.REQUEST, genSeq, 0, 0, []);
-    if (c.send(this.fd, gen, gen.length, 0) !== gen.length) throw new ProxyError('KPT_SYNC_FAILED', 'netlink send failed');
+    if (c.send(this.fd, gen, gen.length, 0) !== gen.length)
+      throw new ProxyError('KPT_SYNC_FAILED', 'netlink send failed');
     let firstError: NetlinkError | null = null;
     for (;;) {
       const n = c.recv(this.fd, this.rbuf, this.rbuf.length, 0);

@@ -10,7 +10,17 @@ import type { NftFamily } from '../../dataplane/nftables/names.js';
 export const NFNL_SUBSYS_NFTABLES = 10;
 export const NFNL_MSG_BATCH_BEGIN = 16;
 export const NFNL_MSG_BATCH_END = 17;
-export const NFT_MSG = { NEWCHAIN: 3, DELCHAIN: 5, NEWRULE: 6, DELRULE: 8, NEWSET: 9, DELSET: 11, NEWSETELEM: 12, DELSETELEM: 14, GETGEN: 16 } as const;
+export const NFT_MSG = {
+  NEWCHAIN: 3,
+  DELCHAIN: 5,
+  NEWRULE: 6,
+  DELRULE: 8,
+  NEWSET: 9,
+  DELSET: 11,
+  NEWSETELEM: 12,
+  DELSETELEM: 14,
+  GETGEN: 16,
+} as const;
 export const NLM_F = { REQUEST: 1, ACK: 4, CREATE: 0x400, APPEND: 0x800 } as const;
 const NLA_F_NESTED = 0x8000;
 const NFPROTO = { ip: 2, ip6: 10 } as const;
@@ -23,8 +33,16 @@ const NFT_JUMP = -3;
 /** One netlink attribute tree node. */
 type Attr = { type: number; value: Buffer } | { type: number; nested: Attr[] };
 
-const u32 = (n: number) => { const b = Buffer.alloc(4); b.writeUInt32BE(n >>> 0); return b; };
-const i32 = (n: number) => { const b = Buffer.alloc(4); b.writeInt32BE(n); return b; };
+const u32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(n >>> 0);
+  return b;
+};
+const i32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeInt32BE(n);
+  return b;
+};
 const str = (s: string) => Buffer.concat([Buffer.from(s, 'utf8'), Buffer.alloc(1)]);
 const A = (type: number, value: Buffer): Attr => ({ type, value });
 const N = (type: number, nested: Attr[]): Attr => ({ type, nested });
@@ -43,7 +61,14 @@ function encodeAttrs(attrs: Attr[]): Buffer {
 }
 
 /** nlmsghdr + nfgenmsg + attributes. */
-export function nlMessage(type: number, flags: number, seq: number, family: number, resId: number, attrs: Attr[]): Buffer {
+export function nlMessage(
+  type: number,
+  flags: number,
+  seq: number,
+  family: number,
+  resId: number,
+  attrs: Attr[],
+): Buffer {
   const body = encodeAttrs(attrs);
   const h = Buffer.alloc(20);
   h.writeUInt32LE(20 + body.length, 0);
@@ -57,7 +82,8 @@ export function nlMessage(type: number, flags: number, seq: number, family: numb
   return Buffer.concat([h, body]);
 }
 
-const expr = (name: string, data: Attr[]): Attr => N(1 /* NFTA_LIST_ELEM */, [A(1 /* NFTA_EXPR_NAME */, str(name)), N(2 /* NFTA_EXPR_DATA */, data)]);
+const expr = (name: string, data: Attr[]): Attr =>
+  N(1 /* NFTA_LIST_ELEM */, [A(1 /* NFTA_EXPR_NAME */, str(name)), N(2 /* NFTA_EXPR_DATA */, data)]);
 const dataValue = (b: Buffer): Attr => N(3 /* NFTA_CMP_DATA */, [A(1 /* NFTA_DATA_VALUE */, b)]);
 const cmpEq = (reg: number, b: Buffer) => expr('cmp', [A(1, u32(reg)), A(2, u32(0)), dataValue(b)]);
 
@@ -73,7 +99,9 @@ function dnatRuleExprs(family: NftFamily, text: string): Attr[] | null {
   if (!hp || !ip || (ip.family === 'IPv4') !== (family === 'ip')) return null;
   const out: Attr[] = [];
   if (m[1] !== undefined) {
-    out.push(expr('numgen', [A(1, u32(NFT_REG_1)), A(2, u32(Number(m[1]))), A(3, u32(1 /* NFT_NG_RANDOM */)), A(4, u32(0))]));
+    out.push(
+      expr('numgen', [A(1, u32(NFT_REG_1)), A(2, u32(Number(m[1]))), A(3, u32(1 /* NFT_NG_RANDOM */)), A(4, u32(0))]),
+    );
     out.push(cmpEq(NFT_REG_1, u32(0)));
   }
   out.push(expr('meta', [A(2 /* KEY */, u32(16 /* NFT_META_L4PROTO */)), A(1 /* DREG */, u32(NFT_REG_1))]));
@@ -83,12 +111,23 @@ function dnatRuleExprs(family: NftFamily, text: string): Attr[] | null {
   port.writeUInt16BE(Number(hp[2]));
   out.push(expr('immediate', [A(1, u32(NFT_REG_2)), N(2, [A(1, port)])]));
   // As nft: min registers only, flags PROTO_SPECIFIED (the kernel adds MAP_IPS).
-  out.push(expr('nat', [A(1, u32(1 /* NFT_NAT_DNAT */)), A(2, u32(NFPROTO[family])), A(3, u32(NFT_REG_1)),
-    A(5, u32(NFT_REG_2)), A(7, u32(2 /* NF_NAT_RANGE_PROTO_SPECIFIED */))]));
+  out.push(
+    expr('nat', [
+      A(1, u32(1 /* NFT_NAT_DNAT */)),
+      A(2, u32(NFPROTO[family])),
+      A(3, u32(NFT_REG_1)),
+      A(5, u32(NFT_REG_2)),
+      A(7, u32(2 /* NF_NAT_RANGE_PROTO_SPECIFIED */)),
+    ]),
+  );
   return out;
 }
 
-const u32le = (n: number) => { const b = Buffer.alloc(4); b.writeUInt32LE(n >>> 0); return b; };
+const u32le = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(n >>> 0);
+  return b;
+};
 
 /**
  * Expressions of the 'maps' layout's one DNAT rule per policy chain:
@@ -104,12 +143,23 @@ function dnatMapRuleExprs(family: NftFamily, text: string): Attr[] | null {
     expr('meta', [A(2 /* KEY */, u32(16 /* NFT_META_L4PROTO */)), A(1 /* DREG */, u32(NFT_REG_1))]),
     cmpEq(NFT_REG_1, Buffer.from([PROTO[m[1]!]!])),
     expr('numgen', [A(1, u32(NFT_REG_1)), A(2, u32(Number(m[3]))), A(3, u32(1 /* NFT_NG_RANDOM */)), A(4, u32(0))]),
-    expr('byteorder', [A(1, u32(NFT_REG_1)), A(2, u32(NFT_REG_1)), A(3, u32(1 /* HTON */)), A(4, u32(4)), A(5, u32(4))]),
+    expr('byteorder', [
+      A(1, u32(NFT_REG_1)),
+      A(2, u32(NFT_REG_1)),
+      A(3, u32(1 /* HTON */)),
+      A(4, u32(4)),
+      A(5, u32(4)),
+    ]),
     // No SET_ID (nft sends one): the kernel finds the set by name, also when
     // it is created earlier in the same batch.
     expr('lookup', [A(2 /* SREG */, u32(NFT_REG_1)), A(3 /* DREG */, u32(NFT_REG_1)), A(1 /* SET */, str(m[4]!))]),
     // As nft: no flags here (the kernel derives them from the registers).
-    expr('nat', [A(1, u32(1 /* NFT_NAT_DNAT */)), A(2, u32(NFPROTO[family])), A(3, u32(NFT_REG_1)), A(5, u32(family === 'ip' ? 9 : NFT_REG_2))]),
+    expr('nat', [
+      A(1, u32(1 /* NFT_NAT_DNAT */)),
+      A(2, u32(NFPROTO[family])),
+      A(3, u32(NFT_REG_1)),
+      A(5, u32(family === 'ip' ? 9 : NFT_REG_2)),
+    ]),
   ];
 }
 
@@ -118,24 +168,49 @@ const L4_DESC: Record<string, number> = { tcp: 8, udp: 6, sctp: 10 };
 
 /** nft's one-byte-type, one-byte-length udata TLV. */
 const tlv = (type: number, v: Buffer) => Buffer.concat([Buffer.from([type, v.length]), v]);
-const payloadUdata = (desc: number, field: number) => Buffer.concat([tlv(0, u32le(7 /* payload */)), tlv(1, Buffer.concat([tlv(0, u32le(desc)), tlv(1, u32le(field))]))]);
+const payloadUdata = (desc: number, field: number) =>
+  Buffer.concat([tlv(0, u32le(7 /* payload */)), tlv(1, Buffer.concat([tlv(0, u32le(desc)), tlv(1, u32le(field))]))]);
 
 /**
  * NEWSET of a 'maps'-layout endpoint map: `typeof numgen random mod M :
  * ip daddr . tcp dport ; flags interval` (udp, sctp). The udata is what nft stores to
  * print the typeof back (byte orders, then key and data expressions).
  */
-function endpointsMapAttrs(family: NftFamily, name: string, typeOf: string | undefined, flags: readonly string[] | undefined, id: number): Attr[] | null {
+function endpointsMapAttrs(
+  family: NftFamily,
+  name: string,
+  typeOf: string | undefined,
+  flags: readonly string[] | undefined,
+  id: number,
+): Attr[] | null {
   const m = /^numgen random mod (\d+) : (ip6?) daddr \. (tcp|udp|sctp) dport$/.exec(typeOf ?? '');
   if (!m || m[2] !== family || (flags ?? []).join(',') !== 'interval') return null;
-  const keyTypeof = Buffer.concat([tlv(0, u32le(0x17 /* numgen */)), tlv(1, Buffer.concat([tlv(0, u32le(1)), tlv(1, u32le(Number(m[1]))), tlv(2, u32le(0))]))]);
+  const keyTypeof = Buffer.concat([
+    tlv(0, u32le(0x17 /* numgen */)),
+    tlv(1, Buffer.concat([tlv(0, u32le(1)), tlv(1, u32le(Number(m[1]))), tlv(2, u32le(0))])),
+  ]);
   const addr = family === 'ip' ? payloadUdata(12 /* ip */, 12 /* daddr */) : payloadUdata(13 /* ip6 */, 9 /* daddr */);
-  const dataTypeof = Buffer.concat([tlv(0, u32le(13 /* concat */)), tlv(1, Buffer.concat([tlv(0, addr), tlv(1, payloadUdata(L4_DESC[m[3]!]!, 2 /* dport */))]))]);
-  const udata = Buffer.concat([tlv(0, u32le(1)), tlv(1, u32le(0)), tlv(3, keyTypeof), tlv(4, dataTypeof), tlv(6, u32le(0))]);
+  const dataTypeof = Buffer.concat([
+    tlv(0, u32le(13 /* concat */)),
+    tlv(1, Buffer.concat([tlv(0, addr), tlv(1, payloadUdata(L4_DESC[m[3]!]!, 2 /* dport */))])),
+  ]);
+  const udata = Buffer.concat([
+    tlv(0, u32le(1)),
+    tlv(1, u32le(0)),
+    tlv(3, keyTypeof),
+    tlv(4, dataTypeof),
+    tlv(6, u32le(0)),
+  ]);
   const addrType = family === 'ip' ? 7 : 8;
   return [
-    A(2, str(name)), A(3, u32(0x4 | 0x8 /* NFT_SET_INTERVAL | NFT_SET_MAP */)), A(4, u32(4 /* integer */)), A(5, u32(4)),
-    A(6, u32((addrType << 6) | 13 /* inet_service */)), A(7, u32(family === 'ip' ? 8 : 20)), A(10, u32(id)), A(13, udata),
+    A(2, str(name)),
+    A(3, u32(0x4 | 0x8 /* NFT_SET_INTERVAL | NFT_SET_MAP */)),
+    A(4, u32(4 /* integer */)),
+    A(5, u32(4)),
+    A(6, u32((addrType << 6) | 13 /* inet_service */)),
+    A(7, u32(family === 'ip' ? 8 : 20)),
+    A(10, u32(id)),
+    A(13, udata),
   ];
 }
 
@@ -145,14 +220,20 @@ function endpointsMapAttrs(family: NftFamily, name: string, typeOf: string | und
  * flagged NFT_SET_ELEM_INTERVAL_END. Keys are network order (see the rule's
  * byteorder). Deletes carry both keys and no data.
  */
-function intervalElements(family: NftFamily, key: readonly string[], value: readonly string[] | undefined, add: boolean): Attr[] | null {
+function intervalElements(
+  family: NftFamily,
+  key: readonly string[],
+  value: readonly string[] | undefined,
+  add: boolean,
+): Attr[] | null {
   const m = key.length === 1 ? /^(\d+)-(\d+)$/.exec(key[0]!) : null;
   if (!m || Number(m[2]) < Number(m[1]) || Number(m[2]) >= 0xffffffff) return null;
   const start: Attr[] = [N(1 /* KEY */, [A(1, u32(Number(m[1])))])];
   if (add) {
     const ip = parseIP(value?.[0]);
     const port = Number(value?.[1]);
-    if (!ip || (ip.family === 'IPv4') !== (family === 'ip') || value?.length !== 2 || !(port >= 0 && port <= 65535)) return null;
+    if (!ip || (ip.family === 'IPv4') !== (family === 'ip') || value?.length !== 2 || !(port >= 0 && port <= 65535))
+      return null;
     const p = Buffer.alloc(4);
     p.writeUInt16BE(port);
     start.push(N(2 /* DATA */, [A(1, Buffer.concat([Buffer.from(ip.bytes), p]))]));
@@ -166,9 +247,13 @@ function elementKey(fields: readonly string[]): Buffer | null {
   const parts: Buffer[] = [];
   for (const f of fields) {
     let b: Buffer;
-    if (/^[0-9]+$/.test(f)) { b = Buffer.alloc(4); b.writeUInt16BE(Number(f)); }
-    else if (PROTO[f] !== undefined) { b = Buffer.alloc(4); b.writeUInt8(PROTO[f]!); }
-    else {
+    if (/^[0-9]+$/.test(f)) {
+      b = Buffer.alloc(4);
+      b.writeUInt16BE(Number(f));
+    } else if (PROTO[f] !== undefined) {
+      b = Buffer.alloc(4);
+      b.writeUInt8(PROTO[f]!);
+    } else {
       const ip = parseIP(f);
       if (!ip) return null;
       b = Buffer.from(ip.bytes);
@@ -181,7 +266,9 @@ function elementKey(fields: readonly string[]): Buffer | null {
 function verdict(v: readonly string[] | undefined): Attr | null {
   const t = (v ?? []).join(' ').split(' ');
   if (t[0] === 'goto' || t[0] === 'jump') {
-    return N(2 /* NFTA_SET_ELEM_DATA */, [N(2 /* NFTA_DATA_VERDICT */, [A(1, i32(t[0] === 'goto' ? NFT_GOTO : NFT_JUMP)), A(2, str(t[1]!))])]);
+    return N(2 /* NFTA_SET_ELEM_DATA */, [
+      N(2 /* NFTA_DATA_VERDICT */, [A(1, i32(t[0] === 'goto' ? NFT_GOTO : NFT_JUMP)), A(2, str(t[1]!))]),
+    ]);
   }
   if (t[0] === 'drop' && t.length === 1) return N(2, [N(2, [A(1, i32(0))])]);
   return null;
@@ -209,7 +296,12 @@ let setId = 0;
  * whole transaction then goes through `nft -f`). setIsMap: true for verdict
  * maps, false for sets, 'endpoints' for endpoint maps, undefined if unknown.
  */
-export function encodeOperation(op: Operation, family: NftFamily, table: string, setIsMap: (name: string) => SetKind | undefined): EncodedOp | null {
+export function encodeOperation(
+  op: Operation,
+  family: NftFamily,
+  table: string,
+  setIsMap: (name: string) => SetKind | undefined,
+): EncodedOp | null {
   const o = op.object;
   const T = A(1, str(table));
   const t = (n: number) => (NFNL_SUBSYS_NFTABLES << 8) | n;
@@ -237,7 +329,11 @@ export function encodeOperation(op: Operation, family: NftFamily, table: string,
   if (o.kind === 'rule' && op.verb === 'add' && o.comment === undefined) {
     const exprs = dnatRuleExprs(family, o.rule) ?? dnatMapRuleExprs(family, o.rule);
     if (!exprs) return null;
-    return { type: t(NFT_MSG.NEWRULE), flags: NLM_F.CREATE | NLM_F.APPEND, attrs: [T, A(2, str(o.chain)), N(4, exprs)] };
+    return {
+      type: t(NFT_MSG.NEWRULE),
+      flags: NLM_F.CREATE | NLM_F.APPEND,
+      attrs: [T, A(2, str(o.chain)), N(4, exprs)],
+    };
   }
   if (o.kind === 'element' && (op.verb === 'add' || op.verb === 'delete')) {
     const isMap = setIsMap(o.set);
@@ -263,7 +359,11 @@ export function encodeOperation(op: Operation, family: NftFamily, table: string,
 }
 
 /** BATCH_BEGIN, the operations, BATCH_END, each op acked; seqs start at `seq`. */
-export function encodeBatch(ops: readonly EncodedOp[], family: NftFamily, seq: number): { buf: Buffer; seqs: number[] } {
+export function encodeBatch(
+  ops: readonly EncodedOp[],
+  family: NftFamily,
+  seq: number,
+): { buf: Buffer; seqs: number[] } {
   const fam = NFPROTO[family];
   const parts = [nlMessage(NFNL_MSG_BATCH_BEGIN, NLM_F.REQUEST, seq, 0, NFNL_SUBSYS_NFTABLES, [])];
   const seqs: number[] = [];

@@ -52,7 +52,8 @@ export function parseTableJSON(text: string, table: string): KernelSnapshot {
   const elements = new Map<string, Element[]>();
   for (const item of doc.nftables) {
     if (!isObj(item)) continue;
-    if (isObj(item.chain) && item.chain.table === table && typeof item.chain.name === 'string') chains.push(item.chain.name);
+    if (isObj(item.chain) && item.chain.table === table && typeof item.chain.name === 'string')
+      chains.push(item.chain.name);
     const s = isObj(item.set) ? item.set : isObj(item.map) ? item.map : null;
     if (!s || s.table !== table || typeof s.name !== 'string') continue;
     const name = s.name;
@@ -63,7 +64,13 @@ export function parseTableJSON(text: string, table: string): KernelSnapshot {
       if (isObj(item.map)) {
         if (!Array.isArray(e) || e.length !== 2) throw new Error(`unexpected map element in ${name}`);
         const { key, comment } = keyOf(e[0]!);
-        els.push({ kind: 'element', set: name, key, value: [verdictText(e[1]!)], ...(comment !== undefined ? { comment } : {}) });
+        els.push({
+          kind: 'element',
+          set: name,
+          key,
+          value: [verdictText(e[1]!)],
+          ...(comment !== undefined ? { comment } : {}),
+        });
       } else {
         const { key, comment } = keyOf(e);
         els.push({ kind: 'element', set: name, key, ...(comment !== undefined ? { comment } : {}) });

@@ -65,10 +65,18 @@ export function binding(): Bindings {
   const tcp = bind('tcp_wrap');
   const stream = bind('stream_wrap');
   const b = { ...tcp, ...stream } as unknown as Bindings;
-  const ok = typeof b.TCP === 'function' && typeof b.TCPConnectWrap === 'function' && typeof b.WriteWrap === 'function'
-    && typeof b.ShutdownWrap === 'function' && b.streamBaseState instanceof Int32Array && typeof b.TCP.prototype.reset === 'function'
-    && typeof b.kReadBytesOrError === 'number' && typeof b.kArrayBufferOffset === 'number' && typeof b.kLastWriteWasAsync === 'number';
-  if (!ok) throw new Error(`this Node (${process.version}) has no usable tcp_wrap/stream_wrap binding; use the stream relay`);
+  const ok =
+    typeof b.TCP === 'function' &&
+    typeof b.TCPConnectWrap === 'function' &&
+    typeof b.WriteWrap === 'function' &&
+    typeof b.ShutdownWrap === 'function' &&
+    b.streamBaseState instanceof Int32Array &&
+    typeof b.TCP.prototype.reset === 'function' &&
+    typeof b.kReadBytesOrError === 'number' &&
+    typeof b.kArrayBufferOffset === 'number' &&
+    typeof b.kLastWriteWasAsync === 'number';
+  if (!ok)
+    throw new Error(`this Node (${process.version}) has no usable tcp_wrap/stream_wrap binding; use the stream relay`);
   cached = b;
   return b;
 }

@@ -75,14 +75,16 @@ export class UserspaceDataplane implements Dataplane {
     if (this.opts.tcpRelay) return this.opts.tcpRelay;
     if (this.relayChoice === null) {
       this.relayChoice = handleRelayUsable() ? 'handle' : 'stream';
-      if (this.relayChoice === 'stream') this.onEvent('warn', { node: process.version }, 'tcp_wrap binding unusable; using the net.Socket relay');
+      if (this.relayChoice === 'stream')
+        this.onEvent('warn', { node: process.version }, 'tcp_wrap binding unusable; using the net.Socket relay');
     }
     return this.relayChoice;
   }
 
   async sync(state: SyncState): Promise<SyncOutcome> {
     const plan = planUserspace(state);
-    for (const s of plan.skipped) this.onEvent('debug', { servicePort: s.servicePortKey, reason: s.reason }, 'service port skipped');
+    for (const s of plan.skipped)
+      this.onEvent('debug', { servicePort: s.servicePortKey, reason: s.reason }, 'service port skipped');
     let resetRelays = 0;
     for (const spec of plan.listeners.values()) resetRelays += await this.ensure(spec);
     const ports = new Map<string, number>();
@@ -99,7 +101,13 @@ export class UserspaceDataplane implements Dataplane {
     }
     return {
       partial: false,
-      counters: { listeners: this.entries.size, listenersClosed: closed, relaysReset: resetRelays, skippedServicePorts: plan.skipped.length, ...this.stats() },
+      counters: {
+        listeners: this.entries.size,
+        listenersClosed: closed,
+        relaysReset: resetRelays,
+        skippedServicePorts: plan.skipped.length,
+        ...this.stats(),
+      },
     };
   }
 
@@ -115,9 +123,17 @@ export class UserspaceDataplane implements Dataplane {
     const lb = new RoundRobin(this.clock);
     lb.setEndpoints(keys, spec.stickyMs);
     const Tcp = this.tcpRelay() === 'handle' ? HandleTcpListener : TcpListener;
-    const listener = spec.protocol === 'TCP'
-      ? new Tcp(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs)
-      : new UdpListener(spec.key, lb, this.clock, this.opts.udpIdleTimeoutMs ?? DEFAULT_UDP_IDLE_TIMEOUT_MS, this.onEvent, this.family === 'IPv4' ? 'udp4' : 'udp6');
+    const listener =
+      spec.protocol === 'TCP'
+        ? new Tcp(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs)
+        : new UdpListener(
+            spec.key,
+            lb,
+            this.clock,
+            this.opts.udpIdleTimeoutMs ?? DEFAULT_UDP_IDLE_TIMEOUT_MS,
+            this.onEvent,
+            this.family === 'IPv4' ? 'udp4' : 'udp6',
+          );
     try {
       const port = await listener.listen(this.bindAddress());
       this.entries.set(spec.key, { lb, listener, port });

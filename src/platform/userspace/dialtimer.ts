@@ -58,7 +58,10 @@ export class DialTimer {
       while (q.head < q.items.length && q.items[q.head]!.at <= now) due.push(q.items[q.head++]!);
       if (q.head === q.items.length) this.queues.delete(ms);
       else {
-        if (q.head > 1024 && q.head * 2 > q.items.length) { q.items = q.items.slice(q.head); q.head = 0; }
+        if (q.head > 1024 && q.head * 2 > q.items.length) {
+          q.items = q.items.slice(q.head);
+          q.head = 0;
+        }
         next = Math.min(next, q.items[q.head]!.at);
       }
     }

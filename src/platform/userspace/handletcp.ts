@@ -150,7 +150,12 @@ export class HandleTcpListener {
   accepted = 0;
   failed = 0;
 
-  constructor(readonly key: string, private readonly lb: RoundRobin, private readonly onEvent: RelayEvent, private readonly dialTimeouts: readonly number[] = ENDPOINT_DIAL_TIMEOUTS_MS) {
+  constructor(
+    readonly key: string,
+    private readonly lb: RoundRobin,
+    private readonly onEvent: RelayEvent,
+    private readonly dialTimeouts: readonly number[] = ENDPOINT_DIAL_TIMEOUTS_MS,
+  ) {
     const b = binding();
     this.server = new b.TCP(b.constants.SERVER);
     this.server.onconnection = (status: number, client?: TcpHandle) => {
@@ -168,7 +173,8 @@ export class HandleTcpListener {
     // UV_TCP_IPV6ONLY = 1, as net.Server's ipv6Only.
     let err = v6 ? this.server.bind6(host, port, 1) : this.server.bind(host, port);
     if (err === 0) err = this.server.listen(4096);
-    if (err !== 0) return Promise.reject(Object.assign(new Error(`listen ${errName(err)} ${host}:${port}`), { code: errName(err) }));
+    if (err !== 0)
+      return Promise.reject(Object.assign(new Error(`listen ${errName(err)} ${host}:${port}`), { code: errName(err) }));
     const out: { port?: number } = {};
     this.server.getsockname(out);
     this.boundPort = out.port ?? 0;
@@ -253,7 +259,11 @@ export class HandleTcpListener {
     relay.dialSeq++;
     relay.up?.close();
     relay.up = null;
-    this.onEvent('debug', { listener: this.key, endpoint: relay.endpoint, attempt, why }, 'endpoint dial failed, trying the next');
+    this.onEvent(
+      'debug',
+      { listener: this.key, endpoint: relay.endpoint, attempt, why },
+      'endpoint dial failed, trying the next',
+    );
     this.dial(relay, attempt + 1);
   }
 

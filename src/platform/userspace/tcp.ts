@@ -20,7 +20,11 @@ import { DialTimer } from './dialtimer.js';
 /** Upstream userspace EndpointDialTimeouts. */
 export const ENDPOINT_DIAL_TIMEOUTS_MS = [250, 500, 1000, 2000] as const;
 
-export type RelayEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
+export type RelayEvent = (
+  level: 'debug' | 'info' | 'warn' | 'error',
+  fields: Record<string, unknown>,
+  msg: string,
+) => void;
 
 interface Relay {
   readonly client: net.Socket;
@@ -66,9 +70,16 @@ export class TcpListener {
   /** Connections that found no endpoint that would accept them. */
   failed = 0;
 
-  constructor(readonly key: string, private readonly lb: RoundRobin, private readonly onEvent: RelayEvent, private readonly dialTimeouts: readonly number[] = ENDPOINT_DIAL_TIMEOUTS_MS) {
+  constructor(
+    readonly key: string,
+    private readonly lb: RoundRobin,
+    private readonly onEvent: RelayEvent,
+    private readonly dialTimeouts: readonly number[] = ENDPOINT_DIAL_TIMEOUTS_MS,
+  ) {
     this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true }, (c) => this.accept(c));
-    this.server.on('error', (err) => this.onEvent('error', { listener: key, err: String(err) }, 'userspace TCP listener error'));
+    this.server.on('error', (err) =>
+      this.onEvent('error', { listener: key, err: String(err) }, 'userspace TCP listener error'),
+    );
   }
 
   /** Bind (port 0 = any free port) and resolve with the bound port. */
@@ -132,7 +143,7 @@ export class TcpListener {
 
   private dial(relay: Relay, attempt: number): void {
     // remoteAddress costs a getpeername() syscall: only affinity needs it.
-    const clientIP = this.lb.affinityEnabled() ? relay.client.remoteAddress ?? '' : '';
+    const clientIP = this.lb.affinityEnabled() ? (relay.client.remoteAddress ?? '') : '';
     const ep = attempt < this.dialTimeouts.length ? this.lb.next(clientIP, attempt > 0) : null;
     if (ep === null || relay.client.destroyed) {
       if (ep === null) this.failed++;
@@ -152,12 +163,18 @@ export class TcpListener {
       up.on('error', () => {});
       up.destroy();
       relay.upstream = null;
-      this.onEvent('debug', { listener: this.key, endpoint: ep, attempt, why }, 'endpoint dial failed, trying the next');
+      this.onEvent(
+        'debug',
+        { listener: this.key, endpoint: ep, attempt, why },
+        'endpoint dial failed, trying the next',
+      );
       this.dial(relay, attempt + 1);
     };
     const onDialError = (err: NodeJS.ErrnoException) => retry(err.code ?? String(err));
     // One shared deadline timer per listener instead of up.setTimeout() per dial.
-    this.dialTimer.watch(this.dialTimeouts[attempt]!, () => { if (up.connecting && !up.destroyed) retry('timeout'); });
+    this.dialTimer.watch(this.dialTimeouts[attempt]!, () => {
+      if (up.connecting && !up.destroyed) retry('timeout');
+    });
     up.on('error', onDialError);
     up.on('connect', () => {
       up.off('error', onDialError);

@@ -39,10 +39,19 @@ export class UdpListener {
   /** Datagrams dropped because there was no endpoint. */
   dropped = 0;
 
-  constructor(readonly key: string, private readonly lb: RoundRobin, private readonly clock: Clock, private readonly idleMs: number, private readonly onEvent: RelayEvent, private readonly type: 'udp4' | 'udp6') {
+  constructor(
+    readonly key: string,
+    private readonly lb: RoundRobin,
+    private readonly clock: Clock,
+    private readonly idleMs: number,
+    private readonly onEvent: RelayEvent,
+    private readonly type: 'udp4' | 'udp6',
+  ) {
     this.socket = dgram.createSocket({ type, ipv6Only: type === 'udp6' });
     this.socket.on('message', (msg, rinfo) => this.onClientMessage(msg, rinfo));
-    this.socket.on('error', (err) => this.onEvent('error', { listener: key, err: String(err) }, 'userspace UDP listener error'));
+    this.socket.on('error', (err) =>
+      this.onEvent('error', { listener: key, err: String(err) }, 'userspace UDP listener error'),
+    );
   }
 
   listen(host: string, port = 0): Promise<number> {
@@ -57,7 +66,11 @@ export class UdpListener {
   }
 
   port(): number {
-    try { return this.socket.address().port; } catch { return 0; }
+    try {
+      return this.socket.address().port;
+    } catch {
+      return 0;
+    }
   }
 
   sessionCount(): number {
@@ -107,7 +120,14 @@ export class UdpListener {
     if (ep === null) return null;
     const { host, port } = splitEndpoint(ep);
     const upstream = dgram.createSocket(this.type);
-    const s: Session = { clientKey, endpoint: ep, upstream, queue: [], lastActivity: this.clock.monotonic(), timer: null };
+    const s: Session = {
+      clientKey,
+      endpoint: ep,
+      upstream,
+      queue: [],
+      lastActivity: this.clock.monotonic(),
+      timer: null,
+    };
     this.sessions.set(clientKey, s);
     upstream.on('error', (err) => {
       this.onEvent('debug', { listener: this.key, endpoint: ep, err: String(err) }, 'UDP session error');
@@ -142,6 +162,10 @@ export class UdpListener {
     if (this.sessions.get(s.clientKey) === s) this.sessions.delete(s.clientKey);
     s.timer?.cancel();
     s.timer = null;
-    try { s.upstream.close(); } catch { /* already closed */ }
+    try {
+      s.upstream.close();
+    } catch {
+      /* already closed */
+    }
   }
 }
