@@ -4,6 +4,8 @@
 // and by reading the result back with `nft -j list`). Anything else returns
 // null and the caller falls back to `nft -f`.
 import { parseIP } from '../../core/ip.js';
+import { attr, i32be, nested, str, u32 as u32le, u32be, type Attr } from '../netlink/attr.js';
+import { encodeMessage, NLM_F } from '../netlink/message.js';
 import type { Operation } from '../../dataplane/nftables/objects.js';
 import type { NftFamily } from '../../dataplane/nftables/names.js';
 
@@ -21,8 +23,7 @@ export const NFT_MSG = {
   DELSETELEM: 14,
   GETGEN: 16,
 } as const;
-export const NLM_F = { REQUEST: 1, ACK: 4, CREATE: 0x400, APPEND: 0x800 } as const;
-const NLA_F_NESTED = 0x8000;
+export { NLM_F };
 const NFPROTO = { ip: 2, ip6: 10 } as const;
 const PROTO: Record<string, number> = { tcp: 6, udp: 17, sctp: 132 };
 const NFT_REG_1 = 1;
@@ -30,37 +31,12 @@ const NFT_REG_2 = 2;
 const NFT_GOTO = -4;
 const NFT_JUMP = -3;
 
-/** One netlink attribute tree node. */
-type Attr = { type: number; value: Buffer } | { type: number; nested: Attr[] };
+const u32 = u32be; // nf_tables integers are network order
+const i32 = i32be;
+const A = attr;
+const N = nested;
 
-const u32 = (n: number) => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0);
-  return b;
-};
-const i32 = (n: number) => {
-  const b = Buffer.alloc(4);
-  b.writeInt32BE(n);
-  return b;
-};
-const str = (s: string) => Buffer.concat([Buffer.from(s, 'utf8'), Buffer.alloc(1)]);
-const A = (type: number, value: Buffer): Attr => ({ type, value });
-const N = (type: number, nested: Attr[]): Attr => ({ type, nested });
-
-function encodeAttrs(attrs: Attr[]): Buffer {
-  const parts: Buffer[] = [];
-  for (const a of attrs) {
-    const payload = 'value' in a ? a.value : encodeAttrs(a.nested);
-    const hdr = Buffer.alloc(4);
-    hdr.writeUInt16LE(4 + payload.length, 0);
-    hdr.writeUInt16LE('nested' in a ? a.type | NLA_F_NESTED : a.type, 2);
-    const pad = (4 - (payload.length % 4)) % 4;
-    parts.push(hdr, payload, Buffer.alloc(pad));
-  }
-  return Buffer.concat(parts);
-}
-
-/** nlmsghdr + nfgenmsg + attributes. */
+/** nlmsghdr + nfgenmsg (family, version 0, resource id in network order) + attributes. */
 export function nlMessage(
   type: number,
   flags: number,
@@ -69,17 +45,10 @@ export function nlMessage(
   resId: number,
   attrs: Attr[],
 ): Buffer {
-  const body = encodeAttrs(attrs);
-  const h = Buffer.alloc(20);
-  h.writeUInt32LE(20 + body.length, 0);
-  h.writeUInt16LE(type, 4);
-  h.writeUInt16LE(flags, 6);
-  h.writeUInt32LE(seq, 8);
-  h.writeUInt32LE(0, 12);
-  h.writeUInt8(family, 16);
-  h.writeUInt8(0, 17);
-  h.writeUInt16BE(resId, 18);
-  return Buffer.concat([h, body]);
+  const nfgen = Buffer.alloc(4);
+  nfgen.writeUInt8(family, 0);
+  nfgen.writeUInt16BE(resId, 2);
+  return encodeMessage(type, flags, seq, nfgen, attrs);
 }
 
 const expr = (name: string, data: Attr[]): Attr =>
@@ -122,12 +91,6 @@ function dnatRuleExprs(family: NftFamily, text: string): Attr[] | null {
   );
   return out;
 }
-
-const u32le = (n: number) => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(n >>> 0);
-  return b;
-};
 
 /**
  * Expressions of the 'maps' layout's one DNAT rule per policy chain:
