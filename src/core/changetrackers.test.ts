@@ -28,7 +28,7 @@ test('service tracker: add, then apply', () => {
   const r = applyServiceChanges(map, t.checkout());
   assert.deepEqual([...r.updatedServices], ['ns1/svc1']);
   assert.deepEqual([...map.keys()].sort(), ['ns1/svc1:dns', 'ns1/svc1:p80']);
-  assert.equal(r.deletedUDPClusterIPs.size, 0);
+  assert.equal(r.deletedUDPServicePorts.size, 0);
   assert.equal(t.pendingCount(), 0);
 });
 
@@ -55,7 +55,10 @@ test('service tracker: removing a UDP port reports its ClusterIP; delete removes
   applyServiceChanges(map, t.checkout());
   t.update(svc(), svc([svcPort('p80', 80)]));
   let r = applyServiceChanges(map, t.checkout());
-  assert.deepEqual([...r.deletedUDPClusterIPs], ['172.30.0.41']);
+  assert.deepEqual(
+    [...r.deletedUDPServicePorts.values()].map((sp) => sp.clusterIP),
+    ['172.30.0.41'],
+  );
   assert.deepEqual([...map.keys()], ['ns1/svc1:p80']);
   t.update(svc([svcPort('p80', 80)]), null);
   r = applyServiceChanges(map, t.checkout());

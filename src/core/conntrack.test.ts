@@ -86,17 +86,48 @@ test('TCP services produce no deletions', () => {
   assert.deepEqual(staleUDPFlows(state(false), [flow(CLUSTER_IP, 53, GONE)]), []);
 });
 
-test('a UDP service without serving endpoints is left alone', () => {
+test('a UDP service without serving endpoints: every entry to it is stale (kubernetes #139629)', () => {
   const svc = makeService('ns1', 'dns', (s) => {
     withClusterIP(s, CLUSTER_IP);
-    s.spec.ports = [svcPort('dns', 53, 'UDP')];
+    s.spec.type = 'NodePort';
+    s.spec.ports = [svcPort('dns', 53, 'UDP', { nodePort: NODE_PORT })];
   });
   const slice = makeSlice('ns1', 'dns', 1, (s) => {
     s.ports = [slicePort('dns', 53, 'UDP')];
     s.endpoints = [endpoint(NOT_SERVING, TERMINATING_NOT_SERVING)];
   });
   const st = syncStateFromObjects({ services: [svc], slices: [slice], family: 'IPv4' });
-  assert.deepEqual(staleUDPFlows(st, [flow(CLUSTER_IP, 53, GONE)]), []);
+  const flows = [flow(CLUSTER_IP, 53, GONE), flow('192.168.0.2', NODE_PORT, NOT_SERVING), flow(CLUSTER_IP, 54, GONE)];
+  assert.deepEqual(staleUDPFlows(st, flows), [flows[0], flows[1]]);
+  // Without any slice at all, too.
+  const bare = syncStateFromObjects({ services: [svc], slices: [], family: 'IPv4' });
+  assert.deepEqual(staleUDPFlows(bare, flows), [flows[0], flows[1]]);
+});
+
+test('deleted UDP service ports: every entry to their frontends is stale (kubernetes #141371)', () => {
+  const before = state();
+  const deleted = [...before.services.values()];
+  const empty = syncStateFromObjects({ services: [], slices: [], family: 'IPv4' });
+  const flows = [
+    flow(CLUSTER_IP, 53, SERVING),
+    flow(EXT_IP, 53, SERVING),
+    flow(LB_IP, 53, SERVING),
+    flow('192.168.0.2', NODE_PORT, SERVING),
+    flow(CLUSTER_IP, 54, SERVING),
+  ];
+  assert.deepEqual(staleUDPFlows(empty, flows, deleted), flows.slice(0, 4));
+  assert.deepEqual(staleUDPFlows(empty, flows), [], 'without the deleted ports nothing is known');
+  // A deleted TCP port never matches.
+  const tcp = [...state(false).services.values()];
+  assert.deepEqual(staleUDPFlows(empty, flows, tcp), []);
+});
+
+test('a current Service reusing a deleted frontend wins', () => {
+  const deleted = [...state().services.values()];
+  // The same ClusterIP:53 now belongs to a new Service served by SERVING.
+  const now = state();
+  assert.deepEqual(staleUDPFlows(now, [flow(CLUSTER_IP, 53, SERVING)], deleted), []);
+  assert.equal(staleUDPFlows(now, [flow(CLUSTER_IP, 53, GONE)], deleted).length, 1);
 });
 
 test('flow IPs are normalised before comparison', () => {

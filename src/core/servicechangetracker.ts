@@ -20,8 +20,12 @@ export interface ServiceChange {
 export interface UpdateServiceMapResult {
   /** Service keys (namespacedName) whose ports changed. */
   readonly updatedServices: Set<string>;
-  /** ClusterIPs of UDP service ports that went away (their conntrack entries are stale). */
-  readonly deletedUDPClusterIPs: Set<string>;
+  /**
+   * UDP service ports that went away (Service deleted or port removed), keyed
+   * by ServicePort.key: every conntrack entry to their frontends is stale
+   * (upstream DeletedServices, kubernetes #141371).
+   */
+  readonly deletedUDPServicePorts: Map<string, ServicePort>;
 }
 
 function portsEqual(a: ReadonlyMap<string, ServicePort>, b: ReadonlyMap<string, ServicePort>): boolean {
@@ -93,15 +97,15 @@ export function applyServiceChanges(
   changes: ReadonlyMap<string, ServiceChange>,
 ): UpdateServiceMapResult {
   const updatedServices = new Set<string>();
-  const deletedUDPClusterIPs = new Set<string>();
+  const deletedUDPServicePorts = new Map<string, ServicePort>();
   for (const [serviceKey, change] of changes) {
     updatedServices.add(serviceKey);
     for (const [k, sp] of change.current) map.set(k, sp);
     for (const [k, sp] of change.previous) {
       if (change.current.has(k)) continue;
       map.delete(k);
-      if (sp.protocol === 'UDP') deletedUDPClusterIPs.add(sp.clusterIP);
+      if (sp.protocol === 'UDP') deletedUDPServicePorts.set(k, sp);
     }
   }
-  return { updatedServices, deletedUDPClusterIPs };
+  return { updatedServices, deletedUDPServicePorts };
 }

@@ -7,12 +7,13 @@ import { applyEndpointsChanges, EndpointsChangeTracker } from '../core/endpoints
 import type { ServicePortMap } from '../core/servicechangetracker.js';
 import { applyServiceChanges, ServiceChangeTracker } from '../core/servicechangetracker.js';
 import type { SkipReporter } from '../core/serviceport.js';
-import type { Dataplane, IPFamily, SyncState } from '../core/types.js';
+import type { Dataplane, IPFamily, ServicePort, SyncState } from '../core/types.js';
 
 /** Everything checked out since the last successful sync of the family. */
 export interface FamilyChanges {
   readonly updatedServices: Set<string>;
-  readonly deletedUDPClusterIPs: Set<string>;
+  /** UDP service ports gone since the last successful sync (their conntrack entries are stale). */
+  readonly deletedUDPServicePorts: Map<string, ServicePort>;
   readonly lastChangeTriggerTimes: Map<string, number[]>;
   readonly conntrackCleanupRequired: boolean;
 }
@@ -51,16 +52,17 @@ export class FamilyState {
     const c = this.carried;
     this.carried = null;
     const updatedServices = new Set([...(c?.updatedServices ?? []), ...s.updatedServices, ...e.updatedServices]);
-    const deletedUDPClusterIPs = new Set([...(c?.deletedUDPClusterIPs ?? []), ...s.deletedUDPClusterIPs]);
+    const deletedUDPServicePorts = new Map([...(c?.deletedUDPServicePorts ?? []), ...s.deletedUDPServicePorts]);
     const lastChangeTriggerTimes = new Map<string, number[]>();
     for (const src of [c?.lastChangeTriggerTimes, e.lastChangeTriggerTimes]) {
       for (const [k, v] of src ?? []) lastChangeTriggerTimes.set(k, [...(lastChangeTriggerTimes.get(k) ?? []), ...v]);
     }
     return {
       updatedServices,
-      deletedUDPClusterIPs,
+      deletedUDPServicePorts,
       lastChangeTriggerTimes,
-      conntrackCleanupRequired: (c?.conntrackCleanupRequired ?? false) || e.conntrackCleanupRequired,
+      conntrackCleanupRequired:
+        (c?.conntrackCleanupRequired ?? false) || e.conntrackCleanupRequired || deletedUDPServicePorts.size > 0,
     };
   }
 

@@ -436,6 +436,39 @@ test('UDP endpoint changes run the conntrack hook with the stale-flow predicate'
   assert.equal(calls.length, 1, 'no UDP change, no cleanup');
 });
 
+test('a UDP Service dropping to zero endpoints, then deleted, runs the hook each time', async () => {
+  const calls: Array<(f: ConntrackFlow) => boolean> = [];
+  const conntrack: ConntrackHook = {
+    async listAndDelete(_family, pred) {
+      calls.push(pred);
+      return 0;
+    },
+  };
+  const t = await initialized(['IPv4'], { conntrack });
+  const dns = svc('dns', '172.30.0.10', (s) => {
+    s.spec.ports = [svcPort('dns', 53, 'UDP')];
+  });
+  const sl = slice('dns', ['10.180.0.5'], TEST_NODE, slicePort('dns', 53, 'UDP'));
+  t.proxier.onServiceAdd(dns);
+  t.proxier.onEndpointSliceAdd(sl);
+  await t.proxier.syncProxyRules();
+  const toOld = { proto: 'UDP', origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.180.0.5', replySrcPort: 53 };
+  assert.equal(calls.at(-1)!(toOld), false, 'the serving endpoint is kept');
+  const empty = slice('dns', [], TEST_NODE, slicePort('dns', 53, 'UDP'));
+  t.proxier.onEndpointSliceUpdate(sl, empty);
+  await t.proxier.syncProxyRules();
+  assert.equal(calls.length, 2);
+  assert.equal(calls.at(-1)!(toOld), true, 'zero endpoints: the old endpoint is stale');
+  t.proxier.onEndpointSliceUpdate(empty, sl);
+  await t.proxier.syncProxyRules();
+  t.proxier.onServiceDelete(dns);
+  await t.proxier.syncProxyRules();
+  assert.equal(calls.length, 4, 'a deleted UDP Service triggers a cleanup by itself');
+  assert.equal(calls.at(-1)!(toOld), true, 'deleted Service: its frontend is stale');
+  await t.proxier.syncProxyRules();
+  assert.equal(calls.length, 4, 'and only once');
+});
+
 test('a failing conntrack hook is logged, not a sync failure', async () => {
   const conntrack: ConntrackHook = {
     async listAndDelete() {

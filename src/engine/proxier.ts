@@ -21,7 +21,7 @@ import { BugError, ProxyError } from '../core/errors.js';
 import { endpointSliceKeys } from '../core/endpointslicecache.js';
 import type { SkipReporter } from '../core/serviceport.js';
 import { buildSyncState, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
-import type { Dataplane, IPFamily, NodeInfo, SyncState } from '../core/types.js';
+import type { Dataplane, IPFamily, NodeInfo, ServicePort, SyncState } from '../core/types.js';
 import type { Clock } from './clock.js';
 import type { FamilyChanges } from './familystate.js';
 import { FamilyState } from './familystate.js';
@@ -270,7 +270,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       noLocalEndpoints: countNoLocalEndpoints(state),
     });
     this.reportLatency(f.family, changes);
-    if (changes.conntrackCleanupRequired) await this.cleanConntrack(state);
+    if (changes.conntrackCleanupRequired) await this.cleanConntrack(state, changes.deletedUDPServicePorts.values());
     return undefined;
   }
 
@@ -282,10 +282,10 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   }
 
   /** Conntrack trouble is logged, never a sync failure (upstream logs it too). */
-  private async cleanConntrack(state: SyncState): Promise<void> {
+  private async cleanConntrack(state: SyncState, deleted: Iterable<ServicePort>): Promise<void> {
     const hook = this.deps.conntrack;
     if (!hook) return;
-    const index = staleFlowIndex(state);
+    const index = staleFlowIndex(state, deleted);
     if (index.byServiceIP.size === 0 && index.byNodePort.size === 0) return;
     try {
       const n = await hook.listAndDelete(state.family, (flow) => isStaleUDPFlow(index, flow));

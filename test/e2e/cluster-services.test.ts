@@ -279,6 +279,45 @@ for (const mode of E2E_MODES) {
       convergence.push(`UDP flow from a fixed source port moved to the new endpoint: ${ms} ms`);
     });
 
+    // A one-way sender keeps its conntrack entry alive: unless kube-proxy
+    // deletes it, every datagram of this 5-tuple is DNATed to the old
+    // endpoint, which keeps running and would answer (kubernetes #139629, #141371).
+    const staleUDPGone = async (what: string, ip: string, localPort: number, change: () => Promise<void>) => {
+      const ports = webPorts();
+      const name = `udp-${localPort}`;
+      await env.apply(service({ name, clusterIP: ip, ports }), endpointSlice(name, eps('node1-a'), ports));
+      const fixed = { localPort };
+      const first = await env.waitReachable('node2-b', 'udp', ip, 53, fixed);
+      assert.equal(first.value.pod, 'node1-a');
+      assert.equal(first.value.src, `${pod('node2-b').ip}:${localPort}`);
+      await change();
+      const { value, ms } = await env.waitFor(
+        `${what}: the fixed UDP flow is no longer answered by node1-a`,
+        async () => {
+          const r = await env.send('node2-b', 'udp', ip, 53, { ...fixed, timeoutMs: 500 });
+          return r.ok ? undefined : r;
+        },
+      );
+      convergence.push(`${what}: fixed UDP flow no longer reaches the old endpoint: ${ms} ms`);
+      const later = await env.sendMany('node2-b', 'udp', ip, 53, 5, { ...fixed, timeoutMs: 300 });
+      assert.deepEqual(podsOf(later), [], `${what}: nothing answers any more`);
+      const echo = await env.send('node1-b', 'udp', pod('node1-a').ip, 5353);
+      assert.ok(echo.ok && echo.reply.pod === 'node1-a', 'the old endpoint is still running');
+      return value.ok ? '' : value.error;
+    };
+
+    it('a UDP Service dropping to zero endpoints: its conntrack entries go, the flow is rejected', async () => {
+      const firstError = await staleUDPGone('zero endpoints', '10.96.0.22', 41001, () =>
+        env.apply(endpointSlice('udp-41001', [], webPorts())),
+      );
+      // The first datagram after the entry went was REJECTed (later ICMP errors may be rate-limited by the kernel).
+      assert.equal(firstError, 'ECONNREFUSED', 'REJECT now applies to the flow');
+    });
+
+    it('a deleted UDP Service: its conntrack entries go', async () => {
+      await staleUDPGone('Service deleted', '10.96.0.23', 41002, () => env.kube.remove('Service', 'udp-41002'));
+    });
+
     it('converges after endpoint and Service changes (measured)', async () => {
       const ip = '10.96.0.21';
       await env.apply(
