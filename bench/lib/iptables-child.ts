@@ -29,7 +29,7 @@ export interface Phase {
   readonly totalS: number;
   /** Renderer wall time (single-threaded, CPU-bound). */
   readonly renderS: number;
-  /** Renderer CPU time (process.cpuUsage around renderIptables). */
+  /** Renderer CPU time (process.cpuUsage around IptablesRenderer.render). */
   readonly renderCpuS: number;
   /** CPU of the proxy process during the sync (render, spawn, I/O). */
   readonly selfCpuS: number;

@@ -7,7 +7,7 @@
 //   2. the kernel's ruleset is read (iptables-save / nft -j list table);
 //   3. the REAL dataplane (IptablesDataplane / NftablesDataplane) runs one
 //      full sync against an in-memory copy of that ruleset (iptables: the
-//      fake runner over FakeIptables loaded with the dump; nftables: a runner
+//      fake runner over Fake loaded with the dump; nftables: a runner
 //      that serves the real read-back and keeps the `nft -f` script), so the
 //      comparison includes the jump rules, canaries and stale-chain cleanup;
 //   4. the result is compared chain by chain with what the kernel holds.

@@ -1,6 +1,6 @@
 // iptables side of `diff`: the real IptablesDataplane runs one full sync
 // against the fake runner (src/platform/iptables/fakerunner.ts) whose
-// FakeIptables holds the kernel's iptables-save dump; the result is compared
+// Fake holds the kernel's iptables-save dump; the result is compared
 // chain by chain with the dump. Features (random-fully, nfacct counters,
 // be_liberal) are read from the real system without changing it (`nfacct
 // get`, never `nfacct add`), and passed as the renderer's options.
@@ -8,7 +8,7 @@
 import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
 import { sameRule } from '../dataplane/iptables/canon.js';
 import { diffIptables, diffText, type ChainDiff } from '../dataplane/iptables/diff.js';
-import { FakeIptables, type IptablesTable } from '../dataplane/iptables/fake.js';
+import { Fake, type IptablesTable } from '../dataplane/iptables/fake.js';
 import { DEFAULT_IPTABLES_OPTIONS, type IptablesOptions } from '../dataplane/iptables/index.js';
 import { realClock } from '../platform/clock.js';
 import { ExecError } from '../platform/exec.js';
@@ -95,7 +95,7 @@ function canonicalCheck(fr: FakeRunner): CommandRunner {
 export async function diffIptablesFamily(i: IptablesFamilyInput): Promise<FamilyDiff> {
   const save = (await i.run(i.family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', [])).stdout;
   const { version, options } = await readOnlyOptions(i.run, i.family);
-  const before = new FakeIptables();
+  const before = new Fake();
   before.load(save);
   const fr = fakeRunner({ version });
   fr.ipt.load(save);

@@ -13,8 +13,8 @@ import { parseArgs } from 'node:util';
 import { ProxyError } from '../core/errors.js';
 import { ipFamilyOf, normalizeIP } from '../core/ip.js';
 import type { IPFamily, Protocol } from '../core/types.js';
-import { FakeIptables } from '../dataplane/iptables/fake.js';
-import { tracePacket as traceIptables } from '../dataplane/iptables/trace.js';
+import { Fake } from '../dataplane/iptables/fake.js';
+import { trace as traceIptables } from '../dataplane/iptables/trace.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/iptables/runner.js';
 import { explainNftables } from './explainnft.js';
 import { explanationText, serviceFromComment, summarize, type Explanation } from './explainview.js';
@@ -125,7 +125,7 @@ export async function explainIptables(
   localIPs: readonly string[],
 ): Promise<Explanation> {
   const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', []);
-  const fake = new FakeIptables();
+  const fake = new Fake();
   fake.load(save.stdout);
   const r = traceIptables(
     fake,

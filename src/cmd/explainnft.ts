@@ -7,7 +7,7 @@ import type { IPFamily } from '../core/types.js';
 import { loadNftTable, parseElementsJSON, parseNftListing } from '../dataplane/nftables/listing.js';
 import { nftFamily, TABLE_NAME } from '../dataplane/nftables/names.js';
 import type { Fake } from '../dataplane/nftables/fake.js';
-import { traceNftPacket } from '../dataplane/nftables/trace.js';
+import { trace } from '../dataplane/nftables/trace.js';
 import type { CommandRunner } from '../platform/iptables/runner.js';
 import type { ExplainRequest } from './explain.js';
 import { serviceFromComment, summarize, type Explanation } from './explainview.js';
@@ -33,7 +33,7 @@ export async function explainNftables(
   localIPs: readonly string[],
 ): Promise<Explanation> {
   const fake = await readLiveNftTable(run, family);
-  const r = traceNftPacket(
+  const r = trace(
     fake,
     { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol, ...(req.iif ? { iif: req.iif } : {}) },
     localIPs,

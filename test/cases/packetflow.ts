@@ -1,18 +1,24 @@
-// The SHARED, mode-agnostic packet-flow case table (reference 5.3, upstream
-// runPacketFlowTests cases). Each scenario is data: Service / EndpointSlice
-// JSON, the node, config overrides, and flows with expected results. Every
-// datapath runs the same table through its own renderer -> fake -> tracer, and
-// the netns end-to-end suite reuses the setups.
+// The shared packet-flow table: the same Service behaviours, as data, for
+// every mode. Each scenario is Service / EndpointSlice JSON, the node, config
+// overrides, and flows with the expected result. Every mode runs the table
+// through its own renderer -> Fake -> trace (runtable.ts), and the network
+// namespace end-to-end suites reuse the setups. The cases follow upstream's
+// packet-flow tests (runPacketFlowTests and its tables in
+// pkg/proxy/iptables/proxier_test.go and pkg/proxy/nftables/proxier_test.go);
+// scenario names are upstream's test names where there is one.
 //
 // Conventions:
 // - `output` is "" (nothing matched), "REJECT" | "DROP" | "ACCEPT", or a
 //   comma-separated endpoint list. Endpoint lists are compared as SETS (use
 //   sameOutput()): with probabilistic selection every endpoint is a possible
 //   result, and tracers may collect them in different orders.
-// - expected.default applies to every mode without its own entry; `only`
-//   restricts a flow to the modes that implement that behaviour.
+// - expected.default applies to every mode without its own entry. A mode
+//   that does not honour a case lists it, with the reason, in the skips it
+//   hands runPacketFlowTable (the table itself stays mode-neutral).
 // - config.nodePortAddresses undefined means each mode's own default
 //   (iptables: all local IPs; nftables: "primary").
+// - `refs` are stable ids of the upstream cases a scenario covers; they
+//   appear in the suite names.
 
 import type { EndpointSlice, Service } from '../../src/core/api.js';
 import type { IPFamily, Protocol, ProxyMode } from '../../src/core/types.js';
@@ -41,8 +47,8 @@ export interface PacketFlow {
   readonly dst: string;
   readonly port: number;
   readonly protocol: Protocol;
-  readonly expected: { readonly iptables?: FlowExpect; readonly nftables?: FlowExpect; readonly default: FlowExpect };
-  readonly only?: readonly ProxyMode[];
+  /** Per-mode expectations where a mode differs; `default` for all others. */
+  readonly expected: Partial<Record<ProxyMode, FlowExpect>> & { readonly default: FlowExpect };
 }
 
 export interface ScenarioConfig {
@@ -56,7 +62,7 @@ export interface ScenarioConfig {
 
 export interface Scenario {
   readonly name: string;
-  /** Reference 5.3 row numbers covered. */
+  /** Ids of the behaviours covered (see the header). */
   readonly refs: readonly number[];
   readonly family: IPFamily;
   readonly setup: {
@@ -65,10 +71,9 @@ export interface Scenario {
     readonly config?: ScenarioConfig;
   };
   readonly flows: readonly PacketFlow[];
-  readonly only?: readonly ProxyMode[];
 }
 
-type Extra = { protocol?: Protocol; iptables?: FlowExpect; nftables?: FlowExpect; only?: ProxyMode[] };
+type Extra = { protocol?: Protocol } & Partial<Record<ProxyMode, FlowExpect>>;
 
 function flow(
   name: string,
@@ -79,7 +84,7 @@ function flow(
   masq: boolean,
   extra: Extra = {},
 ): PacketFlow {
-  const { protocol, only, ...modes } = extra;
+  const { protocol, ...modes } = extra;
   return {
     name,
     src,
@@ -87,7 +92,6 @@ function flow(
     port,
     protocol: protocol ?? 'TCP',
     expected: { ...modes, default: { output, masq } },
-    ...(only ? { only } : {}),
   };
 }
 
@@ -104,10 +108,7 @@ export function sameOutput(a: string, b: string): boolean {
 }
 
 export function expectedFor(f: PacketFlow, mode: ProxyMode): FlowExpect {
-  return (
-    (mode === 'iptables' ? f.expected.iptables : mode === 'nftables' ? f.expected.nftables : undefined) ??
-    f.expected.default
-  );
+  return f.expected[mode] ?? f.expected.default;
 }
 
 const eps = (...xs: string[]) => xs.join(', ');
@@ -200,9 +201,7 @@ const clusterIPGeneral: Scenario = {
     flow('svc1 does not accept svc2 ports', '10.180.0.2', '172.30.0.41', 443, 'REJECT', false, {
       iptables: NOMATCH_IPT,
     }),
-    flow('unallocated IP inside the ServiceCIDR', '10.180.0.2', '172.30.0.50', 80, 'DROP', false, {
-      only: ['nftables'],
-    }),
+    flow('unallocated IP inside the ServiceCIDR', '10.180.0.2', '172.30.0.50', 80, 'DROP', false),
   ],
 };
 
@@ -686,7 +685,6 @@ function hcScenario(name: string, config?: ScenarioConfig): Scenario {
     name,
     refs: [54],
     family: 'IPv4',
-    only: ['iptables'],
     setup: { services: [etpService('Local')], slices: [etpSlice], ...(config ? { config } : {}) },
     flows: [flow('health check node port is accepted', '1.2.3.4', NODE, 30000, 'ACCEPT', false)],
   };

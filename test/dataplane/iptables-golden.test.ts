@@ -5,7 +5,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig } from '../../src/core/types.js';
-import { DEFAULT_IPTABLES_OPTIONS, renderIptables } from '../../src/dataplane/iptables/index.js';
+import { DEFAULT_IPTABLES_OPTIONS, IptablesRenderer } from '../../src/dataplane/iptables/index.js';
+
+/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
+const renderer = new IptablesRenderer();
 
 export const WORKED_EXAMPLE = `*filter
 :KUBE-SERVICES - [0:0]
@@ -98,7 +101,7 @@ function workedState() {
 }
 
 test('reference 4.1 worked example is reproduced byte for byte', () => {
-  const r = renderIptables({
+  const r = renderer.render({
     state: workedState(),
     config: WORKED_CONFIG,
     options: DEFAULT_IPTABLES_OPTIONS,
@@ -118,7 +121,7 @@ test('reference 4.1 worked example is reproduced byte for byte', () => {
 });
 
 test('options: no --random-fully, be_liberal drops the INVALID rule, no nfacct counters', () => {
-  const r = renderIptables({
+  const r = renderer.render({
     state: workedState(),
     config: WORKED_CONFIG,
     previous: null,
@@ -133,7 +136,7 @@ test('options: no --random-fully, be_liberal drops the INVALID rule, no nfacct c
   assert.match(r.restoreText, /-j MASQUERADE\n/);
   assert.doesNotMatch(r.restoreText, /INVALID/);
   assert.doesNotMatch(r.restoreText, /nfacct/);
-  const r2 = renderIptables({
+  const r2 = renderer.render({
     state: workedState(),
     config: WORKED_CONFIG,
     previous: null,
@@ -148,7 +151,7 @@ test('options: no --random-fully, be_liberal drops the INVALID rule, no nfacct c
 
 test('local detectors: bridge, prefix and none', () => {
   const render = (localDetector: DataplaneConfig['localDetector']) =>
-    renderIptables({
+    renderer.render({
       state: workedState(),
       config: { ...WORKED_CONFIG, localDetector },
       options: DEFAULT_IPTABLES_OPTIONS,
@@ -159,7 +162,7 @@ test('local detectors: bridge, prefix and none', () => {
   assert.match(render({ kind: 'prefix', interfacePrefix: 'veth' }), /--dport 80 ! -i veth\+ -j KUBE-MARK-MASQ\n/);
   const none = render({ kind: 'none' });
   assert.doesNotMatch(none, /-A KUBE-SVC-CDGGSHYLG3RE2FKL -m comment --comment "default\/web:http cluster IP"/);
-  const all = renderIptables({
+  const all = renderer.render({
     state: workedState(),
     config: { ...WORKED_CONFIG, masqueradeAll: true },
     options: DEFAULT_IPTABLES_OPTIONS,
@@ -174,7 +177,7 @@ test('local detectors: bridge, prefix and none', () => {
 
 test('nodePortAddresses: per-IP jumps, loopback only with localhost NodePorts, MatchAll variants', () => {
   const render = (cfg: Partial<DataplaneConfig>) =>
-    renderIptables({
+    renderer.render({
       state: workedState(),
       config: { ...WORKED_CONFIG, localIPs: ['127.0.0.1', '192.168.0.10', '10.1.0.1'], ...cfg },
       options: DEFAULT_IPTABLES_OPTIONS,
@@ -220,7 +223,7 @@ test('IPv6 family: no KUBE-FIREWALL, ! -d ::1/128, [ip]:port endpoints', () => {
     },
   ];
   const state = syncStateFromObjects({ services, slices, family: 'IPv6', nodeIPs: { IPv6: '2001:db8::1' } });
-  const r = renderIptables({
+  const r = renderer.render({
     state,
     previous: null,
     existingNatChains: [],

@@ -8,10 +8,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import { DEFAULT_IPTABLES_OPTIONS, FakeIptables, renderIptables } from '../../src/dataplane/iptables/index.js';
+import { DEFAULT_IPTABLES_OPTIONS, Fake, IptablesRenderer } from '../../src/dataplane/iptables/index.js';
 import { LOCAL, service, slice } from '../cases/fixtures.js';
 import { scenarioConfig } from '../cases/resolve.js';
-import { sortRestoreText } from '../tracer/iptables.js';
+import { sortRestoreText } from '../support/sortrules.js';
+
+/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
+const renderer = new IptablesRenderer();
 
 const EXPECTED = `*filter
 :KUBE-NODEPORTS - [0:0]
@@ -172,7 +175,7 @@ const config = scenarioConfig(
 );
 
 test('TestOverallIPTablesRules (upstream golden, sorted like sortIPTablesRules)', () => {
-  const r = renderIptables({
+  const r = renderer.render({
     state: overallState(),
     config,
     options: { ...DEFAULT_IPTABLES_OPTIONS, randomFully: false },
@@ -182,7 +185,7 @@ test('TestOverallIPTablesRules (upstream golden, sorted like sortIPTablesRules)'
   const got = sortRestoreText(r.restoreText.replaceAll('0x00004000', '0x4000'));
   assert.equal(got, EXPECTED);
   // the payload is valid restore input
-  new FakeIptables().restore(r.restoreText);
+  new Fake().restore(r.restoreText);
   assert.deepEqual(r.noLocalEndpoints, { internal: 0, external: 1 });
   assert.equal(r.natRulesTotal, r.natRules);
 });

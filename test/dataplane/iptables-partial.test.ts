@@ -10,10 +10,10 @@ import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import {
   chainsFromSave,
   DEFAULT_IPTABLES_OPTIONS,
-  FakeIptables,
+  Fake,
   IPTABLES_JUMP_CHAINS,
   jumpRuleArgs,
-  renderIptables,
+  IptablesRenderer,
   staleChains,
   type IptablesMemory,
   type IptablesRender,
@@ -21,7 +21,10 @@ import {
 import { endpointChainName, serviceChainName } from '../../src/dataplane/iptables/names.js';
 import { LOCAL, LOCAL_IPS_V4, service, slice } from '../cases/fixtures.js';
 import { scenarioConfig } from '../cases/resolve.js';
-import { tracePacket } from '../tracer/iptables.js';
+import { trace as tracePacket } from '../../src/dataplane/iptables/trace.js';
+
+/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
+const renderer = new IptablesRenderer();
 
 const config = scenarioConfig(
   { name: 'p', refs: [], family: 'IPv4', setup: { services: [], slices: [] }, flows: [] },
@@ -37,7 +40,7 @@ const slice2a = slice('svc2', p80, [{ ip: '10.180.0.2' }]);
 const slice2b = slice('svc2', p80, [{ ip: '10.180.0.2' }, { ip: '10.180.0.3' }]);
 
 class Syncer {
-  readonly fake = new FakeIptables();
+  readonly fake = new Fake();
   memory: IptablesMemory | null = null;
   last: IptablesRender | null = null;
 
@@ -50,7 +53,7 @@ class Syncer {
       fullSync,
       changedServices: changed,
     });
-    const r = renderIptables({
+    const r = renderer.render({
       state,
       config,
       options: DEFAULT_IPTABLES_OPTIONS,
@@ -72,8 +75,7 @@ class Syncer {
 
 const natSection = (t: string) => t.slice(t.indexOf('*nat'));
 const filterSection = (t: string) => t.slice(0, t.indexOf('*nat'));
-const trace = (f: FakeIptables, dst: string, port = 80) =>
-  tracePacket(f, { src: '10.0.0.2', dst, port }, LOCAL_IPS_V4).output;
+const trace = (f: Fake, dst: string, port = 80) => tracePacket(f, { src: '10.0.0.2', dst, port }, LOCAL_IPS_V4).output;
 
 test('a partial sync writes only the changed service chains, and keeps the rest working', () => {
   const s = new Syncer();
@@ -148,7 +150,7 @@ test('stale chains are found from memory even without iptables-save, and only ou
     fullSync: false,
     changedServices: ['ns1/svc2'],
   });
-  const r = renderIptables({
+  const r = renderer.render({
     state,
     config,
     options: DEFAULT_IPTABLES_OPTIONS,
@@ -166,10 +168,16 @@ test('no memory (first sync or after a failure) or fullSync means a full nat sec
     fullSync: false,
     changedServices: [],
   });
-  const r = renderIptables({ state, config, options: DEFAULT_IPTABLES_OPTIONS, previous: null, existingNatChains: [] });
+  const r = renderer.render({
+    state,
+    config,
+    options: DEFAULT_IPTABLES_OPTIONS,
+    previous: null,
+    existingNatChains: [],
+  });
   assert.equal(r.partial, false);
   assert.ok(r.restoreText.includes(`:${serviceChainName('ns1/svc1:p80', 'TCP')} - [0:0]`));
-  const r2 = renderIptables({
+  const r2 = renderer.render({
     state: { ...state, fullSync: true },
     config,
     options: DEFAULT_IPTABLES_OPTIONS,
@@ -177,7 +185,7 @@ test('no memory (first sync or after a failure) or fullSync means a full nat sec
     existingNatChains: [],
   });
   assert.equal(r2.partial, false);
-  const r3 = renderIptables({
+  const r3 = renderer.render({
     state,
     config,
     options: DEFAULT_IPTABLES_OPTIONS,

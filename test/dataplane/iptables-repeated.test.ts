@@ -1,5 +1,5 @@
 // Port of upstream TestSyncProxyRulesRepeated: a sequence of syncs against one
-// FakeIptables, each payload compared (after sortIPTablesRules) with upstream's
+// Fake, each payload compared (after sortIPTablesRules) with upstream's
 // expectation: partial syncs write only changed services' chains, deleted
 // chains are declared and -X'd, and a failed partial restore (a dangling jump
 // injected from outside) is followed by a full sync that repairs everything.
@@ -12,13 +12,16 @@ import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import {
   chainsFromSave,
   DEFAULT_IPTABLES_OPTIONS,
-  FakeIptables,
-  renderIptables,
+  Fake,
+  IptablesRenderer,
   type IptablesMemory,
 } from '../../src/dataplane/iptables/index.js';
 import { service, slice } from '../cases/fixtures.js';
 import { scenarioConfig } from '../cases/resolve.js';
-import { sortRestoreText } from '../tracer/iptables.js';
+import { sortRestoreText } from '../support/sortrules.js';
+
+/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
+const renderer = new IptablesRenderer();
 
 const config = scenarioConfig(
   { name: 'r', refs: [], family: 'IPv4', setup: { services: [], slices: [] }, flows: [] },
@@ -99,7 +102,7 @@ const svc3TwoEps =
   toSep(SVC3, 'ns3/svc3:p80', '10.0.3.3:80', SEP3c);
 
 test('TestSyncProxyRulesRepeated', () => {
-  const fake = new FakeIptables();
+  const fake = new Fake();
   let memory: IptablesMemory | null = null;
   const sync = (services: Service[], slices: EndpointSlice[], changed: string[]) => {
     const state = syncStateFromObjects({
@@ -110,7 +113,7 @@ test('TestSyncProxyRulesRepeated', () => {
       fullSync: false,
       changedServices: changed,
     });
-    const r = renderIptables({
+    const r = renderer.render({
       state,
       config,
       options,

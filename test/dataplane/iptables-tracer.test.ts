@@ -2,13 +2,19 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeIptables } from '../../src/dataplane/iptables/index.js';
-import { tracePacket } from '../tracer/iptables.js';
+import { Fake } from '../../src/dataplane/iptables/index.js';
+import { trace, type TracePacket } from '../../src/dataplane/iptables/trace.js';
 
 const LOCAL = ['127.0.0.1', '192.168.0.2'];
 
-function fakeWith(nat: string, filter = ''): FakeIptables {
-  const f = new FakeIptables();
+/** The parts of a trace these tests compare (the full result also has steps, verdict and candidates). */
+function tracePacket(fake: Fake, packet: TracePacket, localIPs: readonly string[]) {
+  const r = trace(fake, packet, localIPs);
+  return { output: r.output, masq: r.masq, matched: r.matched };
+}
+
+function fakeWith(nat: string, filter = ''): Fake {
+  const f = new Fake();
   f.restore(
     `*filter\n:KUBE-T - [0:0]\n${filter}COMMIT\n*nat\n:KUBE-T - [0:0]\n:KUBE-MARK-MASQ - [0:0]\n-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000\n${nat}COMMIT\n`,
   );

@@ -7,7 +7,7 @@ import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
-import { tracePacket, type TracePacket } from '../tracer/nftables.js';
+import { trace, type TracePacket } from '../../src/dataplane/nftables/trace.js';
 import {
   ALT_NODE_IP,
   EXTERNAL_CLIENT,
@@ -57,7 +57,7 @@ function load(services: unknown[], slices: unknown[], config: DataplaneConfig = 
 function check(fakes: Fake[], cases: Array<[string, TracePacket, string, boolean]>): void {
   for (const fake of fakes) {
     for (const [name, pkt, output, masq] of cases) {
-      const r = tracePacket(fake, pkt, LOCAL_IPS);
+      const r = trace(fake, pkt, LOCAL_IPS);
       assert.deepEqual({ output: r.output, masq: r.masq }, { output, masq }, `${name}\n${r.matched.join('\n')}`);
     }
   }

@@ -22,7 +22,7 @@ import {
   svcPort,
   withClusterIP,
 } from '../support/fixtures.js';
-import { tracePacket } from '../tracer/nftables.js';
+import { trace } from '../../src/dataplane/nftables/trace.js';
 
 const CONFIG: DataplaneConfig = {
   family: 'IPv4',
@@ -120,7 +120,7 @@ test('an endpoint change is element-only: flush the map and add the new interval
   );
   fake.run(change.tx);
   assert.equal(
-    tracePacket(fake, { src: '10.0.0.2', dst: '172.30.0.41', port: 80, protocol: 'UDP' }, [NODE_IP]).output,
+    trace(fake, { src: '10.0.0.2', dst: '172.30.0.41', port: 80, protocol: 'UDP' }, [NODE_IP]).output,
     '10.180.0.1:8080, 10.180.0.3:8080',
   );
 });
@@ -160,7 +160,7 @@ test('switching a service to affinity drops its map and uses endpoint chains; ba
   fake.run(r.render(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1', '10.180.0.2')], ['ns/a']), 20).tx);
   assert.equal([...fake.sets.keys()].filter((n) => n.startsWith('endpoints-')).length, 1);
   assert.equal(
-    tracePacket(fake, { src: '10.0.0.2', dst: '172.30.0.41', port: 80, protocol: 'UDP' }, [NODE_IP]).output,
+    trace(fake, { src: '10.0.0.2', dst: '172.30.0.41', port: 80, protocol: 'UDP' }, [NODE_IP]).output,
     '10.180.0.1:8080, 10.180.0.2:8080',
   );
 });

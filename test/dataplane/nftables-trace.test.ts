@@ -1,5 +1,5 @@
 // The path the pure nftables tracer (src/dataplane/nftables/trace.ts, used by
-// `explain`; test/tracer/nftables.ts wraps it) records, on every flow of the
+// `explain` and the packet-flow tests) records, on every flow of the
 // shared packet-flow table, all endpoint layouts (the outputs themselves are
 // checked against the expectations by nftables-packetflow.test.ts):
 //   - DNAT candidates are the output's endpoints, their probabilities add up
@@ -10,12 +10,14 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PACKET_FLOW_SCENARIOS } from '../cases/packetflow.js';
+import { casesFor } from '../cases/runtable.js';
+import { NFTABLES_FLOW_SKIPS } from './nftables-fixtures.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { nftFamily } from '../../src/dataplane/nftables/names.js';
 import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
 import type { EndpointLayout } from '../../src/dataplane/nftables/static.js';
-import { traceNftPacket } from '../../src/dataplane/nftables/trace.js';
+import { trace } from '../../src/dataplane/nftables/trace.js';
 
 function loadScenario(s: (typeof PACKET_FLOW_SCENARIOS)[number], layout: EndpointLayout): Fake {
   const fake = new Fake(nftFamily(s.family));
@@ -26,16 +28,12 @@ function loadScenario(s: (typeof PACKET_FLOW_SCENARIOS)[number], layout: Endpoin
 for (const layout of ['upstream', 'lean', 'maps'] as const) {
   describe(`nftables trace.ts path recording (${layout})`, () => {
     for (const s of PACKET_FLOW_SCENARIOS) {
-      if (s.only && !s.only.includes('nftables')) continue;
+      const cases = casesFor(s, 'nftables', NFTABLES_FLOW_SKIPS);
+      if (cases.length === 0) continue;
       test(s.name, () => {
         const fake = loadScenario(s, layout);
-        for (const f of s.flows) {
-          if (f.only && !f.only.includes('nftables')) continue;
-          const got = traceNftPacket(
-            fake,
-            { src: f.src, dst: f.dst, port: f.port, protocol: f.protocol },
-            scenarioLocalIPs(s),
-          );
+        for (const { flow: f } of cases) {
+          const got = trace(fake, { src: f.src, dst: f.dst, port: f.port, protocol: f.protocol }, scenarioLocalIPs(s));
           const what = `${f.name}: ${f.src} -> ${f.dst}:${f.port}`;
           assert.deepEqual(
             got.steps.map((x) => `${x.chain}: ${x.rule}`),

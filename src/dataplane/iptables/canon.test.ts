@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { canonicalRule, sameRule } from './canon.js';
-import { FakeIptables } from './fake.js';
+import { Fake } from './fake.js';
 import { diffIptables, diffRules, diffText } from './diff.js';
 
 const PAIRS: ReadonlyArray<[string, string]> = [
@@ -86,7 +86,7 @@ test('diffRules aligns unchanged rules and marks the rest', () => {
 });
 
 test('diffIptables: added, removed and changed chains; unchanged chains (in either spelling) are left out', () => {
-  const before = new FakeIptables();
+  const before = new Fake();
   before.load(`*nat
 :PREROUTING ACCEPT [0:0]
 :KUBE-SERVICES - [0:0]
@@ -96,7 +96,7 @@ test('diffIptables: added, removed and changed chains; unchanged chains (in eith
 -A KUBE-SERVICES -d 172.30.0.1/32 -p tcp -m comment --comment "ns/old cluster IP" -m tcp --dport 80 -j KUBE-SVC-OLD
 COMMIT
 `);
-  const after = new FakeIptables();
+  const after = new Fake();
   after.restore(
     `*nat
 :KUBE-SERVICES - [0:0]

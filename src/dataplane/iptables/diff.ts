@@ -1,10 +1,10 @@
 // Chain-by-chain difference between two iptables states (for `diff`: the
-// kernel now vs. the kernel after a sync, both as FakeIptables). Rules are
+// kernel now vs. the kernel after a sync, both as Fake). Rules are
 // compared by their canonical form (canon.ts), so the renderer's spelling and
 // iptables-save's spelling of one rule are equal. Pure.
 
 import { canonicalRule } from './canon.js';
-import type { FakeIptables, IptablesTable } from './fake.js';
+import type { Fake, IptablesTable } from './fake.js';
 
 export type DiffOp = ' ' | '+' | '-';
 
@@ -85,7 +85,7 @@ function middle(a: string[], b: string[], aText: readonly string[], bText: reado
 }
 
 /** Every chain that differs between `before` and `after`, tables in restore order, chains by name. */
-export function diffIptables(before: FakeIptables, after: FakeIptables): ChainDiff[] {
+export function diffIptables(before: Fake, after: Fake): ChainDiff[] {
   const out: ChainDiff[] = [];
   for (const table of TABLES) {
     const names = [...new Set([...before.chains(table), ...after.chains(table)])].sort();

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { hasCode } from '../../core/errors.js';
-import { FakeIptables } from './fake.js';
+import { Fake } from './fake.js';
 import { chainsFromSave } from './jumps.js';
 
 const base = `*nat
@@ -17,7 +17,7 @@ const base = `*nat
 COMMIT
 `;
 
-function rejects(fake: FakeIptables, text: string, re: RegExp): void {
+function rejects(fake: Fake, text: string, re: RegExp): void {
   const before = fake.save();
   assert.throws(
     () => fake.restore(text),
@@ -27,7 +27,7 @@ function rejects(fake: FakeIptables, text: string, re: RegExp): void {
 }
 
 test('restore creates chains and rules; save prints built-ins first, then user chains sorted', () => {
-  const f = new FakeIptables();
+  const f = new Fake();
   f.restore(base);
   assert.equal(
     f.save('nat'),
@@ -57,7 +57,7 @@ COMMIT
 });
 
 test('--noflush: declared chains are flushed, undeclared chains and built-in rules are kept', () => {
-  const f = new FakeIptables();
+  const f = new Fake();
   f.restore(base);
   f.ensureRule('prepend', 'nat', 'PREROUTING', [
     '-m',
@@ -82,7 +82,7 @@ test('--noflush: declared chains are flushed, undeclared chains and built-in rul
 });
 
 test('-X deletes a flushed, unreferenced chain', () => {
-  const f = new FakeIptables();
+  const f = new Fake();
   f.restore(base);
   f.restore(
     '*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SVC-A - [0:0]\n:KUBE-SEP-A - [0:0]\n-X KUBE-SVC-A\n-X KUBE-SEP-A\nCOMMIT\n',
@@ -93,7 +93,7 @@ test('-X deletes a flushed, unreferenced chain', () => {
 });
 
 test('invalid input is rejected and leaves the table unchanged', () => {
-  const f = new FakeIptables();
+  const f = new Fake();
   f.restore(base);
   rejects(
     f,
@@ -123,7 +123,7 @@ test('invalid input is rejected and leaves the table unchanged', () => {
 });
 
 test("each table commits on its own, like iptables-nft: a later table's error keeps earlier tables", () => {
-  const f = new FakeIptables();
+  const f = new Fake();
   f.restore(base);
   assert.throws(
     () => f.restore('*filter\n:KUBE-OK - [0:0]\nCOMMIT\n*nat\n:KUBE-NEW - [0:0]\n-A NOPE -j ACCEPT\nCOMMIT\n'),
@@ -135,7 +135,7 @@ test("each table commits on its own, like iptables-nft: a later table's error ke
 });
 
 test('accepted like the real tool: DNAT without port, policy on a user chain, -p before --dport', () => {
-  const f = new FakeIptables();
+  const f = new Fake();
   f.restore(
     '*nat\n:KUBE-T ACCEPT [0:0]\n-A KUBE-T -j DNAT --to-destination 10.0.0.1\n-A KUBE-T -j DNAT --to-destination fd00::1\n-A KUBE-T -p udp --dport 53 -j DNAT --to-destination [fd00::1]:53\n-A KUBE-T -m tcp -p tcp --dport 1 -j RETURN\nCOMMIT\n',
   );
@@ -143,7 +143,7 @@ test('accepted like the real tool: DNAT without port, policy on a user chain, -p
 });
 
 test('ensureRule is idempotent and checks the target exists', () => {
-  const f = new FakeIptables();
+  const f = new Fake();
   f.restore(base);
   const args = ['-m', 'comment', '--comment', 'kubernetes service portals', '-j', 'KUBE-SERVICES'];
   assert.equal(f.ensureRule('prepend', 'nat', 'OUTPUT', args), false);
@@ -156,7 +156,7 @@ test('ensureRule is idempotent and checks the target exists', () => {
 });
 
 test('-I, -D and -N inside restore input', () => {
-  const f = new FakeIptables();
+  const f = new Fake();
   f.restore('*filter\n-N KUBE-A\n-A INPUT -j KUBE-A\n-I INPUT 1 -j ACCEPT\nCOMMIT\n');
   assert.deepEqual(f.rules('filter', 'INPUT'), ['-j ACCEPT', '-j KUBE-A']);
   f.restore('*filter\n-D INPUT -j KUBE-A\nCOMMIT\n');

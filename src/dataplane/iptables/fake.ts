@@ -74,7 +74,7 @@ const isTable = (s: string): s is IptablesTable => s in BUILTINS;
 /** Canonical form of a rule for comparisons (-D, -C): its tokens. */
 const canon = (rule: string) => (tokenize(rule) ?? [rule]).join('\u0000');
 
-export class FakeIptables {
+export class Fake {
   private tables = new Map<IptablesTable, TableState>();
   /** Every restore payload applied successfully, oldest first. */
   readonly restores: string[] = [];

@@ -1,49 +1,43 @@
-// iptables datapath, pure side. API for the platform helper (src/platform/iptables/).
+// The iptables mode, pure side (the platform side is src/platform/iptables).
+// Same shape as every mode (docs/architecture.md): a renderer class, a Fake
+// of the kernel interface and a trace over the Fake.
 //
-// A sync, as upstream syncProxyRules does it:
-//   1. existing = chainsFromSave(<iptables-save -t nat>, 'nat'), or null to skip that
-//      cleanup (upstream skips it while the last render was largeClusterMode and the
-//      last cleanup is younger than syncPeriod; chains of services deleted since
-//      the last render are still removed, from previous.natChainsActive)
-//   2. r = renderIptables({ state, config, options, previous: memory, existingNatChains: existing })
-//      (log/count r.skipped; metrics from r.filterRules / r.natRules / r.natRulesTotal /
-//       r.noLocalEndpoints; r.partial tells a partial sync)
-//   3. exec `iptables-restore --noflush --counters` (ip6tables-restore for IPv6) with r.restoreText
-//   4. on success: memory = r.memory; if !r.partial ensure the jump rules (below).
-//      on failure: memory = null (the next render is full).
+// IptablesRenderer (renderer.ts) turns a SyncState into one
+// `iptables-restore --noflush --counters` payload, `*filter … COMMIT\n*nat …
+// COMMIT\n`, in upstream's order (pkg/proxy/iptables/proxier.go
+// syncProxyRules). One renderer per dataplane; its memory is a memo of
+// rendered service ports that only saves work. render(input):
+//   - input.previous is the `memory` of the last render whose restore
+//     succeeded, or null to force a full sync (first sync, after a failure);
+//   - the filter section is always complete; the nat section always rewrites
+//     KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING and KUBE-MARK-MASQ, and
+//     writes the SVC/SVL/EXT/FW/SEP chains only of state.changedServices on a
+//     partial sync (r.partial);
+//   - stale service chains (in input.existingNatChains, which is the chain
+//     list of `iptables-save -t nat` or null to skip that check, or in
+//     previous.natChainsActive) are declared and deleted with `-X`;
+//   - never throws on bad data: an unrenderable service port is listed in
+//     r.skipped. Counts for the metrics: filterRules, natRules,
+//     natRulesTotal, noLocalEndpoints.
+// The caller (src/platform/iptables/dataplane.ts) applies r.restoreText,
+// keeps r.memory only on success, and after a full sync ensures the jump
+// rules from the built-in chains (IPTABLES_JUMP_CHAINS, jumpRuleArgs;
+// entries with onlyIfChainRendered only when r.filterChains holds the
+// target).
 //
-// renderIptables(input: IptablesRenderInput): IptablesRender
-//   Pure and deterministic (services in key order). Produces the exact restore
-//   payload `*filter … COMMIT\n*nat … COMMIT\n` in upstream order:
-//   - the filter section is always complete;
-//   - the nat section always rewrites KUBE-SERVICES, KUBE-NODEPORTS,
-//     KUBE-POSTROUTING, KUBE-MARK-MASQ; SVC/SVL/EXT/FW/SEP chains are written
-//     only for services in state.changedServices (a partial sync), unless
-//     state.fullSync or previous === null (or of another family);
-//   - stale service chains (in existingNatChains or previous.natChainsActive but
-//     no longer active) are declared and deleted with `-X`, listed in deletedChains.
-//   Options: randomFully, nfacct counters present, beLiberal, largeClusterThreshold
-//   (DEFAULT_IPTABLES_OPTIONS = upstream defaults with everything supported).
-//   Never throws on bad data: an unrenderable service port is skipped and listed.
+// Fake (fake.ts): the kernel's iptables tables in memory. restore(text,
+// {noflush}) applies each table all-or-nothing at its COMMIT (as iptables-nft
+// does) or throws ProxyError KPT_EXEC_FAILED; save(table?) prints
+// iptables-save text; load(text) reads it back; ensureRule() mirrors
+// upstream's EnsureRule.
 //
-// Jump rules (reference 4.1 table): IPTABLES_JUMP_CHAINS: readonly JumpChain[]
-//   {table, from, to, comment, extraArgs, onlyIfChainRendered}; argv via
-//   jumpRuleArgs(j) for `iptables -t <table> -C|-I <from> [1] ...args`. Install only
-//   after the restore that creates the targets; skip entries with
-//   onlyIfChainRendered unless r.filterChains includes j.to (KUBE-FIREWALL).
-// IPTABLES_TOP_LEVEL_CHAINS, KUBE_PROXY_CANARY: for the canary and cleanup.
-// chainsFromSave(saveText, table): string[] — chain names of one table of iptables-save output.
-// staleChains(existing, active): string[] — our service chains not active, sorted.
-// Names: servicePortChainHash, serviceChainName, localChainName, externalChainName,
-//   firewallChainName, endpointChainName, isServiceChainName.
+// trace (trace.ts): follows a new connection's first packet through a Fake
+// from the built-in chains and reports the endpoints, REJECT/DROP/ACCEPT,
+// masquerade and every rule matched (TraceResult).
 //
-// FakeIptables (fake.ts): in-memory kernel state for tests. restore(text,
-//   {noflush}) applies each table all-or-nothing at its COMMIT (like
-//   iptables-nft: an error in nat leaves an already committed filter) or throws
-//   ProxyError KPT_EXEC_FAILED;
-//   save(table?) prints iptables-save text; ensureRule(pos, table, chain, argv)
-//   mirrors upstream EnsureRule; rules(table, chain), hasChain, chains, restores[].
-// The packet tracer over a FakeIptables is test/tracer/iptables.ts.
+// Also here: chain names (names.ts), the per-service rules (servicerules.ts),
+// the jump rules and stale-chain helpers (jumps.ts), and the rule diff that
+// `kube-proxy-ts diff` prints (diff.ts, canon.ts).
 
 export type {
   IptablesOptions,
@@ -51,8 +45,8 @@ export type {
   IptablesRender,
   IptablesMemory,
   SkippedServicePort,
-} from './render.js';
-export { renderIptables, DEFAULT_IPTABLES_OPTIONS } from './render.js';
+} from './renderer.js';
+export { IptablesRenderer, DEFAULT_IPTABLES_OPTIONS } from './renderer.js';
 export type { JumpChain } from './jumps.js';
 export {
   IPTABLES_JUMP_CHAINS,
@@ -71,5 +65,7 @@ export {
   endpointChainName,
   isServiceChainName,
 } from './names.js';
-export { FakeIptables } from './fake.js';
+export { Fake } from './fake.js';
 export type { IptablesTable } from './fake.js';
+export { trace } from './trace.js';
+export type { RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';

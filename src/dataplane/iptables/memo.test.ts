@@ -7,7 +7,10 @@ import type { EndpointSlice, Service } from '../../core/api.js';
 import { syncStateFromObjects } from '../../core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../core/types.js';
 import { LOCAL_IPS_V4, service, slice } from '../../../test/cases/fixtures.js';
-import { DEFAULT_IPTABLES_OPTIONS, renderIptables, type IptablesMemory } from './render.js';
+import { DEFAULT_IPTABLES_OPTIONS, IptablesRenderer, type IptablesMemory } from './renderer.js';
+
+/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
+const renderer = new IptablesRenderer();
 
 const CONFIG: DataplaneConfig = {
   family: 'IPv4',
@@ -75,7 +78,7 @@ function engineLike(prev: SyncState, next: SyncState, changedKey: string): SyncS
 }
 
 const render = (s: SyncState, previous: IptablesMemory | null, config = CONFIG) =>
-  renderIptables({ state: s, config, options: DEFAULT_IPTABLES_OPTIONS, previous, existingNatChains: null });
+  renderer.render({ state: s, config, options: DEFAULT_IPTABLES_OPTIONS, previous, existingNatChains: null });
 
 test('a partial render reusing memoised services equals one of fresh objects', () => {
   const first = state(false, true);

@@ -1,10 +1,11 @@
-// Rendered service ports remembered across syncs, keyed by the identity of the
-// engine's immutable objects: an entry is reused only for the very same
-// ServicePort object (WeakMap key), the very same CategorizedEndpoints object,
-// and the same render context. The engine keeps those objects for services
-// that did not change (src/core/snapshot.ts reuses `categorized` when the
-// ServicePort and endpoint list are the same objects), so a partial sync takes
-// unchanged services' lines from here instead of re-rendering them.
+// Rendered service ports remembered across syncs by one IptablesRenderer,
+// keyed by the identity of the engine's immutable objects: an entry is reused
+// only for the very same ServicePort object (WeakMap key), the very same
+// CategorizedEndpoints object, and the same render context. The engine keeps
+// those objects for services that did not change (src/core/snapshot.ts reuses
+// `categorized` when the ServicePort and endpoint list are the same objects),
+// so a partial sync takes unchanged services' lines from here instead of
+// re-rendering them.
 //
 // Bounded by construction: an entry lives as long as its ServicePort object,
 // which the engine drops when the Service is deleted or updated. Only the
@@ -21,15 +22,17 @@ interface Entry {
   readonly rendered: RenderedServicePort;
 }
 
-const memo = new WeakMap<ServicePort, Entry>();
+export class ServicePortMemo {
+  private readonly entries = new WeakMap<ServicePort, Entry>();
 
-/** The remembered render of `svc` under `ctxKey` with categories `cat`, or null. */
-export function recall(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string): RenderedServicePort | null {
-  const e = memo.get(svc);
-  return e !== undefined && e.cat === cat && e.ctxKey === ctxKey ? e.rendered : null;
-}
+  /** The remembered render of `svc` under `ctxKey` with categories `cat`, or null. */
+  recall(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string): RenderedServicePort | null {
+    const e = this.entries.get(svc);
+    return e !== undefined && e.cat === cat && e.ctxKey === ctxKey ? e.rendered : null;
+  }
 
-/** Remember a render (its own-chain rules are not kept). */
-export function remember(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string, r: RenderedServicePort): void {
-  memo.set(svc, { cat, ctxKey, rendered: r.own === null ? r : { ...r, own: null } });
+  /** Remember a render (its own-chain rules are not kept). */
+  remember(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string, r: RenderedServicePort): void {
+    this.entries.set(svc, { cat, ctxKey, rendered: r.own === null ? r : { ...r, own: null } });
+  }
 }

@@ -6,6 +6,7 @@
 
 import { cidrContains, parseCIDR } from '../../core/ip.js';
 import type { CategorizedEndpoints, Endpoint, ServicePort } from '../../core/types.js';
+import { servicePortPolicy } from '../policy.js';
 import { type ServicePortChainNames, chainNamesOf } from './names.js';
 import { comment, probability } from './restore.js';
 
@@ -74,25 +75,25 @@ function plan(svc: ServicePort, cat: CategorizedEndpoints): Plan {
   const spn = svc.key;
   const proto = svc.protocol.toLowerCase();
   const names = chainNamesOf(svc);
-  const clusterEndpoints = cat.clusterEndpoints ?? [];
-  const localEndpoints = cat.localEndpoints ?? [];
-  const hasEndpoints = cat.hasAnyEndpoints;
+  const pol = servicePortPolicy(svc, cat);
+  const hasEndpoints = pol.hasEndpoints;
+  // Upstream iptables (unlike nftables) writes no firewall chain for a port without endpoints.
   const usesFWChain = hasEndpoints && svc.loadBalancerVIPs.length > 0 && svc.loadBalancerSourceRanges.length > 0;
   return {
     spn,
     proto,
     protoArgs: `-m ${proto} -p ${proto}`,
     names,
-    clusterEndpoints,
-    localEndpoints,
+    clusterEndpoints: pol.clusterEndpoints,
+    localEndpoints: pol.localEndpoints,
     hasEndpoints,
-    hasInternalEndpoints: hasEndpoints && (!svc.internalPolicyLocal || localEndpoints.length > 0),
-    hasExternalEndpoints: hasEndpoints && (!svc.externalPolicyLocal || localEndpoints.length > 0),
-    internalTrafficChain: svc.internalPolicyLocal ? names.local : names.cluster,
-    externalPolicyChain: svc.externalPolicyLocal ? names.local : names.cluster,
-    usesClusterPolicyChain: clusterEndpoints.length > 0 && svc.usesClusterEndpoints,
-    usesLocalPolicyChain: localEndpoints.length > 0 && svc.usesLocalEndpoints,
-    usesExternalTrafficChain: hasEndpoints && svc.externallyAccessible,
+    hasInternalEndpoints: pol.hasInternalEndpoints,
+    hasExternalEndpoints: pol.hasExternalEndpoints,
+    internalTrafficChain: pol.internalUsesLocal ? names.local : names.cluster,
+    externalPolicyChain: pol.externalUsesLocal ? names.local : names.cluster,
+    usesClusterPolicyChain: pol.usesClusterPolicyChain,
+    usesLocalPolicyChain: pol.usesLocalPolicyChain,
+    usesExternalTrafficChain: pol.usesExternalTrafficChain,
     usesFWChain,
     loadBalancerTrafficChain: usesFWChain ? names.firewall : names.external,
     filterComment: comment(hasEndpoints ? `${spn} has no local endpoints` : `${spn} has no endpoints`),

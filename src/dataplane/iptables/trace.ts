@@ -1,41 +1,28 @@
-// Packet tracer over iptables rules (a FakeIptables, or an iptables-save dump
-// loaded into one), after upstream's iptablesTracer (pkg/proxy/iptables/
-// proxier_test.go, reference 5.2), but walking the real hook path from the
-// built-in chains instead of calling kube-proxy's chains directly, so the
-// jump rules are exercised too:
+// trace: the iptables mode's packet tracer, over a Fake (or an iptables-save
+// dump loaded into one). It follows the idea of upstream's iptablesTracer
+// (pkg/proxy/iptables/proxier_test.go) but starts from the built-in chains,
+// so our jump rules are exercised as well:
 //   nat PREROUTING (remote source) or nat OUTPUT (node-local source, like
 //   upstream's --src-type LOCAL), then the DNAT rewrites the destination, then
 //   filter OUTPUT (local source) and/or INPUT (local destination) or FORWARD.
-// Like upstream: `-m recent --rcheck` and `-m mark` never match, probability
+// As upstream: `-m recent --rcheck` and `-m mark` never match, probability
 // rules fall through so every endpoint is collected ("ep1, ep2"), and
 // KUBE-MARK-MASQ (MARK --or-mark, or --set-xmark V/V as iptables-save prints
 // it) sets masq. Conntrack state is NEW, plus DNAT once nat rewrote the
 // destination.
 //
-// Beyond upstream, every matched rule is recorded as a TraceStep with the
-// probability of reaching it (the product of the `--probability` choices on
-// the way), so a random endpoint choice can be shown with each candidate's
-// chance. In strict mode (the default; the renderer's tests) an unknown rule
-// option throws: the tracer must understand every rule the renderer writes.
-// In lenient mode (explaining a live kernel that may hold other tools' rules)
-// such a rule is treated as not matching and listed in `notUnderstood`.
+// Each matched rule becomes a TraceStep carrying the probability of reaching
+// it (the product of the `--probability` choices on the way), so `explain`
+// can show each candidate endpoint's chance. Strict and lenient modes: see
+// TraceOptions in ../trace.ts.
 //
 // Pure: no I/O; the rule source is anything with rules(table, chain).
 
-import { verdictOf, type TraceResultOf } from '../trace.js';
+import { verdictOf, type TraceOptions, type TracePacket, type TraceResultOf } from '../trace.js';
 import { cidrContains, isLoopback, parseCIDR, parseIP } from '../../core/ip.js';
 import type { Protocol } from '../../core/types.js';
 import type { IptablesTable } from './fake.js';
 import { flagValue, tokenize } from './tokens.js';
-
-export interface TracePacket {
-  readonly src: string;
-  readonly dst: string;
-  readonly port: number;
-  readonly protocol?: Protocol;
-  /** Input interface, for the bridge/prefix local detectors (remote sources only). */
-  readonly iif?: string;
-}
 
 /** One rule the packet matched, in the order it was matched. */
 export interface TraceStep {
@@ -62,16 +49,11 @@ export interface TraceCandidate {
   readonly comment: string | null;
 }
 
-export type { TraceVerdict } from '../trace.js';
+export type { TraceOptions, TracePacket, TraceVerdict } from '../trace.js';
 export type TraceResult = TraceResultOf<TraceStep, TraceCandidate>;
 
 export interface RuleSource {
   rules(table: IptablesTable, chain: string): readonly string[];
-}
-
-export interface TraceOptions {
-  /** Throw on an unknown option (default true). */
-  readonly strict?: boolean;
 }
 
 type Verdict = 'continue' | 'return' | 'terminal';
@@ -287,7 +269,7 @@ function hostOf(endpoint: string): string {
  * Trace one new connection's first packet. `localIPs` are the node's
  * addresses (loopback is always local).
  */
-export function tracePacket(
+export function trace(
   src: RuleSource,
   packet: TracePacket,
   localIPs: readonly string[],

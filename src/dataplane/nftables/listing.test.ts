@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { hasCode } from '../../core/errors.js';
 import { loadNftTable, normalizeNftRule, parseElementsJSON, parseNftListing } from './listing.js';
 import type { Element } from './objects.js';
-import { traceNftPacket } from './trace.js';
+import { trace } from './trace.js';
 
 const LISTING = `table ip kube-proxy {
 	comment "rules for kube-proxy"
@@ -276,7 +276,7 @@ test('load + trace: ClusterIP over the lean numgen cascade, 1/3 each; no-endpoin
   assert.equal(fake.chains.get('services')!.rules.length, 3);
   assert.equal(fake.listElements('service-ips').length, 2);
   const local = ['127.0.0.1', '192.168.0.2'];
-  const r = traceNftPacket(fake, { src: '10.0.0.5', dst: '172.30.0.10', port: 80 }, local);
+  const r = trace(fake, { src: '10.0.0.5', dst: '172.30.0.10', port: 80 }, local);
   assert.equal(r.verdict, 'DNAT');
   assert.deepEqual(
     r.candidates.map((c) => c.endpoint),
@@ -284,21 +284,21 @@ test('load + trace: ClusterIP over the lean numgen cascade, 1/3 each; no-endpoin
   );
   for (const c of r.candidates) assert.ok(Math.abs(c.probability - 1 / 3) < 1e-12, String(c.probability));
   assert.equal(r.masq, false);
-  const outside = traceNftPacket(fake, { src: '203.0.113.2', dst: '172.30.0.10', port: 80 }, local);
+  const outside = trace(fake, { src: '203.0.113.2', dst: '172.30.0.10', port: 80 }, local);
   assert.equal(outside.masq, true, 'outside the cluster CIDR: marked in services, masqueraded in postrouting');
-  assert.equal(traceNftPacket(fake, { src: '10.0.0.5', dst: '172.30.0.12', port: 80 }, local).verdict, 'REJECT');
-  const ext = traceNftPacket(fake, { src: '203.0.113.2', dst: '1.2.3.4', port: 80 }, local);
+  assert.equal(trace(fake, { src: '10.0.0.5', dst: '172.30.0.12', port: 80 }, local).verdict, 'REJECT');
+  const ext = trace(fake, { src: '203.0.113.2', dst: '1.2.3.4', port: 80 }, local);
   assert.deepEqual(
     ext.candidates.map((c) => [c.endpoint, c.probability]),
     [['10.181.0.1:80', 1]],
   );
-  const blocked = traceNftPacket(fake, { src: '203.0.113.200', dst: '1.2.3.4', port: 80 }, local);
+  const blocked = trace(fake, { src: '203.0.113.200', dst: '1.2.3.4', port: 80 }, local);
   assert.equal(blocked.verdict, 'DROP', 'outside loadBalancerSourceRanges 203.0.113.0/25');
   assert.deepEqual(
     blocked.steps.map((x) => x.chain),
     ['filter-prerouting-pre-dnat', 'firewall-check', 'firewall-RKXNTCJ4-ns1/s1/tcp/http'],
   );
-  assert.equal(traceNftPacket(fake, { src: '10.0.0.5', dst: '172.30.0.99', port: 80 }, local).verdict, 'NONE');
+  assert.equal(trace(fake, { src: '10.0.0.5', dst: '172.30.0.99', port: 80 }, local).verdict, 'NONE');
 });
 
 /** `nft -j list table ip kube-proxy` items as nft 1.0.x printed them for a 'maps'-layout table (trimmed). */
@@ -422,7 +422,7 @@ test("a 'maps'-layout table: typeof interval map parsed, the DNAT through it tra
   );
   const els = parseElementsJSON(MAPS_JSON, 'kube-proxy');
   const fake = loadNftTable('ip', listing, new Map([...els].filter(([k]) => k.startsWith('endpoints-'))));
-  const r = traceNftPacket(fake, { src: '10.0.0.5', dst: '172.30.0.10', port: 80 }, ['127.0.0.1'], { strict: false });
+  const r = trace(fake, { src: '10.0.0.5', dst: '172.30.0.10', port: 80 }, ['127.0.0.1'], { strict: false });
   assert.deepEqual(
     r.candidates.map((c) => c.endpoint),
     ['10.180.0.1:8080', '10.180.0.2:8080', '10.180.0.3:8080'],

@@ -3,6 +3,7 @@
 // and the elements it puts into the shared sets and maps. Pure: the caller
 // decides what to write based on what is already in the table.
 import type { CategorizedEndpoints, Endpoint, ServicePort } from '../../core/types.js';
+import { servicePortPolicy } from '../policy.js';
 import { cidrContains, joinHostPort, parseCIDR } from '../../core/ip.js';
 import * as N from './names.js';
 import type { Element, NftMap, NftSet, Rule } from './objects.js';
@@ -52,31 +53,15 @@ export function renderServicePort(
   const proto = N.nftProtocol(svc.name);
   const port = String(svc.port);
   const spn = svc.key;
-  const clusterEndpoints = cat?.clusterEndpoints ?? [];
-  const localEndpoints = cat?.localEndpoints ?? [];
-  const hasEndpoints = cat?.hasAnyEndpoints ?? false;
+  const pol = servicePortPolicy(svc, cat);
+  const { clusterEndpoints, localEndpoints, hasEndpoints, hasInternalEndpoints, hasExternalEndpoints } = pol;
+  const { usesClusterPolicyChain, usesLocalPolicyChain, usesExternalTrafficChain } = pol;
   const clusterPolicyChain = N.SERVICE_CHAIN_PREFIX + base;
   const localPolicyChain = N.LOCAL_CHAIN_PREFIX + base;
   const externalTrafficChain = N.EXTERNAL_CHAIN_PREFIX + base;
   const fwChain = N.FIREWALL_CHAIN_PREFIX + base;
-  const usesClusterPolicyChain = clusterEndpoints.length > 0 && svc.usesClusterEndpoints;
-  const usesLocalPolicyChain = localEndpoints.length > 0 && svc.usesLocalEndpoints;
-
-  let internalTrafficChain = clusterPolicyChain;
-  let hasInternalEndpoints = hasEndpoints;
-  if (svc.internalPolicyLocal) {
-    internalTrafficChain = localPolicyChain;
-    if (localEndpoints.length === 0) hasInternalEndpoints = false;
-  }
-  let externalPolicyChain = clusterPolicyChain;
-  let hasExternalEndpoints = hasEndpoints;
-  if (svc.externalPolicyLocal) {
-    externalPolicyChain = localPolicyChain;
-    if (localEndpoints.length === 0) hasExternalEndpoints = false;
-  }
-  // Based on hasEndpoints, not hasExternalEndpoints: the short-circuit rules
-  // for local traffic are needed even without externally usable endpoints.
-  const usesExternalTrafficChain = hasEndpoints && svc.externallyAccessible;
+  const internalTrafficChain = pol.internalUsesLocal ? localPolicyChain : clusterPolicyChain;
+  const externalPolicyChain = pol.externalUsesLocal ? localPolicyChain : clusterPolicyChain;
   const reject = `goto ${N.REJECT_CHAIN}`;
   const internalFilterVerdict = hasEndpoints ? 'drop' : reject;
   const externalFilterVerdict = hasEndpoints ? 'drop' : reject;
@@ -92,6 +77,7 @@ export function renderServicePort(
     if (!hasExternalEndpoints)
       elements.push(el(N.NO_ENDPOINT_SERVICES_MAP, [ip, proto, port], externalFilterVerdict, spn));
   }
+  // Upstream nftables (unlike iptables) writes the firewall chain also for a port without endpoints.
   const usesFWChain = svc.loadBalancerVIPs.length > 0 && svc.loadBalancerSourceRanges.length > 0;
   const chains: ChainContent[] = [];
   if (usesFWChain) chains.push({ name: fwChain, rules: [firewallRule(ctx, svc, fwChain)] });

@@ -1,34 +1,25 @@
-// Packet tracer over an nftables kube-proxy table (the Fake, or a table read
-// back from the kernel into one, listing.ts), after upstream's nftablesTracer
-// (pkg/proxy/nftables/helpers_test.go, reference 5.2), extended for our
-// design (inline `mark set mark or`, `dnat ... to numgen ... map`, the lean
-// `numgen random mod K 0` cascade, hairpin set) and walking the real hook
-// path like the iptables tracer:
+// trace: the nftables mode's packet tracer, over a kube-proxy table (the
+// Fake, or a table read back from the kernel into one, listing.ts). Its idea
+// comes from upstream's nftablesTracer (pkg/proxy/nftables/helpers_test.go);
+// it also knows what our renderer writes beyond upstream (inline `mark set
+// mark or`, `dnat ... to numgen ... map`, the lean `numgen random mod K 0`
+// cascade, the hairpin set), and like the iptables tracer it walks the real
+// hook path:
 //   filter pre-DNAT (prerouting, or output for a node-local source), nat
 //   prerouting/output (DNAT rewrites destination IP and port), then filter
 //   output (local source) and/or input (local destination) or forward, then
 //   nat postrouting for masquerade (mark bit, or the hairpin-connections set).
-// numgen branches are all followed so every endpoint is collected, each with
-// its probability; affinity sets are dynamic (empty in a trace), so affinity
-// checks never match, as upstream. Every matched rule is recorded as a step.
-// Strict mode (default; the renderer's tests) throws on syntax it does not
-// know; lenient mode (explain on a live table) skips such a rule and lists it.
-// Pure.
+// Every numgen branch is followed, so each endpoint is collected with its
+// probability. Affinity sets are dynamic and empty in a trace, so affinity
+// checks never match (as upstream's tracer). Every matched rule becomes a
+// step. Strict and lenient modes: see TraceOptions in ../trace.ts. Pure.
 
-import { verdictOf, type TraceResultOf, type TraceVerdict } from '../trace.js';
+import { verdictOf, type TraceOptions, type TracePacket, type TraceResultOf } from '../trace.js';
 import { cidrContains, isLoopback, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
-import type { Protocol } from '../../core/types.js';
 
-export interface TracePacket {
-  readonly src: string;
-  readonly dst: string;
-  readonly port: number;
-  readonly protocol?: Protocol;
-  /** Input interface, for the bridge/prefix local detectors (remote sources only). */
-  readonly iif?: string;
-}
+export type { TraceOptions, TracePacket, TraceVerdict } from '../trace.js';
 
-export interface NftTraceStep {
+export interface TraceStep {
   readonly chain: string;
   readonly rule: string;
   /** The rule's trailing `comment "..."`, or null. */
@@ -37,17 +28,16 @@ export interface NftTraceStep {
   readonly probability: number;
 }
 
-export interface NftTraceCandidate {
+export interface TraceCandidate {
   readonly endpoint: string;
   readonly probability: number;
   readonly chain: string;
 }
 
-export type NftTraceVerdict = TraceVerdict;
-export type NftTraceResult = TraceResultOf<NftTraceStep, NftTraceCandidate>;
+export type TraceResult = TraceResultOf<TraceStep, TraceCandidate>;
 
 /** What the tracer reads: the Fake satisfies it. */
-export interface NftRuleSource {
+export interface RuleSource {
   readonly chains: ReadonlyMap<
     string,
     { readonly rules: ReadonlyArray<{ readonly rule: string; readonly comment?: string }> }
@@ -56,10 +46,6 @@ export interface NftRuleSource {
     string,
     { readonly elements: ReadonlyMap<string, { readonly value?: readonly string[]; readonly comment?: string }> }
   >;
-}
-
-export interface NftTraceOptions {
-  readonly strict?: boolean;
 }
 
 type Verdict = 'continue' | 'return' | 'terminal';
@@ -79,14 +65,14 @@ class Tracer {
   masq = false;
   dnat = false;
   matched: string[] = [];
-  steps: NftTraceStep[] = [];
-  candidates: NftTraceCandidate[] = [];
+  steps: TraceStep[] = [];
+  candidates: TraceCandidate[] = [];
   notUnderstood: string[] = [];
   /** Rule.comment of the rule being read (the renderer may keep it apart from the text). */
   private comment: string | null = null;
 
   constructor(
-    private readonly src: NftRuleSource,
+    private readonly src: RuleSource,
     private readonly localIPs: readonly string[],
     private readonly strict: boolean,
   ) {}
@@ -447,12 +433,12 @@ function hostPort(ep: string): { host: string; port: number } {
  * Trace one new connection's first packet. `localIPs` are the node's
  * addresses (loopback is always local).
  */
-export function traceNftPacket(
-  src: NftRuleSource,
+export function trace(
+  src: RuleSource,
   packet: TracePacket,
   localIPs: readonly string[],
-  opts: NftTraceOptions = {},
-): NftTraceResult {
+  opts: TraceOptions = {},
+): TraceResult {
   const tr = new Tracer(src, localIPs, opts.strict ?? true);
   const pkt: Pkt = {
     src: packet.src,
@@ -463,7 +449,7 @@ export function traceNftPacket(
   };
   const srcLocal = tr.isLocal(pkt.src);
   if (srcLocal) pkt.iif = undefined;
-  const finish = (): NftTraceResult => ({
+  const finish = (): TraceResult => ({
     output: tr.outputs.join(', '),
     masq: tr.masq,
     matched: tr.matched,

@@ -1,4 +1,4 @@
-// IptablesDataplane against FakeIptables (through fakerunner.ts): sync order,
+// IptablesDataplane against Fake (through fakerunner.ts): sync order,
 // partial syncs, canary detection, failure -> full, cleanup ownership.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

@@ -22,7 +22,7 @@ import {
   IPTABLES_JUMP_CHAINS,
   chainsFromSave,
   jumpRuleArgs,
-  renderIptables,
+  IptablesRenderer,
   type IptablesMemory,
   type IptablesOptions,
   type IptablesRender,
@@ -90,6 +90,7 @@ export class IptablesDataplane implements Dataplane {
   readonly mode = 'iptables' as const;
   readonly family: IPFamily;
   readonly ipt: Iptables;
+  private readonly renderer = new IptablesRenderer();
   private memory: IptablesMemory | null = null;
   private features: Promise<IptablesFeatures> | null = null;
   private lastLargeClusterMode = false;
@@ -141,7 +142,7 @@ export class IptablesDataplane implements Dataplane {
     const existingNatChains = natSave === null ? null : chainsFromSave(natSave, 'nat');
     const t0 = clock.monotonic();
     const cpu0 = process.cpuUsage();
-    const render = renderIptables({
+    const render = this.renderer.render({
       state,
       config: this.o.config,
       options: { ...features.options, ...this.o.options },

@@ -1,17 +1,17 @@
-// A CommandRunner backed by the dataplane's FakeIptables, so IptablesDataplane
+// A CommandRunner backed by the dataplane's Fake, so IptablesDataplane
 // can be tested without a kernel. It understands exactly the command lines
 // this folder issues (iptables -S/-N/-C/-I/-D/-F/-X, iptables-save,
 // iptables-restore, sysctl, nfacct) and fails loudly on anything else.
 // A restore input may carry the whole-table cache request (`-S` right after a
 // table header, restore.ts); the fake checks its placement and drops it.
 import { ProxyError } from '../../core/errors.js';
-import { FakeIptables, type IptablesTable } from '../../dataplane/iptables/index.js';
+import { Fake, type IptablesTable } from '../../dataplane/iptables/index.js';
 import { ExecError, type ExecResult } from '../exec.js';
 import type { CommandRunner } from './runner.js';
 
 export interface FakeRunner {
   readonly run: CommandRunner;
-  readonly ipt: FakeIptables;
+  readonly ipt: Fake;
   /** Every command line run, e.g. "iptables -w 5 -t nat -N KUBE-PROXY-CANARY". */
   readonly log: string[];
   /** Every restore input as received (before the `-S` lines are dropped). */
@@ -25,7 +25,7 @@ const ok = (stdout = ''): ExecResult => ({ stdout, stderr: '', code: 0 });
 const quote = (a: string) => (a.includes(' ') ? `"${a}"` : a);
 
 export function fakeRunner(opts: { version?: string } = {}): FakeRunner {
-  const ipt = new FakeIptables();
+  const ipt = new Fake();
   const log: string[] = [];
   const restoreInputs: string[] = [];
   const sysctls = new Map<string, string>();
@@ -92,7 +92,7 @@ function stripCacheRequest(input: string): string {
   return lines.filter((l) => l !== '-S').join('\n');
 }
 
-function iptablesCommand(ipt: FakeIptables, args: readonly string[], version: string): ExecResult {
+function iptablesCommand(ipt: Fake, args: readonly string[], version: string): ExecResult {
   if (args[0] === '--version') return ok(`${version}\n`);
   const a = [...args];
   if (a[0] === '-w') a.splice(0, 2);

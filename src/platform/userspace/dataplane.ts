@@ -1,10 +1,10 @@
 // UserspaceDataplane: the userspace mode's Dataplane for one IP family.
 // Each sync:
-//   1. plans listeners and portals (pure planUserspace),
+//   1. plans listeners and portals (pure UserspaceRenderer.plan),
 //   2. opens listeners that are new and hands changed endpoint sets to the
 //      ones that stay (no restart: same port, open relays kept), resetting
 //      relays to endpoints that were removed,
-//   3. writes the redirect table atomically (renderRules, `nft -f -`),
+//   3. writes the redirect table atomically (UserspaceRenderer.render, `nft -f -`),
 //   4. only then closes listeners no longer planned (and their relays), so a
 //      redirect never points at a port that was already closed.
 // A failed rule write rejects (the engine makes the next sync full); every
@@ -13,8 +13,9 @@ import { handleRelayUsable } from './bindings.js';
 import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../engine/clock.js';
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
-import { planUserspace, type ListenerSpec } from '../../dataplane/userspace/plan.js';
-import { renderCleanup, renderRules } from '../../dataplane/userspace/rules.js';
+import type { ListenerSpec } from '../../dataplane/userspace/plan.js';
+import { renderCleanup } from '../../dataplane/userspace/rules.js';
+import { UserspaceRenderer } from '../../dataplane/userspace/renderer.js';
 import { realClock } from '../clock.js';
 import { nftRunner, type NftRunner } from '../nftables/dataplane.js';
 import { HandleTcpListener } from './handletcp.js';
@@ -56,12 +57,14 @@ export class UserspaceDataplane implements Dataplane {
   readonly family: IPFamily;
   private readonly entries = new Map<string, Entry>();
   private relayChoice: 'handle' | 'stream' | null = null;
+  private readonly renderer: UserspaceRenderer;
   private readonly runner: NftRunner;
   private readonly clock: Clock;
   private readonly onEvent: RelayEvent;
 
   constructor(private readonly opts: UserspaceDataplaneOptions) {
     this.family = opts.config.family;
+    this.renderer = new UserspaceRenderer(opts.config);
     this.runner = opts.runner ?? nftRunner();
     this.clock = opts.clock ?? realClock;
     this.onEvent = opts.onEvent ?? (() => {});
@@ -82,14 +85,14 @@ export class UserspaceDataplane implements Dataplane {
   }
 
   async sync(state: SyncState): Promise<SyncOutcome> {
-    const plan = planUserspace(state);
+    const plan = this.renderer.plan(state);
     for (const s of plan.skipped)
       this.onEvent('debug', { servicePort: s.servicePortKey, reason: s.reason }, 'service port skipped');
     let resetRelays = 0;
     for (const spec of plan.listeners.values()) resetRelays += await this.ensure(spec);
     const ports = new Map<string, number>();
     for (const [k, e] of this.entries) if (plan.listeners.has(k)) ports.set(k, e.port);
-    const script = renderRules(plan, ports, this.opts.config);
+    const script = this.renderer.render(plan, ports);
     this.opts.onTransaction?.(this.family, script);
     await this.runner(['-f', '-'], script);
     let closed = 0;
@@ -176,7 +179,7 @@ export class UserspaceDataplane implements Dataplane {
   /** Close everything and remove our table. */
   async cleanup(): Promise<void> {
     await this.close();
-    await this.runner(['-f', '-'], renderCleanup(this.family));
+    await this.runner(['-f', '-'], this.renderer.cleanup());
   }
 }
 

@@ -4,10 +4,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
 import type { DataplaneConfig, ServicePort, SyncState } from '../../core/types.js';
-import { FakeIptables } from './fake.js';
+import { Fake } from './fake.js';
 import { localChainName, serviceChainName } from './names.js';
-import { DEFAULT_IPTABLES_OPTIONS, renderIptables } from './render.js';
+import { DEFAULT_IPTABLES_OPTIONS, IptablesRenderer } from './renderer.js';
 import { probability } from './restore.js';
+
+/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
+const renderer = new IptablesRenderer();
 
 const config: DataplaneConfig = {
   family: 'IPv4',
@@ -41,8 +44,8 @@ function sliceJSON(name: string, eps: Array<{ ip: string; node?: string }>) {
 const state = (services: unknown[], slices: unknown[]) =>
   syncStateFromObjects({ services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' } });
 const render = (s: SyncState, opts = DEFAULT_IPTABLES_OPTIONS) => {
-  const r = renderIptables({ state: s, config, options: opts, previous: null, existingNatChains: [] });
-  new FakeIptables().restore(r.restoreText); // always valid restore input
+  const r = renderer.render({ state: s, config, options: opts, previous: null, existingNatChains: [] });
+  new Fake().restore(r.restoreText); // always valid restore input
   return r;
 };
 

@@ -1,11 +1,12 @@
-// renderIptables: the pure core of upstream iptables syncProxyRules. See
-// index.ts for the contract. Output order follows upstream byte for byte:
+// IptablesRenderer: the pure core of the iptables mode's sync (upstream's
+// syncProxyRules in pkg/proxy/iptables/proxier.go without the I/O). See
+// index.ts for the contract. Output order is upstream's, byte for byte:
 // filter chain lines, filter rules, then nat chain lines and nat rules.
 
 import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../core/ip.js';
 import type { DataplaneConfig, IPFamily, LocalDetector, ServicePort, SyncState } from '../../core/types.js';
 import { staleChains } from './jumps.js';
-import { recall, remember } from './memo.js';
+import { ServicePortMemo } from './memo.js';
 import { LineBuffer, chainLine } from './restore.js';
 import {
   KUBE_EXTERNAL_SERVICES,
@@ -126,7 +127,22 @@ function validate(svc: ServicePort, family: IPFamily): string | null {
   return null;
 }
 
-export function renderIptables(input: IptablesRenderInput): IptablesRender {
+/**
+ * One per dataplane (per IP family). Its memory is the memo of rendered
+ * service ports (memo.ts), which only makes renders cheaper: a render's bytes
+ * depend on its input alone. What a partial render needs from the last
+ * successful one (IptablesMemory) is returned to the caller, which passes it
+ * back as `previous` only once the restore succeeded.
+ */
+export class IptablesRenderer {
+  private readonly memo = new ServicePortMemo();
+
+  render(input: IptablesRenderInput): IptablesRender {
+    return renderWith(this.memo, input);
+  }
+}
+
+function renderWith(memo: ServicePortMemo, input: IptablesRenderInput): IptablesRender {
   const { state, config, options } = input;
   const family = config.family;
   const ipv6 = family === 'IPv6';
@@ -197,7 +213,7 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
     const svc = state.services.get(key)!;
     const cat = state.categorized.get(key) ?? empty;
     const writeOwn = !partial || state.changedServices.has(svc.serviceKey);
-    let r = writeOwn ? null : recall(svc, cat, ctx.key);
+    let r = writeOwn ? null : memo.recall(svc, cat, ctx.key);
     if (r === null) {
       const bad = validate(svc, family);
       if (bad !== null) {
@@ -205,7 +221,7 @@ export function renderIptables(input: IptablesRenderInput): IptablesRender {
         continue;
       }
       r = renderServicePort(ctx, svc, cat, writeOwn);
-      remember(svc, cat, ctx.key, r);
+      memo.remember(svc, cat, ctx.key, r);
     }
     if (r.filter !== '') filterChunks.push(r.filter);
     filterCount += r.filterCount;

@@ -1,0 +1,20 @@
+// The userspace mode, pure side (the platform side, with the listeners and
+// the TCP/UDP relays, is src/platform/userspace). Same shape as every mode
+// (docs/architecture.md): a renderer class, a Fake of the kernel interface
+// and a trace over the Fake.
+//
+// UserspaceRenderer (renderer.ts): plan(state) decides the listeners (one per
+// service port and endpoint set) and the portals (ClusterIP, externalIPs,
+// LB VIPs, NodePort) with their targets (plan.ts); render(plan, ports)
+// writes the `kube-proxy-userspace` nftables table that redirects each
+// portal to its listener's port, or refuses it (rules.ts). No memory: every
+// sync rewrites the whole table.
+//
+// RoundRobin (loadbalancer.ts): the endpoint choice of one listener, with
+// ClientIP affinity, shared by the real relays.
+
+export { UserspaceRenderer } from './renderer.js';
+export type { EndpointSetKind, ListenerSpec, PortalSpec, PortalTarget, UserspacePlan } from './plan.js';
+export { listenerKey } from './plan.js';
+export { TABLE_NAME } from './rules.js';
+export { RoundRobin } from './loadbalancer.js';
