@@ -49,6 +49,7 @@ import type { ProxyMode } from '../core/types.js';
 import { splitArgs } from './argv.js';
 import { parseFlagValues, type ParsedFlags } from './flagparse.js';
 import { FLAGS, formatFlagUsages, type CommandOptions, type FlagTarget } from './flags.js';
+import { flagzValues } from './flagz.js';
 
 export { encodeConfigYAML } from '../core/config/encode.js';
 
@@ -73,6 +74,10 @@ export interface RunCommand {
   readonly master?: string;
   /** Our --service-proxy-name: serve only Services claimed with this name (side-by-side trials). */
   readonly serviceProxyName?: string;
+  /** Every flag with its value in this process (/flagz). */
+  readonly flagz: Readonly<Record<string, string>>;
+  /** This program's version (package.json), as --version prints it without the "v". */
+  readonly version: string;
 }
 
 export interface TextCommand {
@@ -184,6 +189,8 @@ export async function parseCommandLine(
     ...(opts.configFile ? { configFile: opts.configFile } : {}),
     ...(opts.master ? { master: opts.master } : {}),
     ...(opts.serviceProxyName ? { serviceProxyName: opts.serviceProxyName } : {}),
+    flagz: flagzValues(flags.values),
+    version,
   };
 }
 

@@ -16,6 +16,7 @@ import { Proxier, type ConntrackHook } from '../engine/proxier.js';
 import { nullObserver, type ProxierObserver } from '../engine/observer.js';
 import { BoundedFrequencyRunner } from '../engine/runner.js';
 import { selectNodeIPs } from '../engine/servicehealth.js';
+import { SyncStatusRecorder } from '../engine/syncstatus.js';
 import { realClock } from '../platform/clock.js';
 import { Conntrack } from '../platform/conntrack.js';
 import { startHealthzServer } from '../platform/healthz.js';
@@ -31,6 +32,7 @@ import { cleanupOtherModes } from './cleanup.js';
 import { createDataplane, familiesFor } from './modes.js';
 import type { RunCommand } from './options.js';
 import { fetchNode, startupNode } from './node.js';
+import { zpageOptions } from './zpages.js';
 
 const NS_PER_S = 1e9;
 
@@ -204,11 +206,18 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     { onError: (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'Sync failed; retrying') },
   );
 
+  const syncStatus = new SyncStatusRecorder(clock, families);
   proxier = new Proxier({
     nodeName,
     dataplanes,
     clock,
-    observer: teeObservers(metrics, healthObserver(health), loggingObserver(log), failureCounter(mode, metrics)),
+    observer: teeObservers(
+      metrics,
+      healthObserver(health),
+      loggingObserver(log),
+      failureCounter(mode, metrics),
+      syncStatus.observer,
+    ),
     requestSync: () => runner.run(),
     conntrack: conntrackHook,
     serviceProxyName: cmd.serviceProxyName ?? '',
@@ -228,6 +237,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     metrics,
     proxyMode: mode,
     config: cmd.config,
+    ...zpageOptions(cmd, proxier, syncStatus, clock, performance.timeOrigin),
     log,
     hardFail: config.bindAddressHardFail,
     onListenError: () => stop('metrics bind failure', 1),

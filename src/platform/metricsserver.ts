@@ -1,5 +1,6 @@
-// The metrics server (reference 2.21; upstream cmd/kube-proxy/app/server.go
-// serveMetrics): /metrics, /metrics/slis, /healthz ("ok"), /proxyMode, /configz. Plus the
+// The metrics server (upstream cmd/kube-proxy/app/server.go serveMetrics):
+// /metrics, /metrics/slis, /healthz ("ok"), /proxyMode, /configz, and /statusz and
+// /flagz when their feature gates are on (zpages/). Plus the
 // listener helper both it and the healthz server use: like upstream's
 // wait.Until(..., 5s), a failed listen is retried every 5 s, unless hardFail
 // (bindAddressHardFail), where the first failure is reported and retrying stops.
@@ -13,6 +14,8 @@ import type { Clock, TimerHandle } from '../engine/clock.js';
 import { realClock } from './clock.js';
 import type { Logger } from './logger.js';
 import type { ProxyMetrics } from './metrics.js';
+import { flagzHandler } from './zpages/flagz.js';
+import { serveStatusz, type StatusSource } from './zpages/statusz.js';
 
 export interface HostPort {
   /** Normalised IP; "" means every address (dual-stack ::). */
@@ -141,6 +144,10 @@ export interface MetricsServerOptions extends ListenOptions {
   readonly proxyMode: string;
   /** The running configuration; /configz answers {"kubeproxy.config.k8s.io": config} like upstream's configz. */
   readonly config: unknown;
+  /** Serves /statusz when set (feature gate ComponentStatusz). */
+  readonly statusz?: StatusSource;
+  /** Serves /flagz with these flag values when set (feature gate ComponentFlagz). */
+  readonly flagz?: Readonly<Record<string, string>>;
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {
@@ -176,8 +183,11 @@ class PingHealthz {
 }
 
 /** The metrics mux as a plain request handler (testable without sockets' retry logic). */
-export function metricsHandler(opts: Pick<MetricsServerOptions, 'metrics' | 'proxyMode' | 'config'>): RequestListener {
+export function metricsHandler(
+  opts: Pick<MetricsServerOptions, 'metrics' | 'proxyMode' | 'config' | 'statusz' | 'flagz'>,
+): RequestListener {
   const healthz = new PingHealthz();
+  const flagz = opts.flagz ? flagzHandler(opts.flagz) : null;
   return (req: IncomingMessage, res: ServerResponse) => {
     const url = new URL(req.url ?? '/', 'http://x');
     const path = url.pathname;
@@ -204,9 +214,14 @@ export function metricsHandler(opts: Pick<MetricsServerOptions, 'metrics' | 'pro
       case '/configz':
         send(res, 200, 'application/json', JSON.stringify({ 'kubeproxy.config.k8s.io': opts.config }));
         return;
-      default:
-        send(res, 404, 'text/plain; charset=utf-8', '404 page not found\n');
+      case '/statusz':
+        if (opts.statusz) return serveStatusz(req, res, opts.statusz);
+        break;
+      case '/flagz':
+        if (flagz) return flagz(req, res);
+        break;
     }
+    send(res, 404, 'text/plain; charset=utf-8', '404 page not found\n');
   };
 }
 

@@ -43,3 +43,27 @@ export function parseGoBool(s: string): boolean | null {
   if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(s)) return false;
   return null;
 }
+
+type Stage = 'Alpha' | 'Beta' | 'GA';
+
+/** Default and stage of the gates our code reads (upstream's values for the release we follow). */
+const GATE_SPECS: Readonly<Record<string, { readonly default: boolean; readonly stage: Stage }>> = {
+  // k8s.io/component-base/zpages/features: beta and on by default since 1.36.
+  ComponentFlagz: { default: true, stage: 'Beta' },
+  ComponentStatusz: { default: true, stage: 'Beta' },
+};
+
+/**
+ * Whether a gate this program reads is on: an explicit setting wins, then
+ * AllAlpha / AllBeta for gates of that stage (as upstream's featuregate),
+ * then the default. Gates we do not read are off.
+ */
+export function featureGateEnabled(gates: Readonly<Record<string, boolean>>, name: string): boolean {
+  const explicit = gates[name];
+  if (explicit !== undefined) return explicit;
+  const spec = GATE_SPECS[name];
+  if (!spec) return false;
+  if (spec.stage === 'Alpha' && gates['AllAlpha'] !== undefined) return gates['AllAlpha'];
+  if (spec.stage === 'Beta' && gates['AllBeta'] !== undefined) return gates['AllBeta'];
+  return spec.default;
+}

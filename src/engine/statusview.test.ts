@@ -1,0 +1,157 @@
+// The status document from real API objects: rows per service port and
+// family, addresses, endpoints used and skipped with reasons, and each
+// family's sync history (success, failure, recovery) from the recorder.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { syncStateFromObjects } from '../core/snapshot.js';
+import { ProxyError } from '../core/errors.js';
+import { buildStatusView } from './statusview.js';
+import { SyncStatusRecorder } from './syncstatus.js';
+import { FakeClock } from '../../test/support/fakeclock.js';
+import {
+  endpoint,
+  makeNode,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  TEST_NODE,
+  withClusterIP,
+  withLoadBalancerIngress,
+} from '../../test/support/fixtures.js';
+
+function state() {
+  const web = withLoadBalancerIngress(
+    withClusterIP(
+      makeService('shop', 'web', (s) => {
+        s.spec.type = 'LoadBalancer';
+        s.spec.externalTrafficPolicy = 'Local';
+        s.spec.ports = [svcPort('http', 80, 'TCP', { nodePort: 30080 })];
+        s.spec.externalIPs = ['192.168.99.11'];
+      }),
+      '172.30.0.10',
+    ),
+    '1.2.3.4',
+  );
+  const empty = withClusterIP(
+    makeService('shop', 'empty', (s) => {
+      s.spec.ports = [svcPort('', 53, 'UDP')];
+    }),
+    '172.30.0.11',
+  );
+  const slice = makeSlice('shop', 'web', 1, (s) => {
+    s.endpoints = [
+      endpoint('10.0.1.1', { nodeName: TEST_NODE }),
+      endpoint('10.0.2.1', { nodeName: 'node2' }),
+      endpoint('10.0.2.2', { nodeName: 'node2', ready: false }),
+    ];
+    s.ports = [slicePort('http', 8080)];
+  });
+  return syncStateFromObjects({
+    services: [web, empty],
+    slices: [slice],
+    family: 'IPv4',
+    node: makeNode(TEST_NODE, { zone: 'zone-a' }),
+  });
+}
+
+test('one row per service port with addresses, used endpoints and reasons for the others', () => {
+  const clock = new FakeClock(Date.UTC(2026, 0, 2, 3, 4, 5));
+  const rec = new SyncStatusRecorder(clock, ['IPv4']);
+  rec.observer.syncSucceeded({
+    family: 'IPv4',
+    durationSeconds: 0.25,
+    partial: false,
+    finishedAt: clock.now() / 1000,
+    noLocalEndpoints: { internal: 0, external: 0 },
+  });
+  const st = state();
+  const doc = buildStatusView({
+    mode: 'nftables',
+    version: '0.1.0',
+    startTime: clock.now() - 65_000,
+    now: clock.now(),
+    node: st.node,
+    initialized: true,
+    syncs: rec.status(),
+    states: new Map([['IPv4', st]]),
+  });
+  assert.equal(doc.uptimeSeconds, 65);
+  assert.equal(doc.node.zone, 'zone-a');
+  assert.deepEqual(doc.families, [
+    {
+      family: 'IPv4',
+      lastSync: { time: '2026-01-02T03:04:05.000Z', durationSeconds: 0.25, full: true },
+      lastError: null,
+      failuresSinceSuccess: 0,
+      servicePorts: 2,
+    },
+  ]);
+  assert.deepEqual(
+    doc.servicePorts.map((r) => r.servicePort),
+    ['shop/empty', 'shop/web:http'],
+  );
+  const [empty, web] = doc.servicePorts;
+  assert.deepEqual(empty!.traffic, [
+    {
+      traffic: 'internal',
+      policy: 'Cluster',
+      verdict: 'reject',
+      endpoints: [],
+      detail: 'no serving endpoints: connections are rejected',
+    },
+  ]);
+  assert.deepEqual(
+    web!.addresses.map((a) => `${a.kind} ${a.address}`),
+    ['ClusterIP 172.30.0.10:80', 'NodePort *:30080', 'ExternalIP 192.168.99.11:80', 'LoadBalancer 1.2.3.4:80'],
+  );
+  assert.deepEqual(
+    web!.traffic.map((t) => [t.traffic, t.policy, t.verdict, t.endpoints.join(',')]),
+    [
+      ['internal', 'Cluster', 'forward', '10.0.1.1:8080,10.0.2.1:8080'],
+      ['external', 'Local', 'forward', '10.0.1.1:8080'],
+    ],
+  );
+  assert.deepEqual(
+    web!.endpoints.map((e) => [
+      e.endpoint,
+      e.usedFor.join(','),
+      e.skipped.map((s) => `${s.traffic}:${s.text}`).join(','),
+    ]),
+    [
+      ['10.0.1.1:8080', 'internal,external', ''],
+      ['10.0.2.1:8080', 'internal', 'external:Local policy'],
+      ['10.0.2.2:8080', '', 'internal:not ready,external:not ready'],
+    ],
+  );
+  // The document is plain JSON (it is the wire format of `kube-proxy-ts status`).
+  assert.deepEqual(JSON.parse(JSON.stringify(doc)), doc);
+});
+
+test('the recorder keeps the last error (with its cause) and counts failures until the next success', () => {
+  const clock = new FakeClock(Date.UTC(2026, 0, 2, 3, 4, 5));
+  const rec = new SyncStatusRecorder(clock, ['IPv4', 'IPv6']);
+  const cause = new Error('iptables-restore: line 7 failed');
+  rec.observer.syncFailed('IPv6', new ProxyError('KPT_SYNC_FAILED', 'sync failed for IPv6', { cause }), 0.1);
+  clock.advance(1000);
+  rec.observer.syncFailed('IPv6', new ProxyError('KPT_SYNC_FAILED', 'sync failed for IPv6', { cause }), 0.1);
+  let v6 = rec.status()[1]!;
+  assert.equal(v6.failuresSinceSuccess, 2);
+  assert.deepEqual(v6.lastError, {
+    at: Date.UTC(2026, 0, 2, 3, 4, 6),
+    message: 'sync failed for IPv6: iptables-restore: line 7 failed',
+  });
+  assert.equal(v6.lastSync, null);
+  rec.observer.syncSucceeded({
+    family: 'IPv6',
+    durationSeconds: 0.5,
+    partial: true,
+    finishedAt: clock.now() / 1000 + 1,
+    noLocalEndpoints: { internal: 0, external: 0 },
+  });
+  v6 = rec.status()[1]!;
+  assert.equal(v6.failuresSinceSuccess, 0);
+  assert.equal(v6.lastError?.message, 'sync failed for IPv6: iptables-restore: line 7 failed');
+  assert.deepEqual(v6.lastSync, { at: Date.UTC(2026, 0, 2, 3, 4, 7), durationSeconds: 0.5, partial: true });
+  assert.equal(rec.status()[0]!.lastSync, null);
+});
