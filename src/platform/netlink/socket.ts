@@ -230,7 +230,8 @@ export class NetlinkSocket {
         const reason = extAckMessage(m);
         throw new NetlinkError(errno, 0, `netlink dump failed: errno ${errno}${reason ? `: ${reason}` : ''}`);
       }
-      out.push(m);
+      // Copy: the payload points into rbuf, which the next datagram of a long dump overwrites.
+      out.push({ ...m, payload: Buffer.from(m.payload) });
       return false;
     });
     return out;
