@@ -12,13 +12,14 @@ import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { resolveNodeName } from '../core/config/nodename.js';
 import type { Dataplane, IPFamily } from '../core/types.js';
 import { healthObserver, healthTimeoutFor, ProxyHealthState } from '../engine/health.js';
-import { Proxier, type ConntrackHook } from '../engine/proxier.js';
+import { Proxier } from '../engine/proxier.js';
 import { nullObserver, type ProxierObserver } from '../engine/observer.js';
 import { BoundedFrequencyRunner } from '../engine/runner.js';
 import { selectNodeIPs } from '../engine/servicehealth.js';
 import { SyncStatusRecorder } from '../engine/syncstatus.js';
 import { realClock } from '../platform/clock.js';
-import { Conntrack } from '../platform/conntrack.js';
+import { Conntrack, conntrackReconciler, type ConntrackTable } from '../platform/conntrack.js';
+import { openCtNetlink } from '../platform/conntracknl.js';
 import { startHealthzServer } from '../platform/healthz.js';
 import { loadKubeConfig, startSources, type SourceEvent } from '../platform/k8s/index.js';
 import { loggingObserver, teeObservers, type Logger } from '../platform/logger.js';
@@ -154,28 +155,12 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     nodeEligible: () => proxier?.nodeEligible() ?? false,
     families,
   });
-  const conntrack = new Conntrack();
-  const conntrackHook: ConntrackHook = {
-    async listAndDelete(family, isStale) {
-      const start = clock.monotonic();
-      const flows = await conntrack.listUDPFlows(family);
-      // One delete per (service address, stale endpoint), not per client: same effect, far fewer commands.
-      const stale = new Map<string, { origDst: string; origDstPort: number; replySrc: string; replySrcPort: number }>();
-      for (const f of flows) {
-        if (!isStale(f)) continue;
-        stale.set(`${f.origDst}|${f.origDstPort}|${f.replySrc}|${f.replySrcPort}`, {
-          origDst: f.origDst,
-          origDstPort: f.origDstPort,
-          replySrc: f.replySrc,
-          replySrcPort: f.replySrcPort,
-        });
-      }
-      const r = stale.size > 0 ? await conntrack.deleteFlows(family, [...stale.values()]) : { deleted: 0, errors: [] };
-      for (const e of r.errors) log.warn({ err: e }, 'conntrack delete failed');
-      metrics.conntrackReconciled(family, (clock.monotonic() - start) / 1000, r.deleted);
-      return r.deleted;
-    },
-  };
+  // ctnetlink as upstream; the conntrack CLI only where netlink is unavailable.
+  const ctTable: ConntrackTable = (await openCtNetlink()) ?? new Conntrack();
+  log.info({ via: ctTable.kind }, 'Stale UDP conntrack entries are reconciled');
+  const conntrackHook = conntrackReconciler(ctTable, metrics, clock, (err) =>
+    log.warn({ err }, 'conntrack delete failed'),
+  );
   const svcHealth = new ServiceHealthServer({
     // Health-check ports listen on the primary family's nodePortAddresses (all addresses when unset).
     nodeIPs: selectNodeIPs(
@@ -281,6 +266,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     svcHealth.close(),
     ...dataplanes.map((d) => d.close?.()),
   ]);
+  ctTable.close?.();
   log.info('Stopped; rules are left in place for the next proxy');
   return exitCode;
 }

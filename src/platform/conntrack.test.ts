@@ -4,7 +4,11 @@
 // with our code, one deleted, verified with `conntrack -L`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { cleanStaleUDPEntries, Conntrack, parseConntrackList, type ConntrackExec } from './conntrack.js';
+import { conntrackReconciler, Conntrack, parseConntrackList, type ConntrackExec } from './conntrack.js';
+import { openCtNetlink } from './conntracknl.js';
+import { NETLINK_PROTOCOL, openNetlink } from './netlink/index.js';
+import { benchEndpoint, newEntryRequest } from '../../test/support/conntrack.js';
+import { isStaleUDPFlow, staleFlowIndex } from '../core/conntrack.js';
 import type { Endpoint, ServicePort, SyncState } from '../core/types.js';
 import { FakeClock } from '../../test/support/fakeclock.js';
 import { run } from './exec.js';
@@ -123,7 +127,7 @@ test('deleteFlows: exact filters, duplicates once, "0 deleted" is not an error, 
   assert.match(r.errors[0]!, /Operation not permitted/);
 });
 
-test('cleanStaleUDPEntries: lists, lets the core pick stale flows, deletes only those', async () => {
+test('conntrackReconciler: lists, lets the core pick stale flows, deletes only those, reports metrics', async () => {
   const deletes: string[][] = [];
   const fake: ConntrackExec = async (args) => {
     if (args[0] === '-L') return { code: 0, stdout: LIST, stderr: '' };
@@ -145,8 +149,12 @@ test('cleanStaleUDPEntries: lists, lets the core pick stale flows, deletes only 
     services: new Map([[sp.key, sp]]),
     endpoints: new Map([[sp.key, [ep]]]),
   } as unknown as SyncState;
-  const report = await cleanStaleUDPEntries(new Conntrack(fake), state, new FakeClock());
-  assert.equal(report.deleted, 1);
+  const reports: Array<[string, number]> = [];
+  const metrics = { conntrackReconciled: (f: string, _s: number, n: number) => reports.push([f, n]) };
+  const hook = conntrackReconciler(new Conntrack(fake), metrics, new FakeClock());
+  const index = staleFlowIndex(state);
+  assert.equal(await hook.listAndDelete('IPv4', (f) => isStaleUDPFlow(index, f)), 1);
+  assert.deepEqual(reports, [['IPv4', 1]]);
   assert.equal(deletes.length, 1, 'only the flow to 10.96.0.10:53 answered by a gone endpoint');
   assert.deepEqual(
     deletes[0],
@@ -199,12 +207,12 @@ async function sendUDP(ns: string, src: string, srcPorts: number[], dst: string,
   await sh('ip', ['netns', 'exec', ns, process.execPath, '-e', script]);
 }
 
-test('real kernel (root): list UDP flows (IPv4 and IPv6) through DNAT rules and delete selected ones', async (t) => {
-  const offs = [onSignalCleanup('SIGINT'), onSignalCleanup('SIGTERM')];
-  t.after(async () => {
-    await removeNamespaces();
-    offs.forEach((f) => f());
-  });
+/**
+ * Client and server namespaces joined by a veth; the server DNATs UDP to
+ * 172.30.0.10:53 and [fd00:30::10]:53 to its own :5354, so every flow has a
+ * NATed reply tuple, as a Service's has.
+ */
+async function buildNamespaces(): Promise<void> {
   await removeNamespaces();
   const vc = `kptc${process.pid}`.slice(0, 15);
   const vs = `kpts${process.pid}`.slice(0, 15);
@@ -235,8 +243,25 @@ test('real kernel (root): list UDP flows (IPv4 and IPv6) through DNAT rules and 
     'table ip kpt { chain pre { type nat hook prerouting priority -100; ip daddr 172.30.0.10 udp dport 53 dnat to 10.250.0.2:5354; }; }\n' +
       'table ip6 kpt6 { chain pre { type nat hook prerouting priority -100; ip6 daddr fd00:30::10 udp dport 53 dnat to [fd00:250::2]:5354; }; }\n',
   );
+}
+
+function withNamespaces(t: { after(fn: () => Promise<void>): void }): Promise<void> {
+  const offs = [onSignalCleanup('SIGINT'), onSignalCleanup('SIGTERM')];
+  t.after(async () => {
+    await removeNamespaces();
+    offs.forEach((f) => f());
+  });
+  return buildNamespaces();
+}
+
+async function sendFlows(): Promise<void> {
   await sendUDP(CLIENT, '10.250.0.1', [40001, 40002, 40003], '172.30.0.10', 53);
   await sendUDP(CLIENT, 'fd00:250::1', [41001, 41002], 'fd00:30::10', 53);
+}
+
+test('real kernel (root): list UDP flows (IPv4 and IPv6) through DNAT rules and delete selected ones', async (t) => {
+  await withNamespaces(t);
+  await sendFlows();
 
   const ct = new Conntrack((args) =>
     run('ip', ['netns', 'exec', SERVER, 'conntrack', ...args], { allowFailure: true }),
@@ -281,6 +306,72 @@ test('real kernel (root): list UDP flows (IPv4 and IPv6) through DNAT rules and 
     (await ct.listUDPFlows('IPv4')).filter((f) => f.origDst === '172.30.0.10'),
     [],
   );
+});
+
+test('real kernel (root): ctnetlink lists what the CLI lists, deletes exact tuples, misses are not errors', async (t) => {
+  await withNamespaces(t);
+  await sendFlows();
+  const nl = await openCtNetlink(SERVER);
+  assert.ok(nl, 'netlink is available here (koffi)');
+  t.after(() => nl.close());
+  const cli = new Conntrack((args) =>
+    run('ip', ['netns', 'exec', SERVER, 'conntrack', ...args], { allowFailure: true }),
+  );
+  const key = (f: { origSrc: string; origSrcPort: number; origDst: string; replySrc: string; replySrcPort: number }) =>
+    `${f.origSrc}:${f.origSrcPort}>${f.origDst}<${f.replySrc}:${f.replySrcPort}`;
+  for (const fam of ['IPv4', 'IPv6'] as const) {
+    const viaNl = nl.listUDPFlows(fam).map(key).sort();
+    assert.deepEqual(viaNl, (await cli.listUDPFlows(fam)).map(key).sort(), `${fam}: same entries as conntrack -L`);
+    assert.equal(viaNl.length, fam === 'IPv4' ? 3 : 2);
+  }
+  const six = nl.listUDPFlows('IPv6');
+  assert.deepEqual(
+    six.map((f) => [f.origSrc, f.origSrcPort, f.origDst, f.origDstPort, f.replySrc, f.replySrcPort]).sort(),
+    [
+      ['fd00:250::1', 41001, 'fd00:30::10', 53, 'fd00:250::2', 5354],
+      ['fd00:250::1', 41002, 'fd00:30::10', 53, 'fd00:250::2', 5354],
+    ],
+  );
+  // Exact deletion: only 40002 goes; deleting it again is ENOENT, not an error.
+  const v4 = nl.listUDPFlows('IPv4');
+  const victim = v4.find((f) => f.origSrcPort === 40002)!;
+  assert.deepEqual(nl.deleteStale('IPv4', [victim]), { deleted: 1, errors: [] });
+  assert.deepEqual(nl.deleteStale('IPv4', [victim]), { deleted: 0, errors: [] });
+  const listed = await sh('ip', ['netns', 'exec', SERVER, 'conntrack', '-L', '-p', 'udp', '-f', 'ipv4']);
+  assert.match(listed, /sport=40001 dport=53/);
+  assert.match(listed, /sport=40003 dport=53/);
+  assert.doesNotMatch(listed, /sport=40002 dport=53/);
+  assert.deepEqual(nl.deleteStale('IPv6', six), { deleted: 2, errors: [] });
+  assert.deepEqual(nl.listUDPFlows('IPv6'), []);
+  assert.equal(nl.listUDPFlows('IPv4').length, 2, 'IPv6 deletion left IPv4 alone');
+  // A record without the original source cannot name one entry.
+  const partial = nl.deleteFlows('IPv4', [
+    { origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.250.0.2', replySrcPort: 5354 },
+  ]);
+  assert.equal(partial.deleted, 0);
+  assert.match(partial.errors[0]!, /not a complete IPv4 UDP tuple/);
+});
+
+test('real kernel (root): a ctnetlink dump of many datagrams lists every entry once', async (t) => {
+  await withNamespaces(t);
+  const sock = await openNetlink(NETLINK_PROTOCOL.NETFILTER, { netns: SERVER });
+  assert.ok(sock);
+  const n = 3000;
+  try {
+    assert.ok(sock.ackAll(Array.from({ length: n }, (_, i) => newEntryRequest(i, 7))).every((r) => r.errno === 0));
+  } finally {
+    sock.close();
+  }
+  const nl = (await openCtNetlink(SERVER))!;
+  t.after(() => nl.close());
+  const flows = nl.listUDPFlows('IPv4');
+  assert.equal(new Set(flows.map((f) => `${f.origSrc}:${f.origSrcPort}`)).size, n, 'no entry lost or repeated');
+  assert.ok(
+    flows.every((f) => f.replySrc === benchEndpoint(Number(f.origDst.split('.')[3]))),
+    'tuples decoded intact',
+  );
+  assert.deepEqual(nl.deleteStale('IPv4', flows), { deleted: n, errors: [] });
+  assert.deepEqual(nl.listUDPFlows('IPv4'), []);
 });
 
 test('deleteFlows: a CLI that cannot be spawned is reported per filter, never thrown', async () => {

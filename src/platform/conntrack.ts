@@ -1,5 +1,7 @@
-// The conntrack table through the `conntrack` CLI (conntrack-tools): list the
-// UDP flows of one family and delete chosen ones. WHICH flows are stale is
+// The conntrack table through the `conntrack` CLI (conntrack-tools), the
+// fallback when ctnetlink (conntracknl.ts) is unavailable, and the upstream
+// reconciler that drives either: list the UDP flows of one family and delete
+// the stale ones. WHICH flows are stale is
 // decided by the pure core/conntrack.ts (upstream conntrack/cleanup.go); this
 // file only talks to the kernel.
 //
@@ -10,11 +12,11 @@
 // the reply direction. `conntrack -D` exits 1 when nothing matched; that is
 // "already gone", not a failure.
 
-import type { ConntrackFlow } from '../core/conntrack.js';
-import { staleUDPFlows } from '../core/conntrack.js';
 import { normalizeIP } from '../core/ip.js';
 import type { IPFamily, SyncState } from '../core/types.js';
 import type { Clock } from '../engine/clock.js';
+import type { ConntrackHook } from '../engine/proxier.js';
+import type { ConntrackMetrics } from './metrics.js';
 import { run, type ExecResult } from './exec.js';
 
 /** One UDP conntrack entry. IPs are normalised. */
@@ -92,8 +94,28 @@ export interface DeleteResult {
   readonly errors: readonly string[];
 }
 
-export class Conntrack {
+export class Conntrack implements ConntrackTable {
+  readonly kind = 'conntrack-cli';
+
   constructor(private readonly exec: ConntrackExec = conntrackExec()) {}
+
+  /**
+   * One `conntrack -D` per (service address, stale endpoint), not per client:
+   * every flow sharing origDst:port and replySrc:port is stale by the same
+   * rule, so one filter without the original source removes them all (as
+   * upstream's filter does), with far fewer processes.
+   */
+  deleteStale(family: IPFamily, flows: readonly FlowRecord[]): Promise<DeleteResult> {
+    return this.deleteFlows(
+      family,
+      flows.map((f) => ({
+        origDst: f.origDst,
+        origDstPort: f.origDstPort,
+        replySrc: f.replySrc,
+        replySrcPort: f.replySrcPort,
+      })),
+    );
+  }
 
   async listUDPFlows(family: IPFamily): Promise<FlowRecord[]> {
     const r = await this.exec(['-L', '-p', 'udp', '-f', fam(family), '-o', 'extended']);
@@ -107,7 +129,7 @@ export class Conntrack {
    * a process spawn plus a filtered table dump: measured 7-23 ms each on a
    * busy 2-CPU host with 300 flows; neither parallel commands nor a
    * `conntrack -R -` batch was consistently faster there. Callers should pass coarse
-   * filters (see cleanStaleUDPEntries) rather than one per client.
+   * filters (see deleteStale) rather than one per client.
    */
   async deleteFlows(family: IPFamily, flows: readonly FlowToDelete[], concurrency = 1): Promise<DeleteResult> {
     const argLists = new Map<string, string[]>();
@@ -162,36 +184,41 @@ function deleteArgs(family: IPFamily, f: FlowToDelete): string[] | null {
   return args;
 }
 
-export interface ConntrackCleanupReport {
-  readonly family: IPFamily;
-  readonly seconds: number;
-  readonly deleted: number;
-  readonly errors: readonly string[];
+/**
+ * A conntrack table the reconciler can use: ctnetlink (conntracknl.ts), or
+ * this CLI when netlink is unavailable. deleteStale removes the given stale
+ * flows; how precisely is the table's business.
+ */
+export interface ConntrackTable {
+  readonly kind: 'netlink' | 'conntrack-cli';
+  listUDPFlows(family: IPFamily): Promise<FlowRecord[]> | FlowRecord[];
+  deleteStale(family: IPFamily, flows: readonly FlowRecord[]): Promise<DeleteResult> | DeleteResult;
+  close?(): void;
 }
 
 /**
- * Upstream CleanStaleEntries for one family: list, filter with the core's
- * staleUDPFlows, delete. Pass the report to ProxyMetrics.conntrackReconciled.
- * A failed listing rejects; failed single deletions are in `errors`.
+ * Upstream CleanStaleEntries as the Proxier's ConntrackHook: list the
+ * family's UDP entries, keep those the core calls stale, delete them, and
+ * report duration and count to the reconciler metrics
+ * (kubeproxy_conntrack_reconciler_*). A failed listing rejects (the Proxier
+ * logs it); failed single deletions go to onError.
  */
-export async function cleanStaleUDPEntries(
-  ct: Conntrack,
-  state: SyncState,
+export function conntrackReconciler(
+  table: ConntrackTable,
+  metrics: ConntrackMetrics,
   clock: Clock,
-): Promise<ConntrackCleanupReport> {
-  const start = clock.monotonic();
-  const flows = await ct.listUDPFlows(state.family);
-  // Delete per (frontend, stale endpoint), not per client: every flow sharing
-  // origDst:port and replySrc:port is stale by the same rule, so one filter
-  // without the original source removes them all (as upstream's filter does).
-  const stale = staleUDPFlows(state, flows as readonly ConntrackFlow[]).map((f): FlowToDelete => ({
-    origDst: f.origDst,
-    origDstPort: f.origDstPort,
-    replySrc: f.replySrc,
-    replySrcPort: f.replySrcPort,
-  }));
-  const { deleted, errors } = stale.length > 0 ? await ct.deleteFlows(state.family, stale) : { deleted: 0, errors: [] };
-  return { family: state.family, seconds: (clock.monotonic() - start) / 1000, deleted, errors };
+  onError: (err: string) => void = () => {},
+): ConntrackHook {
+  return {
+    async listAndDelete(family, isStale) {
+      const start = clock.monotonic();
+      const stale = (await table.listUDPFlows(family)).filter((f) => isStale(f));
+      const r = stale.length > 0 ? await table.deleteStale(family, stale) : { deleted: 0, errors: [] };
+      for (const e of r.errors) onError(e);
+      metrics.conntrackReconciled(family, (clock.monotonic() - start) / 1000, r.deleted);
+      return r.deleted;
+    },
+  };
 }
 
 const defaultConntrack = new Conntrack();

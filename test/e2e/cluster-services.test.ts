@@ -303,6 +303,7 @@ for (const mode of E2E_MODES) {
       assert.deepEqual(podsOf(later), [], `${what}: nothing answers any more`);
       const echo = await env.send('node1-b', 'udp', pod('node1-a').ip, 5353);
       assert.ok(echo.ok && echo.reply.pod === 'node1-a', 'the old endpoint is still running');
+      assert.match(env.proxy('node2').log(), /Stale UDP conntrack entries are reconciled.*netlink|netlink.*reconciled/);
       return value.ok ? '' : value.error;
     };
 
