@@ -13,7 +13,7 @@
 // "already gone", not a failure.
 
 import { normalizeIP } from '../core/ip.js';
-import type { IPFamily, SyncState } from '../core/types.js';
+import type { IPFamily } from '../core/types.js';
 import type { Clock } from '../engine/clock.js';
 import type { ConntrackHook } from '../engine/proxier.js';
 import type { ConntrackMetrics } from './metrics.js';
