@@ -9,6 +9,7 @@ import { encodeConfigYAML, parseCommandLine, type ParsedCommand } from './option
 import { cleanupAll } from './cleanup.js';
 import { runDiff } from './diff.js';
 import { runExplain } from './explain.js';
+import { runStatus } from './status.js';
 import { initOnly, runProxy } from './server.js';
 
 /** The version in the nearest package.json above this file (works from dist/ and from source). */
@@ -31,6 +32,7 @@ export async function main(argv: string[]): Promise<number> {
   // Our own read-only tools; every other argv is upstream kube-proxy's command line.
   if (argv[0] === 'explain') return runExplain(argv.slice(1));
   if (argv[0] === 'diff') return runDiff(argv.slice(1));
+  if (argv[0] === 'status') return runStatus(argv.slice(1));
   let cmd: ParsedCommand;
   try {
     cmd = await parseCommandLine(argv, { readFile: (p) => readFile(p, 'utf8') }, await packageVersion());

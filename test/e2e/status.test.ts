@@ -1,10 +1,11 @@
-// The /statusz page in a real browser against a real proxy: a two-node
+// The /statusz page in a real browser, and `kube-proxy-ts status`, against a real proxy: a two-node
 // namespace cluster, kube-proxy-ts on each node, Services whose endpoints are
 // left out for every reason the page knows. Headless Chromium (Debian's
 // package, playwright-core) runs inside node1's namespace and loads the page
 // from the metrics address; the test reads rows and reasons from the DOM,
 // uses the search box, and keeps a screenshot. Real packets check that what
-// the page says node1 uses is what node1 does.
+// the page says node1 uses is what node1 does. Then `kube-proxy-ts status
+// --netns` prints the same rows as a table and as JSON.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -12,8 +13,10 @@ import type { Page } from 'playwright-core';
 import { launchInNamespace, type NsBrowser } from '../browser/chromium.js';
 import { E2EEnv } from '../netns/e2e.js';
 import { endpointSlice, nodeObject, service, webPorts, type EndpointSpec } from '../netns/fixtures.js';
-import { E2E_MODES } from '../netns/proxy.js';
+import { E2E_MODES, proxyArgv } from '../netns/proxy.js';
 import { REPO_ROOT } from '../netns/spawn.js';
+import { run } from '../../src/platform/exec.js';
+import type { StatusDoc } from '../../src/engine/statusview.js';
 
 const ZONE = 'topology.kubernetes.io/zone';
 const ARTIFACTS = `${REPO_ROOT}test-artifacts`;
@@ -42,7 +45,7 @@ const visibleRows = (page: Page) =>
     rows.filter((r) => !r.hasAttribute('hidden')).map((r) => r.getAttribute('data-service-port') ?? ''),
   );
 
-describe(`/statusz in headless Chromium against kube-proxy-ts (${mode})`, { concurrency: false }, () => {
+describe(`/statusz in headless Chromium and \`status\` against kube-proxy-ts (${mode})`, { concurrency: false }, () => {
   let env: E2EEnv;
   let browser: NsBrowser;
   before(async () => {
@@ -158,5 +161,33 @@ describe(`/statusz in headless Chromium against kube-proxy-ts (${mode})`, { conc
     const shot = `${ARTIFACTS}/statusz-${mode}.png`;
     await page.screenshot({ path: shot, fullPage: true });
     console.log(`statusz screenshot: ${shot}`);
+  });
+  it('`kube-proxy-ts status --netns` prints the same rows as a table, filtered by words, and as JSON', async () => {
+    const ns = env.cluster.node('node1').ns;
+    const ip = (n: string) => `${env.cluster.pod(n).ip}:8080`;
+    const status = (...args: string[]) =>
+      run(proxyArgv()[0]!, [...proxyArgv().slice(1), 'status', '--netns', ns, ...args]);
+    const tableOut = (await status('default/web:tcp')).stdout;
+    console.log(tableOut);
+    assert.match(
+      tableOut,
+      new RegExp(`^kube-proxy-ts \\S+ on node node1 \\(192\\.168\\.77\\.11, zone zone-a\\), mode ${mode},`),
+    );
+    assert.match(tableOut, /^IPv4 +\d{4}-\d\d-\d\dT\S+ +[\d.]+ m?s +(full|partial) +\d+ +none$/m);
+    assert.match(tableOut, /^default\/web:tcp +ClusterIP 10\.96\.5\.10:80 +internal Cluster: forward \(2\)/m);
+    assert.ok(tableOut.includes(`${ip('node2-a')} Local policy (ext): runs on node node2`), tableOut);
+    assert.ok(tableOut.includes(`${ip('node2-b')} terminating (int,ext)`), tableOut);
+    assert.ok(!tableOut.includes('default/zones'), 'the word filter keeps only matching rows');
+
+    const doc = JSON.parse((await status('-o', 'json')).stdout) as StatusDoc;
+    assert.equal(doc.node.name, 'node1');
+    const zones = doc.servicePorts.find((r) => r.servicePort === 'default/zones:tcp');
+    assert.deepEqual(
+      zones?.endpoints.map((e) => [e.endpoint, e.usedFor, e.skipped.map((x) => x.reason)]),
+      [
+        [ip('node1-a'), ['internal'], []],
+        [ip('node2-a'), [], ['other-zone-hint']],
+      ],
+    );
   });
 });
