@@ -24,7 +24,8 @@ import { categorizeEndpoints } from '../src/core/topology.js';
 import type { DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
 import { NftablesRenderer } from '../src/dataplane/nftables/renderer.js';
 import type { EndpointLayout } from '../src/dataplane/nftables/static.js';
-import { DEFAULT_LAYOUT, NftablesDataplane } from '../src/platform/nftables/dataplane.js';
+import { DEFAULT_ENDPOINT_LAYOUT } from '../src/dataplane/nftables/static.js';
+import { NftablesDataplane } from '../src/platform/nftables/dataplane.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
 import {
   endpoint,
@@ -47,7 +48,7 @@ const arg = (name: string) => {
   return i >= 0 ? process.argv[i + 1] : undefined;
 };
 
-const LAYOUT = (arg('layout') ?? DEFAULT_LAYOUT) as EndpointLayout;
+const LAYOUT = (arg('layout') ?? DEFAULT_ENDPOINT_LAYOUT) as EndpointLayout;
 
 const CONFIG: DataplaneConfig = {
   family: 'IPv4',

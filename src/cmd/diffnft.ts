@@ -4,7 +4,6 @@
 // the real NftablesRenderer renders a full sync against that snapshot, the
 // transaction runs on a copy of the Fake, and the two are compared
 // (tablediff.ts). Only `nft list` commands reach the kernel.
-import { DEFAULT_LAYOUT } from '../platform/nftables/dataplane.js';
 import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
 import { Fake } from '../dataplane/nftables/fake.js';
 import { loadNftTable, parseElementsJSON, parseNftListing } from '../dataplane/nftables/listing.js';
@@ -15,6 +14,7 @@ import { realClock } from '../platform/clock.js';
 import type { CommandRunner } from '../platform/iptables/runner.js';
 import { parseTableJSON } from '../platform/nftables/readback.js';
 import type { FamilyDiff } from './diffipt.js';
+import { nftablesLayout } from './modes.js';
 
 export interface NftablesFamilyInput {
   readonly run: CommandRunner;
@@ -39,8 +39,8 @@ export async function diffNftablesFamily(i: NftablesFamilyInput): Promise<Family
     before = loadNftTable(fam, listing, elements);
     after = loadNftTable(fam, listing, elements);
   }
-  // The production dataplane's renderer and layout (NftablesDataplane's default, KPT_NFTABLES_LAYOUT included).
-  const { tx } = new NftablesRenderer(i.config, DEFAULT_LAYOUT).render(i.state, realClock.now(), snapshot);
+  // The renderer and layout the proxy would use (KPT_NFTABLES_LAYOUT included).
+  const { tx } = new NftablesRenderer(i.config, nftablesLayout()).render(i.state, realClock.now(), snapshot);
   after.run(tx);
   const diffs = diffNftTables(before, after);
   const added = diffs.reduce((n, d) => n + d.lines.filter((l) => l.op === '+').length, 0);

@@ -2,6 +2,7 @@
 import { access } from 'node:fs/promises';
 import type { ResolvedConfig } from '../core/config/types.js';
 import type { Dataplane, DataplaneConfig, IPFamily } from '../core/types.js';
+import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from '../dataplane/nftables/index.js';
 import type { Clock } from '../engine/clock.js';
 import { run } from '../platform/exec.js';
 import { hostRunner, IptablesDataplane, procSysctl } from '../platform/iptables/index.js';
@@ -22,6 +23,24 @@ export interface DataplaneDeps {
 
 export const SUPPORTED_MODES = ['iptables', 'nftables', 'userspace'] as const;
 
+/**
+ * The nftables endpoint layout: DEFAULT_ENDPOINT_LAYOUT unless
+ * KPT_NFTABLES_LAYOUT names another (an experiment switch for tests and
+ * benchmarks, not a flag). The only place that reads it. An unknown value
+ * is reported through `warn` and ignored.
+ */
+export function nftablesLayout(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  warn: (msg: string) => void = () => {},
+): EndpointLayout {
+  const v = env['KPT_NFTABLES_LAYOUT'];
+  if (v === undefined || v === '') return DEFAULT_ENDPOINT_LAYOUT;
+  const layout = ENDPOINT_LAYOUTS.find((l) => l === v);
+  if (layout === undefined)
+    warn(`KPT_NFTABLES_LAYOUT=${v} is not one of ${ENDPOINT_LAYOUTS.join(', ')}; using ${DEFAULT_ENDPOINT_LAYOUT}`);
+  return layout ?? DEFAULT_ENDPOINT_LAYOUT;
+}
+
 export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
   const onEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) =>
     d.log[level](fields, msg);
@@ -39,6 +58,7 @@ export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
       return new NftablesDataplane({
         config: d.config,
         clock: d.clock,
+        layout: nftablesLayout(process.env, (msg) => d.log.warn(msg)),
         onTransaction: (family, script, partial) => d.log.trace({ family, partial, script }, 'nft transaction'),
       });
     case 'userspace':

@@ -1,6 +1,7 @@
 // Packet flows through renderer -> Fake -> tracer with nftables' own fixtures
 // (reference 5.3 conventions). The shared mode-agnostic table runs in
 // nftables-packetflow.test.ts; these cover nft specifics and the tracer.
+import { ENDPOINT_LAYOUTS, type EndpointLayout } from '../../src/dataplane/nftables/static.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
@@ -38,7 +39,8 @@ const CONFIG: DataplaneConfig = {
   localIPs: LOCAL_IPS,
 };
 
-// Each load renders both endpoint layouts; check() traces every flow through both.
+// Each load renders every endpoint layout (ENDPOINT_LAYOUTS order, the production one first);
+// check() traces every flow through each.
 function load(services: unknown[], slices: unknown[], config: DataplaneConfig = CONFIG): Fake[] {
   const state = syncStateFromObjects({
     services,
@@ -47,12 +49,15 @@ function load(services: unknown[], slices: unknown[], config: DataplaneConfig = 
     node: makeNode(TEST_NODE),
     serviceCIDRs: [SERVICE_CIDR],
   });
-  return (['upstream', 'lean', 'maps'] as const).map((layout) => {
+  return ENDPOINT_LAYOUTS.map((layout) => {
     const fake = new Fake('ip');
     fake.run(new NftablesRenderer(config, layout).render(state, 0, null).tx);
     return fake;
   });
 }
+
+/** The fake of one layout among load()'s. */
+const ofLayout = (fakes: Fake[], layout: EndpointLayout): Fake => fakes[ENDPOINT_LAYOUTS.indexOf(layout)]!;
 
 function check(fakes: Fake[], cases: Array<[string, TracePacket, string, boolean]>): void {
   for (const fake of fakes) {
@@ -235,7 +240,7 @@ test('session affinity: per-endpoint chains and sets, every endpoint reachable',
     s.ports = [slicePort('p80', 80)];
   });
   const fakes = load([svc], [slice]);
-  const dump = fakes[0]!.dump();
+  const dump = ofLayout(fakes, 'upstream').dump();
   assert.match(
     dump,
     /^add set ip kube-proxy affinity-[A-Z0-9]{8}-ns1\/svc1\/tcp\/p80__10\.180\.0\.1\/80 \{ type ipv4_addr ; flags dynamic,timeout ; timeout 10800s ; \}$/m,
@@ -245,7 +250,7 @@ test('session affinity: per-endpoint chains and sets, every endpoint reachable',
     /^add rule ip kube-proxy endpoint-[A-Z0-9]{8}-ns1\/svc1\/tcp\/p80__10\.180\.0\.2\/80 meta l4proto tcp dnat to 10\.180\.0\.2:80$/m,
   );
   assert.match(
-    fakes[1]!.dump(),
+    ofLayout(fakes, 'lean').dump(),
     /^add rule ip kube-proxy service-[A-Z0-9]{8}-ns1\/svc1\/tcp\/p80 numgen random mod 2 0 goto endpoint-[A-Z0-9]{8}-ns1\/svc1\/tcp\/p80__10\.180\.0\.1\/80$/m,
   );
   check(fakes, [
@@ -264,10 +269,12 @@ test('lean layout: a numgen cascade with the same names and elements as upstream
     s.endpoints = ['10.180.0.1', '10.180.0.2', '10.180.0.3'].map((ip) => endpoint(ip));
     s.ports = [slicePort('p80', 80)];
   });
-  const [up, lean] = load([svc], [slice]);
+  const fakes = load([svc], [slice]);
+  const up = ofLayout(fakes, 'upstream');
+  const lean = ofLayout(fakes, 'lean');
   const chain = 'service-ULMVA6XW-ns1/svc1/tcp/p80';
   assert.deepEqual(
-    lean!.chains.get(chain)!.rules.map((r) => r.rule),
+    lean.chains.get(chain)!.rules.map((r) => r.rule),
     [
       'numgen random mod 3 0 meta l4proto tcp dnat to 10.180.0.1:80',
       'numgen random mod 2 0 meta l4proto tcp dnat to 10.180.0.2:80',
@@ -280,7 +287,7 @@ test('lean layout: a numgen cascade with the same names and elements as upstream
       .split('\n')
       .filter((l) => !l.startsWith(`add rule ip kube-proxy ${chain} `))
       .join('\n');
-  assert.equal(withoutRules(lean!), withoutRules(up!));
+  assert.equal(withoutRules(lean), withoutRules(up));
 });
 
 test('no local detector: no ClusterIP masquerade; masqueradeAll: always', () => {

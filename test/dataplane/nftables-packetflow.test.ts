@@ -5,17 +5,24 @@
 import type { Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
 import { runPacketFlowTable } from '../cases/runtable.js';
-import { Fake, NftablesRenderer, nftFamily, trace, type EndpointLayout } from '../../src/dataplane/nftables/index.js';
+import {
+  ENDPOINT_LAYOUTS,
+  Fake,
+  NftablesRenderer,
+  nftFamily,
+  trace,
+  type EndpointLayout,
+} from '../../src/dataplane/nftables/index.js';
 import { NFTABLES_FLOW_SKIPS } from './nftables-fixtures.js';
 
-export function loadScenario(s: Scenario, layout: EndpointLayout = 'upstream'): Fake {
+export function loadScenario(s: Scenario, layout: EndpointLayout): Fake {
   const fake = new Fake(nftFamily(s.family));
   fake.run(new NftablesRenderer(scenarioConfig(s, 'nftables'), layout).render(scenarioSyncState(s), 0, null).tx);
   return fake;
 }
 
-// Every endpoint layout must behave identically (see static.ts EndpointLayout).
-for (const layout of ['upstream', 'lean', 'maps'] as const) {
+// Every endpoint layout must behave identically (see static.ts EndpointLayout); the production one runs first.
+for (const layout of ENDPOINT_LAYOUTS) {
   runPacketFlowTable({
     mode: 'nftables',
     label: `nftables (${layout})`,

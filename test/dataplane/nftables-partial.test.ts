@@ -64,7 +64,7 @@ const lines = (tx: Transaction) => tx.toString().trim().split('\n').filter(Boole
 
 test('adding and deleting a one-endpoint service touches only its objects; the chain goes >= 1 s later', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG);
+  const r = new NftablesRenderer(CONFIG, 'upstream'); // the expected rule text is the upstream layout's
   fake.run(r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
   const baseline = fake.dump();
 
@@ -107,7 +107,7 @@ test('adding and deleting a one-endpoint service touches only its objects; the c
 
 test('an endpoint change rewrites only that service chain; unchanged services are untouched', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG);
+  const r = new NftablesRenderer(CONFIG, 'upstream'); // the expected rule text is the upstream layout's
   const svcs = [svc('ns1', '172.30.0.41'), svc('ns2', '172.30.0.42')];
   fake.run(r.render(state(svcs, [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')], null), 0).tx);
   const tx = r.render(
@@ -225,7 +225,7 @@ test('an endpoint change of a NodePort service leaves its unchanged external cha
       slice('ns1', ...eps),
     ] as const;
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG);
+  const r = new NftablesRenderer(CONFIG, 'upstream'); // one dnat rule per policy chain, as asserted below
   const [s1, e1] = np(['10.180.0.1']);
   fake.run(r.render(state([s1], [e1], null), 0).tx);
   const [s2, e2] = np(['10.180.0.1', '10.180.0.2']);
@@ -241,7 +241,7 @@ test('an endpoint change of a NodePort service leaves its unchanged external cha
   fake.run(tx);
   // The result is what a full sync from scratch produces.
   const fresh = new Fake('ip');
-  fresh.run(new NftablesRenderer(CONFIG).render(state([s2], [e2], null), 0).tx);
+  fresh.run(new NftablesRenderer(CONFIG, 'upstream').render(state([s2], [e2], null), 0).tx);
   assert.equal(fake.dump(), fresh.dump());
   // Back to one endpoint and then the service gone: every object goes.
   fake.run(r.render(state([s1], [e1], ['ns1/svc']), 20).tx);

@@ -3,6 +3,7 @@
 // from scratch. Random but seeded sequences of Services with NodePorts,
 // external IPs, LB source ranges, affinity, traffic policies and endpoints
 // coming and going; both endpoint layouts.
+import { ENDPOINT_LAYOUTS } from '../../src/dataplane/nftables/static.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
@@ -83,7 +84,7 @@ function randomService(rnd: () => number, i: number) {
   return { svc, slice };
 }
 
-for (const layout of ['upstream', 'lean', 'maps'] as const) {
+for (const layout of ENDPOINT_LAYOUTS) {
   test(`partial syncs converge to the full-sync table (${layout})`, () => {
     for (let seed = 1; seed <= 25; seed++) {
       const rnd = prng(seed);

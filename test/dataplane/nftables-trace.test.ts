@@ -16,7 +16,7 @@ import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/re
 import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { nftFamily } from '../../src/dataplane/nftables/names.js';
 import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
-import type { EndpointLayout } from '../../src/dataplane/nftables/static.js';
+import { ENDPOINT_LAYOUTS, type EndpointLayout } from '../../src/dataplane/nftables/static.js';
 import { trace } from '../../src/dataplane/nftables/trace.js';
 
 function loadScenario(s: (typeof PACKET_FLOW_SCENARIOS)[number], layout: EndpointLayout): Fake {
@@ -25,7 +25,7 @@ function loadScenario(s: (typeof PACKET_FLOW_SCENARIOS)[number], layout: Endpoin
   return fake;
 }
 
-for (const layout of ['upstream', 'lean', 'maps'] as const) {
+for (const layout of ENDPOINT_LAYOUTS) {
   describe(`nftables trace.ts path recording (${layout})`, () => {
     for (const s of PACKET_FLOW_SCENARIOS) {
       const cases = casesFor(s, 'nftables', NFTABLES_FLOW_SKIPS);

@@ -5,6 +5,7 @@
 // followed by a repairing full sync; foreign tables are untouched; cleanup
 // removes only our tables; and a real TCP connection to a ClusterIP is DNATed
 // to a listener on the endpoint address.
+import { ENDPOINT_LAYOUTS } from '../../src/dataplane/nftables/static.js';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -186,7 +187,7 @@ test(
         fullSync: changed === null,
         ...(changed ? { changedServices: changed } : {}),
       });
-    for (const layout of ['upstream', 'lean', 'maps'] as const) {
+    for (const layout of ENDPOINT_LAYOUTS) {
       const vias: string[] = [];
       const dp = new NftablesDataplane({
         config: cfg6,

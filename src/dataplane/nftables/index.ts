@@ -14,7 +14,8 @@
 //   - memory advances as the transaction is built: the caller must call
 //     reset() when applying it fails, so the next render is full;
 //   - the endpoint layout ('upstream' | 'lean' | 'maps', static.ts) only
-//     changes the rules inside service chains.
+//     changes the rules inside service chains; DEFAULT_ENDPOINT_LAYOUT is
+//     the production one and the default everywhere.
 //
 // Fake (fake.ts): one nftables table in memory. run(tx) applies a
 // Transaction all-or-nothing with the kernel's refusals that matter to us;
@@ -32,7 +33,7 @@
 
 export { NftablesRenderer, EMPTY_SNAPSHOT, STALE_CHAIN_DELAY_MS } from './renderer.js';
 export type { KernelSnapshot, RenderResult } from './renderer.js';
-export type { EndpointLayout } from './static.js';
+export { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from './static.js';
 export { Fake, FakeError } from './fake.js';
 export type { FakeChain, FakeSet } from './fake.js';
 export { trace } from './trace.js';

@@ -17,7 +17,7 @@ import type { DataplaneConfig, ServicePort, SyncState } from '../../core/types.j
 import * as N from './names.js';
 import { elementKeyText, type Chain, type Element, type NftObject, type NftSet, type Verb } from './objects.js';
 import { renderServicePort, type EndpointMapContent, type ServicePortObjects } from './serviceport.js';
-import { MANAGED_SETS, makeContext, writeStatic, type EndpointLayout } from './static.js';
+import { DEFAULT_ENDPOINT_LAYOUT, MANAGED_SETS, makeContext, writeStatic, type EndpointLayout } from './static.js';
 import { Transaction } from './transaction.js';
 
 export const STALE_CHAIN_DELAY_MS = 1000;
@@ -114,7 +114,7 @@ export class NftablesRenderer {
 
   constructor(
     private readonly config: DataplaneConfig,
-    private readonly layout: EndpointLayout = 'upstream',
+    private readonly layout: EndpointLayout = DEFAULT_ENDPOINT_LAYOUT,
   ) {}
 
   /**

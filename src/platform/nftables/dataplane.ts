@@ -12,7 +12,7 @@ import { isEndpointsMapName, nftFamily, TABLE_NAME } from '../../dataplane/nftab
 import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dataplane/nftables/renderer.js';
 import { realClock } from '../clock.js';
 import { run, type ExecResult } from '../exec.js';
-import type { EndpointLayout } from '../../dataplane/nftables/static.js';
+import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
 import type { Operation } from '../../dataplane/nftables/objects.js';
 import { openNftNetlink, type NftNetlink } from './netlink.js';
 import { encodeOperation, type EncodedOp, type SetKind } from './nlencode.js';
@@ -34,18 +34,6 @@ function setKind(name: string): SetKind | undefined {
   return SET_KINDS.get(name) ?? (isEndpointsMapName(name) ? 'endpoints' : undefined);
 }
 
-/**
- * 'lean' stays the default: 'maps' makes a one-endpoint change element-only
- * (20k Services: 5 ms instead of 50 ms) but its cold sync is superlinear in
- * the per-chain named maps (10k: 27 s, 20k: 122 s; see bench/README.md).
- */
-export const DEFAULT_LAYOUT: EndpointLayout = layoutFromEnv(process.env['KPT_NFTABLES_LAYOUT']) ?? 'lean';
-
-/** KPT_NFTABLES_LAYOUT=maps|lean|upstream: an experiment switch (tests, benchmarks), not a flag. */
-function layoutFromEnv(v: string | undefined): EndpointLayout | null {
-  return v === 'maps' || v === 'lean' || v === 'upstream' ? v : null;
-}
-
 /** Runs `nft <args>` with optional stdin; rejects with ExecError on failure. */
 export type NftRunner = (args: readonly string[], input?: string) => Promise<ExecResult>;
 
@@ -59,7 +47,7 @@ export interface NftablesDataplaneOptions {
   readonly config: DataplaneConfig;
   readonly runner?: NftRunner;
   readonly clock?: Clock;
-  /** Endpoint selection layout (see EndpointLayout); default 'lean', 14x faster to load at 10k services. */
+  /** Endpoint selection layout (see EndpointLayout); default DEFAULT_ENDPOINT_LAYOUT. */
   readonly layout?: EndpointLayout;
   /**
    * Network namespace to work in (tests, benchmarks): `ip netns exec <ns> nft`
@@ -80,6 +68,7 @@ export class NftablesDataplane implements Dataplane {
   readonly mode = 'nftables' as const;
   readonly family: IPFamily;
   private readonly renderer: NftablesRenderer;
+  private readonly layout: EndpointLayout;
   private readonly runner: NftRunner;
   private readonly clock: Clock;
   /** undefined = not tried yet; null = unavailable. */
@@ -87,7 +76,8 @@ export class NftablesDataplane implements Dataplane {
 
   constructor(private readonly opts: NftablesDataplaneOptions) {
     this.family = opts.config.family;
-    this.renderer = new NftablesRenderer(opts.config, opts.layout ?? DEFAULT_LAYOUT);
+    this.layout = opts.layout ?? DEFAULT_ENDPOINT_LAYOUT;
+    this.renderer = new NftablesRenderer(opts.config, this.layout);
     this.runner = opts.runner ?? nftRunner(opts.netns);
     this.clock = opts.clock ?? realClock;
   }
@@ -117,8 +107,7 @@ export class NftablesDataplane implements Dataplane {
 
   /** The whole transaction as netlink messages, or null (use nft -f). */
   private async encodeFast(ops: readonly Operation[]): Promise<{ nl: NftNetlink; ops: EncodedOp[] } | null> {
-    const layout = this.opts.layout ?? DEFAULT_LAYOUT;
-    if (!(this.opts.fastPath ?? layout !== 'upstream')) return null;
+    if (!(this.opts.fastPath ?? this.layout !== 'upstream')) return null;
     if (this.netlink === undefined) this.netlink = await openNftNetlink(this.opts.netns);
     if (this.netlink === null) return null;
     const fam = nftFamily(this.family);
