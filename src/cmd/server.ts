@@ -8,6 +8,7 @@ import { watch } from 'node:fs';
 import { hostname } from 'node:os';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ResolvedConfig } from '../core/config/types.js';
+import { featureGateEnabled } from '../core/config/features.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { resolveNodeName } from '../core/config/nodename.js';
 import type { Dataplane, IPFamily } from '../core/types.js';
@@ -205,6 +206,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     ),
     requestSync: () => runner.run(),
     conntrack: conntrackHook,
+    allowServiceExternalIPs: featureGateEnabled(config.featureGates, 'AllowServiceExternalIPs'),
     serviceProxyName: cmd.serviceProxyName ?? '',
     nodeIPOverride: detected.override,
   });

@@ -46,6 +46,8 @@ export class ServiceChangeTracker {
     private readonly onSkip: SkipReporter = noSkipReporter,
     /** This proxy's service-proxy-name ("" = upstream: ignore labelled Services). */
     private readonly proxyName = '',
+    /** Feature gate AllowServiceExternalIPs. */
+    private readonly allowExternalIPs = true,
   ) {}
 
   /**
@@ -84,7 +86,7 @@ export class ServiceChangeTracker {
    * counted once, on arrival (its later "previous" role is silent).
    */
   private portsOf(svc: Service | null, onSkip: SkipReporter): Map<string, ServicePort> {
-    return svc ? serviceToServicePorts(svc, this.family, onSkip, this.proxyName) : new Map();
+    return svc ? serviceToServicePorts(svc, this.family, onSkip, this.proxyName, this.allowExternalIPs) : new Map();
   }
 }
 

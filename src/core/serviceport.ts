@@ -169,11 +169,12 @@ function serviceCommon(
   clusterIP: string,
   family: IPFamily,
   report: (r: string) => void,
+  allowExternalIPs: boolean,
 ): ServiceCommon {
   const spec = svc.spec as unknown as Record<string, unknown>;
   const [namespace, name] = key.split('/') as [string, string];
   const type = spec['type'];
-  const externalIPs = ipsOfFamily(spec['externalIPs'], family, 'externalIP', report);
+  const externalIPs = allowExternalIPs ? ipsOfFamily(spec['externalIPs'], family, 'externalIP', report) : [];
   // Upstream apiservice.ExternallyAccessible: judged on the whole spec, not the family.
   const specExternal = type === 'LoadBalancer' || type === 'NodePort' || asArray(spec['externalIPs']).length > 0;
   const etpLocal = spec['externalTrafficPolicy'] === 'Local';
@@ -271,6 +272,8 @@ export function serviceToServicePorts(
   family: IPFamily,
   onSkip: SkipReporter = noSkipReporter,
   proxyName = '',
+  /** Feature gate AllowServiceExternalIPs (KEP-5707): false drops spec.externalIPs for every mode. */
+  allowExternalIPs = true,
 ): Map<string, ServicePort> {
   const out = new Map<string, ServicePort>();
   const key = objectKey(svc);
@@ -287,7 +290,7 @@ export function serviceToServicePorts(
   const report = (r: string) => onSkip(key, r);
   const clusterIP = clusterIPForFamily(s.spec as unknown as Record<string, unknown>, family, report);
   if (clusterIP === null) return out;
-  const common = serviceCommon(s, key, clusterIP, family, report);
+  const common = serviceCommon(s, key, clusterIP, family, report, allowExternalIPs);
   for (const raw of asArray(s.spec.ports)) {
     const sp = intakePort(common, family, raw, report);
     if (!sp) continue;

@@ -39,9 +39,10 @@ export class FamilyState {
     onServiceSkip: SkipReporter,
     onSliceSkip: SkipReporter,
     serviceProxyName = '',
+    allowExternalIPs = true,
   ) {
     this.family = dataplane.family;
-    this.services = new ServiceChangeTracker(this.family, onServiceSkip, serviceProxyName);
+    this.services = new ServiceChangeTracker(this.family, onServiceSkip, serviceProxyName, allowExternalIPs);
     this.endpointsTracker = new EndpointsChangeTracker(nodeName, this.family, startTime, onSliceSkip);
   }
 

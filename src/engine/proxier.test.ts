@@ -73,7 +73,10 @@ class RecordingObserver implements ProxierObserver {
   }
 }
 
-function setup(families: IPFamily[] = ['IPv4'], extra: { conntrack?: ConntrackHook } = {}) {
+function setup(
+  families: IPFamily[] = ['IPv4'],
+  extra: { conntrack?: ConntrackHook; allowServiceExternalIPs?: boolean } = {},
+) {
   const clock = new FakeClock(Date.parse('2026-01-01T00:00:00Z'));
   const observer = new RecordingObserver();
   const dps = families.map((f) => new RecordingDataplane(f));
@@ -468,6 +471,27 @@ test('a UDP Service dropping to zero endpoints, then deleted, runs the hook each
   await t.proxier.syncProxyRules();
   assert.equal(calls.length, 4, 'and only once');
 });
+
+for (const allow of [true, false]) {
+  test(`AllowServiceExternalIPs=${allow}: every family's SyncState ${allow ? 'has' : 'has no'} externalIPs`, async () => {
+    const t = setup(['IPv4', 'IPv6'], { allowServiceExternalIPs: allow });
+    t.proxier.onServiceAdd(
+      svc('ext', '172.30.0.50', (s) => {
+        s.spec.ipFamilies = ['IPv4', 'IPv6'];
+        s.spec.clusterIPs = ['172.30.0.50', 'fd00:30::50'];
+        s.spec.externalIPs = ['192.168.99.1', 'fd00:99::1'];
+      }),
+    );
+    t.proxier.onServiceSynced();
+    t.proxier.onEndpointSliceSynced();
+    await t.proxier.syncProxyRules();
+    for (const dp of t.dps) {
+      const sps = [...dp.last!.services.values()];
+      assert.equal(sps.length, 1, dp.family);
+      assert.deepEqual(sps[0]!.externalIPs, allow ? [dp.family === 'IPv4' ? '192.168.99.1' : 'fd00:99::1'] : []);
+    }
+  });
+}
 
 test('a failing conntrack hook is logged, not a sync failure', async () => {
   const conntrack: ConntrackHook = {

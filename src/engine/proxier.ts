@@ -53,6 +53,8 @@ export interface ProxierDeps {
   readonly fullSyncPeriodMs?: number;
   /** Serve only Services labelled service.kubernetes.io/service-proxy-name=<this>; "" = upstream. */
   readonly serviceProxyName?: string;
+  /** Feature gate AllowServiceExternalIPs (default true): false = no externalIP rules in any mode. */
+  readonly allowServiceExternalIPs?: boolean;
 }
 
 export const DEFAULT_FULL_SYNC_PERIOD_MS = 60 * 60 * 1000;
@@ -78,7 +80,15 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
         this.reportSkip(kind, key, reason);
     this.families = deps.dataplanes.map(
       (dp) =>
-        new FamilyState(dp, deps.nodeName, start, skip('service'), skip('endpointslice'), deps.serviceProxyName ?? ''),
+        new FamilyState(
+          dp,
+          deps.nodeName,
+          start,
+          skip('service'),
+          skip('endpointslice'),
+          deps.serviceProxyName ?? '',
+          deps.allowServiceExternalIPs ?? true,
+        ),
     );
     this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) =>
       this.reportSkip('node', key, reason),

@@ -25,9 +25,6 @@ const TABLE: Array<[string, string, string[]]> = [
   ['kubeproxy_conntrack_reconciler_deleted_entries_total', 'counter', ['ip_family']],
   ['kubeproxy_proxy_healthz_total', 'counter', ['code']],
   ['kubeproxy_proxy_livez_total', 'counter', ['code']],
-  ['kubeproxy_nftables_localhost_nodeport_rejected_packets_total', 'counter', ['ip_family', 'protocol']],
-  ['kubeproxy_nftables_localhost_nodeport_listeners', 'gauge', ['ip_family']],
-  ['kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total', 'counter', ['ip_family']],
 ];
 
 test('registry holds every metric of table 2.21 with its type and labels', async () => {
@@ -39,6 +36,11 @@ test('registry holds every metric of table 2.21 with its type and labels', async
     assert.equal(json?.type, type, name);
     assert.deepEqual([...metric.labelNames].sort(), [...labels].sort(), name);
   }
+});
+
+test('the KEP-6032 localhost NodePort metrics are not exported: nothing would ever move them', async () => {
+  const text = (await new ProxyMetrics({ defaultMetrics: false }).render()).body;
+  assert.doesNotMatch(text, /kubeproxy_nftables_localhost_nodeport/);
 });
 
 test('histogram buckets are upstream: ExponentialBuckets(0.001,2,15) and the network programming merge', async () => {

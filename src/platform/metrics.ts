@@ -21,7 +21,7 @@ import {
   exponentialBuckets,
   linearBuckets,
 } from 'prom-client';
-import type { IPFamily, Protocol } from '../core/types.js';
+import type { IPFamily } from '../core/types.js';
 import type { ProxierObserver, SyncReport } from '../engine/observer.js';
 import { toEpochMs } from '../engine/health.js';
 import { run, type ExecResult } from './exec.js';
@@ -63,8 +63,6 @@ export interface DatapathMetrics {
   iptablesRestoreFailed(family: IPFamily, partial?: boolean): void;
   nftablesSyncFailed(family: IPFamily): void;
   nftablesCleanupFailed(family: IPFamily): void;
-  localhostNodePortRejected(family: IPFamily, protocol: Protocol, packets: number): void;
-  localhostNodePortListeners(family: IPFamily, n: number, creationFailures?: number): void;
 }
 
 /** What the conntrack cleanup reports (ConntrackCleanupReport fits it). */
@@ -77,8 +75,6 @@ export const nullDatapathMetrics: DatapathMetrics & ConntrackMetrics = {
   iptablesRestoreFailed() {},
   nftablesSyncFailed() {},
   nftablesCleanupFailed() {},
-  localhostNodePortRejected() {},
-  localhostNodePortListeners() {},
   conntrackReconciled() {},
 };
 
@@ -213,24 +209,6 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
     labelNames: ['code'],
     registers: this.r,
   });
-  readonly nftablesLocalhostNodePortRejectedPacketsTotal = new Counter({
-    name: 'kubeproxy_nftables_localhost_nodeport_rejected_packets_total',
-    help: 'Packets to localhost NodePorts rejected by nftables',
-    labelNames: ['ip_family', 'protocol'],
-    registers: this.r,
-  });
-  readonly nftablesLocalhostNodePortListeners = new Gauge({
-    name: 'kubeproxy_nftables_localhost_nodeport_listeners',
-    help: 'Number of localhost NodePort listeners',
-    labelNames: ['ip_family'],
-    registers: this.r,
-  });
-  readonly nftablesLocalhostNodePortListenerCreationFailuresTotal = new Counter({
-    name: 'kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total',
-    help: 'Cumulative localhost NodePort listener creation failures',
-    labelNames: ['ip_family'],
-    registers: this.r,
-  });
   /** Bad input the engine skipped (not upstream; our own visibility of logged-and-counted skips). */
   readonly inputSkippedTotal = new Counter({
     name: 'kubeproxy_ts_input_skipped_total',
@@ -328,16 +306,6 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
 
   livezServed(code: number): void {
     this.proxyLivezTotal.inc({ code: String(code) });
-  }
-
-  localhostNodePortRejected(family: IPFamily, protocol: Protocol, packets: number): void {
-    if (packets > 0) this.nftablesLocalhostNodePortRejectedPacketsTotal.inc({ ip_family: family, protocol }, packets);
-  }
-
-  localhostNodePortListeners(family: IPFamily, n: number, creationFailures = 0): void {
-    this.nftablesLocalhostNodePortListeners.set({ ip_family: family }, n);
-    if (creationFailures > 0)
-      this.nftablesLocalhostNodePortListenerCreationFailuresTotal.inc({ ip_family: family }, creationFailures);
   }
 
   serviceHealthcheckListenFailed(): void {

@@ -7,9 +7,11 @@
 export const KNOWN_FEATURE_GATES: ReadonlySet<string> = new Set([
   'AllAlpha',
   'AllBeta',
+  'AllowServiceExternalIPs',
   'ComponentFlagz',
   'ComponentStatusz',
   'ContextualLogging',
+  'KubeProxyIPVS',
   'KubeProxyNFTablesLocalhostNodePorts',
   'LoggingAlphaOptions',
   'LoggingBetaOptions',
@@ -51,6 +53,10 @@ const GATE_SPECS: Readonly<Record<string, { readonly default: boolean; readonly 
   // k8s.io/component-base/zpages/features: beta and on by default since 1.36.
   ComponentFlagz: { default: true, stage: 'Beta' },
   ComponentStatusz: { default: true, stage: 'Beta' },
+  // KEP-5707: false drops Service spec.externalIPs before any mode sees them.
+  AllowServiceExternalIPs: { default: true, stage: 'GA' },
+  // KEP-5495: IPVS mode needs it; deprecated in 1.37, still on by default.
+  KubeProxyIPVS: { default: true, stage: 'GA' },
 };
 
 /**

@@ -478,3 +478,28 @@ test('unknown feature gates are a warning, known ones pass silently', () => {
   assert.equal(r.warnings.length, 1);
   assert.match(r.warnings[0]!, /NoSuchGate/);
 });
+
+test('ipvs mode needs the KubeProxyIPVS gate (default on)', () => {
+  assert.deepEqual(
+    errorsOf((c) => {
+      c.mode = 'ipvs';
+    }),
+    [],
+  );
+  assert.deepEqual(
+    errorsOf((c) => {
+      c.mode = 'ipvs';
+      c.featureGates = { KubeProxyIPVS: false };
+    }),
+    ['mode: Invalid value: "ipvs": ipvs mode needs the KubeProxyIPVS feature gate, which is disabled'],
+  );
+  const c = base();
+  c.featureGates = { KubeProxyIPVS: true, AllowServiceExternalIPs: false };
+  assert.deepEqual(validateConfig(c).warnings, [], 'both gates are known');
+});
+
+test('enabling KubeProxyNFTablesLocalhostNodePorts warns that it is not implemented', () => {
+  const c = base();
+  c.featureGates = { KubeProxyNFTablesLocalhostNodePorts: true };
+  assert.match(validateConfig(c).warnings.join('\n'), /KubeProxyNFTablesLocalhostNodePorts .* not implemented/);
+});

@@ -8,7 +8,7 @@ import { parseCIDR, parseIP } from '../ip.js';
 import { parseDuration, type Duration } from './duration.js';
 import { invalid, notSupported, type FieldError } from './field.js';
 import { parsePort, splitHostPort } from './hostport.js';
-import { KNOWN_FEATURE_GATES } from './features.js';
+import { featureGateEnabled, KNOWN_FEATURE_GATES } from './features.js';
 import {
   NODE_PORT_ADDRESSES_ALL,
   NODE_PORT_ADDRESSES_LOCALHOST,
@@ -37,8 +37,15 @@ export function validateConfig(c: ResolvedConfig): ValidationResult {
     if (!KNOWN_FEATURE_GATES.has(gate))
       warnings.push(`featureGates: unrecognized feature gate ${JSON.stringify(gate)} ignored`);
   }
+  // Known upstream, not built here: say so instead of silently doing nothing.
+  if (c.featureGates['KubeProxyNFTablesLocalhostNodePorts'] === true)
+    warnings.push(
+      'featureGates: KubeProxyNFTablesLocalhostNodePorts (KEP-6032, alpha) is not implemented by kube-proxy-ts; nftables mode does not serve localhost NodePorts',
+    );
   checkMasqueradeBit(errs, 'iptables.masqueradeBit', c.iptables.masqueradeBit);
   if (c.mode === 'ipvs') validateIPVS(errs, c);
+  if (c.mode === 'ipvs' && !featureGateEnabled(c.featureGates, 'KubeProxyIPVS'))
+    errs.push(invalid('mode', c.mode, 'ipvs mode needs the KubeProxyIPVS feature gate, which is disabled'));
   if (c.mode === 'nftables') checkMasqueradeBit(errs, 'nftables.masqueradeBit', c.nftables.masqueradeBit);
   validateLinux(errs, c);
   if (c.mode !== '' && !(VALID_PROXY_MODES as readonly string[]).includes(c.mode)) {
