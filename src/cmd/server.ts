@@ -9,6 +9,8 @@ import { hostname } from 'node:os';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ResolvedConfig } from '../core/config/types.js';
 import { featureGateEnabled } from '../core/config/features.js';
+import { nftablesUnsupportedReason } from '../core/nftcheck.js';
+import { nftablesHostVersions } from '../platform/nftables/versions.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { resolveNodeName } from '../core/config/nodename.js';
 import type { Dataplane, IPFamily } from '../core/types.js';
@@ -102,6 +104,13 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
 
+  if (mode === 'nftables') {
+    const why = nftablesUnsupportedReason(await nftablesHostVersions());
+    if (why) {
+      log.error(why);
+      return 1;
+    }
+  }
   await platformSetup(cmd, log);
   // A side-by-side trial shares the node with another proxy: never remove its rules.
   if (cmd.serviceProxyName)

@@ -112,4 +112,28 @@ describe('kube-proxy-ts command line', () => {
     assert.equal(proxy('--config', first, '--write-config-to', second).code, 0);
     assert.equal(readFileSync(second, 'utf8'), text);
   });
+
+  test('nftables mode is refused when nft is older than 1.0.1, with a message saying so', () => {
+    const bin = join(dir, 'oldnft');
+    execFileSync('mkdir', ['-p', bin]);
+    writeFileSync(join(bin, 'nft'), '#!/bin/sh\necho "nftables v0.9.8 (E.D.S.)"\n', { mode: 0o755 });
+    const r = spawnSync(
+      'ip',
+      [
+        'netns',
+        'exec',
+        ns,
+        'env',
+        `PATH=${bin}:${process.env['PATH']}`,
+        BIN,
+        '--proxy-mode',
+        'nftables',
+        '--master',
+        'https://127.0.0.1:1',
+      ],
+      { encoding: 'utf8', timeout: 20_000 },
+    );
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stdout + r.stderr, /nftables mode needs nft 1\.0\.1 or later, this one is 0\.9\.8/);
+  });
 });
