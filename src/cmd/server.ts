@@ -18,7 +18,7 @@ import { healthObserver, healthTimeoutFor, ProxyHealthState } from '../engine/he
 import { Proxier } from '../engine/proxier.js';
 import { nullObserver, type ProxierObserver } from '../engine/observer.js';
 import { BoundedFrequencyRunner } from '../engine/runner.js';
-import { selectNodeIPs } from '../engine/servicehealth.js';
+import { healthCheckListenAddresses } from '../engine/servicehealth.js';
 import { SyncStatusRecorder } from '../engine/syncstatus.js';
 import { realClock } from '../platform/clock.js';
 import { Conntrack, conntrackReconciler, type ConntrackTable } from '../platform/conntrack.js';
@@ -172,11 +172,8 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     log.warn({ err }, 'conntrack delete failed'),
   );
   const svcHealth = new ServiceHealthServer({
-    // Health-check ports listen on the primary family's nodePortAddresses (all addresses when unset).
-    nodeIPs: selectNodeIPs(
-      dpConfigs[0]!.nodePortAddresses,
-      dpConfigs.flatMap((c) => c.localIPs),
-    ),
+    // One socket per family: each family's nodePortAddresses, or its wildcard.
+    listenAddresses: healthCheckListenAddresses(dpConfigs),
     isProxyHealthy: () => health.isHealthy(),
     log,
     onListenFailed: (svcKey, port, err) => {

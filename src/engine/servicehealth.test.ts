@@ -1,6 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { planServices, selectNodeIPs, ServiceEndpointCounts, serviceHealthResponse } from './servicehealth.js';
+import {
+  healthCheckListenAddresses,
+  planServices,
+  selectNodeIPs,
+  ServiceEndpointCounts,
+  serviceHealthResponse,
+} from './servicehealth.js';
 
 test('planServices: close removed and re-ported services, open new ones, skip invalid ports', () => {
   const open = new Map([
@@ -73,4 +79,24 @@ test('ServiceEndpointCounts: unknown ignored, missing zeroed, late opens take th
   assert.equal(c.get('ns/b'), 0, 'invalid counts are 0');
   c.closed('ns/a');
   assert.equal(c.get('ns/a'), undefined);
+});
+
+test('healthCheckListenAddresses: one set per family, the family wildcard when it selects all', () => {
+  const v4 = { family: 'IPv4' as const, localIPs: ['127.0.0.1', '10.0.0.5'] };
+  const v6 = { family: 'IPv6' as const, localIPs: ['::1', 'fd00::5'] };
+  assert.deepEqual(
+    healthCheckListenAddresses([
+      { ...v4, nodePortAddresses: null },
+      { ...v6, nodePortAddresses: null },
+    ]),
+    ['0.0.0.0', '::'],
+  );
+  assert.deepEqual(
+    healthCheckListenAddresses([
+      { ...v4, nodePortAddresses: ['10.0.0.0/8'] },
+      { ...v6, nodePortAddresses: ['fd00::/64'] },
+    ]),
+    ['10.0.0.5', 'fd00::5'],
+  );
+  assert.deepEqual(healthCheckListenAddresses([{ ...v6, nodePortAddresses: ['fd00::/64'] }]), ['fd00::5']);
 });

@@ -15,6 +15,7 @@
 //    upstream's dedented template.
 
 import { cidrContains, parseCIDR, parseIP } from '../core/ip.js';
+import type { IPFamily } from '../core/types.js';
 import type { HealthResponse } from './health.js';
 
 export interface HealthCheckPlan {
@@ -56,6 +57,25 @@ export function selectNodeIPs(cidrs: readonly string[] | null, localIPs: readonl
     if (p && parsed.some((c) => cidrContains(c, p))) out.push(ip);
   }
   return out.length > 0 ? out : null;
+}
+
+/**
+ * The addresses the health-check listeners bind, one set per IP family
+ * (kubernetes #137370): each family's own nodePortAddresses selection, or
+ * that family's wildcard ("0.0.0.0" / "::", the latter bound IPv6-only) when
+ * it selects every address. Two families never share a socket, so neither
+ * can take the other's port, and a family's CIDRs never hide the other's.
+ */
+export function healthCheckListenAddresses(
+  families: ReadonlyArray<{
+    readonly family: IPFamily;
+    readonly nodePortAddresses: readonly string[] | null;
+    readonly localIPs: readonly string[];
+  }>,
+): string[] {
+  return families.flatMap(
+    (f) => selectNodeIPs(f.nodePortAddresses, f.localIPs) ?? [f.family === 'IPv4' ? '0.0.0.0' : '::'],
+  );
 }
 
 /** The per-service health check answer, exactly as upstream formats it. */

@@ -17,7 +17,7 @@ test('service health checks over real HTTP on 127.0.0.1: open, count, health, po
   let healthy = true;
   const failures: Array<[string, number]> = [];
   const hs = new ServiceHealthServer({
-    nodeIPs: ['127.0.0.1'],
+    listenAddresses: ['127.0.0.1'],
     isProxyHealthy: () => healthy,
     onListenFailed: (k, p) => failures.push([k, p]),
   });
@@ -68,7 +68,7 @@ test('a port clash is logged/counted, not fatal, and retried on the next sync', 
   const busy = (blocker.address() as { port: number }).port;
   const failures: Array<[string, number, string]> = [];
   const hs = new ServiceHealthServer({
-    nodeIPs: ['127.0.0.1'],
+    listenAddresses: ['127.0.0.1'],
     isProxyHealthy: () => true,
     onListenFailed: (k, p, e) => failures.push([k, p, (e as NodeJS.ErrnoException).code ?? '']),
   });
@@ -100,4 +100,87 @@ test('a port clash is logged/counted, not fatal, and retried on the next sync', 
   const r = await fetch(`http://127.0.0.1:${busy}/`);
   assert.equal(r.status, 200, 'took the count from the last endpoint sync');
   await r.text();
+});
+
+// ---- dual-stack on the real kernel, inside a namespace we own ---------------
+
+const CHILD = `
+import { ServiceHealthServer } from ${JSON.stringify(new URL('./servicehealth.js', import.meta.url).href)};
+import { healthCheckListenAddresses } from ${JSON.stringify(new URL('../engine/servicehealth.js', import.meta.url).href)};
+import { execFileSync } from 'node:child_process';
+const [cidrs4, cidrs6] = JSON.parse(process.argv[1]);
+const localIPs4 = ['127.0.0.1', '10.99.0.1'];
+const localIPs6 = ['::1', 'fd00:99::1'];
+const failures = [];
+const hs = new ServiceHealthServer({
+  listenAddresses: healthCheckListenAddresses([
+    { family: 'IPv4', nodePortAddresses: cidrs4, localIPs: localIPs4 },
+    { family: 'IPv6', nodePortAddresses: cidrs6, localIPs: localIPs6 },
+  ]),
+  isProxyHealthy: () => true,
+  onListenFailed: (k, p, e) => failures.push(e.message),
+});
+await hs.syncServices(new Map([['ns/web', 31001]]));
+hs.syncEndpoints(new Map([['ns/web', 3]]));
+const answers = {};
+for (const host of ['127.0.0.1', '10.99.0.1', '[::1]', '[fd00:99::1]']) {
+  try {
+    const r = await fetch('http://' + host + ':31001/');
+    answers[host] = r.status + ' ' + (await r.json()).localEndpoints;
+  } catch (e) { answers[host] = 'refused'; }
+}
+const sockets = execFileSync('ss', ['-ltnH', 'sport = :31001'], { encoding: 'utf8' })
+  .split('\\n').map((l) => l.trim().split(/\\s+/)[3]).filter(Boolean).sort();
+await hs.close();
+console.log(JSON.stringify({ failures, answers, sockets }));
+`;
+
+test('real kernel (root): dual-stack health checks, one socket per family, both families answer', async (t) => {
+  const { execFileSync } = await import('node:child_process');
+  const { newPrefix } = await import('../../test/netns/names.js');
+  const { deleteNamespaceSync, trackNamespace, untrackNamespace } = await import('../../test/netns/cleanup.js');
+  const ns = `${newPrefix()}svchealth`;
+  trackNamespace(ns);
+  t.after(() => {
+    deleteNamespaceSync(ns);
+    untrackNamespace(ns);
+  });
+  const ip = (...a: string[]) => execFileSync('ip', ['-n', ns, ...a]);
+  execFileSync('ip', ['netns', 'add', ns]);
+  ip('link', 'set', 'lo', 'up');
+  ip('link', 'add', 'd0', 'type', 'veth', 'peer', 'name', 'd1');
+  ip('link', 'set', 'd0', 'up');
+  ip('link', 'set', 'd1', 'up');
+  ip('addr', 'add', '10.99.0.1/24', 'dev', 'd0');
+  ip('addr', 'add', 'fd00:99::1/64', 'dev', 'd0', 'nodad');
+  const child = (cidrs: [string[] | null, string[] | null]) =>
+    JSON.parse(
+      execFileSync(
+        'ip',
+        ['netns', 'exec', ns, process.execPath, '--input-type=module', '-e', CHILD, JSON.stringify(cidrs)],
+        { encoding: 'utf8', timeout: 20_000 },
+      ),
+    ) as { failures: string[]; answers: Record<string, string>; sockets: string[] };
+
+  // nodePortAddresses unset: each family's wildcard, two sockets, every address of both families answers.
+  const all = child([null, null]);
+  assert.deepEqual(all.failures, []);
+  assert.deepEqual(all.sockets, ['0.0.0.0:31001', '[::]:31001']);
+  assert.deepEqual(all.answers, {
+    '127.0.0.1': '200 3',
+    '10.99.0.1': '200 3',
+    '[::1]': '200 3',
+    '[fd00:99::1]': '200 3',
+  });
+
+  // Per-family nodePortAddresses: each family binds its own selection (the IPv6 one is not lost).
+  const sel = child([['10.99.0.0/24'], ['fd00:99::/64']]);
+  assert.deepEqual(sel.failures, []);
+  assert.deepEqual(sel.sockets, ['10.99.0.1:31001', '[fd00:99::1]:31001']);
+  assert.deepEqual(sel.answers, {
+    '127.0.0.1': 'refused',
+    '10.99.0.1': '200 3',
+    '[::1]': 'refused',
+    '[fd00:99::1]': '200 3',
+  });
 });

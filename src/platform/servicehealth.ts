@@ -1,6 +1,6 @@
 // Upstream's service health server sockets (service_health.go): one HTTP
-// listener set per healthCheckNodePort, bound on each selected node IP (or on
-// every address). A port that cannot be opened is logged and counted (and
+// listener set per healthCheckNodePort, bound on each selected node IP or on
+// each family's wildcard, one socket per address and family. A port that cannot be opened is logged and counted (and
 // reported through onListenFailed, for the FailedToStartServiceHealthcheck
 // event), never fatal; it is retried on the next syncServices. The decisions
 // live in engine/servicehealth.ts.
@@ -11,8 +11,11 @@ import { planServices, ServiceEndpointCounts, serviceHealthResponse } from '../e
 import type { Logger } from './logger.js';
 
 export interface ServiceHealthServerOptions {
-  /** IPs to bind (engine selectNodeIPs); null = every address. */
-  readonly nodeIPs: readonly string[] | null;
+  /**
+   * Addresses to bind, one socket each (engine healthCheckListenAddresses):
+   * IPs, "0.0.0.0", or "::" (bound IPv6-only, so each family has its own socket).
+   */
+  readonly listenAddresses: readonly string[];
   /** Proxy health without the node (ProxyHealthState.isHealthy). */
   readonly isProxyHealthy: () => boolean;
   readonly log?: Logger;
@@ -83,7 +86,7 @@ export class ServiceHealthServer {
 
   /** Listen on every node IP; on any failure close what was opened and throw. */
   private async listenAll(key: string, port: number): Promise<Server[]> {
-    const hosts: Array<string | undefined> = this.opts.nodeIPs ? [...this.opts.nodeIPs] : [undefined];
+    const hosts = this.opts.listenAddresses;
     const servers: Server[] = [];
     try {
       for (const host of hosts) {
@@ -98,7 +101,7 @@ export class ServiceHealthServer {
           res.end(r.body);
         });
         servers.push(srv);
-        srv.listen({ port, host });
+        srv.listen({ port, host, ipv6Only: host.includes(':') });
         await once(srv, 'listening'); // rejects on 'error' (EADDRINUSE, EADDRNOTAVAIL...)
         srv.on('error', (err) => this.opts.log?.error({ err, service: key, port }, 'Healthcheck server error'));
       }
