@@ -38,6 +38,7 @@ export interface CommandOptions {
   initOnly: boolean;
   master: string;
   serviceProxyName: string;
+  manifestsDir: string;
   healthzPort: number;
   metricsPort: number;
   hostnameOverride: string;
@@ -153,6 +154,17 @@ export const FLAGS: readonly FlagDef[] = [
     'option',
     (t, v) => {
       t.opts.serviceProxyName = s(v).trim();
+    },
+  ),
+  def(
+    'manifests',
+    'string',
+    'string',
+    '',
+    'kube-proxy-ts only (not upstream): standalone mode. Read Services, EndpointSlices, this Node and ServiceCIDRs from the YAML or JSON manifests in this directory (as kubectl apply -f takes them) instead of the API server, and follow changes to it.',
+    'option',
+    (t, v) => {
+      t.opts.manifestsDir = s(v);
     },
   ),
   def(

@@ -74,6 +74,8 @@ export interface RunCommand {
   readonly master?: string;
   /** Our --service-proxy-name: serve only Services claimed with this name (side-by-side trials). */
   readonly serviceProxyName?: string;
+  /** Our --manifests: standalone mode, objects from this folder instead of the API server. */
+  readonly manifestsDir?: string;
   /** Every flag with its value in this process (/flagz). */
   readonly flagz: Readonly<Record<string, string>>;
   /** This program's version (package.json), as --version prints it without the "v". */
@@ -114,6 +116,7 @@ function defaultOptions(cfg: ResolvedConfig): CommandOptions {
     initOnly: false,
     master: '',
     serviceProxyName: '',
+    manifestsDir: '',
     healthzPort: 10256,
     metricsPort: 10249,
     hostnameOverride: '',
@@ -189,6 +192,7 @@ export async function parseCommandLine(
     ...(opts.configFile ? { configFile: opts.configFile } : {}),
     ...(opts.master ? { master: opts.master } : {}),
     ...(opts.serviceProxyName ? { serviceProxyName: opts.serviceProxyName } : {}),
+    ...(opts.manifestsDir ? { manifestsDir: opts.manifestsDir } : {}),
     flagz: flagzValues(flags.values),
     version,
   };

@@ -6,7 +6,6 @@
 // next process takes over without a traffic gap.
 import { watch } from 'node:fs';
 import { hostname } from 'node:os';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { ResolvedConfig } from '../core/config/types.js';
 import { featureGateEnabled } from '../core/config/features.js';
 import { nftablesUnsupportedReason } from '../core/nftcheck.js';
@@ -24,7 +23,6 @@ import { realClock } from '../platform/clock.js';
 import { Conntrack, conntrackReconciler, type ConntrackTable } from '../platform/conntrack.js';
 import { openCtNetlink } from '../platform/conntracknl.js';
 import { startHealthzServer } from '../platform/healthz.js';
-import { loadKubeConfig, startSources, type SourceEvent } from '../platform/k8s/index.js';
 import { loggingObserver, teeObservers, type Logger } from '../platform/logger.js';
 import { ProxyMetrics } from '../platform/metrics.js';
 import { startMetricsServer } from '../platform/metricsserver.js';
@@ -35,7 +33,8 @@ import { writeFile } from 'node:fs/promises';
 import { cleanupOtherModes } from './cleanup.js';
 import { createDataplane, familiesFor } from './modes.js';
 import type { RunCommand } from './options.js';
-import { fetchNode, startupNode } from './node.js';
+import { startupNode } from './node.js';
+import { openSource } from './sources.js';
 import { zpageOptions } from './zpages.js';
 
 const NS_PER_S = 1e9;
@@ -71,25 +70,6 @@ export async function initOnly(cmd: RunCommand, log: Logger): Promise<void> {
   log.info('Privileged initialization done (--init-only)');
 }
 
-function logSourceEvent(log: Logger, ev: SourceEvent): void {
-  switch (ev.type) {
-    case 'error':
-      log.warn(ev, 'watch error; will retry');
-      break;
-    case 'expired':
-      log.info(ev, 'resourceVersion expired; relisting');
-      break;
-    case 'handlerError':
-      log.error(ev, 'event handler failed');
-      break;
-    case 'backoff':
-      log.debug(ev, 'backing off');
-      break;
-    default:
-      log.debug(ev, `source ${ev.type}`);
-  }
-}
-
 export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const config = cmd.resolved;
   const mode = config.mode === '' ? 'iptables' : config.mode;
@@ -120,18 +100,10 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     );
   else await cleanupOtherModes(mode, log);
 
-  let kubeConfig: KubeConfig;
-  try {
-    kubeConfig = loadKubeConfig({
-      kubeconfigPath: config.clientConnection.kubeconfig || undefined,
-      master: cmd.master,
-    });
-  } catch (e) {
-    log.error({ err: (e as Error).message }, 'Failed to load Kubernetes client configuration');
-    return 1;
-  }
   const nodeName = resolveNodeName(config.hostnameOverride, hostname());
-  const node = await fetchNode(kubeConfig, nodeName, log, abort.signal);
+  const source = await openSource(cmd, nodeName, log);
+  if (!source) return 1;
+  const node = await source.node(abort.signal);
   if (abort.signal.aborted) return exitCode;
   const detected = startupNode(nodeName, node, config.bindAddress);
   if (detected.primaryIsLoopback)
@@ -248,20 +220,16 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const nodeWatch = watchNodeIPs(proxier, detected.reported, podCIDRs, config, (why) => stop(why, 1), clock);
 
   runner.loop();
-  const sources = startSources({
-    kubeConfig,
-    nodeName,
-    signal: abort.signal,
-    serviceProxyName: cmd.serviceProxyName ?? '',
-    // In a trial the other proxy owns the ServiceCIDRs: do not drop traffic to ClusterIPs it serves.
-    handlers: {
+  const sources = source.run(
+    {
       service: proxier,
       endpointSlice: proxier,
       node: proxier,
+      // In a trial the other proxy owns the ServiceCIDRs: do not drop traffic to ClusterIPs it serves.
       serviceCIDR: cmd.serviceProxyName ? { onServiceCIDRsChanged() {} } : proxier,
     },
-    onEvent: (ev) => logSourceEvent(log, ev),
-  });
+    abort.signal,
+  );
 
   await new Promise<void>((resolve) => abort.signal.addEventListener('abort', () => resolve(), { once: true }));
   nodeWatch.cancel();

@@ -7,6 +7,7 @@ import { ControlPlane } from './controlplane.js';
 import type { ClientResult, EchoReply } from './agentclient.js';
 import type { KubeObject } from './kube.js';
 import { ProxyProcess, type E2EMode } from './proxy.js';
+import type { NodeInfo } from './topology.js';
 
 export interface E2EOptions {
   /** Extra proxy flags, e.g. ['--masquerade-all']. */
@@ -15,6 +16,11 @@ export interface E2EOptions {
   readonly dropFlags?: string[];
   /** Cluster shape, e.g. { ipv6: true } or { podBridge: 'cbr0' }. */
   readonly cluster?: ClusterOptions;
+  /**
+   * Standalone mode: no API server; every proxy runs with --manifests and the
+   * folder this returns for its node (write the manifests before start).
+   */
+  readonly manifests?: (node: NodeInfo) => string;
 }
 
 export type Proto = 'tcp' | 'udp';
@@ -29,7 +35,7 @@ export class E2EEnv {
   private constructor(
     readonly mode: E2EMode,
     readonly cluster: NetnsCluster,
-    readonly cp: ControlPlane,
+    private readonly controlPlane: ControlPlane | null,
     readonly proxies: ReadonlyMap<string, ProxyProcess>,
   ) {}
 
@@ -39,17 +45,27 @@ export class E2EEnv {
     let cp: ControlPlane | undefined;
     const proxies = new Map<string, ProxyProcess>();
     try {
-      cp = await ControlPlane.start(cluster);
-      for (const n of cluster.nodes)
-        proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp.kubeconfig, opts.proxyArgs, opts.dropFlags));
+      if (!opts.manifests) cp = await ControlPlane.start(cluster);
+      for (const n of cluster.nodes) {
+        const standalone = opts.manifests ? ['--manifests', opts.manifests(n)] : [];
+        const drop = [...(opts.dropFlags ?? []), ...(cp ? [] : ['--kubeconfig'])];
+        const args = [...standalone, ...(opts.proxyArgs ?? [])];
+        proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp?.kubeconfig ?? '', args, drop));
+      }
       await Promise.all([...proxies.values()].map((p) => p.start()));
-      return new E2EEnv(mode, cluster, cp, proxies);
+      return new E2EEnv(mode, cluster, cp ?? null, proxies);
     } catch (err) {
       await Promise.all([...proxies.values()].map((p) => p.stop().catch(() => {})));
       await cp?.dispose().catch(() => {});
       await cluster.destroy();
       throw err;
     }
+  }
+
+  /** The test API server (not in standalone mode). */
+  get cp(): ControlPlane {
+    if (!this.controlPlane) throw new Error('standalone environment: no API server');
+    return this.controlPlane;
   }
 
   get kube() {
@@ -163,7 +179,7 @@ export class E2EEnv {
 
   async dispose(): Promise<void> {
     await Promise.all([...this.proxies.values()].map((p) => p.stop().catch(() => {})));
-    await this.cp.dispose().catch(() => {});
+    await this.controlPlane?.dispose().catch(() => {});
     await this.cluster.destroy();
   }
 }

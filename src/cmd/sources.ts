@@ -1,0 +1,82 @@
+// Where the running proxy's Services, EndpointSlices, Node and ServiceCIDRs
+// come from: the API server (kubeconfig / in-cluster, the informers in
+// src/platform/k8s) or, with --manifests DIR, a folder of manifests
+// (src/platform/manifests). Both feed the same handlers.
+import type { Node } from '../core/api.js';
+import { loadKubeConfig, startSources, type SourceEvent } from '../platform/k8s/index.js';
+import type { Logger } from '../platform/logger.js';
+import { ManifestSource, type ManifestHandlers } from '../platform/manifests/source.js';
+import { fetchNode } from './node.js';
+import type { RunCommand } from './options.js';
+
+export type ProxyHandlers = ManifestHandlers;
+
+export interface ProxySource {
+  /** This proxy's Node at start-up (null: not found; the proxy starts anyway). */
+  node(signal: AbortSignal): Promise<Node | null>;
+  /** Feed the handlers until the signal aborts. */
+  run(handlers: ProxyHandlers, signal: AbortSignal): Promise<void>;
+}
+
+function logSourceEvent(log: Logger, ev: SourceEvent): void {
+  switch (ev.type) {
+    case 'error':
+      log.warn(ev, 'watch error; will retry');
+      break;
+    case 'expired':
+      log.info(ev, 'resourceVersion expired; relisting');
+      break;
+    case 'handlerError':
+      log.error(ev, 'event handler failed');
+      break;
+    case 'backoff':
+      log.debug(ev, 'backing off');
+      break;
+    default:
+      log.debug(ev, `source ${ev.type}`);
+  }
+}
+
+/** The source the command line asks for; null after logging why it cannot be opened. */
+export async function openSource(cmd: RunCommand, nodeName: string, log: Logger): Promise<ProxySource | null> {
+  if (cmd.manifestsDir) {
+    try {
+      const m = await ManifestSource.open({
+        dir: cmd.manifestsDir,
+        nodeName,
+        serviceProxyName: cmd.serviceProxyName ?? '',
+        log,
+      });
+      log.info(
+        { dir: cmd.manifestsDir },
+        'Standalone mode: reading Services, EndpointSlices and the Node from manifests',
+      );
+      return { node: async () => m.node(), run: (handlers, signal) => m.run(handlers, signal) };
+    } catch (e) {
+      log.error({ err: (e as Error).message }, 'Cannot read the manifest folder');
+      return null;
+    }
+  }
+  let kubeConfig;
+  try {
+    kubeConfig = loadKubeConfig({
+      kubeconfigPath: cmd.resolved.clientConnection.kubeconfig || undefined,
+      master: cmd.master,
+    });
+  } catch (e) {
+    log.error({ err: (e as Error).message }, 'Failed to load Kubernetes client configuration');
+    return null;
+  }
+  return {
+    node: (signal) => fetchNode(kubeConfig, nodeName, log, signal),
+    run: (handlers, signal) =>
+      startSources({
+        kubeConfig,
+        nodeName,
+        signal,
+        serviceProxyName: cmd.serviceProxyName ?? '',
+        handlers,
+        onEvent: (ev) => logSourceEvent(log, ev),
+      }),
+  };
+}
