@@ -112,7 +112,8 @@ export function expectedFor(f: PacketFlow, mode: ProxyMode): FlowExpect {
 }
 
 const eps = (...xs: string[]) => xs.join(', ');
-const NOMATCH_IPT: FlowExpect = { output: '', masq: false };
+/** No rule of the mode matches: the packet is routed on untouched. */
+const NOMATCH: FlowExpect = { output: '', masq: false };
 
 // ---------------------------------------------------------------- ClusterIP
 const svc2Ports = [
@@ -196,10 +197,12 @@ const clusterIPGeneral: Scenario = {
     ),
     flow('TCP-only port does not match UDP traffic', '10.180.0.2', '172.30.0.42', 80, 'REJECT', false, {
       protocol: 'UDP',
-      iptables: NOMATCH_IPT,
+      iptables: NOMATCH,
+      userspace: NOMATCH,
     }),
     flow('svc1 does not accept svc2 ports', '10.180.0.2', '172.30.0.41', 443, 'REJECT', false, {
-      iptables: NOMATCH_IPT,
+      iptables: NOMATCH,
+      userspace: NOMATCH,
     }),
     flow('unallocated IP inside the ServiceCIDR', '10.180.0.2', '172.30.0.50', 80, 'DROP', false),
   ],
@@ -245,8 +248,10 @@ const nodePortsDefault: Scenario = {
     flow('pod to cluster IP', POD, '172.30.0.41', 80, NP_EPS, false),
     flow('external to nodePort', EXT, NODE, 3001, NP_EPS, true),
     flow('node to nodePort', NODE, NODE, 3001, NP_EPS, true),
+    // iptables and userspace default to every local address, nftables to the primary one.
     flow('external to nodePort on secondary IP', EXT, NODE_IP_ALT, 3001, '', false, {
       iptables: { output: NP_EPS, masq: true },
+      userspace: { output: NP_EPS, masq: true },
     }),
     flow('localhost to nodePort', '127.0.0.1', '127.0.0.1', 3001, '', false, {
       iptables: { output: NP_EPS, masq: true },
@@ -265,8 +270,10 @@ const nodePortsRestricted: Scenario = {
   flows: [
     flow('external to nodePort', EXT, NODE, 3001, NP_EPS, true),
     flow('external to nodePort on an IP outside nodePortAddresses', EXT, NODE_IP_ALT, 3001, '', false),
+    // userspace serves a loopback address listed in nodePortAddresses (its relay needs no route_localnet).
     flow('localhost to nodePort', '127.0.0.1', '127.0.0.1', 3001, '', false, {
       iptables: { output: NP_EPS, masq: true },
+      userspace: { output: NP_EPS, masq: true },
     }),
   ],
 };

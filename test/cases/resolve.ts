@@ -59,7 +59,8 @@ export function scenarioConfig(s: Scenario, mode: ProxyMode): DataplaneConfig {
     masqueradeAll: c.masqueradeAll ?? false,
     localDetector: c.detectLocal === false ? { kind: 'none' } : { kind: 'cidr', cidrs: [v4 ? POD_CIDR : POD_CIDR6] },
     nodePortAddresses: rawNpa === null ? null : expandNodePortAddresses(rawNpa, v4),
-    localhostNodePorts: c.localhostNodePorts ?? true,
+    // As resolveDataplaneConfig: only iptables serves NodePorts on localhost (nftables ignores the setting).
+    localhostNodePorts: mode === 'iptables' ? (c.localhostNodePorts ?? true) : false,
     localIPs: scenarioLocalIPs(s),
   };
 }

@@ -10,10 +10,22 @@
 // portal to its listener's port, or refuses it (rules.ts). No memory: every
 // sync rewrites the whole table.
 //
+// Fake (fake.ts): the mode's kernel interface in memory: its nftables table
+// (run(script) applies an `nft -f` script all-or-nothing) and the listener
+// table (listen(spec) -> port, close(key)), as UserspaceDataplane keeps it.
+//
+// trace (trace.ts): follows a new connection's first packet through the
+// table's hooks to a listener and reports the endpoints its relay may choose
+// (masq is always true: the relay connects from the node), or REJECT/DROP.
+//
 // RoundRobin (loadbalancer.ts): the endpoint choice of one listener, with
 // ClientIP affinity, shared by the real relays.
 
 export { UserspaceRenderer } from './renderer.js';
+export { Fake, FIRST_FAKE_PORT } from './fake.js';
+export type { FakeChain, FakeListener, FakeMap, UserspaceFamily } from './fake.js';
+export { trace } from './trace.js';
+export type { RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
 export type { EndpointSetKind, ListenerSpec, PortalSpec, PortalTarget, UserspacePlan } from './plan.js';
 export { listenerKey } from './plan.js';
 export { TABLE_NAME } from './rules.js';
