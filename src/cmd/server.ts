@@ -35,12 +35,13 @@ import { createDataplane, familiesFor } from './modes.js';
 import type { RunCommand } from './options.js';
 import { startupNode } from './node.js';
 import { openSource } from './sources.js';
+import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/eventrecorder.js';
 import { zpageOptions } from './zpages.js';
 
 const NS_PER_S = 1e9;
 
 /** Upstream platformSetup's privileged part: conntrack sysctls. */
-async function platformSetup(cmd: RunCommand, log: Logger): Promise<void> {
+async function platformSetup(cmd: RunCommand, log: Logger): Promise<readonly string[]> {
   const ct = cmd.resolved.linux.conntrack;
   const sec = (ns: number | null) => (ns === null ? null : ns / NS_PER_S);
   const r = await setupConntrack(
@@ -63,6 +64,7 @@ async function platformSetup(cmd: RunCommand, log: Logger): Promise<void> {
       log.debug({ err: e.message }, 'could not set oom_score_adj'),
     );
   }
+  return r.warnings;
 }
 
 export async function initOnly(cmd: RunCommand, log: Logger): Promise<void> {
@@ -91,7 +93,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       return 1;
     }
   }
-  await platformSetup(cmd, log);
+  const setupWarnings = await platformSetup(cmd, log);
   // A side-by-side trial shares the node with another proxy: never remove its rules.
   if (cmd.serviceProxyName)
     log.info(
@@ -103,6 +105,11 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const nodeName = resolveNodeName(config.hostnameOverride, hostname());
   const source = await openSource(cmd, nodeName, log);
   if (!source) return 1;
+  const events = source.eventSink
+    ? new EventRecorder({ sink: source.eventSink, clock: realClock, host: hostname(), log })
+    : null;
+  const nodeEvent = (type: EventType, reason: string, note = '') =>
+    events?.eventf(nodeRef(nodeName), type, reason, 'StartKubeProxy', note);
   const node = await source.node(abort.signal);
   if (abort.signal.aborted) return exitCode;
   const detected = startupNode(nodeName, node, config.bindAddress);
@@ -150,7 +157,9 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     log,
     onListenFailed: (svcKey, port, err) => {
       metrics.serviceHealthcheckListenFailed();
+      const note = `node ${nodeName} failed to start healthcheck ${JSON.stringify(svcKey)} on port ${port}: ${err.message}`;
       log.error({ service: svcKey, port, err: err.message }, 'FailedToStartServiceHealthcheck');
+      events?.eventf(serviceRef(svcKey), 'Warning', 'FailedToStartServiceHealthcheck', 'Listen', note);
     },
   });
 
@@ -195,7 +204,11 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     counters: metrics,
     log,
     hardFail: config.bindAddressHardFail,
-    onListenError: () => stop('healthz bind failure', 1),
+    onListenError: (err) => {
+      nodeEvent('Warning', 'FailedToStartProxierHealthcheck', err.message);
+      stop('healthz bind failure', 1);
+    },
+    onListenRetry: (err) => nodeEvent('Warning', 'FailedToStartProxierHealthcheck', err.message),
   });
   const metricsSrv = startMetricsServer({
     bindAddress: config.metricsBindAddress,
@@ -205,7 +218,11 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     ...zpageOptions(cmd, proxier, syncStatus, clock, performance.timeOrigin),
     log,
     hardFail: config.bindAddressHardFail,
-    onListenError: () => stop('metrics bind failure', 1),
+    onListenError: (err) => {
+      nodeEvent('Warning', 'FailedToStartMetricServer', err.message);
+      stop('metrics bind failure', 1);
+    },
+    onListenRetry: (err) => nodeEvent('Warning', 'FailedToStartMetricServer', err.message),
   });
 
   // Upstream exits when the config file changes, so its supervisor restarts it with the new one.
@@ -230,11 +247,18 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
     abort.signal,
   );
+  // Upstream's birth cry, then the start-up warnings it reports as events.
+  nodeEvent('Normal', 'Starting');
+  for (const w of setupWarnings) nodeEvent('Warning', 'readOnlySysFS', w);
+  if (mode === 'ipvs')
+    nodeEvent('Warning', 'IPVSDeprecation', 'The ipvs proxy mode is deprecated upstream; nftables is its successor.');
 
   await new Promise<void>((resolve) => abort.signal.addEventListener('abort', () => resolve(), { once: true }));
   nodeWatch.cancel();
   configWatch?.close();
   await runner.stop();
+  // A failure event (e.g. the healthz port taken) should reach the API server before we exit.
+  await Promise.race([events?.flush(), new Promise((r) => setTimeout(r, 2000).unref())]);
   await Promise.allSettled([
     sources,
     healthz?.close(),

@@ -3,6 +3,7 @@
 // src/platform/k8s) or, with --manifests DIR, a folder of manifests
 // (src/platform/manifests). Both feed the same handlers.
 import type { Node } from '../core/api.js';
+import type { EventSink } from '../platform/eventrecorder.js';
 import { loadKubeConfig, startSources, type SourceEvent } from '../platform/k8s/index.js';
 import type { Logger } from '../platform/logger.js';
 import { ManifestSource, type ManifestHandlers } from '../platform/manifests/source.js';
@@ -16,6 +17,8 @@ export interface ProxySource {
   node(signal: AbortSignal): Promise<Node | null>;
   /** Feed the handlers until the signal aborts. */
   run(handlers: ProxyHandlers, signal: AbortSignal): Promise<void>;
+  /** Where Kubernetes Events go (API server only). */
+  readonly eventSink?: EventSink;
 }
 
 function logSourceEvent(log: Logger, ev: SourceEvent): void {
