@@ -10,6 +10,7 @@ import type { Logger } from '../platform/logger.js';
 import type { ProxyMetrics } from '../platform/metrics.js';
 import { ipv6Supported } from '../platform/netinfo.js';
 import { NftablesDataplane } from '../platform/nftables/dataplane.js';
+import { featureGateEnabled } from '../core/config/features.js';
 import { UserspaceDataplane } from '../platform/userspace/dataplane.js';
 
 export interface DataplaneDeps {
@@ -59,6 +60,7 @@ export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
         config: d.config,
         clock: d.clock,
         layout: nftablesLayout(process.env, (msg) => d.log.warn(msg)),
+        readViaNetlink: featureGateEnabled(d.resolved.featureGates, 'NFTablesNetlink'),
         onTransaction: (family, script, partial) => d.log.trace({ family, partial, script }, 'nft transaction'),
       });
     case 'userspace':

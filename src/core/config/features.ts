@@ -16,6 +16,7 @@ export const KNOWN_FEATURE_GATES: ReadonlySet<string> = new Set([
   'LoggingAlphaOptions',
   'LoggingBetaOptions',
   'MultiCIDRServiceAllocator',
+  'NFTablesNetlink',
   'NFTablesProxyMode',
   'PreferSameTrafficDistribution',
   'ServiceTrafficDistribution',
@@ -57,6 +58,8 @@ const GATE_SPECS: Readonly<Record<string, { readonly default: boolean; readonly 
   AllowServiceExternalIPs: { default: true, stage: 'GA' },
   // KEP-5495: IPVS mode needs it; deprecated in 1.37, still on by default.
   KubeProxyIPVS: { default: true, stage: 'GA' },
+  // Ours: nftables mode reads its table back over netlink instead of `nft -j list`.
+  NFTablesNetlink: { default: false, stage: 'Alpha' },
 };
 
 /**

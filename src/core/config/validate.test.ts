@@ -494,8 +494,8 @@ test('ipvs mode needs the KubeProxyIPVS gate (default on)', () => {
     ['mode: Invalid value: "ipvs": ipvs mode needs the KubeProxyIPVS feature gate, which is disabled'],
   );
   const c = base();
-  c.featureGates = { KubeProxyIPVS: true, AllowServiceExternalIPs: false };
-  assert.deepEqual(validateConfig(c).warnings, [], 'both gates are known');
+  c.featureGates = { KubeProxyIPVS: true, AllowServiceExternalIPs: false, NFTablesNetlink: true };
+  assert.deepEqual(validateConfig(c).warnings, [], 'the gates are known');
 });
 
 test('enabling KubeProxyNFTablesLocalhostNodePorts warns that it is not implemented', () => {

@@ -17,6 +17,8 @@ import type { Operation } from '../../dataplane/nftables/objects.js';
 import { openNftNetlink, type NftNetlink } from './netlink.js';
 import { encodeOperation, type EncodedOp, type SetKind } from './nlencode.js';
 import { parseTableJSON } from './readback.js';
+import { readSnapshotNetlink } from './nlreadback.js';
+import { NETLINK_PROTOCOL, openNetlink, type NetlinkSocket } from '../netlink/index.js';
 
 /** Managed set/map names -> is it a map (for element encoding). */
 const SET_KINDS: ReadonlyMap<string, boolean> = new Map([
@@ -60,6 +62,11 @@ export interface NftablesDataplaneOptions {
    * and maps layouts. Full syncs and anything unsupported use `nft -f`.
    */
   readonly fastPath?: boolean;
+  /**
+   * Read the table back over netlink (feature gate NFTablesNetlink) instead of
+   * `nft -j list`; falls back to nft where netlink is unavailable. Default false.
+   */
+  readViaNetlink?: boolean;
   /** Called with each transaction's text before it is applied (debug logging). */
   readonly onTransaction?: (family: IPFamily, script: string, partial: boolean, via: 'nft' | 'netlink') => void;
 }
@@ -73,6 +80,8 @@ export class NftablesDataplane implements Dataplane {
   private readonly clock: Clock;
   /** undefined = not tried yet; null = unavailable. */
   private netlink: NftNetlink | null | undefined = undefined;
+  /** The read-back socket (NFTablesNetlink): undefined = not opened yet, null = unavailable. */
+  private readSock: NetlinkSocket | null | undefined = undefined;
 
   constructor(private readonly opts: NftablesDataplaneOptions) {
     this.family = opts.config.family;
@@ -124,6 +133,8 @@ export class NftablesDataplane implements Dataplane {
   close(): void {
     this.netlink?.close();
     this.netlink = undefined;
+    this.readSock?.close();
+    this.readSock = undefined;
   }
 
   /** Stale chains flushed but not yet deleted (deleted by a sync >= 1 s later). */
@@ -139,6 +150,14 @@ export class NftablesDataplane implements Dataplane {
 
   private async readSnapshot(): Promise<KernelSnapshot> {
     const fam = nftFamily(this.family);
+    if (this.opts.readViaNetlink) {
+      if (this.readSock === undefined)
+        this.readSock = await openNetlink(
+          NETLINK_PROTOCOL.NETFILTER,
+          this.opts.netns === undefined ? {} : { netns: this.opts.netns },
+        );
+      if (this.readSock) return readSnapshotNetlink(this.readSock, fam, TABLE_NAME);
+    }
     if (!(await tableExists(this.runner, fam))) return EMPTY_SNAPSHOT;
     // Chains, sets and maps only: listing the whole table would also render
     // every rule (at 20k Services 1.9 s, 17 MB of JSON, 370 MB in nft) when
