@@ -1,0 +1,142 @@
+// Benchmark (never a test): memory of the REAL proxy process. For each mode
+// and size it starts the test API server seeded with N Services x E endpoints
+// (objects shaped like a real server's, managedFields included) and
+// bin/kube-proxy-ts against it, both in a fresh network namespace, and reads
+// /proc/<pid>/status of the proxy:
+//   * RSS when /healthz first answers 200 (the first sync is in the kernel),
+//   * RSS after a few endpoint changes have been applied (steady state),
+//   * VmHWM at the end: the peak RSS over start-up, first sync and changes.
+// Prints a table (median of --runs) and writes bench/out/memory.{json,svg,png}.
+//
+//   node --import tsx bench/memory.ts [--sizes 1000,5000,10000] [--modes iptables,nftables]
+//                                     [--endpoints 5] [--changes 5] [--runs 1] [--proxy-args "..."]
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT } from '../test/netns/spawn.js';
+import { BenchCluster, buildDist, loadNote, median, memoryOf, type Memory } from './lib/cluster.js';
+import { writeChart } from './lib/chart.js';
+
+const arg = (name: string, def: string): string => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]! : def;
+};
+const SIZES = arg('sizes', '1000,5000,10000').split(',').map(Number);
+const MODES = arg('modes', 'iptables,nftables').split(',');
+const ENDPOINTS = Number(arg('endpoints', '5'));
+const CHANGES = Number(arg('changes', '5'));
+const RUNS = Number(arg('runs', '1'));
+const PROXY_ARGS = arg('proxy-args', '').split(' ').filter(Boolean);
+const OUT = join(REPO_ROOT, 'bench', 'out');
+
+interface Sample {
+  mode: string;
+  size: number;
+  firstSyncS: number;
+  atFirstSync: Memory;
+  steadyRssMiB: number;
+  peakMiB: number;
+  changesApplied: number;
+  load: string;
+}
+
+async function once(mode: string, size: number): Promise<Sample> {
+  const c = await BenchCluster.start({ services: size, endpoints: ENDPOINTS });
+  try {
+    const t0 = Date.now();
+    c.startProxy(mode, PROXY_ARGS);
+    const healthyAt = await c.waitHealthy();
+    const atFirstSync = memoryOf(c.proxyPid);
+    const mon = await c.monitor();
+    let applied = 0;
+    for (let k = 0; k < CHANGES; k++) {
+      const r = await c.command('change', { service: (k * 997) % size });
+      const seen = await Promise.race([
+        mon.expect(String(r['ip']), Number(r['at'])),
+        new Promise<null>((res) => setTimeout(() => res(null), 30_000)),
+      ]);
+      if (seen !== null) applied++;
+      await new Promise((res) => setTimeout(res, 1500));
+    }
+    mon.stop();
+    await new Promise((res) => setTimeout(res, 2000));
+    const end = memoryOf(c.proxyPid);
+    return {
+      mode,
+      size,
+      firstSyncS: (healthyAt - t0) / 1000,
+      atFirstSync,
+      steadyRssMiB: end.rssMiB,
+      peakMiB: end.hwmMiB,
+      changesApplied: applied,
+      load: loadNote(),
+    };
+  } finally {
+    await c.dispose();
+  }
+}
+
+async function main(): Promise<void> {
+  buildDist();
+  mkdirSync(OUT, { recursive: true });
+  const samples: Sample[] = [];
+  for (const mode of MODES) {
+    for (const size of SIZES) {
+      for (let r = 0; r < RUNS; r++) {
+        const s = await once(mode, size);
+        samples.push(s);
+        console.log(
+          `${mode} ${size}: first sync ${s.firstSyncS.toFixed(1)} s, RSS ${s.atFirstSync.rssMiB.toFixed(0)} MiB ` +
+            `(HWM ${s.atFirstSync.hwmMiB.toFixed(0)}), steady ${s.steadyRssMiB.toFixed(0)} MiB, ` +
+            `peak ${s.peakMiB.toFixed(0)} MiB, changes applied ${s.changesApplied}/${CHANGES} (${s.load})`,
+        );
+      }
+    }
+  }
+  const rows = MODES.flatMap((mode) =>
+    SIZES.map((size) => {
+      const ss = samples.filter((s) => s.mode === mode && s.size === size);
+      return {
+        mode,
+        size,
+        firstSyncS: median(ss.map((s) => s.firstSyncS)),
+        rssAtFirstSyncMiB: median(ss.map((s) => s.atFirstSync.rssMiB)),
+        steadyRssMiB: median(ss.map((s) => s.steadyRssMiB)),
+        peakMiB: median(ss.map((s) => s.peakMiB)),
+      };
+    }),
+  );
+  console.log(
+    `\nmedian of ${RUNS} run(s), ${ENDPOINTS} endpoints per Service, ${CHANGES} endpoint changes after the first sync`,
+  );
+  console.log(
+    '| mode | Services | first sync (s) | RSS after first sync (MiB) | RSS steady (MiB) | peak VmHWM (MiB) |',
+  );
+  console.log('|---|---:|---:|---:|---:|---:|');
+  for (const r of rows) {
+    console.log(
+      `| ${r.mode} | ${r.size} | ${r.firstSyncS.toFixed(1)} | ${r.rssAtFirstSyncMiB.toFixed(0)} | ${r.steadyRssMiB.toFixed(0)} | ${r.peakMiB.toFixed(0)} |`,
+    );
+  }
+  writeFileSync(join(OUT, 'memory.json'), JSON.stringify({ samples, rows }, null, 2));
+  const png = writeChart(join(OUT, 'memory'), {
+    title: `kube-proxy-ts memory (real process, ${ENDPOINTS} endpoints per Service)`,
+    yLabel: 'MiB',
+    series: MODES.flatMap((m) => [`${m} RSS after first sync`, `${m} peak (VmHWM)`]),
+    groups: SIZES.map((size) => ({
+      label: `${size} Services`,
+      values: MODES.flatMap((m) => {
+        const r = rows.find((x) => x.mode === m && x.size === size)!;
+        return [r.rssAtFirstSyncMiB, r.peakMiB];
+      }),
+    })),
+  });
+  console.log(png ? `wrote ${png}` : 'wrote memory.svg (no PNG converter)');
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
