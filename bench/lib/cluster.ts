@@ -115,7 +115,7 @@ export class BenchCluster {
   }
 
   /** Start bin/kube-proxy-ts in the namespace with the operator's usual flags plus `extra`. */
-  startProxy(mode: string, extra: string[] = []): NsProcess {
+  startProxy(mode: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): NsProcess {
     const argv = [
       process.execPath,
       join(REPO_ROOT, 'bin/kube-proxy-ts'),
@@ -136,7 +136,7 @@ export class BenchCluster {
       '0',
       ...extra,
     ];
-    this.proxy = nsSpawn(this.ns, argv);
+    this.proxy = nsSpawn(this.ns, argv, { env });
     return this.proxy;
   }
 

@@ -23,7 +23,7 @@ import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { ProxyError } from '../core/errors.js';
 import { cidrsOfServiceCIDRs, syncStateFromObjects } from '../core/snapshot.js';
 import type { SyncState } from '../core/types.js';
-import { ApiStatusError, KubeTransport, loadKubeConfig } from '../platform/k8s/index.js';
+import { ApiStatusError, KubeClient, loadKubeConfig } from '../platform/k8s/index.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/iptables/runner.js';
 import { PROCESS_IO, kernelLocalIPs, type CmdIO } from './explain.js';
 import { diffIptablesFamily, type FamilyDiff } from './diffipt.js';
@@ -84,18 +84,18 @@ export function splitDiffArgs(argv: readonly string[]): DiffArgs {
 }
 
 /** One list of each resource the proxy watches, with the informers' selectors. */
-export async function listCluster(t: KubeTransport, nodeName: string, signal: AbortSignal): Promise<ClusterObjects> {
+export async function listCluster(t: KubeClient, nodeName: string, signal: AbortSignal): Promise<ClusterObjects> {
   const [svcs, slices, nodes] = await Promise.all([
-    t.list(
+    t.listAll(
       '/api/v1/services',
       { labelSelector: `!${LABEL_SERVICE_PROXY_NAME}`, fieldSelector: 'spec.clusterIP!=None' },
       signal,
     ),
-    t.list('/apis/discovery.k8s.io/v1/endpointslices', { labelSelector: `!${LABEL_HEADLESS}` }, signal),
-    t.list('/api/v1/nodes', { fieldSelector: `metadata.name=${nodeName}` }, signal),
+    t.listAll('/apis/discovery.k8s.io/v1/endpointslices', { labelSelector: `!${LABEL_HEADLESS}` }, signal),
+    t.listAll('/api/v1/nodes', { fieldSelector: `metadata.name=${nodeName}` }, signal),
   ]);
   // ServiceCIDRs are optional (older API servers answer 404), as for the informer.
-  const cidrs = await t.list('/apis/networking.k8s.io/v1/servicecidrs', {}, signal).then(
+  const cidrs = await t.listAll('/apis/networking.k8s.io/v1/servicecidrs', {}, signal).then(
     (r) => r.items as ServiceCIDR[],
     (e: unknown) => {
       if (e instanceof ApiStatusError && e.statusCode === 404) return [];
@@ -121,7 +121,8 @@ export async function computeDiff(cmd: RunCommand, run: CommandRunner, signal: A
   const mode = config.mode === '' ? 'iptables' : config.mode;
   const kc = loadKubeConfig({ kubeconfigPath: config.clientConnection.kubeconfig || undefined, master: cmd.master });
   const nodeName = resolveNodeName(config.hostnameOverride, hostname());
-  const objs = await listCluster(new KubeTransport(kc), nodeName, signal);
+  const client = new KubeClient(kc, { qps: config.clientConnection.qps, burst: config.clientConnection.burst });
+  const objs = await listCluster(client, nodeName, signal).finally(() => client.close());
   const { nodeIPs, podCIDRs, primaryFamily } = startupNode(nodeName, objs.node, config.bindAddress);
   const families: FamilyDiff[] = [];
   for (const family of await familiesFor(mode, primaryFamily)) {

@@ -2,28 +2,26 @@
 // CIDRs for --detect-local-mode NodeCIDR) before it can build its datapaths,
 // as upstream's NodeManager waits for them. The Node is retried for a while;
 // without it the proxy still starts (loopback fallback, logged).
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Node } from '../core/api.js';
 import { detectNodeIPs } from '../core/config/nodeips.js';
 import { parseIP } from '../core/ip.js';
 import { nodeInfoFromNode } from '../core/nodeinfo.js';
 import type { IPFamily } from '../core/types.js';
-import { KubeTransport } from '../platform/k8s/index.js';
+import type { KubeClient } from '../platform/k8s/index.js';
 import type { Logger } from '../platform/logger.js';
 
 export async function fetchNode(
-  kc: KubeConfig,
+  client: KubeClient,
   nodeName: string,
   log: Logger,
   signal: AbortSignal,
   waitMs = 30_000,
 ): Promise<Node | null> {
-  const transport = new KubeTransport(kc);
   const deadline = Date.now() + waitMs;
   let delay = 250;
   for (;;) {
     try {
-      const r = await transport.list('/api/v1/nodes', { fieldSelector: `metadata.name=${nodeName}` }, signal);
+      const r = await client.list('/api/v1/nodes', { fieldSelector: `metadata.name=${nodeName}` }, signal);
       const node = r.items[0] as Node | undefined;
       if (node) return node;
       log.warn({ nodeName }, 'Node object not found yet');

@@ -267,6 +267,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     ...dataplanes.map((d) => d.close?.()),
   ]);
   ctTable.close?.();
+  source.close?.();
   log.info('Stopped; rules are left in place for the next proxy');
   return exitCode;
 }

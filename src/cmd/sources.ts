@@ -4,7 +4,7 @@
 // (src/platform/manifests). Both feed the same handlers.
 import type { Node } from '../core/api.js';
 import type { EventSink } from '../platform/eventrecorder.js';
-import { loadKubeConfig, startSources, type SourceEvent } from '../platform/k8s/index.js';
+import { checkContentType, KubeClient, loadKubeConfig, startSources, type SourceEvent } from '../platform/k8s/index.js';
 import type { Logger } from '../platform/logger.js';
 import { ManifestSource, type ManifestHandlers } from '../platform/manifests/source.js';
 import { fetchNode } from './node.js';
@@ -19,6 +19,8 @@ export interface ProxySource {
   run(handlers: ProxyHandlers, signal: AbortSignal): Promise<void>;
   /** Where Kubernetes Events go (API server only). */
   readonly eventSink?: EventSink;
+  /** Release connections (after run's promise settled). */
+  close?(): void;
 }
 
 function logSourceEvent(log: Logger, ev: SourceEvent): void {
@@ -28,6 +30,9 @@ function logSourceEvent(log: Logger, ev: SourceEvent): void {
       break;
     case 'expired':
       log.info(ev, 'resourceVersion expired; relisting');
+      break;
+    case 'reachable':
+      log.info(ev, 'API server reachable again; reconnecting');
       break;
     case 'handlerError':
       log.error(ev, 'event handler failed');
@@ -60,26 +65,36 @@ export async function openSource(cmd: RunCommand, nodeName: string, log: Logger)
       return null;
     }
   }
-  let kubeConfig;
+  let client: KubeClient;
   try {
-    kubeConfig = loadKubeConfig({
-      kubeconfigPath: cmd.resolved.clientConnection.kubeconfig || undefined,
-      master: cmd.master,
-    });
+    client = connectClient(cmd, log);
   } catch (e) {
     log.error({ err: (e as Error).message }, 'Failed to load Kubernetes client configuration');
     return null;
   }
   return {
-    node: (signal) => fetchNode(kubeConfig, nodeName, log, signal),
+    node: (signal) => fetchNode(client, nodeName, log, signal),
     run: (handlers, signal) =>
       startSources({
-        kubeConfig,
+        client,
         nodeName,
         signal,
+        resyncMs: cmd.timing.configSyncPeriodMs,
         serviceProxyName: cmd.serviceProxyName ?? '',
         handlers,
         onEvent: (ev) => logSourceEvent(log, ev),
       }),
+    eventSink: client,
+    close: () => client.close(),
   };
+}
+
+/** The API client from --kubeconfig/--master/in-cluster and clientConnection (qps, burst, contentType). */
+function connectClient(cmd: RunCommand, log: Logger): KubeClient {
+  const cc = cmd.resolved.clientConnection;
+  const { note } = checkContentType(cc.contentType);
+  if (note) log.info(note);
+  const config = loadKubeConfig({ kubeconfigPath: cc.kubeconfig || undefined, master: cmd.master });
+  log.info({ server: config.server, source: config.source, qps: cc.qps, burst: cc.burst }, 'Kubernetes API client');
+  return new KubeClient(config, { qps: cc.qps, burst: cc.burst });
 }

@@ -15,6 +15,8 @@ export interface ClientOptions {
   readonly ca: string;
   readonly token?: string;
   readonly clientCert?: KeyPair;
+  /** Extra request headers (e.g. Accept). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 function open(
@@ -29,7 +31,7 @@ function open(
     cert: c.clientCert?.cert,
     key: c.clientCert?.key,
     agent: false,
-    headers: { ...(c.token !== undefined ? { Authorization: `Bearer ${c.token}` } : {}), ...headers },
+    headers: { ...(c.token !== undefined ? { Authorization: `Bearer ${c.token}` } : {}), ...c.headers, ...headers },
   });
 }
 

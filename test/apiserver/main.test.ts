@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { it } from 'node:test';
 import { loadKubeConfig } from '../../src/platform/k8s/kubeconfig.js';
-import { KubeTransport } from '../../src/platform/k8s/transport.js';
+import { KubeClient } from '../../src/platform/k8s/client.js';
 import { call } from './client.js';
 import { svc } from './fixtures.js';
 
@@ -48,7 +48,9 @@ it('runs as a process driven through its REST API with the token', async () => {
     );
 
     const kc = loadKubeConfig({ kubeconfigPath: ready.kubeconfig });
-    const list = await new KubeTransport(kc).list('/api/v1/services', {}, new AbortController().signal);
+    const client = new KubeClient(kc);
+    const list = await client.list('/api/v1/services', {}, new AbortController().signal);
+    client.close();
     assert.deepEqual(
       list.items.map((i) => (i as { metadata: { name: string } }).metadata.name),
       ['web'],

@@ -48,6 +48,15 @@ export const RESOURCES: readonly ResourceDef[] = [
     statusSubresource: true,
   },
   {
+    plural: 'events',
+    kind: 'Event',
+    apiVersion: 'events.k8s.io/v1',
+    prefix: '/apis/events.k8s.io/v1',
+    namespaced: true,
+    fields: [...META_FIELDS, 'reason', 'type', 'reportingController', 'regarding.name', 'regarding.kind'],
+    statusSubresource: false,
+  },
+  {
     plural: 'servicecidrs',
     kind: 'ServiceCIDR',
     apiVersion: 'networking.k8s.io/v1',

@@ -33,10 +33,94 @@ describe('test API server', () => {
     assert.equal((await call({ ...c, token: undefined, clientCert: cert }, 'GET', '/api/v1/nodes')).status, 200);
   });
 
+  it('accepts rotated tokens and refuses revoked ones, naming the caller in its request log', async () => {
+    server.acceptToken('second');
+    assert.equal((await call({ ...c, token: 'second' }, 'GET', '/api/v1/nodes')).status, 200);
+    assert.equal(server.requests.at(-1)?.user, 'token:second');
+    server.revokeToken('second');
+    assert.equal((await call({ ...c, token: 'second' }, 'GET', '/api/v1/nodes')).status, 401);
+    assert.equal(server.requests.at(-1)?.user, undefined);
+  });
+
+  it('speaks JSON only: a client accepting only protobuf gets 406', async () => {
+    const proto = await call(
+      { ...c, headers: { Accept: 'application/vnd.kubernetes.protobuf' } },
+      'GET',
+      '/api/v1/nodes',
+    );
+    assert.equal(proto.status, 406);
+    assert.equal(proto.body.reason, 'NotAcceptable');
+    const both = { Accept: 'application/vnd.kubernetes.protobuf, application/json' };
+    assert.equal((await call({ ...c, headers: both }, 'GET', '/api/v1/nodes')).status, 200);
+  });
+
+  it('serves lists in pages from one consistent snapshot, and 410 for a continue token compacted away', async () => {
+    const base = '/api/v1/namespaces/paged/services';
+    for (let i = 0; i < 5; i++) await call(c, 'POST', base, svc('paged', `s${i}`, `172.30.8.${i + 1}`));
+    const first = await call(c, 'GET', `${base}?limit=2`);
+    const meta1 = first.body.metadata as { continue?: string; resourceVersion: string; remainingItemCount?: number };
+    const names = (r: typeof first): string[] =>
+      (r.body.items as Array<{ metadata: { name: string } }>).map((i) => i.metadata.name);
+    assert.deepEqual(names(first), ['s0', 's1']);
+    assert.equal(meta1.remainingItemCount, 3);
+    // Changes after the first page do not show in the following pages.
+    await call(c, 'DELETE', `${base}/s3`);
+    await call(c, 'POST', base, svc('paged', 's5', '172.30.8.6'));
+    const second = await call(c, 'GET', `${base}?limit=2&continue=${meta1.continue}`);
+    assert.deepEqual(names(second), ['s2', 's3']);
+    const meta2 = second.body.metadata as { continue?: string; resourceVersion: string };
+    assert.equal(meta2.resourceVersion, meta1.resourceVersion);
+    const third = await call(c, 'GET', `${base}?limit=2&continue=${meta2.continue}`);
+    assert.deepEqual(names(third), ['s4']);
+    assert.equal((third.body.metadata as { continue?: string }).continue, undefined);
+    // Selectors apply to pages too; a fresh list sees the changes.
+    assert.deepEqual(names(await call(c, 'GET', `${base}?limit=10&fieldSelector=metadata.name!%3Ds0`)), [
+      's1',
+      's2',
+      's4',
+      's5',
+    ]);
+
+    server.compact();
+    const expired = await call(c, 'GET', `${base}?limit=2&continue=${meta1.continue}`);
+    assert.equal(expired.status, 410);
+    assert.equal(expired.body.reason, 'Expired');
+    assert.equal((await call(c, 'GET', `${base}?limit=2&continue=garbage`)).status, 400);
+    for (const n of ['s0', 's1', 's2', 's4', 's5']) await call(c, 'DELETE', `${base}/${n}`);
+  });
+
+  it('stores events.k8s.io/v1 Events (generateName completed) and rejects invalid ones with 422', async () => {
+    const ev = {
+      metadata: { generateName: 'node-a.' },
+      eventTime: '2026-12-01T00:00:00.000000Z',
+      reportingController: 'kube-proxy',
+      reportingInstance: 'kube-proxy-node-a',
+      action: 'StartKubeProxy',
+      reason: 'Starting',
+      type: 'Normal',
+      regarding: { kind: 'Node', name: 'node-a' },
+      note: 'Starting kube-proxy.',
+    };
+    const ok = await call(c, 'POST', '/apis/events.k8s.io/v1/namespaces/default/events', ev);
+    assert.equal(ok.status, 201);
+    assert.match((ok.body.metadata as { name: string }).name, /^node-a\.[0-9a-f]{5}$/);
+    assert.deepEqual(
+      server.events().map((e) => e['reason']),
+      ['Starting'],
+    );
+    const bad = await call(c, 'POST', '/apis/events.k8s.io/v1/namespaces/default/events', {
+      ...ev,
+      type: 'Info',
+      reportingController: '',
+    });
+    assert.equal(bad.status, 422);
+    assert.match(String(bad.body.message), /reportingController: Required value.*type: Unsupported value: "Info"/);
+  });
+
   it('serves discovery and 404 for unknown paths', async () => {
     assert.equal((await call(c, 'GET', '/version')).body.major, '1');
     const groups = (await call(c, 'GET', '/apis')).body.groups as Array<{ name: string }>;
-    assert.deepEqual(groups.map((g) => g.name).sort(), ['discovery.k8s.io', 'networking.k8s.io']);
+    assert.deepEqual(groups.map((g) => g.name).sort(), ['discovery.k8s.io', 'events.k8s.io', 'networking.k8s.io']);
     const v1 = (await call(c, 'GET', '/api/v1')).body.resources as Array<{ name: string }>;
     assert.deepEqual(v1.map((r) => r.name).sort(), ['nodes', 'services']);
     assert.equal((await call(c, 'GET', '/api/v1/pods')).status, 404);

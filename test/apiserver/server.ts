@@ -41,6 +41,10 @@ export interface RequestRecord {
   readonly method: string;
   readonly path: string;
   readonly query: Readonly<Record<string, string>>;
+  /** Who it was: `token:<token>`, `cert:<CN>`, or undefined when refused. */
+  readonly user?: string;
+  readonly accept?: string;
+  readonly impersonateUser?: string;
 }
 
 /** The request log is for tests; keep a long-running CLI server bounded. */
@@ -55,7 +59,9 @@ interface Route {
 
 export class TestApiServer {
   readonly store = new Store();
+  /** The token in the kubeconfigs this server writes; acceptToken/revokeToken change what is accepted. */
   readonly token: string;
+  private readonly tokens = new Set<string>();
   readonly requests: RequestRecord[] = [];
   /** Per resource, the resourceVersion of the last BOOKMARK sent on any watch. */
   readonly lastBookmark = new Map<string, number>();
@@ -70,6 +76,7 @@ export class TestApiServer {
   constructor(opts: TestApiServerOptions = {}) {
     this.opts = opts;
     this.token = opts.token ?? randomBytes(16).toString('hex');
+    this.tokens.add(this.token);
     this.port = opts.port ?? 0;
     const names = opts.resources ?? RESOURCES.map((r) => r.plural);
     this.served = RESOURCES.filter((r) => names.includes(r.plural));
@@ -96,6 +103,20 @@ export class TestApiServer {
   private ensurePKI(): TestPKI {
     this.pki ??= new TestPKI([this.host, ...(this.opts.certHosts ?? [])]);
     return this.pki;
+  }
+
+  /** Accept another bearer token (e.g. a rotated service-account token). */
+  acceptToken(token: string): void {
+    this.tokens.add(token);
+  }
+  /** Refuse a bearer token from now on (401). */
+  revokeToken(token: string): void {
+    this.tokens.delete(token);
+  }
+
+  /** The events.k8s.io/v1 Events clients posted, in name order. */
+  events(): Obj[] {
+    return this.store.list(this.def('events')).items;
   }
 
   /** A client certificate the server accepts as user `user`. */
@@ -215,24 +236,46 @@ export class TestApiServer {
     );
   }
 
-  private authenticated(req: IncomingMessage): boolean {
+  /** The caller's identity, or undefined (401). A bearer token wins over a client certificate. */
+  private authenticate(req: IncomingMessage): string | undefined {
     const auth = req.headers.authorization;
-    if (auth !== undefined) return auth === `Bearer ${this.token}`;
+    if (auth !== undefined) {
+      const m = /^Bearer (.+)$/.exec(auth);
+      return m && this.tokens.has(m[1]!) ? `token:${m[1]}` : undefined;
+    }
     const sock = req.socket as TLSSocket;
-    return sock.authorized === true && Boolean(sock.getPeerCertificate()?.subject?.CN);
+    const cn = sock.authorized === true ? sock.getPeerCertificate()?.subject?.CN : undefined;
+    return cn ? `cert:${String(cn)}` : undefined;
+  }
+
+  /** We speak JSON only: a client that accepts only other types (protobuf) gets 406, as a server without that codec. */
+  private static acceptsJSON(accept: string | undefined): boolean {
+    if (accept === undefined || accept.trim() === '') return true;
+    return accept
+      .split(',')
+      .map((t) => t.split(';')[0]!.trim().toLowerCase())
+      .some((t) => t === 'application/json' || t === 'application/*' || t === '*/*');
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'https://x');
+    const user = this.authenticate(req);
+    const impersonate = req.headers['impersonate-user'];
     this.requests.push({
       method: req.method ?? 'GET',
       path: url.pathname,
       query: Object.fromEntries(url.searchParams),
+      ...(user ? { user } : {}),
+      ...(req.headers.accept ? { accept: req.headers.accept } : {}),
+      ...(typeof impersonate === 'string' ? { impersonateUser: impersonate } : {}),
     });
     if (this.requests.length > MAX_RECORDED_REQUESTS)
       this.requests.splice(0, this.requests.length - MAX_RECORDED_REQUESTS);
     try {
-      if (!this.authenticated(req)) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
+      if (!user) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
+      if (!TestApiServer.acceptsJSON(req.headers.accept)) {
+        return sendStatus(res, 406, 'NotAcceptable', `only application/json is served, not ${req.headers.accept}`);
+      }
       if (this.discovery(url.pathname, res)) return;
       const route = this.route(url.pathname);
       if (!route) return sendStatus(res, 404, 'NotFound', 'the server could not find the requested resource');
@@ -319,6 +362,7 @@ export class TestApiServer {
       if (method === 'GET') return this.listOrWatch(res, r, q);
       if (method === 'POST') {
         const body = await this.readObject(req, r);
+        if (r.def.plural === 'events') validateEvent(body);
         return sendJSON(res, 201, withKind(r.def, this.store.create(r.def, body)));
       }
     } else if (method === 'GET') {
@@ -399,12 +443,94 @@ export class TestApiServer {
     if (rv && rv !== '0' && Number(rv) < this.store.oldestWatchableRV) {
       throw new StoreError(410, 'Expired', `too old resource version: ${rv} (${this.store.oldestWatchableRV})`);
     }
-    const list = this.store.list(r.def, r.namespace);
-    sendJSON(res, 200, {
-      kind: `${r.def.kind}List`,
-      apiVersion: r.def.apiVersion,
-      metadata: { resourceVersion: String(list.rv) },
-      items: list.items.filter((o) => labels(o.metadata.labels) && fields(o)),
-    });
+    const page = listPage(q);
+    const atRV = page.token?.rv ?? this.store.resourceVersion;
+    let sel;
+    try {
+      sel = this.store.select(r.def, {
+        ns: r.namespace,
+        atRV,
+        after: page.token?.start,
+        limit: page.limit,
+        match: (o) => labels(o.metadata.labels) && fields(o),
+      });
+    } catch (err) {
+      if (page.token && err instanceof StoreError && err.code === 410)
+        throw new StoreError(410, 'Expired', CONTINUE_EXPIRED);
+      throw err;
+    }
+    const metadata: Record<string, unknown> = { resourceVersion: String(atRV) };
+    if (sel.more > 0) {
+      metadata['continue'] = encodeContinue({ rv: atRV, start: sel.lastKey! });
+      // The real server counts what is left only for unfiltered lists.
+      if (!q.get('labelSelector') && !q.get('fieldSelector')) metadata['remainingItemCount'] = sel.more;
+    }
+    sendJSON(res, 200, { kind: `${r.def.kind}List`, apiVersion: r.def.apiVersion, metadata, items: sel.items });
   }
+}
+
+const CONTINUE_EXPIRED =
+  'The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.';
+
+interface ContinueToken {
+  readonly rv: number;
+  readonly start: string;
+}
+
+/** Like the real server's token: base64 of {"v":"meta.k8s.io/v1","rv":N,"start":"<key>"}. */
+function encodeContinue(t: ContinueToken): string {
+  return Buffer.from(JSON.stringify({ v: 'meta.k8s.io/v1', rv: t.rv, start: t.start })).toString('base64url');
+}
+
+/** `limit` and `continue` of a list request; a malformed one is a 400 as on the real server. */
+function listPage(q: URLSearchParams): { limit: number | undefined; token: ContinueToken | undefined } {
+  const l = q.get('limit');
+  let limit: number | undefined;
+  if (l !== null && l !== '' && l !== '0') {
+    if (!/^\d+$/.test(l)) throw new BadRequest(400, 'BadRequest', `invalid limit ${JSON.stringify(l)}`);
+    limit = Number(l);
+  }
+  const c = q.get('continue');
+  if (c === null || c === '') return { limit, token: undefined };
+  try {
+    const t = JSON.parse(Buffer.from(c, 'base64url').toString('utf8')) as {
+      v?: unknown;
+      rv?: unknown;
+      start?: unknown;
+    };
+    if (t.v !== 'meta.k8s.io/v1' || typeof t.rv !== 'number' || typeof t.start !== 'string') throw new Error('bad');
+    return { limit, token: { rv: t.rv, start: t.start } };
+  } catch {
+    throw new BadRequest(400, 'BadRequest', 'continue key is not valid: incorrect encoded start resourceVersion');
+  }
+}
+
+/**
+ * The checks the real server makes on an events.k8s.io/v1 Event create
+ * (ValidateEventCreate), reduced to what a client can get wrong: the fields
+ * it must set, the type, the note's size, and the namespace of what it is about.
+ */
+function validateEvent(e: Obj): void {
+  const errs: string[] = [];
+  const need = (v: unknown, f: string): void => {
+    if (typeof v !== 'string' || v === '') errs.push(`${f}: Required value`);
+  };
+  need(e['eventTime'], 'eventTime');
+  need(e['reportingController'], 'reportingController');
+  need(e['reportingInstance'], 'reportingInstance');
+  need(e['action'], 'action');
+  need(e['reason'], 'reason');
+  if (e['type'] !== 'Normal' && e['type'] !== 'Warning') {
+    errs.push(`type: Unsupported value: ${JSON.stringify(e['type'])}: supported values: "Normal", "Warning"`);
+  }
+  if (typeof e['note'] === 'string' && Buffer.byteLength(e['note']) > 1024)
+    errs.push('note: Too long: may not be more than 1024 bytes');
+  const regarding = e['regarding'] as { namespace?: unknown } | undefined;
+  if (regarding?.namespace && regarding.namespace !== e.metadata.namespace) {
+    errs.push(
+      `regarding.namespace: Invalid value: ${JSON.stringify(regarding.namespace)}: does not match event.namespace`,
+    );
+  }
+  if (errs.length > 0)
+    throw new StoreError(422, 'Invalid', `Event "${e.metadata.name ?? ''}" is invalid: ${errs.join(', ')}`);
 }

@@ -79,15 +79,61 @@ export class Store {
 
   /** All objects of a resource (optionally in one namespace), sorted by key, with the list's rv. */
   list(def: ResourceDef, ns?: string): { rv: number; items: Obj[] } {
-    const items = [...this.bucket(def.plural).entries()]
-      .filter(([, o]) => ns === undefined || o.metadata.namespace === ns)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([, o]) => structuredClone(o));
-    return { rv: this.rv, items };
+    return { rv: this.rv, ...this.select(def, { ns }) };
+  }
+
+  /**
+   * A page of a list as etcd serves it: the objects as they were at version
+   * `atRV` (default now; 410 Expired if history no longer reaches back), in
+   * key order, after key `after`, that `match` accepts, at most `limit` of
+   * them. `more` counts the matching objects left after the page.
+   */
+  select(
+    def: ResourceDef,
+    q: { ns?: string; atRV?: number; after?: string; limit?: number; match?: (o: Obj) => boolean },
+  ): { items: Obj[]; lastKey: string | undefined; more: number } {
+    const objects = q.atRV === undefined || q.atRV === this.rv ? this.bucket(def.plural) : this.snapshotAt(def, q.atRV);
+    const keys = [...objects.keys()].filter((k) => q.after === undefined || k > q.after).sort();
+    const items: Obj[] = [];
+    let lastKey: string | undefined;
+    let more = 0;
+    for (const k of keys) {
+      const o = objects.get(k)!;
+      if (q.ns !== undefined && o.metadata.namespace !== q.ns) continue;
+      if (q.match && !q.match(o)) continue;
+      if (q.limit !== undefined && items.length >= q.limit) {
+        more++;
+        continue;
+      }
+      items.push(structuredClone(o));
+      lastKey = k;
+    }
+    return { items, lastKey, more };
+  }
+
+  /** The objects of one resource as they were at `rv`, by rolling the history back. */
+  private snapshotAt(def: ResourceDef, rv: number): Map<string, Obj> {
+    if (rv < this.compactedRV) {
+      throw new StoreError(410, 'Expired', `too old resource version: ${rv} (${this.compactedRV})`);
+    }
+    const out = new Map(this.bucket(def.plural));
+    for (let i = this.history.length - 1; i >= 0 && this.history[i]!.rv > rv; i--) {
+      const ev = this.history[i]!;
+      if (ev.resource !== def.plural) continue;
+      const key = objectKey(def.namespaced ? ev.object.metadata.namespace : undefined, String(ev.object.metadata.name));
+      if (ev.type === 'ADDED') out.delete(key);
+      else out.set(key, ev.prev!);
+    }
+    return out;
   }
 
   create(def: ResourceDef, input: Obj): Obj {
-    const meta = input.metadata ?? {};
+    const meta = { ...(input.metadata ?? {}) };
+    // The real server completes generateName with five random characters.
+    if ((meta.name === undefined || meta.name === '') && typeof meta['generateName'] === 'string') {
+      meta.name = `${meta['generateName']}${randomUUID().replace(/-/g, '').slice(0, 5)}`;
+      input = { ...input, metadata: meta };
+    }
     if (typeof meta.name !== 'string' || meta.name === '')
       throw new StoreError(422, 'Invalid', 'metadata.name: Required value');
     if (def.namespaced && !meta.namespace) throw new StoreError(422, 'Invalid', 'metadata.namespace: Required value');

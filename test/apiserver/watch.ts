@@ -66,6 +66,8 @@ export function serveWatch(
   let backlog: StoreEvent[] = [];
   const rvParam = w.resourceVersion;
   res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
+  // The real server flushes the headers at once, so a client knows its watch is open before any event.
+  res.flushHeaders();
   if (rvParam === null || rvParam === '' || rvParam === '0') {
     for (const o of store.list(w.def, w.namespace).items) if (matches(o)) send('ADDED', withKind(w.def, o));
   } else {

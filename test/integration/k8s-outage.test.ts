@@ -9,8 +9,19 @@ import { startSources } from '../../src/platform/k8s/sources.js';
 import { TestApiServer } from '../apiserver/server.js';
 import { Recorder } from '../apiserver/recorder.js';
 import { node, serviceCIDR, slice, svc } from '../apiserver/fixtures.js';
-import { kubeConfigFor } from '../apiserver/kubeconfig.js';
+import { clientFor } from '../apiserver/kubeconfig.js';
+import type { KubeClient } from '../../src/platform/k8s/client.js';
 import { waitFor } from '../apiserver/wait.js';
+
+/** Clients made by a test; closed after it (their keep-alive sockets would keep the process up). */
+const clients: KubeClient[] = [];
+function track(c: KubeClient): KubeClient {
+  clients.push(c);
+  return c;
+}
+afterEach(() => {
+  for (const c of clients.splice(0)) c.close();
+});
 
 const FAST = { initialMs: 20, maxMs: 100, factor: 2 };
 
@@ -32,7 +43,7 @@ describe('k8s sources across API server outages', () => {
     rec = new Recorder();
     ac = new AbortController();
     done = startSources({
-      kubeConfig: kubeConfigFor(server),
+      client: track(clientFor(server)),
       nodeName: 'node-a',
       handlers: rec.handlers,
       signal: ac.signal,

@@ -4,13 +4,24 @@
 // (relist delivered as a diff).
 
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { KubeConfig } from '@kubernetes/client-node';
+import { after, afterEach, before, describe, it } from 'node:test';
+import { KubeClient } from '../../src/platform/k8s/client.js';
+import type { ClientConfig } from '../../src/platform/k8s/kubeconfig.js';
 import { startSources } from '../../src/platform/k8s/sources.js';
 import { TestApiServer } from '../apiserver/server.js';
 import { Recorder } from '../apiserver/recorder.js';
 import { node, proxyNameSvc, serviceCIDR, slice, svc } from '../apiserver/fixtures.js';
-import { kubeConfigFor } from '../apiserver/kubeconfig.js';
+import { clientFor, kubeConfigFor } from '../apiserver/kubeconfig.js';
+
+/** Clients made by a test; closed after it (their keep-alive sockets would keep the process up). */
+const clients: KubeClient[] = [];
+function track(c: KubeClient): KubeClient {
+  clients.push(c);
+  return c;
+}
+afterEach(() => {
+  for (const c of clients.splice(0)) c.close();
+});
 
 const FAST = { initialMs: 20, maxMs: 200, factor: 2 };
 
@@ -19,11 +30,12 @@ interface Running {
   stop: () => Promise<void>;
 }
 
-function run(kc: KubeConfig, nodeName = 'node-a'): Running {
+function run(kc: ClientConfig, nodeName = 'node-a'): Running {
   const rec = new Recorder();
   const ac = new AbortController();
+  const client = new KubeClient(kc, { qps: -1 });
   const done = startSources({
-    kubeConfig: kc,
+    client,
     nodeName,
     handlers: rec.handlers,
     signal: ac.signal,
@@ -35,6 +47,7 @@ function run(kc: KubeConfig, nodeName = 'node-a'): Running {
     stop: async () => {
       ac.abort();
       await done;
+      client.close();
     },
   };
 }
@@ -149,7 +162,7 @@ describe('k8s sources against the test API server', () => {
     const rec = new Recorder();
     const ac = new AbortController();
     const done = startSources({
-      kubeConfig: kubeConfigFor(server),
+      client: track(clientFor(server)),
       nodeName: 'node-a',
       handlers: rec.handlers,
       signal: ac.signal,
@@ -191,6 +204,83 @@ describe('k8s sources against the test API server', () => {
       assert.ok(rec.events.every((e) => e.type !== 'listed'));
     } finally {
       await stop();
+    }
+  });
+});
+
+describe('k8s sources: optional resources and misbehaving handlers', () => {
+  it('carries on without ServiceCIDRs when the server does not serve them (404)', async () => {
+    const server = new TestApiServer({ resources: ['services', 'endpointslices', 'nodes'] });
+    await server.start();
+    server.create('services', svc('app', 'alpha', '172.30.0.10'));
+    const rec = new Recorder();
+    const ac = new AbortController();
+    const client = clientFor(server);
+    const done = startSources({
+      client,
+      nodeName: 'node-a',
+      handlers: rec.handlers,
+      signal: ac.signal,
+      onEvent: rec.onEvent,
+      backoff: { initialMs: 20, maxMs: 100 },
+    });
+    try {
+      await rec.until(
+        () =>
+          rec.events.some((e) => e.type === 'unavailable' && e.resource === 'servicecidrs') &&
+          ['service synced', 'slice synced', 'node synced'].every((s) => rec.calls.includes(s)),
+        'sync without servicecidrs',
+      );
+      assert.equal(rec.cidrs, undefined);
+      assert.equal(
+        server.requests.filter((r) => r.path.endsWith('/servicecidrs')).length,
+        1,
+        'asked once, not retried',
+      );
+    } finally {
+      ac.abort();
+      await done;
+      client.close();
+      await server.dispose();
+    }
+  });
+
+  it('reports a throwing handler and keeps delivering the following events', async () => {
+    const server = new TestApiServer();
+    await server.start();
+    const rec = new Recorder();
+    const handlers = {
+      ...rec.handlers,
+      service: {
+        ...rec.handlers.service,
+        onServiceAdd: (s: { metadata: { name?: string } }) => {
+          if (s.metadata.name === 'boom') throw new Error('handler bug');
+          rec.handlers.service.onServiceAdd(s as never);
+        },
+      },
+    };
+    const ac = new AbortController();
+    const client = clientFor(server);
+    const done = startSources({
+      client,
+      nodeName: 'node-a',
+      handlers,
+      signal: ac.signal,
+      onEvent: rec.onEvent,
+      backoff: { initialMs: 20, maxMs: 100 },
+    });
+    try {
+      await rec.until(() => rec.events.filter((e) => e.type === 'watching').length >= 4, 'watches');
+      server.create('services', svc('app', 'boom', '172.30.0.20'));
+      server.create('services', svc('app', 'fine', '172.30.0.21'));
+      await rec.until(() => rec.calls.some((c) => c.startsWith('service add app/fine')), 'the next event');
+      assert.ok(rec.events.some((e) => e.type === 'handlerError' && e.error === 'handler bug'));
+      assert.equal(rec.events.filter((e) => e.type === 'listed' && e.resource === 'services').length, 1, 'no relist');
+    } finally {
+      ac.abort();
+      await done;
+      client.close();
+      await server.dispose();
     }
   });
 });

@@ -1,5 +1,5 @@
-// What the Kubernetes sources publish about their connection (docs/style.md
-// rule 10): the composition root logs these; tests record them.
+// What the Kubernetes sources publish about their connection: the
+// composition root logs these; tests record them.
 
 export type SourceEvent =
   /** A list completed and its diff was delivered (the connection works). */
@@ -20,6 +20,10 @@ export type SourceEvent =
   | { type: 'error'; resource: string; phase: 'list' | 'watch'; error: string; statusCode?: number }
   /** Waiting before the next attempt. */
   | { type: 'backoff'; resource: string; delayMs: number; attempt: number }
+  /** A server that refused connections accepts them again: the backoff ends early. */
+  | { type: 'reachable'; resource: string }
+  /** The local copy was re-delivered to the handlers (configSyncPeriod). */
+  | { type: 'resynced'; resource: string; items: number }
   /** The server no longer has history back to our resourceVersion (410 Gone): relisting. */
   | { type: 'expired'; resource: string; resourceVersion: string }
   /** The server does not serve this optional resource (404); carrying on without it. */
@@ -40,6 +44,7 @@ export function sourceEventLevel(ev: SourceEvent): 'debug' | 'info' | 'warn' | '
     case 'handlerError':
       return 'error';
     case 'listed':
+    case 'reachable':
     case 'expired':
     case 'unavailable':
     case 'stopped':
@@ -47,6 +52,7 @@ export function sourceEventLevel(ev: SourceEvent): 'debug' | 'info' | 'warn' | '
     case 'watching':
     case 'watchClosed':
     case 'backoff':
+    case 'resynced':
       return 'debug';
   }
 }

@@ -1,8 +1,10 @@
-// The Kubernetes sources: load a kubeconfig, then run the informers that feed
-// the engine's handlers. See sources.ts for the selectors, reflector.ts for the
-// list/watch contract and events.ts for what they publish.
-export { loadKubeConfig, SERVICE_ACCOUNT_DIR, type LoadKubeConfigOptions } from './kubeconfig.js';
+// The Kubernetes side of the proxy: load a client configuration
+// (kubeconfig.ts), talk to the API server (client.ts, our own small client
+// over node:https), and run the informers that feed the engine's handlers
+// (sources.ts, reflector.ts). events.ts lists what the sources publish.
+export { loadKubeConfig, SERVICE_ACCOUNT_DIR, type ClientConfig, type LoadKubeConfigOptions } from './kubeconfig.js';
+export { KubeClient, checkContentType, type KubeClientOptions } from './client.js';
 export { startSources, DEFAULT_BACKOFF, type SourceHandlers, type StartSourcesOptions } from './sources.js';
 export { type SourceEvent, sourceEventLevel } from './events.js';
-export { ApiStatusError, KubeTransport, type ListWatchTransport } from './transport.js';
+export { ApiStatusError, type ListWatchTransport } from './transport.js';
 export { Reflector, type ReflectorOptions, type ReflectorSink, type BackoffOptions } from './reflector.js';

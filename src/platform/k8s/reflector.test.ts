@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../../../test/support/fakeclock.js';
 import type { SourceEvent } from './events.js';
-import { Reflector, type K8sObject } from './reflector.js';
+import { Reflector, type K8sObject, type ReflectorOptions } from './reflector.js';
 import { ApiStatusError, type ListResult, type ListWatchTransport, type Query } from './transport.js';
 
 interface OpenWatch {
@@ -21,10 +21,14 @@ interface OpenWatch {
 class ScriptedTransport implements ListWatchTransport {
   lists: Array<ListResult | Error> = [];
   listCalls = 0;
+  listQueries: Query[] = [];
   watches: OpenWatch[] = [];
 
-  async list(): Promise<ListResult> {
+  untilReachable?: (signal: AbortSignal) => Promise<void>;
+
+  async list(_path: string, query: Query): Promise<ListResult> {
     this.listCalls++;
+    this.listQueries.push(query);
     const next = this.lists.shift() ?? new Error('no scripted list');
     if (next instanceof Error) throw next;
     return next;
@@ -54,7 +58,7 @@ class ScriptedTransport implements ListWatchTransport {
 const obj = (name: string, rv: string): K8sObject => ({ metadata: { namespace: 'ns', name, resourceVersion: rv } });
 const flush = (): Promise<void> => new Promise((r) => setImmediate(r));
 
-function setup(transport: ScriptedTransport) {
+function setup(transport: ScriptedTransport, extra: Partial<ReflectorOptions<K8sObject>> = {}) {
   const clock = new FakeClock();
   const calls: string[] = [];
   const events: SourceEvent[] = [];
@@ -73,6 +77,7 @@ function setup(transport: ScriptedTransport) {
       synced: () => calls.push('synced'),
     },
     onEvent: (e) => events.push(e),
+    ...extra,
   });
   const ac = new AbortController();
   const done = reflector.run(ac.signal);
@@ -210,5 +215,131 @@ describe('Reflector', () => {
     ac.abort();
     await done;
     assert.equal(events.at(-1)?.type, 'stopped');
+  });
+
+  it('lists in pages of pageSize, following continue tokens, and delivers the diff once all pages are in', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [
+      { resourceVersion: '30', items: [obj('a', '1'), obj('b', '2')], continue: 'tok1' },
+      { resourceVersion: '30', items: [obj('c', '3')] },
+    ];
+    const { calls, ac, done } = setup(t, { pageSize: 2 });
+    await flush();
+    await flush();
+    assert.deepEqual(
+      t.listQueries.map((q) => [q.limit, q.continue]),
+      [
+        ['2', undefined],
+        ['2', 'tok1'],
+      ],
+    );
+    assert.deepEqual(calls, ['add a@1', 'add b@2', 'add c@3', 'synced']);
+    assert.equal(t.watches[0]!.query.resourceVersion, '30');
+    ac.abort();
+    await done;
+  });
+
+  it('starts the list over when a continue token has expired (410), without a half-list diff', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [
+      { resourceVersion: '30', items: [obj('a', '1')], continue: 'tok1' },
+      new ApiStatusError(410, 'Expired', 'continue too old'),
+      { resourceVersion: '40', items: [obj('a', '35')], continue: 'tok2' },
+      { resourceVersion: '40', items: [obj('d', '36')] },
+    ];
+    const { calls, events, ac, done } = setup(t, { pageSize: 1 });
+    for (let i = 0; i < 5; i++) await flush();
+    assert.deepEqual(
+      t.listQueries.map((q) => q.continue),
+      [undefined, 'tok1', undefined, 'tok2'],
+    );
+    assert.deepEqual(calls, ['add a@35', 'add d@36', 'synced']);
+    assert.ok(events.some((e) => e.type === 'expired'));
+    assert.ok(!events.some((e) => e.type === 'backoff'), 'restarted at once');
+    ac.abort();
+    await done;
+  });
+
+  it('hands the sink transformed objects, from lists and watch events alike', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [
+      { resourceVersion: '10', items: [{ metadata: { name: 'a', resourceVersion: '1', managedFields: [1] } }] },
+    ];
+    const seen: unknown[] = [];
+    const { ac, done } = setup(t, {
+      transform: (o) => ({
+        metadata: {
+          name: (o.metadata as K8sObject['metadata']).name,
+          resourceVersion: (o.metadata as K8sObject['metadata']).resourceVersion,
+        },
+      }),
+      sink: { add: (o) => seen.push(o), update: (_a, b) => seen.push(b), delete: () => {}, synced: () => {} },
+    });
+    await flush();
+    t.watches[0]!.send('MODIFIED', { metadata: { name: 'a', resourceVersion: '11', managedFields: [2] }, spec: {} });
+    assert.deepEqual(seen, [
+      { metadata: { name: 'a', resourceVersion: '1' } },
+      { metadata: { name: 'a', resourceVersion: '11' } },
+    ]);
+    ac.abort();
+    await done;
+  });
+
+  it('re-delivers every cached object as an update to itself each resync period, once listed', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [new Error('down'), { resourceVersion: '10', items: [obj('a', '1'), obj('b', '2')] }];
+    const { clock, calls, events, ac, done } = setup(t, { resyncMs: 1000 });
+    await flush();
+    clock.advance(20); // the backoff, also the first resync would be due before the list: nothing to resync
+    await flush();
+    assert.deepEqual(calls, ['add a@1', 'add b@2', 'synced']);
+    clock.advance(980);
+    assert.deepEqual(calls.slice(3), ['update a@1->a@1', 'update b@2->b@2']);
+    clock.advance(1000);
+    assert.equal(calls.length, 7);
+    assert.equal(events.filter((e) => e.type === 'resynced').length, 2);
+    ac.abort();
+    await done;
+    clock.advance(5000);
+    assert.equal(calls.length, 7, 'no resync after stop');
+  });
+
+  it('jitters the backoff, and ends it early when the transport reports the server reachable again', async () => {
+    const t = new ScriptedTransport();
+    let release: () => void = () => {};
+    t.untilReachable = (signal) =>
+      new Promise<void>((resolve) => {
+        release = resolve;
+        signal.addEventListener('abort', () => resolve());
+      });
+    t.lists = [
+      new Error('connect ECONNREFUSED'),
+      new Error('connect ECONNREFUSED'),
+      { resourceVersion: '5', items: [] },
+    ];
+    const { events, ac, done } = setup(t, {
+      backoff: { initialMs: 1000, maxMs: 30_000, factor: 2, jitter: 0.5 },
+      random: () => 1,
+    });
+    await flush();
+    assert.deepEqual(
+      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs),
+      [500],
+    );
+    release();
+    await flush();
+    assert.equal(t.listCalls, 2, 'retried before the backoff ran out');
+    assert.ok(events.some((e) => e.type === 'reachable'));
+    assert.deepEqual(
+      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs),
+      [500, 1000],
+    );
+    release();
+    await flush();
+    await flush();
+    assert.equal(t.listCalls, 3);
+    assert.ok(events.some((e) => e.type === 'listed'));
+    ac.abort();
+    await done;
   });
 });

@@ -7,8 +7,16 @@
 // - synced() is called after each complete list, never from a half list.
 // - A watch that ends is resumed from the last resourceVersion seen (events
 //   and BOOKMARKs); a 410 Gone (HTTP or ERROR event) makes it relist.
-// - Failures back off exponentially (injected clock); while the server is
-//   away the local copy stays as it was: nothing is deleted.
+// - Lists are paginated (`limit`/`continue`, 500 objects a page, as
+//   client-go's pager); a continue token that expired (410) restarts the list.
+//   Each object is transformed (transform.ts) as it arrives, so a 10k list
+//   never sits in memory as raw JSON.
+// - Failures back off exponentially with jitter (injected clock and random);
+//   a connection-level outage ends the wait early when the transport reports
+//   the server reachable again. While the server is away the local copy stays
+//   as it was: nothing is deleted.
+// - With resyncMs, every object of the local copy is re-delivered as
+//   update(obj, obj) that often (client-go's resync; configSyncPeriod).
 // - A watch that outlives its timeoutSeconds plus a grace period is treated
 //   as stalled (a dead peer without FIN) and is reconnected.
 // - With `optional`, a 404 for the resource (an older server) ends the
@@ -33,6 +41,8 @@ export interface BackoffOptions {
   readonly initialMs: number;
   readonly maxMs: number;
   readonly factor?: number;
+  /** Fraction of each delay that is random: the wait is in [d * (1 - jitter), d]. Default 0. */
+  readonly jitter?: number;
 }
 
 export interface ReflectorOptions<T> {
@@ -50,12 +60,21 @@ export interface ReflectorOptions<T> {
   readonly watchTimeoutSeconds: number;
   readonly sink: ReflectorSink<T>;
   readonly onEvent?: (ev: SourceEvent) => void;
+  /** Keep only what the proxy reads of each object (transform.ts); default: keep all. */
+  readonly transform?: (obj: Record<string, unknown>) => Record<string, unknown>;
+  /** Objects per list page; default 500. */
+  readonly pageSize?: number;
+  /** Re-deliver the local copy as updates this often; 0 or unset = never. */
+  readonly resyncMs?: number;
+  /** Random source for the backoff jitter; default Math.random. */
+  readonly random?: () => number;
 }
 
 /** The outcome of one watch: resume it, relist, or back off and resume. */
 type WatchOutcome = 'resume' | 'relist' | 'error';
 
 const STALL_GRACE_MS = 30_000;
+const DEFAULT_PAGE_SIZE = 500;
 
 export function objectKey(o: K8sObject): string {
   const m = o.metadata ?? {};
@@ -67,6 +86,8 @@ export class Reflector<T extends K8sObject> {
   private rv = '';
   private failures = 0;
   private relisting = false;
+  /** A list has completed at least once (resync waits for it). */
+  private synced = false;
 
   constructor(private readonly o: ReflectorOptions<T>) {}
 
@@ -84,6 +105,16 @@ export class Reflector<T extends K8sObject> {
 
   /** Run until signal aborts (or, when optional, the server lacks the resource). */
   async run(signal: AbortSignal): Promise<void> {
+    const resync = this.startResync(signal);
+    try {
+      await this.loop(signal);
+    } finally {
+      resync.cancel();
+    }
+    this.emit({ type: 'stopped', resource: this.o.resource });
+  }
+
+  private async loop(signal: AbortSignal): Promise<void> {
     let needList = true;
     while (!signal.aborted) {
       if (needList) {
@@ -111,7 +142,22 @@ export class Reflector<T extends K8sObject> {
       if (outcome === 'relist') needList = true;
       else if (outcome === 'error') await this.backoff(signal);
     }
-    this.emit({ type: 'stopped', resource: this.o.resource });
+  }
+
+  /** client-go resync: re-deliver every object as an update to itself, never during a list. */
+  private startResync(signal: AbortSignal): { cancel(): void } {
+    const period = this.o.resyncMs ?? 0;
+    let timer: { cancel(): void } | null = null;
+    const tick = (): void => {
+      if (signal.aborted) return;
+      if (!this.relisting && this.synced) {
+        for (const obj of this.items.values()) this.call(() => this.o.sink.update(obj, obj));
+        this.emit({ type: 'resynced', resource: this.o.resource, items: this.items.size });
+      }
+      timer = this.o.clock.setTimer(period, tick);
+    };
+    if (period > 0) timer = this.o.clock.setTimer(period, tick);
+    return { cancel: () => timer?.cancel() };
   }
 
   private query(extra: Record<string, string>): Query {
@@ -123,16 +169,9 @@ export class Reflector<T extends K8sObject> {
 
   /** List and deliver the diff against the local copy, then synced(). */
   private async list(signal: AbortSignal): Promise<void> {
-    const res = await this.o.transport.list(this.o.path, this.query({}), signal);
-    if (signal.aborted) return;
-    const fresh = new Map<string, T>();
-    for (const item of res.items) {
-      if (!isObject(item)) {
-        this.emit({ type: 'skipped', resource: this.o.resource, reason: 'list item is not an object with metadata' });
-        continue;
-      }
-      fresh.set(objectKey(item as T), item as T);
-    }
+    const res = await this.listPages(signal);
+    if (!res || signal.aborted) return;
+    const fresh = res.items;
     let added = 0,
       updated = 0,
       deleted = 0;
@@ -140,14 +179,16 @@ export class Reflector<T extends K8sObject> {
     try {
       for (const [key, obj] of fresh) {
         const old = this.items.get(key);
-        this.items.set(key, obj);
         if (!old) {
+          this.items.set(key, obj);
           added++;
           this.call(() => this.o.sink.add(obj));
         } else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) {
+          this.items.set(key, obj);
           updated++;
           this.call(() => this.o.sink.update(old, obj));
         }
+        // Unchanged: keep the object the handlers already hold; the fresh copy is garbage.
       }
       for (const [key, old] of [...this.items]) {
         if (fresh.has(key)) continue;
@@ -160,6 +201,7 @@ export class Reflector<T extends K8sObject> {
     }
     this.rv = res.resourceVersion;
     this.failures = 0;
+    this.synced = true;
     this.emit({
       type: 'listed',
       resource: this.o.resource,
@@ -170,6 +212,51 @@ export class Reflector<T extends K8sObject> {
       deleted,
     });
     this.call(() => this.o.sink.synced());
+  }
+
+  /**
+   * Fetch every page into a fresh map of transformed objects. A 410 on a
+   * continue token (the snapshot was compacted meanwhile) starts over.
+   */
+  private async listPages(signal: AbortSignal): Promise<{ resourceVersion: string; items: Map<string, T> } | null> {
+    const limit = String(this.o.pageSize ?? DEFAULT_PAGE_SIZE);
+    for (;;) {
+      const fresh = new Map<string, T>();
+      let cont: string | undefined;
+      let rv = '';
+      try {
+        do {
+          const page = await this.o.transport.list(
+            this.o.path,
+            this.query({ limit, ...(cont ? { continue: cont } : {}) }),
+            signal,
+          );
+          if (signal.aborted) return null;
+          if (!cont) rv = page.resourceVersion;
+          for (const item of page.items) {
+            const obj = this.accept(item, 'list item');
+            if (obj) fresh.set(objectKey(obj), obj);
+          }
+          cont = page.continue;
+        } while (cont);
+      } catch (err) {
+        if (cont && statusCodeOf(err) === 410) {
+          this.emit({ type: 'expired', resource: this.o.resource, resourceVersion: rv });
+          continue;
+        }
+        throw err;
+      }
+      return { resourceVersion: rv, items: fresh };
+    }
+  }
+
+  /** An object as the sink will see it (transformed), or null when it is not an object with metadata. */
+  private accept(item: unknown, what: string): T | null {
+    if (!isObject(item)) {
+      this.emit({ type: 'skipped', resource: this.o.resource, reason: `${what} is not an object with metadata` });
+      return null;
+    }
+    return (this.o.transform ? this.o.transform(item as unknown as Record<string, unknown>) : item) as T;
   }
 
   /** One watch from this.rv until it ends; events go to the sink as they come. */
@@ -247,20 +334,14 @@ export class Reflector<T extends K8sObject> {
       });
       return 'error';
     }
-    if (!isObject(obj)) {
-      this.emit({
-        type: 'skipped',
-        resource: this.o.resource,
-        reason: `${type} event without an object with metadata`,
-      });
-      return undefined;
-    }
-    const o = obj as T;
-    const rv = o.metadata.resourceVersion;
     if (type === 'BOOKMARK') {
+      const rv = isObject(obj) ? obj.metadata.resourceVersion : undefined;
       if (rv) this.rv = rv;
       return undefined;
     }
+    const o = this.accept(obj, `${type} event object`);
+    if (!o) return undefined;
+    const rv = o.metadata.resourceVersion;
     const key = objectKey(o);
     const old = this.items.get(key);
     if (type === 'ADDED' || type === 'MODIFIED') {
@@ -289,21 +370,32 @@ export class Reflector<T extends K8sObject> {
     return 'relist';
   }
 
-  /** Wait the next backoff step (or until aborted). */
+  /**
+   * Wait the next backoff step, or less: until aborted, or until the
+   * transport reports that a server which refused connections accepts them again.
+   */
   private backoff(signal: AbortSignal): Promise<void> {
-    const { initialMs, maxMs, factor = 2 } = this.o.backoff;
-    const delayMs = Math.min(maxMs, initialMs * factor ** this.failures);
+    const { initialMs, maxMs, factor = 2, jitter = 0 } = this.o.backoff;
+    const full = Math.min(maxMs, initialMs * factor ** this.failures);
+    const delayMs = Math.round(full * (1 - jitter * (this.o.random ?? Math.random)()));
     this.failures++;
     this.emit({ type: 'backoff', resource: this.o.resource, delayMs, attempt: this.failures });
     return new Promise((resolve) => {
       if (signal.aborted) return resolve();
+      const local = new AbortController();
       const done = (): void => {
         timer.cancel();
         signal.removeEventListener('abort', done);
+        local.abort();
         resolve();
       };
       const timer = this.o.clock.setTimer(delayMs, done);
       signal.addEventListener('abort', done);
+      this.o.transport.untilReachable?.(local.signal).then(() => {
+        if (local.signal.aborted) return;
+        this.emit({ type: 'reachable', resource: this.o.resource });
+        done();
+      }, done);
     });
   }
 

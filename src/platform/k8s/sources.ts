@@ -6,8 +6,9 @@
 //   EndpointSlices: labelSelector !service.kubernetes.io/headless
 //   Node:           fieldSelector metadata.name=<nodeName>
 //   ServiceCIDRs:   networking.k8s.io/v1, optional (404 -> carry on without)
+// Each keeps only what the proxy reads of its objects (transform.ts) and,
+// with resyncMs (configSyncPeriod), re-delivers its copy that often.
 
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../core/api.js';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../../core/api.js';
 import type { Clock } from '../../engine/clock.js';
@@ -15,7 +16,8 @@ import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHand
 import { realClock } from '../clock.js';
 import type { SourceEvent } from './events.js';
 import { type BackoffOptions, Reflector, type ReflectorSink } from './reflector.js';
-import { KubeTransport, type ListWatchTransport } from './transport.js';
+import { transformEndpointSlice, transformNode, transformService, transformServiceCIDR } from './transform.js';
+import type { ListWatchTransport } from './transport.js';
 
 export interface SourceHandlers {
   readonly service: ServiceHandler;
@@ -25,34 +27,43 @@ export interface SourceHandlers {
 }
 
 export interface StartSourcesOptions {
-  readonly kubeConfig: KubeConfig;
+  /** The API client (KubeClient) or a scripted fake. */
+  readonly client: ListWatchTransport;
   readonly nodeName: string;
   readonly handlers: SourceHandlers;
   readonly signal: AbortSignal;
   readonly onEvent?: (ev: SourceEvent) => void;
   /** Injected time (backoff, stall watchdog); default the real clock. */
   readonly clock?: Clock;
-  /** Default 800 ms doubling to 30 s, as client-go's reflector. */
+  /** Default DEFAULT_BACKOFF. */
   readonly backoff?: BackoffOptions;
+  /** configSyncPeriod: re-deliver every cached object this often; 0 = never. */
+  readonly resyncMs?: number;
   /** Server-side watch timeout; default 300 s (client-go: 5-10 min). */
   readonly watchTimeoutSeconds?: number;
   /** Serve only Services labelled service.kubernetes.io/service-proxy-name=<this>; "" or unset = upstream. */
   readonly serviceProxyName?: string;
-  /** Replace the HTTP transport (tests); default one built from kubeConfig. */
-  readonly transport?: ListWatchTransport;
 }
 
-export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 800, maxMs: 30_000, factor: 2 };
+/**
+ * 200 ms doubling to 30 s, each wait shortened by up to half at random, so
+ * the nodes of a cluster do not retry in step. client-go starts at 800 ms; we
+ * start lower because an outage of a server that refuses connections is
+ * ended early by the client's reachability probe anyway, and the first retry
+ * after a dropped watch should be quick.
+ */
+export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 200, maxMs: 30_000, factor: 2, jitter: 0.5 };
 
 /** Run the four sources until opts.signal aborts; resolves once all have stopped. */
 export async function startSources(opts: StartSourcesOptions): Promise<void> {
   const h = opts.handlers;
   const common = {
-    transport: opts.transport ?? new KubeTransport(opts.kubeConfig),
+    transport: opts.client,
     clock: opts.clock ?? realClock,
     backoff: opts.backoff ?? DEFAULT_BACKOFF,
     watchTimeoutSeconds: opts.watchTimeoutSeconds ?? 300,
     onEvent: opts.onEvent,
+    resyncMs: opts.resyncMs ?? 0,
   };
   const services = new Reflector<Service>({
     ...common,
@@ -62,6 +73,7 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
       ? `${LABEL_SERVICE_PROXY_NAME}=${opts.serviceProxyName}`
       : `!${LABEL_SERVICE_PROXY_NAME}`,
     fieldSelector: 'spec.clusterIP!=None',
+    transform: transformService,
     sink: {
       add: (s) => h.service.onServiceAdd(s),
       update: (o, s) => h.service.onServiceUpdate(o, s),
@@ -74,6 +86,7 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
     resource: 'endpointslices',
     path: '/apis/discovery.k8s.io/v1/endpointslices',
     labelSelector: `!${LABEL_HEADLESS}`,
+    transform: transformEndpointSlice,
     sink: {
       add: (s) => h.endpointSlice.onEndpointSliceAdd(s),
       update: (o, s) => h.endpointSlice.onEndpointSliceUpdate(o, s),
@@ -86,6 +99,7 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
     resource: 'nodes',
     path: '/api/v1/nodes',
     fieldSelector: `metadata.name=${opts.nodeName}`,
+    transform: transformNode,
     sink: {
       add: (n) => h.node.onNodeAdd(n),
       update: (o, n) => h.node.onNodeUpdate(o, n),
@@ -98,6 +112,7 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
     resource: 'servicecidrs',
     path: '/apis/networking.k8s.io/v1/servicecidrs',
     optional: true,
+    transform: transformServiceCIDR,
     sink: serviceCIDRSink(h.serviceCIDR, () => cidrs),
   });
   await Promise.all([services, slices, nodes, cidrs].map((r) => r.run(opts.signal)));

@@ -1,0 +1,73 @@
+// Client-side rate limit of API requests (clientConnection.qps / burst), a
+// token bucket as client-go's flowcontrol.NewTokenBucketRateLimiter: it holds
+// up to `burst` tokens, refills `qps` tokens a second, and every request
+// (list page, watch start, event post) takes one, waiting for it if needed.
+// Waiters are served in arrival order. qps < 0 disables the limit, as in
+// client-go; qps 0 is not expected here (the config defaulting makes it 5).
+
+import type { Clock, TimerHandle } from '../../engine/clock.js';
+
+export class TokenBucket {
+  private tokens: number;
+  private last: number;
+  private readonly queue: Array<{ resolve: () => void; reject: (e: unknown) => void; signal?: AbortSignal }> = [];
+  private timer: TimerHandle | null = null;
+
+  constructor(
+    private readonly qps: number,
+    private readonly burst: number,
+    private readonly clock: Clock,
+  ) {
+    this.tokens = Math.max(1, burst);
+    this.last = clock.monotonic();
+  }
+
+  get unlimited(): boolean {
+    return this.qps < 0 || !Number.isFinite(this.qps);
+  }
+
+  /** Resolves when the caller may send; rejects if signal aborts first. */
+  acquire(signal?: AbortSignal): Promise<void> {
+    if (this.unlimited) return Promise.resolve();
+    if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
+    this.refill();
+    if (this.queue.length === 0 && this.tokens >= 1) {
+      this.tokens -= 1;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const w = { resolve, reject, ...(signal ? { signal } : {}) };
+      this.queue.push(w);
+      signal?.addEventListener(
+        'abort',
+        () => {
+          const i = this.queue.indexOf(w);
+          if (i >= 0) this.queue.splice(i, 1);
+          reject(signal.reason ?? new Error('aborted'));
+        },
+        { once: true },
+      );
+      this.schedule();
+    });
+  }
+
+  private refill(): void {
+    const now = this.clock.monotonic();
+    this.tokens = Math.min(Math.max(1, this.burst), this.tokens + ((now - this.last) / 1000) * this.qps);
+    this.last = now;
+  }
+
+  private schedule(): void {
+    if (this.timer || this.queue.length === 0) return;
+    const waitMs = this.qps === 0 ? 1000 : Math.max(0, ((1 - this.tokens) / this.qps) * 1000);
+    this.timer = this.clock.setTimer(waitMs, () => {
+      this.timer = null;
+      this.refill();
+      while (this.queue.length > 0 && this.tokens >= 1) {
+        this.tokens -= 1;
+        this.queue.shift()!.resolve();
+      }
+      this.schedule();
+    });
+  }
+}

@@ -1,0 +1,136 @@
+// What the proxy keeps of each object it receives (upstream's informer
+// transform drops managedFields for the same reason): only the fields the
+// core reads (src/core/serviceport.ts, endpointslicecache.ts, nodeinfo.ts,
+// engine/health.ts and nodetracker.ts). A real Service carries managedFields,
+// a last-applied annotation and a selector; a real EndpointSlice carries
+// targetRefs, ownerReferences and managedFields; a real Node carries images,
+// conditions and capacity. None of it is read, and at 10k Services it is most
+// of the memory.
+//
+// Contract: the transform never validates and never throws. A field the core
+// reads is copied as received (wrong types included: the core reports them);
+// everything else is dropped. Repeated short strings (node names, zones,
+// label keys, namespaces) are interned so 50k endpoints share a few copies.
+// When the core starts reading a new field, it must be added here; the test
+// beside this file compares the proxy's state built from raw and transformed
+// objects, so a missing field fails it.
+
+import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../core/api.js';
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** Annotations the core reads; every other annotation (kubectl's last-applied, ...) is dropped. */
+const KEPT_ANNOTATIONS: readonly string[] = [ANNOTATION_LAST_CHANGE_TRIGGER_TIME];
+
+const MAX_INTERNED = 200_000;
+let pool = new Map<string, string>();
+
+/** One shared copy per distinct short string (JSON.parse makes a new one per occurrence). */
+function intern(v: unknown): unknown {
+  if (typeof v !== 'string' || v.length > 64) return v;
+  const hit = pool.get(v);
+  if (hit !== undefined) return hit;
+  if (pool.size >= MAX_INTERNED) pool = new Map();
+  pool.set(v, v);
+  return v;
+}
+
+/** Copy the listed keys that are present (as received). */
+function pick(o: unknown, keys: readonly string[], internValues = false): Obj | unknown {
+  if (!isObj(o)) return o;
+  const out: Obj = {};
+  for (const k of keys) {
+    const v = o[k];
+    if (v !== undefined) out[k] = internValues ? intern(v) : v;
+  }
+  return out;
+}
+
+function mapArray(v: unknown, fn: (e: unknown) => unknown): unknown {
+  return Array.isArray(v) ? v.map(fn) : v;
+}
+
+function stringMap(v: unknown, only?: readonly string[]): unknown {
+  if (!isObj(v)) return v;
+  const out: Obj = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (only && !only.includes(k)) continue;
+    out[intern(k) as string] = intern(x);
+  }
+  return out;
+}
+
+function meta(m: unknown, annotations: boolean): unknown {
+  if (!isObj(m)) return m;
+  const out: Obj = {};
+  if (m['name'] !== undefined) out['name'] = m['name'];
+  if (m['namespace'] !== undefined) out['namespace'] = intern(m['namespace']);
+  if (m['uid'] !== undefined) out['uid'] = m['uid'];
+  if (m['resourceVersion'] !== undefined) out['resourceVersion'] = m['resourceVersion'];
+  if (m['labels'] !== undefined) out['labels'] = stringMap(m['labels']);
+  if (annotations && m['annotations'] !== undefined) {
+    const a = stringMap(m['annotations'], KEPT_ANNOTATIONS);
+    if (!isObj(a) || Object.keys(a).length > 0) out['annotations'] = a;
+  }
+  if (m['deletionTimestamp'] !== undefined) out['deletionTimestamp'] = m['deletionTimestamp'];
+  return out;
+}
+
+const SERVICE_SPEC = [
+  'type',
+  'clusterIP',
+  'clusterIPs',
+  'ports',
+  'externalIPs',
+  'loadBalancerSourceRanges',
+  'sessionAffinity',
+  'sessionAffinityConfig',
+  'externalTrafficPolicy',
+  'internalTrafficPolicy',
+  'healthCheckNodePort',
+  'trafficDistribution',
+] as const;
+const SERVICE_PORT = ['name', 'protocol', 'port', 'targetPort', 'nodePort'] as const;
+
+export function transformService(o: Obj): Obj {
+  const out: Obj = { metadata: meta(o['metadata'], false) };
+  const spec = o['spec'];
+  if (spec !== undefined) {
+    const s = pick(spec, SERVICE_SPEC, true);
+    if (isObj(s) && s['ports'] !== undefined) s['ports'] = mapArray(s['ports'], (p) => pick(p, SERVICE_PORT, true));
+    out['spec'] = s;
+  }
+  const status = o['status'];
+  if (isObj(status) && isObj(status['loadBalancer']) && status['loadBalancer']['ingress'] !== undefined) {
+    out['status'] = {
+      loadBalancer: { ingress: mapArray(status['loadBalancer']['ingress'], (i) => pick(i, ['ip', 'ipMode'])) },
+    };
+  }
+  return out;
+}
+
+const ENDPOINT = ['addresses', 'conditions', 'nodeName', 'zone', 'hints'] as const;
+const ENDPOINT_PORT = ['name', 'port', 'protocol'] as const;
+
+export function transformEndpointSlice(o: Obj): Obj {
+  const out: Obj = { metadata: meta(o['metadata'], true) };
+  if (o['addressType'] !== undefined) out['addressType'] = intern(o['addressType']);
+  if (o['endpoints'] !== undefined) out['endpoints'] = mapArray(o['endpoints'], (e) => pick(e, ENDPOINT, true));
+  if (o['ports'] !== undefined) out['ports'] = mapArray(o['ports'], (p) => pick(p, ENDPOINT_PORT, true));
+  return out;
+}
+
+export function transformNode(o: Obj): Obj {
+  const out: Obj = { metadata: meta(o['metadata'], false) };
+  if (o['spec'] !== undefined) out['spec'] = pick(o['spec'], ['podCIDR', 'podCIDRs', 'taints', 'unschedulable']);
+  const status = o['status'];
+  if (isObj(status) && status['addresses'] !== undefined) out['status'] = { addresses: status['addresses'] };
+  return out;
+}
+
+export function transformServiceCIDR(o: Obj): Obj {
+  const out: Obj = { metadata: meta(o['metadata'], false) };
+  if (o['spec'] !== undefined) out['spec'] = pick(o['spec'], ['cidrs']);
+  return out;
+}
