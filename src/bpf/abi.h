@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * The contract between the BPF programs and the proxy: the layout of every
+ * map key and value, and the meaning of every flag. The TypeScript mirror is
+ * src/dataplane/ebpf/layout.ts; test/e2e/ebpf-programs.test.ts reads the BTF
+ * of the compiled object and fails when the two disagree on a size or an
+ * offset. Change both together, and bump KPT_ABI_VERSION so that a proxy
+ * with a new layout never adopts maps pinned by an old one.
+ *
+ * Addresses are 16 bytes for both families: IPv4 as an IPv4-mapped IPv6
+ * address (::ffff:a.b.c.d), so one set of maps serves both families and the
+ * keys of the two families can never collide. Ports are in network order.
+ */
+#ifndef KPT_ABI_H
+#define KPT_ABI_H
+
+#include <linux/types.h>
+
+#define KPT_ABI_VERSION 1
+
+union kpt_addr {
+	__u8 b[16];
+	__u32 w[4];
+};
+
+/* ---- services: (address, port, protocol) -> what to do ---------------- */
+
+/* The NodePort entry of a service port is keyed with the family's "any"
+ * address (:: for IPv6, ::ffff:0.0.0.0 for IPv4); a packet uses it only
+ * when its destination carries ADDR_NODEPORT in the addrs map. */
+struct svc_key {
+	union kpt_addr addr;
+	__be16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
+enum svc_kind {
+	KIND_CLUSTER_IP = 1,
+	KIND_NODE_PORT = 2,
+	KIND_EXTERNAL_IP = 3,
+	KIND_LOAD_BALANCER = 4,
+};
+
+enum svc_flags {
+	/* No ready or serving-terminating endpoint anywhere: REJECT. */
+	SVC_NO_ENDPOINTS = 1 << 0,
+	/* Internal kinds: internalTrafficPolicy Local; external kinds:
+	 * externalTrafficPolicy Local. */
+	SVC_LOCAL_POLICY = 1 << 1,
+	/* LoadBalancer only: the source must match lb_src for this svc_id. */
+	SVC_SOURCE_RANGES = 1 << 2,
+};
+
+enum lb_algo {
+	ALGO_RANDOM = 0,
+	ALGO_MAGLEV = 1,
+};
+
+struct svc_value {
+	__u32 svc_id;        /* one per service port and family; affinity and lb_src key */
+	__u32 cluster_set;   /* endpoint set for cluster-policy traffic; 0 = none */
+	__u32 local_set;     /* endpoint set for local-policy traffic; 0 = none */
+	__u32 affinity_secs; /* ClientIP affinity timeout; 0 = no affinity */
+	__u16 flags;         /* enum svc_flags */
+	__u8 kind;           /* enum svc_kind */
+	__u8 algo;           /* enum lb_algo */
+};
+
+/* ---- addresses the programs must know about ------------------------- */
+
+enum addr_flags {
+	ADDR_LOCAL = 1 << 0,      /* an address of this node */
+	ADDR_NODEPORT = 1 << 1,   /* NodePorts are served on it (nodePortAddresses) */
+	ADDR_SERVICE = 1 << 2,    /* some svc entry is keyed by it */
+	ADDR_CLUSTER_IP = 1 << 3, /* a ClusterIP: ports it does not define are rejected */
+};
+
+/* ---- endpoint sets ---------------------------------------------------- */
+
+struct set_value {
+	__u32 count; /* slots 0 .. count-1 of eps are in use */
+	__u32 pad;
+};
+
+struct ep_key {
+	__u32 set_id;
+	__u32 slot;
+};
+
+struct ep_value {
+	union kpt_addr addr;
+	__be16 port;
+	__u16 pad;
+};
+
+/* (set, endpoint) -> slot: lets affinity check that the endpoint it
+ * remembers is still a member of the set it chooses from. */
+struct member_key {
+	__u32 set_id;
+	__be16 port;
+	__u16 pad;
+	union kpt_addr addr;
+};
+
+/* ---- ClientIP affinity (LRU) ----------------------------------------- */
+
+struct aff_key {
+	union kpt_addr client;
+	__u32 svc_id;
+};
+
+struct aff_value {
+	union kpt_addr addr;
+	__be16 port;
+	__u16 pad;
+	__u32 pad2;
+	__u64 last_ns; /* bpf_ktime_get_ns() of the last new connection */
+};
+
+/* ---- loadBalancerSourceRanges, local-pod CIDRs, Service CIDRs (LPM) -- */
+
+struct lpm_svc_key {
+	__u32 prefixlen; /* 32 (the svc_id) + bits of the address */
+	__u32 svc_id;    /* big-endian, so that it is the leading bytes */
+	union kpt_addr addr;
+};
+
+struct lpm_key {
+	__u32 prefixlen;
+	union kpt_addr addr;
+};
+
+/* ---- interfaces ------------------------------------------------------- */
+
+enum iface_flags {
+	IFACE_POD = 1 << 0, /* traffic entering here comes from a local pod (interface detectors) */
+};
+
+/* ---- per-family settings (array index 0 = IPv4, 1 = IPv6) ------------- */
+
+enum cfg_flags {
+	CFG_ENABLED = 1 << 0,      /* the family has been synced once */
+	CFG_DETECT_CIDR = 1 << 1,  /* local pods are the sources in local_cidrs */
+	CFG_DETECT_IFACE = 1 << 2, /* local pods enter through IFACE_POD interfaces */
+	CFG_MASQ_ALL = 1 << 3,     /* masqueradeAll */
+};
+
+struct cfg_value {
+	__u32 mark;  /* the masquerade bit (1 << masqueradeBit) */
+	__u32 flags; /* enum cfg_flags */
+	__u64 netns_cookie; /* socket LB acts only in this network namespace */
+};
+
+/* ---- connections (LRU) ------------------------------------------------ */
+
+/* Each connection has two entries: the original direction (client ->
+ * service address) and the reply direction (endpoint -> client). */
+struct ct_key {
+	union kpt_addr saddr;
+	union kpt_addr daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+enum ct_flags {
+	CT_REPLY = 1 << 0,     /* a reply entry: rewrite the source back to addr:port */
+	CT_AT_EGRESS = 1 << 1, /* translate at the egress hook (else ingress) */
+	CT_MASQ = 1 << 2,      /* original direction: set the masquerade mark */
+	CT_SEEN_ACK = 1 << 3,  /* TCP: the client sent more than SYNs; a new SYN is a new connection */
+};
+
+struct ct_value {
+	union kpt_addr addr; /* original: the endpoint; reply: the service address */
+	__be16 port;
+	__u8 flags; /* enum ct_flags */
+	__u8 pad;
+	__u32 svc_id;
+	__u64 created_ns;
+};
+
+/* ---- socket load balancing: what getpeername/recvmsg must undo -------- */
+
+struct sock_key {
+	__u64 cookie;
+	union kpt_addr addr; /* the endpoint the socket was sent to */
+	__be16 port;
+	__u8 proto;
+	__u8 pad[5];
+};
+
+struct sock_value {
+	union kpt_addr addr; /* the service address the application asked for */
+	__be16 port;
+	__u16 pad;
+};
+
+/* ---- counters (per-CPU array) ----------------------------------------- */
+
+enum stat_index {
+	STAT_NEW = 0,       /* new connections balanced */
+	STAT_CT_HIT = 1,    /* packets translated from a connection entry */
+	STAT_REJECT = 2,
+	STAT_DROP = 3,
+	STAT_SOCK = 4,      /* connects/sendmsgs balanced at the socket */
+	STAT_REPLY_SKIP = 5, /* datagrams to a NodePort left alone because they are replies */
+	STAT_MAX = 8,
+};
+
+#endif

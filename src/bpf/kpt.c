@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * kube-proxy-ts ebpf mode: Service load balancing at the tc hooks of every
+ * interface of the node (tcx, or cls_bpf where the kernel lacks tcx).
+ *
+ * Where translation happens, so that netfilter (conntrack, the masquerade
+ * table, a CNI's rules) always sees a consistent connection:
+ *  - a packet that enters the node (ingress) is DNATed before netfilter
+ *    sees it, and its replies get their source rewritten back at egress,
+ *    after netfilter: netfilter sees client <-> endpoint both ways;
+ *  - a packet the node sends itself reaches tc only at egress, after
+ *    netfilter: it is DNATed there and rerouted, and its replies are
+ *    rewritten back at ingress: netfilter sees node <-> service both ways.
+ * Masquerade is not done here: the original direction of a connection that
+ * needs it carries the masquerade mark, and the proxy's own nftables table
+ * turns the mark into `masquerade fully-random`, as upstream's rules do.
+ *
+ * Verdicts: every packet that is not dropped, rejected or redirected
+ * continues to the next program (TCX_NEXT / TC_ACT_UNSPEC), so programs of
+ * other tools on the same hook keep working.
+ */
+#include "abi.h"
+#include "maps.h"
+#include "pkt.h"
+#include "lb.h"
+#include "reply.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* The kernel connection tracker, asked only about datagrams to a NodePort
+ * on a node address that have no connection entry of ours. */
+struct nf_conn {
+	__u64 opaque; /* never read; a struct (not a forward declaration) so libbpf matches the kernel's prototype */
+};
+struct bpf_ct_opts {
+	__s32 netns_id;
+	__s32 error;
+	__u8 l4proto;
+	__u8 dir;
+	__u16 ct_zone_id;
+	__u8 ct_zone_dir;
+	__u8 reserved[3];
+};
+extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *skb, struct bpf_sock_tuple *tuple, __u32 tuple__sz,
+					 struct bpf_ct_opts *opts, __u32 opts__sz) __ksym;
+extern void bpf_ct_release(struct nf_conn *ct) __ksym;
+
+#define IP_CT_DIR_REPLY 1
+#define CT_FALLTHROUGH 1000 /* ct_translate: treat the packet as a new flow */
+
+static __always_inline void ct_key_of(const struct pkt *p, struct ct_key *k)
+{
+	k->saddr = p->saddr;
+	k->daddr = p->daddr;
+	k->sport = p->sport;
+	k->dport = p->dport;
+	k->proto = p->proto;
+	k->pad[0] = k->pad[1] = k->pad[2] = 0;
+}
+
+static __always_inline int pure_syn(const struct pkt *p)
+{
+	return (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+}
+
+/*
+ * A packet to one of the node's own addresses that has no connection entry
+ * may still belong to a connection the kernel knows: a reply to the node's
+ * own socket, or to a masqueraded flow. Such a packet is not a new NodePort
+ * flow. TCP says so itself (only a bare SYN opens a connection); for UDP the
+ * kernel's connection tracker is asked.
+ */
+static __always_inline int known_reply(struct __sk_buff *skb, const struct pkt *p)
+{
+	if (p->proto == IPPROTO_TCP)
+		return !pure_syn(p);
+	struct bpf_sock_tuple t = {};
+	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = IPPROTO_UDP };
+	__u32 tsz;
+	if (!p->v6) {
+		t.ipv4.saddr = p->saddr.w[3];
+		t.ipv4.daddr = p->daddr.w[3];
+		t.ipv4.sport = p->sport;
+		t.ipv4.dport = p->dport;
+		tsz = sizeof(t.ipv4);
+	} else {
+		__builtin_memcpy(t.ipv6.saddr, p->saddr.w, 16);
+		__builtin_memcpy(t.ipv6.daddr, p->daddr.w, 16);
+		t.ipv6.sport = p->sport;
+		t.ipv6.dport = p->dport;
+		tsz = sizeof(t.ipv6);
+	}
+	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &t, tsz, &o, sizeof(o));
+	if (!ct)
+		return 0;
+	int reply = o.dir == IP_CT_DIR_REPLY;
+	bpf_ct_release(ct);
+	return reply;
+}
+
+/* A packet of a connection we already balanced. */
+static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, struct ct_value *ct,
+					const struct cfg_value *cfg, int ingress)
+{
+	int at_egress = !!(ct->flags & CT_AT_EGRESS);
+	if (at_egress == !!ingress)
+		return TC_ACT_UNSPEC; /* the other hook translates this one */
+	if (ct->flags & CT_REPLY) {
+		union kpt_addr a = ct->addr;
+		if (rewrite(skb, p, 0, &a, ct->port) < 0)
+			return TC_ACT_SHOT;
+		stat_inc(STAT_CT_HIT);
+		return TC_ACT_UNSPEC;
+	}
+	if (p->proto == IPPROTO_TCP) {
+		if (pure_syn(p) && (ct->flags & CT_SEEN_ACK))
+			return CT_FALLTHROUGH; /* the client reuses the ports for a new connection */
+		if (!(ct->flags & CT_SEEN_ACK) && (p->tcp_flags & TCP_FLAG_ACK))
+			ct->flags |= CT_SEEN_ACK;
+	}
+	union kpt_addr a = ct->addr;
+	if (rewrite(skb, p, 1, &a, ct->port) < 0)
+		return TC_ACT_SHOT;
+	if (ct->flags & CT_MASQ)
+		skb->mark |= cfg->mark;
+	stat_inc(STAT_CT_HIT);
+	return ingress ? TC_ACT_UNSPEC : route_after_dnat(skb, p);
+}
+
+static __always_inline struct svc_value *find_service(struct __sk_buff *skb, const struct pkt *p, int *verdict)
+{
+	__u32 *af = bpf_map_lookup_elem(&kpt_addrs, &p->daddr);
+	*verdict = TC_ACT_UNSPEC;
+	if (!af) {
+		struct lpm_key k = { .prefixlen = 128, .addr = p->daddr };
+		if (bpf_map_lookup_elem(&kpt_svc_cidrs, &k)) {
+			stat_inc(STAT_DROP);
+			*verdict = TC_ACT_SHOT; /* inside a ServiceCIDR but not allocated */
+		}
+		return 0;
+	}
+	__u32 flags = *af;
+	struct svc_key k = { .addr = p->daddr, .port = p->dport, .proto = p->proto };
+	struct svc_value *svc = 0;
+	if (flags & ADDR_SERVICE)
+		svc = bpf_map_lookup_elem(&kpt_svc, &k);
+	if (!svc && (flags & ADDR_NODEPORT)) {
+		k.addr.w[0] = k.addr.w[1] = k.addr.w[3] = 0;
+		k.addr.w[2] = p->v6 ? 0 : bpf_htonl(0xffff);
+		svc = bpf_map_lookup_elem(&kpt_svc, &k);
+	}
+	if (!svc) {
+		if (flags & ADDR_CLUSTER_IP)
+			*verdict = -2; /* a port the ClusterIP does not define: reject */
+		return 0;
+	}
+	if ((flags & ADDR_LOCAL) && known_reply(skb, p)) {
+		stat_inc(STAT_REPLY_SKIP);
+		return 0;
+	}
+	return svc;
+}
+
+static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const struct cfg_value *cfg,
+				    const struct ct_key *key, int ingress)
+{
+	int verdict;
+	struct svc_value *svc = find_service(skb, p, &verdict);
+	if (!svc) {
+		if (verdict == -2) {
+			stat_inc(STAT_REJECT);
+			return reject(skb, p, ingress);
+		}
+		return verdict;
+	}
+	struct lb_result res = {};
+	int v = balance(skb, cfg, svc, p, ingress, &res);
+	if (v == V_REJECT) {
+		stat_inc(STAT_REJECT);
+		return reject(skb, p, ingress);
+	}
+	if (v != V_DNAT) {
+		stat_inc(STAT_DROP);
+		return TC_ACT_SHOT;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	__u8 masq = res.masq && ingress; /* at egress the source is already the node's */
+	struct ct_value fwd = { .addr = res.ep.addr, .port = res.ep.port, .svc_id = res.svc_id, .created_ns = now };
+	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (masq ? CT_MASQ : 0);
+	struct ct_key rk = { .saddr = res.ep.addr, .daddr = p->saddr, .sport = res.ep.port, .dport = p->sport,
+			     .proto = p->proto };
+	struct ct_value rev = { .addr = p->daddr, .port = p->dport, .svc_id = res.svc_id, .created_ns = now };
+	rev.flags = CT_REPLY | (ingress ? CT_AT_EGRESS : 0);
+	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
+	bpf_map_update_elem(&kpt_ct, key, &fwd, BPF_ANY);
+	if (rewrite(skb, p, 1, &res.ep.addr, res.ep.port) < 0)
+		return TC_ACT_SHOT;
+	if (masq)
+		skb->mark |= cfg->mark;
+	stat_inc(STAT_NEW);
+	return ingress ? TC_ACT_UNSPEC : route_after_dnat(skb, p);
+}
+
+static __always_inline int handle(struct __sk_buff *skb, int ingress)
+{
+	struct pkt p;
+	if (parse(skb, &p) < 0)
+		return TC_ACT_UNSPEC;
+	__u32 fam = p.v6;
+	struct cfg_value *cfg = bpf_map_lookup_elem(&kpt_cfg, &fam);
+	if (!cfg || !(cfg->flags & CFG_ENABLED))
+		return TC_ACT_UNSPEC;
+	struct ct_key key;
+	ct_key_of(&p, &key);
+	struct ct_value *ct = bpf_map_lookup_elem(&kpt_ct, &key);
+	if (ct) {
+		int r = ct_translate(skb, &p, ct, cfg, ingress);
+		if (r != CT_FALLTHROUGH)
+			return r;
+	}
+	return new_flow(skb, &p, cfg, &key, ingress);
+}
+
+SEC("tc")
+int kpt_ingress(struct __sk_buff *skb)
+{
+	return handle(skb, 1);
+}
+
+SEC("tc")
+int kpt_egress(struct __sk_buff *skb)
+{
+	return handle(skb, 0);
+}
+
+/* The socket-level programs share these maps; the loader loads them only
+ * with --ebpf-socket-lb. */
+#include "sock.h"

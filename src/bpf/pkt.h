@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Parsing a packet into the fields the load balancer needs, and rewriting
+ * its addresses and ports with incremental checksum fixups.
+ *
+ * Scope: Ethernet framing (every device the proxy attaches to has it;
+ * loopback too), IPv4 with or without options, IPv6 without extension
+ * headers, TCP and UDP. Anything else is reported as "not ours" and passes
+ * untouched: other protocols, IPv4 fragments (a non-first fragment has no
+ * ports), IPv6 with extension headers.
+ */
+#ifndef KPT_PKT_H
+#define KPT_PKT_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <stddef.h>
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+#include "abi.h"
+
+#define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_SYN 0x02
+#define TCP_FLAG_RST 0x04
+#define TCP_FLAG_ACK 0x10
+
+struct pkt {
+	union kpt_addr saddr;
+	union kpt_addr daddr;
+	__be16 sport;
+	__be16 dport;
+	__u32 l4off;
+	__u8 v6;        /* 0 = IPv4, 1 = IPv6 */
+	__u8 proto;     /* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 tcp_flags;
+	__u8 ihl;       /* IPv4 header length in bytes */
+};
+
+static __always_inline void addr_from_v4(union kpt_addr *a, __be32 ip)
+{
+	a->w[0] = 0;
+	a->w[1] = 0;
+	a->w[2] = bpf_htonl(0xffff);
+	a->w[3] = ip;
+}
+
+static __always_inline int addr_eq(const union kpt_addr *a, const union kpt_addr *b)
+{
+	return a->w[0] == b->w[0] && a->w[1] == b->w[1] && a->w[2] == b->w[2] && a->w[3] == b->w[3];
+}
+
+/* 0 when the packet is one we handle, -1 otherwise. */
+static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
+{
+	__u32 l3 = ETH_HLEN;
+	__u8 ports[4];
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		struct iphdr ip;
+		if (bpf_skb_load_bytes(skb, l3, &ip, sizeof(ip)) < 0)
+			return -1;
+		if (ip.version != 4 || ip.ihl < 5)
+			return -1;
+		if (ip.frag_off & bpf_htons(0x3fff)) /* MF or an offset: a fragment */
+			return -1;
+		if (ip.protocol != IPPROTO_TCP && ip.protocol != IPPROTO_UDP)
+			return -1;
+		p->v6 = 0;
+		p->proto = ip.protocol;
+		p->ihl = ip.ihl * 4;
+		p->l4off = l3 + p->ihl;
+		addr_from_v4(&p->saddr, ip.saddr);
+		addr_from_v4(&p->daddr, ip.daddr);
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr ip6;
+		if (bpf_skb_load_bytes(skb, l3, &ip6, sizeof(ip6)) < 0)
+			return -1;
+		if (ip6.nexthdr != IPPROTO_TCP && ip6.nexthdr != IPPROTO_UDP)
+			return -1;
+		p->v6 = 1;
+		p->proto = ip6.nexthdr;
+		p->ihl = 0;
+		p->l4off = l3 + sizeof(struct ipv6hdr);
+		__builtin_memcpy(p->saddr.b, &ip6.saddr, 16);
+		__builtin_memcpy(p->daddr.b, &ip6.daddr, 16);
+	} else {
+		return -1;
+	}
+	if (bpf_skb_load_bytes(skb, p->l4off, ports, 4) < 0)
+		return -1;
+	__builtin_memcpy(&p->sport, &ports[0], 2);
+	__builtin_memcpy(&p->dport, &ports[2], 2);
+	p->tcp_flags = 0;
+	if (p->proto == IPPROTO_TCP && bpf_skb_load_bytes(skb, p->l4off + 13, &p->tcp_flags, 1) < 0)
+		return -1;
+	return 0;
+}
+
+static __always_inline __u32 l4_csum_off(const struct pkt *p)
+{
+	return p->l4off + (p->proto == IPPROTO_TCP ? offsetof(struct tcphdr, check) : offsetof(struct udphdr, check));
+}
+
+/*
+ * Rewrite the destination (dst = 1) or source address and port to to/port.
+ * The L4 checksum covers the pseudo header, so an address change updates it
+ * with BPF_F_PSEUDO_HDR; that also keeps CHECKSUM_PARTIAL packets (veth,
+ * local sockets) right, whose checksum field holds only the pseudo-header
+ * sum. An IPv4 UDP checksum of 0 means "none" and stays 0.
+ */
+static __always_inline int rewrite(struct __sk_buff *skb, struct pkt *p, int dst, const union kpt_addr *to, __be16 port)
+{
+	__u32 csum_off = l4_csum_off(p);
+	__u64 mangled0 = p->proto == IPPROTO_UDP ? BPF_F_MARK_MANGLED_0 : 0;
+	union kpt_addr *from = dst ? &p->daddr : &p->saddr;
+	__be16 *from_port = dst ? &p->dport : &p->sport;
+	__u32 port_off = p->l4off + (dst ? 2 : 0);
+
+	if (!p->v6) {
+		__be32 o = from->w[3], n = to->w[3];
+		__u32 ip_off = ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
+		if (o != n) {
+			if (bpf_l4_csum_replace(skb, csum_off, o, n, BPF_F_PSEUDO_HDR | mangled0 | 4) < 0)
+				return -1;
+			if (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), o, n, 4) < 0)
+				return -1;
+			if (bpf_skb_store_bytes(skb, ip_off, &n, 4, 0) < 0)
+				return -1;
+		}
+	} else if (!addr_eq(from, to)) {
+		__u32 ip_off = ETH_HLEN + (dst ? offsetof(struct ipv6hdr, daddr) : offsetof(struct ipv6hdr, saddr));
+		__s64 diff = bpf_csum_diff(from->w, 16, (__be32 *)to->w, 16, 0);
+		if (bpf_l4_csum_replace(skb, csum_off, 0, diff, BPF_F_PSEUDO_HDR | mangled0) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, ip_off, to->b, 16, 0) < 0)
+			return -1;
+	}
+	if (*from_port != port) {
+		if (bpf_l4_csum_replace(skb, csum_off, *from_port, port, mangled0 | 2) < 0)
+			return -1;
+		if (bpf_skb_store_bytes(skb, port_off, &port, 2, 0) < 0)
+			return -1;
+	}
+	*from = *to;
+	*from_port = port;
+	return 0;
+}
+
+#endif

@@ -1,0 +1,29 @@
+// `--cleanup` (and start-up of the other modes): take every trace of the
+// ebpf mode out of the kernel, working from what is pinned and attached, so
+// it needs neither the BPF object nor a loaded program. Other tools' tc
+// filters and programs are left alone: tcx links are ours only when pinned
+// under our root, and a cls_bpf filter is ours only at our priority and
+// handle with a program named kpt_*.
+import { existsSync } from 'node:fs';
+import { TcAttacher, DIRECTIONS, removeOurTcFilter } from './attach.js';
+import { detachCgroup } from './cgroup.js';
+import { listIfaces } from './ifaces.js';
+import { isBpffs, PinDir } from './pins.js';
+
+export interface EbpfCleanupResult {
+  readonly removed: string[];
+}
+
+export function cleanupEbpf(pinRoot: string): EbpfCleanupResult {
+  const removed: string[] = [];
+  const ifaces = listIfaces();
+  if (existsSync(pinRoot) && isBpffs(pinRoot)) {
+    const pins = new PinDir(pinRoot);
+    removed.push(...new TcAttacher(pins, 'tcx').detachAll([]), ...detachCgroup(pins));
+    pins.removeAll();
+    removed.push(pinRoot);
+  }
+  for (const i of ifaces)
+    for (const dir of DIRECTIONS) if (removeOurTcFilter(i.index, dir)) removed.push(`${i.name}/${dir}`);
+  return { removed };
+}

@@ -1,0 +1,140 @@
+// Everything the ebpf mode holds in the kernel for one node: the loaded
+// programs, the pinned maps (a MapStore for the renderer and tracer), the
+// tc attachments on every interface and, optionally, the cgroup socket
+// hooks. Both IP families share one runtime; each family's datapath writes
+// only its own keys.
+import type { MapName } from '../../dataplane/ebpf/layout.js';
+import { MAPS } from '../../dataplane/ebpf/layout.js';
+import type { MapOp, MapStore } from '../../dataplane/ebpf/store.js';
+import { type AttachMode, type ReconcileResult, TcAttacher } from './attach.js';
+import { attachCgroup } from './cgroup.js';
+import { listIfaces, type Iface } from './ifaces.js';
+import { BpfError } from './libbpf.js';
+import { loadObject, type LoadedObject, type MapAdoption } from './object.js';
+import { ensureBpffs, PinDir } from './pins.js';
+
+export interface RuntimeOptions {
+  /** Pin root on a bpf filesystem; null keeps everything private to this process (tests). */
+  readonly pinRoot: string | null;
+  /** 'auto': tcx where the kernel has it, else cls_bpf. */
+  readonly attachMode?: AttachMode | 'auto';
+  readonly maglevM?: number;
+  readonly ctEntries?: number;
+  /** Attach the socket-level programs to this cgroup v2 directory. */
+  readonly socketLBCgroup?: string | null;
+  readonly objectPath?: string;
+}
+
+export interface RuntimeOpenReport {
+  /** The bpf filesystem was mounted by us (pins live as long as this mount namespace). */
+  readonly mountedBpffs: boolean;
+  readonly adoption: readonly MapAdoption[];
+}
+
+const EINVAL = 22;
+const EOPNOTSUPP = 95;
+const ENOTSUPP = 524;
+
+export class EbpfRuntime implements MapStore {
+  private attacher: TcAttacher | null = null;
+
+  private constructor(
+    readonly pins: PinDir | null,
+    readonly obj: LoadedObject,
+    private readonly wantAttach: AttachMode | 'auto',
+    readonly report: RuntimeOpenReport,
+  ) {}
+
+  static open(opts: RuntimeOptions): EbpfRuntime {
+    let mounted = false;
+    let pins: PinDir | null = null;
+    if (opts.pinRoot !== null) {
+      mounted = ensureBpffs(opts.pinRoot);
+      pins = new PinDir(opts.pinRoot);
+      pins.ensure();
+    }
+    const obj = loadObject({
+      pins,
+      socketLB: !!opts.socketLBCgroup,
+      ...(opts.objectPath ? { objectPath: opts.objectPath } : {}),
+      ...(opts.maglevM ? { maglevM: opts.maglevM } : {}),
+      ...(opts.ctEntries ? { ctEntries: opts.ctEntries } : {}),
+    });
+    const rt = new EbpfRuntime(pins, obj, opts.attachMode ?? 'auto', {
+      mountedBpffs: mounted,
+      adoption: obj.adoption,
+    });
+    if (opts.socketLBCgroup && pins) attachCgroup(pins, opts.socketLBCgroup, (p) => obj.program(p));
+    return rt;
+  }
+
+  get attachMode(): AttachMode | null {
+    return this.attacher?.mode ?? null;
+  }
+
+  /** Attach to every current interface (new ones included); forget vanished ones. */
+  attachInterfaces(ifaces: readonly Iface[] = listIfaces()): ReconcileResult {
+    if (!this.pins) throw new BpfError('attach', EINVAL, 'attaching needs a pin root');
+    const progs = { ingress: this.obj.program('kpt_ingress'), egress: this.obj.program('kpt_egress') };
+    if (!this.attacher) {
+      const first: AttachMode = this.wantAttach === 'tc' ? 'tc' : 'tcx';
+      this.attacher = new TcAttacher(this.pins, first);
+      if (this.wantAttach === 'auto') {
+        try {
+          return this.attacher.reconcile(ifaces, progs);
+        } catch (err) {
+          const e = err instanceof BpfError ? err.errno : 0;
+          if (e !== EINVAL && e !== EOPNOTSUPP && e !== ENOTSUPP) throw err;
+          this.attacher = new TcAttacher(this.pins, 'tc'); // the kernel predates tcx
+        }
+      }
+    }
+    return this.attacher.reconcile(ifaces, progs);
+  }
+
+  lookup(map: MapName, key: Uint8Array): Uint8Array | null {
+    return this.obj.map(map).lookup(key);
+  }
+
+  dump(map: MapName): Array<[Uint8Array, Uint8Array]> {
+    return this.obj.map(map).dump();
+  }
+
+  /** Apply ops in order; runs of updates to one map go in one batch. */
+  apply(ops: readonly MapOp[]): void {
+    let i = 0;
+    while (i < ops.length) {
+      const op = ops[i]!;
+      if (op.op === 'delete') {
+        this.obj.map(op.map).delete(op.key);
+        i++;
+        continue;
+      }
+      let j = i;
+      const run: Array<[Uint8Array, Uint8Array]> = [];
+      while (j < ops.length && ops[j]!.op === 'update' && ops[j]!.map === op.map) {
+        run.push([ops[j]!.key, ops[j]!.value!]);
+        j++;
+      }
+      this.obj.map(op.map).updateMany(run);
+      i = j;
+    }
+  }
+
+  /** Per-CPU counters summed (kpt_stats). */
+  stats(): bigint[] {
+    const m = this.obj.map('stats');
+    const out: bigint[] = [];
+    for (let i = 0; i < 8; i++) out.push(m.lookupPercpuSum(i));
+    return out;
+  }
+
+  /** Close our file descriptors; pinned state stays in the kernel. */
+  close(): void {
+    this.obj.close();
+  }
+
+  static mapSpec(name: MapName) {
+    return MAPS[name];
+  }
+}

@@ -1,0 +1,101 @@
+// Runs inside a node's network and mount namespaces (see bpfnode.ts) and
+// drives the ebpf platform layer directly, with map contents written by the
+// test: load (adopting pins), attach to every interface, apply map ops,
+// dump a map, clean up. One JSON command in argv[2]; one JSON line out.
+import { MAPS, type MapName, unhex, hex } from '../../src/dataplane/ebpf/layout.js';
+import { cleanupEbpf } from '../../src/platform/ebpf/cleanup.js';
+import { progInfo, progNameById, tcxProgramIds } from '../../src/platform/ebpf/attach.js';
+import { listIfaces } from '../../src/platform/ebpf/ifaces.js';
+import { isNull, libbpf } from '../../src/platform/ebpf/libbpf.js';
+import { BpfMap } from '../../src/platform/ebpf/map.js';
+import { PinDir } from '../../src/platform/ebpf/pins.js';
+import { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
+
+interface Op {
+  map: MapName;
+  op: 'update' | 'delete';
+  key: string;
+  value?: string;
+}
+type Cmd =
+  | { cmd: 'load'; pinRoot: string; attach?: 'auto' | 'tc' | 'tcx'; ops?: Op[]; maglevM?: number; socketLB?: string }
+  | { cmd: 'apply'; pinRoot: string; ops: Op[] }
+  | { cmd: 'dump'; pinRoot: string; map: MapName }
+  | { cmd: 'cleanup'; pinRoot: string }
+  | { cmd: 'foreign'; object: string; ifname: string; pin: string }
+  | { cmd: 'programs'; ifname: string };
+
+function pinnedMap(pinRoot: string, name: MapName): BpfMap {
+  const fd = libbpf().bpf_obj_get(new PinDir(pinRoot).map(MAPS[name].name));
+  if (fd < 0) throw new Error(`no pinned map ${name}: ${-fd}`);
+  return BpfMap.ofFd(fd);
+}
+
+function ifindexOf(name: string): number {
+  const i = listIfaces().find((x) => x.name === name);
+  if (!i) throw new Error(`no interface ${name}`);
+  return i.index;
+}
+
+function main(c: Cmd): unknown {
+  switch (c.cmd) {
+    case 'load': {
+      const rt = EbpfRuntime.open({
+        pinRoot: c.pinRoot,
+        attachMode: c.attach ?? 'auto',
+        ...(c.maglevM ? { maglevM: c.maglevM } : {}),
+        ...(c.socketLB ? { socketLBCgroup: c.socketLB } : {}),
+      });
+      const att = rt.attachInterfaces();
+      rt.apply(
+        (c.ops ?? []).map((o) => ({
+          map: o.map,
+          op: o.op,
+          key: unhex(o.key),
+          ...(o.value ? { value: unhex(o.value) } : {}),
+        })),
+      );
+      const out = { adoption: rt.report.adoption, mode: rt.attachMode, ...att };
+      rt.close();
+      return out;
+    }
+    case 'apply': {
+      for (const o of c.ops) {
+        const m = pinnedMap(c.pinRoot, o.map);
+        if (o.op === 'update') m.update(unhex(o.key), unhex(o.value!));
+        else m.delete(unhex(o.key));
+      }
+      return { applied: c.ops.length };
+    }
+    case 'dump':
+      return {
+        entries: pinnedMap(c.pinRoot, c.map)
+          .dump()
+          .map(([k, v]) => [hex(k), hex(v)]),
+      };
+    case 'cleanup':
+      return cleanupEbpf(c.pinRoot);
+    case 'foreign': {
+      // Another tool's program attached with tcx and pinned outside our root.
+      const lib = libbpf();
+      const obj = lib.bpf_object__open_file(c.object, null);
+      if (isNull(obj) || lib.bpf_object__load(obj) < 0) throw new Error(`load ${c.object}`);
+      const prog = lib.bpf_program__fd(lib.bpf_object__find_program_by_name(obj, 'foreign_tc'));
+      const link = lib.bpf_link_create(prog, ifindexOf(c.ifname), 46, null);
+      if (link < 0 || lib.bpf_obj_pin(link, c.pin) < 0) throw new Error(`attach foreign: ${link}`);
+      return { id: progInfo(prog).id };
+    }
+    case 'programs':
+      return {
+        ingress: tcxProgramIds(ifindexOf(c.ifname), 'ingress').map((id) => progNameById(id)),
+        egress: tcxProgramIds(ifindexOf(c.ifname), 'egress').map((id) => progNameById(id)),
+      };
+  }
+}
+
+try {
+  process.stdout.write(JSON.stringify({ ok: true, result: main(JSON.parse(process.argv[2]!) as Cmd) }) + '\n');
+} catch (err) {
+  process.stdout.write(JSON.stringify({ ok: false, error: String(err) }) + '\n');
+  process.exitCode = 1;
+}
