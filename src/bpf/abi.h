@@ -133,6 +133,11 @@ struct lpm_key {
 
 /* ---- interfaces ------------------------------------------------------- */
 
+struct iface_key {
+	__u32 ifindex;
+	__u32 family; /* 0 = IPv4, 1 = IPv6: each family's proxy owns its own entries */
+};
+
 enum iface_flags {
 	IFACE_POD = 1 << 0, /* traffic entering here comes from a local pod (interface detectors) */
 };
@@ -170,10 +175,16 @@ enum ct_flags {
 	CT_AT_EGRESS = 1 << 1, /* translate at the egress hook (else ingress) */
 	CT_MASQ = 1 << 2,      /* original direction: set the masquerade mark */
 	CT_SEEN_ACK = 1 << 3,  /* TCP: the client sent more than SYNs; a new SYN is a new connection */
+	CT_VIA_LO = 1 << 4,    /* reply entry: the service address is the node's own, so the translated
+				* reply (now from a local address) must come in through loopback: any other
+				* interface drops packets from local addresses (martian source) */
+	CT_SNAT = 1 << 5,      /* masqueraded at egress: original direction: the source becomes nat;
+				* reply: the destination goes back to nat */
 };
 
 struct ct_value {
 	union kpt_addr addr; /* original: the endpoint; reply: the service address */
+	union kpt_addr nat;  /* with CT_SNAT: original: the new source; reply: the client's own address */
 	__be16 port;
 	__u8 flags; /* enum ct_flags */
 	__u8 pad;
@@ -195,6 +206,14 @@ struct sock_value {
 	union kpt_addr addr; /* the service address the application asked for */
 	__be16 port;
 	__u16 pad;
+};
+
+/* ---- service-port names, for the proxy's tools (no program reads them) - */
+
+#define KPT_NAME_LEN 160
+
+struct name_value {
+	char name[KPT_NAME_LEN]; /* "namespace/name:port", NUL-padded */
 };
 
 /* ---- counters (per-CPU array) ----------------------------------------- */

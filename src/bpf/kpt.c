@@ -109,7 +109,14 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 		union kpt_addr a = ct->addr;
 		if (rewrite(skb, p, 0, &a, ct->port) < 0)
 			return TC_ACT_SHOT;
+		if (ct->flags & CT_SNAT) {
+			union kpt_addr n = ct->nat;
+			if (rewrite(skb, p, 1, &n, p->dport) < 0)
+				return TC_ACT_SHOT;
+		}
 		stat_inc(STAT_CT_HIT);
+		if ((ct->flags & CT_VIA_LO) && skb->ifindex != LOOPBACK_IFINDEX)
+			return to_loopback(skb);
 		return TC_ACT_UNSPEC;
 	}
 	if (p->proto == IPPROTO_TCP) {
@@ -124,13 +131,23 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 	if (ct->flags & CT_MASQ)
 		skb->mark |= cfg->mark;
 	stat_inc(STAT_CT_HIT);
-	return ingress ? TC_ACT_UNSPEC : route_after_dnat(skb, p);
+	if (ingress)
+		return TC_ACT_UNSPEC;
+	if (ct->flags & CT_SNAT) {
+		union kpt_addr n = ct->nat;
+		if (rewrite(skb, p, 0, &n, p->sport) < 0)
+			return TC_ACT_SHOT;
+	}
+	struct bpf_fib_lookup f;
+	return route_send(skb, &f, route_lookup(skb, p, 0, &f));
 }
 
-static __always_inline struct svc_value *find_service(struct __sk_buff *skb, const struct pkt *p, int *verdict)
+static __always_inline struct svc_value *find_service(struct __sk_buff *skb, const struct pkt *p, int *verdict,
+						      __u32 *addr_flags)
 {
 	__u32 *af = bpf_map_lookup_elem(&kpt_addrs, &p->daddr);
 	*verdict = TC_ACT_UNSPEC;
+	*addr_flags = af ? *af : 0;
 	if (!af) {
 		struct lpm_key k = { .prefixlen = 128, .addr = p->daddr };
 		if (bpf_map_lookup_elem(&kpt_svc_cidrs, &k)) {
@@ -161,11 +178,52 @@ static __always_inline struct svc_value *find_service(struct __sk_buff *skb, con
 	return svc;
 }
 
+/*
+ * Masquerade of the node's own connection: true when the route to the
+ * endpoint prefers another source address than the one the socket has, and
+ * no local socket already owns the translated tuple (its replies would be
+ * taken for ours). Otherwise the source stays: it is the node's anyway.
+ */
+static __always_inline int snat_source(struct __sk_buff *skb, const struct pkt *p, struct bpf_fib_lookup *f, int rc)
+{
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return 0;
+	struct bpf_sock_tuple t = {};
+	__u32 tsz;
+	if (!p->v6) {
+		if (f->ipv4_src == 0 || f->ipv4_src == p->saddr.w[3])
+			return 0;
+		t.ipv4.saddr = p->daddr.w[3];
+		t.ipv4.daddr = f->ipv4_src;
+		t.ipv4.sport = p->dport;
+		t.ipv4.dport = p->sport;
+		tsz = sizeof(t.ipv4);
+	} else {
+		union kpt_addr src;
+		__builtin_memcpy(src.w, f->ipv6_src, 16);
+		if (addr_eq(&src, &p->saddr) || !(src.w[0] | src.w[1] | src.w[2] | src.w[3]))
+			return 0;
+		__builtin_memcpy(t.ipv6.saddr, p->daddr.w, 16);
+		__builtin_memcpy(t.ipv6.daddr, f->ipv6_src, 16);
+		t.ipv6.sport = p->dport;
+		t.ipv6.dport = p->sport;
+		tsz = sizeof(t.ipv6);
+	}
+	struct bpf_sock *sk = p->proto == IPPROTO_TCP ? bpf_skc_lookup_tcp(skb, &t, tsz, BPF_F_CURRENT_NETNS, 0)
+						      : bpf_sk_lookup_udp(skb, &t, tsz, BPF_F_CURRENT_NETNS, 0);
+	if (sk) {
+		bpf_sk_release(sk);
+		return 0;
+	}
+	return 1;
+}
+
 static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const struct cfg_value *cfg,
 				    const struct ct_key *key, int ingress)
 {
 	int verdict;
-	struct svc_value *svc = find_service(skb, p, &verdict);
+	__u32 af;
+	struct svc_value *svc = find_service(skb, p, &verdict, &af);
 	if (!svc) {
 		if (verdict == -2) {
 			stat_inc(STAT_REJECT);
@@ -184,21 +242,45 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 		return TC_ACT_SHOT;
 	}
 	__u64 now = bpf_ktime_get_ns();
-	__u8 masq = res.masq && ingress; /* at egress the source is already the node's */
-	struct ct_value fwd = { .addr = res.ep.addr, .port = res.ep.port, .svc_id = res.svc_id, .created_ns = now };
-	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (masq ? CT_MASQ : 0);
-	struct ct_key rk = { .saddr = res.ep.addr, .daddr = p->saddr, .sport = res.ep.port, .dport = p->sport,
-			     .proto = p->proto };
-	struct ct_value rev = { .addr = p->daddr, .port = p->dport, .svc_id = res.svc_id, .created_ns = now };
-	rev.flags = CT_REPLY | (ingress ? CT_AT_EGRESS : 0);
-	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
-	bpf_map_update_elem(&kpt_ct, key, &fwd, BPF_ANY);
+	union kpt_addr client = p->saddr, vip = p->daddr;
+	__be16 vport = p->dport;
 	if (rewrite(skb, p, 1, &res.ep.addr, res.ep.port) < 0)
 		return TC_ACT_SHOT;
+	/* Ingress: netfilter masquerades what carries the mark. Egress (the node's
+	 * own connection): netfilter has run already, so masquerade here, to the
+	 * source address the route to the endpoint would use. */
+	struct bpf_fib_lookup f;
+	int rc = 0, snat = 0;
+	if (!ingress) {
+		rc = route_lookup(skb, p, res.masq, &f);
+		snat = res.masq && snat_source(skb, p, &f, rc);
+	}
+	union kpt_addr nat = {};
+	if (snat) {
+		if (p->v6)
+			__builtin_memcpy(nat.w, f.ipv6_src, 16);
+		else
+			addr_from_v4(&nat, f.ipv4_src);
+		if (rewrite(skb, p, 0, &nat, p->sport) < 0)
+			return TC_ACT_SHOT;
+	}
+	__u8 masq = res.masq && ingress;
+	struct ct_value fwd = { .addr = res.ep.addr, .port = res.ep.port, .svc_id = res.svc_id, .created_ns = now };
+	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (masq ? CT_MASQ : 0) | (snat ? CT_SNAT : 0);
+	if (snat)
+		fwd.nat = nat;
+	struct ct_key rk = { .saddr = res.ep.addr, .daddr = p->saddr, .sport = res.ep.port, .dport = p->sport,
+			     .proto = p->proto };
+	struct ct_value rev = { .addr = vip, .port = vport, .svc_id = res.svc_id, .created_ns = now };
+	rev.flags = CT_REPLY | (ingress ? CT_AT_EGRESS : ((af & ADDR_LOCAL) ? CT_VIA_LO : 0)) | (snat ? CT_SNAT : 0);
+	if (snat)
+		rev.nat = client;
+	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
+	bpf_map_update_elem(&kpt_ct, key, &fwd, BPF_ANY);
 	if (masq)
 		skb->mark |= cfg->mark;
 	stat_inc(STAT_NEW);
-	return ingress ? TC_ACT_UNSPEC : route_after_dnat(skb, p);
+	return ingress ? TC_ACT_UNSPEC : route_send(skb, &f, rc);
 }
 
 static __always_inline int handle(struct __sk_buff *skb, int ingress)

@@ -74,8 +74,8 @@ static __always_inline int src_is_pod(struct __sk_buff *skb, const struct cfg_va
 		return bpf_map_lookup_elem(&kpt_pod_cidrs, &k) != 0;
 	}
 	if ((cfg->flags & CFG_DETECT_IFACE) && ingress) {
-		__u32 ifindex = skb->ingress_ifindex;
-		__u32 *f = bpf_map_lookup_elem(&kpt_ifaces, &ifindex);
+		struct iface_key k = { .ifindex = skb->ingress_ifindex, .family = p->v6 };
+		__u32 *f = bpf_map_lookup_elem(&kpt_ifaces, &k);
 		return f && (*f & IFACE_POD);
 	}
 	return 0;

@@ -99,7 +99,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__type(key, __u32);
+	__type(key, struct iface_key);
 	__type(value, __u32);
 	__uint(max_entries, 65536);
 } kpt_ifaces SEC(".maps");
@@ -124,6 +124,15 @@ struct {
 	__type(value, struct sock_value);
 	__uint(max_entries, 65536);
 } kpt_sock SEC(".maps");
+
+/* svc_id -> service-port name: what explain and diff print; the programs never read it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32);
+	__type(value, struct name_value);
+	__uint(max_entries, 262144);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} kpt_names SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -144,53 +144,66 @@ static __always_inline int reject(struct __sk_buff *skb, struct pkt *p, int ingr
 	return p->v6 ? reject6(skb, p, ingress) : reject4(skb, p, ingress);
 }
 
+/* Deliver the packet up the stack through loopback (whose MAC is all zeros). */
+static __always_inline int to_loopback(struct __sk_buff *skb)
+{
+	__u8 zero[2 * ETH_ALEN] = {};
+	if (bpf_skb_store_bytes(skb, 0, zero, sizeof(zero), 0) < 0)
+		return TC_ACT_SHOT;
+	return bpf_redirect(LOOPBACK_IFINDEX, BPF_F_INGRESS);
+}
+
 /*
  * At egress the route was chosen for the service address; after DNAT the
- * packet needs the route of its endpoint. Ask the FIB and send it there
- * (resolving the neighbour if needed). A local endpoint (the node's own
- * address) is looped back up the stack.
+ * packet needs the route of its endpoint. route_lookup asks the FIB (with
+ * want_src, also for the source address that route would use, which is what
+ * masquerade picks); route_send sends the packet there, resolving the
+ * neighbour if needed. A local endpoint (the node's own address) is looped
+ * back up the stack.
  */
-static __always_inline int route_after_dnat(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int route_lookup(struct __sk_buff *skb, const struct pkt *p, int want_src,
+					struct bpf_fib_lookup *f)
 {
-	struct bpf_fib_lookup f = {};
-	f.ifindex = skb->ifindex;
-	f.l4_protocol = p->proto;
-	f.sport = p->sport;
-	f.dport = p->dport;
+	__builtin_memset(f, 0, sizeof(*f));
+	f->ifindex = skb->ifindex;
+	f->l4_protocol = p->proto;
+	f->sport = p->sport;
+	f->dport = p->dport;
 	if (!p->v6) {
-		f.family = AF_INET;
-		f.ipv4_src = p->saddr.w[3];
-		f.ipv4_dst = p->daddr.w[3];
+		f->family = AF_INET;
+		f->ipv4_src = p->saddr.w[3];
+		f->ipv4_dst = p->daddr.w[3];
 	} else {
-		f.family = AF_INET6;
-		__builtin_memcpy(f.ipv6_src, p->saddr.w, 16);
-		__builtin_memcpy(f.ipv6_dst, p->daddr.w, 16);
+		f->family = AF_INET6;
+		__builtin_memcpy(f->ipv6_src, p->saddr.w, 16);
+		__builtin_memcpy(f->ipv6_dst, p->daddr.w, 16);
 	}
-	int rc = bpf_fib_lookup(skb, &f, sizeof(f), 0);
+	return bpf_fib_lookup(skb, f, sizeof(*f), want_src ? BPF_FIB_LOOKUP_SRC : 0);
+}
+
+static __always_inline int route_send(struct __sk_buff *skb, struct bpf_fib_lookup *f, int rc)
+{
 	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
-		if (bpf_skb_store_bytes(skb, 0, f.dmac, ETH_ALEN, 0) < 0 ||
-		    bpf_skb_store_bytes(skb, ETH_ALEN, f.smac, ETH_ALEN, 0) < 0)
+		if (bpf_skb_store_bytes(skb, 0, f->dmac, ETH_ALEN, 0) < 0 ||
+		    bpf_skb_store_bytes(skb, ETH_ALEN, f->smac, ETH_ALEN, 0) < 0)
 			return TC_ACT_SHOT;
-		if (f.ifindex == skb->ifindex)
+		if (f->ifindex == skb->ifindex)
 			return TC_ACT_UNSPEC;
-		return bpf_redirect(f.ifindex, 0);
+		return bpf_redirect(f->ifindex, 0);
 	}
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
 		struct bpf_redir_neigh nh = {};
-		nh.nh_family = f.family;
-		if (f.family == AF_INET)
-			nh.ipv4_nh = f.ipv4_dst;
+		nh.nh_family = f->family;
+		if (f->family == AF_INET)
+			nh.ipv4_nh = f->ipv4_dst;
 		else
-			__builtin_memcpy(nh.ipv6_nh, f.ipv6_dst, 16);
-		return bpf_redirect_neigh(f.ifindex, &nh, sizeof(nh), 0);
+			__builtin_memcpy(nh.ipv6_nh, f->ipv6_dst, 16);
+		return bpf_redirect_neigh(f->ifindex, &nh, sizeof(nh), 0);
 	}
 	if (rc == BPF_FIB_LKUP_RET_NOT_FWDED) {
-		__u8 zero[2 * ETH_ALEN] = {};
 		if (skb->ifindex == LOOPBACK_IFINDEX)
 			return TC_ACT_UNSPEC; /* loopback egress comes back in by itself */
-		if (bpf_skb_store_bytes(skb, 0, zero, sizeof(zero), 0) < 0)
-			return TC_ACT_SHOT;
-		return bpf_redirect(LOOPBACK_IFINDEX, BPF_F_INGRESS);
+		return to_loopback(skb);
 	}
 	return TC_ACT_SHOT;
 }

@@ -5,6 +5,7 @@ import { cleanupLeftovers, hostRunner, Iptables } from '../platform/iptables/ind
 import { cleanupNftablesLeftovers } from '../platform/nftables/dataplane.js';
 import type { Logger } from '../platform/logger.js';
 import { cleanupUserspaceLeftovers } from '../platform/userspace/dataplane.js';
+import { cleanupEbpfMode } from '../platform/ebpf/dataplane.js';
 
 async function cleanupIptables(log: Logger): Promise<number> {
   let errors = 0;
@@ -40,16 +41,32 @@ async function cleanupUserspace(log: Logger): Promise<number> {
   return errors.length;
 }
 
+async function cleanupEbpf(log: Logger, pinRoot?: string): Promise<number> {
+  try {
+    const removed = await cleanupEbpfMode(pinRoot);
+    if (removed.length > 0) log.info({ removed }, 'Removed ebpf programs and pinned maps');
+    return 0;
+  } catch (e) {
+    log.error({ err: String(e) }, 'ebpf cleanup failed');
+    return 1;
+  }
+}
+
 /** --cleanup: every mode's state. Returns the number of failed steps. */
-export async function cleanupAll(log: Logger): Promise<number> {
-  const errors = (await cleanupIptables(log)) + (await cleanupNftables(log)) + (await cleanupUserspace(log));
+export async function cleanupAll(log: Logger, ebpfPinRoot?: string): Promise<number> {
+  const errors =
+    (await cleanupIptables(log)) +
+    (await cleanupNftables(log)) +
+    (await cleanupUserspace(log)) +
+    (await cleanupEbpf(log, ebpfPinRoot));
   log.info({ errors }, 'Cleanup finished');
   return errors;
 }
 
 /** At start: remove what other modes may have left (upstream runs the same). */
-export async function cleanupOtherModes(mode: string, log: Logger): Promise<void> {
+export async function cleanupOtherModes(mode: string, log: Logger, ebpfPinRoot?: string): Promise<void> {
   if (mode !== 'iptables') await cleanupIptables(log);
   if (mode !== 'nftables') await cleanupNftables(log);
   if (mode !== 'userspace') await cleanupUserspace(log);
+  if (mode !== 'ebpf') await cleanupEbpf(log, ebpfPinRoot);
 }

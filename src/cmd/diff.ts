@@ -28,6 +28,7 @@ import { hostRunner, netnsRunner, type CommandRunner } from '../platform/iptable
 import { PROCESS_IO, kernelLocalIPs, type CmdIO } from './explain.js';
 import { diffIptablesFamily, type FamilyDiff } from './diffipt.js';
 import { diffNftablesFamily } from './diffnft.js';
+import { diffEbpfFamily } from './diffebpf.js';
 import { familiesFor } from './modes.js';
 import { startupNode } from './node.js';
 import { resolveNodeName } from '../core/config/nodename.js';
@@ -37,8 +38,9 @@ export const DIFF_USAGE = `Usage: kube-proxy-ts diff [kube-proxy flags] [--netns
 
 Show what the next full sync would change in the kernel's rules, without
 applying anything: lists Services, EndpointSlices and this Node once, renders
-a full sync for --proxy-mode (iptables or nftables) and compares it chain by
-chain (and, for nftables, set/map element by element) with the live rules.
+a full sync for --proxy-mode (iptables, nftables or ebpf) and compares it
+chain by chain (nftables: also set/map element by element; ebpf: map entry
+by map entry, with the maps pinned under --ebpf-pin-path) with the live rules.
 Takes the proxy's own flags (--kubeconfig, --proxy-mode, --hostname-override,
 --cluster-cidr, --config, ...).
 
@@ -143,7 +145,13 @@ export async function computeDiff(cmd: RunCommand, run: CommandRunner, signal: A
         await diffIptablesFamily({ run, family, config: dpConfig, state, syncPeriodMs: cmd.timing.syncPeriodMs }),
       );
     else if (mode === 'nftables') families.push(await diffNftablesFamily({ run, family, config: dpConfig, state }));
-    else throw new ProxyError('KPT_CONFIG_INVALID', `diff: proxy mode ${mode} is not supported (iptables, nftables)`);
+    else if (mode === 'ebpf')
+      families.push(await diffEbpfFamily({ family, config: dpConfig, state, ebpf: cmd.ebpf, localIPs }));
+    else
+      throw new ProxyError(
+        'KPT_CONFIG_INVALID',
+        `diff: proxy mode ${mode} is not supported (iptables, nftables, ebpf)`,
+      );
   }
   return { mode, families };
 }

@@ -33,6 +33,8 @@ export interface FamilyDiff {
   readonly chains?: readonly ChainDiff[];
   /** nftables: the chains and sets that differ (tablediff.ts NftTableDiff[]). */
   readonly nft?: unknown;
+  /** ebpf: the map entries that differ (diffebpf.ts EntryChange[]). */
+  readonly ebpf?: unknown;
 }
 
 export interface IptablesFamilyInput {

@@ -1,8 +1,9 @@
 // `kube-proxy-ts explain --src IP --dst IP --port N [--protocol tcp|udp|sctp]
-//   [--mode iptables|nftables] [--netns NAME] [--iif IFACE] [--local-ip IP ...]
-//   [--output text|json]`
-// Reads the LIVE ruleset (iptables-save, or the nftables kube-proxy table) of
-// this host or of a named network namespace, walks one new connection's
+//   [--mode iptables|nftables|ebpf] [--netns NAME] [--iif IFACE] [--local-ip IP ...]
+//   [--sport N] [--ebpf-pin-path PATH] [--output text|json]`
+// Reads the LIVE ruleset (iptables-save, the nftables kube-proxy table, or
+// the ebpf mode's pinned maps) of this host or of a named network namespace,
+// walks one new connection's
 // first packet through it with the mode's pure tracer, and prints every rule
 // it matched, the verdict (DNAT candidates with probabilities, REJECT, DROP,
 // or "not a service address") and whether it is masqueraded. Reads only:
@@ -17,6 +18,9 @@ import { Fake } from '../dataplane/iptables/fake.js';
 import { trace as traceIptables } from '../dataplane/iptables/trace.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/iptables/runner.js';
 import { explainNftables } from './explainnft.js';
+import { explainEbpf } from './explainebpf.js';
+import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';
+import { PinnedMaps } from '../platform/ebpf/pinned.js';
 import { explanationText, serviceFromComment, summarize, type Explanation } from './explainview.js';
 
 export const EXPLAIN_USAGE = `Usage: kube-proxy-ts explain --src IP --dst IP --port N [flags]
@@ -29,10 +33,12 @@ Flags:
   --dst IP               destination address (required)
   --port N               destination port (required)
   --protocol P           tcp, udp or sctp (default tcp)
-  --mode M               iptables or nftables (default: detect from the kernel)
+  --mode M               iptables, nftables or ebpf (default: detect from the kernel)
   --netns NAME           read the rules of this network namespace (ip netns)
   --iif IFACE            input interface of a remote packet (bridge/interface local detectors)
   --local-ip IP          a node address (repeatable; default: the addresses of the host or netns)
+  --sport N              source port (ebpf Maglev services: the one endpoint this flow gets)
+  --ebpf-pin-path PATH   where the ebpf mode pinned its maps (default /sys/fs/bpf/kube-proxy-ts)
   --output F             text (default) or json
 `;
 
@@ -41,11 +47,13 @@ export interface ExplainRequest {
   readonly dst: string;
   readonly port: number;
   readonly protocol: Protocol;
-  readonly mode: 'iptables' | 'nftables' | null;
+  readonly mode: 'iptables' | 'nftables' | 'ebpf' | null;
   readonly netns: string | null;
   readonly iif: string | null;
   readonly localIPs: readonly string[] | null;
   readonly output: 'text' | 'json';
+  readonly sport: number | null;
+  readonly pinRoot: string;
 }
 
 const bad = (msg: string): never => {
@@ -66,6 +74,8 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'hel
       netns: { type: 'string' },
       iif: { type: 'string' },
       'local-ip': { type: 'string', multiple: true },
+      sport: { type: 'string' },
+      'ebpf-pin-path': { type: 'string' },
       output: { type: 'string', short: 'o' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -81,7 +91,11 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'hel
   if (proto !== 'TCP' && proto !== 'UDP' && proto !== 'SCTP')
     bad(`--protocol: tcp, udp or sctp, not ${values.protocol}`);
   const mode = values.mode ?? null;
-  if (mode !== null && mode !== 'iptables' && mode !== 'nftables') bad(`--mode: iptables or nftables, not ${mode}`);
+  if (mode !== null && mode !== 'iptables' && mode !== 'nftables' && mode !== 'ebpf')
+    bad(`--mode: iptables, nftables or ebpf, not ${mode}`);
+  const sport = values.sport === undefined ? null : Number(values.sport);
+  if (sport !== null && (!/^\d+$/.test(values.sport ?? '') || sport < 1 || sport > 65535))
+    bad(`--sport: not a port: ${values.sport}`);
   const output = values.output ?? 'text';
   if (output !== 'text' && output !== 'json') bad(`--output: text or json, not ${output}`);
   const locals = (values['local-ip'] ?? []).map((ip) => normalizeIP(ip) ?? bad(`--local-ip: not an IP address: ${ip}`));
@@ -95,6 +109,8 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'hel
     iif: values.iif ?? null,
     localIPs: locals.length > 0 ? locals : null,
     output: output as 'text' | 'json',
+    sport,
+    pinRoot: values['ebpf-pin-path'] ?? DEFAULT_EBPF_OPTIONS.pinRoot,
   };
 }
 
@@ -108,14 +124,22 @@ export async function kernelLocalIPs(run: CommandRunner, family: IPFamily): Prom
   return [...new Set(ips)];
 }
 
-/** iptables when the nat table has KUBE-SERVICES, else nftables when the kube-proxy table exists. */
-export async function detectMode(run: CommandRunner, family: IPFamily): Promise<'iptables' | 'nftables' | null> {
+/**
+ * iptables when the nat table has KUBE-SERVICES, else nftables when the
+ * kube-proxy table exists, else ebpf when its maps are pinned under pinRoot.
+ */
+export async function detectMode(
+  run: CommandRunner,
+  family: IPFamily,
+  pinRoot: string = DEFAULT_EBPF_OPTIONS.pinRoot,
+): Promise<'iptables' | 'nftables' | 'ebpf' | null> {
   const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', ['-t', 'nat'], { allowFailure: true });
   if (save.code === 0 && /^:KUBE-SERVICES /m.test(save.stdout)) return 'iptables';
   const nft = await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', 'kube-proxy'], {
     allowFailure: true,
   });
-  return nft.code === 0 ? 'nftables' : null;
+  if (nft.code === 0) return 'nftables';
+  return PinnedMaps.present(pinRoot) ? 'ebpf' : null;
 }
 
 export async function explainIptables(
@@ -157,12 +181,13 @@ export async function explainIptables(
 export async function explain(req: ExplainRequest, run: CommandRunner): Promise<Explanation> {
   const family = ipFamilyOf(req.dst)!;
   const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
-  const mode = req.mode ?? (await detectMode(run, family));
+  const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
   if (mode === null)
     throw new ProxyError(
       'KPT_NOT_FOUND',
-      'no kube-proxy rules found (no KUBE-SERVICES chain, no kube-proxy nftables table); use --mode to force one',
+      'no kube-proxy rules found (no KUBE-SERVICES chain, no kube-proxy nftables table, no pinned ebpf maps); use --mode to force one',
     );
+  if (mode === 'ebpf') return explainEbpf(req, family, locals, req.pinRoot);
   return mode === 'iptables' ? explainIptables(run, req, family, locals) : explainNftables(run, req, family, locals);
 }
 

@@ -49,6 +49,12 @@ export interface CommandOptions {
   clusterCIDRs: string;
   help: boolean;
   version: boolean;
+  /** Our --ebpf-* flags (ebpf mode only). */
+  ebpfPinPath: string;
+  ebpfAttach: string;
+  ebpfLbAlgorithm: string;
+  ebpfMaglevTableSize: number;
+  ebpfSocketLBCgroup: string;
 }
 
 export interface FlagTarget {
@@ -165,6 +171,61 @@ export const FLAGS: readonly FlagDef[] = [
     'option',
     (t, v) => {
       t.opts.manifestsDir = s(v);
+    },
+  ),
+  def(
+    'ebpf-pin-path',
+    'string',
+    'string',
+    '/sys/fs/bpf/kube-proxy-ts',
+    'kube-proxy-ts only, ebpf mode: where its BPF maps and program attachments are pinned (on a bpf filesystem), so traffic keeps flowing while the proxy restarts and the next proxy takes them over.',
+    'option',
+    (t, v) => {
+      t.opts.ebpfPinPath = s(v);
+    },
+  ),
+  def(
+    'ebpf-attach',
+    'string',
+    'string',
+    'auto',
+    "kube-proxy-ts only, ebpf mode: how the tc programs attach: 'tcx' (kernel 6.6+), 'tc' (cls_bpf filters on a clsact qdisc) or 'auto' (tcx where the kernel has it).",
+    'option',
+    (t, v) => {
+      t.opts.ebpfAttach = s(v);
+    },
+  ),
+  def(
+    'ebpf-lb-algorithm',
+    'string',
+    'string',
+    'random',
+    "kube-proxy-ts only, ebpf mode: how a new connection's endpoint is chosen: 'random' or 'maglev' (consistent hashing, the same choice on every node). A Service can choose for itself with the annotation kube-proxy-ts/lb-algorithm.",
+    'option',
+    (t, v) => {
+      t.opts.ebpfLbAlgorithm = s(v);
+    },
+  ),
+  def(
+    'ebpf-maglev-table-size',
+    'int32',
+    'int32',
+    '16381',
+    'kube-proxy-ts only, ebpf mode: entries of each Maglev table, a prime well above the largest endpoint count (about 100x keeps the spread within 1%); at most 65521.',
+    'option',
+    (t, v) => {
+      t.opts.ebpfMaglevTableSize = n(v);
+    },
+  ),
+  def(
+    'ebpf-socket-lb-cgroup',
+    'string',
+    'string',
+    '',
+    "kube-proxy-ts only, ebpf mode: balance connections of the node's own processes at the socket (connect, sendmsg, recvmsg, getpeername) for this cgroup v2 directory and below, e.g. the cgroup v2 root. Empty: off.",
+    'option',
+    (t, v) => {
+      t.opts.ebpfSocketLBCgroup = s(v);
     },
   ),
   def(
@@ -296,7 +357,8 @@ export const FLAGS: readonly FlagDef[] = [
     'proxyMode',
     'ProxyMode',
     '',
-    "Which proxy mode to use: 'iptables' (default), 'ipvs', 'nftables', or 'userspace' (kube-proxy-ts only)." + IGNORED,
+    "Which proxy mode to use: 'iptables' (default), 'ipvs', 'nftables', or (kube-proxy-ts only) 'userspace' or 'ebpf'." +
+      IGNORED,
     'config',
     (t, v) => {
       t.cfg.mode = s(v) as ResolvedConfig['mode'];

@@ -57,7 +57,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (cmd.actions.cleanup) {
-    const errors = await cleanupAll(log);
+    const errors = await cleanupAll(log, cmd.ebpf.pinRoot);
     return errors === 0 ? 0 : 1;
   }
   if (cmd.actions.initOnly) {

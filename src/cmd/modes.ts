@@ -12,6 +12,9 @@ import { ipv6Supported } from '../platform/netinfo.js';
 import { NftablesDataplane } from '../platform/nftables/dataplane.js';
 import { featureGateEnabled } from '../core/config/features.js';
 import { UserspaceDataplane } from '../platform/userspace/dataplane.js';
+import { EbpfDataplane } from '../platform/ebpf/dataplane.js';
+import type { EbpfFlags } from './options.js';
+import { availableParallelism } from 'node:os';
 
 export interface DataplaneDeps {
   readonly config: DataplaneConfig;
@@ -20,9 +23,24 @@ export interface DataplaneDeps {
   readonly log: Logger;
   readonly metrics: ProxyMetrics;
   readonly syncPeriodMs: number;
+  /** Our --ebpf-* flags (ebpf mode). */
+  readonly ebpf?: EbpfFlags;
 }
 
-export const SUPPORTED_MODES = ['iptables', 'nftables', 'userspace'] as const;
+export const SUPPORTED_MODES = ['iptables', 'nftables', 'userspace', 'ebpf'] as const;
+
+/**
+ * The ebpf mode's connection map holds two entries per connection; it is
+ * sized like the kernel's connection table upstream asks for
+ * (conntrack.maxPerCore x CPUs, at least conntrack.min; 131072 connections
+ * when those are left unset).
+ */
+export function ebpfConnectionEntries(resolved: ResolvedConfig): number {
+  const ct = resolved.linux.conntrack;
+  const perCore = ct.maxPerCore ?? 0;
+  const flows = perCore > 0 ? Math.max(perCore * availableParallelism(), ct.min ?? 0) : 131072;
+  return 2 * Math.min(flows, 1 << 21);
+}
 
 /**
  * The nftables endpoint layout: DEFAULT_ENDPOINT_LAYOUT unless
@@ -69,6 +87,13 @@ export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
         clock: d.clock,
         onEvent,
         onTransaction: (family, script) => d.log.trace({ family, script }, 'nft transaction'),
+      });
+    case 'ebpf':
+      if (!d.ebpf) throw new Error('ebpf mode needs its options');
+      return new EbpfDataplane({
+        config: d.config,
+        ebpf: { ...d.ebpf, ctEntries: ebpfConnectionEntries(d.resolved) },
+        onEvent,
       });
     default:
       throw new Error(

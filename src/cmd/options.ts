@@ -46,6 +46,8 @@ import type { KubeProxyConfigurationV1Alpha1, ResolvedConfig, ResolvedTiming } f
 import { validateConfig } from '../core/config/validate.js';
 import { ProxyError } from '../core/errors.js';
 import type { ProxyMode } from '../core/types.js';
+import { isMaglevSize } from '../dataplane/ebpf/hash.js';
+import { DEFAULT_EBPF_OPTIONS, type EbpfOptions } from '../dataplane/ebpf/options.js';
 import { splitArgs } from './argv.js';
 import { parseFlagValues, type ParsedFlags } from './flagparse.js';
 import { FLAGS, formatFlagUsages, type CommandOptions, type FlagTarget } from './flags.js';
@@ -76,6 +78,8 @@ export interface RunCommand {
   readonly serviceProxyName?: string;
   /** Our --manifests: standalone mode, objects from this folder instead of the API server. */
   readonly manifestsDir?: string;
+  /** Our --ebpf-* flags, checked (used by the ebpf mode). */
+  readonly ebpf: EbpfFlags;
   /** Every flag with its value in this process (/flagz). */
   readonly flagz: Readonly<Record<string, string>>;
   /** This program's version (package.json), as --version prints it without the "v". */
@@ -127,6 +131,11 @@ function defaultOptions(cfg: ResolvedConfig): CommandOptions {
     clusterCIDRs: '',
     help: false,
     version: false,
+    ebpfPinPath: DEFAULT_EBPF_OPTIONS.pinRoot,
+    ebpfAttach: DEFAULT_EBPF_OPTIONS.attach,
+    ebpfLbAlgorithm: DEFAULT_EBPF_OPTIONS.algorithm,
+    ebpfMaglevTableSize: DEFAULT_EBPF_OPTIONS.maglevM,
+    ebpfSocketLBCgroup: '',
   };
 }
 
@@ -193,8 +202,32 @@ export async function parseCommandLine(
     ...(opts.master ? { master: opts.master } : {}),
     ...(opts.serviceProxyName ? { serviceProxyName: opts.serviceProxyName } : {}),
     ...(opts.manifestsDir ? { manifestsDir: opts.manifestsDir } : {}),
+    ebpf: ebpfFlags(opts),
     flagz: flagzValues(flags.values),
     version,
+  };
+}
+
+/** Our ebpf mode's flags, as EbpfOptions minus what is derived at start (the connection map size). */
+export type EbpfFlags = Omit<EbpfOptions, 'ctEntries'>;
+
+function ebpfFlags(o: CommandOptions): EbpfFlags {
+  const bad = (flag: string, msg: string): never => {
+    throw new ProxyError('KPT_FLAG_INVALID', `invalid argument for --${flag}: ${msg}`);
+  };
+  if (o.ebpfAttach !== 'auto' && o.ebpfAttach !== 'tcx' && o.ebpfAttach !== 'tc')
+    bad('ebpf-attach', `${JSON.stringify(o.ebpfAttach)}: must be tcx, tc or auto`);
+  if (o.ebpfLbAlgorithm !== 'random' && o.ebpfLbAlgorithm !== 'maglev')
+    bad('ebpf-lb-algorithm', `${JSON.stringify(o.ebpfLbAlgorithm)}: must be random or maglev`);
+  if (!isMaglevSize(o.ebpfMaglevTableSize))
+    bad('ebpf-maglev-table-size', `${o.ebpfMaglevTableSize}: must be a prime between 3 and 65521`);
+  if (!o.ebpfPinPath.startsWith('/')) bad('ebpf-pin-path', `${JSON.stringify(o.ebpfPinPath)}: must be absolute`);
+  return {
+    pinRoot: o.ebpfPinPath,
+    attach: o.ebpfAttach as EbpfFlags['attach'],
+    algorithm: o.ebpfLbAlgorithm as EbpfFlags['algorithm'],
+    maglevM: o.ebpfMaglevTableSize,
+    socketLBCgroup: o.ebpfSocketLBCgroup,
   };
 }
 

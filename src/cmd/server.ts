@@ -100,7 +100,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       { serviceProxyName: cmd.serviceProxyName },
       "Serving only Services claimed with service-proxy-name; leaving other proxies' rules alone",
     );
-  else await cleanupOtherModes(mode, log);
+  else await cleanupOtherModes(mode, log, cmd.ebpf.pinRoot);
 
   const nodeName = resolveNodeName(config.hostnameOverride, hostname());
   const source = await openSource(cmd, nodeName, log);
@@ -134,6 +134,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       log,
       metrics,
       syncPeriodMs: cmd.timing.syncPeriodMs,
+      ebpf: cmd.ebpf,
     }),
   );
 

@@ -161,6 +161,18 @@ interface ServiceCommon {
   readonly internalPolicyLocal: boolean;
   readonly healthCheckNodePort: number;
   readonly trafficDistribution: string;
+  readonly lbAlgorithm: 'random' | 'maglev' | undefined;
+}
+
+/** Our per-Service choice of endpoint selection for the ebpf mode. */
+export const LB_ALGORITHM_ANNOTATION = 'kube-proxy-ts/lb-algorithm';
+
+function lbAlgorithm(svc: Service, report: (r: string) => void): 'random' | 'maglev' | undefined {
+  const a = (svc.metadata as { annotations?: Record<string, unknown> }).annotations?.[LB_ALGORITHM_ANNOTATION];
+  if (a === undefined) return undefined;
+  if (a === 'random' || a === 'maglev') return a;
+  report(`invalid ${LB_ALGORITHM_ANNOTATION} annotation ${JSON.stringify(a)} (random or maglev); using the default`);
+  return undefined;
 }
 
 function serviceCommon(
@@ -197,6 +209,7 @@ function serviceCommon(
     internalPolicyLocal: spec['internalTrafficPolicy'] === 'Local',
     healthCheckNodePort: hc,
     trafficDistribution: typeof td === 'string' ? td : '',
+    lbAlgorithm: lbAlgorithm(svc, report),
   };
 }
 
@@ -227,6 +240,7 @@ function makeServicePort(
     internalPolicyLocal: c.internalPolicyLocal,
     healthCheckNodePort: c.healthCheckNodePort,
     trafficDistribution: c.trafficDistribution,
+    ...(c.lbAlgorithm ? { lbAlgorithm: c.lbAlgorithm } : {}),
     externallyAccessible,
     usesClusterEndpoints: !c.internalPolicyLocal || externallyAccessible,
     usesLocalEndpoints: c.internalPolicyLocal || (c.externalPolicyLocal && externallyAccessible),

@@ -7,7 +7,7 @@
 
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 export type IPFamily = 'IPv4' | 'IPv6';
-export type ProxyMode = 'iptables' | 'nftables' | 'ipvs' | 'userspace';
+export type ProxyMode = 'iptables' | 'nftables' | 'ipvs' | 'userspace' | 'ebpf';
 
 /** Upstream ServicePortName: namespace/name:port plus the protocol. */
 export interface ServicePortName {
@@ -58,6 +58,11 @@ export interface ServicePort {
   /** 0 unless type LoadBalancer with externalTrafficPolicy Local. */
   readonly healthCheckNodePort: number;
   readonly trafficDistribution: string;
+  /**
+   * Our annotation kube-proxy-ts/lb-algorithm ("random" or "maglev"), set
+   * only when the Service carries a valid one; honoured by the ebpf mode.
+   */
+  readonly lbAlgorithm?: 'random' | 'maglev';
   /** nodePort != 0 || any LB VIP || any externalIP. */
   readonly externallyAccessible: boolean;
   /** !internalPolicyLocal || externallyAccessible. */

@@ -1,7 +1,7 @@
 // Turning a packet-flow Scenario into what a datapath renders: the SyncState
 // (through the real intake code, syncStateFromObjects) and the resolved
 // DataplaneConfig for one mode. Mode defaults: nodePortAddresses is "all" for
-// iptables/ipvs and "primary" for nftables (reference 2.2).
+// iptables/ipvs and "primary" for nftables (reference 2.2) and ebpf.
 
 import { parseCIDR } from '../../src/core/ip.js';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
@@ -52,7 +52,7 @@ function expandNodePortAddresses(raw: readonly string[], v4: boolean): string[] 
 export function scenarioConfig(s: Scenario, mode: ProxyMode): DataplaneConfig {
   const v4 = s.family === 'IPv4';
   const c = s.setup.config ?? {};
-  const rawNpa = c.nodePortAddresses ?? (mode === 'nftables' ? ['primary'] : null);
+  const rawNpa = c.nodePortAddresses ?? (mode === 'nftables' || mode === 'ebpf' ? ['primary'] : null);
   return {
     family: s.family,
     masqueradeMark: 0x4000,

@@ -308,7 +308,7 @@ for (const mode of E2E_MODES) {
     };
 
     it('a UDP Service dropping to zero endpoints: its conntrack entries go, the flow is rejected', async () => {
-      const firstError = await staleUDPGone('zero endpoints', '10.96.0.22', 41001, () =>
+      const firstError = await staleUDPGone('zero endpoints', '10.96.0.24', 41001, () =>
         env.apply(endpointSlice('udp-41001', [], webPorts())),
       );
       // The first datagram after the entry went was REJECTed (later ICMP errors may be rate-limited by the kernel).
@@ -316,7 +316,7 @@ for (const mode of E2E_MODES) {
     });
 
     it('a deleted UDP Service: its conntrack entries go', async () => {
-      await staleUDPGone('Service deleted', '10.96.0.23', 41002, () => env.kube.remove('Service', 'udp-41002'));
+      await staleUDPGone('Service deleted', '10.96.0.25', 41002, () => env.kube.remove('Service', 'udp-41002'));
     });
 
     it('converges after endpoint and Service changes (measured)', async () => {

@@ -4,9 +4,9 @@
 // proxy flags.
 //   - right after the proxy synced: no changes, exit 0;
 //   - proxy stopped, a Service added in the API: the new service chain and
-//     its KUBE-SERVICES rule (iptables) / set and map elements (nftables)
-//     are reported, exit 1, and the kernel's rules are exactly as before
-//     (diff applies nothing);
+//     its KUBE-SERVICES rule (iptables) / set and map elements (nftables) /
+//     map entries (ebpf) are reported, exit 1, and the kernel's rules are
+//     exactly as before (diff applies nothing);
 //   - explain in the same namespace agrees with the live rules.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,23 +14,42 @@ import { E2EEnv } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
 import { E2E_MODES, proxyArgv } from '../netns/proxy.js';
 import { nsRun } from '../netns/spawn.js';
+import { type BpfNode, TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
 
-async function tool(ns: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  // The real binary: `kube-proxy-ts diff ...` / `kube-proxy-ts explain ...`.
-  const r = await nsRun(ns, [...proxyArgv(), ...args], { allowFailure: true });
+/**
+ * The real binary (`kube-proxy-ts diff ...` / `explain ...`) in node1's
+ * namespace; for ebpf also in the mount namespace of its bpf filesystem,
+ * where the proxy pinned its maps (bpf: the node's BpfNode).
+ */
+async function tool(
+  ns: string,
+  args: string[],
+  bpf?: BpfNode,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const r = bpf
+    ? await bpf.exec([...proxyArgv(), ...args], { allowFailure: true })
+    : await nsRun(ns, [...proxyArgv(), ...args], { allowFailure: true });
   return { code: r.code, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** iptables-save without its timestamp comments and counters, and the nftables ruleset without counters. */
-async function rules(ns: string): Promise<string> {
+/**
+ * iptables-save without its timestamp comments and counters, the nftables
+ * ruleset without counters, and (ebpf) the entries of the pinned maps.
+ */
+async function rules(ns: string, bpf?: BpfNode): Promise<string> {
   const r = await nsRun(ns, ['iptables-save']);
   const nft = await nsRun(ns, ['nft', '-s', 'list', 'ruleset']); // -s: no counters
+  let maps = '';
+  for (const m of bpf ? ['kpt_svc', 'kpt_eps', 'kpt_sets', 'kpt_addrs'] : [])
+    maps += (await bpf!.exec(['bpftool', 'map', 'dump', 'pinned', `${TEST_PIN_ROOT}/v1/maps/${m}`])).stdout;
   return (
     r.stdout
       .split('\n')
       .filter((l) => !l.startsWith('#'))
       .map((l) => l.replace(/\[\d+:\d+\]$/, ''))
-      .join('\n') + nft.stdout
+      .join('\n') +
+    nft.stdout +
+    maps
   );
 }
 
@@ -39,10 +58,12 @@ for (const mode of E2E_MODES)
     let env: E2EEnv;
     let ns = '';
     let flags: string[] = [];
+    let bpf: BpfNode | undefined;
     before(async () => {
       env = await E2EEnv.start(mode);
       ns = env.cluster.node('node1').ns;
       flags = env.proxy('node1').flags();
+      bpf = env.proxy('node1').bpfNode;
       const pods = [env.cluster.pod('node1-a'), env.cluster.pod('node2-a')];
       await env.apply(
         service({ name: 'web', clusterIP: '10.96.0.10', ports: webPorts() }),
@@ -59,23 +80,17 @@ for (const mode of E2E_MODES)
     });
 
     it('no changes right after a sync by the real proxy (exit 0)', async () => {
-      const r = await tool(ns, ['diff', ...flags]);
+      const r = await tool(ns, ['diff', ...flags], bpf);
       assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
       assert.match(r.stdout, new RegExp(`# ${mode} IPv4: no changes`));
     });
 
     it('explain agrees with the live rules: the ClusterIP goes to both endpoints', async () => {
-      const r = await tool(ns, [
-        'explain',
-        '--src',
-        env.cluster.pod('node1-a').ip,
-        '--dst',
-        '10.96.0.10',
-        '--port',
-        '80',
-        '--output',
-        'json',
-      ]);
+      const r = await tool(
+        ns,
+        ['explain', '--src', env.cluster.pod('node1-a').ip, '--dst', '10.96.0.10', '--port', '80', '--output', 'json'],
+        bpf,
+      );
       assert.equal(r.code, 0, r.stderr);
       const e = JSON.parse(r.stdout) as { verdict: string; service: string; candidates: Array<{ endpoint: string }> };
       assert.equal(e.verdict, 'DNAT');
@@ -93,8 +108,8 @@ for (const mode of E2E_MODES)
         service({ name: 'added', clusterIP: '10.96.0.77', ports: webPorts() }),
         endpointSlice('added', [{ pod }], webPorts()),
       );
-      const before = await rules(ns);
-      const r = await tool(ns, ['diff', ...flags]);
+      const before = await rules(ns, bpf);
+      const r = await tool(ns, ['diff', ...flags], bpf);
       assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
       const ep = pod.ip.replaceAll('.', '\\.');
       if (mode === 'iptables') {
@@ -105,6 +120,12 @@ for (const mode of E2E_MODES)
           /^\+-A KUBE-SERVICES .*"default\/added:tcp cluster IP".*-d 10\.96\.0\.77 --dport 80 -j KUBE-SVC-/m,
         );
         assert.match(r.stdout, new RegExp(`^\\+-A KUBE-SEP-[A-Z0-9]{16} .*-j DNAT --to-destination ${ep}:8080$`, 'm'));
+      } else if (mode === 'ebpf') {
+        // A new service entry, its endpoint slot and its name; nothing else of the live maps moves.
+        assert.match(r.stdout, /^\+kpt_svc: 10\.96\.0\.77:80\/TCP => svc \d+ clusterIP cluster-set \d+ /m);
+        assert.match(r.stdout, new RegExp(`^\\+kpt_eps: set \\d+ slot 0 => ${ep}:8080$`, 'm'));
+        assert.match(r.stdout, /^\+kpt_names: svc \d+ => default\/added:tcp$/m);
+        assert.match(r.stdout, /^\+kpt_addrs: 10\.96\.0\.77 => service\|cluster-ip$/m);
       } else {
         assert.match(r.stdout, /^@@ chain service-[A-Z0-9]{8}-default\/added\/tcp\/tcp \(added\) @@$/m);
         assert.match(r.stdout, new RegExp(`^\\+rule .*dnat to ${ep}:8080$`, 'm'));
@@ -115,8 +136,8 @@ for (const mode of E2E_MODES)
         );
       }
       assert.doesNotMatch(r.stdout, /^-/m, 'nothing is removed');
-      assert.equal(await rules(ns), before, 'diff changed the kernel');
-      const json = await tool(ns, ['diff', ...flags, '--output', 'json']);
+      assert.equal(await rules(ns, bpf), before, 'diff changed the kernel');
+      const json = await tool(ns, ['diff', ...flags, '--output', 'json'], bpf);
       assert.equal(json.code, 1);
       const d = JSON.parse(json.stdout) as { mode: string; families: Array<{ family: string; changes: number }> };
       assert.equal(d.mode, mode);
@@ -125,11 +146,14 @@ for (const mode of E2E_MODES)
 
     it('a Service deleted while the proxy is stopped: its rules are reported removed', async () => {
       await env.kube.remove('Service', 'web', 'default');
-      const r = await tool(ns, ['diff', ...flags]);
+      const r = await tool(ns, ['diff', ...flags], bpf);
       assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
       if (mode === 'iptables') {
         assert.match(r.stdout, /^@@ nat KUBE-SVC-[A-Z0-9]{16} \(removed\) @@$/m);
         assert.match(r.stdout, /^--A KUBE-SERVICES .*"default\/web:tcp cluster IP"/m);
+      } else if (mode === 'ebpf') {
+        assert.match(r.stdout, /^-kpt_svc: 10\.96\.0\.10:80\/TCP => svc \d+ clusterIP /m);
+        assert.match(r.stdout, /^-kpt_names: svc \d+ => default\/web:tcp$/m);
       } else {
         // The renderer empties a stale chain now and deletes it a sync later (its elements go at once).
         assert.match(r.stdout, /^-rule .*dnat to /m);
@@ -138,12 +162,16 @@ for (const mode of E2E_MODES)
     });
 
     it('bad flags: exit 2', async () => {
-      const r = await tool(ns, [
-        'diff',
-        '--proxy-mode',
-        'bogus',
-        ...flags.filter((f, i, a) => f !== '--proxy-mode' && a[i - 1] !== '--proxy-mode'),
-      ]);
+      const r = await tool(
+        ns,
+        [
+          'diff',
+          '--proxy-mode',
+          'bogus',
+          ...flags.filter((f, i, a) => f !== '--proxy-mode' && a[i - 1] !== '--proxy-mode'),
+        ],
+        bpf,
+      );
       assert.equal(r.code, 2, r.stdout);
     });
   });

@@ -5,7 +5,7 @@
 import { MAPS, type MapName, unhex, hex } from '../../src/dataplane/ebpf/layout.js';
 import { cleanupEbpf } from '../../src/platform/ebpf/cleanup.js';
 import { progInfo, progNameById, tcxProgramIds } from '../../src/platform/ebpf/attach.js';
-import { listIfaces } from '../../src/platform/ebpf/ifaces.js';
+import { listIfaces, openIfaceSource } from '../../src/platform/ebpf/ifaces.js';
 import { isNull, libbpf } from '../../src/platform/ebpf/libbpf.js';
 import { BpfMap } from '../../src/platform/ebpf/map.js';
 import { PinDir } from '../../src/platform/ebpf/pins.js';
@@ -37,10 +37,10 @@ function ifindexOf(name: string): number {
   return i.index;
 }
 
-function main(c: Cmd): unknown {
+async function main(c: Cmd): Promise<unknown> {
   switch (c.cmd) {
     case 'load': {
-      const rt = EbpfRuntime.open({
+      const rt = await EbpfRuntime.open({
         pinRoot: c.pinRoot,
         attachMode: c.attach ?? 'auto',
         ...(c.maglevM ? { maglevM: c.maglevM } : {}),
@@ -94,7 +94,9 @@ function main(c: Cmd): unknown {
 }
 
 try {
-  process.stdout.write(JSON.stringify({ ok: true, result: main(JSON.parse(process.argv[2]!) as Cmd) }) + '\n');
+  await openIfaceSource();
+  const result = await main(JSON.parse(process.argv[2]!) as Cmd);
+  process.stdout.write(JSON.stringify({ ok: true, result }) + '\n');
 } catch (err) {
   process.stdout.write(JSON.stringify({ ok: false, error: String(err) }) + '\n');
   process.exitCode = 1;

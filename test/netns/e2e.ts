@@ -55,7 +55,7 @@ export class E2EEnv {
       await Promise.all([...proxies.values()].map((p) => p.start()));
       return new E2EEnv(mode, cluster, cp ?? null, proxies);
     } catch (err) {
-      await Promise.all([...proxies.values()].map((p) => p.stop().catch(() => {})));
+      await Promise.all([...proxies.values()].map((p) => p.dispose().catch(() => {})));
       await cp?.dispose().catch(() => {});
       await cluster.destroy();
       throw err;
@@ -178,7 +178,7 @@ export class E2EEnv {
   }
 
   async dispose(): Promise<void> {
-    await Promise.all([...this.proxies.values()].map((p) => p.stop().catch(() => {})));
+    await Promise.all([...this.proxies.values()].map((p) => p.dispose().catch(() => {})));
     await this.controlPlane?.dispose().catch(() => {});
     await this.cluster.destroy();
   }

@@ -4,11 +4,13 @@
 // tests run from source and dist/src/cmd/main.js when they run from dist/.
 import { existsSync } from 'node:fs';
 import type { NetnsCluster } from './cluster.js';
+import { BpfNode } from '../ebpf/bpfnode.js';
+import { run } from '../../src/platform/exec.js';
 import { nsRun, nsSpawn, repoScript, REPO_ROOT, type NsProcess } from './spawn.js';
 import { CLUSTER_CIDR, type NodeInfo } from './topology.js';
 
 /** Modes the e2e suite can run; adding a mode is adding it here. */
-export const ALL_E2E_MODES = ['iptables', 'nftables'] as const;
+export const ALL_E2E_MODES = ['iptables', 'nftables', 'ebpf'] as const;
 // userspace runs its own suite (test/e2e/userspace-*.test.ts): its relay does not preserve source IPs.
 export type E2EMode = (typeof ALL_E2E_MODES)[number] | 'userspace';
 
@@ -36,6 +38,11 @@ export function proxyArgv(): string[] {
 
 export class ProxyProcess {
   private proc: NsProcess | undefined;
+  /**
+   * ebpf mode: the node's bpf filesystem, kept by a holder process so pins
+   * outlive a proxy restart as /sys/fs/bpf does on a real node.
+   */
+  private bpffs: BpfNode | undefined;
 
   /** dropFlags: default flags to leave out (with their value), e.g. ['--cluster-cidr']. */
   constructor(
@@ -80,7 +87,8 @@ export class ProxyProcess {
   /** Start and wait until /healthz is 200 (timeoutMs bounds it). */
   async start(timeoutMs = 30000): Promise<void> {
     if (this.proc) throw new Error('proxy already running');
-    const proc = nsSpawn(this.node.ns, [...proxyArgv(), ...this.flags()]);
+    const enter = await this.enter();
+    const proc = nsSpawn(this.node.ns, [...proxyArgv(), ...this.flags()], enter ? { enter } : {});
     this.proc = proc;
     const agent = await this.cluster.agent(this.node.name);
     const deadline = Date.now() + timeoutMs;
@@ -98,10 +106,29 @@ export class ProxyProcess {
     );
   }
 
+  /** ebpf mode: the argv prefix entering the node's network and bpffs mount namespaces. */
+  private async enter(): Promise<string[] | undefined> {
+    if (this.mode !== 'ebpf') return undefined;
+    this.bpffs ??= await BpfNode.start(this.node.ns);
+    return this.bpffs.enter();
+  }
+
+  /** The node's bpffs holder (ebpf mode), for tests that look at pins and attachments. */
+  get bpfNode(): BpfNode | undefined {
+    return this.bpffs;
+  }
+
   /** SIGTERM and wait for the exit. The rules stay in the kernel (as upstream's do). */
   async stop(): Promise<void> {
     await this.proc?.stop(5000);
     this.proc = undefined;
+  }
+
+  /** Stop, and let go of what outlives a restart (the ebpf mode's bpffs holder). */
+  async dispose(): Promise<void> {
+    await this.stop();
+    await this.bpffs?.stop();
+    this.bpffs = undefined;
   }
 
   log(): string {
@@ -115,20 +142,20 @@ export class ProxyProcess {
 
   /** Run `kube-proxy-ts --cleanup` in the node namespace; returns its exit code and output. */
   async cleanup(): Promise<{ code: number; output: string }> {
-    const r = await nsRun(
-      this.node.ns,
-      [
-        ...proxyArgv(),
-        '--cleanup',
-        '--proxy-mode',
-        this.mode,
-        '--hostname-override',
-        this.node.name,
-        '--kubeconfig',
-        this.kubeconfig,
-      ],
-      { allowFailure: true },
-    );
+    const argv = [
+      ...proxyArgv(),
+      '--cleanup',
+      '--proxy-mode',
+      this.mode,
+      '--hostname-override',
+      this.node.name,
+      '--kubeconfig',
+      this.kubeconfig,
+    ];
+    const enter = await this.enter();
+    const r = enter
+      ? await run(enter[0]!, [...enter.slice(1), ...argv], { allowFailure: true })
+      : await nsRun(this.node.ns, argv, { allowFailure: true });
     return { code: r.code, output: r.stdout + r.stderr };
   }
 }

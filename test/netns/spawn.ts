@@ -54,13 +54,18 @@ export interface NsProcess {
   readonly exited: Promise<number | null>;
 }
 
-/** Spawn a long-running process in ns. Its pid is tracked so a crash of the test process still kills it. */
+/**
+ * Spawn a long-running process in ns (through `opts.enter` when given). Its
+ * pid is tracked so a crash of the test process still kills it.
+ */
 export function nsSpawn(
   ns: string,
   argv: readonly string[],
-  opts: { env?: NodeJS.ProcessEnv; pipeStdout?: boolean } = {},
+  opts: { env?: NodeJS.ProcessEnv; pipeStdout?: boolean; enter?: readonly string[] } = {},
 ): NsProcess {
-  const child = spawn('ip', ['netns', 'exec', ns, ...argv], {
+  // `enter` replaces `ip netns exec <ns>` (e.g. nsenter into a shared mount namespace too).
+  const [cmd, ...args] = [...(opts.enter ?? ['ip', 'netns', 'exec', ns]), ...argv];
+  const child = spawn(cmd!, args, {
     cwd: REPO_ROOT,
     env: { ...process.env, ...opts.env },
     stdio: ['pipe', 'pipe', 'pipe'],

@@ -159,7 +159,8 @@ export function resolvedToV1Alpha1(inp: ResolvedConfig): KubeProxyConfigurationV
  */
 export function platformApplyDefaults(config: ResolvedConfig): ResolvedConfig {
   if (config.mode === '') config.mode = 'iptables';
-  if (config.mode === 'nftables' && config.nodePortAddresses.length === 0) {
+  // Our ebpf mode takes nftables' default: NodePorts on the node's primary IPs.
+  if ((config.mode === 'nftables' || config.mode === 'ebpf') && config.nodePortAddresses.length === 0) {
     config.nodePortAddresses = [NODE_PORT_ADDRESSES_PRIMARY];
   }
   if (config.detectLocalMode === '') config.detectLocalMode = 'ClusterCIDR';

@@ -17,7 +17,7 @@ import {
 } from './types.js';
 
 export const IPVS_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'sh', 'dh', 'sed', 'nq', 'mh'] as const;
-export const VALID_PROXY_MODES = ['iptables', 'ipvs', 'nftables', 'userspace'] as const;
+export const VALID_PROXY_MODES = ['iptables', 'ipvs', 'nftables', 'userspace', 'ebpf'] as const;
 export const LOCAL_MODES = ['ClusterCIDR', 'NodeCIDR', 'BridgeInterface', 'InterfaceNamePrefix', ''] as const;
 /** The Kubernetes minor version our flags and config track (for showHiddenMetricsForVersion). */
 export const KUBERNETES_VERSION = { major: 1, minor: 37 } as const;

@@ -35,10 +35,11 @@ export const MAPS = {
   lbSrc: { name: 'kpt_lb_src', kind: 'lpm_trie', keySize: 24, valueSize: 1, rendered: true },
   podCidrs: { name: 'kpt_pod_cidrs', kind: 'lpm_trie', keySize: 20, valueSize: 1, rendered: true },
   svcCidrs: { name: 'kpt_svc_cidrs', kind: 'lpm_trie', keySize: 20, valueSize: 1, rendered: true },
-  ifaces: { name: 'kpt_ifaces', kind: 'hash', keySize: 4, valueSize: 4, rendered: true },
+  ifaces: { name: 'kpt_ifaces', kind: 'hash', keySize: 8, valueSize: 4, rendered: true },
   cfg: { name: 'kpt_cfg', kind: 'array', keySize: 4, valueSize: 16, rendered: true },
-  ct: { name: 'kpt_ct', kind: 'lru_hash', keySize: 40, valueSize: 32, rendered: false },
+  ct: { name: 'kpt_ct', kind: 'lru_hash', keySize: 40, valueSize: 48, rendered: false },
   sock: { name: 'kpt_sock', kind: 'lru_hash', keySize: 32, valueSize: 20, rendered: false },
+  names: { name: 'kpt_names', kind: 'hash', keySize: 4, valueSize: 160, rendered: true },
   stats: { name: 'kpt_stats', kind: 'percpu_array', keySize: 4, valueSize: 8, rendered: false },
 } as const satisfies Record<string, MapSpec>;
 
@@ -76,6 +77,8 @@ export const CT_REPLY = 1 << 0;
 export const CT_AT_EGRESS = 1 << 1;
 export const CT_MASQ = 1 << 2;
 export const CT_SEEN_ACK = 1 << 3;
+export const CT_VIA_LO = 1 << 4;
+export const CT_SNAT = 1 << 5;
 
 export const STAT = { new: 0, ctHit: 1, reject: 2, drop: 3, sock: 4, replySkip: 5 } as const;
 export const STAT_MAX = 8;
@@ -363,6 +366,18 @@ export function decodeLpmSvcKey(b: Uint8Array): LpmSvcKey {
   return { svcId: r.be32(4), addr, prefix: addr.includes(':') ? bits : bits - 96 };
 }
 
+// ---- ifaces ---------------------------------------------------------------
+
+export interface IfaceKey {
+  readonly ifindex: number;
+  readonly family: IPFamily;
+}
+export const encodeIfaceKey = (k: IfaceKey): Uint8Array => new W(8).u32(0, k.ifindex).u32(4, familyIndex(k.family)).b;
+export function decodeIfaceKey(b: Uint8Array): IfaceKey {
+  const r = new R(b);
+  return { ifindex: r.u32(0), family: r.u32(4) === 0 ? 'IPv4' : 'IPv6' };
+}
+
 // ---- cfg ------------------------------------------------------------------
 
 export interface CfgValue {
@@ -400,16 +415,43 @@ export function decodeCtKey(b: Uint8Array): CtKey {
 }
 export interface CtValue {
   readonly addr: string;
+  /** With CT_SNAT: the new source (original direction) or the client's own address (reply). */
+  readonly nat: string | null;
   readonly port: number;
   readonly flags: number;
   readonly svcId: number;
   readonly createdNs: bigint;
 }
-export const encodeCtValue = (v: CtValue): Uint8Array =>
-  new W(32).addr(0, v.addr).be16(16, v.port).u8(18, v.flags).u32(20, v.svcId).u64(24, v.createdNs).b;
+export function encodeCtValue(v: CtValue): Uint8Array {
+  const w = new W(48).addr(0, v.addr).be16(32, v.port).u8(34, v.flags).u32(36, v.svcId).u64(40, v.createdNs);
+  if (v.nat !== null) w.addr(16, v.nat);
+  return w.b;
+}
 export function decodeCtValue(b: Uint8Array): CtValue {
   const r = new R(b);
-  return { addr: r.addr(0), port: r.be16(16), flags: r.u8(18), svcId: r.u32(20), createdNs: r.u64(24) };
+  const flags = r.u8(34);
+  return {
+    addr: r.addr(0),
+    nat: flags & CT_SNAT ? r.addr(16) : null,
+    port: r.be16(32),
+    flags,
+    svcId: r.u32(36),
+    createdNs: r.u64(40),
+  };
+}
+
+// ---- names ----------------------------------------------------------------
+
+const NAME_LEN = 160;
+export function encodeName(name: string): Uint8Array {
+  const out = new Uint8Array(NAME_LEN);
+  const b = new TextEncoder().encode(name).subarray(0, NAME_LEN - 1);
+  out.set(b);
+  return out;
+}
+export function decodeName(b: Uint8Array): string {
+  const end = b.indexOf(0);
+  return new TextDecoder().decode(b.subarray(0, end < 0 ? b.length : end));
 }
 
 // ---- generic ----------------------------------------------------------------
@@ -423,4 +465,51 @@ export function unhex(s: string): Uint8Array {
   const out = new Uint8Array(s.length / 2);
   for (let i = 0; i < out.length; i++) out[i] = Number.parseInt(s.slice(2 * i, 2 * i + 2), 16);
   return out;
+}
+
+// ---- ids and which family an entry belongs to ------------------------------
+
+/**
+ * Service-port ids: IPv4 ports get ids in [1, 2^30), IPv6 ports in
+ * [2^30, 2^31), so the two families' proxies never collide in the shared
+ * maps. A port's endpoint sets are 2*id (cluster policy) and 2*id+1 (local).
+ */
+export const ID_RANGE: Readonly<Record<IPFamily, readonly [number, number]>> = {
+  IPv4: [1, 2 ** 30],
+  IPv6: [2 ** 30, 2 ** 31],
+};
+export const clusterSetOf = (svcId: number): number => svcId * 2;
+export const localSetOf = (svcId: number): number => svcId * 2 + 1;
+const idFamily = (id: number): IPFamily => (id >= ID_RANGE.IPv6[0] ? 'IPv6' : 'IPv4');
+
+/** The family whose proxy owns this entry (every rendered map's keys say it). */
+export function familyOfEntry(map: MapName, key: Uint8Array): IPFamily {
+  switch (map) {
+    case 'svc':
+    case 'addrs':
+    case 'affinity':
+    case 'ct':
+      return addrFamily(key.subarray(0, 16));
+    case 'podCidrs':
+    case 'svcCidrs':
+      return addrFamily(key.subarray(4, 20));
+    case 'lbSrc':
+      return idFamily(decodeLpmSvcKey(key).svcId);
+    case 'sets':
+    case 'maglev':
+      return idFamily(Math.floor(decodeU32(key) / 2));
+    case 'names':
+      return idFamily(decodeU32(key));
+    case 'eps':
+    case 'members':
+      return idFamily(Math.floor(decodeU32(key.subarray(0, 4)) / 2));
+    case 'ifaces':
+      return decodeIfaceKey(key).family;
+    case 'cfg':
+      return decodeU32(key) === 0 ? 'IPv4' : 'IPv6';
+    case 'sock':
+      return addrFamily(key.subarray(8, 24));
+    case 'stats':
+      return 'IPv4';
+  }
 }

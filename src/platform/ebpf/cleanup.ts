@@ -7,15 +7,17 @@
 import { existsSync } from 'node:fs';
 import { TcAttacher, DIRECTIONS, removeOurTcFilter } from './attach.js';
 import { detachCgroup } from './cgroup.js';
-import { listIfaces } from './ifaces.js';
+import { listIfaces, openIfaceSource } from './ifaces.js';
 import { isBpffs, PinDir } from './pins.js';
+import { libbpfAvailable } from './libbpf.js';
 
 export interface EbpfCleanupResult {
   readonly removed: string[];
 }
 
-export function cleanupEbpf(pinRoot: string): EbpfCleanupResult {
+export async function cleanupEbpf(pinRoot: string): Promise<EbpfCleanupResult> {
   const removed: string[] = [];
+  await openIfaceSource();
   const ifaces = listIfaces();
   if (existsSync(pinRoot) && isBpffs(pinRoot)) {
     const pins = new PinDir(pinRoot);
@@ -23,6 +25,8 @@ export function cleanupEbpf(pinRoot: string): EbpfCleanupResult {
     pins.removeAll();
     removed.push(pinRoot);
   }
+  // Without libbpf nothing of ours can have been attached here.
+  if (!libbpfAvailable()) return { removed };
   for (const i of ifaces)
     for (const dir of DIRECTIONS) if (removeOurTcFilter(i.index, dir)) removed.push(`${i.name}/${dir}`);
   return { removed };

@@ -165,6 +165,16 @@ export function libbpf(): Lib {
   return lib;
 }
 
+/** True when libbpf.so.1 loads here. */
+export function libbpfAvailable(): boolean {
+  try {
+    libbpf();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function libcOf(): Libc {
   if (libc) return libc;
   const l = koffi.load('libc.so.6');

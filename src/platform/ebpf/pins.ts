@@ -12,9 +12,10 @@ import { existsSync, mkdirSync, readdirSync, rmSync, unlinkSync } from 'node:fs'
 import { dirname } from 'node:path';
 import koffi from 'koffi';
 import { ABI_VERSION } from '../../dataplane/ebpf/layout.js';
+import { DEFAULT_EBPF_OPTIONS } from '../../dataplane/ebpf/options.js';
 import { BpfError } from './libbpf.js';
 
-export const DEFAULT_PIN_ROOT = '/sys/fs/bpf/kube-proxy-ts';
+export const DEFAULT_PIN_ROOT = DEFAULT_EBPF_OPTIONS.pinRoot;
 const BPF_FS_MAGIC = 0xcafe4a11;
 
 interface FsLibc {

@@ -8,7 +8,7 @@ import { MAPS } from '../../dataplane/ebpf/layout.js';
 import type { MapOp, MapStore } from '../../dataplane/ebpf/store.js';
 import { type AttachMode, type ReconcileResult, TcAttacher } from './attach.js';
 import { attachCgroup } from './cgroup.js';
-import { listIfaces, type Iface } from './ifaces.js';
+import { listIfaces, openIfaceSource, type Iface } from './ifaces.js';
 import { BpfError } from './libbpf.js';
 import { loadObject, type LoadedObject, type MapAdoption } from './object.js';
 import { ensureBpffs, PinDir } from './pins.js';
@@ -45,7 +45,8 @@ export class EbpfRuntime implements MapStore {
     readonly report: RuntimeOpenReport,
   ) {}
 
-  static open(opts: RuntimeOptions): EbpfRuntime {
+  static async open(opts: RuntimeOptions): Promise<EbpfRuntime> {
+    await openIfaceSource();
     let mounted = false;
     let pins: PinDir | null = null;
     if (opts.pinRoot !== null) {

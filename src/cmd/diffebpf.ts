@@ -1,0 +1,104 @@
+// ebpf side of `diff`: the maps the proxy pinned are read (this family's
+// entries of every map the proxy writes) into a Fake, the real
+// EbpfRenderer renders a full sync against them as the dataplane does after
+// a restart, its operations run on the Fake, and the two are compared entry
+// by entry. Only map reads reach the kernel.
+import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
+import { entryText } from '../dataplane/ebpf/describe.js';
+import { Fake } from '../dataplane/ebpf/fake.js';
+import * as L from '../dataplane/ebpf/layout.js';
+import type { EbpfOptions } from '../dataplane/ebpf/options.js';
+import { EbpfRenderer, type LiveEntries } from '../dataplane/ebpf/renderer.js';
+import { listIfaces, netnsCookie, openIfaceSource } from '../platform/ebpf/ifaces.js';
+import { PinnedMaps } from '../platform/ebpf/pinned.js';
+import { PinDir } from '../platform/ebpf/pins.js';
+import type { FamilyDiff } from './diffipt.js';
+
+export interface EbpfFamilyInput {
+  readonly family: IPFamily;
+  readonly config: DataplaneConfig;
+  readonly state: SyncState;
+  readonly ebpf: Omit<EbpfOptions, 'ctEntries'>;
+  readonly localIPs: readonly string[];
+}
+
+export interface EntryChange {
+  readonly map: string;
+  readonly change: 'added' | 'removed' | 'changed';
+  readonly before?: string;
+  readonly after?: string;
+}
+
+export async function diffEbpfFamily(i: EbpfFamilyInput): Promise<FamilyDiff> {
+  await openIfaceSource();
+  const live = new Map<L.MapName, Map<string, Uint8Array>>();
+  if (PinnedMaps.present(i.ebpf.pinRoot)) {
+    const maps = new PinnedMaps(new PinDir(i.ebpf.pinRoot));
+    try {
+      for (const m of L.MAP_NAMES) {
+        if (!L.MAPS[m].rendered) continue;
+        const e = new Map<string, Uint8Array>();
+        for (const [k, v] of maps.dump(m)) if (L.familyOfEntry(m, k) === i.family) e.set(L.hex(k), v);
+        live.set(m, e);
+      }
+    } finally {
+      maps.close();
+    }
+  }
+  const fake = new Fake({ maglevM: i.ebpf.maglevM });
+  fake.apply(
+    [...live].flatMap(([map, e]) =>
+      [...e].map(([k, v]) => ({ map, op: 'update' as const, key: L.unhex(k), value: v })),
+    ),
+  );
+  const renderer = new EbpfRenderer(i.config, { algorithm: i.ebpf.algorithm, maglevM: i.ebpf.maglevM });
+  const r = renderer.render({
+    state: i.state,
+    live: live as LiveEntries,
+    localIPs: i.localIPs,
+    ifaces: listIfaces(),
+    netnsCookie: netnsCookie(),
+  });
+  fake.apply(r.ops);
+  const changes = compare(live, fake);
+  const text = changes
+    .map((c) =>
+      c.change === 'added'
+        ? `+${c.map}: ${c.after}`
+        : c.change === 'removed'
+          ? `-${c.map}: ${c.before}`
+          : `-${c.map}: ${c.before}\n+${c.map}: ${c.after}`,
+    )
+    .join('\n');
+  return {
+    family: i.family,
+    changes: changes.length,
+    summary: changes.length === 0 ? 'no changes' : `${changes.length} map entries would change`,
+    text: text ? `${text}\n` : '',
+    ebpf: changes,
+  };
+}
+
+function compare(before: ReadonlyMap<L.MapName, ReadonlyMap<string, Uint8Array>>, after: Fake): EntryChange[] {
+  const out: EntryChange[] = [];
+  for (const m of L.MAP_NAMES) {
+    if (!L.MAPS[m].rendered) continue;
+    const b = before.get(m) ?? new Map<string, Uint8Array>();
+    const a = new Map(after.dump(m).map(([k, v]) => [L.hex(k), v] as const));
+    const name = L.MAPS[m].name;
+    for (const [k, v] of a) {
+      const old = b.get(k);
+      if (!old) out.push({ map: name, change: 'added', after: entryText(m, L.unhex(k), v) });
+      else if (L.hex(old) !== L.hex(v))
+        out.push({
+          map: name,
+          change: 'changed',
+          before: entryText(m, L.unhex(k), old),
+          after: entryText(m, L.unhex(k), v),
+        });
+    }
+    for (const [k, v] of b)
+      if (!a.has(k)) out.push({ map: name, change: 'removed', before: entryText(m, L.unhex(k), v) });
+  }
+  return out;
+}

@@ -1,0 +1,39 @@
+// The ebpf mode, pure side (the platform side is src/platform/ebpf; the BPF
+// programs themselves are restricted C in src/bpf). Same shape as every
+// mode (docs/architecture.md): a renderer class, a Fake of the kernel
+// interface and a trace over the Fake.
+//
+// The kernel interface is a set of BPF maps that the tc programs read on
+// every new connection: services by (address, port, protocol), endpoint
+// sets by slot, Maglev tables, source ranges, the node's addresses, the
+// local-pod detector and per-family settings (layout.ts, mirroring
+// src/bpf/abi.h byte for byte). Two maps are the programs' own runtime
+// state: connections (so established flows keep their endpoint) and ClientIP
+// affinity.
+//
+// EbpfRenderer (renderer.ts) turns a SyncState into map operations for one
+// family, diffed against its memory of what it wrote: a one-endpoint change
+// is a handful of writes. After a failed apply the caller calls reset(); the
+// next render is full and diffs against what the kernel holds (needsLive()).
+// Service-port ids and endpoint slots are kept stable, also across a
+// restart (recovered from the live maps), so a restart rewrites nothing.
+//
+// Fake (fake.ts): the maps in memory with the kernel's semantics (sizes,
+// capacity, LRU eviction, longest-prefix lookups, arrays); print() lists
+// what it holds. It implements MapStore (store.ts), as the live maps do.
+//
+// trace (trace.ts): the programs' lookup path for a connection's first
+// packet, over a Fake or the live maps, with every candidate endpoint.
+//
+// Also here: the flow hash and Maglev table (hash.ts), entry formatting
+// (describe.ts), the masquerade table's nft script (masq.ts).
+
+export { EbpfRenderer, assignSlots } from './renderer.js';
+export type { EbpfRenderInput, EbpfRenderResult, EbpfRendererOptions, IfaceInfo, LiveEntries } from './renderer.js';
+export { Fake, FakeError } from './fake.js';
+export { trace } from './trace.js';
+export type { EbpfTraceOptions, RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
+export type { MapOp, MapReader, MapStore } from './store.js';
+export { flowHash, maglevTable, isMaglevSize } from './hash.js';
+export { entryText } from './describe.js';
+export { masqueradeTableScript, deleteMasqueradeTableScript, MASQ_TABLE } from './masq.js';

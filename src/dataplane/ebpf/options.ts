@@ -1,0 +1,27 @@
+// The ebpf mode's own settings (our --ebpf-* flags; upstream's
+// configuration has no place for them).
+import type { LbAlgorithm } from './layout.js';
+
+export interface EbpfOptions {
+  /** --ebpf-pin-path */
+  readonly pinRoot: string;
+  /** --ebpf-attach: tcx, tc (cls_bpf) or auto (tcx where the kernel has it). */
+  readonly attach: 'auto' | 'tcx' | 'tc';
+  /** --ebpf-lb-algorithm, for Services without the kube-proxy-ts/lb-algorithm annotation. */
+  readonly algorithm: LbAlgorithm;
+  /** --ebpf-maglev-table-size */
+  readonly maglevM: number;
+  /** --ebpf-socket-lb-cgroup: socket-level load balancing for this cgroup v2 directory ('' = off). */
+  readonly socketLBCgroup: string;
+  /** Connection map capacity (entries; a connection takes two). Derived from the conntrack settings. */
+  readonly ctEntries: number;
+}
+
+export const DEFAULT_EBPF_OPTIONS: EbpfOptions = {
+  pinRoot: '/sys/fs/bpf/kube-proxy-ts',
+  attach: 'auto',
+  algorithm: 'random',
+  maglevM: 16381,
+  socketLBCgroup: '',
+  ctEntries: 262144,
+};

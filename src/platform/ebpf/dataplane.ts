@@ -1,0 +1,196 @@
+// EbpfDataplane: the ebpf mode for one IP family. A sync renders this
+// family's map entries (EbpfRenderer), writes only what changed, keeps the
+// family's masquerade table in place, and forgets UDP connection entries
+// whose endpoint is gone (as upstream deletes stale UDP conntrack entries).
+// Programs, maps and the interface watch are shared with the other family
+// (SharedNode). A failed write resets the renderer: the next sync is full
+// and starts from what the maps hold.
+import type { Dataplane, DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import { EbpfRenderer, type LiveEntries } from '../../dataplane/ebpf/renderer.js';
+import * as L from '../../dataplane/ebpf/layout.js';
+import { deleteMasqueradeTableScript, masqueradeTableScript } from '../../dataplane/ebpf/masq.js';
+import { joinHostPort } from '../../core/ip.js';
+import { run } from '../exec.js';
+import { localIPs } from '../netinfo.js';
+import { cleanupEbpf } from './cleanup.js';
+import { DEFAULT_PIN_ROOT } from './pins.js';
+import type { EbpfOptions } from '../../dataplane/ebpf/options.js';
+export { DEFAULT_EBPF_OPTIONS, type EbpfOptions } from '../../dataplane/ebpf/options.js';
+import { SharedNode } from './node.js';
+import type { EbpfRuntime } from './runtime.js';
+
+type Level = 'debug' | 'info' | 'warn' | 'error';
+
+export interface EbpfDataplaneDeps {
+  readonly config: DataplaneConfig;
+  readonly ebpf: EbpfOptions;
+  readonly onEvent?: (level: Level, fields: Record<string, unknown>, msg: string) => void;
+}
+
+export class EbpfDataplane implements Dataplane {
+  readonly mode = 'ebpf' as const;
+  readonly family: IPFamily;
+  private readonly renderer: EbpfRenderer;
+  private node: SharedNode | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private lastState: SyncState | null = null;
+  private masqReady = false;
+
+  constructor(private readonly deps: EbpfDataplaneDeps) {
+    this.family = deps.config.family;
+    this.renderer = new EbpfRenderer(deps.config, { algorithm: deps.ebpf.algorithm, maglevM: deps.ebpf.maglevM });
+  }
+
+  private event(level: Level, fields: Record<string, unknown>, msg: string): void {
+    this.deps.onEvent?.(level, { family: this.family, ...fields }, msg);
+  }
+
+  private async shared(): Promise<SharedNode> {
+    if (this.node) return this.node;
+    const e = this.deps.ebpf;
+    this.node = await SharedNode.acquire(
+      {
+        pinRoot: e.pinRoot,
+        attachMode: e.attach,
+        maglevM: e.maglevM,
+        ctEntries: e.ctEntries,
+        socketLBCgroup: e.socketLBCgroup || null,
+      },
+      { info: (f, m) => this.event('info', f, m), warn: (f, m) => this.event('warn', f, m) },
+    );
+    this.unsubscribe = this.node.onChange(() => this.refreshNode());
+    return this.node;
+  }
+
+  async sync(state: SyncState): Promise<SyncOutcome> {
+    const node = await this.shared();
+    if (!this.masqReady || state.fullSync) {
+      await run('nft', ['-f', '-'], { input: masqueradeTableScript(this.family, this.deps.config.masqueradeMark) });
+      this.masqReady = true;
+    }
+    const r = this.renderer.render({
+      state,
+      localIPs: localIPs(this.family),
+      ifaces: node.ifaces(),
+      netnsCookie: node.cookie,
+      ...(this.renderer.needsLive() ? { live: this.live(node.rt) } : {}),
+    });
+    try {
+      node.rt.apply(r.ops);
+    } catch (err) {
+      this.renderer.reset();
+      throw err;
+    }
+    for (const s of r.skipped) this.event('warn', s, 'service port not programmed');
+    const swept = this.sweepStaleUDP(node.rt, this.lastState, state);
+    if (swept) this.event('debug', { deleted: swept }, 'stale UDP connection entries deleted');
+    this.lastState = state;
+    this.event('debug', { writes: r.ops.length, full: r.full }, 'BPF maps synced');
+    return { partial: !r.full, counters: { ...r.counters } };
+  }
+
+  /** Between syncs: interfaces or addresses changed; rewrite the node-level entries. */
+  private refreshNode(): void {
+    const node = this.node;
+    const last = this.lastState;
+    if (!node || !last || this.renderer.needsLive()) return;
+    const r = this.renderer.render({
+      state: { ...last, fullSync: false, changedServices: new Set() },
+      localIPs: localIPs(this.family),
+      ifaces: node.ifaces(),
+      netnsCookie: node.cookie,
+    });
+    try {
+      node.rt.apply(r.ops);
+    } catch (err) {
+      this.renderer.reset();
+      this.event('warn', { err: String(err) }, 'updating node addresses in the BPF maps failed; next sync is full');
+    }
+  }
+
+  /** This family's entries of every rendered map, as the kernel holds them. */
+  private live(rt: EbpfRuntime): LiveEntries {
+    const out = new Map<L.MapName, Map<string, Uint8Array>>();
+    for (const m of L.MAP_NAMES) {
+      if (!L.MAPS[m].rendered) continue;
+      const e = new Map<string, Uint8Array>();
+      for (const [k, v] of rt.dump(m)) if (L.familyOfEntry(m, k) === this.family) e.set(L.hex(k), v);
+      out.set(m, e);
+    }
+    return out;
+  }
+
+  /**
+   * UDP has no end of connection: like upstream's stale conntrack cleanup,
+   * a UDP flow whose endpoint left its service is forgotten, so its next
+   * datagram is balanced again. Returns the number of entries deleted.
+   */
+  private sweepStaleUDP(rt: EbpfRuntime, prev: SyncState | null, state: SyncState): number {
+    if (!prev) return 0;
+    const stale = staleUDPFrontends(prev, state);
+    if (stale.size === 0) return 0;
+    let n = 0;
+    for (const [k, v] of rt.dump('ct')) {
+      const key = L.decodeCtKey(k);
+      const val = L.decodeCtValue(v);
+      if (key.proto !== 'UDP' || val.flags & L.CT_REPLY) continue;
+      const keep =
+        stale.get(`${key.daddr}|${key.dport}`) ?? (isLocal(rt, key.daddr) ? stale.get(`*|${key.dport}`) : undefined);
+      if (!keep || keep.has(joinHostPort(val.addr, val.port))) continue;
+      const rev = L.encodeCtKey({ saddr: val.addr, daddr: key.saddr, sport: val.port, dport: key.sport, proto: 'UDP' });
+      rt.apply([{ map: 'ct', op: 'delete', key: k }]);
+      n++;
+      if (rt.lookup('ct', rev)) {
+        rt.apply([{ map: 'ct', op: 'delete', key: rev }]);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  async cleanup(): Promise<void> {
+    this.close();
+    await cleanupEbpfMode(this.deps.ebpf.pinRoot);
+  }
+
+  close(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    this.node?.release();
+    this.node = null;
+  }
+}
+
+function isLocal(rt: EbpfRuntime, ip: string): boolean {
+  const v = rt.lookup('addrs', L.encodeAddrKey(ip));
+  return v !== null && (L.decodeU32(v) & L.ADDR_LOCAL) !== 0;
+}
+
+/**
+ * Frontends ("addr|port", or "*|nodePort") of UDP service ports that lost an
+ * endpoint since prev, each with the endpoints ("ip:port") still serving.
+ */
+export function staleUDPFrontends(prev: SyncState, state: SyncState): Map<string, Set<string>> {
+  const out = new Map<string, Set<string>>();
+  for (const [key, old] of prev.services) {
+    if (old.protocol !== 'UDP' || !(state.fullSync || state.changedServices.has(old.serviceKey))) continue;
+    const before = prev.categorized.get(key)?.allReachableEndpoints ?? [];
+    const now = state.services.has(key) ? (state.categorized.get(key)?.allReachableEndpoints ?? []) : [];
+    const keep = new Set(now.map((e) => joinHostPort(e.ip, e.port)));
+    if (!before.some((e) => !keep.has(joinHostPort(e.ip, e.port)))) continue;
+    const fronts = [old.clusterIP, ...old.externalIPs, ...old.loadBalancerVIPs].filter(Boolean);
+    for (const a of fronts) out.set(`${a}|${old.port}`, keep);
+    if (old.nodePort) out.set(`*|${old.nodePort}`, keep);
+  }
+  return out;
+}
+
+/** --cleanup and other modes' start: our programs, pins and masquerade tables. */
+export async function cleanupEbpfMode(pinRoot: string = DEFAULT_PIN_ROOT): Promise<string[]> {
+  const r = await cleanupEbpf(pinRoot);
+  for (const f of ['IPv4', 'IPv6'] as const) {
+    // No nft on this host means no table of ours either.
+    await run('nft', ['-f', '-'], { input: deleteMasqueradeTableScript(f), allowFailure: true }).catch(() => {});
+  }
+  return r.removed;
+}

@@ -1,0 +1,126 @@
+// What both families' ebpf datapaths share on one node: the runtime (loaded
+// programs, pinned maps) and a watch on the node's interfaces and addresses.
+// Pods come and go, and with them their interfaces: every second the watch
+// lists the interfaces, attaches the programs to new ones, forgets vanished
+// ones, and tells the families so they can refresh their node-level entries
+// (addresses, interface detectors).
+import { localIPs } from '../netinfo.js';
+import { Sysctl } from '../sysctl.js';
+import type { Iface } from './ifaces.js';
+import { listIfaces, netnsCookie } from './ifaces.js';
+import { EbpfRuntime, type RuntimeOptions } from './runtime.js';
+
+export const WATCH_INTERVAL_MS = 1000;
+
+export interface NodeEvents {
+  readonly info: (fields: Record<string, unknown>, msg: string) => void;
+  readonly warn: (fields: Record<string, unknown>, msg: string) => void;
+}
+
+type Listener = () => void;
+
+export class SharedNode {
+  private static readonly open = new Map<string, Promise<SharedNode>>();
+  private refs = 0;
+  private timer: ReturnType<typeof setInterval> | null = null;
+  private signature = '';
+  private current: Iface[] = [];
+  private readonly listeners = new Set<Listener>();
+  readonly cookie: bigint;
+
+  private constructor(
+    readonly key: string,
+    readonly rt: EbpfRuntime,
+    private readonly events: NodeEvents,
+  ) {
+    this.cookie = netnsCookie();
+  }
+
+  /** The node runtime for these options (one per pin root), opened on first use. */
+  static acquire(opts: RuntimeOptions, events: NodeEvents): Promise<SharedNode> {
+    const key = opts.pinRoot ?? '';
+    let p = SharedNode.open.get(key);
+    if (!p) {
+      p = (async () => {
+        // A reply to the node's own connection to one of its own service
+        // addresses (a NodePort on the node IP, a local external IP) is
+        // translated back to come from that local address; the programs hand
+        // it to loopback, whose input path takes local sources only with
+        // accept_local (replies NATed by netfilter are rewritten after that
+        // check instead). Nothing else reaches loopback's input without a route.
+        await new Sysctl().ensureInt('net/ipv4/conf/lo/accept_local', 1);
+        const rt = await EbpfRuntime.open(opts);
+        const n = new SharedNode(key, rt, events);
+        n.report();
+        n.refresh(true);
+        n.timer = setInterval(() => n.refresh(false), WATCH_INTERVAL_MS);
+        n.timer.unref();
+        return n;
+      })();
+      SharedNode.open.set(key, p);
+      p.catch(() => SharedNode.open.delete(key));
+    }
+    return p.then((n) => {
+      n.refs++;
+      return n;
+    });
+  }
+
+  ifaces(): readonly Iface[] {
+    return this.current;
+  }
+
+  onChange(l: Listener): () => void {
+    this.listeners.add(l);
+    return () => this.listeners.delete(l);
+  }
+
+  private report(): void {
+    const a = this.rt.report;
+    if (a.mountedBpffs)
+      this.events.warn(
+        {},
+        'mounted a bpf filesystem at /sys/fs/bpf in this mount namespace: pinned state lives only as long as it',
+      );
+    for (const m of a.adoption) {
+      if (m.outcome === 'replaced')
+        this.events.warn({ map: m.map, reason: m.reason }, 'pinned BPF map replaced: its entries are lost');
+    }
+    const adopted = a.adoption.filter((m) => m.outcome === 'adopted').length;
+    if (adopted) this.events.info({ maps: adopted }, 'adopted pinned BPF maps');
+  }
+
+  /**
+   * List interfaces and addresses; attach and notify when anything changed.
+   * The first call (initial) throws what fails; later ones log and retry.
+   */
+  refresh(initial: boolean): void {
+    try {
+      const list = listIfaces();
+      const sig = JSON.stringify([
+        list.map((i) => [i.index, i.name, i.master, i.type]),
+        localIPs('IPv4'),
+        localIPs('IPv6'),
+      ]);
+      if (!initial && sig === this.signature) return;
+      const r = this.rt.attachInterfaces(list);
+      if (r.attached.length || r.updated.length || r.removed.length)
+        this.events.info({ ...r, mode: this.rt.attachMode }, 'BPF programs attached');
+      this.signature = sig;
+      this.current = list;
+    } catch (err) {
+      if (initial) throw err;
+      this.events.warn({ err: String(err) }, 'attaching BPF programs failed; retrying');
+      return;
+    }
+    if (!initial) for (const l of this.listeners) l();
+  }
+
+  release(): void {
+    if (--this.refs > 0) return;
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    SharedNode.open.delete(this.key);
+    this.rt.close();
+  }
+}
