@@ -39,6 +39,8 @@ test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
     iif: null,
     localIPs: ['192.168.0.2'],
     output: 'json',
+    sport: null,
+    pinRoot: '/sys/fs/bpf/kube-proxy-ts',
   });
   assert.equal(parseExplainArgs(['--help']), 'help');
   for (const bad of [

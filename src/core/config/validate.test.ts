@@ -190,7 +190,7 @@ const RULES: Array<{
       c.mode = 'kernelspace' as ResolvedConfig['mode'];
     },
     message:
-      'mode: Invalid value: "kernelspace": must be iptables, ipvs, nftables, userspace or blank (blank means the best-available proxy [currently iptables])',
+      'mode: Invalid value: "kernelspace": must be iptables, ipvs, nftables, userspace, ebpf or blank (blank means the best-available proxy [currently iptables])',
     good: (c) => {
       c.mode = 'userspace';
     },
