@@ -296,6 +296,25 @@ if (process.env['KPT_US_CHILD'] === '1') {
       assert.equal(u.ok ? 'ok' : u.error, 'ECONNREFUSED');
     });
 
+    it('a fixed-port UDP flow never reaches its old endpoint after zero endpoints or Service deletion', async () => {
+      // No DNAT to the endpoint in this mode: the session is dropped with the endpoint, or the listener closes.
+      for (const [i, change] of (['zero endpoints', 'Service deleted'] as const).entries()) {
+        const fixed = { localPort: 42001 + i };
+        await sync([svc('web', { clusterIP: '10.96.0.10' }, WEB)], [eps('web', WEB_EPS, ['pa'])]);
+        const first = await a('ext').udp('10.96.0.10', 53, fixed);
+        assert.equal(first.ok && podOf(first), 'pa', JSON.stringify(first));
+        if (change === 'zero endpoints')
+          await sync([svc('web', { clusterIP: '10.96.0.10' }, WEB)], [eps('web', WEB_EPS, [])]);
+        else await sync([], []);
+        for (let k = 0; k < 5; k++) {
+          const r = await a('ext').udp('10.96.0.10', 53, { ...fixed, timeoutMs: 400 });
+          assert.equal(r.ok, false, `${change}: ${JSON.stringify(r)}`);
+        }
+      }
+      const echo = await a('pc').udp(PODS.pa, UDP_PORT);
+      assert.equal(echo.ok && podOf(echo), 'pa', 'the old endpoint is still running');
+    });
+
     it('ClientIP affinity keeps a client on one endpoint', async () => {
       await sync(
         [svc('web', { clusterIP: '10.96.0.10', sessionAffinity: 'ClientIP' }, WEB)],
