@@ -204,7 +204,10 @@ const clusterIPGeneral: Scenario = {
       iptables: NOMATCH,
       userspace: NOMATCH,
     }),
-    flow('unallocated IP inside the ServiceCIDR', '10.180.0.2', '172.30.0.50', 80, 'DROP', false),
+    // ipvs: nothing is bound to an unallocated address, so the packet is routed on untouched.
+    flow('unallocated IP inside the ServiceCIDR', '10.180.0.2', '172.30.0.50', 80, 'DROP', false, {
+      ipvs: NOMATCH,
+    }),
   ],
 };
 
@@ -248,10 +251,11 @@ const nodePortsDefault: Scenario = {
     flow('pod to cluster IP', POD, '172.30.0.41', 80, NP_EPS, false),
     flow('external to nodePort', EXT, NODE, 3001, NP_EPS, true),
     flow('node to nodePort', NODE, NODE, 3001, NP_EPS, true),
-    // iptables and userspace default to every local address, nftables to the primary one.
+    // iptables, ipvs and userspace default to every local address, nftables to the primary one.
     flow('external to nodePort on secondary IP', EXT, NODE_IP_ALT, 3001, '', false, {
       iptables: { output: NP_EPS, masq: true },
       userspace: { output: NP_EPS, masq: true },
+      ipvs: { output: NP_EPS, masq: true },
     }),
     flow('localhost to nodePort', '127.0.0.1', '127.0.0.1', 3001, '', false, {
       iptables: { output: NP_EPS, masq: true },
@@ -364,6 +368,7 @@ const etpSlice = slice(
   ],
 );
 const ETP_BOTH = eps('10.180.0.1:80', '10.180.2.1:80');
+const IPVS_LOCAL_ETP: FlowExpect = { output: '10.180.2.1:80', masq: false };
 const etpLocal: Scenario = {
   name: 'ExternalTrafficPolicyLocal',
   refs: [25, 26],
@@ -371,9 +376,10 @@ const etpLocal: Scenario = {
   setup: { services: [etpService('Local')], slices: [etpSlice] },
   flows: [
     flow('pod to cluster IP', POD, '172.30.0.41', 80, ETP_BOTH, false),
-    flow('pod to external IP (short-circuit)', POD, EXTERNAL_IP_NODE, 80, ETP_BOTH, false),
-    flow('pod to LB IP (short-circuit)', POD, '1.2.3.4', 80, ETP_BOTH, false),
-    flow('pod to nodePort (short-circuit)', POD, NODE, 3001, ETP_BOTH, false),
+    // ipvs has no pod short-circuit: the external virtual servers hold the local endpoints only.
+    flow('pod to external IP (short-circuit)', POD, EXTERNAL_IP_NODE, 80, ETP_BOTH, false, { ipvs: IPVS_LOCAL_ETP }),
+    flow('pod to LB IP (short-circuit)', POD, '1.2.3.4', 80, ETP_BOTH, false, { ipvs: IPVS_LOCAL_ETP }),
+    flow('pod to nodePort (short-circuit)', POD, NODE, 3001, ETP_BOTH, false, { ipvs: IPVS_LOCAL_ETP }),
     flow('external to external IP: local endpoint only', EXT, EXTERNAL_IP_NODE, 80, '10.180.2.1:80', false),
     flow('external to LB IP: local endpoint only', EXT, '1.2.3.4', 80, '10.180.2.1:80', false),
     flow('external to nodePort: local endpoint only', EXT, NODE, 3001, '10.180.2.1:80', false),
@@ -402,6 +408,7 @@ function itp(
   policy: 'Local' | 'Cluster',
   endpoints: Array<{ ip: string; node: string }> | null,
   output: string,
+  extra: Extra = {},
 ): Scenario {
   return {
     name: `InternalTrafficPolicy: ${name}`,
@@ -411,7 +418,7 @@ function itp(
       services: [service('svc1', { clusterIP: '172.30.1.1', internalTrafficPolicy: policy }, [{ name: '', port: 80 }])],
       slices: endpoints ? [slice('svc1', [{ name: '', port: 80 }], endpoints)] : [],
     },
-    flows: [flow('pod to cluster IP', POD, '172.30.1.1', 80, output, false)],
+    flows: [flow('pod to cluster IP', POD, '172.30.1.1', 80, output, false, extra)],
   };
 }
 const itpScenarios: Scenario[] = [
@@ -457,6 +464,8 @@ const itpScenarios: Scenario[] = [
       { ip: '10.0.1.3', node: 'host2' },
     ],
     'DROP',
+    // ipvs: the virtual server has no real server, and IPVS answers port unreachable.
+    { ipvs: { output: 'REJECT', masq: false } },
   ),
   itp('Local, EndpointSlice deleted', [33], 'Local', null, 'REJECT'),
 ];
@@ -483,6 +492,7 @@ function term(
   cip: string,
   lb: string,
   lbMasq: boolean,
+  lbExtra: Extra = {},
 ): Scenario {
   return {
     name: `TerminatingEndpoints (eTP ${policy}): ${name}`,
@@ -494,7 +504,7 @@ function term(
     },
     flows: [
       flow('pod to cluster IP', POD, '172.30.1.1', 80, cip, false),
-      flow('external to LB IP', EXT, '1.2.3.4', 80, lb, lbMasq),
+      flow('external to LB IP', EXT, '1.2.3.4', 80, lb, lbMasq, lbExtra),
     ],
   };
 }
@@ -538,6 +548,9 @@ const termScenarios: Scenario[] = [
     '10.0.1.5:80',
     'DROP',
     false,
+    // ipvs (upstream #97081): without local endpoints the external virtual
+    // server falls back to the cluster ones, unmasqueraded.
+    { ipvs: { output: '10.0.1.5:80', masq: false } },
   ),
   term(
     'only a non-serving terminating local endpoint',
@@ -606,6 +619,9 @@ const iemSlices = [1, 2, 3].map((n) =>
   ),
 );
 const both = (n: number) => eps(`10.180.0.${n}:80`, `10.180.1.${n}:80`);
+// ipvs: eTP Local virtual servers hold the local endpoint only, for every
+// client, and their LOCAL sets skip the masquerade mark.
+const IPVS_SVC2_LOCAL: FlowExpect = { output: '10.180.0.2:80', masq: false };
 function iemFlows(v: 'detect' | 'noDetector' | 'masqueradeAll'): PacketFlow[] {
   const cipMasq = (fromPod: boolean) => (v === 'masqueradeAll' ? true : v === 'noDetector' ? false : !fromPod);
   return [
@@ -619,11 +635,15 @@ function iemFlows(v: 'detect' | 'noDetector' | 'masqueradeAll'): PacketFlow[] {
     flow('svc1: external to nodePort', EXT, NODE, 3001, both(1), true),
     flow('svc1: external to LB', EXT, '1.2.3.4', 80, both(1), true),
     flow('svc2: pod to cluster IP', POD, '172.30.0.42', 80, both(2), cipMasq(true)),
-    flow('svc2: pod to nodePort', POD, NODE, 3002, v === 'noDetector' ? '10.180.0.2:80' : both(2), false),
-    flow('svc2: pod to LB', POD, '5.6.7.8', 80, v === 'noDetector' ? '10.180.0.2:80' : both(2), false),
+    flow('svc2: pod to nodePort', POD, NODE, 3002, v === 'noDetector' ? '10.180.0.2:80' : both(2), false, {
+      ipvs: IPVS_SVC2_LOCAL,
+    }),
+    flow('svc2: pod to LB', POD, '5.6.7.8', 80, v === 'noDetector' ? '10.180.0.2:80' : both(2), false, {
+      ipvs: IPVS_SVC2_LOCAL,
+    }),
     flow('svc2: node to cluster IP', NODE, '172.30.0.42', 80, both(2), cipMasq(false)),
-    flow('svc2: node to nodePort', NODE, NODE, 3002, both(2), true),
-    flow('svc2: node to LB', NODE, '5.6.7.8', 80, both(2), true),
+    flow('svc2: node to nodePort', NODE, NODE, 3002, both(2), true, { ipvs: IPVS_SVC2_LOCAL }),
+    flow('svc2: node to LB', NODE, '5.6.7.8', 80, both(2), true, { ipvs: IPVS_SVC2_LOCAL }),
     flow('svc2: external to cluster IP', EXT, '172.30.0.42', 80, both(2), cipMasq(false)),
     flow('svc2: external to nodePort', EXT, NODE, 3002, '10.180.0.2:80', false),
     flow('svc2: external to LB', EXT, '5.6.7.8', 80, '10.180.0.2:80', false),
@@ -683,8 +703,13 @@ const tracePacketScenario: Scenario = {
       80,
       '10.180.0.2:80',
       true,
+      // ipvs: the node's own traffic to a kube-ipvs0 address is accepted unmarked.
+      { ipvs: { output: '10.180.0.2:80', masq: false } },
     ),
-    flow('external to external IP without local endpoints', EXT, '192.168.99.22', 80, 'DROP', false),
+    // ipvs (upstream #97081): falls back to the cluster endpoints, unmasqueraded.
+    flow('external to external IP without local endpoints', EXT, '192.168.99.22', 80, 'DROP', false, {
+      ipvs: { output: '10.180.0.2:80', masq: false },
+    }),
   ],
 };
 function hcScenario(name: string, config?: ScenarioConfig): Scenario {
@@ -757,6 +782,7 @@ const lbIPv6: Scenario = {
       80,
       '[fd00:10:180::2]:80, [fd00:10:180::3]:80',
       false,
+      { ipvs: { output: '[fd00:10:180::2]:80', masq: false } },
     ),
     flow('eTP Local: external to nodePort', EXT6, NODE_IP6, 3002, '[fd00:10:180::2]:80', false),
   ],

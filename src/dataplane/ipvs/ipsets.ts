@@ -1,6 +1,7 @@
 // The ipsets of IPVS mode, with upstream's names, types and comments
 // (pkg/proxy/ipvs/ipset.go). IPv6 sets are named KUBE-6-*. Entries are
 // ipset's own text form, so `ipset save` output compares directly.
+import { parseCIDR, parseIP } from '../../core/ip.js';
 import type { IPFamily } from '../../core/types.js';
 
 export type IpsetType = 'hash:ip' | 'hash:ip,port' | 'hash:ip,port,ip' | 'hash:ip,port,net' | 'bitmap:port';
@@ -130,11 +131,67 @@ export function ipsetCreateArgs(type: IpsetType, family: IPFamily): string {
 
 type Proto = 'tcp' | 'udp' | 'sctp';
 
-/** Entry texts in ipset's own form (what `ipset save` prints back). */
+/**
+ * A member in ipset's own text form (what `ipset save` prints), so rendered
+ * members compare directly with read-back ones: a net with the host prefix
+ * is printed as a plain address (10.0.0.1/32 -> 10.0.0.1).
+ */
+function netText(cidr: string): string {
+  const c = parseCIDR(cidr);
+  if (!c) return cidr;
+  return c.prefix === (c.family === 'IPv4' ? 32 : 128) ? c.text.slice(0, c.text.indexOf('/')) : c.text;
+}
+
+/** Entry texts in ipset's own form. */
 export const entry = {
   ip: (ip: string) => ip,
   ipPort: (ip: string, proto: Proto, port: number) => `${ip},${proto}:${port}`,
   ipPortIp: (ip: string, proto: Proto, port: number, ip2: string) => `${ip},${proto}:${port},${ip2}`,
-  ipPortNet: (ip: string, proto: Proto, port: number, net: string) => `${ip},${proto}:${port},${net}`,
+  ipPortNet: (ip: string, proto: Proto, port: number, net: string) => `${ip},${proto}:${port},${netText(net)}`,
   port: (port: number) => String(port),
 };
+
+const PROTO_NUM: Record<string, string> = { '6': 'tcp', '17': 'udp', '132': 'sctp' };
+
+function ipOf(s: string | undefined, family: IPFamily): string | null {
+  const p = parseIP(s);
+  return p && p.family === family ? p.text : null;
+}
+
+function protoPort(s: string | undefined): string | null {
+  if (s === undefined) return null;
+  const m = /^(?:([a-z]+|\d+):)?(\d+)$/.exec(s.toLowerCase());
+  if (!m || Number(m[2]) > 65535) return null;
+  const proto = m[1] === undefined ? 'tcp' : (PROTO_NUM[m[1]] ?? m[1]);
+  return `${proto}:${Number(m[2])}`;
+}
+
+/** A member of a set of `type` in ipset's text form, or null when ipset would refuse it. */
+export function canonicalEntry(type: IpsetType, text: string, family: IPFamily): string | null {
+  const parts = text.split(',');
+  switch (type) {
+    case 'hash:ip':
+      return parts.length === 1 ? ipOf(parts[0], family) : null;
+    case 'bitmap:port':
+      return /^\d+$/.test(text) && Number(text) <= 65535 ? String(Number(text)) : null;
+    case 'hash:ip,port': {
+      const ip = ipOf(parts[0], family);
+      const pp = protoPort(parts[1]);
+      return parts.length === 2 && ip && pp ? `${ip},${pp}` : null;
+    }
+    case 'hash:ip,port,ip': {
+      const [ip, pp, ip2] = [ipOf(parts[0], family), protoPort(parts[1]), ipOf(parts[2], family)];
+      return parts.length === 3 && ip && pp && ip2 ? `${ip},${pp},${ip2}` : null;
+    }
+    case 'hash:ip,port,net': {
+      const ip = ipOf(parts[0], family);
+      const pp = protoPort(parts[1]);
+      const net = parts[2]?.includes('/') ? parseCIDR(parts[2]) : null;
+      const host = net ? null : ipOf(parts[2], family);
+      if (parts.length !== 3 || !ip || !pp) return null;
+      if (host) return `${ip},${pp},${host}`;
+      if (!net || net.family !== family || net.prefix === 0) return null; // ipset refuses a zero prefix
+      return `${ip},${pp},${netText(net.text)}`;
+    }
+  }
+}

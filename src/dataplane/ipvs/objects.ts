@@ -4,8 +4,10 @@
 // held by its Fake and written to the kernel over generic netlink.
 import type { IPFamily, Protocol } from '../../core/types.js';
 
+import { IPVS_SCHEDULERS } from '../../core/config/validate.js';
+
 /** Schedulers upstream accepts for --ipvs-scheduler (kernel modules ip_vs_<name>). */
-export const IPVS_SCHEDULERS = ['rr', 'wrr', 'lc', 'wlc', 'lblc', 'lblcr', 'sh', 'dh', 'sed', 'nq', 'mh'] as const;
+export { IPVS_SCHEDULERS };
 export type IpvsScheduler = (typeof IPVS_SCHEDULERS)[number];
 
 /** IP_VS_SVC_F_* flags we set or read. */
@@ -62,3 +64,8 @@ export function realServerKey(rs: Pick<RealServer, 'address' | 'port'>): string 
 export function sameVirtualServer(a: VirtualServer, b: VirtualServer): boolean {
   return a.scheduler === b.scheduler && a.flags === b.flags && a.timeout === b.timeout;
 }
+
+/** One change to the IPVS table, as the kernel takes it (one generic-netlink request each). */
+export type IpvsOp =
+  | { readonly op: 'add-service' | 'edit-service' | 'del-service'; readonly vs: VirtualServer }
+  | { readonly op: 'add-dest' | 'edit-dest' | 'del-dest'; readonly vs: VirtualServer; readonly rs: RealServer };

@@ -3,7 +3,7 @@
 // kernel applies them in order and answers each), so a sync of thousands of
 // virtual servers is a few sendmsg/recvmsg pairs, not a process per change.
 import { ProxyError } from '../../core/errors.js';
-import type { RealServerStatus, VirtualServer } from '../../dataplane/ipvs/objects.js';
+import type { IpvsOp, RealServerStatus, VirtualServer } from '../../dataplane/ipvs/objects.js';
 import { resolveGenlFamily } from '../netlink/genl.js';
 import { errnoName } from '../netlink/message.js';
 import { NETLINK_PROTOCOL, netlinkAvailable, NetlinkSocket } from '../netlink/socket.js';
@@ -19,7 +19,6 @@ import {
   encodeOp,
   encodeSetTimeouts,
   IPVS_GENL_NAME,
-  type IpvsOp,
   type IpvsTimeouts,
 } from './genl.js';
 

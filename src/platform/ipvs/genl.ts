@@ -6,7 +6,7 @@
 // nf_inet_addr (IPv4 in the first 4 bytes), everything else host order.
 import { parseIP, formatIP } from '../../core/ip.js';
 import type { IPFamily, Protocol } from '../../core/types.js';
-import type { RealServer, RealServerStatus, VirtualServer } from '../../dataplane/ipvs/objects.js';
+import type { IpvsOp, RealServer, RealServerStatus, VirtualServer } from '../../dataplane/ipvs/objects.js';
 import { FWD_MASQ, SVC_FLAG } from '../../dataplane/ipvs/objects.js';
 import { attr, Attrs, nested, str, u16, u16be, u32, type Attr } from '../netlink/attr.js';
 import { genlHeader, GENL_HDRLEN } from '../netlink/genl.js';
@@ -104,14 +104,6 @@ function destAttrs(family: IPFamily, rs: RealServer): Attr[] {
 function request(familyId: number, cmd: number, attrs: Attr[], flags = NLM_F.REQUEST | NLM_F.ACK): Buffer {
   return encodeMessage(familyId, flags, 0, genlHeader(cmd, IPVS_GENL_VERSION), attrs);
 }
-
-export type IpvsOp =
-  | { readonly op: 'add-service' | 'edit-service' | 'del-service'; readonly vs: VirtualServer }
-  | {
-      readonly op: 'add-dest' | 'edit-dest' | 'del-dest';
-      readonly vs: VirtualServer;
-      readonly rs: RealServer;
-    };
 
 export function encodeOp(familyId: number, o: IpvsOp): Buffer {
   switch (o.op) {
