@@ -21,7 +21,14 @@ import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../
 import type { DataplaneConfig, Endpoint, IPFamily, ServicePort, SyncState } from '../../core/types.js';
 import { servicePortPolicy } from '../policy.js';
 import { entry, IPSET, IPSETS, ipsetName, type IpsetName } from './ipsets.js';
-import { realServerKey, SVC_FLAG, virtualServerKey, type RealServer, type VirtualServer } from './objects.js';
+import {
+  realServerKey,
+  sameVirtualServer,
+  SVC_FLAG,
+  virtualServerKey,
+  type RealServer,
+  type VirtualServer,
+} from './objects.js';
 import { renderIpvsRules, type NoNodeAccess } from './rules.js';
 
 export interface IpvsOptions {
@@ -124,7 +131,7 @@ export class IpvsRenderer {
   private readonly binds = new Counted<string>();
   private lastNodeAddresses = '';
   private family: IPFamily | null = null;
-  private touched: { vs: Set<string>; entries: Map<string, Set<string>>; addresses: Set<string> } = newTouched();
+  private before = newBefore();
 
   constructor(private readonly options: IpvsOptions = DEFAULT_IPVS_OPTIONS) {}
 
@@ -135,7 +142,7 @@ export class IpvsRenderer {
     const npIPs = nodePortIPs(config, nodeAddrs);
     const nodeKey = `${family} ${nodeAddrs.join(',')} | ${npIPs.join(',')}`;
     const full = state.fullSync || this.family !== family || nodeKey !== this.lastNodeAddresses;
-    this.touched = newTouched();
+    this.before = newBefore();
     if (full) this.clear();
     this.family = family;
     this.lastNodeAddresses = nodeKey;
@@ -184,9 +191,7 @@ export class IpvsRenderer {
       ipsets,
       bindAddresses: new Set(this.binds.counts.keys()),
       iptables,
-      touched: full
-        ? null
-        : { virtualServers: this.touched.vs, entries: this.touched.entries, addresses: this.touched.addresses },
+      touched: full ? null : this.diffTouched(family),
       skipped,
       noLocalEndpoints: { internal: noLocalInternal.size, external: noLocalExternal.size },
       nodePortAddresses: npIPs,
@@ -215,11 +220,18 @@ export class IpvsRenderer {
       const vk = virtualServerKey(d.vs);
       let owners = this.vsOwners.get(vk);
       if (!owners) this.vsOwners.set(vk, (owners = new Map()));
+      this.noteVS(vk);
       owners.set(key, d);
       this.refreshVS(vk);
     }
-    for (const [set, e] of c.entries) if (this.counted(set).add(e)) this.touchEntry(set, e);
-    for (const a of c.bind) if (this.binds.add(a)) this.touched.addresses.add(a);
+    for (const [set, e] of c.entries) {
+      this.noteEntry(set, e);
+      this.counted(set).add(e);
+    }
+    for (const a of c.bind) {
+      this.noteAddress(a);
+      this.binds.add(a);
+    }
   }
 
   private drop(key: string): void {
@@ -231,13 +243,20 @@ export class IpvsRenderer {
     if (ports?.size === 0) this.portsOfService.delete(c.serviceKey);
     for (const d of c.vss) {
       const vk = virtualServerKey(d.vs);
+      this.noteVS(vk);
       const owners = this.vsOwners.get(vk);
       owners?.delete(key);
       if (owners?.size === 0) this.vsOwners.delete(vk);
       this.refreshVS(vk);
     }
-    for (const [set, e] of c.entries) if (this.counted(set).remove(e)) this.touchEntry(set, e);
-    for (const a of c.bind) if (this.binds.remove(a)) this.touched.addresses.add(a);
+    for (const [set, e] of c.entries) {
+      this.noteEntry(set, e);
+      this.counted(set).remove(e);
+    }
+    for (const a of c.bind) {
+      this.noteAddress(a);
+      this.binds.remove(a);
+    }
   }
 
   /** Two ports claiming one virtual server (a misconfiguration): the first owner wins, as a map would. */
@@ -245,7 +264,6 @@ export class IpvsRenderer {
     const first = this.vsOwners.get(vk)?.values().next().value;
     if (first) this.virtualServers.set(vk, first);
     else this.virtualServers.delete(vk);
-    this.touched.vs.add(vk);
   }
 
   private counted(set: IpsetName): Counted<string> {
@@ -254,16 +272,60 @@ export class IpvsRenderer {
     return c;
   }
 
-  private touchEntry(set: IpsetName, e: string): void {
-    const name = ipsetName(set, this.family!);
-    let s = this.touched.entries.get(name);
-    if (!s) this.touched.entries.set(name, (s = new Set()));
-    s.add(e);
+  // What each touched key looked like before this render, so `touched` lists
+  // only real changes (a re-rendered port that came out the same is no change).
+  private noteVS(vk: string): void {
+    if (!this.before.vs.has(vk)) this.before.vs.set(vk, this.virtualServers.get(vk));
+  }
+  private noteEntry(set: IpsetName, e: string): void {
+    const k = `${set} ${e}`;
+    if (!this.before.entries.has(k)) this.before.entries.set(k, this.entries.get(set)?.counts.has(e) ?? false);
+  }
+  private noteAddress(a: string): void {
+    if (!this.before.addresses.has(a)) this.before.addresses.set(a, this.binds.counts.has(a));
+  }
+
+  /** The keys whose state differs from before this render. */
+  private diffTouched(family: IPFamily): IpvsTouched {
+    const vs = new Set<string>();
+    for (const [vk, was] of this.before.vs) if (!sameDesired(was, this.virtualServers.get(vk))) vs.add(vk);
+    const entries = new Map<string, Set<string>>();
+    for (const [k, was] of this.before.entries) {
+      const sp = k.indexOf(' ');
+      const set = k.slice(0, sp) as IpsetName;
+      const e = k.slice(sp + 1);
+      if (was === (this.entries.get(set)?.counts.has(e) ?? false)) continue;
+      const name = ipsetName(set, family);
+      let m = entries.get(name);
+      if (!m) entries.set(name, (m = new Set()));
+      m.add(e);
+    }
+    const addresses = new Set<string>();
+    for (const [a, was] of this.before.addresses) if (was !== this.binds.counts.has(a)) addresses.add(a);
+    return { virtualServers: vs, entries, addresses };
   }
 }
 
-function newTouched() {
-  return { vs: new Set<string>(), entries: new Map<string, Set<string>>(), addresses: new Set<string>() };
+function sameDesired(a: DesiredVirtualServer | undefined, b: DesiredVirtualServer | undefined): boolean {
+  if (a === b) return true;
+  if (!a || !b) return false;
+  if (virtualServerKey(a.vs) !== virtualServerKey(b.vs) || !sameVirtualServer(a.vs, b.vs)) return false;
+  if (a.realServers.length !== b.realServers.length || a.lingering.size !== b.lingering.size) return false;
+  for (let i = 0; i < a.realServers.length; i++) {
+    const x = a.realServers[i]!;
+    const y = b.realServers[i]!;
+    if (x.address !== y.address || x.port !== y.port || x.weight !== y.weight) return false;
+  }
+  for (const k of a.lingering) if (!b.lingering.has(k)) return false;
+  return true;
+}
+
+function newBefore() {
+  return {
+    vs: new Map<string, DesiredVirtualServer | undefined>(),
+    entries: new Map<string, boolean>(),
+    addresses: new Map<string, boolean>(),
+  };
 }
 
 interface Ctx {
