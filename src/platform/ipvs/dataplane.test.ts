@@ -1,0 +1,230 @@
+// IpvsDataplane over the IPVS Fake: what a sync writes, partial syncs,
+// graceful termination, ownership, failure and repair, cleanup. The same
+// dataplane runs against the real kernel in test/guest/ipvs-dataplane.guest.ts.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { syncStateFromObjects } from '../../core/snapshot.js';
+import type { DataplaneConfig, SyncState } from '../../core/types.js';
+import { Fake } from '../../dataplane/ipvs/fake.js';
+import type { VirtualServer } from '../../dataplane/ipvs/objects.js';
+import { FakeClock } from '../../../test/support/fakeclock.js';
+import type { CommandRunner } from '../iptables/runner.js';
+import { cleanupIpvsLeftovers } from './cleanup.js';
+import { IpvsDataplane, type IpvsModeOptions } from './dataplane.js';
+import { fakeKernel } from './kernel.js';
+
+const config: DataplaneConfig = {
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: null,
+  localhostNodePorts: true,
+  localIPs: ['127.0.0.1', '192.168.0.2'],
+};
+const ipvsOpts: IpvsModeOptions = {
+  scheduler: '',
+  excludeCIDRs: ['10.99.0.0/16'],
+  strictARP: true,
+  tcpTimeout: 0,
+  tcpFinTimeout: 0,
+  udpTimeout: 0,
+};
+const run: CommandRunner = async () => ({ stdout: 'iptables v1.8.9 (nf_tables)\n', stderr: '', code: 0 });
+
+type Ep = { ip: string; terminating?: boolean };
+function state(
+  eps: Record<string, Ep[]>,
+  opts: { full?: boolean; changed?: string[]; protocol?: 'TCP' | 'UDP'; nodePort?: boolean } = {},
+): SyncState {
+  const protocol = opts.protocol ?? 'TCP';
+  const names = Object.keys(eps);
+  return syncStateFromObjects({
+    services: names.map((n, i) => ({
+      metadata: { namespace: 'ns', name: n },
+      spec: {
+        type: opts.nodePort ? 'NodePort' : 'ClusterIP',
+        clusterIP: `172.30.0.${i + 1}`,
+        ports: [{ name: 'p', port: 80, protocol, targetPort: 80, ...(opts.nodePort ? { nodePort: 30000 + i } : {}) }],
+      },
+    })) as never,
+    slices: names.map((n) => ({
+      metadata: { namespace: 'ns', name: `${n}-1`, labels: { 'kubernetes.io/service-name': n } },
+      addressType: 'IPv4',
+      endpoints: eps[n]!.map((e) => ({
+        addresses: [e.ip],
+        conditions: e.terminating ? { ready: false, serving: true, terminating: true } : { ready: true },
+        nodeName: 'node2',
+      })),
+      ports: [{ name: 'p', port: 80, protocol }],
+    })) as never,
+    family: 'IPv4',
+    nodeName: 'test-node',
+    nodeIPs: { IPv4: '192.168.0.2' },
+    fullSync: opts.full ?? true,
+    ...(opts.changed ? { changedServices: opts.changed } : {}),
+  });
+}
+
+function setup(drainBounds = { tcpMs: 60_000, udpMs: 30_000 }) {
+  const fake = new Fake({ nodeAddresses: ['127.0.0.1', '192.168.0.2'] });
+  const clock = new FakeClock();
+  const flushed: string[] = [];
+  const dp = new IpvsDataplane({
+    config,
+    ipvs: ipvsOpts,
+    kernel: fakeKernel(fake),
+    run,
+    clock,
+    syncPeriodMs: 30_000,
+    drainBounds,
+    flushUDP: async (_f, vs, rs) => {
+      flushed.push(`${vs.address}:${vs.port}->${rs.address}:${rs.port}`);
+    },
+  });
+  return { fake, clock, dp, flushed };
+}
+const dests = (fake: Fake, ip: string, proto: 'TCP' | 'UDP' = 'TCP') =>
+  fake
+    .listDests({ protocol: proto, address: ip, port: 80 })
+    .map((d) => `${d.address}:${d.weight}`)
+    .sort();
+
+test('a first sync writes virtual servers, kube-ipvs0 addresses, ipsets, rules with their jumps, and sysctls', async () => {
+  const { fake, dp } = setup();
+  const out = await dp.sync(state({ a: [{ ip: '10.180.0.1' }, { ip: '10.180.0.2' }] }, { nodePort: true }));
+  assert.equal(out.partial, false);
+  assert.deepEqual(dests(fake, '172.30.0.1'), ['10.180.0.1:1', '10.180.0.2:1']);
+  assert.deepEqual(dests(fake, '192.168.0.2'), []); // the NodePort is on 30000
+  assert.equal(fake.listDests({ protocol: 'TCP', address: '192.168.0.2', port: 30000 }).length, 2);
+  assert.deepEqual(fake.dummyAddresses(), ['172.30.0.1']);
+  assert.deepEqual([...fake.members('KUBE-CLUSTER-IP')!], ['172.30.0.1,tcp:80']);
+  assert.deepEqual([...fake.members('KUBE-NODE-PORT-TCP')!], ['30000']);
+  assert.match(
+    fake.iptables.save('nat'),
+    /-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES/,
+  );
+  assert.match(
+    fake.iptables.save('filter'),
+    /-A INPUT -m comment --comment "kubernetes ipvs access filter" -j KUBE-IPVS-FILTER/,
+  );
+  assert.equal(fake.sysctls.get('net/ipv4/vs/conntrack'), '1');
+  assert.equal(fake.sysctls.get('net/ipv4/vs/expire_nodest_conn'), '1');
+  assert.equal(fake.sysctls.get('net/ipv4/conf/all/arp_ignore'), '1', 'strict ARP');
+  assert.equal(fake.sysctls.get('net/ipv4/conf/all/arp_announce'), '2');
+});
+
+test('a partial sync sends only the changed real servers; a removed TCP one drains at weight 0, then goes', async () => {
+  const { fake, dp, clock } = setup();
+  const names = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`s${i}`, [{ ip: `10.180.0.${i + 1}` }]]));
+  await dp.sync(state(names));
+  const out = await dp.sync(state({ ...names, s3: [{ ip: '10.180.9.9' }] }, { full: false, changed: ['ns/s3'] }));
+  assert.equal(out.partial, true);
+  assert.equal(out.counters!['ipvsRequests'], 2, 'add the new real server, weight 0 for the old one');
+  assert.deepEqual(dests(fake, '172.30.0.4'), ['10.180.0.4:0', '10.180.9.9:1']);
+  fake.setConnections('TCP/172.30.0.4:80', '10.180.0.4:80', 1, 0);
+  assert.equal(await dp.checkDraining(), 0, 'a connection left: it stays');
+  assert.deepEqual(dests(fake, '172.30.0.4'), ['10.180.0.4:0', '10.180.9.9:1']);
+  fake.setConnections('TCP/172.30.0.4:80', '10.180.0.4:80', 0, 0);
+  assert.equal(await dp.checkDraining(), 1, 'drained: deleted');
+  assert.deepEqual(dests(fake, '172.30.0.4'), ['10.180.9.9:1']);
+  // A real server kept busy is deleted after the bound.
+  await dp.sync(state({ ...names, s3: [{ ip: '10.180.8.8' }] }, { full: false, changed: ['ns/s3'] }));
+  fake.setConnections('TCP/172.30.0.4:80', '10.180.9.9:80', 3, 0);
+  clock.advance(59_000);
+  assert.equal(await dp.checkDraining(), 0);
+  clock.advance(1_000);
+  assert.equal(await dp.checkDraining(), 1);
+  assert.deepEqual(dests(fake, '172.30.0.4'), ['10.180.8.8:1']);
+});
+
+test('UDP: a gone endpoint is deleted at once and its conntrack flushed; a terminating one drains', async () => {
+  const { fake, dp, flushed } = setup();
+  await dp.sync(
+    state({ dns: [{ ip: '10.180.0.1' }, { ip: '10.180.0.2' }, { ip: '10.180.0.3' }] }, { protocol: 'UDP' }),
+  );
+  await dp.sync(
+    state(
+      { dns: [{ ip: '10.180.0.1' }, { ip: '10.180.0.3', terminating: true }] },
+      { protocol: 'UDP', full: false, changed: ['ns/dns'] },
+    ),
+  );
+  assert.deepEqual(dests(fake, '172.30.0.1', 'UDP'), ['10.180.0.1:1', '10.180.0.3:0']);
+  assert.deepEqual(flushed, ['172.30.0.1:80->10.180.0.2:80']);
+});
+
+test('a real server wanted again while it drains gets its weight back', async () => {
+  const { fake, dp } = setup();
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }, { ip: '10.180.0.2' }] }));
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }] }, { full: false, changed: ['ns/a'] }));
+  assert.deepEqual(dests(fake, '172.30.0.1'), ['10.180.0.1:1', '10.180.0.2:0']);
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }, { ip: '10.180.0.2' }] }, { full: false, changed: ['ns/a'] }));
+  assert.deepEqual(dests(fake, '172.30.0.1'), ['10.180.0.1:1', '10.180.0.2:1']);
+  assert.equal(await dp.checkDraining(), 0, 'no longer draining');
+});
+
+test('full syncs delete only our stale virtual servers: others and --ipvs-exclude-cidrs stay', async () => {
+  const { fake, dp } = setup();
+  const foreign = (address: string, port = 80): VirtualServer => ({
+    family: 'IPv4',
+    protocol: 'TCP',
+    address,
+    port,
+    scheduler: 'rr',
+    flags: 0,
+    timeout: 0,
+  });
+  fake.applyIpvs([
+    { op: 'add-service', vs: foreign('192.168.0.2', 8443) }, // someone's VIP on a node address
+    { op: 'add-service', vs: foreign('10.99.0.1') }, // excluded range
+    { op: 'add-service', vs: foreign('203.0.113.50') }, // not on any of our addresses
+  ]);
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }], b: [{ ip: '10.180.0.2' }] }));
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }] })); // b is gone: its ClusterIP is on kube-ipvs0, so ours
+  const left = fake
+    .listServices()
+    .map((v) => `${v.address}:${v.port}`)
+    .sort();
+  assert.deepEqual(left, ['10.99.0.1:80', '172.30.0.1:80', '192.168.0.2:8443', '203.0.113.50:80']);
+  assert.deepEqual(fake.dummyAddresses(), ['172.30.0.1']);
+});
+
+test('a refused change fails the sync; the next one is full and repairs from the kernel', async () => {
+  const { fake, dp } = setup();
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }] }));
+  // Someone deletes our virtual server behind our back; a partial sync adding a real server to it is refused.
+  fake.applyIpvs([{ op: 'del-service', vs: fake.listServices()[0]! }]);
+  await assert.rejects(
+    dp.sync(state({ a: [{ ip: '10.180.0.1' }, { ip: '10.180.0.2' }] }, { full: false, changed: ['ns/a'] })),
+    /change\(s\) refused/,
+  );
+  const out = await dp.sync(state({ a: [{ ip: '10.180.0.1' }, { ip: '10.180.0.2' }] }, { full: false, changed: [] }));
+  assert.equal(out.partial, false);
+  assert.deepEqual(dests(fake, '172.30.0.1'), ['10.180.0.1:1', '10.180.0.2:1']);
+});
+
+test('cleanup removes kube-ipvs0, our virtual servers, sets, chains and jumps, and nothing else', async () => {
+  const { fake, dp } = setup();
+  fake.applyIpvs([
+    {
+      op: 'add-service',
+      vs: { family: 'IPv4', protocol: 'TCP', address: '203.0.113.50', port: 80, scheduler: 'rr', flags: 0, timeout: 0 },
+    },
+  ]);
+  fake.iptables.restore('*nat\n:OTHER - [0:0]\n-A PREROUTING -j OTHER\nCOMMIT\n', { noflush: true });
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }] }, { nodePort: true }));
+  const r = await cleanupIpvsLeftovers(fakeKernel(fake), { families: ['IPv4', 'IPv6'] });
+  assert.deepEqual(r.errors, []);
+  assert.deepEqual(
+    fake.listServices().map((v) => v.address),
+    ['203.0.113.50'],
+  );
+  assert.equal(fake.hasDummy(), false);
+  assert.deepEqual(fake.setNames(), []);
+  assert.equal(
+    fake.iptables.save('nat'),
+    '*nat\n:PREROUTING ACCEPT [0:0]\n:INPUT ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n:OTHER - [0:0]\n-A PREROUTING -j OTHER\nCOMMIT\n',
+  );
+  assert.doesNotMatch(fake.iptables.save('filter'), /KUBE-/);
+  assert.equal(r.virtualServers, 2, 'the ClusterIP and the NodePort');
+});
