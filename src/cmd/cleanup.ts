@@ -1,9 +1,12 @@
 // --cleanup and the mode-switch cleanup at start (upstream platformCleanup):
 // each mode removes only what it created. Errors are logged and counted, and
 // --cleanup exits non-zero if any step failed.
-import { cleanupLeftovers, hostRunner, Iptables } from '../platform/iptables/index.js';
+import { cleanupLeftovers, hostRunner, Iptables, procSysctl } from '../platform/iptables/index.js';
+import { cleanupIpvsLeftovers, ipvsLeftoversPresent } from '../platform/ipvs/cleanup.js';
+import { openKernel } from '../platform/ipvs/kernel.js';
 import { cleanupNftablesLeftovers } from '../platform/nftables/dataplane.js';
 import type { Logger } from '../platform/logger.js';
+import { ipv6Supported } from '../platform/netinfo.js';
 import { cleanupUserspaceLeftovers } from '../platform/userspace/dataplane.js';
 import { cleanupEbpfMode } from '../platform/ebpf/dataplane.js';
 
@@ -52,21 +55,78 @@ async function cleanupEbpf(log: Logger, pinRoot?: string): Promise<number> {
   }
 }
 
+/**
+ * IPVS mode's state: only when the kernel has IPVS and something of ours is
+ * there (`always`: --cleanup). Runs before the iptables cleanup, whose chains
+ * it shares, so the rules matching our ipsets are gone before the sets.
+ */
+async function cleanupIpvs(log: Logger, o: { always: boolean; excludeCIDRs: readonly string[] }): Promise<number> {
+  let k;
+  try {
+    k = await openKernel(hostRunner, procSysctl);
+  } catch (e) {
+    log.debug({ err: String(e) }, 'ipvs cleanup skipped: no IPVS here');
+    return 0;
+  }
+  try {
+    if (!o.always && !(await ipvsLeftoversPresent(k))) return 0;
+    const families = (['IPv4', 'IPv6'] as const).filter((f) => f === 'IPv4' || ipv6Supported());
+    const r = await cleanupIpvsLeftovers(k, { families, excludeCIDRs: o.excludeCIDRs });
+    for (const e of r.errors) log.error({ err: String(e) }, 'ipvs cleanup step failed');
+    if (r.virtualServers + r.chains + r.ipsets > 0 || r.link)
+      log.info(
+        { virtualServers: r.virtualServers, chains: r.chains, ipsets: r.ipsets, link: r.link },
+        'Removed IPVS state',
+      );
+    return r.errors.length;
+  } finally {
+    k.close();
+  }
+}
+
 /** --cleanup: every mode's state. Returns the number of failed steps. */
-export async function cleanupAll(log: Logger, ebpfPinRoot?: string): Promise<number> {
+export async function cleanupAll(
+  log: Logger,
+  o: { ebpfPinRoot?: string; excludeCIDRs?: readonly string[] } = {},
+): Promise<number> {
   const errors =
+    (await cleanupIpvs(log, { always: true, excludeCIDRs: o.excludeCIDRs ?? [] })) +
     (await cleanupIptables(log)) +
     (await cleanupNftables(log)) +
     (await cleanupUserspace(log)) +
-    (await cleanupEbpf(log, ebpfPinRoot));
+    (await cleanupEbpf(log, o.ebpfPinRoot));
   log.info({ errors }, 'Cleanup finished');
   return errors;
 }
 
-/** At start: remove what other modes may have left (upstream runs the same). */
-export async function cleanupOtherModes(mode: string, log: Logger, ebpfPinRoot?: string): Promise<void> {
-  if (mode !== 'iptables') await cleanupIptables(log);
+/**
+ * At start: remove what other modes may have left (upstream runs the same).
+ * iptables and IPVS modes share chain names: each removes the other's state
+ * only when that state is there (a switch between them), never on a restart.
+ */
+export async function cleanupOtherModes(
+  mode: string,
+  log: Logger,
+  o: { ebpfPinRoot?: string; excludeCIDRs?: readonly string[] } = {},
+): Promise<void> {
+  if (mode !== 'ipvs') await cleanupIpvs(log, { always: false, excludeCIDRs: o.excludeCIDRs ?? [] });
+  if (mode === 'ipvs') {
+    if (await iptablesModeLeftovers()) await cleanupIptables(log);
+  } else if (mode !== 'iptables') await cleanupIptables(log);
   if (mode !== 'nftables') await cleanupNftables(log);
   if (mode !== 'userspace') await cleanupUserspace(log);
-  if (mode !== 'ebpf') await cleanupEbpf(log, ebpfPinRoot);
+  if (mode !== 'ebpf') await cleanupEbpf(log, o.ebpfPinRoot);
+}
+
+/** iptables mode's own chains (KUBE-NODEPORTS, KUBE-SVC-*...) exist in either family. */
+async function iptablesModeLeftovers(): Promise<boolean> {
+  for (const family of ['IPv4', 'IPv6'] as const) {
+    try {
+      const save = await new Iptables(family, hostRunner).save('nat');
+      if (/^:(KUBE-NODEPORTS|KUBE-SVC-|KUBE-SEP-|KUBE-EXT-|KUBE-SVL-|KUBE-FW-)/m.test(save)) return true;
+    } catch {
+      // no ip6tables: nothing of that family
+    }
+  }
+  return false;
 }

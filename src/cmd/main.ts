@@ -57,7 +57,10 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (cmd.actions.cleanup) {
-    const errors = await cleanupAll(log, cmd.ebpf.pinRoot);
+    const errors = await cleanupAll(log, {
+      ebpfPinRoot: cmd.ebpf.pinRoot,
+      excludeCIDRs: cmd.resolved.ipvs.excludeCIDRs,
+    });
     return errors === 0 ? 0 : 1;
   }
   if (cmd.actions.initOnly) {

@@ -15,6 +15,10 @@ import { UserspaceDataplane } from '../platform/userspace/dataplane.js';
 import { EbpfDataplane } from '../platform/ebpf/dataplane.js';
 import type { EbpfFlags } from './options.js';
 import { availableParallelism } from 'node:os';
+import { Conntrack } from '../platform/conntrack.js';
+import { IpvsDataplane } from '../platform/ipvs/dataplane.js';
+import { DEFAULT_DRAIN_BOUNDS, type DrainBounds } from '../platform/ipvs/graceful.js';
+import { openKernel } from '../platform/ipvs/kernel.js';
 
 export interface DataplaneDeps {
   readonly config: DataplaneConfig;
@@ -27,7 +31,7 @@ export interface DataplaneDeps {
   readonly ebpf?: EbpfFlags;
 }
 
-export const SUPPORTED_MODES = ['iptables', 'nftables', 'userspace', 'ebpf'] as const;
+export const SUPPORTED_MODES = ['iptables', 'ipvs', 'nftables', 'userspace', 'ebpf'] as const;
 
 /**
  * The ebpf mode's connection map holds two entries per connection; it is
@@ -60,6 +64,27 @@ export function nftablesLayout(
   return layout ?? DEFAULT_ENDPOINT_LAYOUT;
 }
 
+/**
+ * How long IPVS mode lets an unwanted real server drain before deleting it:
+ * DEFAULT_DRAIN_BOUNDS unless KPT_IPVS_DRAIN_TIMEOUT gives seconds (for both
+ * TCP and UDP). Like KPT_NFTABLES_LAYOUT an environment switch, read only here.
+ */
+export function ipvsDrainBounds(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  warn: (msg: string) => void = () => {},
+): DrainBounds {
+  const v = env['KPT_IPVS_DRAIN_TIMEOUT'];
+  if (v === undefined || v === '') return DEFAULT_DRAIN_BOUNDS;
+  const s = Number(v);
+  if (!Number.isFinite(s) || s < 0) {
+    warn(`KPT_IPVS_DRAIN_TIMEOUT=${v} is not a number of seconds; using the defaults`);
+    return DEFAULT_DRAIN_BOUNDS;
+  }
+  return { tcpMs: s * 1000, udpMs: s * 1000 };
+}
+
+const seconds = (ns: number) => Math.round(ns / 1e9);
+
 export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
   const onEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) =>
     d.log[level](fields, msg);
@@ -81,6 +106,32 @@ export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
         readViaNetlink: featureGateEnabled(d.resolved.featureGates, 'NFTablesNetlink'),
         onTransaction: (family, script, partial) => d.log.trace({ family, partial, script }, 'nft transaction'),
       });
+    case 'ipvs': {
+      const v = d.resolved.ipvs;
+      const ct = new Conntrack();
+      return new IpvsDataplane({
+        config: d.config,
+        ipvs: {
+          scheduler: v.scheduler,
+          excludeCIDRs: v.excludeCIDRs,
+          strictARP: v.strictARP,
+          tcpTimeout: seconds(v.tcpTimeout),
+          tcpFinTimeout: seconds(v.tcpFinTimeout),
+          udpTimeout: seconds(v.udpTimeout),
+        },
+        kernel: () => openKernel(hostRunner, procSysctl),
+        run: hostRunner,
+        clock: d.clock,
+        syncPeriodMs: d.syncPeriodMs,
+        drainBounds: ipvsDrainBounds(process.env, (msg) => d.log.warn(msg)),
+        flushUDP: async (family, vs, rs) => {
+          await ct.deleteFlows(family, [
+            { origDst: vs.address, origDstPort: vs.port, replySrc: rs.address, replySrcPort: rs.port },
+          ]);
+        },
+        onEvent,
+      });
+    }
     case 'userspace':
       return new UserspaceDataplane({
         config: d.config,
@@ -120,7 +171,7 @@ export async function familiesFor(mode: string, primary: IPFamily): Promise<IPFa
   const secondary: IPFamily = primary === 'IPv4' ? 'IPv6' : 'IPv4';
   let secondaryOK: boolean;
   if (secondary === 'IPv6' && !ipv6Supported()) secondaryOK = false;
-  else if (mode === 'iptables')
+  else if (mode === 'iptables' || mode === 'ipvs')
     secondaryOK = await works(secondary === 'IPv6' ? 'ip6tables' : 'iptables', [
       '-w',
       '-t',

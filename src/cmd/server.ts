@@ -31,6 +31,9 @@ import { ServiceHealthServer } from '../platform/servicehealth.js';
 import { setupConntrack } from '../platform/sysctl.js';
 import { writeFile } from 'node:fs/promises';
 import { cleanupOtherModes } from './cleanup.js';
+import { IpvsKernel } from '../platform/ipvs/client.js';
+import { ensureIpvsSysctls } from '../platform/ipvs/sysctls.js';
+import { procSysctl } from '../platform/iptables/index.js';
 import { createDataplane, familiesFor } from './modes.js';
 import type { RunCommand } from './options.js';
 import { startupNode } from './node.js';
@@ -69,6 +72,7 @@ async function platformSetup(cmd: RunCommand, log: Logger): Promise<readonly str
 
 export async function initOnly(cmd: RunCommand, log: Logger): Promise<void> {
   await platformSetup(cmd, log);
+  if (cmd.resolved.mode === 'ipvs') await ipvsInit(cmd, log);
   log.info('Privileged initialization done (--init-only)');
 }
 
@@ -100,7 +104,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       { serviceProxyName: cmd.serviceProxyName },
       "Serving only Services claimed with service-proxy-name; leaving other proxies' rules alone",
     );
-  else await cleanupOtherModes(mode, log, cmd.ebpf.pinRoot);
+  else await cleanupOtherModes(mode, log, { ebpfPinRoot: cmd.ebpf.pinRoot, excludeCIDRs: config.ipvs.excludeCIDRs });
 
   const nodeName = resolveNodeName(config.hostnameOverride, hostname());
   const source = await openSource(cmd, nodeName, log);
@@ -119,6 +123,12 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     );
   const { nodeIPs, podCIDRs } = detected;
   log.info({ nodeName, nodeIPs, mode }, 'Starting kube-proxy-ts');
+  // Upstream logs this (and records an IPVSDeprecation event) since 1.35, KEP-5495.
+  if (mode === 'ipvs')
+    log.error(
+      {},
+      "The ipvs proxier is now deprecated and may be removed in a future release. Please use 'nftables' instead.",
+    );
 
   const clock = realClock;
   const metrics = new ProxyMetrics();
@@ -278,7 +288,8 @@ function failureCounter(mode: string, metrics: ProxyMetrics): ProxierObserver {
   return {
     ...nullObserver,
     syncFailed: (family) => {
-      if (mode === 'iptables') metrics.iptablesRestoreFailed(family);
+      // IPVS mode counts its failed syncs there too (upstream: its iptables-restore failures).
+      if (mode === 'iptables' || mode === 'ipvs') metrics.iptablesRestoreFailed(family);
       else if (mode === 'nftables') metrics.nftablesSyncFailed(family);
     },
   };
@@ -323,4 +334,19 @@ function watchNodeIPs(
     timer = clock.setTimer(5000, check);
   }
   return { cancel: () => timer.cancel() };
+}
+
+/** --init-only in IPVS mode: the sysctls and timeouts upstream's NewProxier sets before it returns. */
+async function ipvsInit(cmd: RunCommand, log: Logger): Promise<void> {
+  const v = cmd.resolved.ipvs;
+  await ensureIpvsSysctls(procSysctl, 'IPv4', v.strictARP, (fields, msg) => log.info(fields, msg));
+  const s = (ns: number) => Math.round(ns / 1e9);
+  if (v.tcpTimeout > 0 || v.tcpFinTimeout > 0 || v.udpTimeout > 0) {
+    const k = await IpvsKernel.open();
+    try {
+      k.setTimeouts({ tcp: s(v.tcpTimeout), tcpFin: s(v.tcpFinTimeout), udp: s(v.udpTimeout) });
+    } finally {
+      k.close();
+    }
+  }
 }
