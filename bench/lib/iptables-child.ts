@@ -15,13 +15,8 @@ import { buildSyncState } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncOutcome, SyncState } from '../../src/core/types.js';
 import { FamilyState } from '../../src/engine/familystate.js';
 import { realClock } from '../../src/platform/clock.js';
-import {
-  IptablesDataplane,
-  netnsRunner,
-  runnerSysctl,
-  withWholeTableCache,
-  type CommandRunner,
-} from '../../src/platform/iptables/index.js';
+import { netnsRunner, type CommandRunner } from '../../src/platform/exec.js';
+import { IptablesDataplane, runnerSysctl, withWholeTableCache } from '../../src/platform/iptables/index.js';
 import { service, slice } from '../../test/cases/fixtures.js';
 import { cpuNow, cpuSince } from './cputime.js';
 

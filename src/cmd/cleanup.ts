@@ -1,7 +1,9 @@
 // --cleanup and the mode-switch cleanup at start (upstream platformCleanup):
 // each mode removes only what it created. Errors are logged and counted, and
 // --cleanup exits non-zero if any step failed.
-import { cleanupLeftovers, hostRunner, Iptables, procSysctl } from '../platform/iptables/index.js';
+import type { ProxyMode } from '../core/types.js';
+import { hostRunner } from '../platform/exec.js';
+import { cleanupLeftovers, Iptables, procSysctl } from '../platform/iptables/index.js';
 import { cleanupIpvsLeftovers, ipvsLeftoversPresent } from '../platform/ipvs/cleanup.js';
 import { openKernel } from '../platform/ipvs/kernel.js';
 import { cleanupNftablesLeftovers } from '../platform/nftables/dataplane.js';
@@ -105,7 +107,7 @@ export async function cleanupAll(
  * only when that state is there (a switch between them), never on a restart.
  */
 export async function cleanupOtherModes(
-  mode: string,
+  mode: ProxyMode,
   log: Logger,
   o: { ebpfPinRoot?: string; excludeCIDRs?: readonly string[] } = {},
 ): Promise<void> {

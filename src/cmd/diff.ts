@@ -24,7 +24,7 @@ import { ProxyError } from '../core/errors.js';
 import { cidrsOfServiceCIDRs, syncStateFromObjects } from '../core/snapshot.js';
 import type { SyncState } from '../core/types.js';
 import { ApiStatusError, KubeClient, loadKubeConfig } from '../platform/k8s/index.js';
-import { hostRunner, netnsRunner, type CommandRunner } from '../platform/iptables/runner.js';
+import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
 import { PROCESS_IO, kernelLocalIPs, type CmdIO } from './explain.js';
 import { diffIptablesFamily, type FamilyDiff } from './diffipt.js';
 import { diffNftablesFamily } from './diffnft.js';
@@ -120,7 +120,7 @@ export interface DiffResult {
 
 export async function computeDiff(cmd: RunCommand, run: CommandRunner, signal: AbortSignal): Promise<DiffResult> {
   const config = cmd.resolved;
-  const mode = config.mode === '' ? 'iptables' : config.mode;
+  const mode = cmd.mode;
   const kc = loadKubeConfig({ kubeconfigPath: config.clientConnection.kubeconfig || undefined, master: cmd.master });
   const nodeName = resolveNodeName(config.hostnameOverride, hostname());
   const client = new KubeClient(kc, { qps: config.clientConnection.qps, burst: config.clientConnection.burst });

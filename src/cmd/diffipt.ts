@@ -11,7 +11,7 @@ import { diffIptables, diffText, type ChainDiff } from '../dataplane/iptables/di
 import { Fake, type IptablesTable } from '../dataplane/iptables/fake.js';
 import { DEFAULT_IPTABLES_OPTIONS, type IptablesOptions } from '../dataplane/iptables/index.js';
 import { realClock } from '../platform/clock.js';
-import { ExecError } from '../platform/exec.js';
+import { ExecError, type CommandRunner } from '../platform/exec.js';
 import {
   CT_INVALID_COUNTER,
   LOCALHOST_NP_COUNTER,
@@ -20,7 +20,6 @@ import {
 } from '../platform/iptables/features.js';
 import { fakeRunner, type FakeRunner } from '../platform/iptables/fakerunner.js';
 import { IptablesDataplane } from '../platform/iptables/dataplane.js';
-import type { CommandRunner } from '../platform/iptables/runner.js';
 import { runnerSysctl } from '../platform/iptables/sysctl.js';
 
 export interface FamilyDiff {

@@ -11,7 +11,7 @@ import { nftFamily, TABLE_NAME } from '../dataplane/nftables/names.js';
 import { EMPTY_SNAPSHOT, NftablesRenderer } from '../dataplane/nftables/renderer.js';
 import { diffNftTables, nftDiffText } from '../dataplane/nftables/tablediff.js';
 import { realClock } from '../platform/clock.js';
-import type { CommandRunner } from '../platform/iptables/runner.js';
+import type { CommandRunner } from '../platform/exec.js';
 import { parseTableJSON } from '../platform/nftables/readback.js';
 import type { FamilyDiff } from './diffipt.js';
 import { nftablesLayout } from './modes.js';

@@ -16,7 +16,7 @@ import { ipFamilyOf, normalizeIP } from '../core/ip.js';
 import type { IPFamily, Protocol } from '../core/types.js';
 import { Fake } from '../dataplane/iptables/fake.js';
 import { trace as traceIptables } from '../dataplane/iptables/trace.js';
-import { hostRunner, netnsRunner, type CommandRunner } from '../platform/iptables/runner.js';
+import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
 import { explainNftables } from './explainnft.js';
 import { explainEbpf } from './explainebpf.js';
 import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';

@@ -8,7 +8,7 @@ import { loadNftTable, parseElementsJSON, parseNftListing } from '../dataplane/n
 import { nftFamily, TABLE_NAME } from '../dataplane/nftables/names.js';
 import type { Fake } from '../dataplane/nftables/fake.js';
 import { trace } from '../dataplane/nftables/trace.js';
-import type { CommandRunner } from '../platform/iptables/runner.js';
+import type { CommandRunner } from '../platform/exec.js';
 import type { ExplainRequest } from './explain.js';
 import { serviceFromComment, summarize, type Explanation } from './explainview.js';
 

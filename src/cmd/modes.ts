@@ -1,11 +1,11 @@
 // One place that knows which datapath class serves which --proxy-mode.
 import { access } from 'node:fs/promises';
 import type { ResolvedConfig } from '../core/config/types.js';
-import type { Dataplane, DataplaneConfig, IPFamily } from '../core/types.js';
+import type { Dataplane, DataplaneConfig, IPFamily, ProxyMode } from '../core/types.js';
 import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from '../dataplane/nftables/index.js';
 import type { Clock } from '../engine/clock.js';
-import { run } from '../platform/exec.js';
-import { hostRunner, IptablesDataplane, procSysctl } from '../platform/iptables/index.js';
+import { hostRunner } from '../platform/exec.js';
+import { IptablesDataplane, procSysctl } from '../platform/iptables/index.js';
 import type { Logger } from '../platform/logger.js';
 import type { ProxyMetrics } from '../platform/metrics.js';
 import { ipv6Supported } from '../platform/netinfo.js';
@@ -85,7 +85,7 @@ export function ipvsDrainBounds(
 
 const seconds = (ns: number) => Math.round(ns / 1e9);
 
-export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
+export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
   const onEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) =>
     d.log[level](fields, msg);
   switch (mode) {
@@ -155,7 +155,7 @@ export function createDataplane(mode: string, d: DataplaneDeps): Dataplane {
 
 async function works(cmd: string, args: string[]): Promise<boolean> {
   try {
-    await run(cmd, args);
+    await hostRunner(cmd, args);
     return true;
   } catch {
     return false;
@@ -167,7 +167,7 @@ async function works(cmd: string, args: string[]): Promise<boolean> {
  * primary; the other family is added when the platform supports it, e.g.
  * ip6tables works and the kernel has IPv6).
  */
-export async function familiesFor(mode: string, primary: IPFamily): Promise<IPFamily[]> {
+export async function familiesFor(mode: ProxyMode, primary: IPFamily): Promise<IPFamily[]> {
   const secondary: IPFamily = primary === 'IPv4' ? 'IPv6' : 'IPv4';
   let secondaryOK: boolean;
   if (secondary === 'IPv6' && !ipv6Supported()) secondaryOK = false;

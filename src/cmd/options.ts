@@ -188,6 +188,7 @@ export async function parseCommandLine(
   warnings.push(...vw);
   return {
     kind: 'run',
+    // The one place the mode is normalised: platformApplyDefaults made "" iptables; this narrows the type.
     mode: cfg.mode === '' ? 'iptables' : cfg.mode,
     config: resolvedToV1Alpha1(cfg),
     resolved: cfg,

@@ -6,18 +6,18 @@
 // next process takes over without a traffic gap.
 import { watch } from 'node:fs';
 import { hostname } from 'node:os';
-import type { ResolvedConfig } from '../core/config/types.js';
 import { featureGateEnabled } from '../core/config/features.js';
 import { nftablesUnsupportedReason } from '../core/nftcheck.js';
 import { nftablesHostVersions } from '../platform/nftables/versions.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { resolveNodeName } from '../core/config/nodename.js';
-import type { Dataplane, IPFamily } from '../core/types.js';
+import type { Dataplane } from '../core/types.js';
 import { healthObserver, healthTimeoutFor, ProxyHealthState } from '../engine/health.js';
+import { NodeChangeWatch } from '../engine/nodewatch.js';
 import { Proxier } from '../engine/proxier.js';
-import { nullObserver, type ProxierObserver } from '../engine/observer.js';
 import { BoundedFrequencyRunner } from '../engine/runner.js';
 import { healthCheckListenAddresses } from '../engine/servicehealth.js';
+import { syncFailureObserver } from '../engine/syncfailures.js';
 import { SyncStatusRecorder } from '../engine/syncstatus.js';
 import { realClock } from '../platform/clock.js';
 import { Conntrack, conntrackReconciler, type ConntrackTable } from '../platform/conntrack.js';
@@ -78,7 +78,7 @@ export async function initOnly(cmd: RunCommand, log: Logger): Promise<void> {
 
 export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const config = cmd.resolved;
-  const mode = config.mode === '' ? 'iptables' : config.mode;
+  const mode = cmd.mode;
   const abort = new AbortController();
   const stop = (why: string, code = 0) => {
     if (abort.signal.aborted) return;
@@ -199,7 +199,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       metrics,
       healthObserver(health),
       loggingObserver(log),
-      failureCounter(mode, metrics),
+      syncFailureObserver(mode, metrics),
       syncStatus.observer,
     ),
     requestSync: () => runner.run(),
@@ -244,8 +244,14 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
         log,
       )
     : null;
-  // Node IP changes need a restart (upstream NodeManager exits too).
-  const nodeWatch = watchNodeIPs(proxier, detected.reported, podCIDRs, config, (why) => stop(why, 1), clock);
+  // Node IP (and, for NodeCIDR, podCIDR) changes need a restart, as upstream's NodeManager decides.
+  const nodeWatch = new NodeChangeWatch(
+    proxier,
+    { nodeIPs: detected.reported, podCIDRs },
+    config.detectLocalMode === 'NodeCIDR',
+    clock,
+    (why) => stop(why, 1),
+  );
 
   runner.loop();
   const sources = source.run(
@@ -283,18 +289,6 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   return exitCode;
 }
 
-/** Upstream counts failed restores/transactions per mode. */
-function failureCounter(mode: string, metrics: ProxyMetrics): ProxierObserver {
-  return {
-    ...nullObserver,
-    syncFailed: (family) => {
-      // IPVS mode counts its failed syncs there too (upstream: its iptables-restore failures).
-      if (mode === 'iptables' || mode === 'ipvs') metrics.iptablesRestoreFailed(family);
-      else if (mode === 'nftables') metrics.nftablesSyncFailed(family);
-    },
-  };
-}
-
 function watchConfigFile(path: string, onChange: () => void, log: Logger): { close(): void } | null {
   try {
     const w = watch(path, (ev) => {
@@ -306,34 +300,6 @@ function watchConfigFile(path: string, onChange: () => void, log: Logger): { clo
     log.warn({ err: (e as Error).message, path }, 'cannot watch config file');
     return null;
   }
-}
-
-/** Poll the proxier's view of the Node every few seconds: an IP change means restart. */
-function watchNodeIPs(
-  proxier: Proxier,
-  startIPs: Partial<Record<IPFamily, string>>,
-  startPodCIDRs: readonly string[],
-  config: ResolvedConfig,
-  onChange: (why: string) => void,
-  clock: typeof realClock,
-) {
-  let timer = clock.setTimer(5000, check);
-  function check() {
-    const now = proxier.nodeInfo();
-    if (proxier.isInitialized() && now.name !== '') {
-      for (const fam of ['IPv4', 'IPv6'] as const) {
-        const a = now.nodeIPs[fam];
-        if (a && startIPs[fam] && a !== startIPs[fam])
-          return onChange(`the node's ${fam} address changed from ${startIPs[fam]} to ${a}`);
-      }
-      // NodeCIDR detection is fixed at start; upstream exits when podCIDRs change.
-      if (config.detectLocalMode === 'NodeCIDR' && startPodCIDRs.join(',') !== now.podCIDRs.join(',')) {
-        return onChange(`the node's podCIDRs changed from ${startPodCIDRs.join(',')} to ${now.podCIDRs.join(',')}`);
-      }
-    }
-    timer = clock.setTimer(5000, check);
-  }
-  return { cancel: () => timer.cancel() };
 }
 
 /** --init-only in IPVS mode: the sysctls and timeouts upstream's NewProxier sets before it returns. */

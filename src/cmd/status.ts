@@ -5,10 +5,10 @@
 // contains every word (as the page's search box does).
 // Exit codes: 0 = printed, 2 = bad flags, proxy unreachable, or /statusz off.
 
-import { spawnSync } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { ProxyError } from '../core/errors.js';
 import type { ServicePortDoc, StatusDoc } from '../engine/statusview.js';
+import { netnsRunner } from '../platform/exec.js';
 import { parseBindAddress } from '../platform/metricsserver.js';
 import { statusTable } from './statustable.js';
 
@@ -92,16 +92,14 @@ export async function fetchStatus(address: string): Promise<StatusDoc> {
 }
 
 /** Run ourselves again inside the namespace (a socket cannot be opened into another netns from here). */
-function inNamespace(ns: string, argv: readonly string[]): number {
+async function inNamespace(ns: string, argv: readonly string[]): Promise<number> {
   const rest = argv.filter((a, i) => a !== '--netns' && argv[i - 1] !== '--netns' && !a.startsWith('--netns='));
-  const r = spawnSync(
-    'ip',
-    ['netns', 'exec', ns, process.execPath, ...process.execArgv, process.argv[1]!, 'status', ...rest],
-    {
-      stdio: 'inherit',
-    },
-  );
-  return r.status ?? 2;
+  const r = await netnsRunner(ns)(process.execPath, [...process.execArgv, process.argv[1]!, 'status', ...rest], {
+    allowFailure: true,
+  }).catch((e: Error) => ({ stdout: '', stderr: `Error: ${e.message}\n`, code: 2 }));
+  process.stdout.write(r.stdout);
+  process.stderr.write(r.stderr);
+  return r.code;
 }
 
 export async function runStatus(argv: readonly string[]): Promise<number> {

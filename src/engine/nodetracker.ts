@@ -8,6 +8,7 @@ import { nodeInfoFromNode } from '../core/nodeinfo.js';
 import type { SkipReporter } from '../core/serviceport.js';
 import type { IPFamily, NodeInfo } from '../core/types.js';
 import { isNodeEligible } from './health.js';
+import type { NodeAddresses } from './nodewatch.js';
 
 export interface NodeUpdate {
   /** A topology label (upstream NodeTopologyConfig: the zone) changed. */
@@ -25,6 +26,8 @@ function sameTopology(a: Readonly<Record<string, string>>, b: Readonly<Record<st
 
 export class NodeTracker {
   private current: NodeInfo;
+  /** The Node's own addresses, without the IP override; null until the Node is seen. */
+  private reportedAddresses: NodeAddresses | null = null;
   private isEligible = false;
 
   constructor(
@@ -37,6 +40,11 @@ export class NodeTracker {
 
   info(): NodeInfo {
     return this.current;
+  }
+
+  /** What the Node itself reports (no --bind-address override), for the restart decision (nodewatch.ts). */
+  reported(): NodeAddresses | null {
+    return this.reportedAddresses;
   }
 
   /**
@@ -58,7 +66,9 @@ export class NodeTracker {
       // Keep the last known labels/IPs: rules stay as they are while the node goes away.
       return { labelsChanged: false, podCIDRsChanged: false, ipsChanged: false };
     }
-    this.current = nodeInfoFromNode(this.nodeName, node, this.ipOverride, this.onSkip);
+    const own = nodeInfoFromNode(this.nodeName, node, {}, this.onSkip);
+    this.reportedAddresses = { nodeIPs: own.nodeIPs, podCIDRs: own.podCIDRs };
+    this.current = { ...own, nodeIPs: { ...own.nodeIPs, ...this.ipOverride } };
     return {
       labelsChanged: !sameTopology(prev.labels, this.current.labels),
       podCIDRsChanged: prev.podCIDRs.join(',') !== this.current.podCIDRs.join(','),

@@ -27,6 +27,7 @@ import type { FamilyChanges } from './familystate.js';
 import { FamilyState } from './familystate.js';
 import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler } from './handlers.js';
 import { NodeTracker } from './nodetracker.js';
+import type { NodeAddresses } from './nodewatch.js';
 import type { ProxierObserver } from './observer.js';
 
 /**
@@ -179,6 +180,11 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
 
   podCIDRs(): readonly string[] {
     return this.node.info().podCIDRs;
+  }
+
+  /** The Node's own addresses (no override), null until it is seen: what NodeChangeWatch compares. */
+  reportedNode(): NodeAddresses | null {
+    return this.node.reported();
   }
 
   /** The last SyncState handed to (and accepted by) a family's datapath. */
@@ -339,7 +345,9 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       for (const f of this.families) f.needFullSync = true;
       this.changed(this.families);
     } else if (r.podCIDRsChanged || r.ipsChanged) {
-      // Upstream restarts kube-proxy on these; we re-render everything instead.
+      // Upstream restarts kube-proxy on these, and so do we: NodeChangeWatch (nodewatch.ts)
+      // ends the process within a few seconds. Until then the next sync is full, so the
+      // rules follow the new addresses at once.
       this.deps.observer.event('warn', { node: this.deps.nodeName }, 'node IPs or podCIDRs changed; next sync is full');
       for (const f of this.families) f.needFullSync = true;
       this.changed(this.families);

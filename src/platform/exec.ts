@@ -1,7 +1,16 @@
-// Run an external command (iptables-restore, nft, conntrack, ip...) with
-// optional stdin, capturing output. Failures are ProxyError KPT_EXEC_FAILED
-// carrying the command line, exit code and stderr, so callers can log them
-// and branch on the code, never on text.
+// The one way this program runs external commands (iptables-restore, nft,
+// conntrack, ip, sysctl readers...): a CommandRunner, for this host's own
+// network namespace (hostRunner, what the proxy uses in production) or for a
+// named one (netnsRunner, `ip netns exec <ns> ...`, what the tests, the
+// benchmarks and the --netns options of the tools use). Every mode and tool
+// takes a CommandRunner, so none of them can be pointed at the root
+// namespace by accident.
+//
+// Input is written in 1 MiB slices (a 17 MB restore payload never exists
+// twice at once); stdout can be discarded when a command prints what nobody
+// reads. A failure is a ProxyError KPT_EXEC_FAILED (ExecError) carrying the
+// command line as the caller wrote it (without the netns prefix), the exit
+// code and stderr, so callers log it and branch on the code, never on text.
 import { spawn } from 'node:child_process';
 import { ProxyError } from '../core/errors.js';
 
@@ -11,13 +20,17 @@ export interface ExecResult {
   readonly code: number;
 }
 
-export interface ExecOptions {
+export interface RunOptions {
   readonly input?: string;
   /** Resolve instead of rejecting on a non-zero exit. */
   readonly allowFailure?: boolean;
+  /** Send stdout to /dev/null instead of buffering it (e.g. iptables-restore printing the whole table). */
+  readonly discardStdout?: boolean;
   readonly env?: NodeJS.ProcessEnv;
   readonly signal?: AbortSignal;
 }
+/** Kept for the callers that still name it so. */
+export type ExecOptions = RunOptions;
 
 export class ExecError extends ProxyError {
   constructor(
@@ -33,29 +46,97 @@ export class ExecError extends ProxyError {
   }
 }
 
-export function run(command: string, args: readonly string[], opts: ExecOptions = {}): Promise<ExecResult> {
+/** Runs `command args` (possibly wrapped); rejects with ExecError on failure. */
+export type CommandRunner = (command: string, args: readonly string[], opts?: RunOptions) => Promise<ExecResult>;
+
+/** A runner that prefixes every command line, e.g. ['ip', 'netns', 'exec', ns]. */
+export function prefixRunner(prefix: readonly string[]): CommandRunner {
+  return (command, args, opts = {}) => {
+    const argv = [...prefix, command, ...args];
+    return spawnCapture(argv[0]!, argv.slice(1), opts, command, args);
+  };
+}
+
+/** Commands on this host's own namespace: what the proxy uses in production. */
+export const hostRunner: CommandRunner = prefixRunner([]);
+
+/** Commands inside the named network namespace (tests, benchmarks, --netns). */
+export function netnsRunner(ns: string): CommandRunner {
+  return prefixRunner(['ip', 'netns', 'exec', ns]);
+}
+
+/** netnsRunner(netns), or hostRunner when no namespace is named. */
+export function commandRunner(netns?: string): CommandRunner {
+  return netns === undefined ? hostRunner : netnsRunner(netns);
+}
+
+/** hostRunner as a function: run one command on this host's namespace. */
+export function run(command: string, args: readonly string[], opts: RunOptions = {}): Promise<ExecResult> {
+  return hostRunner(command, args, opts);
+}
+
+function spawnCapture(
+  cmd: string,
+  argv: readonly string[],
+  opts: RunOptions,
+  shownCmd: string,
+  shownArgs: readonly string[],
+): Promise<ExecResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(command, args, {
-      stdio: ['pipe', 'pipe', 'pipe'],
+    const child = spawn(cmd, argv, {
+      stdio: ['pipe', opts.discardStdout ? 'ignore' : 'pipe', 'pipe'],
       env: opts.env ?? process.env,
       signal: opts.signal,
     });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    child.stdout.on('data', (b: Buffer) => out.push(b));
-    child.stderr.on('data', (b: Buffer) => err.push(b));
-    child.on('error', (e) => reject(new ProxyError('KPT_EXEC_FAILED', `${command}: ${e.message}`, { cause: e })));
+    child.stdout?.on('data', (b: Buffer) => out.push(b));
+    child.stderr?.on('data', (b: Buffer) => err.push(b));
+    child.on('error', (e) => reject(new ProxyError('KPT_EXEC_FAILED', `${shownCmd}: ${e.message}`, { cause: e })));
     child.on('close', (code, sig) => {
       const result = {
         stdout: Buffer.concat(out).toString('utf8'),
         stderr: Buffer.concat(err).toString('utf8'),
         code: code ?? (sig ? 128 : 1),
       };
-      if (result.code !== 0 && !opts.allowFailure) reject(new ExecError(command, args, result));
+      if (result.code !== 0 && !opts.allowFailure) reject(new ExecError(shownCmd, shownArgs, result));
       else resolve(result);
     });
     // EPIPE when the command exits before reading its input is reported by 'close'.
-    child.stdin.on('error', () => {});
-    child.stdin.end(opts.input ?? '');
+    child.stdin?.on('error', () => {});
+    if (child.stdin) void writeInChunks(child.stdin, opts.input ?? '');
   });
+}
+
+/** Bytes per stdin write: a 17 MB restore input never exists twice (string + Buffer) at once. */
+const CHUNK = 1 << 20;
+
+/**
+ * Write input in 1 MiB slices, waiting for 'drain', so that only one small
+ * Buffer exists at a time. Stops early when the pipe closes or fails (the
+ * command exited; its status is reported by 'close').
+ */
+async function writeInChunks(stdin: NodeJS.WritableStream & { destroyed?: boolean }, input: string): Promise<void> {
+  let closed = false;
+  const onEnd = () => {
+    closed = true;
+  };
+  stdin.once('close', onEnd);
+  stdin.once('error', onEnd);
+  for (let i = 0; i < input.length && !closed; i += CHUNK) {
+    if (!stdin.write(input.slice(i, i + CHUNK))) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          stdin.off('drain', done);
+          stdin.off('close', done);
+          stdin.off('error', done);
+          resolve();
+        };
+        stdin.once('drain', done);
+        stdin.once('close', done);
+        stdin.once('error', done);
+      });
+    }
+  }
+  if (!closed) stdin.end();
 }

@@ -1,12 +1,14 @@
 // Lifecycle behaviours on the real kernel, per proxy mode: a proxy restart
 // does not break established traffic, an API-server outage does not stop
 // traffic and a change made after it is applied, and `--cleanup` removes
-// everything the proxy created (and nothing else).
+// everything the proxy created (and nothing else). Once (first mode): a
+// changed node IP ends the process for a restart, as upstream's NodeManager
+// does, and a --bind-address that differs from the Node's IP does not.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { E2EEnv } from '../netns/e2e.js';
-import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
-import { dumpRules, E2E_MODES } from '../netns/proxy.js';
+import { endpointSlice, nodeObject, service, webPorts } from '../netns/fixtures.js';
+import { dumpRules, E2E_MODES, ProxyProcess } from '../netns/proxy.js';
 import { nsRun } from '../netns/spawn.js';
 
 for (const mode of E2E_MODES) {
@@ -112,5 +114,37 @@ for (const mode of E2E_MODES) {
       const after = await env.send('node2-b', 'tcp', ip, 80, { timeoutMs: 700 });
       assert.equal(after.ok, false, 'no proxy rules, no Service');
     });
+
+    if (mode === E2E_MODES[0]) {
+      it('a changed node IP ends the proxy for a restart; a --bind-address unlike the Node IP does not', async () => {
+        const node1 = env.cluster.node('node1');
+        const proxy = env.proxy('node1');
+        assert.ok(proxy.running());
+        // Addresses live in the Node's status subresource, as on a real API server.
+        const moved = nodeObject({ ...node1, ip: '192.168.77.199' });
+        await env.kube.setStatus(moved, moved.status);
+        const exited = await env.waitFor(
+          'the proxy exits',
+          async () => (proxy.running() ? undefined : proxy.exitCode()),
+          15_000,
+        );
+        assert.equal(exited.value, 1);
+        assert.match(proxy.log(), /the node's IPv4 address changed from 192\.168\.77\.11 to 192\.168\.77\.199/);
+        await proxy.stop();
+        const original = nodeObject(node1);
+        await env.kube.setStatus(original, original.status);
+
+        // Started with a bind address that is not the Node's InternalIP: a setting, not a change.
+        const pinned = new ProxyProcess(env.cluster, node1, mode, env.cp.kubeconfig, ['--bind-address', '10.99.0.1']);
+        await pinned.start();
+        try {
+          await new Promise((r) => setTimeout(r, 7000)); // more than one check of the node watch
+          assert.ok(pinned.running(), `still running:\n${pinned.log()}`);
+        } finally {
+          await pinned.stop();
+        }
+        await proxy.start();
+      });
+    }
   });
 }

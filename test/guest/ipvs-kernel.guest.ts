@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { IpvsKernel } from '../../src/platform/ipvs/client.js';
 import { Rtnl } from '../../src/platform/ipvs/rtnl.js';
 import { IpsetTool } from '../../src/platform/ipvs/ipset.js';
-import { netnsRunner } from '../../src/platform/iptables/runner.js';
+import { netnsRunner } from '../../src/platform/exec.js';
 import type { VirtualServer } from '../../src/dataplane/ipvs/objects.js';
 import { SVC_FLAG } from '../../src/dataplane/ipvs/objects.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../netns/cleanup.js';

@@ -135,6 +135,11 @@ export class ProxyProcess {
     return this.proc?.log() ?? '';
   }
 
+  /** The exit code once the process has exited by itself, else null. */
+  exitCode(): number | null {
+    return this.proc?.child.exitCode ?? null;
+  }
+
   /** True while the process runs (it was started and has not exited). */
   running(): boolean {
     return this.proc !== undefined && this.proc.child.exitCode === null && this.proc.child.signalCode === null;

@@ -32,7 +32,7 @@ import { CANARY_CHAIN, cleanupLeftovers } from './cleanup.js';
 import { detectFeatures, type IptablesFeatures } from './features.js';
 import { Iptables, type Table } from './iptables.js';
 import { wholeTableCachePays, withWholeTableCache } from './restore.js';
-import type { CommandRunner } from './runner.js';
+import type { CommandRunner } from '../exec.js';
 import type { Sysctl } from './sysctl.js';
 
 export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';

@@ -6,8 +6,7 @@
 // table header, restore.ts); the fake checks its placement and drops it.
 import { ProxyError } from '../../core/errors.js';
 import { Fake, type IptablesTable } from '../../dataplane/iptables/index.js';
-import { ExecError, type ExecResult } from '../exec.js';
-import type { CommandRunner } from './runner.js';
+import { ExecError, type CommandRunner, type ExecResult } from '../exec.js';
 
 export interface FakeRunner {
   readonly run: CommandRunner;

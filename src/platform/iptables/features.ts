@@ -5,7 +5,7 @@ import type { IptablesOptions } from '../../dataplane/iptables/index.js';
 import { DEFAULT_IPTABLES_OPTIONS } from '../../dataplane/iptables/index.js';
 import type { Iptables } from './iptables.js';
 import { isNftBackend } from './restore.js';
-import type { CommandRunner } from './runner.js';
+import type { CommandRunner } from '../exec.js';
 import type { Sysctl } from './sysctl.js';
 
 export const CT_INVALID_COUNTER = 'ct_state_invalid_dropped_pkts';

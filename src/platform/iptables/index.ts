@@ -2,7 +2,6 @@
 // sync contract and restore.ts for how large restores stay linear.
 export { IptablesDataplane, ROUTE_LOCALNET, type IptablesDataplaneOptions } from './dataplane.js';
 export { Iptables, type Table, type RestoreFlags } from './iptables.js';
-export { type CommandRunner, type RunOptions, hostRunner, netnsRunner, prefixRunner } from './runner.js';
 export { type Sysctl, procSysctl, runnerSysctl } from './sysctl.js';
 export { cleanupLeftovers, chainsToRemove, deleteChainsInput, CANARY_CHAIN, type CleanupResult } from './cleanup.js';
 export { detectFeatures, parseIptablesVersion, supportsRandomFully, type IptablesFeatures } from './features.js';

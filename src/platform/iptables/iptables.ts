@@ -3,7 +3,7 @@
 // canaries, iptables-save, iptables-restore. Every command waits for the
 // xtables lock (-w), like upstream.
 import type { IPFamily } from '../../core/types.js';
-import type { CommandRunner } from './runner.js';
+import type { CommandRunner } from '../exec.js';
 
 export type Table = 'filter' | 'nat' | 'mangle';
 

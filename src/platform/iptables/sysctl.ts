@@ -3,7 +3,7 @@
 // benchmark run `sysctl` inside their network namespace so the root
 // namespace is never touched.
 import { readFile, writeFile } from 'node:fs/promises';
-import type { CommandRunner } from './runner.js';
+import type { CommandRunner } from '../exec.js';
 
 export interface Sysctl {
   /** Value as text, or null when the key does not exist. name uses '/' (net/ipv4/conf/all/route_localnet). */

@@ -8,7 +8,7 @@ import type { DataplaneConfig, SyncState } from '../../core/types.js';
 import { Fake } from '../../dataplane/ipvs/fake.js';
 import type { VirtualServer } from '../../dataplane/ipvs/objects.js';
 import { FakeClock } from '../../../test/support/fakeclock.js';
-import type { CommandRunner } from '../iptables/runner.js';
+import type { CommandRunner } from '../exec.js';
 import { cleanupIpvsLeftovers } from './cleanup.js';
 import { IpvsDataplane, type IpvsModeOptions } from './dataplane.js';
 import { fakeKernel } from './kernel.js';

@@ -41,7 +41,7 @@ import {
 } from '../../dataplane/ipvs/index.js';
 import { parseIptablesVersion, supportsRandomFully } from '../iptables/features.js';
 import { Iptables } from '../iptables/iptables.js';
-import type { CommandRunner } from '../iptables/runner.js';
+import type { CommandRunner } from '../exec.js';
 import { cleanupIpvsLeftovers } from './cleanup.js';
 import { DEFAULT_DRAIN_BOUNDS, GracefulTermination, type DrainAction, type DrainBounds } from './graceful.js';
 import { DUMMY_DEVICE, type IpvsKernelDeps } from './kernel.js';

@@ -3,7 +3,7 @@
 // `ipset add` per entry in bench/ipvs-kernel.ts: restore is the faster).
 // Commands run through the injected CommandRunner, so tests and benchmarks
 // target a network namespace.
-import type { CommandRunner } from '../iptables/runner.js';
+import type { CommandRunner } from '../exec.js';
 
 /** One set as `ipset save` shows it. */
 export interface SavedSet {

@@ -11,7 +11,7 @@ import type { FakeOpFailure } from '../../dataplane/ipvs/fake.js';
 import { Fake } from '../../dataplane/ipvs/fake.js';
 import type { IpvsOp, RealServerStatus, VirtualServer } from '../../dataplane/ipvs/objects.js';
 import { Iptables, type RestoreFlags, type Table } from '../iptables/iptables.js';
-import type { CommandRunner } from '../iptables/runner.js';
+import type { CommandRunner } from '../exec.js';
 import type { Sysctl } from '../iptables/sysctl.js';
 import { IpvsKernel, type IpvsOpFailure } from './client.js';
 import type { IpvsTimeouts } from './genl.js';

@@ -11,7 +11,7 @@ import type { Clock } from '../../engine/clock.js';
 import { isEndpointsMapName, nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dataplane/nftables/renderer.js';
 import { realClock } from '../clock.js';
-import { run, type ExecResult } from '../exec.js';
+import { commandRunner, type ExecResult } from '../exec.js';
 import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
 import type { Operation } from '../../dataplane/nftables/objects.js';
 import { openNftNetlink, type NftNetlink } from './netlink.js';
@@ -36,13 +36,13 @@ function setKind(name: string): SetKind | undefined {
   return SET_KINDS.get(name) ?? (isEndpointsMapName(name) ? 'endpoints' : undefined);
 }
 
-/** Runs `nft <args>` with optional stdin; rejects with ExecError on failure. */
+/** Runs `nft <args>` with optional stdin; rejects with ExecError on failure. Tests may script one. */
 export type NftRunner = (args: readonly string[], input?: string) => Promise<ExecResult>;
 
-/** The host's nft, or nft inside a named network namespace. */
+/** nft through the process runner (src/platform/exec.ts): the host's, or inside a named network namespace. */
 export function nftRunner(netns?: string): NftRunner {
-  if (netns === undefined) return (args, input) => run('nft', args, input === undefined ? {} : { input });
-  return (args, input) => run('ip', ['netns', 'exec', netns, 'nft', ...args], input === undefined ? {} : { input });
+  const run = commandRunner(netns);
+  return (args, input) => run('nft', args, input === undefined ? {} : { input });
 }
 
 export interface NftablesDataplaneOptions {

@@ -2,7 +2,7 @@
 // an early exit does not hang the writer, failures carry the exit code.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { hostRunner, prefixRunner } from './runner.js';
+import { hostRunner, prefixRunner } from './exec.js';
 
 test('a multi-MiB input arrives complete and in order', async () => {
   const input = Array.from({ length: 200_000 }, (_, i) => `-A KUBE-SEP-${i} -j RETURN`).join('\n') + '\n';
