@@ -20,6 +20,7 @@ import { RESOURCES, type ResourceDef, apiGroups, resourceByPlural } from './reso
 import { parseFieldSelector, parseLabelSelector, SelectorError } from './selectors.js';
 import { type Obj, Store, StoreError } from './store.js';
 import { serveWatch, type ServedWatch } from './watch.js';
+import { FaultSet, sendFaultStatus, sendSilentWatch, sendStalledJSON, sleep, type FaultVerb } from './faults.js';
 
 export interface TestApiServerOptions {
   /** Listen address; default 127.0.0.1. */
@@ -45,6 +46,10 @@ export interface RequestRecord {
   readonly user?: string;
   readonly accept?: string;
   readonly impersonateUser?: string;
+  /** When it arrived (epoch ms). */
+  readonly at: number;
+  /** The client's address (tells the proxies of a cluster apart: they share a token). */
+  readonly remote?: string;
 }
 
 /** The request log is for tests; keep a long-running CLI server bounded. */
@@ -63,6 +68,8 @@ export class TestApiServer {
   readonly token: string;
   private readonly tokens = new Set<string>();
   readonly requests: RequestRecord[] = [];
+  /** Injected misbehaviour (faults.ts): errors, stalls and delays for matching requests. */
+  readonly faults = new FaultSet();
   /** Per resource, the resourceVersion of the last BOOKMARK sent on any watch. */
   readonly lastBookmark = new Map<string, number>();
   private readonly opts: TestApiServerOptions;
@@ -268,6 +275,8 @@ export class TestApiServer {
       ...(user ? { user } : {}),
       ...(req.headers.accept ? { accept: req.headers.accept } : {}),
       ...(typeof impersonate === 'string' ? { impersonateUser: impersonate } : {}),
+      at: Date.now(),
+      ...(req.socket.remoteAddress ? { remote: req.socket.remoteAddress } : {}),
     });
     if (this.requests.length > MAX_RECORDED_REQUESTS)
       this.requests.splice(0, this.requests.length - MAX_RECORDED_REQUESTS);
@@ -279,7 +288,10 @@ export class TestApiServer {
       if (this.discovery(url.pathname, res)) return;
       const route = this.route(url.pathname);
       if (!route) return sendStatus(res, 404, 'NotFound', 'the server could not find the requested resource');
-      await this.serve(req, res, route, url.searchParams);
+      const fault = this.faults.take(verbOf(req.method, route, url.searchParams), route.def.plural);
+      if (fault?.kind === 'status') return sendFaultStatus(res, fault);
+      if (fault?.kind === 'delay') await sleep(fault.delayMs ?? 0);
+      await this.serve(req, res, route, url.searchParams, fault?.kind === 'stall');
     } catch (err) {
       if (res.headersSent) return void res.destroy();
       if (err instanceof StoreError || err instanceof BadRequest)
@@ -356,17 +368,23 @@ export class TestApiServer {
     return undefined;
   }
 
-  private async serve(req: IncomingMessage, res: ServerResponse, r: Route, q: URLSearchParams): Promise<void> {
+  private async serve(
+    req: IncomingMessage,
+    res: ServerResponse,
+    r: Route,
+    q: URLSearchParams,
+    stall = false,
+  ): Promise<void> {
     const method = req.method ?? 'GET';
     if (r.name === undefined) {
-      if (method === 'GET') return this.listOrWatch(res, r, q);
+      if (method === 'GET') return this.listOrWatch(res, r, q, stall);
       if (method === 'POST') {
         const body = await this.readObject(req, r);
         if (r.def.plural === 'events') validateEvent(body);
         return sendJSON(res, 201, withKind(r.def, this.store.create(r.def, body)));
       }
     } else if (method === 'GET') {
-      return sendJSON(res, 200, withKind(r.def, this.store.get(r.def, r.namespace, r.name)));
+      return (stall ? sendStalledJSON : sendOK)(res, withKind(r.def, this.store.get(r.def, r.namespace, r.name)));
     } else if (method === 'PUT') {
       const body = await this.readObject(req, r);
       if (body.metadata.name !== r.name)
@@ -413,7 +431,7 @@ export class TestApiServer {
     return obj;
   }
 
-  private listOrWatch(res: ServerResponse, r: Route, q: URLSearchParams): void {
+  private listOrWatch(res: ServerResponse, r: Route, q: URLSearchParams, stall: boolean): void {
     const labels = parseLabelSelector(q.get('labelSelector'));
     const fields = parseFieldSelector(q.get('fieldSelector'), r.def.fields);
     const rv = q.get('resourceVersion');
@@ -421,6 +439,7 @@ export class TestApiServer {
       throw new BadRequest(400, 'BadRequest', `invalid resourceVersion ${JSON.stringify(rv)}`);
     }
     if (q.get('watch') === 'true' || q.get('watch') === '1') {
+      if (stall) return sendSilentWatch(res);
       const t = q.get('timeoutSeconds');
       serveWatch(
         this.store,
@@ -465,8 +484,20 @@ export class TestApiServer {
       // The real server counts what is left only for unfiltered lists.
       if (!q.get('labelSelector') && !q.get('fieldSelector')) metadata['remainingItemCount'] = sel.more;
     }
-    sendJSON(res, 200, { kind: `${r.def.kind}List`, apiVersion: r.def.apiVersion, metadata, items: sel.items });
+    const list = { kind: `${r.def.kind}List`, apiVersion: r.def.apiVersion, metadata, items: sel.items };
+    (stall ? sendStalledJSON : sendOK)(res, list);
   }
+}
+
+function sendOK(res: ServerResponse, body: unknown): void {
+  sendJSON(res, 200, body);
+}
+
+/** The verb a fault matches on. */
+function verbOf(method: string | undefined, r: Route, q: URLSearchParams): FaultVerb {
+  if (method !== 'GET') return 'write';
+  if (r.name !== undefined) return 'get';
+  return q.get('watch') === 'true' || q.get('watch') === '1' ? 'watch' : 'list';
 }
 
 const CONTINUE_EXPIRED =
