@@ -16,17 +16,33 @@
 // - Every request takes a token from the rate limiter first; events have a
 //   bucket of their own (upstream uses a separate client for them), so a burst
 //   of events never delays a list or a watch.
+// - A dead path is noticed without the server's help (docs/compatibility.md,
+//   "API client"): every socket has TCP keepalive after KEEPALIVE_IDLE_MS of
+//   silence (libuv then probes every second, ten times, so a watch whose peer
+//   vanished fails ~20 s after its last byte); a connect must finish within
+//   CONNECT_TIMEOUT_MS (a black-holed SYN otherwise waits ~2 min for the
+//   kernel); a reply's headers must come within the request timeout and its
+//   body may then pause at most BODY_IDLE_TIMEOUT_MS (a list stalled mid-body).
+// - A 429/5xx carrying Retry-After rejects with ApiStatusError.retryAfterSeconds;
+//   the reflectors wait at least that long.
 
 import { type ClientRequest, type IncomingMessage, request as httpRequest } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import type { Clock } from '../../engine/clock.js';
 import { ProxyError } from '../../core/errors.js';
 import { realClock } from '../clock.js';
 import { Credentials, type CredentialsOptions } from './credentials.js';
 import type { ClientConfig } from './kubeconfig.js';
 import { TokenBucket } from './ratelimit.js';
-import { ApiStatusError, fromStatus, type ListResult, type ListWatchTransport, type Query } from './transport.js';
+import {
+  ApiStatusError,
+  fromStatus,
+  parseRetryAfter,
+  type ListResult,
+  type ListWatchTransport,
+  type Query,
+} from './transport.js';
 
 export interface KubeClientOptions {
   /** clientConnection.qps; < 0 = unlimited. Default 5. */
@@ -40,6 +56,8 @@ export interface KubeClientOptions {
   readonly probeIntervalMs?: number;
   /** Random source for jitter; default Math.random. */
   readonly random?: () => number;
+  /** Dead-path detection; defaults KEEPALIVE_IDLE_MS, CONNECT_TIMEOUT_MS, BODY_IDLE_TIMEOUT_MS (tests shorten them). */
+  readonly timeouts?: { readonly keepaliveIdleMs?: number; readonly connectMs?: number; readonly bodyIdleMs?: number };
 }
 
 /** A list page is at most 500 objects; a minute is ample even on a loaded control plane. */
@@ -47,6 +65,18 @@ const REQUEST_TIMEOUT_MS = 60_000;
 /** A watch must at least answer with headers within this time. */
 const WATCH_HEADERS_TIMEOUT_MS = 30_000;
 const PROBE_TIMEOUT_MS = 1000;
+/** Silence before the first TCP keepalive probe (libuv: then 10 probes 1 s apart). */
+export const KEEPALIVE_IDLE_MS = 10_000;
+/** A TCP connect (SYN to SYN-ACK) longer than this is a path that drops packets. */
+export const CONNECT_TIMEOUT_MS = 5_000;
+/**
+ * Once a list reply has started, the server writes it in one go: a pause this
+ * long mid-body is a stalled reply (the connection may be alive, so keepalive
+ * would never notice).
+ */
+export const BODY_IDLE_TIMEOUT_MS = 10_000;
+/** Errors that mean the server could not be reached at all (not that it answered badly). */
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN']);
 
 export class KubeClient implements ListWatchTransport {
   private readonly base: URL;
@@ -57,6 +87,9 @@ export class KubeClient implements ListWatchTransport {
   private readonly clock: Clock;
   private readonly userAgent: string;
   private readonly probe: ReachabilityProbe;
+  private readonly keepaliveIdleMs: number;
+  private readonly connectTimeoutMs: number;
+  private readonly bodyIdleMs: number;
 
   constructor(
     readonly config: ClientConfig,
@@ -70,6 +103,9 @@ export class KubeClient implements ListWatchTransport {
     this.limiter = new TokenBucket(qps, burst, this.clock);
     this.eventLimiter = new TokenBucket(qps, burst, this.clock);
     this.userAgent = opts.userAgent ?? 'kube-proxy-ts';
+    this.keepaliveIdleMs = opts.timeouts?.keepaliveIdleMs ?? KEEPALIVE_IDLE_MS;
+    this.connectTimeoutMs = opts.timeouts?.connectMs ?? CONNECT_TIMEOUT_MS;
+    this.bodyIdleMs = opts.timeouts?.bodyIdleMs ?? BODY_IDLE_TIMEOUT_MS;
     if (this.base.protocol === 'https:') {
       this.agent = new Agent({
         keepAlive: true,
@@ -149,10 +185,10 @@ export class KubeClient implements ListWatchTransport {
     onEvent: (type: string, object: unknown) => void,
     signal: AbortSignal,
   ): Promise<void> {
-    return this.send('GET', path, query, undefined, signal, this.limiter, WATCH_HEADERS_TIMEOUT_MS).then(
+    // An idle watch is normal (no body timeout): keepalive notices a dead peer.
+    return this.send('GET', path, query, undefined, signal, this.limiter, WATCH_HEADERS_TIMEOUT_MS, 0).then(
       (res) =>
         new Promise<void>((resolve, reject) => {
-          res.setTimeout(0);
           res.setEncoding('utf8');
           onOpen();
           let buf = '';
@@ -207,7 +243,7 @@ export class KubeClient implements ListWatchTransport {
     signal: AbortSignal,
     limiter: TokenBucket,
   ): Promise<unknown> {
-    const res = await this.send(method, path, query, body, signal, limiter, REQUEST_TIMEOUT_MS);
+    const res = await this.send(method, path, query, body, signal, limiter, REQUEST_TIMEOUT_MS, this.bodyIdleMs);
     const text = await readBody(res);
     try {
       return text === '' ? undefined : JSON.parse(text);
@@ -216,7 +252,11 @@ export class KubeClient implements ListWatchTransport {
     }
   }
 
-  /** One request; resolves with a 2xx response whose body is unread, rejects otherwise. */
+  /**
+   * One request; resolves with a 2xx response whose body is unread, rejects
+   * otherwise. timeoutMs bounds the wait for the headers, bodyIdleMs (0 = none)
+   * any pause in the body after them.
+   */
   private async send(
     method: string,
     path: string,
@@ -225,6 +265,7 @@ export class KubeClient implements ListWatchTransport {
     signal: AbortSignal,
     limiter: TokenBucket,
     timeoutMs: number,
+    bodyIdleMs: number,
   ): Promise<IncomingMessage> {
     await limiter.acquire(signal);
     const auth = await this.creds.get();
@@ -248,12 +289,29 @@ export class KubeClient implements ListWatchTransport {
           ? { agent: this.agent, ...(auth.cert && auth.key ? { cert: auth.cert, key: auth.key } : {}) }
           : {}),
       };
-      const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, resolve);
-      req.setTimeout(timeoutMs, () => req.destroy(new Error(`${method} ${path}: no answer in ${timeoutMs} ms`)));
-      req.on('error', reject);
+      let response: IncomingMessage | undefined;
+      const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, opts, (r) => {
+        // From here the socket timeout guards the body.
+        response = r;
+        req.setTimeout(bodyIdleMs);
+        resolve(r);
+      });
+      req.setTimeout(timeoutMs, () => {
+        const why = response ? `reply stalled: no data for ${bodyIdleMs} ms` : `no answer in ${timeoutMs} ms`;
+        const err = timeoutError(`${method} ${path}: ${why}`);
+        response?.destroy(err); // the body's reader sees why, not just "aborted"
+        req.destroy(err);
+      });
+      req.on('socket', (s: Socket) => this.guardSocket(req, s, `${method} ${path}`));
+      // Also after the response: a watch whose peer vanished ends here (keepalive ETIMEDOUT).
+      req.on('error', (e) => {
+        if (UNREACHABLE_CODES.has((e as NodeJS.ErrnoException).code ?? '')) this.probe.suspect();
+        reject(e);
+      });
       abortWith(signal, req);
       req.end(body);
     });
+    this.probe.answered();
     const code = res.statusCode ?? 0;
     if (code >= 200 && code < 300) return res;
     const text = await readBody(res).catch(() => '');
@@ -264,7 +322,21 @@ export class KubeClient implements ListWatchTransport {
     } catch {
       status = undefined;
     }
-    throw fromStatus(code, status);
+    const retryAfter = res.headers['retry-after'];
+    throw fromStatus(code, status, parseRetryAfter(retryAfter, this.clock.now()));
+  }
+
+  /**
+   * Keepalive on every socket (new or reused), and a bound on the TCP connect
+   * of a new one: the request's own timeout only starts once it is connected.
+   */
+  private guardSocket(req: ClientRequest, s: Socket, what: string): void {
+    s.setKeepAlive(true, this.keepaliveIdleMs);
+    if (!s.connecting) return;
+    const ms = this.connectTimeoutMs;
+    const timer = this.clock.setTimer(ms, () => req.destroy(timeoutError(`${what}: connect timed out after ${ms} ms`)));
+    s.once('connect', () => timer.cancel());
+    s.once('close', () => timer.cancel());
   }
 }
 
@@ -294,6 +366,10 @@ function abortWith(signal: AbortSignal, req: ClientRequest): void {
   });
 }
 
+function timeoutError(message: string): Error {
+  return Object.assign(new Error(message), { code: 'ETIMEDOUT' });
+}
+
 class AbortError extends Error {
   constructor() {
     super('The operation was aborted');
@@ -312,15 +388,19 @@ function readBody(res: IncomingMessage): Promise<string> {
 
 /**
  * While someone waits, try a TCP connection to the server every interval
- * (jittered). Waiters are released when a connection succeeds AFTER one was
- * refused or timed out: the server came back. A server that accepts TCP but
- * fails requests (a load balancer in front of a dead API server) never
- * releases them, so their own backoff applies and nothing spins.
+ * (jittered). Waiters are released when a connection succeeds AFTER the
+ * server was seen unreachable: a probe was refused or timed out, or a request
+ * failed to connect or lost its peer (suspect()). The server came back. A
+ * server that accepts TCP but fails requests (a load balancer in front of a
+ * dead API server) never releases them, so their own backoff applies and
+ * nothing spins.
  */
 class ReachabilityProbe {
   private readonly waiters = new Set<() => void>();
   private running = false;
   private stopped = false;
+  /** The server was seen unreachable since it last answered. */
+  private down = false;
 
   constructor(
     private readonly host: string,
@@ -349,18 +429,28 @@ class ReachabilityProbe {
     for (const w of [...this.waiters]) w();
   }
 
+  /** A request could not reach the server (refused, timed out, peer gone). */
+  suspect(): void {
+    this.down = true;
+  }
+
+  /** The server answered a request. */
+  answered(): void {
+    this.down = false;
+  }
+
   private async loop(): Promise<void> {
     if (this.running) return;
     this.running = true;
-    let sawDown = false;
     try {
       while (this.waiters.size > 0 && !this.stopped) {
         const up = await this.tryConnect();
-        if (up && sawDown) {
+        if (up && this.down) {
+          this.down = false;
           for (const w of [...this.waiters]) w();
           break;
         }
-        if (!up) sawDown = true;
+        if (!up) this.down = true;
         const delay = this.intervalMs * (0.5 + this.random());
         await new Promise<void>((r) => this.clock.setTimer(delay, r));
       }

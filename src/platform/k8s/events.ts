@@ -17,7 +17,15 @@ export type SourceEvent =
   /** A watch ended normally (server timeout or closed connection); it is resumed. */
   | { type: 'watchClosed'; resource: string; resourceVersion: string; events: number }
   /** A list or watch failed; a backoff follows. */
-  | { type: 'error'; resource: string; phase: 'list' | 'watch'; error: string; statusCode?: number }
+  | {
+      type: 'error';
+      resource: string;
+      phase: 'list' | 'watch';
+      error: string;
+      statusCode?: number;
+      /** The server's Retry-After: the next attempt waits at least this long. */
+      retryAfterSeconds?: number;
+    }
   /** Waiting before the next attempt. */
   | { type: 'backoff'; resource: string; delayMs: number; attempt: number }
   /** A server that refused connections accepts them again: the backoff ends early. */

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../../../test/support/fakeclock.js';
 import type { SourceEvent } from './events.js';
-import { Reflector, type K8sObject, type ReflectorOptions } from './reflector.js';
+import { MAX_RETRY_AFTER_MS, Reflector, type K8sObject, type ReflectorOptions } from './reflector.js';
 import { ApiStatusError, type ListResult, type ListWatchTransport, type Query } from './transport.js';
 
 interface OpenWatch {
@@ -339,6 +339,68 @@ describe('Reflector', () => {
     await flush();
     assert.equal(t.listCalls, 3);
     assert.ok(events.some((e) => e.type === 'listed'));
+    ac.abort();
+    await done;
+  });
+
+  it('waits at least the Retry-After a server sent, and the reachability shortcut does not cut it short', async () => {
+    const t = new ScriptedTransport();
+    let reachableCalls = 0;
+    t.untilReachable = () => {
+      reachableCalls++;
+      return Promise.resolve();
+    };
+    t.lists = [
+      new ApiStatusError(429, 'TooManyRequests', 'slow down', 7),
+      new ApiStatusError(500, 'InternalError', 'oops', 3600),
+      { resourceVersion: '5', items: [] },
+    ];
+    const { clock, events, ac, done } = setup(t, { backoff: { initialMs: 200, maxMs: 30_000, factor: 2 } });
+    await flush();
+    const backoffs = (): number[] =>
+      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs);
+    assert.deepEqual(backoffs(), [7000], 'the backoff (200 ms) is raised to Retry-After');
+    const err = events.find((e) => e.type === 'error') as { retryAfterSeconds?: number };
+    assert.equal(err.retryAfterSeconds, 7);
+    clock.advance(6999);
+    await flush();
+    assert.equal(t.listCalls, 1, 'not retried before Retry-After ran out');
+    assert.equal(reachableCalls, 0, 'a server that answered is not probed');
+    clock.advance(1);
+    await flush();
+    assert.equal(t.listCalls, 2);
+    assert.deepEqual(backoffs(), [7000, MAX_RETRY_AFTER_MS], 'an absurd Retry-After is capped');
+    clock.advance(MAX_RETRY_AFTER_MS);
+    await flush();
+    await flush();
+    assert.equal(t.listCalls, 3);
+    assert.ok(events.some((e) => e.type === 'listed'));
+    ac.abort();
+    await done;
+  });
+
+  it('takes Retry-After from a watch ERROR event Status (details.retryAfterSeconds)', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '5', items: [] }];
+    const { clock, events, ac, done } = setup(t, { backoff: { initialMs: 200, maxMs: 30_000, factor: 2 } });
+    await flush();
+    t.watches[0]!.open();
+    t.watches[0]!.send('ERROR', {
+      kind: 'Status',
+      code: 429,
+      reason: 'TooManyRequests',
+      message: 'too many',
+      details: { retryAfterSeconds: 2 },
+    });
+    await flush();
+    const backoff = events.find((e) => e.type === 'backoff') as { delayMs: number };
+    assert.equal(backoff.delayMs, 2000);
+    clock.advance(1999);
+    await flush();
+    assert.equal(t.watches.length, 1);
+    clock.advance(1);
+    await flush();
+    assert.equal(t.watches.length, 2, 'watched again after Retry-After');
     ac.abort();
     await done;
   });

@@ -13,8 +13,10 @@
 //   never sits in memory as raw JSON.
 // - Failures back off exponentially with jitter (injected clock and random);
 //   a connection-level outage ends the wait early when the transport reports
-//   the server reachable again. While the server is away the local copy stays
-//   as it was: nothing is deleted.
+//   the server reachable again. A server that answered with Retry-After is
+//   waited for at least that long (capped at MAX_RETRY_AFTER_MS), and the
+//   reachability shortcut does not apply then. While the server is away the
+//   local copy stays as it was: nothing is deleted.
 // - With resyncMs, every object of the local copy is re-delivered as
 //   update(obj, obj) that often (client-go's resync; configSyncPeriod).
 // - A watch that outlives its timeoutSeconds plus a grace period is treated
@@ -24,7 +26,7 @@
 
 import type { Clock } from '../../engine/clock.js';
 import type { SourceEvent } from './events.js';
-import { type ListWatchTransport, type Query, fromStatus, statusCodeOf } from './transport.js';
+import { type ListWatchTransport, type Query, fromStatus, retryAfterOf, statusCodeOf } from './transport.js';
 
 export interface K8sObject {
   metadata: { name?: string; namespace?: string; resourceVersion?: string };
@@ -74,6 +76,8 @@ export interface ReflectorOptions<T> {
 type WatchOutcome = 'resume' | 'relist' | 'error';
 
 const STALL_GRACE_MS = 30_000;
+/** A Retry-After longer than this is taken as this: a misconfigured server must not freeze updates for hours. */
+export const MAX_RETRY_AFTER_MS = 60_000;
 const DEFAULT_PAGE_SIZE = 500;
 
 export function objectKey(o: K8sObject): string {
@@ -85,6 +89,8 @@ export class Reflector<T extends K8sObject> {
   private readonly items = new Map<string, T>();
   private rv = '';
   private failures = 0;
+  /** Retry-After of the last failure, in ms, for the next backoff. */
+  private retryAfterMs: number | undefined;
   private relisting = false;
   /** A list has completed at least once (resync waits for it). */
   private synced = false;
@@ -127,13 +133,7 @@ export class Reflector<T extends K8sObject> {
             this.emit({ type: 'unavailable', resource: this.o.resource });
             return;
           }
-          this.emit({
-            type: 'error',
-            resource: this.o.resource,
-            phase: 'list',
-            error: errText(err),
-            statusCode: statusCodeOf(err),
-          });
+          this.failed('list', err);
           await this.backoff(signal);
           continue;
         }
@@ -293,13 +293,7 @@ export class Reflector<T extends K8sObject> {
     } catch (err) {
       if (statusCodeOf(err) === 410) outcome = this.expired();
       else if (!signal.aborted) {
-        this.emit({
-          type: 'error',
-          resource: this.o.resource,
-          phase: 'watch',
-          error: errText(err),
-          statusCode: statusCodeOf(err),
-        });
+        this.failed('watch', err);
         outcome = 'error';
       }
     } finally {
@@ -325,13 +319,7 @@ export class Reflector<T extends K8sObject> {
     if (type === 'ERROR') {
       const err = fromStatus(500, obj);
       if (err.statusCode === 410) return this.expired();
-      this.emit({
-        type: 'error',
-        resource: this.o.resource,
-        phase: 'watch',
-        error: err.message,
-        statusCode: err.statusCode,
-      });
+      this.failed('watch', err);
       return 'error';
     }
     if (type === 'BOOKMARK') {
@@ -365,6 +353,20 @@ export class Reflector<T extends K8sObject> {
     return undefined;
   }
 
+  /** Report a failed list or watch and remember its Retry-After for the backoff that follows. */
+  private failed(phase: 'list' | 'watch', err: unknown): void {
+    const retryAfter = retryAfterOf(err);
+    this.retryAfterMs = retryAfter === undefined ? undefined : Math.min(retryAfter * 1000, MAX_RETRY_AFTER_MS);
+    this.emit({
+      type: 'error',
+      resource: this.o.resource,
+      phase,
+      error: errText(err),
+      statusCode: statusCodeOf(err),
+      ...(retryAfter === undefined ? {} : { retryAfterSeconds: retryAfter }),
+    });
+  }
+
   private expired(): WatchOutcome {
     this.emit({ type: 'expired', resource: this.o.resource, resourceVersion: this.rv });
     return 'relist';
@@ -377,7 +379,10 @@ export class Reflector<T extends K8sObject> {
   private backoff(signal: AbortSignal): Promise<void> {
     const { initialMs, maxMs, factor = 2, jitter = 0 } = this.o.backoff;
     const full = Math.min(maxMs, initialMs * factor ** this.failures);
-    const delayMs = Math.round(full * (1 - jitter * (this.o.random ?? Math.random)()));
+    const retryAfterMs = this.retryAfterMs;
+    this.retryAfterMs = undefined;
+    const jittered = Math.round(full * (1 - jitter * (this.o.random ?? Math.random)()));
+    const delayMs = Math.max(jittered, retryAfterMs ?? 0);
     this.failures++;
     this.emit({ type: 'backoff', resource: this.o.resource, delayMs, attempt: this.failures });
     return new Promise((resolve) => {
@@ -391,6 +396,8 @@ export class Reflector<T extends K8sObject> {
       };
       const timer = this.o.clock.setTimer(delayMs, done);
       signal.addEventListener('abort', done);
+      // The server answered and asked us to wait: do not cut that short.
+      if (retryAfterMs !== undefined) return;
       this.o.transport.untilReachable?.(local.signal).then(() => {
         if (local.signal.aborted) return;
         this.emit({ type: 'reachable', resource: this.o.resource });

@@ -41,10 +41,30 @@ export class ApiStatusError extends Error {
     readonly statusCode: number,
     readonly reason: string,
     message: string,
+    /** The server's `Retry-After` (header, or Status details.retryAfterSeconds): wait at least this long. */
+    readonly retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = 'ApiStatusError';
   }
+}
+
+/** The Retry-After an error carries, in seconds, or undefined. */
+export function retryAfterOf(err: unknown): number | undefined {
+  return err instanceof ApiStatusError ? err.retryAfterSeconds : undefined;
+}
+
+/**
+ * A `Retry-After` header value in seconds: delta-seconds or an HTTP date
+ * (relative to nowMs). Undefined when absent or unreadable.
+ */
+export function parseRetryAfter(value: string | undefined, nowMs: number): number | undefined {
+  if (value === undefined) return undefined;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v);
+  // An HTTP date names its month; anything else (e.g. "-1") is not one.
+  const at = /[A-Za-z]{3}/.test(v) ? Date.parse(v) : Number.NaN;
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - nowMs) / 1000));
 }
 
 export function statusCodeOf(err: unknown): number | undefined {
@@ -53,13 +73,20 @@ export function statusCodeOf(err: unknown): number | undefined {
   return typeof code === 'number' ? code : undefined;
 }
 
-/** Build an ApiStatusError from a metav1.Status body (or anything else the server sent). */
-export function fromStatus(httpCode: number, body: unknown): ApiStatusError {
-  const s = (body ?? {}) as { code?: unknown; reason?: unknown; message?: unknown };
+/**
+ * Build an ApiStatusError from a metav1.Status body (or anything else the
+ * server sent). retryAfterSeconds is the header's; without it the Status's
+ * details.retryAfterSeconds counts (the real server sets both on a 429).
+ */
+export function fromStatus(httpCode: number, body: unknown, retryAfterSeconds?: number): ApiStatusError {
+  const s = (body ?? {}) as { code?: unknown; reason?: unknown; message?: unknown; details?: unknown };
   const code = typeof s.code === 'number' ? s.code : httpCode;
+  const detail = (s.details as { retryAfterSeconds?: unknown } | null | undefined)?.retryAfterSeconds;
+  const retry = retryAfterSeconds ?? (typeof detail === 'number' && detail > 0 ? detail : undefined);
   return new ApiStatusError(
     code,
     typeof s.reason === 'string' ? s.reason : '',
     typeof s.message === 'string' ? s.message : `HTTP ${httpCode}`,
+    retry,
   );
 }
