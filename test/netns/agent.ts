@@ -234,7 +234,72 @@ function close(req: Req): Promise<Res> {
   return Promise.resolve({ ok: true });
 }
 
+/**
+ * A prober: from now on, one TCP exchange with host:port every intervalMs (not
+ * waiting for the previous one), each bounded by timeoutMs. A probe fails when
+ * it gets no echo in time. probeStats reports the counts so far, the failures
+ * (time and error, the first 100) and, with stop, ends the prober.
+ */
+interface ProbeState {
+  timer: NodeJS.Timeout;
+  sent: number;
+  answered: number;
+  failed: number;
+  inflight: number;
+  maxMs: number;
+  failures: Array<{ at: number; error: string }>;
+}
+const probes = new Map<string, ProbeState>();
+
+function probeStart(req: Req): Promise<Res> {
+  const key = String(req['key']);
+  if (probes.has(key)) return Promise.resolve({ ok: false, error: 'EEXIST' });
+  const target = { ...req, timeoutMs: Number(req['probeTimeoutMs'] ?? 1000), data: 'probe' } as Req;
+  const st: ProbeState = {
+    timer: undefined as never,
+    sent: 0,
+    answered: 0,
+    failed: 0,
+    inflight: 0,
+    maxMs: 0,
+    failures: [],
+  };
+  const once = (): void => {
+    st.sent++;
+    st.inflight++;
+    const at = Date.now();
+    void tcp(target).then((r) => {
+      st.inflight--;
+      st.maxMs = Math.max(st.maxMs, Number(r['ms'] ?? 0));
+      if (r['ok']) st.answered++;
+      else {
+        st.failed++;
+        if (st.failures.length < 100) st.failures.push({ at, error: String(r['error']) });
+      }
+    });
+  };
+  st.timer = setInterval(once, Math.max(1, Number(req['intervalMs'] ?? 100)));
+  probes.set(key, st);
+  return Promise.resolve({ ok: true });
+}
+
+async function probeStats(req: Req): Promise<Res> {
+  const key = String(req['key']);
+  const st = probes.get(key);
+  if (!st) return { ok: false, error: 'ENOENT' };
+  if (req['stop']) {
+    clearInterval(st.timer);
+    probes.delete(key);
+    // Let the probes in flight finish (each is bounded by its timeout).
+    while (st.inflight > 0) await new Promise((r) => setTimeout(r, 20));
+  }
+  const { timer: _t, ...stats } = st;
+  return { ok: true, ...stats };
+}
+
 const ops: Record<string, (r: Req) => Promise<Res>> = {
+  probeStart,
+  probeStats,
   serve,
   tcp,
   udp,

@@ -1,15 +1,24 @@
 // Runs the test API server (test/apiserver) inside the control-plane
 // namespace, in-process, so an outage test can stop and restart it with the
 // SAME port, CA and stored objects (the CLI would make a new CA and lose its
-// state). Control on stdin, one word a line: `stop` / `start`, each answered
-// with {"ok":true,...} on stdout. Writes <dir>/ca.crt and <dir>/kubeconfig.
+// state). Control on stdin, one command a line: a word (`stop`, `start`) or
+// a JSON object {"id":N,"cmd":...}; each is answered with one JSON line
+// {"ok":true,"id":N,...} on stdout. Commands:
+//   stop | start                      outage and its end
+//   fault {fault: ApiFault}           arm a fault (test/apiserver/faults.ts)
+//   clearFaults                       disarm every fault
+//   closeWatches                      end every open watch cleanly (clients re-watch)
+//   compact                           drop the history: older watches and lists get 410
+//   expire                            closeWatches + a write + compact: every client must relist
+//   requests {since: epochMs}         the request log from then on, and the faults fired
+// Writes <dir>/ca.crt and <dir>/kubeconfig.
 //
-//   ip netns exec <cp> node apihost.js --host 192.168.77.2 --port 6443 --dir D --token T
 import { writeFileSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import * as readline from 'node:readline';
 import { parseArgs } from 'node:util';
 import { TestApiServer } from '../apiserver/server.js';
+import type { ApiFault } from '../apiserver/faults.js';
 
 const { values } = parseArgs({
   options: { host: { type: 'string' }, port: { type: 'string' }, dir: { type: 'string' }, token: { type: 'string' } },
@@ -37,16 +46,57 @@ process.stdout.write(
   JSON.stringify({ ok: true, ready: true, url: server.url, kubeconfig, token: server.token }) + '\n',
 );
 
-readline.createInterface({ input: process.stdin }).on('line', (cmd) => {
-  const act =
-    cmd.trim() === 'stop'
-      ? server.stop()
-      : cmd.trim() === 'start'
-        ? server.start()
-        : Promise.reject(new Error(`unknown ${cmd}`));
-  act.then(
-    () => process.stdout.write(JSON.stringify({ ok: true, cmd, running: server.running }) + '\n'),
-    (e: unknown) => process.stdout.write(JSON.stringify({ ok: false, cmd, error: String(e) }) + '\n'),
+async function command(c: Record<string, unknown>): Promise<Record<string, unknown>> {
+  switch (c['cmd']) {
+    case 'stop':
+      await server.stop();
+      return {};
+    case 'start':
+      await server.start();
+      return {};
+    case 'fault':
+      server.faults.add(c['fault'] as ApiFault);
+      return {};
+    case 'clearFaults':
+      server.faults.clear();
+      return {};
+    case 'closeWatches':
+      server.closeWatches();
+      return {};
+    case 'compact':
+      server.compact();
+      return {};
+    case 'expire':
+      // Close every watch, move the version on (an Event nobody watches) and drop the history, in one
+      // step: every client re-watches from a version older than the history and must relist (410).
+      server.closeWatches();
+      server.create('events', { metadata: { namespace: 'default', name: `kpt-expire-${Date.now()}` } });
+      server.compact();
+      return {};
+    case 'requests': {
+      const since = Number(c['since'] ?? 0);
+      return { requests: server.requests.filter((r) => r.at >= since), fired: server.faults.fired };
+    }
+    default:
+      throw new Error(`unknown command ${JSON.stringify(c['cmd'])}`);
+  }
+}
+
+readline.createInterface({ input: process.stdin }).on('line', (line) => {
+  const t = line.trim();
+  let c: Record<string, unknown>;
+  try {
+    c = t.startsWith('{') ? (JSON.parse(t) as Record<string, unknown>) : { cmd: t };
+  } catch {
+    c = { cmd: t };
+  }
+  command(c).then(
+    (extra) =>
+      process.stdout.write(
+        JSON.stringify({ ok: true, id: c['id'], cmd: c['cmd'], running: server.running, ...extra }) + '\n',
+      ),
+    (e: unknown) =>
+      process.stdout.write(JSON.stringify({ ok: false, id: c['id'], cmd: c['cmd'], error: String(e) }) + '\n'),
   );
 });
 const shutdown = (): void => {

@@ -11,9 +11,12 @@ import { KubeClient, type Transport } from './kube.js';
 import { nodeObject } from './fixtures.js';
 import { nodeScript, nsSpawn, type NsProcess } from './spawn.js';
 import { API_PORT } from './topology.js';
+import type { ApiFault } from '../apiserver/faults.js';
+import type { RequestRecord } from '../apiserver/server.js';
 
 export class ControlPlane {
-  private readonly waiters: Array<(msg: Record<string, unknown>) => void> = [];
+  private readonly waiters = new Map<number, (msg: Record<string, unknown>) => void>();
+  private nextId = 1;
 
   private constructor(
     private readonly proc: NsProcess,
@@ -59,30 +62,65 @@ export class ControlPlane {
     const transport: Transport = ({ timeoutMs, ...req }) => agent.request('https', req, timeoutMs) as never;
     const kube = new KubeClient(String(first['url']), token, readFileSync(join(dir, 'ca.crt'), 'utf8'), transport);
     const cp = new ControlPlane(proc, dir, String(first['kubeconfig']), kube);
-    lines.on('line', (l) => cp.waiters.shift()?.(JSON.parse(l) as Record<string, unknown>));
+    lines.on('line', (l) => {
+      const m = JSON.parse(l) as Record<string, unknown>;
+      const w = cp.waiters.get(Number(m['id']));
+      cp.waiters.delete(Number(m['id']));
+      w?.(m);
+    });
     for (const n of cluster.nodes) await kube.apply(nodeObject(n));
     return cp;
   }
 
-  private command(cmd: 'stop' | 'start'): Promise<void> {
+  private command(cmd: string, args: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+    const id = this.nextId++;
     return new Promise((res, rej) => {
-      const t = setTimeout(() => rej(new Error(`API server ${cmd}: no answer`)), 10000);
-      this.waiters.push((m) => {
+      const t = setTimeout(() => {
+        this.waiters.delete(id);
+        rej(new Error(`API server ${cmd}: no answer`));
+      }, 10000);
+      this.waiters.set(id, (m) => {
         clearTimeout(t);
-        if (m['ok']) res();
+        if (m['ok']) res(m);
         else rej(new Error(String(m['error'])));
       });
-      this.proc.child.stdin!.write(`${cmd}\n`);
+      this.proc.child.stdin!.write(JSON.stringify({ ...args, id, cmd }) + '\n');
     });
   }
 
   /** Outage: close the listener and every connection and watch. */
-  stopServing(): Promise<void> {
-    return this.command('stop');
+  async stopServing(): Promise<void> {
+    await this.command('stop');
   }
   /** End of outage: listen again on the same address, same CA, same objects. */
-  startServing(): Promise<void> {
-    return this.command('start');
+  async startServing(): Promise<void> {
+    await this.command('start');
+  }
+
+  /** Arm a fault in the server (test/apiserver/faults.ts). */
+  async injectFault(fault: ApiFault): Promise<void> {
+    await this.command('fault', { fault });
+  }
+  async clearFaults(): Promise<void> {
+    await this.command('clearFaults');
+  }
+  /** End every open watch cleanly: clients must re-watch (and meet any armed fault). */
+  async closeWatches(): Promise<void> {
+    await this.command('closeWatches');
+  }
+  /** Drop the history: a re-watch from an older version gets 410 and must relist. */
+  async compact(): Promise<void> {
+    await this.command('compact');
+  }
+  /** End every watch and expire every client's version at once: each must relist (and meet any list fault). */
+  async expireWatches(): Promise<void> {
+    await this.command('expire');
+  }
+
+  /** The requests the server received from `since` (epoch ms) on, and how many each fault kind answered. */
+  async requests(since = 0): Promise<{ requests: RequestRecord[]; fired: Record<string, number> }> {
+    const m = await this.command('requests', { since });
+    return { requests: m['requests'] as RequestRecord[], fired: m['fired'] as Record<string, number> };
   }
 
   async dispose(): Promise<void> {

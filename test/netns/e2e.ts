@@ -21,6 +21,10 @@ export interface E2EOptions {
    * folder this returns for its node (write the manifests before start).
    */
   readonly manifests?: (node: NodeInfo) => string;
+  /** Runs once the cluster (and API server) exist, before any proxy starts (e.g. to plant foreign rules). */
+  readonly beforeProxies?: (cluster: NetnsCluster) => Promise<void>;
+  /** Extra environment of the proxy processes. */
+  readonly proxyEnv?: NodeJS.ProcessEnv;
 }
 
 export type Proto = 'tcp' | 'udp';
@@ -46,11 +50,12 @@ export class E2EEnv {
     const proxies = new Map<string, ProxyProcess>();
     try {
       if (!opts.manifests) cp = await ControlPlane.start(cluster);
+      await opts.beforeProxies?.(cluster);
       for (const n of cluster.nodes) {
         const standalone = opts.manifests ? ['--manifests', opts.manifests(n)] : [];
         const drop = [...(opts.dropFlags ?? []), ...(cp ? [] : ['--kubeconfig'])];
         const args = [...standalone, ...(opts.proxyArgs ?? [])];
-        proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp?.kubeconfig ?? '', args, drop));
+        proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp?.kubeconfig ?? '', args, drop, opts.proxyEnv));
       }
       await Promise.all([...proxies.values()].map((p) => p.start()));
       return new E2EEnv(mode, cluster, cp ?? null, proxies);

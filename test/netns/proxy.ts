@@ -52,6 +52,8 @@ export class ProxyProcess {
     readonly kubeconfig: string,
     readonly extraArgs: string[] = [],
     readonly dropFlags: string[] = [],
+    /** Extra environment (e.g. KPT_FAULT_DIR for the fault tests). */
+    readonly env: NodeJS.ProcessEnv = {},
   ) {}
 
   flags(): string[] {
@@ -88,7 +90,10 @@ export class ProxyProcess {
   async start(timeoutMs = 30000): Promise<void> {
     if (this.proc) throw new Error('proxy already running');
     const enter = await this.enter();
-    const proc = nsSpawn(this.node.ns, [...proxyArgv(), ...this.flags()], enter ? { enter } : {});
+    const proc = nsSpawn(this.node.ns, [...proxyArgv(), ...this.flags()], {
+      env: this.env,
+      ...(enter ? { enter } : {}),
+    });
     this.proc = proc;
     const agent = await this.cluster.agent(this.node.name);
     const deadline = Date.now() + timeoutMs;
@@ -139,6 +144,38 @@ export class ProxyProcess {
   exitCode(): number | null {
     return this.proc?.child.exitCode ?? null;
   }
+
+  /** A mark in the log; logSince(mark) is what the proxy logged after it. */
+  logMark(): number {
+    return this.proc?.logMark() ?? 0;
+  }
+  logSince(mark: number): string {
+    return this.proc?.logSince(mark) ?? '';
+  }
+
+  /** The proxy's pid (`ip netns exec` execs it, so this is the node process itself). */
+  get pid(): number {
+    const pid = this.proc?.child.pid;
+    if (pid === undefined) throw new Error(`proxy on ${this.node.name} is not running`);
+    return pid;
+  }
+
+  /**
+   * SIGKILL, as the OOM killer or a node crash would: no cleanup, no
+   * graceful exit; whatever it was doing is cut off. The log is kept in
+   * lastLog; start() runs it again.
+   */
+  async kill(): Promise<void> {
+    const proc = this.proc;
+    if (!proc) return;
+    proc.child.kill('SIGKILL');
+    await proc.exited;
+    this.lastLog = proc.log();
+    this.proc = undefined;
+  }
+
+  /** The log of the process killed last (kill()). */
+  lastLog = '';
 
   /** True while the process runs (it was started and has not exited). */
   running(): boolean {

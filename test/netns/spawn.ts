@@ -45,10 +45,16 @@ export function nsRun(
   return run('ip', ['netns', 'exec', ns, ...argv], opts);
 }
 
+/** How much of a process's output is kept (the tail). */
+const KEEP_LOG_CHARS = 200_000;
+
 export interface NsProcess {
   readonly child: ChildProcess;
   /** Everything the process wrote to stderr (and stdout unless piped elsewhere), for failure messages. */
   log(): string;
+  /** A mark in the log (characters written so far); logSince(mark) is what came after it (as far as kept). */
+  logMark(): number;
+  logSince(mark: number): string;
   /** SIGTERM, then SIGKILL after graceMs; resolves when it has exited. */
   stop(graceMs?: number): Promise<void>;
   readonly exited: Promise<number | null>;
@@ -72,8 +78,11 @@ export function nsSpawn(
   });
   trackChild(child.pid);
   let buf = '';
+  let written = 0;
   const keep = (b: Buffer): void => {
-    buf = (buf + b.toString('utf8')).slice(-20000);
+    const text = b.toString('utf8');
+    written += text.length;
+    buf = (buf + text).slice(-KEEP_LOG_CHARS);
   };
   child.stderr?.on('data', keep);
   if (!opts.pipeStdout) child.stdout?.on('data', keep);
@@ -90,6 +99,8 @@ export function nsSpawn(
     child,
     exited,
     log: () => buf,
+    logMark: () => written,
+    logSince: (mark) => buf.slice(Math.max(0, buf.length - (written - mark))),
     async stop(graceMs = 3000) {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
