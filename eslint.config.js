@@ -1,4 +1,4 @@
-// Layering is checked here, not trusted (docs/style.md rule 1):
+// Layering is checked here, not trusted (docs/architecture.md, the layers):
 // core/, dataplane/ and engine/ are pure; only platform/ and cmd/ touch the OS.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';

@@ -1,6 +1,6 @@
-// The kube-proxy command-line flags: names, types, defaults and help text as
-// upstream cmd/kube-proxy/app/options.go (AddFlags) plus the logging flags of
-// component-base logs/api/v1. Each flag knows how to apply its parsed value to
+// The kube-proxy command-line flags: names, types, defaults and meaning as
+// upstream's cmd/kube-proxy/app/options.go (AddFlags) plus the logging flags
+// of component-base logs/api/v1. The help texts are our own words. Each flag knows how to apply its parsed value to
 // the flag-built configuration (`cfg`, upstream's o.config) or to the options
 // that are not configuration fields (`opts`).
 //
@@ -76,7 +76,7 @@ export interface FlagDef {
   readonly apply: (t: FlagTarget, v: FlagValue) => void;
 }
 
-const IGNORED = ' This parameter is ignored if a config file is specified by --config.';
+const IGNORED = ' Ignored when --config names a configuration file.';
 const s = (v: FlagValue) => v as string;
 const n = (v: FlagValue) => v as number;
 const b = (v: FlagValue) => v as boolean;
@@ -95,29 +95,45 @@ function def(
 }
 
 export const FLAGS: readonly FlagDef[] = [
-  def('config', 'string', 'string', '', 'The path to the configuration file.', 'option', (t, v) => {
-    t.opts.configFile = s(v);
-  }),
+  def(
+    'config',
+    'string',
+    'string',
+    '',
+    'Read the configuration from this KubeProxyConfiguration file (YAML or JSON).',
+    'option',
+    (t, v) => {
+      t.opts.configFile = s(v);
+    },
+  ),
   def(
     'write-config-to',
     'string',
     'string',
     '',
-    'If set, write the default configuration values to this file and exit.',
+    'Write the configuration this invocation resolves to (the defaults, a --config file and the given flags) to this file, then exit.',
     'option',
     (t, v) => {
       t.opts.writeConfigTo = s(v);
     },
   ),
-  def('cleanup', 'bool', '', '', 'If true cleanup iptables and ipvs rules and exit.', 'option', (t, v) => {
-    t.opts.cleanup = b(v);
-  }),
+  def(
+    'cleanup',
+    'bool',
+    '',
+    '',
+    'Remove the rules and state that any proxy mode may have left on this node, then exit.',
+    'option',
+    (t, v) => {
+      t.opts.cleanup = b(v);
+    },
+  ),
   def(
     'feature-gates',
     'mapStringBool',
     'mapStringBool',
     '',
-    'A set of key=value pairs that describe feature gates for alpha/experimental features. Options are:\n' +
+    'Feature gates for alpha and beta features, as comma-separated key=value pairs. The known gates:\n' +
       [...KNOWN_FEATURE_GATES]
         .sort()
         .map((g) => `${g}=true|false`)
@@ -134,7 +150,7 @@ export const FLAGS: readonly FlagDef[] = [
     'string',
     'string',
     '',
-    'Path to kubeconfig file with authorization information (the master location can be overridden by the master flag).',
+    'Path of a kubeconfig file with the API server address and the credentials to use (--master overrides the address).',
     'config',
     (t, v) => {
       t.cfg.clientConnection.kubeconfig = s(v);
@@ -145,7 +161,7 @@ export const FLAGS: readonly FlagDef[] = [
     'string',
     'string',
     '',
-    'The address of the Kubernetes API server (overrides any value in kubeconfig)',
+    'Address of the Kubernetes API server; overrides the one in the kubeconfig.',
     'option',
     (t, v) => {
       t.opts.master = s(v);
@@ -233,7 +249,7 @@ export const FLAGS: readonly FlagDef[] = [
     'string',
     'string',
     'application/vnd.kubernetes.protobuf',
-    'Content type of requests sent to apiserver.',
+    'Content type of the requests sent to the API server.',
     'config',
     (t, v) => {
       t.cfg.clientConnection.contentType = s(v);
@@ -244,7 +260,7 @@ export const FLAGS: readonly FlagDef[] = [
     'int32',
     'int32',
     '10',
-    'Burst to use while talking with kubernetes apiserver',
+    'How many requests to the API server may go out at once, above the steady --kube-api-qps rate.',
     'config',
     (t, v) => {
       t.cfg.clientConnection.burst = n(v);
@@ -255,7 +271,7 @@ export const FLAGS: readonly FlagDef[] = [
     'float32',
     'float32',
     '5',
-    'QPS to use while talking with kubernetes apiserver',
+    'Steady rate of requests to the API server, per second.',
     'config',
     (t, v) => {
       t.cfg.clientConnection.qps = n(v);
@@ -266,7 +282,7 @@ export const FLAGS: readonly FlagDef[] = [
     'string',
     'string',
     '',
-    "If non-empty, will be used as the name of the Node that kube-proxy is running on. If unset, the node name is assumed to be the same as the node's hostname.",
+    "Name of this node's Node object. When empty, the host name is used.",
     'option',
     (t, v) => {
       t.opts.hostnameOverride = s(v);
@@ -277,7 +293,7 @@ export const FLAGS: readonly FlagDef[] = [
     'ip',
     'ip',
     '0.0.0.0',
-    "Overrides kube-proxy's idea of what its node's primary IP is. Note that the name is a historical artifact, and kube-proxy does not actually bind any sockets to this IP." +
+    "This node's primary IP, for when it should not come from the Node object. Despite the name, nothing binds to it." +
       IGNORED,
     'config',
     (t, v) => {
@@ -289,7 +305,7 @@ export const FLAGS: readonly FlagDef[] = [
     'ipport',
     'ipport',
     '0.0.0.0:10256',
-    'The IP address and port for the health check server to serve on, defaulting to "0.0.0.0:10256".' + IGNORED,
+    'Address and port of the health check server (/healthz and /livez).' + IGNORED,
     'config',
     (t, v) => {
       if (s(v) !== '') t.cfg.healthzBindAddress = s(v);
@@ -300,7 +316,7 @@ export const FLAGS: readonly FlagDef[] = [
     'ipport',
     'ipport',
     '127.0.0.1:10249',
-    'The IP address and port for the metrics server to serve on, defaulting to "127.0.0.1:10249". (Set to "0.0.0.0:10249" / "[::]:10249" to bind on all interfaces.) Set empty to disable.' +
+    'Address and port of the metrics server; "0.0.0.0:10249" or "[::]:10249" serve it on every interface, an empty value turns it off.' +
       IGNORED,
     'config',
     (t, v) => {
@@ -312,29 +328,21 @@ export const FLAGS: readonly FlagDef[] = [
     'bool',
     '',
     '',
-    'If true kube-proxy will treat failure to bind to a port as fatal and exit',
+    'Exit when the health check or metrics server cannot bind its port, instead of running on without it.',
     'config',
     (t, v) => {
       t.cfg.bindAddressHardFail = b(v);
     },
   ),
-  def(
-    'profiling',
-    'bool',
-    '',
-    '',
-    'If true enables profiling via web interface on /debug/pprof handler.' + IGNORED,
-    'config',
-    (t, v) => {
-      t.cfg.enableProfiling = b(v);
-    },
-  ),
+  def('profiling', 'bool', '', '', 'Serve profiling data under /debug/pprof.' + IGNORED, 'config', (t, v) => {
+    t.cfg.enableProfiling = b(v);
+  }),
   def(
     'show-hidden-metrics-for-version',
     'string',
     'string',
     '',
-    "The previous version for which you want to show hidden metrics. Only the previous minor version is meaningful, other values will not be allowed. The format is <major>.<minor>, e.g.: '1.16'." +
+    "Also show the metrics hidden in this release that were deprecated in this earlier version, given as <major>.<minor> (for example '1.16'); only the previous minor version is accepted." +
       IGNORED,
     'config',
     (t, v) => {
@@ -346,7 +354,7 @@ export const FLAGS: readonly FlagDef[] = [
     'bool',
     '',
     '',
-    'If true, perform any initialization steps that must be done with full root privileges, and then exit. After doing this, you can run kube-proxy again with only the CAP_NET_ADMIN capability.',
+    'Do the set-up steps that need full root privileges, then exit, so that the proxy itself can run with only CAP_NET_ADMIN.',
     'option',
     (t, v) => {
       t.opts.initOnly = b(v);
@@ -357,7 +365,7 @@ export const FLAGS: readonly FlagDef[] = [
     'proxyMode',
     'ProxyMode',
     '',
-    "Which proxy mode to use: 'iptables' (default), 'ipvs', 'nftables', or (kube-proxy-ts only) 'userspace' or 'ebpf'." +
+    "The datapath to program: 'iptables' (the default), 'ipvs', 'nftables', or, in kube-proxy-ts only, 'userspace' or 'ebpf'." +
       IGNORED,
     'config',
     (t, v) => {
@@ -369,7 +377,7 @@ export const FLAGS: readonly FlagDef[] = [
     'int32',
     'int32',
     '14',
-    'If using the iptables or ipvs proxy mode, the bit of the fwmark space to mark packets requiring SNAT with.  Must be within the range [0, 31].',
+    'iptables and ipvs modes: the bit of the packet mark (0 to 31) that flags packets needing SNAT.',
     'config',
     (t, v) => {
       t.cfg.iptables.masqueradeBit = n(v);
@@ -380,7 +388,7 @@ export const FLAGS: readonly FlagDef[] = [
     'bool',
     '',
     '',
-    'SNAT all traffic sent via Service cluster IPs. This may be required with some CNI plugins. Only supported on Linux.',
+    'SNAT every packet sent to a Service cluster IP. Some CNI plugins need this. Linux only.',
     'config',
     (t, v) => {
       t.cfg.linux.masqueradeAll = b(v);
@@ -391,7 +399,7 @@ export const FLAGS: readonly FlagDef[] = [
     'bool',
     '',
     'true',
-    'If false, kube-proxy will disable the legacy behavior of allowing NodePort services to be accessed via localhost. (Applies only to iptables mode and IPv4; localhost NodePorts are never allowed with other proxy modes or with IPv6.)',
+    'When false, NodePorts are not served on localhost. Only iptables mode with IPv4 serves them there at all; other modes and IPv6 never do.',
     'config',
     (t, v) => {
       t.cfg.iptables.localhostNodePorts = b(v);
@@ -402,7 +410,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '30s',
-    "An interval (e.g. '5s', '1m', '2h22m') indicating how frequently various re-synchronizing and cleanup operations are performed. Must be greater than 0.",
+    "How often the rules are synced in full and stale state is cleaned up, as a duration such as '5s', '1m' or '2h22m'. Must be above 0.",
     'config',
     (t, v) => {
       t.opts.iptablesSyncPeriod = n(v);
@@ -413,7 +421,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '1s',
-    "The minimum period between iptables rule resyncs (e.g. '5s', '1m', '2h22m'). A value of 0 means every Service or EndpointSlice change will result in an immediate iptables resync.",
+    "The shortest time between two iptables rule syncs, as a duration such as '5s', '1m' or '2h22m'. With 0, every Service or EndpointSlice change is synced at once.",
     'config',
     (t, v) => {
       t.opts.iptablesMinSyncPeriod = n(v);
@@ -424,7 +432,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '30s',
-    "An interval (e.g. '5s', '1m', '2h22m') indicating how frequently various re-synchronizing and cleanup operations are performed. Must be greater than 0.",
+    "How often the rules are synced in full and stale state is cleaned up, as a duration such as '5s', '1m' or '2h22m'. Must be above 0.",
     'config',
     (t, v) => {
       t.opts.ipvsSyncPeriod = n(v);
@@ -435,43 +443,43 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '1s',
-    "The minimum period between IPVS rule resyncs (e.g. '5s', '1m', '2h22m'). A value of 0 means every Service or EndpointSlice change will result in an immediate IPVS resync.",
+    "The shortest time between two IPVS rule syncs, as a duration such as '5s', '1m' or '2h22m'. With 0, every Service or EndpointSlice change is synced at once.",
     'config',
     (t, v) => {
       t.opts.ipvsMinSyncPeriod = n(v);
     },
   ),
-  def('ipvs-scheduler', 'string', 'string', '', 'The ipvs scheduler type when proxy mode is ipvs', 'config', (t, v) => {
-    t.cfg.ipvs.scheduler = s(v);
-  }),
+  def(
+    'ipvs-scheduler',
+    'string',
+    'string',
+    '',
+    'ipvs mode: the IPVS scheduling algorithm of the virtual servers.',
+    'config',
+    (t, v) => {
+      t.cfg.ipvs.scheduler = s(v);
+    },
+  ),
   def(
     'ipvs-exclude-cidrs',
     'strings',
     'strings',
     '',
-    'A comma-separated list of CIDRs which the ipvs proxier should not touch when cleaning up IPVS rules.',
+    'Comma-separated CIDRs whose IPVS state ipvs mode leaves alone when it cleans up.',
     'config',
     (t, v) => {
       t.cfg.ipvs.excludeCIDRs = v as string[];
     },
   ),
-  def(
-    'ipvs-strict-arp',
-    'bool',
-    '',
-    '',
-    'Enable strict ARP by setting arp_ignore to 1 and arp_announce to 2',
-    'config',
-    (t, v) => {
-      t.cfg.ipvs.strictARP = b(v);
-    },
-  ),
+  def('ipvs-strict-arp', 'bool', '', '', 'Turn strict ARP on: arp_ignore=1 and arp_announce=2.', 'config', (t, v) => {
+    t.cfg.ipvs.strictARP = b(v);
+  }),
   def(
     'ipvs-tcp-timeout',
     'duration',
     'duration',
     '0s',
-    "The timeout for idle IPVS TCP connections, 0 to leave as-is. (e.g. '5s', '1m', '2h22m').",
+    "Idle timeout of IPVS TCP connections, as a duration such as '5s', '1m' or '2h22m'; 0 leaves it unchanged.",
     'config',
     (t, v) => {
       t.cfg.ipvs.tcpTimeout = n(v);
@@ -482,7 +490,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '0s',
-    "The timeout for IPVS TCP connections after receiving a FIN packet, 0 to leave as-is. (e.g. '5s', '1m', '2h22m').",
+    "Timeout of IPVS TCP connections once a FIN has been received, as a duration such as '5s', '1m' or '2h22m'; 0 leaves it unchanged.",
     'config',
     (t, v) => {
       t.cfg.ipvs.tcpFinTimeout = n(v);
@@ -493,7 +501,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '0s',
-    "The timeout for IPVS UDP packets, 0 to leave as-is. (e.g. '5s', '1m', '2h22m').",
+    "Timeout of IPVS UDP packets, as a duration such as '5s', '1m' or '2h22m'; 0 leaves it unchanged.",
     'config',
     (t, v) => {
       t.cfg.ipvs.udpTimeout = n(v);
@@ -504,7 +512,8 @@ export const FLAGS: readonly FlagDef[] = [
     'localMode',
     'LocalMode',
     '',
-    'Mode to use to detect local traffic.' + IGNORED,
+    'How traffic from local pods is recognised: ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix.' +
+      IGNORED,
     'config',
     (t, v) => {
       t.cfg.detectLocalMode = s(v) as ResolvedConfig['detectLocalMode'];
@@ -515,7 +524,7 @@ export const FLAGS: readonly FlagDef[] = [
     'string',
     'string',
     '',
-    'A bridge interface name. When --detect-local-mode is set to BridgeInterface, kube-proxy will consider traffic to be local if it originates from this bridge.',
+    'With --detect-local-mode BridgeInterface: traffic arriving from this bridge comes from local pods.',
     'config',
     (t, v) => {
       t.cfg.detectLocal.bridgeInterface = s(v);
@@ -526,7 +535,7 @@ export const FLAGS: readonly FlagDef[] = [
     'string',
     'string',
     '',
-    'An interface name prefix. When --detect-local-mode is set to InterfaceNamePrefix, kube-proxy will consider traffic to be local if it originates from any interface whose name begins with this prefix.',
+    'With --detect-local-mode InterfaceNamePrefix: traffic arriving from an interface whose name starts with this prefix comes from local pods.',
     'config',
     (t, v) => {
       t.cfg.detectLocal.interfaceNamePrefix = s(v);
@@ -537,7 +546,7 @@ export const FLAGS: readonly FlagDef[] = [
     'string',
     'string',
     '',
-    'The CIDR range of the pods in the cluster. (For dual-stack clusters, this can be a comma-separated dual-stack pair of CIDR ranges.). When --detect-local-mode is set to ClusterCIDR, kube-proxy will consider traffic to be local if its source IP is in this range. (Otherwise it is not used.)' +
+    "The pods' IP range; in a dual-stack cluster one range per family, separated by a comma. With --detect-local-mode ClusterCIDR, traffic from it comes from local pods; other modes do not use it." +
       IGNORED,
     'config',
     (t, v) => {
@@ -549,7 +558,7 @@ export const FLAGS: readonly FlagDef[] = [
     'strings',
     'strings',
     '',
-    "A list of CIDR ranges that contain valid node IPs, or alternatively, the keywords 'primary' (the node's primary IPs according to the Node object), 'localhost' or 'all'. If set, connections to NodePort services will only be accepted on node IPs in one of the indicated ranges. If unset, NodePort connections will be accepted on all local IPs (nftables mode: the primary IPs)." +
+    "Where NodePorts are served: CIDR ranges holding node IPs, or the keywords 'primary' (the node's primary IPs from its Node object), 'localhost' and 'all'. When unset, every local IP serves them (in nftables mode, the primary IPs)." +
       IGNORED,
     'config',
     (t, v) => {
@@ -561,7 +570,7 @@ export const FLAGS: readonly FlagDef[] = [
     'int32',
     'int32',
     '-999',
-    'The oom-score-adj value for kube-proxy process. Values must be within the range [-1000, 1000].' + IGNORED,
+    'The oom_score_adj of the proxy process, from -1000 to 1000.' + IGNORED,
     'config',
     (t, v) => {
       t.cfg.linux.oomScoreAdj = n(v);
@@ -572,7 +581,7 @@ export const FLAGS: readonly FlagDef[] = [
     'int32',
     'int32',
     '32768',
-    'Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min).',
+    'How many conntrack entries to allow per CPU core; 0 leaves the limit alone and ignores --conntrack-min.',
     'config',
     (t, v) => {
       t.cfg.linux.conntrack.maxPerCore = n(v);
@@ -583,7 +592,7 @@ export const FLAGS: readonly FlagDef[] = [
     'int32',
     'int32',
     '131072',
-    'Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core (set conntrack-max-per-core=0 to leave the limit as-is).',
+    'The fewest conntrack entries to allow, whatever --conntrack-max-per-core gives (set that to 0 to leave the limit alone).',
     'config',
     (t, v) => {
       t.cfg.linux.conntrack.min = n(v);
@@ -594,7 +603,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '24h0m0s',
-    'Idle timeout for established TCP connections (0 to leave as-is)',
+    'Idle timeout of established TCP connections; 0 leaves it unchanged.',
     'config',
     (t, v) => {
       t.cfg.linux.conntrack.tcpEstablishedTimeout = n(v);
@@ -605,7 +614,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '1h0m0s',
-    'NAT timeout for TCP connections in the CLOSE_WAIT state',
+    'Conntrack timeout of TCP connections in the CLOSE_WAIT state.',
     'config',
     (t, v) => {
       t.cfg.linux.conntrack.tcpCloseWaitTimeout = n(v);
@@ -616,7 +625,7 @@ export const FLAGS: readonly FlagDef[] = [
     'bool',
     '',
     '',
-    'Enable liberal mode for tracking TCP packets by setting nf_conntrack_tcp_be_liberal to 1',
+    'Track TCP liberally: set nf_conntrack_tcp_be_liberal to 1.',
     'config',
     (t, v) => {
       t.cfg.linux.conntrack.tcpBeLiberal = b(v);
@@ -627,7 +636,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '0s',
-    'Idle timeout for UNREPLIED UDP connections (0 to leave as-is)',
+    'Idle timeout of UDP flows that have seen no reply (UNREPLIED); 0 leaves it unchanged.',
     'config',
     (t, v) => {
       t.cfg.linux.conntrack.udpTimeout = n(v);
@@ -638,7 +647,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '0s',
-    'Idle timeout for ASSURED UDP connections (0 to leave as-is)',
+    'Idle timeout of UDP flows that have seen replies (ASSURED); 0 leaves it unchanged.',
     'config',
     (t, v) => {
       t.cfg.linux.conntrack.udpStreamTimeout = n(v);
@@ -649,7 +658,7 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '15m0s',
-    'How often configuration from the apiserver is refreshed.  Must be greater than 0.',
+    'How often everything read from the API server is handed to the proxy again. Must be above 0.',
     'config',
     (t, v) => {
       t.cfg.configSyncPeriod = n(v);
@@ -660,14 +669,13 @@ export const FLAGS: readonly FlagDef[] = [
     'int32',
     'int32',
     '10256',
-    'The port to bind the health check server. Use 0 to disable.',
+    'Port of the health check server; 0 turns it off.',
     'config',
     (t, v) => {
       t.opts.healthzPort = n(v);
     },
     {
-      deprecated:
-        'This flag is deprecated and will be removed in a future release. Please use --healthz-bind-address instead.',
+      deprecated: 'use --healthz-bind-address instead; this flag will be removed.',
     },
   ),
   def(
@@ -675,14 +683,13 @@ export const FLAGS: readonly FlagDef[] = [
     'int32',
     'int32',
     '10249',
-    'The port to bind the metrics server. Use 0 to disable.',
+    'Port of the metrics server; 0 turns it off.',
     'config',
     (t, v) => {
       t.opts.metricsPort = n(v);
     },
     {
-      deprecated:
-        'This flag is deprecated and will be removed in a future release. Please use --metrics-bind-address instead.',
+      deprecated: 'use --metrics-bind-address instead; this flag will be removed.',
     },
   ),
   // component-base logging flags
@@ -691,29 +698,21 @@ export const FLAGS: readonly FlagDef[] = [
     'duration',
     'duration',
     '5s',
-    'Maximum number of seconds between log flushes',
+    'The longest time between two flushes of the log.',
     'logging',
     (t, v) => {
       t.cfg.logging.flushFrequency = durationText(n(v));
     },
   ),
-  def(
-    'logging-format',
-    'string',
-    'string',
-    'text',
-    'Sets the log format. Permitted formats: "json", "text".',
-    'logging',
-    (t, v) => {
-      t.cfg.logging.format = s(v);
-    },
-  ),
+  def('logging-format', 'string', 'string', 'text', 'Log format: "json" or "text".', 'logging', (t, v) => {
+    t.cfg.logging.format = s(v);
+  }),
   def(
     'v',
     'level',
     'Level',
     '',
-    'number for the log level verbosity',
+    'Log verbosity: the higher, the more is logged.',
     'logging',
     (t, v) => {
       t.cfg.logging.verbosity = n(v);
@@ -725,7 +724,7 @@ export const FLAGS: readonly FlagDef[] = [
     'moduleSpec',
     'pattern=N,...',
     '',
-    'comma-separated list of pattern=N settings for file-filtered logging (only works for text log format)',
+    'Verbosity per source file, as comma-separated pattern=N settings (text log format only).',
     'logging',
     (t, v) => {
       t.cfg.logging.vmodule = [...(t.cfg.logging.vmodule ?? []), ...(v as VModuleItem[])];
@@ -737,14 +736,14 @@ export const FLAGS: readonly FlagDef[] = [
     'bool',
     '',
     '',
-    'help for kube-proxy',
+    'Show this help.',
     'option',
     (t, v) => {
       t.opts.help = b(v);
     },
     { short: 'h' },
   ),
-  def('version', 'version', 'version[=true]', '', 'Print version information and quit', 'option', (t, v) => {
+  def('version', 'version', 'version[=true]', '', 'Print the version and exit.', 'option', (t, v) => {
     t.opts.version = b(v);
   }),
 ];

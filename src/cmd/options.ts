@@ -94,16 +94,16 @@ export interface TextCommand {
 
 export type ParsedCommand = TextCommand | RunCommand;
 
-export const HELP_HEADER = `The Kubernetes network proxy runs on each node. This
-reflects services as defined in the Kubernetes API on each node and can do simple
-TCP, UDP, and SCTP stream forwarding or round robin TCP, UDP, and SCTP forwarding across a set of backends.
-Service cluster IPs and ports are currently found through Docker-links-compatible
-environment variables specifying ports opened by the service proxy. There is an optional
-addon that provides cluster DNS for these cluster IPs. The user must create a service
-with the apiserver API to configure the proxy.
+export const HELP_HEADER = `kube-proxy-ts is the Kubernetes network proxy, rebuilt in TypeScript. One runs on
+every node. It watches the API server for Services, EndpointSlices and its own Node,
+and programs the node so that a connection to a Service's cluster IP, NodePort,
+external IP or load-balancer IP reaches one of the Service's ready endpoints: through
+iptables, nftables, IPVS or eBPF rules in the kernel, or through its own relay
+(userspace mode). It takes upstream kube-proxy's flags and configuration file.
 
 Usage:
-  kube-proxy [flags]
+  kube-proxy-ts [flags]
+  kube-proxy-ts explain | diff | status [flags]   (each has its own --help)
 
 Flags:
 `;

@@ -119,7 +119,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const detected = startupNode(nodeName, node, config.bindAddress);
   if (detected.primaryIsLoopback)
     log.warn(
-      "Can't determine this node's IP, assuming loopback; if this is incorrect, please set the --bind-address flag",
+      'No IP found for this node, so loopback stands in for it; set --bind-address if the node has another address',
     );
   const { nodeIPs, podCIDRs } = detected;
   log.info({ nodeName, nodeIPs, mode }, 'Starting kube-proxy-ts');
@@ -127,7 +127,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   if (mode === 'ipvs')
     log.error(
       {},
-      "The ipvs proxier is now deprecated and may be removed in a future release. Please use 'nftables' instead.",
+      'ipvs mode is deprecated upstream and may be dropped in a later release; nftables mode is its successor',
     );
 
   const clock = realClock;

@@ -1,4 +1,4 @@
-// Typed errors with stable codes (docs/style.md rule 9): callers branch on
+// Typed errors with stable codes (docs/architecture.md, the layers): callers branch on
 // `code`, never on message text. BugError marks a broken invariant, apart
 // from the expected failures below.
 

@@ -1,7 +1,7 @@
 // categorizeEndpoints cases written from upstream's rules (topology.go) and
 // the case list of upstream pkg/proxy/topology_test.go (hints are always
-// honoured and terminating endpoints always used now), plus reference 5.3
-// #34-40 built from real EndpointSlice JSON.
+// honoured and terminating endpoints always used now), plus packet-flow cases
+// #34-40 (docs/packet-flows.md) built from real EndpointSlice JSON.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { categorizeEndpoints, topologyModeFromHints } from './topology.js';
@@ -412,7 +412,7 @@ test('topologyModeFromHints chooses from ready endpoints only', () => {
   );
 });
 
-// ---- reference 5.3 #34-40, from EndpointSlice JSON through the real intake ----
+// ---- packet-flow cases #34-40, from EndpointSlice JSON through the real intake ----
 
 function terminatingCase(etp: 'Local' | 'Cluster', eps: Array<[string, object, boolean]>) {
   const s = makeService('ns1', 'svc1', (x) => {

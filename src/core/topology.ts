@@ -1,5 +1,6 @@
 // Upstream topology.go CategorizeEndpoints: which endpoints a service port may
-// use for cluster-policy and local-policy traffic (reference 2.9, 2.10).
+// use for cluster-policy and local-policy traffic (topology hints and the
+// terminating-endpoint fallback).
 //
 // Cluster endpoints: ready endpoints filtered by the topology mode; if none,
 // serving-and-terminating endpoints (same topology filter). Local endpoints,

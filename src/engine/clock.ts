@@ -1,5 +1,5 @@
 // Time is injected so that schedulers can be tested without sleeping
-// (docs/style.md rule 8). platform/clock.ts provides the real one;
+// (docs/architecture.md, the engine layer). platform/clock.ts provides the real one;
 // test/support/fakeclock.ts a manual one.
 
 export interface TimerHandle {

@@ -1,6 +1,6 @@
 // The event interface between the Kubernetes sources (platform/k8s) and the
 // proxier (upstream's OnServiceAdd/... and OnEndpointSlice...). Handlers only
-// record changes; they never sync (docs/style.md rule 2). Objects are the raw
+// record changes; they never sync (docs/architecture.md, the data flow). Objects are the raw
 // JSON the API server sent; the core validates them.
 
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../core/api.js';

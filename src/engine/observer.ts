@@ -1,4 +1,4 @@
-// What the proxier publishes about its work (docs/style.md rule 10): the
+// What the proxier publishes about its work (published, not hard-wired): the
 // engine never imports a logger or a metrics library. platform/metrics.ts and
 // the health state implement this; tests record it.
 

@@ -15,7 +15,7 @@
 //     retryInterval after it ended, unless something else runs it sooner; a
 //     successful run cancels the pending retry. Retries still respect (3).
 //  6. After stop() no run starts and no timer stays armed.
-// Time comes only from the injected Clock (docs/style.md rule 8).
+// Time comes only from the injected Clock (docs/architecture.md, the engine layer).
 
 import { BugError } from '../core/errors.js';
 import type { Clock, TimerHandle } from './clock.js';

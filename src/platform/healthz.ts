@@ -1,4 +1,4 @@
-// The proxy healthz server (reference 2.20; upstream ProxyHealthServer.Run):
+// The proxy healthz server (upstream ProxyHealthServer.Run, pkg/proxy/healthcheck/proxy_health.go):
 // /healthz and /livez over HTTP, bodies and codes from engine/health.ts,
 // counted in kubeproxy_proxy_healthz_total / livez_total by code. Any other
 // path is 404 (Go ServeMux with exact patterns). Listening is retried every

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { nfacctReader, parseNfacctPackets, ProxyMetrics } from './metrics.js';
 
-/** Every metric of reference table 2.21 with its type and label names. */
+/** Every metric upstream registers (pkg/proxy/metrics/metrics.go) with its type and label names. */
 const TABLE: Array<[string, string, string[]]> = [
   ['kubeproxy_sync_proxy_rules_duration_seconds', 'histogram', ['ip_family']],
   ['kubeproxy_sync_full_proxy_rules_duration_seconds', 'histogram', ['ip_family']],

@@ -1,5 +1,5 @@
-// The kube-proxy metrics registry (reference 2.21; names, types, labels and
-// buckets exactly as upstream pkg/proxy/metrics). ProxyMetrics implements
+// The kube-proxy metrics registry (names, types, labels and buckets exactly
+// as upstream's pkg/proxy/metrics/metrics.go; the help texts are ours). ProxyMetrics implements
 // ProxierObserver so the engine publishes into it without importing
 // prom-client; datapaths, the conntrack reconciler and the health servers use
 // the small methods below.
@@ -84,128 +84,128 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
 
   readonly syncProxyRulesDuration = new Histogram({
     name: 'kubeproxy_sync_proxy_rules_duration_seconds',
-    help: 'SyncProxyRules latency in seconds',
+    help: 'Seconds a sync of the proxy rules took',
     labelNames: ['ip_family'],
     buckets: SYNC_BUCKETS,
     registers: this.r,
   });
   readonly syncFullProxyRulesDuration = new Histogram({
     name: 'kubeproxy_sync_full_proxy_rules_duration_seconds',
-    help: 'SyncProxyRules latency in seconds for full resyncs',
+    help: 'Seconds a full sync of the proxy rules took',
     labelNames: ['ip_family'],
     buckets: SYNC_BUCKETS,
     registers: this.r,
   });
   readonly syncPartialProxyRulesDuration = new Histogram({
     name: 'kubeproxy_sync_partial_proxy_rules_duration_seconds',
-    help: 'SyncProxyRules latency in seconds for partial resyncs',
+    help: 'Seconds a partial sync of the proxy rules took',
     labelNames: ['ip_family'],
     buckets: SYNC_BUCKETS,
     registers: this.r,
   });
   readonly syncProxyRulesLastTimestamp = new Gauge({
     name: 'kubeproxy_sync_proxy_rules_last_timestamp_seconds',
-    help: 'The last time proxy rules were successfully synced',
+    help: 'When the proxy rules were last synced successfully (epoch seconds)',
     labelNames: ['ip_family'],
     registers: this.r,
   });
   readonly syncProxyRulesLastQueuedTimestamp = new Gauge({
     name: 'kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds',
-    help: 'The last time a sync of proxy rules was queued',
+    help: 'When a sync of the proxy rules was last requested (epoch seconds)',
     labelNames: ['ip_family'],
     registers: this.r,
   });
   readonly networkProgrammingDuration = new Histogram({
     name: 'kubeproxy_network_programming_duration_seconds',
-    help: 'In Cluster Network Programming Latency in seconds',
+    help: 'Seconds from an endpoint change in the cluster to the rules that carry it',
     labelNames: ['ip_family'],
     buckets: NETWORK_PROGRAMMING_BUCKETS,
     registers: this.r,
   });
   readonly endpointChangesPending = new Gauge({
     name: 'kubeproxy_sync_proxy_rules_endpoint_changes_pending',
-    help: 'Pending proxy rules Endpoint changes',
+    help: 'Endpoint changes recorded and not yet synced',
     registers: this.r,
   });
   readonly endpointChangesTotal = new Counter({
     name: 'kubeproxy_sync_proxy_rules_endpoint_changes_total',
-    help: 'Cumulative proxy rules Endpoint changes',
+    help: 'Endpoint changes recorded',
     registers: this.r,
   });
   readonly serviceChangesPending = new Gauge({
     name: 'kubeproxy_sync_proxy_rules_service_changes_pending',
-    help: 'Pending proxy rules Service changes',
+    help: 'Service changes recorded and not yet synced',
     registers: this.r,
   });
   readonly serviceChangesTotal = new Counter({
     name: 'kubeproxy_sync_proxy_rules_service_changes_total',
-    help: 'Cumulative proxy rules Service changes',
+    help: 'Service changes recorded',
     registers: this.r,
   });
   readonly noLocalEndpointsTotal = new Gauge({
     name: 'kubeproxy_sync_proxy_rules_no_local_endpoints_total',
-    help: 'Number of services with a Local traffic policy and no endpoints',
+    help: 'Services with a Local traffic policy that have endpoints, but none on this node',
     labelNames: ['ip_family', 'traffic_policy'],
     registers: this.r,
   });
   readonly iptablesRestoreFailuresTotal = new Counter({
     name: 'kubeproxy_sync_proxy_rules_iptables_restore_failures_total',
-    help: 'Cumulative proxy iptables restore failures',
+    help: 'iptables-restore runs that failed',
     labelNames: ['ip_family'],
     registers: this.r,
   });
   readonly iptablesPartialRestoreFailuresTotal = new Counter({
     name: 'kubeproxy_sync_proxy_rules_iptables_partial_restore_failures_total',
-    help: 'Cumulative proxy iptables partial restore failures',
+    help: 'iptables-restore runs of partial syncs that failed',
     labelNames: ['ip_family'],
     registers: this.r,
   });
   readonly iptablesTotal = new Gauge({
     name: 'kubeproxy_sync_proxy_rules_iptables_total',
-    help: 'Total number of iptables rules owned by kube-proxy',
+    help: 'iptables rules of this proxy in the kernel',
     labelNames: ['ip_family', 'table'],
     registers: this.r,
   });
   readonly iptablesLast = new Gauge({
     name: 'kubeproxy_sync_proxy_rules_iptables_last',
-    help: 'Number of iptables rules written by kube-proxy in last sync',
+    help: 'iptables rules this proxy wrote in its last sync',
     labelNames: ['ip_family', 'table'],
     registers: this.r,
   });
   readonly nftablesSyncFailuresTotal = new Counter({
     name: 'kubeproxy_sync_proxy_rules_nftables_sync_failures_total',
-    help: 'Cumulative proxy nftables sync failures',
+    help: 'nftables syncs that failed',
     labelNames: ['ip_family'],
     registers: this.r,
   });
   readonly nftablesCleanupFailuresTotal = new Counter({
     name: 'kubeproxy_sync_proxy_rules_nftables_cleanup_failures_total',
-    help: 'Cumulative proxy nftables cleanup failures',
+    help: 'nftables cleanups that failed',
     labelNames: ['ip_family'],
     registers: this.r,
   });
   readonly conntrackReconcilerSyncDuration = new Histogram({
     name: 'kubeproxy_conntrack_reconciler_sync_duration_seconds',
-    help: 'ReconcileConntrackFlowsLatency latency in seconds',
+    help: 'Seconds a cleanup of stale conntrack entries took',
     labelNames: ['ip_family'],
     buckets: SYNC_BUCKETS,
     registers: this.r,
   });
   readonly conntrackReconcilerDeletedEntriesTotal = new Counter({
     name: 'kubeproxy_conntrack_reconciler_deleted_entries_total',
-    help: 'Cumulative conntrack flows deleted by conntrack reconciler',
+    help: 'Stale conntrack entries deleted',
     labelNames: ['ip_family'],
     registers: this.r,
   });
   readonly proxyHealthzTotal = new Counter({
     name: 'kubeproxy_proxy_healthz_total',
-    help: 'Cumulative proxy healthz HTTP status',
+    help: 'Answers of /healthz, by HTTP status code',
     labelNames: ['code'],
     registers: this.r,
   });
   readonly proxyLivezTotal = new Counter({
     name: 'kubeproxy_proxy_livez_total',
-    help: 'Cumulative proxy livez HTTP status',
+    help: 'Answers of /livez, by HTTP status code',
     labelNames: ['code'],
     registers: this.r,
   });
@@ -336,12 +336,12 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
       });
     mk(
       'kubeproxy_iptables_ct_state_invalid_dropped_packets_total',
-      'packets dropped by iptables to work around conntrack problems',
+      'Packets dropped in KUBE-FORWARD because conntrack marked them INVALID',
       (c) => c.ctStateInvalidDropped,
     );
     mk(
       'kubeproxy_iptables_localhost_nodeports_accepted_packets_total',
-      'Number of packets accepted on nodeports of loopback interface',
+      'Packets accepted on NodePorts of the loopback interface',
       (c) => c.localhostNodePortsAccepted,
     );
   }

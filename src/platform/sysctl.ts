@@ -1,5 +1,5 @@
 // /proc/sys access and upstream's conntrack sysctl set-up at start-up
-// (cmd/kube-proxy/app/conntrack.go, reference 2.15). Paths are injectable so
+// (cmd/kube-proxy/app/conntrack.go). Paths are injectable so
 // tests never touch the host: note that /proc/sys/net/* shows the network
 // namespace of the process that opens it, while the nf_conntrack hashsize
 // (/sys/module/...) is global and nf_conntrack_max is read-only outside the

@@ -1,4 +1,4 @@
-// Fixed addresses of the shared packet-flow scenarios (reference 5.3) and the
+// Fixed addresses of the shared packet-flow scenarios (docs/packet-flows.md) and the
 // JSON builders the scenarios use. Mode-agnostic: no datapath imports here.
 
 import type { EndpointSlice, LoadBalancerIngress, Service, ServiceSpec } from '../../src/core/api.js';

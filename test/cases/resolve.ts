@@ -1,7 +1,7 @@
 // Turning a packet-flow Scenario into what a datapath renders: the SyncState
 // (through the real intake code, syncStateFromObjects) and the resolved
 // DataplaneConfig for one mode. Mode defaults: nodePortAddresses is "all" for
-// iptables/ipvs and "primary" for nftables (reference 2.2) and ebpf.
+// iptables/ipvs and "primary" for nftables (upstream platformApplyDefaults in cmd/kube-proxy/app/server_linux.go) and ebpf.
 
 import { parseCIDR } from '../../src/core/ip.js';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';

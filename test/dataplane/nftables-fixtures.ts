@@ -1,4 +1,5 @@
-// Shared nftables test inputs: reference 4.2's worked example.
+// Shared nftables test inputs: the worked example (a NodePort Service with a local
+// and a remote endpoint) whose full sync the nftables goldens hold.
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
 import type { PacketFlowSkip } from '../cases/runtable.js';

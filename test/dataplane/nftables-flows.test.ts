@@ -1,5 +1,5 @@
 // Packet flows through renderer -> Fake -> tracer with nftables' own fixtures
-// (reference 5.3 conventions). The shared mode-agnostic table runs in
+// (the addresses of docs/packet-flows.md). The shared mode-agnostic table runs in
 // nftables-packetflow.test.ts; these cover nft specifics and the tracer.
 import { ENDPOINT_LAYOUTS, type EndpointLayout } from '../../src/dataplane/nftables/static.js';
 import { test } from 'node:test';

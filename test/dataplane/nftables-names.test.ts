@@ -27,7 +27,7 @@ test('base32 is RFC 4648 with padding', () => {
   assert.equal(base32(sha256('ns1/svc1/tcp/p80')), 'ULMVA6XWM6QI26IIRKVDDKRF2UNLNX267YZTUCJHT7XTKL5BJ4WA====');
 });
 
-test('chain name bases match the upstream values in the reference', () => {
+test('chain name bases match upstream (Test_servicePortChainNameBase in pkg/proxy/nftables/proxier_test.go)', () => {
   assert.equal(hashAndTruncate('ns1/svc1/tcp/p80'), 'ULMVA6XW-ns1/svc1/tcp/p80');
   assert.ok(hashAndTruncate('ns1/svc1/tcp/p80__10.180.0.1/80').startsWith('5OJB2KTY-'));
   assert.equal(servicePortChainNameBase(spn('default', 'web', 'http')), 'SUSTUHLJ-default/web/tcp/http');

@@ -1,8 +1,8 @@
 // The behaviours cluster-services.test.ts leaves out, proven with real
 // packets on the real kernel, per proxy mode: topology-aware routing (zone
 // and node hints), every --detect-local-mode (and none), LoadBalancer
-// source ranges for pods / the node / the LB IP itself (reference rows
-// 22-24), --masquerade-all, and a dual-stack Service over IPv6.
+// source ranges for pods / the node / the LB IP itself (packet-flow cases
+// 22-24 in docs/packet-flows.md), --masquerade-all, and a dual-stack Service over IPv6.
 //
 // Who masqueraded is read from the source address the endpoint saw. The
 // endpoint is usually node1-b, local to node1, because then a masqueraded

@@ -1,4 +1,4 @@
-// Every Service behaviour of reference section 2, proven with real TCP and
+// Every Service behaviour the README lists, proven with real TCP and
 // UDP packets on the real kernel: a two-node cluster of network namespaces
 // (test/netns), the test API server, one kube-proxy-ts per node. Written
 // once and run per proxy mode (E2E_MODES). Each case makes its own Service

@@ -1,5 +1,5 @@
 // nftables mode's own differences from iptables mode, with real packets in the
-// namespace cluster (reference 2.1): a wrong port or protocol on a ClusterIP is
+// namespace cluster: a wrong port or protocol on a ClusterIP is
 // REJECTed (refused at once) instead of going unanswered, and an address inside
 // a ServiceCIDR that no Service holds is DROPped once the ServiceCIDR is known.
 import { after, before, describe, it } from 'node:test';

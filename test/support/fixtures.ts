@@ -12,7 +12,7 @@
 //   });
 //   const state = syncStateFromObjects({ services: [svc], slices: [slice], family: 'IPv4' });
 //
-// Addresses follow reference 5.3 (constants below).
+// Addresses follow the packet-flow cases (docs/packet-flows.md; constants below).
 
 import type {
   EndpointPort,
@@ -136,7 +136,7 @@ export function endpoint(ip: string, opts: EndpointOpts = {}): SliceEndpoint {
   return ep;
 }
 
-/** Shorthands for the condition triples used by reference 5.3 #34-40. */
+/** Shorthands for the condition triples of packet-flow cases #34-40 (docs/packet-flows.md). */
 export const READY = { ready: true, serving: true, terminating: false } as const;
 export const SERVING_TERMINATING = { ready: false, serving: true, terminating: true } as const;
 export const TERMINATING_NOT_SERVING = { ready: false, serving: false, terminating: true } as const;

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { defaultV1Alpha1, setDefaultsV1Alpha1, zeroV1Alpha1 } from './defaults.js';
 
-// The table of reference section 3.1 (upstream v1alpha1 defaults.go).
+// Upstream's v1alpha1 defaults (pkg/proxy/apis/config/v1alpha1/defaults.go).
 test('defaults equal upstream v1alpha1 defaults', () => {
   const c = defaultV1Alpha1();
   assert.equal(c.apiVersion, 'kubeproxy.config.k8s.io/v1alpha1');

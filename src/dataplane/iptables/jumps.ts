@@ -1,8 +1,12 @@
-// The jump rules from built-in chains into kube-proxy's chains (reference 4.1,
-// upstream iptablesJumpChains + the KUBE-FIREWALL jumps). The platform inserts
-// them at position 1 with `iptables -t <table> -I <from> 1 <args>` (after
+// The jump rules from built-in chains into kube-proxy's chains (upstream
+// iptablesJumpChains in pkg/proxy/iptables/proxier.go, plus the KUBE-FIREWALL
+// jumps). The platform inserts them at position 1 with `iptables -t <table> -I <from> 1 <args>` (after
 // checking with -C) on full syncs only, after the restore that creates the
 // target chains. Also the helpers to read iptables-save output.
+//
+// The `--comment` texts are upstream's, byte for byte: iptables-save shows
+// them, and operators, their tools and `kube-proxy-ts explain` match on
+// them. Keep them identical; they are facts of compatibility, not our prose.
 
 import { isServiceChainName } from './names.js';
 

@@ -13,7 +13,7 @@ import {
   servicePortChainHash,
 } from './names.js';
 
-test('reference Appendix A / 4.1 hashes', () => {
+test('chain names hash as upstream (servicePortChainName, servicePortEndpointChainName in pkg/proxy/iptables/proxier.go)', () => {
   assert.equal(servicePortChainHash('ns1/svc1:p80', 'TCP'), 'XPGD46QRK7WJZT7O');
   assert.equal(serviceChainName('ns1/svc1:p80', 'TCP'), 'KUBE-SVC-XPGD46QRK7WJZT7O');
   assert.equal(endpointChainName('ns1/svc1:p80', 'TCP', '10.180.0.1:80'), 'KUBE-SEP-SXIVWICOYRO3J4NJ');

@@ -2,6 +2,10 @@
 // syncProxyRules in pkg/proxy/iptables/proxier.go without the I/O). See
 // index.ts for the contract. Output order is upstream's, byte for byte:
 // filter chain lines, filter rules, then nat chain lines and nat rules.
+//
+// The `--comment` texts are upstream's, byte for byte: iptables-save shows
+// them, and operators, their tools and `kube-proxy-ts explain` match on
+// them. Keep them identical; they are facts of compatibility, not our prose.
 
 import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../core/ip.js';
 import type { DataplaneConfig, IPFamily, LocalDetector, ServicePort, SyncState } from '../../core/types.js';

@@ -3,6 +3,10 @@
 // byte order of the restore payload. Lines are built as template strings (the
 // same bytes as upstream's LineBuffer word joins) into per-service chunks so a
 // render allocates a few strings per line and nothing per word.
+//
+// The `--comment` texts are upstream's, byte for byte: iptables-save shows
+// them, and operators, their tools and `kube-proxy-ts explain` match on
+// them. Keep them identical; they are facts of compatibility, not our prose.
 
 import { cidrContains, parseCIDR } from '../../core/ip.js';
 import type { CategorizedEndpoints, Endpoint, ServicePort } from '../../core/types.js';

@@ -5,6 +5,7 @@ import type { IPFamily, ServicePortName } from '../../core/types.js';
 import { base32, sha256 } from '../../core/hash.js';
 
 export const TABLE_NAME = 'kube-proxy';
+/** Upstream's table comment, byte for byte (nft list shows it; tools match on it). */
 export const TABLE_COMMENT = 'rules for kube-proxy';
 
 export type NftFamily = 'ip' | 'ip6';

@@ -1,7 +1,8 @@
 // The objects of one service port (upstream syncProxyRules' per-service loop,
 // newest masquerade design): its chains with their rules, its affinity sets,
 // and the elements it puts into the shared sets and maps. Pure: the caller
-// decides what to write based on what is already in the table.
+// decides what to write based on what is already in the table. Rule and
+// element comments are upstream's, byte for byte (see static.ts).
 import type { CategorizedEndpoints, Endpoint, ServicePort } from '../../core/types.js';
 import { servicePortPolicy } from '../policy.js';
 import { cidrContains, joinHostPort, parseCIDR } from '../../core/ip.js';

@@ -131,6 +131,10 @@ const JUMPS: ReadonlyArray<readonly [string, string, boolean]> = [
   ['nat-postrouting', N.MASQUERADING_CHAIN, false],
 ];
 
+// Every comment string written into the table (table, helper chain, sets,
+// maps, rules) is upstream's, byte for byte: the kernel shows them in `nft
+// list ruleset`, and operators and their tools match on them. Keep them
+// identical; they are facts of compatibility, not our prose.
 const HELPER_CHAINS: readonly Chain[] = [
   { kind: 'chain', name: N.SERVICES_CHAIN },
   { kind: 'chain', name: N.MASQUERADING_CHAIN },
