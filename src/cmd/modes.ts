@@ -10,7 +10,6 @@ import type { Logger } from '../platform/logger.js';
 import type { ProxyMetrics } from '../platform/metrics.js';
 import { ipv6Supported } from '../platform/netinfo.js';
 import { NftablesDataplane } from '../platform/nftables/dataplane.js';
-import { featureGateEnabled } from '../core/config/features.js';
 import { UserspaceDataplane } from '../platform/userspace/dataplane.js';
 import { EbpfDataplane } from '../platform/ebpf/dataplane.js';
 import type { EbpfFlags } from './options.js';
@@ -103,8 +102,14 @@ export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
         config: d.config,
         clock: d.clock,
         layout: nftablesLayout(process.env, (msg) => d.log.warn(msg)),
-        readViaNetlink: featureGateEnabled(d.resolved.featureGates, 'NFTablesNetlink'),
-        onTransaction: (family, script, partial) => d.log.trace({ family, partial, script }, 'nft transaction'),
+        onEvent,
+        // The transaction text is built only for this log line.
+        ...(d.log.isLevelEnabled('trace')
+          ? {
+              onTransaction: (family: IPFamily, script: string, partial: boolean, via: string) =>
+                d.log.trace({ family, partial, via, script }, 'nftables transaction'),
+            }
+          : {}),
       });
     case 'ipvs': {
       const v = d.resolved.ipvs;

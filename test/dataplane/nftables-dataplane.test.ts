@@ -33,7 +33,7 @@ function scripted(tableListed: boolean, failScripts = 0) {
 test('first sync: checks for the table, reads nothing back when absent, loads one script', async () => {
   const { state, config } = workedExample();
   const { calls, runner } = scripted(false);
-  const dp = new NftablesDataplane({ config, runner, clock: new FakeClock(), fastPath: false });
+  const dp = new NftablesDataplane({ config, runner, clock: new FakeClock() });
   const out = await dp.sync(state);
   assert.equal(out.partial, false);
   assert.deepEqual(calls, ['list tables ip', '-f -']);
@@ -43,7 +43,7 @@ test('first sync: checks for the table, reads nothing back when absent, loads on
 test('an existing table is read back as chains, sets and maps (not rules); partial syncs skip it', async () => {
   const { state, config } = workedExample();
   const { calls, runner } = scripted(true);
-  const dp = new NftablesDataplane({ config, runner, fastPath: false });
+  const dp = new NftablesDataplane({ config, runner });
   await dp.sync(state);
   assert.deepEqual(calls.slice(0, 4).sort(), [
     '-j list chains ip',
@@ -60,7 +60,7 @@ test('an existing table is read back as chains, sets and maps (not rules); parti
 test('a failed nft run is a KPT_SYNC_FAILED and the next sync is full again', async () => {
   const { state, config } = workedExample();
   const { calls, runner } = scripted(false, 1);
-  const dp = new NftablesDataplane({ config, runner, fastPath: false });
+  const dp = new NftablesDataplane({ config, runner });
   await assert.rejects(dp.sync(state), (e: unknown) => (e as { code?: string }).code === 'KPT_SYNC_FAILED');
   calls.length = 0;
   const out = await dp.sync({ ...state, fullSync: false, changedServices: new Set() });

@@ -1,13 +1,19 @@
-// The netlink fast path encodes rules and elements byte-for-byte as nft 1.0.6
+// The nf_tables encoder writes rules and elements byte-for-byte as nft 1.0.6
 // does. The fixtures are `nft --debug=mnl` dumps of
 //   add rule ip kube-proxy c numgen random mod 2 0 meta l4proto tcp dnat to 10.244.1.5:8080
 //   add element ip kube-proxy m { 10.96.0.1 . tcp . 80 comment "ns/svc:p" : goto c }
 // captured in a network namespace; we compare the expressions / element-list
 // attributes (nft also sends a SET_ID the kernel does not need for named sets).
+// The whole grammar against the kernel: test/e2e/nftables-parity.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { encodeOperation, nlMessage } from '../../src/platform/nftables/nlencode.js';
+import type { NftFamily } from '../../src/dataplane/nftables/names.js';
+import type { Operation } from '../../src/dataplane/nftables/objects.js';
+import { Attrs } from '../../src/platform/netlink/attr.js';
+import { parseMessages } from '../../src/platform/netlink/message.js';
+import { encodeBatch, UnencodableError } from '../../src/platform/nftables/nlencode.js';
+import type { SetSchema } from '../../src/platform/nftables/nlset.js';
 
 const fixture = (name: string) => readFileSync(new URL(`./${name}`, import.meta.url.replace('/dist/', '/')), 'utf8');
 
@@ -67,10 +73,20 @@ function exprList(list: Buffer): Array<{ name: string; data: string[] }> {
   });
 }
 
-const ours = (op: Parameters<typeof encodeOperation>[0]) => {
-  const e = encodeOperation(op, 'ip', 'kube-proxy', (n) => (n === 'm' ? true : undefined));
-  assert.ok(e);
-  return nlMessage(e.type, e.flags, 1, 2, 0, e.attrs).subarray(20);
+const VMAP: SetSchema = { fields: [7, 12, 13], interval: false, data: 'verdict' };
+
+/** The batch's messages between BATCH_BEGIN and BATCH_END: type and attributes (after nfgenmsg). */
+function encodeOps(ops: Operation[], family: NftFamily = 'ip', schemas = new Map<string, SetSchema>()) {
+  const { buf } = encodeBatch(ops, family, schemas, 1);
+  return parseMessages(buf)
+    .slice(1, -1)
+    .map((m) => ({ type: m.type, flags: m.flags, body: Buffer.from(m.payload.subarray(4)) }));
+}
+
+const ours = (op: Operation) => {
+  const msgs = encodeOps([op], 'ip', new Map([['m', VMAP]]));
+  assert.equal(msgs.length, 1);
+  return msgs[0]!.body;
 };
 
 test('a lean DNAT rule encodes exactly like nft', () => {
@@ -93,26 +109,82 @@ test('a verdict map element with a comment encodes exactly like nft', () => {
   assert.equal(topAttr(mine, 3).toString('hex'), topAttr(nft, 3).toString('hex'));
 });
 
-test('unsupported operations are not encoded (the caller falls back to nft -f)', () => {
-  const enc = (op: Parameters<typeof encodeOperation>[0]) => encodeOperation(op, 'ip', 'kube-proxy', () => true);
-  assert.equal(enc({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'fib saddr type local goto x' } }), null);
-  assert.equal(
-    enc({ verb: 'add', object: { kind: 'chain', name: 'b', type: 'nat', hook: 'output', priority: -100 } }),
-    null,
+test('operations outside the grammar are refused as a whole (UnencodableError names the operation)', () => {
+  const refused = (op: Operation, schemas = new Map<string, SetSchema>()) =>
+    assert.throws(
+      () => encodeOps([op], 'ip', schemas),
+      (e: unknown) => e instanceof UnencodableError && e.op === op,
+    );
+  refused({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'tcp dport 22 accept' } });
+  refused({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'meta l4proto tcp dnat to [fd00::1]:80' } }); // family
+  refused({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'ip daddr 10.0.0.0/33 drop' } });
+  refused({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'iifname "a-name-longer-than-15" drop' } });
+  refused({ verb: 'add', object: { kind: 'element', set: 'unknown', key: ['1.2.3.4'] } });
+  refused(
+    { verb: 'add', object: { kind: 'element', set: 'm', key: ['1.2.3.4', 'tcp'], value: ['goto c'] } },
+    new Map([['m', VMAP]]),
   );
-  assert.equal(
-    enc({ verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'meta l4proto tcp dnat to [fd00::1]:80' } }),
-    null,
-    'wrong family',
+  refused({ verb: 'add', object: { kind: 'set', name: 's', type: 'ether_addr' } });
+});
+
+test('nft shortenings: byte-aligned prefixes load only their bytes, one-element lists compare, others use sets', () => {
+  const exprs = (rule: string, family: NftFamily = 'ip') => {
+    const msgs = encodeOps([{ verb: 'add', object: { kind: 'rule', chain: 'c', rule } }], family);
+    return msgs.map((m) => m.type & 0xff);
+  };
+  // one-element list: a comparison, no anonymous set
+  assert.deepEqual(exprs('ip saddr != { 10.0.0.0/8 } drop'), [6]);
+  // two elements: NEWSET + NEWSETELEM before the rule
+  assert.deepEqual(exprs('ip saddr != { 10.0.0.0/8, 192.0.2.0/24 } drop'), [9, 12, 6]);
+  assert.deepEqual(exprs('numgen random mod 2 vmap { 0 : goto a , 1 : goto b }'), [9, 12, 6]);
+  // the payload length nft loads for a prefix: bytes on a byte boundary, else the whole address (+ mask)
+  const loadLen = (rule: string, family: NftFamily = 'ip') => {
+    const body = encodeOps([{ verb: 'add', object: { kind: 'rule', chain: 'c', rule } }], family).at(-1)!.body;
+    const e = exprList(topAttr(body, 4));
+    return { len: parseInt(e[0]!.data[3]!.split(':')[1]!, 16), names: e.map((x) => x.name) };
+  };
+  assert.deepEqual(loadLen('ip saddr 10.0.0.0/8 drop'), { len: 1, names: ['payload', 'cmp', 'immediate'] });
+  assert.deepEqual(loadLen('ip saddr 10.0.0.0/12 drop'), { len: 4, names: ['payload', 'bitwise', 'cmp', 'immediate'] });
+  assert.deepEqual(loadLen('ip6 saddr fd00:10::/64 drop', 'ip6'), { len: 8, names: ['payload', 'cmp', 'immediate'] });
+  assert.deepEqual(loadLen('ip6 daddr != ::1 drop', 'ip6'), { len: 16, names: ['payload', 'cmp', 'immediate'] });
+});
+
+test('a batch larger than the first buffer is written whole; element runs share messages', () => {
+  const ops: Operation[] = [];
+  for (let i = 0; i < 20000; i++)
+    ops.push({
+      verb: 'add',
+      object: {
+        kind: 'element',
+        set: 'm',
+        key: [`10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`, 'tcp', '80'],
+        value: ['goto c'],
+      },
+    });
+  const msgs = encodeOps(ops, 'ip', new Map([['m', VMAP]]));
+  const elements = msgs.reduce((n, m) => n + new Attrs(m.body).nested(3)!.entries.length, 0);
+  assert.equal(elements, 20000);
+  assert.ok(msgs.length < 100, `${msgs.length} messages`);
+  // Deletes and adds of one set keep their order (a changed element: delete, then add).
+  const mixed = encodeOps(
+    [
+      { verb: 'delete', object: { kind: 'element', set: 'm', key: ['10.0.0.1', 'tcp', '80'] } },
+      { verb: 'add', object: { kind: 'element', set: 'x', key: ['10.0.0.9'] } },
+      { verb: 'add', object: { kind: 'element', set: 'm', key: ['10.0.0.1', 'tcp', '80'], value: ['goto d'] } },
+    ],
+    'ip',
+    new Map<string, SetSchema>([
+      ['m', VMAP],
+      ['x', { fields: [7], interval: false, data: 'none' }],
+    ]),
   );
-  assert.equal(
-    encodeOperation(
-      { verb: 'add', object: { kind: 'element', set: 'unknown', key: ['1.2.3.4'] } },
-      'ip',
-      'kube-proxy',
-      () => undefined,
-    ),
-    null,
+  assert.deepEqual(
+    mixed.map((m) => [m.type & 0xff, new Attrs(m.body).str(2)]),
+    [
+      [14, 'm'],
+      [12, 'm'],
+      [12, 'x'],
+    ],
   );
 });
 
@@ -121,16 +193,18 @@ test('unsupported operations are not encoded (the caller falls back to nft -f)',
 //   add rule F kube-proxy c meta l4proto tcp dnat F addr . port to numgen random mod 720720 map @m
 //   add element F kube-proxy m { 0-360359 : <10.244.1.5 | fd00::5> . 8080 }
 //   flush map F kube-proxy m
-for (const [fam, nfproto, ep] of [
-  ['ip', 2, '10.244.1.5'],
-  ['ip6', 10, 'fd00::5'],
+for (const [fam, ep] of [
+  ['ip', '10.244.1.5'],
+  ['ip6', 'fd00::5'],
 ] as const) {
   const dump = fixture(`nftables-mnl-maps-${fam}.txt`);
-  const mine = (op: Parameters<typeof encodeOperation>[0]) => {
-    const e = encodeOperation(op, fam, 'kube-proxy', (n) => (n === 'm' ? 'endpoints' : undefined));
-    assert.ok(e, 'encoded');
-    return { e, body: nlMessage(e.type, e.flags, 1, nfproto, 0, e.attrs).subarray(20) };
+  const EP: SetSchema = { fields: [4], interval: true, data: 'addrport' };
+  const mine = (op: Operation) => {
+    const msgs = encodeOps([op], fam, new Map([['m', EP]]));
+    assert.equal(msgs.length, 1);
+    return { e: msgs[0]!, body: msgs[0]!.body };
   };
+  const refused = (op: Operation) => assert.throws(() => encodeOps([op], fam, new Map([['m', EP]])), UnencodableError);
   const typeOf = `numgen random mod 720720 : ${fam} daddr . tcp dport`;
 
   test(`maps layout (${fam}): the endpoint map's NEWSET encodes like nft, typeof udata included`, () => {
@@ -142,16 +216,7 @@ for (const [fam, nfproto, ep] of [
     assert.equal(e.type, (10 << 8) | 9);
     for (const a of [1, 2, 3, 4, 5, 6, 7, 13])
       assert.equal(topAttr(body, a).toString('hex'), topAttr(nft, a).toString('hex'), `attr ${a}`);
-    assert.equal(
-      encodeOperation(
-        { verb: 'add', object: { kind: 'map', name: 'm', type: 'x', typeOf, flags: [] } },
-        fam,
-        'kube-proxy',
-        () => 'endpoints',
-      ),
-      null,
-      'not interval',
-    );
+    refused({ verb: 'add', object: { kind: 'map', name: 'm', type: 'x', typeOf, flags: [] } }); // not interval
   });
 
   test(`maps layout (${fam}): the fixed DNAT-through-map rule encodes like nft`, () => {
@@ -181,15 +246,10 @@ for (const [fam, nfproto, ep] of [
     });
     assert.equal(topAttr(body, 3).toString('hex'), topAttr(nft, 3).toString('hex'));
     const enc = (key: string, value: string[]) =>
-      encodeOperation(
-        { verb: 'add', object: { kind: 'element', set: 'm', key: [key], value } },
-        fam,
-        'kube-proxy',
-        () => 'endpoints',
-      );
-    assert.equal(enc('5-4', [ep, '80']), null, 'empty range');
-    assert.equal(enc('0-9', [fam === 'ip' ? 'fd00::1' : '10.0.0.1', '80']), null, 'wrong family');
-    assert.equal(enc('0-9', [ep]), null, 'no port');
+      refused({ verb: 'add', object: { kind: 'element', set: 'm', key: [key], value } });
+    enc('5-4', [ep, '80']); // empty range
+    enc('0-9', [fam === 'ip' ? 'fd00::1' : '10.0.0.1', '80']); // wrong family
+    enc('0-9', [ep]); // no port
   });
 
   test(`maps layout (${fam}): flush map is a DELSETELEM without elements, like nft`, () => {

@@ -1,4 +1,4 @@
-// The NFTablesNetlink read side on the real kernel: a table written by the
+// The netlink read side on the real kernel: a table written by the
 // nftables dataplane in a namespace of our own reads back over netlink into
 // exactly the snapshot `nft -j list chains|sets|maps` gives, in both families,
 // with map verdicts, concatenated keys and comments.
@@ -158,19 +158,19 @@ describe('nftables readback over netlink (NFTablesNetlink)', { concurrency: fals
     });
   }
 
-  it('a restarted dataplane with readViaNetlink writes what one reading through nft writes', async () => {
+  it('a restarted dataplane reading over netlink writes what one reading through nft writes', async () => {
     const scripts: Record<string, string> = {};
-    for (const readViaNetlink of [false, true]) {
+    for (const transport of ['nft', 'netlink'] as const) {
       const dp = new NftablesDataplane({
         config: config('IPv4'),
         netns: NS,
-        readViaNetlink,
-        onTransaction: (_f, script) => (scripts[String(readViaNetlink)] = script),
+        transport,
+        onTransaction: (_f, script) => (scripts[transport] = script),
       });
       await dp.sync(state('IPv4'));
       dp.close();
     }
-    assert.ok(scripts['true'] !== undefined && scripts['true'].length > 0);
-    assert.equal(scripts['true'], scripts['false']);
+    assert.ok(scripts['netlink'] !== undefined && scripts['netlink'].length > 0);
+    assert.equal(scripts['netlink'], scripts['nft']);
   });
 });

@@ -129,7 +129,7 @@ for (const mode of ['iptables', 'nftables'] as const)
               clock: realClock,
               syncPeriodMs: 30_000,
             })
-          : new NftablesDataplane({ config: CONFIG, netns: NS, fastPath: false });
+          : new NftablesDataplane({ config: CONFIG, netns: NS });
       await dp.sync(toolsState());
       const dp6 =
         mode === 'iptables'
@@ -140,7 +140,7 @@ for (const mode of ['iptables', 'nftables'] as const)
               clock: realClock,
               syncPeriodMs: 30_000,
             })
-          : new NftablesDataplane({ config: CONFIG6, netns: NS, fastPath: false });
+          : new NftablesDataplane({ config: CONFIG6, netns: NS });
       await dp6.sync(toolsState6());
     });
     after(() => {

@@ -19,6 +19,7 @@ const SOCK_CLOEXEC = 0x80000;
 const SOL_SOCKET = 1;
 const SO_RCVBUF = 8;
 const SO_SNDBUF = 7;
+const SO_SNDBUFFORCE = 32;
 const SO_RCVBUFFORCE = 33;
 const SO_RCVTIMEO = 20;
 const SOL_NETLINK = 270;
@@ -113,6 +114,7 @@ export interface OpenOptions {
 export class NetlinkSocket {
   private fd: number;
   private seqNo: number;
+  private sndbuf = 1 << 20;
   private readonly rbuf = Buffer.alloc(1 << 18);
 
   constructor(
@@ -147,6 +149,21 @@ export class NetlinkSocket {
     const s = this.seqNo;
     this.seqNo = (this.seqNo + n) & 0x3fffffff;
     return s;
+  }
+
+  /**
+   * Make room for one datagram of `bytes` (an nf_tables batch must arrive
+   * in one; the kernel refuses a datagram larger than the send buffer).
+   * FORCE passes wmem_max as root, as nft does for large batches.
+   */
+  reserveSendBuffer(bytes: number): void {
+    if (bytes + 4096 <= this.sndbuf) return;
+    const c = loadLibc();
+    const size = Buffer.alloc(4);
+    size.writeInt32LE(Math.min(bytes + 4096, 0x7fffffff));
+    if (c.setsockopt(this.fd, SOL_SOCKET, SO_SNDBUFFORCE, size, 4) !== 0)
+      c.setsockopt(this.fd, SOL_SOCKET, SO_SNDBUF, size, 4);
+    this.sndbuf = bytes + 4096;
   }
 
   send(buf: Buffer): void {

@@ -1,40 +1,29 @@
 // NftablesDataplane: the nftables mode's Dataplane for one IP family. Renders
-// a transaction with the pure NftablesRenderer and applies it atomically with
-// `nft -f -`. Full syncs first read the table back (`nft -j list table`) so
-// only differences are written. Any failure makes the next sync full.
-// The runner is injectable so tests can target a network namespace
-// (`ip netns exec <ns> nft ...`).
+// a transaction with the pure NftablesRenderer and applies it atomically as
+// one nf_tables netlink batch (nlencode.ts, netlink.ts); full syncs first read
+// the table back over netlink so only differences are written. No `nft`
+// process on the sync path.
+//
+// The `nft` transport (`nft -f`, and `nft -j list` for the read-back) remains
+// for `kube-proxy-ts diff`, which runs this dataplane against an in-memory
+// copy of the live table through a runner, and as the fallback where netlink
+// sockets are unavailable (no koffi) or a transaction holds an operation the
+// encoder does not know (a bug: reported through onEvent). Any failure makes
+// the next sync full.
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Dataplane } from '../../core/types.js';
 import type { Clock } from '../../engine/clock.js';
-import { isEndpointsMapName, nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
+import { nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dataplane/nftables/renderer.js';
+import type { Transaction } from '../../dataplane/nftables/transaction.js';
 import { realClock } from '../clock.js';
 import { commandRunner, type ExecResult } from '../exec.js';
 import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
-import type { Operation } from '../../dataplane/nftables/objects.js';
 import { openNftNetlink, type NftNetlink } from './netlink.js';
-import { encodeOperation, type EncodedOp, type SetKind } from './nlencode.js';
+import { encodeBatch, UnencodableError } from './nlencode.js';
+import type { SetSchema } from './nlset.js';
 import { parseTableJSON } from './readback.js';
-import { readSnapshotNetlink } from './nlreadback.js';
-import { NETLINK_PROTOCOL, openNetlink, type NetlinkSocket } from '../netlink/index.js';
-
-/** Managed set/map names -> is it a map (for element encoding). */
-const SET_KINDS: ReadonlyMap<string, boolean> = new Map([
-  ['cluster-ips', false],
-  ['nodeport-ips', false],
-  ['hairpin-connections', false],
-  ['service-ips', true],
-  ['service-nodeports', true],
-  ['no-endpoint-services', true],
-  ['no-endpoint-nodeports', true],
-  ['firewall-ips', true],
-]);
-
-function setKind(name: string): SetKind | undefined {
-  return SET_KINDS.get(name) ?? (isEndpointsMapName(name) ? 'endpoints' : undefined);
-}
 
 /** Runs `nft <args>` with optional stdin; rejects with ExecError on failure. Tests may script one. */
 export type NftRunner = (args: readonly string[], input?: string) => Promise<ExecResult>;
@@ -45,6 +34,8 @@ export function nftRunner(netns?: string): NftRunner {
   return (args, input) => run('nft', args, input === undefined ? {} : { input });
 }
 
+export type NftTransport = 'netlink' | 'nft';
+
 export interface NftablesDataplaneOptions {
   readonly config: DataplaneConfig;
   readonly runner?: NftRunner;
@@ -52,43 +43,40 @@ export interface NftablesDataplaneOptions {
   /** Endpoint selection layout (see EndpointLayout); default DEFAULT_ENDPOINT_LAYOUT. */
   readonly layout?: EndpointLayout;
   /**
-   * Network namespace to work in (tests, benchmarks): `ip netns exec <ns> nft`
-   * and the netlink socket opened inside it. Default: our own.
+   * Network namespace to work in (tests, benchmarks): the netlink socket is
+   * opened inside it, and `ip netns exec <ns> nft` is the nft runner.
    */
   readonly netns?: string;
   /**
-   * Apply partial syncs through nf_tables netlink directly when every
-   * operation is supported (see nlencode.ts); default true with the lean
-   * and maps layouts. Full syncs and anything unsupported use `nft -f`.
+   * 'netlink' (the default without a runner): batches and read-back over
+   * nf_tables netlink, falling back to nft only where netlink is unavailable.
+   * 'nft' (the default with a runner): `nft -f` and `nft -j list`.
    */
-  readonly fastPath?: boolean;
-  /**
-   * Read the table back over netlink (feature gate NFTablesNetlink) instead of
-   * `nft -j list`; falls back to nft where netlink is unavailable. Default false.
-   */
-  readViaNetlink?: boolean;
-  /** Called with each transaction's text before it is applied (debug logging). */
-  readonly onTransaction?: (family: IPFamily, script: string, partial: boolean, via: 'nft' | 'netlink') => void;
+  readonly transport?: NftTransport;
+  /** Called with each transaction's text before it is applied (debug logging; the text is built only for it). */
+  readonly onTransaction?: (family: IPFamily, script: string, partial: boolean, via: NftTransport) => void;
+  /** Things an operator should know: the fallback to nft and why. */
+  readonly onEvent?: (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
 }
 
 export class NftablesDataplane implements Dataplane {
   readonly mode = 'nftables' as const;
   readonly family: IPFamily;
   private readonly renderer: NftablesRenderer;
-  private readonly layout: EndpointLayout;
   private readonly runner: NftRunner;
   private readonly clock: Clock;
-  /** undefined = not tried yet; null = unavailable. */
-  private netlink: NftNetlink | null | undefined = undefined;
-  /** The read-back socket (NFTablesNetlink): undefined = not opened yet, null = unavailable. */
-  private readSock: NetlinkSocket | null | undefined = undefined;
+  private readonly transport: NftTransport;
+  /** undefined = not opened yet; null = unavailable (use nft). */
+  private nl: NftNetlink | null | undefined = undefined;
+  /** Sets and maps created so far, for encoding their elements in later batches. */
+  private readonly schemas = new Map<string, SetSchema>();
 
   constructor(private readonly opts: NftablesDataplaneOptions) {
     this.family = opts.config.family;
-    this.layout = opts.layout ?? DEFAULT_ENDPOINT_LAYOUT;
-    this.renderer = new NftablesRenderer(opts.config, this.layout);
+    this.renderer = new NftablesRenderer(opts.config, opts.layout ?? DEFAULT_ENDPOINT_LAYOUT);
     this.runner = opts.runner ?? nftRunner(opts.netns);
     this.clock = opts.clock ?? realClock;
+    this.transport = opts.transport ?? (opts.runner ? 'nft' : 'netlink');
   }
 
   async sync(state: SyncState): Promise<SyncOutcome> {
@@ -96,16 +84,13 @@ export class NftablesDataplane implements Dataplane {
       const snapshot = this.renderer.needsFullSync(state) ? await this.readSnapshot() : null;
       const { tx, partial, counters } = this.renderer.render(state, this.clock.now(), snapshot);
       if (tx.error) throw tx.error;
-      if (tx.numOperations > 0) {
-        const fast = partial ? await this.encodeFast(tx.operations) : null;
-        const script = tx.toString();
-        this.opts.onTransaction?.(this.family, script, partial, fast ? 'netlink' : 'nft');
-        if (fast) fast.nl.apply(fast.ops, nftFamily(this.family));
-        else await this.runner(['-f', '-'], script);
-      }
+      if (tx.numOperations > 0) await this.apply(tx, partial);
       return { partial, counters };
     } catch (err) {
       this.renderer.reset();
+      // A socket left mid-exchange may still hold replies; start afresh.
+      this.nl?.close();
+      this.nl = undefined;
       throw err instanceof ProxyError && err.code === 'KPT_SYNC_FAILED'
         ? err
         : new ProxyError('KPT_SYNC_FAILED', `nftables ${this.family} sync failed: ${(err as Error).message}`, {
@@ -114,27 +99,43 @@ export class NftablesDataplane implements Dataplane {
     }
   }
 
-  /** The whole transaction as netlink messages, or null (use nft -f). */
-  private async encodeFast(ops: readonly Operation[]): Promise<{ nl: NftNetlink; ops: EncodedOp[] } | null> {
-    if (!(this.opts.fastPath ?? this.layout !== 'upstream')) return null;
-    if (this.netlink === undefined) this.netlink = await openNftNetlink(this.opts.netns);
-    if (this.netlink === null) return null;
-    const fam = nftFamily(this.family);
-    const out: EncodedOp[] = [];
-    for (const op of ops) {
-      const e = encodeOperation(op, fam, TABLE_NAME, setKind);
-      if (e === null) return null;
-      out.push(e);
+  private async channel(): Promise<NftNetlink | null> {
+    if (this.transport !== 'netlink') return null;
+    if (this.nl === undefined) {
+      this.nl = await openNftNetlink(this.opts.netns);
+      if (this.nl === null)
+        this.opts.onEvent?.('warn', { family: this.family }, 'nf_tables netlink unavailable here; using nft');
     }
-    return { nl: this.netlink, ops: out };
+    return this.nl;
   }
 
-  /** Release the netlink socket (the dataplane can still sync through nft). */
+  private async apply(tx: Transaction, partial: boolean): Promise<void> {
+    const fam = nftFamily(this.family);
+    const nl = await this.channel();
+    if (nl) {
+      try {
+        const batch = encodeBatch(tx.operations, fam, this.schemas, nl.nextSeq());
+        this.opts.onTransaction?.(this.family, tx.toString(), partial, 'netlink');
+        nl.apply(batch);
+        return;
+      } catch (err) {
+        if (!(err instanceof UnencodableError)) throw err;
+        this.opts.onEvent?.(
+          'error',
+          { family: this.family, operation: err.op, error: err.message },
+          'nftables operation the netlink encoder does not know; this transaction goes through nft -f',
+        );
+      }
+    }
+    const script = tx.toString();
+    this.opts.onTransaction?.(this.family, script, partial, 'nft');
+    await this.runner(['-f', '-'], script);
+  }
+
+  /** Release the netlink socket (the next sync opens a new one). */
   close(): void {
-    this.netlink?.close();
-    this.netlink = undefined;
-    this.readSock?.close();
-    this.readSock = undefined;
+    this.nl?.close();
+    this.nl = undefined;
   }
 
   /** Stale chains flushed but not yet deleted (deleted by a sync >= 1 s later). */
@@ -150,14 +151,8 @@ export class NftablesDataplane implements Dataplane {
 
   private async readSnapshot(): Promise<KernelSnapshot> {
     const fam = nftFamily(this.family);
-    if (this.opts.readViaNetlink) {
-      if (this.readSock === undefined)
-        this.readSock = await openNetlink(
-          NETLINK_PROTOCOL.NETFILTER,
-          this.opts.netns === undefined ? {} : { netns: this.opts.netns },
-        );
-      if (this.readSock) return readSnapshotNetlink(this.readSock, fam, TABLE_NAME);
-    }
+    const nl = await this.channel();
+    if (nl) return nl.readSnapshot(fam);
     if (!(await tableExists(this.runner, fam))) return EMPTY_SNAPSHOT;
     // Chains, sets and maps only: listing the whole table would also render
     // every rule (at 20k Services 1.9 s, 17 MB of JSON, 370 MB in nft) when

@@ -1,22 +1,27 @@
-// The nf_tables fast path: applies one nf_tables batch over a NETLINK_NETFILTER
-// socket (the shared one in ../netlink) and reports the first error. Used for
-// incremental syncs: a one-endpoint change is a few messages, and skipping the
-// `nft` process (which re-reads the whole table into its cache on every run)
-// is what makes it milliseconds at 20k Services.
+// The nftables mode's kernel channel: one NETLINK_NETFILTER socket (the
+// shared one in ../netlink) that applies whole batches (nlencode.ts) and
+// reads the table back (nlreadback.ts). No `nft` process: nft re-reads the
+// ruleset into its cache on every run, which at 20k Services costs more than
+// the change itself, and nft 1.1.3+ crashes on upstream's rules
+// (kubernetes #136786).
 //
 // Completion: after the batch we send GETGEN on the same socket; the kernel
-// handles netlink requests in order, so its reply arrives after every ack or
-// error of the batch.
+// handles netlink requests in order, so its reply arrives after every error
+// of the batch (messages carry no ACK flag; failures are reported anyway).
 import type { NftFamily } from '../../dataplane/nftables/names.js';
-import { errorCode, NLMSG_ERROR } from '../netlink/message.js';
+import type { KernelSnapshot } from '../../dataplane/nftables/renderer.js';
+import { TABLE_NAME } from '../../dataplane/nftables/names.js';
+import { errorCode, errnoName, NLMSG_ERROR } from '../netlink/message.js';
 import { extAckMessage, NETLINK_PROTOCOL, NetlinkError, openNetlink, type NetlinkSocket } from '../netlink/socket.js';
-import { encodeBatch, nlMessage, NFNL_SUBSYS_NFTABLES, NFT_MSG, NLM_F, type EncodedOp } from './nlencode.js';
+import { NFNL_SUBSYS_NFTABLES, NFT_MSG, NLM_F, type EncodedBatch } from './nlencode.js';
+import { readSnapshotNetlink } from './nlreadback.js';
+import { NlWriter } from './nlwriter.js';
 
 export { NetlinkError };
 
 /**
- * The fast path, or null when it is unavailable here (no koffi package, no
- * libc, or the socket cannot be opened); callers then use `nft -f` only.
+ * The channel, or null when netlink is unavailable here (no koffi package, no
+ * libc, or the socket cannot be opened); callers then use `nft`.
  */
 export async function openNftNetlink(netns?: string): Promise<NftNetlink | null> {
   const sock = await openNetlink(NETLINK_PROTOCOL.NETFILTER, netns === undefined ? {} : { netns });
@@ -26,26 +31,35 @@ export async function openNftNetlink(netns?: string): Promise<NftNetlink | null>
 export class NftNetlink {
   constructor(private readonly sock: NetlinkSocket) {}
 
-  /** Apply the operations as one atomic batch; throws NetlinkError with the first failure. */
-  apply(ops: readonly EncodedOp[], family: NftFamily): void {
-    const start = this.sock.nextSeq(ops.length + 3);
-    const { buf, seqs } = encodeBatch(ops, family, start);
-    const genSeq = start + ops.length + 2;
-    const gen = nlMessage((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG.GETGEN, NLM_F.REQUEST, genSeq, 0, 0, []);
+  /** The sequence number the next batch should start at. */
+  nextSeq(): number {
+    return this.sock.nextSeq(0);
+  }
+
+  /**
+   * Apply an encoded batch atomically; throws NetlinkError with the first
+   * failure (errno, the failing operation's index, the kernel's reason).
+   */
+  apply(batch: EncodedBatch): void {
+    this.sock.nextSeq(batch.lastSeq - batch.firstSeq + 1);
+    const genSeq = this.sock.nextSeq();
+    const w = new NlWriter(64);
+    w.begin((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG.GETGEN, NLM_F.REQUEST, genSeq, 0, 0).end();
+    this.sock.reserveSendBuffer(batch.buf.length);
     // Two sends: nfnetlink ignores whatever follows BATCH_END in the same datagram.
-    this.sock.send(buf);
-    this.sock.send(gen);
+    this.sock.send(batch.buf);
+    this.sock.send(w.view());
     let firstError: NetlinkError | null = null;
     this.sock.receive((m) => {
-      if (m.type === NLMSG_ERROR) {
+      if (m.type === NLMSG_ERROR && m.seq !== genSeq) {
         const err = errorCode(m);
-        if (err !== 0 && firstError === null) {
-          const idx = seqs.indexOf(m.seq);
+        if (err !== 0 && firstError === null && m.seq >= batch.firstSeq && m.seq <= batch.lastSeq) {
+          const idx = batch.opOf.get(m.seq) ?? -1;
           const why = extAckMessage(m);
           firstError = new NetlinkError(
             err,
             idx,
-            `nf_tables batch rejected: errno ${err} at operation ${idx}${why ? ` (${why})` : ''}`,
+            `nf_tables batch rejected: ${errnoName(err)} at operation ${idx}${why ? ` (${why})` : ''}`,
           );
         }
         return false;
@@ -53,6 +67,11 @@ export class NftNetlink {
       return m.seq === genSeq;
     });
     if (firstError) throw firstError;
+  }
+
+  /** What the renderer needs to know of our table (see nlreadback.ts). */
+  readSnapshot(family: NftFamily): KernelSnapshot {
+    return readSnapshotNetlink(this.sock, family, TABLE_NAME);
   }
 
   close(): void {

@@ -1,18 +1,42 @@
-// nf_tables netlink messages for the incremental fast path: the few object
-// operations a partial sync of the 'lean' layout produces, encoded exactly as
-// nft 1.0.6 encodes the same commands (checked against `nft --debug=netlink`
-// and by reading the result back with `nft -j list`). Anything else returns
-// null and the caller falls back to `nft -f`.
-import { parseIP } from '../../core/ip.js';
-import { attr, i32be, nested, str, u32 as u32le, u32be, type Attr } from '../netlink/attr.js';
-import { encodeMessage, NLM_F } from '../netlink/message.js';
-import type { Operation } from '../../dataplane/nftables/objects.js';
-import type { NftFamily } from '../../dataplane/nftables/names.js';
+// A Transaction as one nf_tables netlink batch: every operation the renderer
+// writes, for every layout, encoded as nft 1.0.6 encodes the same `nft -f`
+// line (rules: nlrule.ts, sets and elements: nlset.ts). The kernel applies
+// the batch atomically, as it applies nft's.
+//
+// Two liberties that leave the kernel's state unchanged: element operations
+// on one set that follow each other are sent as one message (nft sends one
+// message per `add element` line; fewer messages mean fewer set lookups by
+// name, which walk the table's list of sets), and within a run of element
+// operations, those of one set are grouped (order inside a set is kept, so a
+// delete still precedes the add that replaces it). Messages carry no
+// NLM_F_ACK: the kernel reports failures anyway, and a 20k-Service cold sync
+// would otherwise queue 200k acks.
+import { isEndpointsMapName, TABLE_NAME, type NftFamily } from '../../dataplane/nftables/names.js';
+import type { Chain, Element, NftMap, NftSet, Operation } from '../../dataplane/nftables/objects.js';
+import { NLM_F } from '../netlink/message.js';
+import { writeExpr } from './nlexpr.js';
+import { compileRule } from './nlrule.js';
+import {
+  elementSlots,
+  NFPROTO,
+  schemaOf,
+  tlv,
+  TYPE,
+  writeAnonElements,
+  writeAnonSet,
+  writeElement,
+  writeNamedSet,
+  type SetSchema,
+} from './nlset.js';
+import { endpointsMapAttrs } from './nlmaps.js';
+import { NlWriter } from './nlwriter.js';
 
 export const NFNL_SUBSYS_NFTABLES = 10;
 export const NFNL_MSG_BATCH_BEGIN = 16;
 export const NFNL_MSG_BATCH_END = 17;
 export const NFT_MSG = {
+  NEWTABLE: 0,
+  DELTABLE: 2,
   NEWCHAIN: 3,
   DELCHAIN: 5,
   NEWRULE: 6,
@@ -24,316 +48,229 @@ export const NFT_MSG = {
   GETGEN: 16,
 } as const;
 export { NLM_F };
-const NFPROTO = { ip: 2, ip6: 10 } as const;
-const PROTO: Record<string, number> = { tcp: 6, udp: 17, sctp: 132 };
-const NFT_REG_1 = 1;
-const NFT_REG_2 = 2;
-const NFT_GOTO = -4;
-const NFT_JUMP = -3;
 
-const u32 = u32be; // nf_tables integers are network order
-const i32 = i32be;
-const A = attr;
-const N = nested;
+const HOOKS: Record<string, number> = { prerouting: 0, input: 1, forward: 2, output: 3, postrouting: 4 };
+/** Element messages stay well under the 64 KiB an attribute's length can say. */
+const ELEMENTS_PER_MESSAGE_BYTES = 32 << 10;
 
-/** nlmsghdr + nfgenmsg (family, version 0, resource id in network order) + attributes. */
-export function nlMessage(
-  type: number,
-  flags: number,
-  seq: number,
-  family: number,
-  resId: number,
-  attrs: Attr[],
-): Buffer {
-  const nfgen = Buffer.alloc(4);
-  nfgen.writeUInt8(family, 0);
-  nfgen.writeUInt16BE(resId, 2);
-  return encodeMessage(type, flags, seq, nfgen, attrs);
-}
+/** Schema of the 'maps' layout's endpoint maps (known by name even when this batch does not create them). */
+const ENDPOINT_MAP_SCHEMA: SetSchema = { fields: [TYPE.INTEGER], interval: true, data: 'addrport' };
 
-const expr = (name: string, data: Attr[]): Attr =>
-  N(1 /* NFTA_LIST_ELEM */, [A(1 /* NFTA_EXPR_NAME */, str(name)), N(2 /* NFTA_EXPR_DATA */, data)]);
-const dataValue = (b: Buffer): Attr => N(3 /* NFTA_CMP_DATA */, [A(1 /* NFTA_DATA_VALUE */, b)]);
-const cmpEq = (reg: number, b: Buffer) => expr('cmp', [A(1, u32(reg)), A(2, u32(0)), dataValue(b)]);
-
-/**
- * Expressions of the lean layout's DNAT rules:
- *   [numgen random mod K 0] meta l4proto P dnat to IP:port
- */
-function dnatRuleExprs(family: NftFamily, text: string): Attr[] | null {
-  const m = /^(?:numgen random mod (\d+) 0 )?meta l4proto (tcp|udp|sctp) dnat to (\S+)$/.exec(text);
-  if (!m) return null;
-  const hp = /^\[?([^\]]+?)\]?:(\d+)$/.exec(m[3]!);
-  const ip = hp ? parseIP(hp[1]) : null;
-  if (!hp || !ip || (ip.family === 'IPv4') !== (family === 'ip')) return null;
-  const out: Attr[] = [];
-  if (m[1] !== undefined) {
-    out.push(
-      expr('numgen', [A(1, u32(NFT_REG_1)), A(2, u32(Number(m[1]))), A(3, u32(1 /* NFT_NG_RANDOM */)), A(4, u32(0))]),
-    );
-    out.push(cmpEq(NFT_REG_1, u32(0)));
+/** What made the batch unencodable: the operation and why. */
+export class UnencodableError extends Error {
+  constructor(
+    readonly op: Operation,
+    why: string,
+  ) {
+    super(`nf_tables encoder: ${why}`);
   }
-  out.push(expr('meta', [A(2 /* KEY */, u32(16 /* NFT_META_L4PROTO */)), A(1 /* DREG */, u32(NFT_REG_1))]));
-  out.push(cmpEq(NFT_REG_1, Buffer.from([PROTO[m[2]!]!])));
-  out.push(expr('immediate', [A(1, u32(NFT_REG_1)), N(2, [A(1, Buffer.from(ip.bytes))])]));
-  const port = Buffer.alloc(2);
-  port.writeUInt16BE(Number(hp[2]));
-  out.push(expr('immediate', [A(1, u32(NFT_REG_2)), N(2, [A(1, port)])]));
-  // As nft: min registers only, flags PROTO_SPECIFIED (the kernel adds MAP_IPS).
-  out.push(
-    expr('nat', [
-      A(1, u32(1 /* NFT_NAT_DNAT */)),
-      A(2, u32(NFPROTO[family])),
-      A(3, u32(NFT_REG_1)),
-      A(5, u32(NFT_REG_2)),
-      A(7, u32(2 /* NF_NAT_RANGE_PROTO_SPECIFIED */)),
-    ]),
-  );
-  return out;
+}
+
+export interface EncodedBatch {
+  readonly buf: Buffer;
+  /** Sequence number of each message -> index of the operation it came from. */
+  readonly opOf: ReadonlyMap<number, number>;
+  readonly messages: number;
+  readonly firstSeq: number;
+  readonly lastSeq: number;
 }
 
 /**
- * Expressions of the 'maps' layout's one DNAT rule per policy chain:
- *   meta l4proto P dnat ip addr . port to numgen random mod M map @m
- * As nft: the numgen value is converted to network order before the lookup,
- * whose 8 (20) data bytes land in NFT_REG_1: address, then the port at
- * 32-bit register 9 (IPv4) or NFT_REG_2 (IPv6, after 16 address bytes).
+ * Encodes operations into one batch. `schemas` is the caller's memory of the
+ * sets and maps it created (needed to encode elements of sets created by an
+ * earlier batch); this batch's `add set/map` operations update it.
  */
-function dnatMapRuleExprs(family: NftFamily, text: string): Attr[] | null {
-  const m = /^meta l4proto (tcp|udp|sctp) dnat (ip6?) addr \. port to numgen random mod (\d+) map @(\S+)$/.exec(text);
-  if (!m || m[2] !== family) return null;
-  return [
-    expr('meta', [A(2 /* KEY */, u32(16 /* NFT_META_L4PROTO */)), A(1 /* DREG */, u32(NFT_REG_1))]),
-    cmpEq(NFT_REG_1, Buffer.from([PROTO[m[1]!]!])),
-    expr('numgen', [A(1, u32(NFT_REG_1)), A(2, u32(Number(m[3]))), A(3, u32(1 /* NFT_NG_RANDOM */)), A(4, u32(0))]),
-    expr('byteorder', [
-      A(1, u32(NFT_REG_1)),
-      A(2, u32(NFT_REG_1)),
-      A(3, u32(1 /* HTON */)),
-      A(4, u32(4)),
-      A(5, u32(4)),
-    ]),
-    // No SET_ID (nft sends one): the kernel finds the set by name, also when
-    // it is created earlier in the same batch.
-    expr('lookup', [A(2 /* SREG */, u32(NFT_REG_1)), A(3 /* DREG */, u32(NFT_REG_1)), A(1 /* SET */, str(m[4]!))]),
-    // As nft: no flags here (the kernel derives them from the registers).
-    expr('nat', [
-      A(1, u32(1 /* NFT_NAT_DNAT */)),
-      A(2, u32(NFPROTO[family])),
-      A(3, u32(NFT_REG_1)),
-      A(5, u32(family === 'ip' ? 9 : NFT_REG_2)),
-    ]),
-  ];
-}
+export class BatchEncoder {
+  private readonly w = new NlWriter(1 << 20);
+  private readonly nfproto: number;
+  private seq: number;
+  private readonly firstSeq: number;
+  private setId = 0;
+  private messages = 0;
+  private readonly opOf = new Map<number, number>();
+  /** Element operations waiting to be grouped by set: set -> [op index, op][] in order. */
+  private pending = new Map<string, Array<[number, Operation]>>();
 
-/** nft's proto_desc ids of the transport headers (udata of `tcp dport` etc.). */
-const L4_DESC: Record<string, number> = { tcp: 8, udp: 6, sctp: 10 };
-
-/** nft's one-byte-type, one-byte-length udata TLV. */
-const tlv = (type: number, v: Buffer) => Buffer.concat([Buffer.from([type, v.length]), v]);
-const payloadUdata = (desc: number, field: number) =>
-  Buffer.concat([tlv(0, u32le(7 /* payload */)), tlv(1, Buffer.concat([tlv(0, u32le(desc)), tlv(1, u32le(field))]))]);
-
-/**
- * NEWSET of a 'maps'-layout endpoint map: `typeof numgen random mod M :
- * ip daddr . tcp dport ; flags interval` (udp, sctp). The udata is what nft stores to
- * print the typeof back (byte orders, then key and data expressions).
- */
-function endpointsMapAttrs(
-  family: NftFamily,
-  name: string,
-  typeOf: string | undefined,
-  flags: readonly string[] | undefined,
-  id: number,
-): Attr[] | null {
-  const m = /^numgen random mod (\d+) : (ip6?) daddr \. (tcp|udp|sctp) dport$/.exec(typeOf ?? '');
-  if (!m || m[2] !== family || (flags ?? []).join(',') !== 'interval') return null;
-  const keyTypeof = Buffer.concat([
-    tlv(0, u32le(0x17 /* numgen */)),
-    tlv(1, Buffer.concat([tlv(0, u32le(1)), tlv(1, u32le(Number(m[1]))), tlv(2, u32le(0))])),
-  ]);
-  const addr = family === 'ip' ? payloadUdata(12 /* ip */, 12 /* daddr */) : payloadUdata(13 /* ip6 */, 9 /* daddr */);
-  const dataTypeof = Buffer.concat([
-    tlv(0, u32le(13 /* concat */)),
-    tlv(1, Buffer.concat([tlv(0, addr), tlv(1, payloadUdata(L4_DESC[m[3]!]!, 2 /* dport */))])),
-  ]);
-  const udata = Buffer.concat([
-    tlv(0, u32le(1)),
-    tlv(1, u32le(0)),
-    tlv(3, keyTypeof),
-    tlv(4, dataTypeof),
-    tlv(6, u32le(0)),
-  ]);
-  const addrType = family === 'ip' ? 7 : 8;
-  return [
-    A(2, str(name)),
-    A(3, u32(0x4 | 0x8 /* NFT_SET_INTERVAL | NFT_SET_MAP */)),
-    A(4, u32(4 /* integer */)),
-    A(5, u32(4)),
-    A(6, u32((addrType << 6) | 13 /* inet_service */)),
-    A(7, u32(family === 'ip' ? 8 : 20)),
-    A(10, u32(id)),
-    A(13, udata),
-  ];
-}
-
-/**
- * An endpoint-map interval "lo-hi" : IP . port, as nft sends it to an
- * rbtree set: the start element with the data, then an end element at hi+1
- * flagged NFT_SET_ELEM_INTERVAL_END. Keys are network order (see the rule's
- * byteorder). Deletes carry both keys and no data.
- */
-function intervalElements(
-  family: NftFamily,
-  key: readonly string[],
-  value: readonly string[] | undefined,
-  add: boolean,
-): Attr[] | null {
-  const m = key.length === 1 ? /^(\d+)-(\d+)$/.exec(key[0]!) : null;
-  if (!m || Number(m[2]) < Number(m[1]) || Number(m[2]) >= 0xffffffff) return null;
-  const start: Attr[] = [N(1 /* KEY */, [A(1, u32(Number(m[1])))])];
-  if (add) {
-    const ip = parseIP(value?.[0]);
-    const port = Number(value?.[1]);
-    if (!ip || (ip.family === 'IPv4') !== (family === 'ip') || value?.length !== 2 || !(port >= 0 && port <= 65535))
-      return null;
-    const p = Buffer.alloc(4);
-    p.writeUInt16BE(port);
-    start.push(N(2 /* DATA */, [A(1, Buffer.concat([Buffer.from(ip.bytes), p]))]));
+  constructor(
+    private readonly family: NftFamily,
+    private readonly schemas: Map<string, SetSchema>,
+    seq: number,
+    private readonly table = TABLE_NAME,
+  ) {
+    this.nfproto = NFPROTO[family];
+    this.firstSeq = seq;
+    this.seq = seq;
+    this.w.begin(NFNL_MSG_BATCH_BEGIN, NLM_F.REQUEST, this.seq++, 0, NFNL_SUBSYS_NFTABLES).end();
   }
-  const end: Attr[] = [A(3 /* FLAGS */, u32(1 /* NFT_SET_ELEM_INTERVAL_END */)), N(1, [A(1, u32(Number(m[2]) + 1))])];
-  return [N(1, start), N(2, end)]; // list index as type, as libnftnl
-}
 
-/** A set element key: fields concatenated, each padded to 4 bytes. */
-function elementKey(fields: readonly string[]): Buffer | null {
-  const parts: Buffer[] = [];
-  for (const f of fields) {
-    let b: Buffer;
-    if (/^[0-9]+$/.test(f)) {
-      b = Buffer.alloc(4);
-      b.writeUInt16BE(Number(f));
-    } else if (PROTO[f] !== undefined) {
-      b = Buffer.alloc(4);
-      b.writeUInt8(PROTO[f]!);
-    } else {
-      const ip = parseIP(f);
-      if (!ip) return null;
-      b = Buffer.from(ip.bytes);
+  /** Add one operation; throws UnencodableError when it is outside what we encode. */
+  add(op: Operation, index: number): void {
+    if (op.object.kind === 'element' && op.verb !== 'flush') {
+      let list = this.pending.get(op.object.set);
+      if (!list) this.pending.set(op.object.set, (list = []));
+      list.push([index, op]);
+      return;
     }
-    parts.push(b);
+    this.flushElements();
+    this.object(op, index);
   }
-  return Buffer.concat(parts);
-}
 
-function verdict(v: readonly string[] | undefined): Attr | null {
-  const t = (v ?? []).join(' ').split(' ');
-  if (t[0] === 'goto' || t[0] === 'jump') {
-    return N(2 /* NFTA_SET_ELEM_DATA */, [
-      N(2 /* NFTA_DATA_VERDICT */, [A(1, i32(t[0] === 'goto' ? NFT_GOTO : NFT_JUMP)), A(2, str(t[1]!))]),
-    ]);
+  finish(): EncodedBatch {
+    this.flushElements();
+    const lastSeq = this.seq;
+    this.w.begin(NFNL_MSG_BATCH_END, NLM_F.REQUEST, this.seq++, 0, NFNL_SUBSYS_NFTABLES).end();
+    return { buf: this.w.view(), opOf: this.opOf, messages: this.messages, firstSeq: this.firstSeq, lastSeq };
   }
-  if (t[0] === 'drop' && t.length === 1) return N(2, [N(2, [A(1, i32(0))])]);
-  return null;
-}
 
-/** nft's udata TLV for an element comment (NFTNL_UDATA_SET_ELEM_COMMENT). */
-function commentUdata(c: string): Buffer {
-  const s = str(c);
-  return Buffer.concat([Buffer.from([0, s.length]), s]);
-}
-
-export interface EncodedOp {
-  readonly type: number;
-  readonly flags: number;
-  readonly attrs: Attr[];
-}
-
-/** How the fast path treats a set or map: a plain set, a verdict map, or a 'maps'-layout endpoint map. */
-export type SetKind = boolean | 'endpoints';
-
-let setId = 0;
-
-/**
- * Encode one operation, or null when the fast path does not support it (the
- * whole transaction then goes through `nft -f`). setIsMap: true for verdict
- * maps, false for sets, 'endpoints' for endpoint maps, undefined if unknown.
- */
-export function encodeOperation(
-  op: Operation,
-  family: NftFamily,
-  table: string,
-  setIsMap: (name: string) => SetKind | undefined,
-): EncodedOp | null {
-  const o = op.object;
-  const T = A(1, str(table));
-  const t = (n: number) => (NFNL_SUBSYS_NFTABLES << 8) | n;
-  if (o.kind === 'map' && setIsMap(o.name) === 'endpoints') {
-    if (op.verb === 'flush') return { type: t(NFT_MSG.DELSETELEM), flags: 0, attrs: [T, A(2, str(o.name))] };
-    if (op.verb === 'delete') return { type: t(NFT_MSG.DELSET), flags: 0, attrs: [T, A(2, str(o.name))] };
-    setId = (setId % 0xffff) + 1;
-    const attrs = endpointsMapAttrs(family, o.name, o.typeOf, o.flags, setId);
-    return attrs ? { type: t(NFT_MSG.NEWSET), flags: NLM_F.CREATE, attrs: [T, ...attrs] } : null;
+  private begin(msg: number, flags: number, index: number): void {
+    const seq = this.seq++;
+    this.opOf.set(seq, index);
+    this.messages++;
+    this.w.begin((NFNL_SUBSYS_NFTABLES << 8) | msg, NLM_F.REQUEST | flags, seq, this.nfproto, 0);
+    this.w.str(1, this.table);
   }
-  if (o.kind === 'element' && (op.verb === 'add' || op.verb === 'delete') && setIsMap(o.set) === 'endpoints') {
-    const els = intervalElements(family, o.key, o.value, op.verb === 'add');
-    if (!els) return null;
-    return {
-      type: t(op.verb === 'add' ? NFT_MSG.NEWSETELEM : NFT_MSG.DELSETELEM),
-      flags: op.verb === 'add' ? NLM_F.CREATE : 0,
-      attrs: [T, A(2, str(o.set)), N(3, els)],
-    };
-  }
-  if (o.kind === 'chain' && o.type === undefined && o.comment === undefined) {
-    if (op.verb === 'add') return { type: t(NFT_MSG.NEWCHAIN), flags: NLM_F.CREATE, attrs: [T, A(3, str(o.name))] };
-    if (op.verb === 'delete') return { type: t(NFT_MSG.DELCHAIN), flags: 0, attrs: [T, A(3, str(o.name))] };
-    if (op.verb === 'flush') return { type: t(NFT_MSG.DELRULE), flags: 0, attrs: [T, A(2, str(o.name))] };
-  }
-  if (o.kind === 'rule' && op.verb === 'add' && o.comment === undefined) {
-    const exprs = dnatRuleExprs(family, o.rule) ?? dnatMapRuleExprs(family, o.rule);
-    if (!exprs) return null;
-    return {
-      type: t(NFT_MSG.NEWRULE),
-      flags: NLM_F.CREATE | NLM_F.APPEND,
-      attrs: [T, A(2, str(o.chain)), N(4, exprs)],
-    };
-  }
-  if (o.kind === 'element' && (op.verb === 'add' || op.verb === 'delete')) {
-    const isMap = setIsMap(o.set);
-    if (isMap === undefined) return null;
-    const key = elementKey(o.key);
-    if (!key) return null;
-    const el: Attr[] = [N(1 /* KEY */, [A(1 /* NFTA_DATA_VALUE */, key)])];
-    if (op.verb === 'add') {
-      if (isMap) {
-        const v = verdict(o.value);
-        if (!v) return null;
-        el.push(v);
+
+  private object(op: Operation, index: number): void {
+    const o = op.object;
+    const bad = (why: string) => new UnencodableError(op, why);
+    switch (o.kind) {
+      case 'table':
+        if (op.verb === 'add') {
+          this.begin(NFT_MSG.NEWTABLE, NLM_F.CREATE, index);
+          this.w.u32be(2, 0);
+          if (o.comment !== undefined) this.w.bytes(6, tlv(0, Buffer.from(`${o.comment}\0`)));
+        } else if (op.verb === 'delete') this.begin(NFT_MSG.DELTABLE, 0, index);
+        else throw bad('flush table is not written by the renderer');
+        this.w.end();
+        return;
+      case 'chain':
+        return this.chain(op.verb, o, index);
+      case 'set':
+      case 'map':
+        return this.set(op, o, index);
+      case 'rule': {
+        if (op.verb !== 'add') throw bad('rules are only added');
+        const c = compileRule(o.rule, this.family);
+        if (!c) throw bad(`rule outside the encoder's grammar: ${o.rule}`);
+        const ids = c.anon.map((a) => {
+          const id = ++this.setId;
+          this.begin(NFT_MSG.NEWSET, NLM_F.CREATE, index);
+          writeAnonSet(this.w, a, id);
+          this.w.end();
+          this.begin(NFT_MSG.NEWSETELEM, NLM_F.CREATE, index);
+          this.w.str(2, a.kind === 'addrs' ? '__set%d' : '__map%d').u32be(4, id);
+          writeAnonElements(this.w, a);
+          this.w.end();
+          return id;
+        });
+        this.begin(NFT_MSG.NEWRULE, NLM_F.CREATE | NLM_F.APPEND, index);
+        this.w.str(2, o.chain);
+        const list = this.w.nest(4);
+        for (const e of c.exprs) writeExpr(this.w, e, ids);
+        this.w.close(list);
+        if (o.comment !== undefined) this.w.bytes(7, tlv(0, Buffer.from(`${o.comment}\0`)));
+        this.w.end();
+        return;
       }
-      if (o.comment !== undefined) el.push(A(6 /* USERDATA */, commentUdata(o.comment)));
+      case 'element':
+        // Element flushes do not exist (flush the set instead).
+        throw bad('elements cannot be flushed');
     }
-    return {
-      type: t(op.verb === 'add' ? NFT_MSG.NEWSETELEM : NFT_MSG.DELSETELEM),
-      flags: op.verb === 'add' ? NLM_F.CREATE : 0,
-      attrs: [T, A(2, str(o.set)), N(3, [N(1 /* NFTA_LIST_ELEM */, el)])],
-    };
   }
-  return null;
+
+  private chain(verb: Operation['verb'], c: Chain, index: number): void {
+    if (verb === 'delete') {
+      this.begin(NFT_MSG.DELCHAIN, 0, index);
+      this.w.str(3, c.name).end();
+      return;
+    }
+    if (verb === 'flush') {
+      this.begin(NFT_MSG.DELRULE, 0, index);
+      this.w.str(2, c.name).end();
+      return;
+    }
+    this.begin(NFT_MSG.NEWCHAIN, NLM_F.CREATE, index);
+    this.w.str(3, c.name);
+    if (c.type !== undefined) {
+      const hook = HOOKS[c.hook ?? ''];
+      if (hook === undefined) throw new UnencodableError({ verb, object: c }, `unknown hook ${c.hook}`);
+      this.w.str(7, c.type);
+      const h = this.w.nest(4);
+      this.w
+        .u32be(1, hook)
+        .i32be(2, c.priority ?? 0)
+        .close(h);
+    }
+    if (c.comment !== undefined) this.w.bytes(12, tlv(0, Buffer.from(`${c.comment}\0`)));
+    this.w.end();
+  }
+
+  private set(op: Operation, o: NftSet | NftMap, index: number): void {
+    if (op.verb === 'delete' || op.verb === 'flush') {
+      this.begin(op.verb === 'delete' ? NFT_MSG.DELSET : NFT_MSG.DELSETELEM, 0, index);
+      this.w.str(2, o.name).end();
+      return;
+    }
+    const id = ++this.setId;
+    this.begin(NFT_MSG.NEWSET, NLM_F.CREATE, index);
+    const ok =
+      o.kind === 'map' && o.typeOf !== undefined
+        ? endpointsMapAttrs(this.w, this.family, o.name, o.typeOf, o.flags, id)
+        : writeNamedSet(this.w, o, id);
+    if (!ok) throw new UnencodableError(op, `set or map type outside the encoder's grammar: ${o.type}`);
+    this.w.end();
+    const schema = o.kind === 'map' && o.typeOf !== undefined ? ENDPOINT_MAP_SCHEMA : schemaOf(o);
+    if (schema) this.schemas.set(o.name, schema);
+  }
+
+  private schemaFor(set: string): SetSchema | undefined {
+    return this.schemas.get(set) ?? (isEndpointsMapName(set) ? ENDPOINT_MAP_SCHEMA : undefined);
+  }
+
+  /** The pending element operations, grouped by set, consecutive same-verb ones in one message. */
+  private flushElements(): void {
+    if (this.pending.size === 0) return;
+    const pending = this.pending;
+    this.pending = new Map();
+    for (const [set, ops] of pending) {
+      const schema = this.schemaFor(set);
+      if (!schema) throw new UnencodableError(ops[0]![1], `elements of a set we do not know: ${set}`);
+      let open: { verb: string; list: number; slot: number; start: number } | null = null;
+      const close = () => {
+        if (!open) return;
+        this.w.close(open.list).end();
+        open = null;
+      };
+      for (const [index, op] of ops) {
+        const add = op.verb === 'add';
+        if (
+          open !== null &&
+          ((open as { verb: string }).verb !== op.verb || this.w.length - open.start > ELEMENTS_PER_MESSAGE_BYTES)
+        )
+          close();
+        if (open === null) {
+          this.begin(add ? NFT_MSG.NEWSETELEM : NFT_MSG.DELSETELEM, add ? NLM_F.CREATE : 0, index);
+          this.w.str(2, set);
+          open = { verb: op.verb, list: this.w.nest(3), slot: 1, start: this.w.length };
+        }
+        const o = open as { slot: number };
+        if (!writeElement(this.w, this.family, o.slot, schema, op.object as Element, add))
+          throw new UnencodableError(op, `element does not fit ${set}: ${JSON.stringify(op.object)}`);
+        o.slot += elementSlots(schema);
+      }
+      close();
+    }
+  }
 }
 
-/** BATCH_BEGIN, the operations, BATCH_END, each op acked; seqs start at `seq`. */
+/** Encode a whole transaction's operations (throws UnencodableError). */
 export function encodeBatch(
-  ops: readonly EncodedOp[],
+  ops: readonly Operation[],
   family: NftFamily,
+  schemas: Map<string, SetSchema>,
   seq: number,
-): { buf: Buffer; seqs: number[] } {
-  const fam = NFPROTO[family];
-  const parts = [nlMessage(NFNL_MSG_BATCH_BEGIN, NLM_F.REQUEST, seq, 0, NFNL_SUBSYS_NFTABLES, [])];
-  const seqs: number[] = [];
-  ops.forEach((op, i) => {
-    seqs.push(seq + 1 + i);
-    parts.push(nlMessage(op.type, NLM_F.REQUEST | NLM_F.ACK | op.flags, seq + 1 + i, fam, 0, op.attrs));
-  });
-  parts.push(nlMessage(NFNL_MSG_BATCH_END, NLM_F.REQUEST, seq + 1 + ops.length, 0, NFNL_SUBSYS_NFTABLES, []));
-  return { buf: Buffer.concat(parts), seqs };
+): EncodedBatch {
+  const enc = new BatchEncoder(family, schemas, seq);
+  ops.forEach((op, i) => enc.add(op, i));
+  return enc.finish();
 }
