@@ -58,7 +58,8 @@ const GATE_SPECS: Readonly<Record<string, { readonly default: boolean; readonly 
   AllowServiceExternalIPs: { default: true, stage: 'GA' },
   // KEP-5495: IPVS mode needs it; deprecated in 1.37, still on by default.
   KubeProxyIPVS: { default: true, stage: 'GA' },
-  // Ours: nftables mode reads its table back over netlink instead of `nft -j list`.
+  // Upstream's switch from the nft binary to netlink. Known, without effect
+  // here: nftables mode always writes and reads its table over netlink.
   NFTablesNetlink: { default: false, stage: 'Alpha' },
 };
 

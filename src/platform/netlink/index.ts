@@ -7,7 +7,7 @@
 //               acked requests, `dump`; opened in our namespace or a named one
 //   genl.ts     generic netlink: resolve a family id by name (IPVS is one)
 //
-// Users: nf_tables partial syncs (../nftables/netlink.ts), IPVS virtual and
+// Users: every nf_tables sync (../nftables/netlink.ts), IPVS virtual and
 // real servers (../ipvs/), kube-ipvs0 and its addresses over rtnetlink
 // (../ipvs/). All calls are synchronous and bounded by a receive timeout.
 export * from './attr.js';
