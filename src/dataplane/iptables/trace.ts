@@ -18,8 +18,8 @@
 //
 // Pure: no I/O; the rule source is anything with rules(table, chain).
 
-import { verdictOf, type TraceOptions, type TracePacket, type TraceResultOf } from '../trace.js';
-import { cidrContains, isLoopback, parseCIDR, parseIP } from '../../core/ip.js';
+import { isLocalAddress, traceResult, type TraceOptions, type TracePacket, type TraceResultOf } from '../trace.js';
+import { cidrContains, parseCIDR, parseIP } from '../../core/ip.js';
 import type { Protocol } from '../../core/types.js';
 import type { IptablesTable } from './fake.js';
 import { flagValue, tokenize } from './tokens.js';
@@ -97,9 +97,7 @@ class Tracer {
   ) {}
 
   isLocal(ip: string): boolean {
-    const p = parseIP(ip);
-    if (!p) return false;
-    return isLoopback(p) || this.localIPs.some((l) => parseIP(l)?.text === p.text);
+    return isLocalAddress(ip, this.localIPs);
   }
 
   /** Walk a chain reached with probability `reach`. */
@@ -292,13 +290,5 @@ export function trace(
     const last = tr.outputs[tr.outputs.length - 1];
     if (tr.outputs.length > before && (last === 'DROP' || last === 'REJECT')) break;
   }
-  return {
-    output: tr.outputs.join(', '),
-    masq: tr.masq,
-    matched: tr.matched,
-    steps: tr.steps,
-    verdict: verdictOf(tr.outputs, tr.candidates.length > 0),
-    candidates: tr.candidates,
-    notUnderstood: tr.notUnderstood,
-  };
+  return traceResult(tr);
 }

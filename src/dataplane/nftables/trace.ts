@@ -14,25 +14,22 @@
 // checks never match (as upstream's tracer). Every matched rule becomes a
 // step. Strict and lenient modes: see TraceOptions in ../trace.ts. Pure.
 
-import { verdictOf, type TraceOptions, type TracePacket, type TraceResultOf } from '../trace.js';
-import { cidrContains, isLoopback, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
+import {
+  isLocalAddress,
+  traceResult,
+  type ChainTraceCandidate,
+  type ChainTraceStep,
+  type TraceOptions,
+  type TracePacket,
+  type TraceResultOf,
+} from '../trace.js';
+import { cidrContains, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
 
 export type { TraceOptions, TracePacket, TraceVerdict } from '../trace.js';
 
-export interface TraceStep {
-  readonly chain: string;
-  readonly rule: string;
-  /** The rule's trailing `comment "..."`, or null. */
-  readonly comment: string | null;
-  readonly depth: number;
-  readonly probability: number;
-}
-
-export interface TraceCandidate {
-  readonly endpoint: string;
-  readonly probability: number;
-  readonly chain: string;
-}
+/** A matched rule; comment is the rule's trailing `comment "..."`. */
+export type TraceStep = ChainTraceStep;
+export type TraceCandidate = ChainTraceCandidate;
 
 export type TraceResult = TraceResultOf<TraceStep, TraceCandidate>;
 
@@ -82,9 +79,7 @@ class Tracer {
   }
 
   isLocal(ip: string): boolean {
-    const p = parseIP(ip);
-    if (!p) return false;
-    return isLoopback(p) || this.localIPs.some((l) => parseIP(l)?.text === p.text);
+    return isLocalAddress(ip, this.localIPs);
   }
 
   runChain(chain: string, pkt: Pkt, depth = 0, reach = 1): Verdict {
@@ -449,15 +444,7 @@ export function trace(
   };
   const srcLocal = tr.isLocal(pkt.src);
   if (srcLocal) pkt.iif = undefined;
-  const finish = (): TraceResult => ({
-    output: tr.outputs.join(', '),
-    masq: tr.masq,
-    matched: tr.matched,
-    steps: tr.steps,
-    verdict: verdictOf(tr.outputs, tr.candidates.length > 0),
-    candidates: tr.candidates,
-    notUnderstood: tr.notUnderstood,
-  });
+  const finish = (): TraceResult => traceResult(tr);
 
   if (tr.runChain(srcLocal ? 'filter-output-pre-dnat' : 'filter-prerouting-pre-dnat', pkt) === 'terminal')
     return finish();

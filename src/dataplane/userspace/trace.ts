@@ -15,26 +15,23 @@
 // Strict and lenient modes: see TraceOptions in ../trace.ts. Pure.
 
 import { cidrContains, isLoopback, parseCIDR, parseIP } from '../../core/ip.js';
-import { verdictOf, type TraceOptions, type TracePacket, type TraceResultOf } from '../trace.js';
+import {
+  isLocalAddress,
+  traceResult,
+  type ChainTraceCandidate,
+  type ChainTraceStep,
+  type TraceOptions,
+  type TracePacket,
+  type TraceResultOf,
+} from '../trace.js';
 import type { FakeChain, FakeListener, FakeMap } from './fake.js';
 
 export type { TraceOptions, TracePacket, TraceVerdict } from '../trace.js';
 
-export interface TraceStep {
-  /** A chain of the table, or "listener <key>" for the relay. */
-  readonly chain: string;
-  readonly rule: string;
-  readonly comment: string | null;
-  readonly depth: number;
-  readonly probability: number;
-}
-
-export interface TraceCandidate {
-  readonly endpoint: string;
-  readonly probability: number;
-  /** The listener whose relay picks the endpoint. */
-  readonly chain: string;
-}
+/** A matched rule; chain is a chain of the table, or "listener <key>" for the relay. */
+export type TraceStep = ChainTraceStep;
+/** A candidate endpoint; chain is "listener <key>", the listener whose relay picks it. */
+export type TraceCandidate = ChainTraceCandidate;
 
 export type TraceResult = TraceResultOf<TraceStep, TraceCandidate>;
 
@@ -72,8 +69,7 @@ class Tracer {
   ) {}
 
   isLocal(ip: string): boolean {
-    const p = parseIP(ip);
-    return p !== null && (isLoopback(p) || this.localIPs.some((l) => parseIP(l)?.text === p.text));
+    return isLocalAddress(ip, this.localIPs);
   }
 
   /** The address a redirect rewrites the destination to: the node's first non-loopback address of the family. */
@@ -219,7 +215,7 @@ export function trace(
   };
   let nat: Outcome;
   if (srcLocal) {
-    if (stop(tr.run('filter-output', pkt))) return finish(tr);
+    if (stop(tr.run('filter-output', pkt))) return traceResult(tr);
     nat = tr.run('portals-host', pkt);
   } else {
     nat = tr.run('portals-container', pkt);
@@ -229,19 +225,7 @@ export function trace(
     pkt.port = nat.port;
   }
   const hook = tr.isLocal(pkt.dst) ? 'filter-input' : srcLocal ? null : 'filter-forward';
-  if (hook !== null && stop(tr.run(hook, pkt))) return finish(tr);
+  if (hook !== null && stop(tr.run(hook, pkt))) return traceResult(tr);
   if (nat.kind === 'nat') tr.relay(pkt);
-  return finish(tr);
-}
-
-function finish(tr: Tracer): TraceResult {
-  return {
-    output: tr.outputs.join(', '),
-    masq: tr.masq,
-    matched: tr.matched,
-    steps: tr.steps,
-    verdict: verdictOf(tr.outputs, tr.candidates.length > 0),
-    candidates: tr.candidates,
-    notUnderstood: tr.notUnderstood,
-  };
+  return traceResult(tr);
 }
