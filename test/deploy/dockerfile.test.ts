@@ -58,21 +58,21 @@ describe('deploy/Dockerfile', () => {
     }
   });
 
-  it('installs both iptables backends and every tool the proxy runs', () => {
+  it('installs both iptables backends and the same packages as deploy/image/build', () => {
     const install = lines.find((l) => l.includes('apt-get install'))!;
-    for (const pkg of [
-      'iptables',
-      'nftables',
-      'conntrack',
-      'ipset',
-      'ipvsadm',
-      'nfacct',
-      'iproute2',
-      'procps',
-      'kmod',
-    ]) {
-      assert.match(install, new RegExp(`\\s${pkg}\\s`), pkg);
-    }
+    const listed = install
+      .replace(/.*apt-get install\s+(-\S+\s+)*/, '')
+      .split('&&')[0]!
+      .trim()
+      .split(/\s+/);
+    // deploy/image/packages: one per line; "# node base image" marks what the Dockerfile's base already has.
+    const image = readFileSync(join(DEPLOY_DIR, 'image', 'packages'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !l.trim().startsWith('#'));
+    const wanted = image.filter((l) => !/#\s*node base image/.test(l)).map((l) => l.replace(/#.*/, '').trim());
+    assert.deepEqual([...listed].sort(), [...wanted].sort());
+    for (const pkg of ['iptables', 'nftables', 'conntrack', 'ipset', 'ipvsadm', 'libbpf1'])
+      assert.ok(wanted.includes(pkg), pkg);
     assert.match(text, /test -x \/usr\/sbin\/xtables-nft-multi && test -x \/usr\/sbin\/xtables-legacy-multi/);
   });
 

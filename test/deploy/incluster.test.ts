@@ -11,10 +11,8 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import * as readline from 'node:readline';
 import { after, before, describe, it } from 'node:test';
 import { parse, stringify } from 'yaml';
-import { nodeScript, nsSpawn, type NsProcess } from '../netns/spawn.js';
 import {
   containerArgv,
   containerEnv,
@@ -25,6 +23,7 @@ import {
   type DaemonSet,
   type PodWorld,
 } from './manifests.js';
+import { ApiHost } from './apihostclient.js';
 import { newNamespace, type TestNamespace } from './netns.js';
 import { startPod, kubeProxyAlias, type Pod, type PodOptions } from './pod.js';
 import { grantedPermissions, requestPermission, type PolicyRule, type RequestRecord } from './rbac.js';
@@ -38,55 +37,6 @@ const ds = only<DaemonSet>(manifests, 'DaemonSet');
 const cm = only<ConfigMap>(manifests, 'ConfigMap');
 const role = only<{ rules: PolicyRule[] }>(manifests, 'ClusterRole');
 const cleanupDs = parse(readFileSync(join(DEPLOY_DIR, 'cleanup', 'kube-proxy-ts-cleanup.yaml'), 'utf8')) as DaemonSet;
-
-/** The API server host process and its JSON-line control channel. */
-class ApiHost {
-  private readonly waiters: Array<(m: Record<string, unknown>) => void> = [];
-  private constructor(
-    readonly proc: NsProcess,
-    readonly host: string,
-    readonly port: number,
-    lines: readline.Interface,
-  ) {
-    lines.on('line', (l) => this.waiters.shift()?.(JSON.parse(l) as Record<string, unknown>));
-  }
-
-  static async start(ns: string, saDir: string): Promise<ApiHost> {
-    const proc = nsSpawn(ns, [...nodeScript('./apihost.js', import.meta.url), '--sa-dir', saDir], { pipeStdout: true });
-    const lines = readline.createInterface({ input: proc.child.stdout! });
-    const ready = await new Promise<{ host: string; port: number }>((res, rej) => {
-      const t = setTimeout(() => rej(new Error(`API server did not start: ${proc.log()}`)), 30_000);
-      lines.once('line', (l) => {
-        clearTimeout(t);
-        res(JSON.parse(l) as { host: string; port: number });
-      });
-      void proc.exited.then((c) => {
-        clearTimeout(t);
-        rej(new Error(`API server exited ${c}: ${proc.log()}`));
-      });
-    });
-    return new ApiHost(proc, ready.host, ready.port, lines);
-  }
-
-  call(req: Record<string, unknown>): Promise<Record<string, unknown>> {
-    return new Promise((res, rej) => {
-      const t = setTimeout(() => rej(new Error(`API host: no answer to ${JSON.stringify(req)}`)), 10_000);
-      this.waiters.push((m) => {
-        clearTimeout(t);
-        if (m['ok']) res(m);
-        else rej(new Error(String(m['error'])));
-      });
-      this.proc.child.stdin!.write(JSON.stringify(req) + '\n');
-    });
-  }
-
-  async create(resource: string, object: object): Promise<void> {
-    await this.call({ op: 'create', resource, object });
-  }
-  async requests(): Promise<RequestRecord[]> {
-    return (await this.call({ op: 'requests' }))['requests'] as RequestRecord[];
-  }
-}
 
 /** Poll cond (event sources here are other processes) until it holds. */
 async function eventually(
@@ -263,10 +213,7 @@ describe('in-cluster: the DaemonSet pod against the test API server', () => {
       await p?.proc.stop(2000);
       p?.dispose();
     }
-    if (api) {
-      api.proc.child.stdin?.end();
-      await api.proc.stop(2000);
-    }
+    if (api) await api.stop();
     ns?.dispose();
     if (saDir) rmSync(saDir, { recursive: true, force: true });
   });
