@@ -59,7 +59,8 @@ describe('deploy/Dockerfile', () => {
   });
 
   it('installs both iptables backends and the same packages as deploy/image/build', () => {
-    const install = lines.find((l) => l.includes('apt-get install'))!;
+    // The runtime stage's install (the build stage installs the BPF compiler).
+    const install = lines.find((l) => l.includes('apt-get install') && /\siptables\s/.test(l))!;
     const listed = install
       .replace(/.*apt-get install\s+(-\S+\s+)*/, '')
       .split('&&')[0]!

@@ -199,14 +199,18 @@ describe('the OCI image: built reproducibly, run as the DaemonSet runs it', { co
     }
   });
 
-  it('carries every tool, both iptables backends behind the wrapper (which chose the host nft), libbpf and the kube-proxy alias', async () => {
+  it('carries every tool, both iptables backends behind the wrapper (which chose the host nft), libbpf and the BPF objects, and the kube-proxy alias', async () => {
     const out = await inContainer(
       'for t in nft conntrack ipset ipvsadm nfacct ip sysctl modprobe xtables-nft-multi xtables-legacy-multi node kube-proxy kube-proxy-ts; do command -v $t >/dev/null || echo "missing $t"; done; ' +
-        'ls /usr/lib/x86_64-linux-gnu/libbpf.so.1 >/dev/null || echo "missing libbpf"; readlink /usr/sbin/iptables; kube-proxy --version',
+        'ls /usr/lib/x86_64-linux-gnu/libbpf.so.1 >/dev/null || echo "missing libbpf"; readlink /usr/sbin/iptables; kube-proxy --version; ' +
+        // The ebpf mode's object where its loader looks, and libbpf loadable by that loader.
+        'test -s /opt/kube-proxy-ts/dist/bpf/kpt.o || echo "missing kpt.o"; ' +
+        'node -e \'import("/opt/kube-proxy-ts/dist/src/platform/ebpf/libbpf.js").then((m) => console.log("libbpf loads:", m.libbpfAvailable()))\'',
     );
     assert.doesNotMatch(out, /missing/, out);
     assert.match(out, /^\/usr\/sbin\/xtables-nft-multi$/m);
     assert.match(out, /^kube-proxy-ts v\d+\.\d+\.\d+$/m);
+    assert.match(out, /^libbpf loads: true$/m);
   });
 
   it('SIGTERM: exit 0, rules left in place', async () => {
