@@ -36,7 +36,8 @@
 // masquerade and every rule matched (TraceResult).
 //
 // Also here: chain names (names.ts), the per-service rules (servicerules.ts),
-// the jump rules and stale-chain helpers (jumps.ts), and the rule diff that
+// the jump rules and stale-chain helpers (jumps.ts), the check that another
+// actor removed our nat rules (drift.ts), and the rule diff that
 // `kube-proxy-ts diff` prints (diff.ts, canon.ts).
 
 export type {
@@ -48,6 +49,7 @@ export type {
 } from './renderer.js';
 export { IptablesRenderer, DEFAULT_IPTABLES_OPTIONS } from './renderer.js';
 export type { JumpChain } from './jumps.js';
+export { natDrift } from './drift.js';
 export {
   IPTABLES_JUMP_CHAINS,
   IPTABLES_TOP_LEVEL_CHAINS,

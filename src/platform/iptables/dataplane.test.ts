@@ -174,3 +174,31 @@ test('cleanup removes our jumps and chains and nothing else', async () => {
   assert.deepEqual(f.ipt.rules('filter', 'INPUT'), ['-j KUBE-FIREWALL', '-p tcp --dport 22 -j ACCEPT']);
   assert.equal(f.ipt.hasChain('mangle', 'KUBE-PROXY-CANARY'), false);
 });
+
+test('nat rules removed by another actor make the next partial sync full, which repairs them', async () => {
+  const { dp, f } = setup();
+  const flushNat = (): void => {
+    // What `iptables -t nat -F` does: every rule goes, every chain stays.
+    const save = f.ipt.save('nat').replace(/^-A .*\n/gm, '');
+    f.ipt.load(`${f.ipt.save('mangle')}${f.ipt.save('filter')}${save}`);
+  };
+  await dp.sync(state({ svcs: 2 }));
+  const healthy = f.ipt.save('nat');
+  const quiet = await dp.sync(state({ svcs: 2, full: false, changed: [] }));
+  assert.equal(quiet.partial, true, 'nothing changed: partial');
+  assert.equal(quiet.counters?.natDrift, 0);
+
+  flushNat();
+  const out = await dp.sync(state({ svcs: 2, full: false, changed: [] }));
+  assert.equal(out.partial, false);
+  assert.equal(out.counters?.natDrift, 1);
+  assert.equal(out.counters?.canaryMissing, 0, 'the canary survived the flush');
+  assert.equal(f.ipt.save('nat'), healthy, 'the nat table is back as it was');
+
+  // An admin removes KUBE-SERVICES and its jumps.
+  for (const from of ['PREROUTING', 'OUTPUT'])
+    f.ipt.load(f.ipt.save().replace(new RegExp(`^-A ${from} .*-j KUBE-SERVICES\\n`, 'm'), ''));
+  const again = await dp.sync(state({ svcs: 2, full: false, changed: [] }));
+  assert.equal(again.counters?.natDrift, 1);
+  assert.equal(f.ipt.save('nat'), healthy);
+});

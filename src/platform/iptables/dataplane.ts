@@ -5,7 +5,11 @@
 //      filter); any one missing means the ruleset was wiped (e.g. a firewall
 //      reload), so this sync becomes full (upstream ipt.Monitor);
 //   2. reads `iptables-save -t nat` for stale-chain cleanup (every sync, or at
-//      most once per syncPeriod in large-cluster mode, like upstream);
+//      most once per syncPeriod in large-cluster mode, like upstream); on a
+//      partial sync, if it shows that another actor removed our nat rules
+//      (a missing jump or chain, an emptied KUBE-POSTROUTING: natDrift), this
+//      sync becomes full, so a `iptables -t nat -F` is repaired by the next
+//      periodic sync at the latest (upstream waits for its hourly full sync);
 //   3. renders; on a full sync adds the canary declarations to the input;
 //      adds the whole-table cache request when it is cheaper (restore.ts);
 //   4. sets route_localnet=1 once when localhost NodePorts are served;
@@ -22,6 +26,7 @@ import {
   IPTABLES_JUMP_CHAINS,
   chainsFromSave,
   jumpRuleArgs,
+  natDrift,
   IptablesRenderer,
   type IptablesMemory,
   type IptablesOptions,
@@ -139,6 +144,18 @@ export class IptablesDataplane implements Dataplane {
       );
     }
     const natSave = await this.natSaveForStaleCleanup();
+    let drifted = false;
+    if (!full && natSave !== null && this.memory !== null) {
+      const why = natDrift(natSave, this.memory.natChainsActive);
+      if (why !== null) {
+        full = drifted = true;
+        this.o.onEvent?.(
+          'warn',
+          { family: this.family, reason: why },
+          'iptables nat rules were changed by someone else, forcing a full sync',
+        );
+      }
+    }
     const existingNatChains = natSave === null ? null : chainsFromSave(natSave, 'nat');
     const t0 = clock.monotonic();
     const cpu0 = process.cpuUsage();
@@ -189,6 +206,7 @@ export class IptablesDataplane implements Dataplane {
         restoreMs: t2 - t2a,
         wholeTableCache: whole ? 1 : 0,
         canaryMissing: canaryMissing ? 1 : 0,
+        natDrift: drifted ? 1 : 0,
       },
     };
   }

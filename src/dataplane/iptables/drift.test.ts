@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { natDrift } from './drift.js';
+
+const HEALTHY = `*nat
+:PREROUTING ACCEPT [0:0]
+:OUTPUT ACCEPT [0:0]
+:POSTROUTING ACCEPT [0:0]
+:KUBE-SERVICES - [0:0]
+:KUBE-POSTROUTING - [0:0]
+:KUBE-MARK-MASQ - [0:0]
+:KUBE-SVC-AAAA - [0:0]
+:FOREIGN - [0:0]
+-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
+-A POSTROUTING -j FOREIGN
+-A KUBE-POSTROUTING -m mark ! --mark 0x4000/0x4000 -j RETURN
+-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000
+-A KUBE-SVC-AAAA -j KUBE-SEP-BBBB
+COMMIT
+`;
+const EXPECTED = new Set(['KUBE-SERVICES', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ', 'KUBE-SVC-AAAA']);
+
+test('natDrift: nothing missing in a healthy table (foreign rules do not matter)', () => {
+  assert.equal(natDrift(HEALTHY, EXPECTED), null);
+  assert.equal(natDrift(`*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n${HEALTHY}`, EXPECTED), null);
+});
+
+test('natDrift: names the first sign of another actor', () => {
+  assert.equal(
+    natDrift(HEALTHY.replace(/^-A [^:\n]*\n/gm, ''), EXPECTED),
+    'jump from OUTPUT to KUBE-SERVICES is missing',
+  );
+  assert.equal(
+    natDrift(HEALTHY.replace(/^-A PREROUTING .*\n/m, ''), EXPECTED),
+    'jump from PREROUTING to KUBE-SERVICES is missing',
+  );
+  assert.equal(natDrift(HEALTHY.replace(/^-A KUBE-MARK-MASQ .*\n/m, ''), EXPECTED), 'chain KUBE-MARK-MASQ is empty');
+  assert.equal(natDrift(HEALTHY.replace(/^:KUBE-SVC-AAAA .*\n/m, ''), EXPECTED), 'chain KUBE-SVC-AAAA is missing');
+  assert.equal(natDrift('', EXPECTED), 'jump from OUTPUT to KUBE-SERVICES is missing', 'no nat table at all');
+});
