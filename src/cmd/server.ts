@@ -40,6 +40,7 @@ import { startupNode } from './node.js';
 import { openSource } from './sources.js';
 import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/eventrecorder.js';
 import { zpageOptions } from './zpages.js';
+import { armFaultInjection } from '../platform/faults.js';
 
 const NS_PER_S = 1e9;
 
@@ -89,6 +90,11 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   let exitCode = 0;
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+  const faultDir = process.env['KPT_FAULT_DIR'];
+  if (faultDir) {
+    log.warn({ dir: faultDir }, 'KPT_FAULT_DIR is set: fault injection for tests is armed');
+    armFaultInjection(faultDir);
+  }
 
   if (mode === 'nftables') {
     const why = nftablesUnsupportedReason(await nftablesHostVersions());

@@ -13,6 +13,7 @@
 // code and stderr, so callers log it and branch on the code, never on text.
 import { spawn } from 'node:child_process';
 import { ProxyError } from '../core/errors.js';
+import { injectedFault } from './faults.js';
 
 export interface ExecResult {
   readonly stdout: string;
@@ -82,6 +83,9 @@ function spawnCapture(
   shownCmd: string,
   shownArgs: readonly string[],
 ): Promise<ExecResult> {
+  if (injectedFault(`exec-${shownCmd}`)) {
+    return Promise.reject(new ExecError(shownCmd, shownArgs, { stdout: '', stderr: 'injected fault', code: 1 }));
+  }
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, argv, {
       stdio: ['pipe', opts.discardStdout ? 'ignore' : 'pipe', 'pipe'],

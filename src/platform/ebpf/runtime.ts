@@ -10,6 +10,7 @@ import { type AttachMode, type ReconcileResult, TcAttacher } from './attach.js';
 import { attachCgroup } from './cgroup.js';
 import { listIfaces, openIfaceSource, type Iface } from './ifaces.js';
 import { BpfError } from './libbpf.js';
+import { injectedFault } from '../faults.js';
 import { loadObject, type LoadedObject, type MapAdoption } from './object.js';
 import { ensureBpffs, PinDir } from './pins.js';
 
@@ -103,6 +104,7 @@ export class EbpfRuntime implements MapStore {
 
   /** Apply ops in order; runs of updates to one map go in one batch. */
   apply(ops: readonly MapOp[]): void {
+    if (ops.length > 0 && injectedFault('bpf-maps')) throw new BpfError('map write (injected fault)', 5);
     let i = 0;
     while (i < ops.length) {
       const op = ops[i]!;

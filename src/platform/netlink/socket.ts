@@ -8,10 +8,13 @@
 // receive is bounded by SO_RCVTIMEO, so a lost reply is a bounded failure.
 import { closeSync, openSync } from 'node:fs';
 import { ProxyError } from '../../core/errors.js';
+import { injectedFault } from '../faults.js';
 import { errorCode, NLMSG_DONE, NLMSG_ERROR, parseMessages, type NetlinkMessage } from './message.js';
 
 /** Netlink protocol numbers (socket(AF_NETLINK, SOCK_RAW, protocol)). */
 export const NETLINK_PROTOCOL = { ROUTE: 0, NETFILTER: 12, GENERIC: 16 } as const;
+
+const PROTOCOL_NAMES: Readonly<Record<number, string>> = { 0: 'route', 12: 'netfilter', 16: 'generic' };
 
 const AF_NETLINK = 16;
 const SOCK_RAW = 3;
@@ -168,6 +171,8 @@ export class NetlinkSocket {
 
   send(buf: Buffer): void {
     if (this.fd < 0) throw new ProxyError('KPT_BUG', 'netlink socket used after close');
+    if (injectedFault(`netlink-${PROTOCOL_NAMES[this.protocol] ?? this.protocol}`))
+      throw new ProxyError('KPT_SYNC_FAILED', 'netlink send failed (injected fault)');
     const n = loadLibc().send(this.fd, buf, buf.length, 0);
     if (n !== buf.length) throw new ProxyError('KPT_SYNC_FAILED', `netlink send failed (${n} of ${buf.length} bytes)`);
   }
