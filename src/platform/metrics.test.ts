@@ -150,3 +150,14 @@ test('nfacct reader parses `nfacct get` and tolerates a missing tool or object',
   });
   assert.deepEqual(await broken(), { ctStateInvalidDropped: undefined, localhostNodePortsAccepted: undefined });
 });
+
+test('every failed sync counts in kubeproxy_ts_sync_failures_total, whatever the mode', async () => {
+  const m = new ProxyMetrics({ defaultMetrics: false });
+  m.syncFailed('IPv4', new Error('boom'), 0.2);
+  m.syncFailed('IPv4', new Error('boom'), Number.NaN);
+  m.syncFailed('IPv6', new Error('boom'), 0.1);
+  const t = (await m.render()).body;
+  assert.match(t, /^kubeproxy_ts_sync_failures_total\{ip_family="IPv4"\} 2$/m);
+  assert.match(t, /^kubeproxy_ts_sync_failures_total\{ip_family="IPv6"\} 1$/m);
+  assert.match(t, /^kubeproxy_sync_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} 1$/m);
+});

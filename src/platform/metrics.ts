@@ -216,6 +216,16 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
     labelNames: ['kind'],
     registers: this.r,
   });
+  /**
+   * Failed syncs in every mode (not upstream: its failure counters exist only
+   * for iptables-restore and nftables transactions; ebpf and userspace had none).
+   */
+  readonly syncFailuresTotal = new Counter({
+    name: 'kubeproxy_ts_sync_failures_total',
+    help: 'Failed syncs of the datapath, in every proxy mode',
+    labelNames: ['ip_family'],
+    registers: this.r,
+  });
   /** healthCheckNodePort listeners that failed to open (not upstream: upstream only emits an event). */
   readonly serviceHealthcheckFailuresTotal = new Counter({
     name: 'kubeproxy_ts_service_healthcheck_listen_failures_total',
@@ -256,6 +266,7 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
 
   /** Upstream records the duration of failed syncs too (the deferred observe in syncProxyRules). */
   syncFailed(family: IPFamily, _error: unknown, durationSeconds: number): void {
+    this.syncFailuresTotal.inc({ ip_family: family });
     if (Number.isFinite(durationSeconds)) this.syncProxyRulesDuration.observe({ ip_family: family }, durationSeconds);
   }
 
