@@ -238,7 +238,7 @@ function close(req: Req): Promise<Res> {
  * A prober: from now on, one TCP exchange with host:port every intervalMs (not
  * waiting for the previous one), each bounded by timeoutMs. A probe fails when
  * it gets no echo in time. probeStats reports the counts so far, the failures
- * (time and error, the first 100) and, with stop, ends the prober.
+ * (time and error, the last 100) and, with stop, ends the prober.
  */
 interface ProbeState {
   timer: NodeJS.Timeout;
@@ -274,7 +274,8 @@ function probeStart(req: Req): Promise<Res> {
       if (r['ok']) st.answered++;
       else {
         st.failed++;
-        if (st.failures.length < 100) st.failures.push({ at, error: String(r['error']) });
+        st.failures.push({ at, error: String(r['error']) });
+        if (st.failures.length > 100) st.failures.shift();
       }
     });
   };

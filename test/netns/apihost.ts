@@ -7,6 +7,7 @@
 //   stop | start                      outage and its end
 //   fault {fault: ApiFault}           arm a fault (test/apiserver/faults.ts)
 //   clearFaults                       disarm every fault
+//   create {objects: [...]}           create many objects at once (Service, EndpointSlice, Node)
 //   closeWatches                      end every open watch cleanly (clients re-watch)
 //   compact                           drop the history: older watches and lists get 410
 //   expire                            closeWatches + a write + compact: every client must relist
@@ -46,6 +47,8 @@ process.stdout.write(
   JSON.stringify({ ok: true, ready: true, url: server.url, kubeconfig, token: server.token }) + '\n',
 );
 
+const PLURALS: Record<string, string> = { Service: 'services', EndpointSlice: 'endpointslices', Node: 'nodes' };
+
 async function command(c: Record<string, unknown>): Promise<Record<string, unknown>> {
   switch (c['cmd']) {
     case 'stop':
@@ -60,6 +63,15 @@ async function command(c: Record<string, unknown>): Promise<Record<string, unkno
     case 'clearFaults':
       server.faults.clear();
       return {};
+    case 'create': {
+      // Many objects in one step (a burst the REST round trips would spread over seconds).
+      const objs = c['objects'] as Array<{ kind: string; metadata: object }>;
+      for (const o of objs) {
+        const { kind, apiVersion: _v, ...rest } = o as { kind: string; apiVersion?: string; metadata: object };
+        server.create(PLURALS[kind] ?? kind, rest);
+      }
+      return { created: objs.length };
+    }
     case 'closeWatches':
       server.closeWatches();
       return {};

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as readline from 'node:readline';
 import type { NetnsCluster } from './cluster.js';
-import { KubeClient, type Transport } from './kube.js';
+import { KubeClient, type KubeObject, type Transport } from './kube.js';
 import { nodeObject } from './fixtures.js';
 import { nodeScript, nsSpawn, type NsProcess } from './spawn.js';
 import { API_PORT } from './topology.js';
@@ -72,13 +72,17 @@ export class ControlPlane {
     return cp;
   }
 
-  private command(cmd: string, args: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+  private command(
+    cmd: string,
+    args: Record<string, unknown> = {},
+    timeoutMs = 10_000,
+  ): Promise<Record<string, unknown>> {
     const id = this.nextId++;
     return new Promise((res, rej) => {
       const t = setTimeout(() => {
         this.waiters.delete(id);
         rej(new Error(`API server ${cmd}: no answer`));
-      }, 10000);
+      }, timeoutMs);
       this.waiters.set(id, (m) => {
         clearTimeout(t);
         if (m['ok']) res(m);
@@ -103,6 +107,10 @@ export class ControlPlane {
   }
   async clearFaults(): Promise<void> {
     await this.command('clearFaults');
+  }
+  /** Create many objects in one step, inside the server (a burst, without a round trip each). */
+  async createMany(objects: readonly KubeObject[]): Promise<void> {
+    await this.command('create', { objects }, 60_000);
   }
   /** End every open watch cleanly: clients must re-watch (and meet any armed fault). */
   async closeWatches(): Promise<void> {

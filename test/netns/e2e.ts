@@ -23,8 +23,8 @@ export interface E2EOptions {
   readonly manifests?: (node: NodeInfo) => string;
   /** Runs once the cluster (and API server) exist, before any proxy starts (e.g. to plant foreign rules). */
   readonly beforeProxies?: (cluster: NetnsCluster) => Promise<void>;
-  /** Extra environment of the proxy processes. */
-  readonly proxyEnv?: NodeJS.ProcessEnv;
+  /** Extra environment of each node's proxy process. */
+  readonly proxyEnv?: (node: NodeInfo) => NodeJS.ProcessEnv;
 }
 
 export type Proto = 'tcp' | 'udp';
@@ -55,7 +55,7 @@ export class E2EEnv {
         const standalone = opts.manifests ? ['--manifests', opts.manifests(n)] : [];
         const drop = [...(opts.dropFlags ?? []), ...(cp ? [] : ['--kubeconfig'])];
         const args = [...standalone, ...(opts.proxyArgs ?? [])];
-        proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp?.kubeconfig ?? '', args, drop, opts.proxyEnv));
+        proxies.set(n.name, new ProxyProcess(cluster, n, mode, cp?.kubeconfig ?? '', args, drop, opts.proxyEnv?.(n)));
       }
       await Promise.all([...proxies.values()].map((p) => p.start()));
       return new E2EEnv(mode, cluster, cp ?? null, proxies);

@@ -11,7 +11,7 @@ export interface ProbeStats {
   readonly answered: number;
   readonly failed: number;
   readonly maxMs: number;
-  /** The first failures: when (epoch ms) and why. */
+  /** The last 100 failures: when (epoch ms) and why. */
   readonly failures: ReadonlyArray<{ at: number; error: string }>;
 }
 
@@ -66,6 +66,6 @@ export class Prober {
 
 /** One line for logs and assertion messages. */
 export function describeProbes(s: ProbeStats): string {
-  const fails = s.failures.slice(0, 5).map((f) => `${new Date(f.at).toISOString()} ${f.error}`);
+  const fails = s.failures.slice(-5).map((f) => `${new Date(f.at).toISOString()} ${f.error}`);
   return `${s.answered}/${s.sent} answered, ${s.failed} failed, slowest ${s.maxMs} ms${fails.length ? ` (${fails.join('; ')})` : ''}`;
 }

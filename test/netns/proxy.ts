@@ -88,13 +88,24 @@ export class ProxyProcess {
 
   /** Start and wait until /healthz is 200 (timeoutMs bounds it). */
   async start(timeoutMs = 30000): Promise<void> {
+    await this.spawn();
+    await this.waitHealthy(timeoutMs);
+  }
+
+  /** Start the process without waiting for it (e.g. to catch it in its first sync); then waitHealthy(). */
+  async spawn(): Promise<void> {
     if (this.proc) throw new Error('proxy already running');
     const enter = await this.enter();
-    const proc = nsSpawn(this.node.ns, [...proxyArgv(), ...this.flags()], {
+    this.proc = nsSpawn(this.node.ns, [...proxyArgv(), ...this.flags()], {
       env: this.env,
       ...(enter ? { enter } : {}),
     });
-    this.proc = proc;
+  }
+
+  /** Wait until /healthz answers 200; throws if the process exits or timeoutMs passes. */
+  async waitHealthy(timeoutMs = 30000): Promise<void> {
+    const proc = this.proc;
+    if (!proc) throw new Error(`proxy on ${this.node.name} is not running`);
     const agent = await this.cluster.agent(this.node.name);
     const deadline = Date.now() + timeoutMs;
     let last = '';
