@@ -11,7 +11,13 @@ const invalid = (e: unknown) => hasCode(e, 'KPT_FLAG_INVALID');
 
 test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
   const v6 = parseExplainArgs(['--src', 'fd00:10::5', '--dst', 'fd00:172:30::0:a', '--port', '80']);
-  assert.ok(v6 !== 'help' && v6.dst === 'fd00:172:30::a' && v6.protocol === 'TCP' && v6.output === 'text');
+  assert.ok(
+    v6 !== 'help' &&
+      v6.kind === 'packet' &&
+      v6.dst === 'fd00:172:30::a' &&
+      v6.protocol === 'TCP' &&
+      v6.output === 'text',
+  );
   assert.throws(() => parseExplainArgs(['--src', '10.0.0.5', '--dst', 'fd00::1', '--port', '80']), /same IP family/);
   const ok = parseExplainArgs([
     '--src',
@@ -30,6 +36,8 @@ test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
     'json',
   ]);
   assert.deepEqual(ok, {
+    kind: 'packet',
+    from: null,
     src: '10.0.0.5',
     dst: '172.30.0.10',
     port: 53,
@@ -53,6 +61,31 @@ test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
   ])
     assert.throws(() => parseExplainArgs(bad), invalid, bad.join(' '));
   assert.throws(() => parseExplainArgs(['--bogus']), /Unknown option/);
+});
+
+test('parseExplainArgs --service and --from: a Service instead of a packet, a file instead of the kernel', () => {
+  assert.deepEqual(parseExplainArgs(['--service', 'ns1/s1', '--from', 'dump.txt', '--local-ip', '192.168.0.2']), {
+    kind: 'service',
+    service: 'ns1/s1',
+    src: null,
+    mode: null,
+    netns: null,
+    localIPs: ['192.168.0.2'],
+    output: 'text',
+    from: 'dump.txt',
+  });
+  const p = parseExplainArgs(['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--from', 'f']);
+  assert.ok(p !== 'help' && p.kind === 'packet' && p.from === 'f');
+  for (const bad of [
+    ['--service', 'ns1'],
+    ['--service', 'ns1/s1', '--dst', '172.30.0.10'],
+    ['--service', 'ns1/s1', '--port', '80'],
+    ['--service', 'ns1/s1', '--mode', 'ebpf'],
+    ['--service', 'ns1/s1', '--src', 'x'],
+    ['--service', 'ns1/s1', '--from', 'f', '--netns', 'n'],
+    ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--from', 'f', '--mode', 'ebpf'],
+  ])
+    assert.throws(() => parseExplainArgs(bad), invalid, bad.join(' '));
 });
 
 test('serviceFromComment takes the ns/name:port of kube-proxy comments only', () => {

@@ -1,40 +1,58 @@
 // `kube-proxy-ts explain --src IP --dst IP --port N [--protocol tcp|udp|sctp]
-//   [--mode iptables|nftables|ebpf] [--netns NAME] [--iif IFACE] [--local-ip IP ...]
-//   [--sport N] [--ebpf-pin-path PATH] [--output text|json]`
+//   [--mode iptables|nftables|ebpf] [--netns NAME | --from FILE] [--iif IFACE]
+//   [--local-ip IP ...] [--sport N] [--ebpf-pin-path PATH] [--output text|json]`
+// `kube-proxy-ts explain --service NS/NAME [--src IP] [--netns NAME | --from FILE] ...`
 // Reads the LIVE ruleset (iptables-save, the nftables kube-proxy table, or
 // the ebpf mode's pinned maps) of this host or of a named network namespace,
-// walks one new connection's
+// or a saved iptables-save / nft dump (--from), walks one new connection's
 // first packet through it with the mode's pure tracer, and prints every rule
 // it matched, the verdict (DNAT candidates with probabilities, REJECT, DROP,
-// or "not a service address") and whether it is masqueraded. Reads only:
-// nothing is ever written to the kernel.
+// or "not a service address") and whether it is masqueraded. With --service,
+// every address of one Service and what it does (explainservice.ts). Reads
+// only: nothing is ever written to the kernel.
 // Exit codes: 0 = explained, 2 = bad flags or the ruleset could not be read.
 
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ProxyError } from '../core/errors.js';
 import { ipFamilyOf, normalizeIP } from '../core/ip.js';
 import type { IPFamily, Protocol } from '../core/types.js';
-import { Fake } from '../dataplane/iptables/fake.js';
-import { trace as traceIptables } from '../dataplane/iptables/trace.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
-import { explainNftables } from './explainnft.js';
 import { explainEbpf } from './explainebpf.js';
 import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';
 import { PinnedMaps } from '../platform/ebpf/pinned.js';
-import { explanationText, serviceFromComment, summarize, type Explanation } from './explainview.js';
+import { explanationText, type Explanation } from './explainview.js';
+import { readKernelRules, rulesFromDump, traceRules, type LoadedRules } from './explainrules.js';
+import {
+  DEFAULT_REMOTE_CLIENT,
+  explainService,
+  serviceExplanationText,
+  type ServiceExplanation,
+} from './explainservice.js';
 
 export const EXPLAIN_USAGE = `Usage: kube-proxy-ts explain --src IP --dst IP --port N [flags]
 
+       kube-proxy-ts explain --service NS/NAME [flags]
+
 Walk one new connection's first packet through the kube-proxy rules the kernel
-holds now and print every rule it matches and what happens to it.
+holds now (or a saved dump of them) and print every rule it matches and what
+happens to it. With --service, list every address of the Service the rules
+capture and what a connection to each does, from an off-node client and from
+the node itself.
 
 Flags:
-  --src IP               source address of the packet (required)
-  --dst IP               destination address (required)
-  --port N               destination port (required)
+  --src IP               source address of the packet (required without --service;
+                         with it, the off-node client, default 203.0.113.1 / 2001:db8::1)
+  --dst IP               destination address (required without --service)
+  --port N               destination port (required without --service)
+  --service NS/NAME      every address of this Service instead of one packet
   --protocol P           tcp, udp or sctp (default tcp)
   --mode M               iptables, nftables or ebpf (default: detect from the kernel)
   --netns NAME           read the rules of this network namespace (ip netns)
+  --from FILE            read a saved dump instead of the kernel: iptables-save (or
+                         ip6tables-save) output, or \`nft list table ip kube-proxy\`
+                         followed by \`nft -j list table ip kube-proxy\` (use ip6 for IPv6).
+                         Node ports need the node's addresses: give --local-ip.
   --iif IFACE            input interface of a remote packet (bridge/interface local detectors)
   --local-ip IP          a node address (repeatable; default: the addresses of the host or netns)
   --sport N              source port (ebpf Maglev services: the one endpoint this flow gets)
@@ -43,6 +61,7 @@ Flags:
 `;
 
 export interface ExplainRequest {
+  readonly kind: 'packet';
   readonly src: string;
   readonly dst: string;
   readonly port: number;
@@ -54,13 +73,28 @@ export interface ExplainRequest {
   readonly output: 'text' | 'json';
   readonly sport: number | null;
   readonly pinRoot: string;
+  /** A dump file to read instead of the kernel (--from). */
+  readonly from: string | null;
+}
+
+/** `explain --service NS/NAME`: the shared flags, a Service instead of a packet. */
+export interface ServiceRequest {
+  readonly kind: 'service';
+  readonly service: string;
+  /** The off-node client (--src), or null for the family's default. */
+  readonly src: string | null;
+  readonly mode: 'iptables' | 'nftables' | null;
+  readonly netns: string | null;
+  readonly localIPs: readonly string[] | null;
+  readonly output: 'text' | 'json';
+  readonly from: string | null;
 }
 
 const bad = (msg: string): never => {
   throw new ProxyError('KPT_FLAG_INVALID', msg);
 };
 
-export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'help' {
+export function parseExplainArgs(argv: readonly string[]): ExplainRequest | ServiceRequest | 'help' {
   const { values } = parseArgs({
     args: [...argv],
     allowPositionals: false,
@@ -69,9 +103,11 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'hel
       src: { type: 'string' },
       dst: { type: 'string' },
       port: { type: 'string' },
+      service: { type: 'string' },
       protocol: { type: 'string' },
       mode: { type: 'string' },
       netns: { type: 'string' },
+      from: { type: 'string' },
       iif: { type: 'string' },
       'local-ip': { type: 'string', multiple: true },
       sport: { type: 'string' },
@@ -81,6 +117,32 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'hel
     },
   });
   if (values.help) return 'help';
+  const mode = values.mode ?? null;
+  if (mode !== null && mode !== 'iptables' && mode !== 'nftables' && mode !== 'ebpf')
+    bad(`--mode: iptables, nftables or ebpf, not ${mode}`);
+  const output = values.output ?? 'text';
+  if (output !== 'text' && output !== 'json') bad(`--output: text or json, not ${output}`);
+  const locals = (values['local-ip'] ?? []).map((ip) => normalizeIP(ip) ?? bad(`--local-ip: not an IP address: ${ip}`));
+  const from = values.from ?? null;
+  if (from !== null && values.netns !== undefined) bad('--from and --netns: one source of rules, not both');
+  if (from !== null && mode === 'ebpf')
+    bad('--from reads iptables-save or nft dumps; the ebpf maps have no dump format');
+  const shared = {
+    netns: values.netns ?? null,
+    localIPs: locals.length > 0 ? locals : null,
+    output: output as 'text' | 'json',
+    from,
+  };
+  if (values.service !== undefined) {
+    if (!/^[a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*$/.test(values.service))
+      bad(`--service: NAMESPACE/NAME, not ${values.service}`);
+    for (const f of ['dst', 'port', 'protocol', 'sport', 'iif'] as const)
+      if (values[f] !== undefined) bad(`--${f} describes one packet; --service traces every address of the Service`);
+    if (mode === 'ebpf') bad('--service: iptables or nftables rules (ebpf: explain one packet)');
+    const src =
+      values.src === undefined ? null : (normalizeIP(values.src) ?? bad(`--src: not an IP address: ${values.src}`));
+    return { kind: 'service', service: values.service, src, mode: mode as ServiceRequest['mode'], ...shared };
+  }
   const src = normalizeIP(values.src) ?? bad(`--src: not an IP address: ${values.src ?? '(missing)'}`);
   const dst = normalizeIP(values.dst) ?? bad(`--dst: not an IP address: ${values.dst ?? '(missing)'}`);
   if (ipFamilyOf(src) !== ipFamilyOf(dst)) bad('--src and --dst must be of the same IP family');
@@ -90,27 +152,20 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | 'hel
   const proto = (values.protocol ?? 'tcp').toUpperCase();
   if (proto !== 'TCP' && proto !== 'UDP' && proto !== 'SCTP')
     bad(`--protocol: tcp, udp or sctp, not ${values.protocol}`);
-  const mode = values.mode ?? null;
-  if (mode !== null && mode !== 'iptables' && mode !== 'nftables' && mode !== 'ebpf')
-    bad(`--mode: iptables, nftables or ebpf, not ${mode}`);
   const sport = values.sport === undefined ? null : Number(values.sport);
   if (sport !== null && (!/^\d+$/.test(values.sport ?? '') || sport < 1 || sport > 65535))
     bad(`--sport: not a port: ${values.sport}`);
-  const output = values.output ?? 'text';
-  if (output !== 'text' && output !== 'json') bad(`--output: text or json, not ${output}`);
-  const locals = (values['local-ip'] ?? []).map((ip) => normalizeIP(ip) ?? bad(`--local-ip: not an IP address: ${ip}`));
   return {
+    kind: 'packet',
     src,
     dst,
     port,
     protocol: proto as Protocol,
     mode: mode as ExplainRequest['mode'],
-    netns: values.netns ?? null,
     iif: values.iif ?? null,
-    localIPs: locals.length > 0 ? locals : null,
-    output: output as 'text' | 'json',
     sport,
     pinRoot: values['ebpf-pin-path'] ?? DEFAULT_EBPF_OPTIONS.pinRoot,
+    ...shared,
   };
 }
 
@@ -142,53 +197,81 @@ export async function detectMode(
   return PinnedMaps.present(pinRoot) ? 'ebpf' : null;
 }
 
-export async function explainIptables(
-  run: CommandRunner,
-  req: ExplainRequest,
-  family: IPFamily,
-  localIPs: readonly string[],
-): Promise<Explanation> {
-  const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', []);
-  const fake = new Fake();
-  fake.load(save.stdout);
-  const r = traceIptables(
-    fake,
-    { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol, ...(req.iif ? { iif: req.iif } : {}) },
-    localIPs,
-    { strict: false },
-  );
-  const service = r.steps.map((s) => serviceFromComment(s.comment)).find((x) => x !== null) ?? null;
-  const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
-  return {
-    mode: 'iptables',
-    packet: { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol },
-    service,
-    verdict: r.verdict,
-    candidates,
-    masquerade: r.masq && r.verdict === 'DNAT',
-    steps: r.steps.map((s) => ({
-      where: `${s.table}/${s.chain}`,
-      rule: s.rule,
-      comment: s.comment,
-      depth: s.depth,
-      probability: s.probability,
-    })),
-    notUnderstood: r.notUnderstood,
-    summary: summarize(service, r.verdict, candidates, r.masq),
-  };
+/** Read a dump file (--from) for one family. */
+function rulesFromFile(file: string, family: IPFamily, mode: 'iptables' | 'nftables' | null): LoadedRules {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ProxyError('KPT_INPUT_INVALID', `--from: cannot read ${file}: ${(err as Error).message}`);
+  }
+  const rules = rulesFromDump(text, family, file);
+  if (mode !== null && rules.mode !== mode)
+    throw new ProxyError('KPT_INPUT_INVALID', `${file} holds ${rules.mode} rules, not ${mode}`);
+  return rules;
 }
+
+const NO_RULES =
+  'no kube-proxy rules found (no KUBE-SERVICES chain, no kube-proxy nftables table, no pinned ebpf maps); use --mode to force one';
 
 export async function explain(req: ExplainRequest, run: CommandRunner): Promise<Explanation> {
   const family = ipFamilyOf(req.dst)!;
+  const packet = {
+    src: req.src,
+    dst: req.dst,
+    port: req.port,
+    protocol: req.protocol,
+    ...(req.iif ? { iif: req.iif } : {}),
+  };
+  if (req.from !== null) {
+    const rules = rulesFromFile(req.from, family, req.mode === 'ebpf' ? null : req.mode);
+    return traceRules(rules, packet, req.localIPs ?? []);
+  }
   const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
   const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
-  if (mode === null)
-    throw new ProxyError(
-      'KPT_NOT_FOUND',
-      'no kube-proxy rules found (no KUBE-SERVICES chain, no kube-proxy nftables table, no pinned ebpf maps); use --mode to force one',
-    );
+  if (mode === null) throw new ProxyError('KPT_NOT_FOUND', NO_RULES);
   if (mode === 'ebpf') return explainEbpf(req, family, locals, req.pinRoot);
-  return mode === 'iptables' ? explainIptables(run, req, family, locals) : explainNftables(run, req, family, locals);
+  return traceRules(await readKernelRules(run, mode, family), packet, locals);
+}
+
+/**
+ * `explain --service`: the family of --src, else IPv4 and then IPv6 (each
+ * family whose rules exist; an iptables dump is one family, told by its
+ * addresses).
+ */
+export async function explainServiceRequest(req: ServiceRequest, run: CommandRunner): Promise<ServiceExplanation[]> {
+  let families: IPFamily[] = req.src !== null ? [ipFamilyOf(req.src)!] : ['IPv4', 'IPv6'];
+  if (req.from !== null && req.src === null) {
+    const text = readFileSync(req.from, 'utf8');
+    if (/^\*nat/m.test(text)) families = [/ -d [0-9a-f]*:[0-9a-f:]*(\/128)? /.test(text) ? 'IPv6' : 'IPv4'];
+  }
+  const out: ServiceExplanation[] = [];
+  const errors: string[] = [];
+  for (const family of families) {
+    try {
+      let rules: LoadedRules;
+      let locals: readonly string[];
+      if (req.from !== null) {
+        rules = rulesFromFile(req.from, family, req.mode);
+        locals = req.localIPs ?? [];
+      } else {
+        const mode = req.mode ?? (await detectMode(run, family));
+        if (mode === null) throw new ProxyError('KPT_NOT_FOUND', `${family}: ${NO_RULES}`);
+        if (mode === 'ebpf')
+          throw new ProxyError(
+            'KPT_NOT_FOUND',
+            `${family}: --service reads iptables or nftables rules; in ebpf mode explain one packet`,
+          );
+        rules = await readKernelRules(run, mode, family);
+        locals = req.localIPs ?? (await kernelLocalIPs(run, family));
+      }
+      out.push(explainService(rules, req.service, family, locals, req.src ?? DEFAULT_REMOTE_CLIENT[family]));
+    } catch (err) {
+      errors.push(err instanceof Error ? err.message : String(err));
+    }
+  }
+  if (out.length === 0) throw new ProxyError('KPT_NOT_FOUND', errors.join('; '));
+  return out;
 }
 
 /** Where a subcommand writes (tests capture it). */
@@ -199,7 +282,7 @@ export interface CmdIO {
 export const PROCESS_IO: CmdIO = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) };
 
 export async function runExplain(argv: string[], io: CmdIO = PROCESS_IO): Promise<number> {
-  let req: ExplainRequest | 'help';
+  let req: ExplainRequest | ServiceRequest | 'help';
   try {
     req = parseExplainArgs(argv);
   } catch (err) {
@@ -211,7 +294,15 @@ export async function runExplain(argv: string[], io: CmdIO = PROCESS_IO): Promis
     return 0;
   }
   try {
-    const e = await explain(req, req.netns === null ? hostRunner : netnsRunner(req.netns));
+    const run = req.netns === null ? hostRunner : netnsRunner(req.netns);
+    if (req.kind === 'service') {
+      const views = await explainServiceRequest(req, run);
+      io.out(
+        req.output === 'json' ? `${JSON.stringify(views, null, 2)}\n` : views.map(serviceExplanationText).join('\n'),
+      );
+      return 0;
+    }
+    const e = await explain(req, run);
     io.out(req.output === 'json' ? `${JSON.stringify(e, null, 2)}\n` : explanationText(e));
     return 0;
   } catch (err) {

@@ -6,6 +6,9 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
 import { netnsRunner } from '../../src/platform/exec.js';
@@ -14,6 +17,7 @@ import { NftablesDataplane } from '../../src/platform/nftables/dataplane.js';
 import { realClock } from '../../src/platform/clock.js';
 import { runExplain, type CmdIO } from '../../src/cmd/explain.js';
 import type { Explanation } from '../../src/cmd/explainview.js';
+import type { ServiceExplanation } from '../../src/cmd/explainservice.js';
 import { LOCAL, service, slice } from '../cases/fixtures.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../netns/cleanup.js';
 import { newPrefix } from '../netns/names.js';
@@ -91,7 +95,11 @@ function toolsState6(): SyncState {
   });
 }
 
-async function explainJSON(NS: string, ...args: string[]): Promise<Explanation> {
+async function explainJSON(NS: string | null, ...args: string[]): Promise<Explanation> {
+  return JSON.parse(await explainOut(NS, '--output', 'json', ...args)) as Explanation;
+}
+
+async function explainOut(NS: string | null, ...args: string[]): Promise<string> {
   let out = '';
   let err = '';
   const io: CmdIO = {
@@ -102,9 +110,9 @@ async function explainJSON(NS: string, ...args: string[]): Promise<Explanation> 
       err += s;
     },
   };
-  const code = await runExplain(['--netns', NS, '--output', 'json', ...args], io);
+  const code = await runExplain([...(NS === null ? [] : ['--netns', NS]), ...args], io);
   assert.equal(code, 0, err);
-  return JSON.parse(out) as Explanation;
+  return out;
 }
 
 for (const mode of ['iptables', 'nftables'] as const)
@@ -249,5 +257,74 @@ for (const mode of ['iptables', 'nftables'] as const)
       assert.match(out, /endpoint 10\.180\.0\.2:8080 +probability 50%/);
       assert.equal(await runExplain(['--src', 'nope', '--dst', '172.30.0.10', '--port', '80'], io), 2);
       assert.match(err, /--src: not an IP address/);
+    });
+    it('--from FILE: a saved dump of these rules gives the same answers as the live kernel', async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'kpt-explain-'));
+      try {
+        const file = join(dir, 'dump');
+        // What a support engineer asks for on a broken node.
+        writeFileSync(
+          file,
+          mode === 'iptables'
+            ? sh('iptables-save', '-c')
+            : sh('nft', 'list', 'ruleset') + sh('nft', '-j', 'list', 'table', 'ip', 'kube-proxy'),
+        );
+        const packets = [
+          ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80'],
+          ['--src', '10.0.0.5', '--dst', '172.30.0.12', '--port', '80'],
+          ['--src', '203.0.113.2', '--dst', '1.2.3.4', '--port', '80'],
+          ['--src', '203.0.113.2', '--dst', NODE_IP, '--port', '30080'],
+        ];
+        for (const p of packets) {
+          const live = await explainJSON(NS, ...p);
+          const saved = await explainJSON(null, '--from', file, '--local-ip', NODE_IP, ...p);
+          assert.deepEqual(saved, live, p.join(' '));
+        }
+        assert.equal((await explainJSON(null, '--from', file, ...packets[0]!)).verdict, 'DNAT');
+        // A file that is neither: a clear error naming it, exit 2.
+        writeFileSync(file, 'hello\n');
+        let err = '';
+        const code = await runExplain(['--from', file, ...packets[0]!], { out: () => {}, err: (s) => (err += s) });
+        assert.equal(code, 2);
+        assert.match(err, /dump: neither iptables-save output nor an nft listing/);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('--service NS/NAME: every address of the Service and what it does, from off the node and from the node', async () => {
+      const views = JSON.parse(await explainOut(NS, '--service', 'ns1/s1', '--output', 'json')) as ServiceExplanation[];
+      assert.equal(views.length, 1, 'IPv4 only: s1 has no IPv6 rules');
+      const v = views[0]!;
+      assert.equal(v.mode, mode);
+      const byDst = new Map(v.addresses.map((a) => [`${a.address ?? 'node'}:${a.port}/${a.protocol}`, a]));
+      assert.deepEqual([...byDst.keys()].sort(), ['1.2.3.4:80/TCP', '172.30.0.11:80/TCP', 'node:30080/TCP']);
+      assert.equal(byDst.get('172.30.0.11:80/TCP')!.kind, 'cluster IP');
+      assert.match(byDst.get('1.2.3.4:80/TCP')!.kind, /load balancer IP/);
+      const endpoints = (dst: string, client: string) =>
+        byDst
+          .get(dst)!
+          .views.find((x) => x.client === client)!
+          .candidates.map((c) => c.endpoint);
+      // Cluster traffic policy for the cluster IP: both endpoints; eTP Local outside: the local one only.
+      assert.deepEqual(endpoints('172.30.0.11:80/TCP', 'off-node client'), ['10.181.0.1:80', '10.181.0.2:80']);
+      assert.deepEqual(endpoints('1.2.3.4:80/TCP', 'off-node client'), ['10.181.0.1:80']);
+      assert.deepEqual(endpoints('node:30080/TCP', 'off-node client'), ['10.181.0.1:80']);
+      assert.equal(byDst.get('node:30080/TCP')!.views[0]!.dst, NODE_IP);
+      // From the node itself the LB IP is short-circuited to every endpoint and masqueraded.
+      const fromNode = byDst.get('1.2.3.4:80/TCP')!.views.find((x) => x.client === 'this node')!;
+      assert.equal(fromNode.src, NODE_IP);
+      assert.equal(fromNode.masquerade, true);
+      // No endpoints: the cluster IP is rejected; text form lists it.
+      const s2 = await explainOut(NS, '--service', 'ns1/s2');
+      assert.match(s2, /^Service ns1\/s2 on this node/m);
+      assert.match(s2, /ns1\/s2:http +cluster IP +172\.30\.0\.12:80\/TCP/);
+      assert.match(s2, /from off-node client 203\.0\.113\.1 +REJECT/);
+      let err = '';
+      assert.equal(
+        await runExplain(['--netns', NS, '--service', 'ns1/nope'], { out: () => {}, err: (s) => (err += s) }),
+        2,
+      );
+      assert.match(err, /no IPv4 rules for Service ns1\/nope/);
     });
   });
