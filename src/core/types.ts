@@ -180,4 +180,11 @@ export interface Dataplane {
   cleanup(): Promise<void>;
   /** Release process resources (sockets, listeners) at shutdown; rules stay. */
   close?(): void | Promise<void>;
+  /**
+   * Ask to be told when another actor changes or removes what this datapath
+   * wrote (e.g. `nft delete table ip kube-proxy`); the engine then syncs
+   * fully at once. Modes that cannot notice leave it out and rely on their
+   * periodic syncs.
+   */
+  watch?(onTampered: (reason: string) => void): void;
 }

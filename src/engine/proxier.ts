@@ -91,6 +91,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
           deps.allowServiceExternalIPs ?? true,
         ),
     );
+    for (const f of this.families) f.dataplane.watch?.((reason) => this.tampered(f, reason));
     this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) =>
       this.reportSkip('node', key, reason),
     );
@@ -153,6 +154,13 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     // Rare, and renderers may keep the CIDR rule in base setup that partial syncs skip.
     for (const f of this.families) f.needFullSync = true;
     this.changed(this.families);
+  }
+
+  /** Someone else changed the family's rules: repair them with a full sync, as soon as the runner allows. */
+  private tampered(f: FamilyState, reason: string): void {
+    this.deps.observer.event('warn', { family: f.family, reason }, 'Rules changed by another actor; resyncing fully');
+    f.needFullSync = true;
+    this.changed([f]);
   }
 
   /**

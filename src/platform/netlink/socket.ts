@@ -29,6 +29,11 @@ const SOL_NETLINK = 270;
 const NETLINK_CAP_ACK = 10;
 const NETLINK_EXT_ACK = 11;
 const MSG_TRUNC = 0x20;
+const MSG_DONTWAIT = 0x40;
+const NETLINK_ADD_MEMBERSHIP = 1;
+const NETLINK_DROP_MEMBERSHIP = 2;
+const EAGAIN = 11;
+const ENOBUFS = 105;
 const CLONE_NEWNET = 0x40000000;
 /** NLMSGERR_ATTR_MSG in an extended ack. */
 const NLMSGERR_ATTR_MSG = 1;
@@ -46,6 +51,7 @@ interface Libc {
 
 interface Koffi {
   load(path: string): { func(decl: string): unknown };
+  errno(): number;
 }
 let koffi: Koffi | null = null;
 let libc: Libc | null = null;
@@ -188,6 +194,43 @@ export class NetlinkSocket {
       if (n <= 0) throw new ProxyError('KPT_SYNC_FAILED', 'netlink: no reply from the kernel (timeout)');
       if (n > this.rbuf.length) throw new ProxyError('KPT_SYNC_FAILED', `netlink: reply of ${n} bytes truncated`);
       for (const m of parseMessages(this.rbuf, n)) if (onMessage(m)) return;
+    }
+  }
+
+  /** Join or leave a multicast group (e.g. NFNLGRP_NFTABLES for nf_tables change events). */
+  setMembership(group: number, join: boolean): void {
+    const g = Buffer.alloc(4);
+    g.writeUInt32LE(group);
+    const name = join ? NETLINK_ADD_MEMBERSHIP : NETLINK_DROP_MEMBERSHIP;
+    if (loadLibc().setsockopt(this.fd, SOL_NETLINK, name, g, 4) !== 0)
+      throw new ProxyError('KPT_EXEC_FAILED', `netlink: cannot ${join ? 'join' : 'leave'} group ${group}`);
+  }
+
+  /**
+   * Hand every message already queued to `onMessage`, without waiting.
+   * 'overrun' when the kernel dropped messages because the receive buffer
+   * was full (ENOBUFS): the caller lost events and must assume the worst.
+   */
+  receivePending(onMessage: (m: NetlinkMessage) => void): 'ok' | 'overrun' {
+    const c = loadLibc();
+    let overrun = false;
+    for (;;) {
+      const n = c.recv(this.fd, this.rbuf, this.rbuf.length, MSG_TRUNC | MSG_DONTWAIT);
+      if (n < 0) {
+        const errno = koffi!.errno();
+        if (errno === ENOBUFS) {
+          overrun = true;
+          continue;
+        }
+        if (errno === EAGAIN) return overrun ? 'overrun' : 'ok';
+        throw new ProxyError('KPT_SYNC_FAILED', `netlink: receive failed (errno ${errno})`);
+      }
+      if (n === 0) return overrun ? 'overrun' : 'ok';
+      if (n > this.rbuf.length) {
+        overrun = true; // a truncated datagram: its messages are lost
+        continue;
+      }
+      for (const m of parseMessages(this.rbuf, n)) onMessage(m);
     }
   }
 

@@ -20,6 +20,7 @@ import type { Transaction } from '../../dataplane/nftables/transaction.js';
 import { realClock } from '../clock.js';
 import { commandRunner, type ExecResult } from '../exec.js';
 import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
+import { NftMonitor } from './monitor.js';
 import { openNftNetlink, type NftNetlink } from './netlink.js';
 import { encodeBatch, UnencodableError } from './nlencode.js';
 import type { SetSchema } from './nlset.js';
@@ -70,6 +71,10 @@ export class NftablesDataplane implements Dataplane {
   private nl: NftNetlink | null | undefined = undefined;
   /** Sets and maps created so far, for encoding their elements in later batches. */
   private readonly schemas = new Map<string, SetSchema>();
+  /** watch()'s listener, and the monitor once opened (null: unavailable, undefined: not yet). */
+  private onTampered: ((reason: string) => void) | null = null;
+  private monitor: NftMonitor | null | undefined = undefined;
+  private unsubscribe: (() => void) | null = null;
 
   constructor(private readonly opts: NftablesDataplaneOptions) {
     this.family = opts.config.family;
@@ -79,8 +84,19 @@ export class NftablesDataplane implements Dataplane {
     this.transport = opts.transport ?? (opts.runner ? 'nft' : 'netlink');
   }
 
+  /**
+   * Tell `onTampered` when another actor changes or deletes our table, a
+   * chain, set or element of it (nf_tables notifications, monitor.ts); the
+   * caller then makes the next sync full. Only with the netlink transport;
+   * the monitor opens with the first sync.
+   */
+  watch(onTampered: (reason: string) => void): void {
+    this.onTampered = onTampered;
+  }
+
   async sync(state: SyncState): Promise<SyncOutcome> {
     try {
+      await this.openMonitor();
       const snapshot = this.renderer.needsFullSync(state) ? await this.readSnapshot() : null;
       const { tx, partial, counters } = this.renderer.render(state, this.clock.now(), snapshot);
       if (tx.error) throw tx.error;
@@ -116,7 +132,8 @@ export class NftablesDataplane implements Dataplane {
       try {
         const batch = encodeBatch(tx.operations, fam, this.schemas, nl.nextSeq());
         this.opts.onTransaction?.(this.family, tx.toString(), partial, 'netlink');
-        nl.apply(batch);
+        if (this.monitor) await this.monitor.ownChange(() => nl.apply(batch));
+        else nl.apply(batch);
         return;
       } catch (err) {
         if (!(err instanceof UnencodableError)) throw err;
@@ -129,13 +146,36 @@ export class NftablesDataplane implements Dataplane {
     }
     const script = tx.toString();
     this.opts.onTransaction?.(this.family, script, partial, 'nft');
-    await this.runner(['-f', '-'], script);
+    if (this.monitor) await this.monitor.ownChange(() => this.runner(['-f', '-'], script));
+    else await this.runner(['-f', '-'], script);
   }
 
-  /** Release the netlink socket (the next sync opens a new one). */
+  private async openMonitor(): Promise<void> {
+    if (this.monitor !== undefined || !this.onTampered || this.transport !== 'netlink') return;
+    const listener = this.onTampered;
+    this.monitor = await NftMonitor.open(this.opts.netns);
+    if (!this.monitor) {
+      this.opts.onEvent?.(
+        'warn',
+        { family: this.family },
+        'nf_tables monitor unavailable; a table changed by others is repaired only by the next full sync',
+      );
+      return;
+    }
+    this.unsubscribe = this.monitor.subscribe(nftFamily(this.family), (reason) => {
+      // Whatever the renderer remembers of the table may be wrong now.
+      this.renderer.reset();
+      listener(reason);
+    });
+  }
+
+  /** Release the netlink sockets (the next sync opens a new one; the monitor stays closed). */
   close(): void {
     this.nl?.close();
     this.nl = undefined;
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    this.monitor = null;
   }
 
   /** Stale chains flushed but not yet deleted (deleted by a sync >= 1 s later). */
