@@ -14,6 +14,7 @@ import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
 import { netnsRunner } from '../../src/platform/exec.js';
 import { IptablesDataplane, runnerSysctl } from '../../src/platform/iptables/index.js';
 import { NftablesDataplane } from '../../src/platform/nftables/dataplane.js';
+import { ENDPOINT_LAYOUTS } from '../../src/dataplane/nftables/static.js';
 import { realClock } from '../../src/platform/clock.js';
 import { runExplain, type CmdIO } from '../../src/cmd/explain.js';
 import type { Explanation } from '../../src/cmd/explainview.js';
@@ -115,9 +116,15 @@ async function explainOut(NS: string | null, ...args: string[]): Promise<string>
   return out;
 }
 
-for (const mode of ['iptables', 'nftables'] as const)
-  describe(`explain on the real kernel (${mode})`, { concurrency: false }, () => {
-    const NS = `${PREFIX}tools-${mode}`;
+// nftables in each endpoint layout: explain reads whichever the proxy wrote.
+const VARIANTS = [
+  { mode: 'iptables', layout: null },
+  ...ENDPOINT_LAYOUTS.map((layout) => ({ mode: 'nftables', layout })),
+] as const;
+
+for (const { mode, layout } of VARIANTS)
+  describe(`explain on the real kernel (${mode}${layout ? `, ${layout} layout` : ''})`, { concurrency: false }, () => {
+    const NS = `${PREFIX}tools-${mode}${layout ? `-${layout}` : ''}`;
     const sh = (...args: string[]) => execFileSync('ip', ['netns', 'exec', NS, ...args], { encoding: 'utf8' });
     const explainJSONIn = (...args: string[]) => explainJSON(NS, ...args);
     before(async () => {
@@ -137,7 +144,7 @@ for (const mode of ['iptables', 'nftables'] as const)
               clock: realClock,
               syncPeriodMs: 30_000,
             })
-          : new NftablesDataplane({ config: CONFIG, netns: NS });
+          : new NftablesDataplane({ config: CONFIG, netns: NS, layout: layout! });
       await dp.sync(toolsState());
       const dp6 =
         mode === 'iptables'
@@ -148,7 +155,7 @@ for (const mode of ['iptables', 'nftables'] as const)
               clock: realClock,
               syncPeriodMs: 30_000,
             })
-          : new NftablesDataplane({ config: CONFIG6, netns: NS });
+          : new NftablesDataplane({ config: CONFIG6, netns: NS, layout: layout! });
       await dp6.sync(toolsState6());
     });
     after(() => {
