@@ -108,9 +108,11 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   let seq = 0;
   const run: CommandRunner = async (cmd, args, opts) => {
     // Only the main restores (the jump-rule insert after a first sync is not one).
-    if (cmd === 'iptables-restore' && (opts?.input ?? '').includes(':KUBE-SERVICES ')) {
+    const input = opts?.input ?? '';
+    const text = typeof input === 'string' ? input : input.join('');
+    if (cmd === 'iptables-restore' && text.includes(':KUBE-SERVICES ')) {
       lastRestore = join(outDir, `tmp-restore-${size}-${seq++}.txt`);
-      writeFileSync(lastRestore, opts?.input ?? ''); // as sent; the parent derives the variants
+      writeFileSync(lastRestore, text); // as sent; the parent derives the variants
     }
     return base(cmd, args, opts);
   };

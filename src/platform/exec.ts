@@ -22,11 +22,18 @@ export interface ExecResult {
 }
 
 export interface RunOptions {
-  readonly input?: string;
+  /** stdin: one string, or pieces written in order (never joined; see writeInChunks). */
+  readonly input?: string | readonly string[];
   /** Resolve instead of rejecting on a non-zero exit. */
   readonly allowFailure?: boolean;
   /** Send stdout to /dev/null instead of buffering it (e.g. iptables-restore printing the whole table). */
   readonly discardStdout?: boolean;
+  /**
+   * Hand stdout to this function line by line as it arrives instead of
+   * buffering it (`iptables-save` of a 10k-Service nat table is ~20 MB; its
+   * callers keep a few lines of it). The result's stdout is then ''.
+   */
+  readonly onStdoutLine?: (line: string) => void;
   readonly env?: NodeJS.ProcessEnv;
   readonly signal?: AbortSignal;
 }
@@ -94,7 +101,8 @@ function spawnCapture(
     });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
-    child.stdout?.on('data', (b: Buffer) => out.push(b));
+    if (opts.onStdoutLine) splitLines(child.stdout, opts.onStdoutLine);
+    else child.stdout?.on('data', (b: Buffer) => out.push(b));
     child.stderr?.on('data', (b: Buffer) => err.push(b));
     child.on('error', (e) => reject(new ProxyError('KPT_EXEC_FAILED', `${shownCmd}: ${e.message}`, { cause: e })));
     child.on('close', (code, sig) => {
@@ -112,23 +120,73 @@ function spawnCapture(
   });
 }
 
+/** Calls onLine for each line of the stream as it arrives (the last one also without a newline). */
+function splitLines(stream: NodeJS.ReadableStream | null, onLine: (line: string) => void): void {
+  if (!stream) return;
+  let rest = '';
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk: string) => {
+    const text = rest + chunk;
+    let from = 0;
+    for (let nl = text.indexOf('\n'); nl >= 0; nl = text.indexOf('\n', from)) {
+      onLine(text.slice(from, nl));
+      from = nl + 1;
+    }
+    rest = text.slice(from);
+  });
+  stream.on('end', () => {
+    if (rest !== '') onLine(rest);
+  });
+}
+
 /** Bytes per stdin write: a 17 MB restore input never exists twice (string + Buffer) at once. */
 const CHUNK = 1 << 20;
 
+/** The input as writes of about CHUNK characters: big strings sliced, small pieces batched. */
+function* chunksOf(input: string | readonly string[]): Generator<string> {
+  if (typeof input === 'string') {
+    for (let i = 0; i < input.length; i += CHUNK) yield input.slice(i, i + CHUNK);
+    return;
+  }
+  let batch: string[] = [];
+  let size = 0;
+  for (const part of input) {
+    if (part.length >= CHUNK) {
+      if (size > 0) yield batch.join('');
+      batch = [];
+      size = 0;
+      yield* chunksOf(part);
+      continue;
+    }
+    batch.push(part);
+    size += part.length;
+    if (size >= CHUNK) {
+      yield batch.join('');
+      batch = [];
+      size = 0;
+    }
+  }
+  if (size > 0) yield batch.join('');
+}
+
 /**
- * Write input in 1 MiB slices, waiting for 'drain', so that only one small
+ * Write input in ~1 MiB pieces, waiting for 'drain', so that only one small
  * Buffer exists at a time. Stops early when the pipe closes or fails (the
  * command exited; its status is reported by 'close').
  */
-async function writeInChunks(stdin: NodeJS.WritableStream & { destroyed?: boolean }, input: string): Promise<void> {
+async function writeInChunks(
+  stdin: NodeJS.WritableStream & { destroyed?: boolean },
+  input: string | readonly string[],
+): Promise<void> {
   let closed = false;
   const onEnd = () => {
     closed = true;
   };
   stdin.once('close', onEnd);
   stdin.once('error', onEnd);
-  for (let i = 0; i < input.length && !closed; i += CHUNK) {
-    if (!stdin.write(input.slice(i, i + CHUNK))) {
+  for (const chunk of chunksOf(input)) {
+    if (closed) break;
+    if (!stdin.write(chunk)) {
       await new Promise<void>((resolve) => {
         const done = () => {
           stdin.off('drain', done);

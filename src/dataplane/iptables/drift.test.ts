@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { natDrift } from './drift.js';
+import { natDrift, savedTable, SavedTableReader } from './drift.js';
 
 const HEALTHY = `*nat
 :PREROUTING ACCEPT [0:0]
@@ -39,4 +39,15 @@ test('natDrift: names the first sign of another actor', () => {
   assert.equal(natDrift(HEALTHY.replace(/^-A KUBE-MARK-MASQ .*\n/m, ''), EXPECTED), 'chain KUBE-MARK-MASQ is empty');
   assert.equal(natDrift(HEALTHY.replace(/^:KUBE-SVC-AAAA .*\n/m, ''), EXPECTED), 'chain KUBE-SVC-AAAA is missing');
   assert.equal(natDrift('', EXPECTED), 'jump from OUTPUT to KUBE-SERVICES is missing', 'no nat table at all');
+});
+
+test('SavedTableReader fed line by line reads the same table as the whole text, other tables ignored', () => {
+  const text = `*filter\n:INPUT ACCEPT [0:0]\n-A INPUT -j ACCEPT\nCOMMIT\n${HEALTHY}`;
+  const r = new SavedTableReader('nat');
+  for (const line of text.split('\n')) r.line(line);
+  assert.deepEqual(r.table, savedTable(text, 'nat'));
+  assert.ok(r.table.chains.has('KUBE-SVC-AAAA') && !r.table.chains.has('INPUT'));
+  assert.equal(r.table.rules.get('POSTROUTING'), 2);
+  assert.ok(r.table.lines.includes('-A POSTROUTING -j FOREIGN'));
+  assert.equal(natDrift(r.table, EXPECTED), null);
 });

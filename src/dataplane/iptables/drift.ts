@@ -6,7 +6,7 @@
 // KUBE-SERVICES) would stay missing until the next full sync. Upstream only
 // notices a deleted canary chain, which a flush leaves in place.
 //
-// natDrift() reads the `iptables-save -t nat` text the dataplane already
+// natDrift() reads the `iptables-save -t nat` output the dataplane already
 // takes on every sync (for the stale-chain cleanup) and reports the first
 // sign of such a change, so that this sync becomes full and repairs it:
 //   - a nat jump rule from a built-in chain is missing;
@@ -22,26 +22,53 @@ import { KUBE_POSTROUTING } from './renderer.js';
 const ALWAYS_FILLED = [KUBE_POSTROUTING, KUBE_MARK_MASQ];
 const NAT_JUMPS = IPTABLES_JUMP_CHAINS.filter((j) => j.table === 'nat');
 
-/** Chains and their rule counts in one table of iptables-save text. */
-function tableContents(
-  save: string,
-  table: string,
-): { chains: Set<string>; rules: Map<string, number>; lines: string[] } {
-  const chains = new Set<string>();
-  const rules = new Map<string, number>();
-  const lines: string[] = [];
-  let inTable = false;
-  for (const raw of save.split('\n')) {
-    if (raw.startsWith('*')) inTable = raw.slice(1).trim() === table;
-    else if (!inTable) continue;
-    else if (raw.startsWith(':')) chains.add(raw.slice(1).split(' ', 1)[0]!);
+/**
+ * What natDrift (and the sync's stale-chain cleanup and jump check) need of
+ * one table of iptables-save output: its chains, rules per chain, and the
+ * rules of chains that are not ours (the built-in chains' jumps).
+ */
+export interface SavedTable {
+  readonly chains: Set<string>;
+  readonly rules: Map<string, number>;
+  readonly lines: string[];
+}
+
+/**
+ * Builds a SavedTable from iptables-save output fed line by line, so that a
+ * 20 MB save at 10k Services is never held as one string. Chain names are
+ * copied out of the line (a substring would keep the whole chunk alive).
+ */
+export class SavedTableReader {
+  readonly table: SavedTable = { chains: new Set(), rules: new Map(), lines: [] };
+  private inTable = false;
+
+  constructor(private readonly name: string) {}
+
+  line(raw: string): void {
+    if (raw.startsWith('*')) this.inTable = raw.slice(1).trim() === this.name;
+    else if (!this.inTable) return;
+    else if (raw.startsWith(':')) this.table.chains.add(flatCopy(raw.slice(1).split(' ', 1)[0]!));
     else if (raw.startsWith('-A ')) {
       const chain = raw.slice(3, raw.indexOf(' ', 3));
-      rules.set(chain, (rules.get(chain) ?? 0) + 1);
-      if (!chain.startsWith('KUBE-')) lines.push(raw);
+      const rules = this.table.rules;
+      const n = rules.get(chain);
+      if (n === undefined) rules.set(flatCopy(chain), 1);
+      else rules.set(chain, n + 1);
+      if (!chain.startsWith('KUBE-')) this.table.lines.push(flatCopy(raw));
     }
   }
-  return { chains, rules, lines };
+}
+
+/** A string that shares no memory with the one it was cut from. */
+function flatCopy(s: string): string {
+  return (' ' + s).slice(1);
+}
+
+/** Chains and their rule counts in one table of iptables-save text. */
+export function savedTable(save: string, table: string): SavedTable {
+  const r = new SavedTableReader(table);
+  for (const raw of save.split('\n')) r.line(raw);
+  return r.table;
 }
 
 /**
@@ -49,8 +76,8 @@ function tableContents(
  * successful restore left (`expectedChains`: its natChainsActive), as a
  * sentence for the log; null when nothing is missing.
  */
-export function natDrift(save: string, expectedChains: ReadonlySet<string>): string | null {
-  const nat = tableContents(save, 'nat');
+export function natDrift(save: string | SavedTable, expectedChains: ReadonlySet<string>): string | null {
+  const nat = typeof save === 'string' ? savedTable(save, 'nat') : save;
   for (const j of NAT_JUMPS) {
     const found = nat.lines.some((l) => l.startsWith(`-A ${j.from} `) && l.endsWith(` -j ${j.to}`));
     if (!found) return `jump from ${j.from} to ${j.to} is missing`;

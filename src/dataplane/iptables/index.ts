@@ -49,7 +49,7 @@ export type {
 } from './renderer.js';
 export { IptablesRenderer, DEFAULT_IPTABLES_OPTIONS } from './renderer.js';
 export type { JumpChain } from './jumps.js';
-export { natDrift } from './drift.js';
+export { natDrift, savedTable, SavedTableReader, type SavedTable } from './drift.js';
 export {
   IPTABLES_JUMP_CHAINS,
   IPTABLES_TOP_LEVEL_CHAINS,

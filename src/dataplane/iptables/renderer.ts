@@ -67,7 +67,14 @@ export interface SkippedServicePort {
 }
 
 export interface IptablesRender {
-  /** Exact `iptables-restore --noflush --counters` input. */
+  /**
+   * The exact `iptables-restore --noflush --counters` input, as the pieces it
+   * was built from (whole lines each): the platform streams them into the
+   * restore's stdin, so the ~17 MB of a 10k-Service ruleset never exist as one
+   * more string.
+   */
+  readonly restoreParts: readonly string[];
+  /** The same input as one string (joined on first use: tests, tools). */
   readonly restoreText: string;
   readonly partial: boolean;
   readonly largeClusterMode: boolean;
@@ -265,8 +272,12 @@ function renderWith(memo: ServicePortMemo, input: IptablesRenderInput): Iptables
   for (const l of natChainLines) parts.push(l, '\n');
   parts.push(natHead.text(), ...natRuleChunks, natTail.text(), 'COMMIT\n');
   const natRules = natHead.count + natWritten + natTail.count - deletedChains.length;
+  let joined: string | undefined;
   return {
-    restoreText: parts.join(''),
+    restoreParts: parts,
+    get restoreText(): string {
+      return (joined ??= parts.join(''));
+    },
     partial,
     largeClusterMode,
     filterChains,

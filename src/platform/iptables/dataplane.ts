@@ -24,9 +24,10 @@ import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } fro
 import type { Clock } from '../../engine/clock.js';
 import {
   IPTABLES_JUMP_CHAINS,
-  chainsFromSave,
   jumpRuleArgs,
   natDrift,
+  SavedTableReader,
+  type SavedTable,
   IptablesRenderer,
   type IptablesMemory,
   type IptablesOptions,
@@ -36,11 +37,12 @@ import {
 import { CANARY_CHAIN, cleanupLeftovers } from './cleanup.js';
 import { detectFeatures, type IptablesFeatures } from './features.js';
 import { Iptables, type Table } from './iptables.js';
-import { wholeTableCachePays, withWholeTableCache } from './restore.js';
+import { insertAfterHeaders, wholeTableCachePays } from './restore.js';
 import type { CommandRunner } from '../exec.js';
 import type { Sysctl } from './sysctl.js';
 
 export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
+
 const CANARY_TABLES: readonly Table[] = ['mangle', 'nat', 'filter'];
 
 export interface IptablesDataplaneOptions {
@@ -63,17 +65,26 @@ export function ruleLine(chain: string, args: readonly string[]): string {
   return ['-A', chain, ...args.map((a) => (/\s/.test(a) ? `"${a}"` : a))].join(' ');
 }
 
+/**
+ * The restore input as pieces: the render's, with the canary chain declared
+ * in filter and nat (after their headers) and in a mangle section of its own
+ * on a full sync, and the whole-table cache request (`-S`) first in nat when
+ * it pays. Nothing is joined: the pieces are streamed into the restore.
+ */
+export function restoreInput(parts: readonly string[], o: { canaries: boolean; wholeTableCache: boolean }): string[] {
+  const decl = `:${CANARY_CHAIN} - [0:0]`;
+  const nat = [...(o.wholeTableCache ? ['-S'] : []), ...(o.canaries ? [decl] : [])];
+  const out = insertAfterHeaders(parts, { ...(o.canaries ? { filter: [decl] } : {}), nat });
+  if (o.canaries) {
+    const last = out.findLast((p) => p.length > 0) ?? '\n';
+    out.push(`${last.endsWith('\n') ? '' : '\n'}*mangle\n${decl}\nCOMMIT\n`);
+  }
+  return out;
+}
+
 /** Declare KUBE-PROXY-CANARY in filter and nat (after their headers) and in a mangle section. */
 export function withCanaries(text: string): string {
-  const decl = `:${CANARY_CHAIN} - [0:0]`;
-  let out = text;
-  for (const t of ['filter', 'nat']) {
-    const header = `*${t}\n`;
-    const at = out.startsWith(header) ? 0 : out.indexOf(`\n${header}`) + 1 || -1;
-    if (at < 0) continue;
-    out = `${out.slice(0, at + header.length)}${decl}\n${out.slice(at + header.length)}`;
-  }
-  return `${out}${out.endsWith('\n') ? '' : '\n'}*mangle\n${decl}\nCOMMIT\n`;
+  return restoreInput([text], { canaries: true, wholeTableCache: false }).join('');
 }
 
 /**
@@ -156,7 +167,7 @@ export class IptablesDataplane implements Dataplane {
         );
       }
     }
-    const existingNatChains = natSave === null ? null : chainsFromSave(natSave, 'nat');
+    const existingNatChains = natSave === null ? null : [...natSave.chains];
     const t0 = clock.monotonic();
     const cpu0 = process.cpuUsage();
     const render = this.renderer.render({
@@ -167,9 +178,8 @@ export class IptablesDataplane implements Dataplane {
       existingNatChains,
     });
     // The canaries ride in the same atomic restore (declaring an empty chain is idempotent).
-    let text = full ? withCanaries(render.restoreText) : render.restoreText;
     const whole = this.useWholeTableCache(features, render);
-    if (whole) text = withWholeTableCache(text); // after the canaries: `-S` must come first
+    const input = restoreInput(render.restoreParts, { canaries: full, wholeTableCache: whole });
     const t1 = clock.monotonic();
     const cpu = process.cpuUsage(cpu0);
 
@@ -181,7 +191,7 @@ export class IptablesDataplane implements Dataplane {
     // Checked before the restore, while a first sync's tables are still small.
     const missingJumps = full ? await this.missingJumpRules(render, natSave) : [];
     const t2a = clock.monotonic();
-    await this.ipt.restore(text, { noflush: true, counters: true, discardStdout: whole });
+    await this.ipt.restore(input, { noflush: true, counters: true, discardStdout: whole });
     const t2 = clock.monotonic();
     // Missing jumps go in one small restore of their own, after the main one
     // created their targets. Not inside the main restore: with the whole-table
@@ -217,13 +227,20 @@ export class IptablesDataplane implements Dataplane {
     return found.every(Boolean);
   }
 
-  /** `iptables-save -t nat`, or null when upstream would skip the stale-chain cleanup this time. */
-  private async natSaveForStaleCleanup(): Promise<string | null> {
+  /**
+   * What this sync needs of `iptables-save -t nat` (the chains, for the
+   * stale-chain cleanup; rule counts and the built-in chains' rules, for the
+   * drift and jump checks), read line by line so its ~20 MB at 10k Services are never held;
+   * or null when upstream would skip the stale-chain cleanup this time.
+   */
+  private async natSaveForStaleCleanup(): Promise<SavedTable | null> {
     const now = this.o.clock.monotonic();
     if (this.lastLargeClusterMode && this.memory !== null && now - this.lastStaleCleanup < this.o.syncPeriodMs)
       return null;
     this.lastStaleCleanup = now;
-    return this.ipt.save('nat');
+    const reader = new SavedTableReader('nat');
+    await this.ipt.saveLines('nat', (line) => reader.line(line));
+    return reader.table;
   }
 
   private useWholeTableCache(f: IptablesFeatures, r: IptablesRender): boolean {
@@ -246,12 +263,12 @@ export class IptablesDataplane implements Dataplane {
    * the nat chain list), filter -C ~0 s, and `iptables-save -t filter` ~1 s
    * (it dumps every table), so filter is always checked with -C.
    */
-  private async missingJumpRules(r: IptablesRender, natSave: string | null): Promise<JumpChain[]> {
+  private async missingJumpRules(r: IptablesRender, natSave: SavedTable | null): Promise<JumpChain[]> {
     const wanted = IPTABLES_JUMP_CHAINS.filter((jc) => !jc.onlyIfChainRendered || r.filterChains.includes(jc.to));
     const present = await Promise.all(
       wanted.map(async (jc) => {
         const args = jumpRuleArgs(jc);
-        if (jc.table === 'nat' && natSave?.includes(`\n${ruleLine(jc.from, args)}\n`)) return true;
+        if (jc.table === 'nat' && natSave?.lines.includes(ruleLine(jc.from, args))) return true;
         return this.ipt.ruleExists(jc.table, jc.from, args);
       }),
     );

@@ -60,12 +60,19 @@ export function fakeRunner(opts: { version?: string } = {}): FakeRunner {
     log.push([command, ...args].join(' '));
     let r: ExecResult;
     try {
-      r = exec(command, args, o.input ?? '');
+      const input = o.input ?? '';
+      r = exec(command, args, typeof input === 'string' ? input : input.join(''));
     } catch (e) {
       if (e instanceof ProxyError && command !== 'nfacct') r = { stdout: '', stderr: e.message, code: 1 };
       else throw e;
     }
     if (o.discardStdout) r = { ...r, stdout: '' };
+    if (o.onStdoutLine) {
+      const lines = r.stdout.split('\n');
+      if (lines.at(-1) === '') lines.pop();
+      for (const l of lines) o.onStdoutLine(l);
+      r = { ...r, stdout: '' };
+    }
     if (r.code !== 0 && !o.allowFailure) throw new ExecError(command, args, r);
     return r;
   };

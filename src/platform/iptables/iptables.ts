@@ -93,8 +93,13 @@ export class Iptables {
     return (await this.run(this.saveCmd, table ? ['-t', table] : [])).stdout;
   }
 
-  /** iptables-restore; the input is applied atomically per table section. */
-  async restore(text: string, flags: RestoreFlags): Promise<void> {
+  /** iptables-save of one table, handed over line by line instead of as one string. */
+  async saveLines(table: Table, onLine: (line: string) => void): Promise<void> {
+    await this.run(this.saveCmd, ['-t', table], { onStdoutLine: onLine });
+  }
+
+  /** iptables-restore; the input (one string or pieces streamed in order) is applied atomically per table section. */
+  async restore(text: string | readonly string[], flags: RestoreFlags): Promise<void> {
     const args = [...WAIT];
     if (flags.noflush) args.push('--noflush');
     if (flags.counters) args.push('--counters');

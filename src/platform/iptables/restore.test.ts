@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isNftBackend, wholeTableCachePays, withWholeTableCache } from './restore.js';
+import { insertAfterHeaders, isNftBackend, wholeTableCachePays, withWholeTableCache } from './restore.js';
+import { hostRunner } from '../exec.js';
 import { parseIptablesVersion, supportsRandomFully } from './features.js';
 import { chainsToRemove, deleteChainsInput } from './cleanup.js';
 
@@ -17,6 +18,40 @@ test('withWholeTableCache inserts -S right after the *nat header only', () => {
     withWholeTableCache('*filter\n-A X -m comment --comment "*nat"\nCOMMIT\n'),
     '*filter\n-A X -m comment --comment "*nat"\nCOMMIT\n',
   );
+});
+
+test('insertAfterHeaders splices lines after headers found anywhere in the pieces, leaving other pieces as they are', () => {
+  const big = '-A KUBE-SVC-X -j KUBE-SEP-Y\n'.repeat(3);
+  const parts = [
+    '*filter\n',
+    ':KUBE-SERVICES - [0:0]',
+    '\n',
+    big,
+    'COMMIT\n*nat\n',
+    ':A - [0:0]',
+    '\n',
+    big,
+    'COMMIT\n',
+  ];
+  const out = insertAfterHeaders(parts, { filter: ['F1'], nat: ['-S', 'N1'] });
+  assert.equal(out.join(''), parts.join('').replace('*filter\n', '*filter\nF1\n').replace('*nat\n', '*nat\n-S\nN1\n'));
+  assert.ok(out.filter((p) => p === big).length === 2, 'the big pieces are passed through, not copied');
+  // A header split from its line start by a piece boundary still counts; one inside a line does not.
+  assert.equal(insertAfterHeaders(['COMMIT\n', '*nat\n', 'x\n'], { nat: ['-S'] }).join(''), 'COMMIT\n*nat\n-S\nx\n');
+  assert.equal(insertAfterHeaders(['-A X --comment "', '*nat\n'], { nat: ['-S'] }).join(''), '-A X --comment "*nat\n');
+});
+
+test('the runner streams pieces into stdin and stdout back line by line', async () => {
+  const pieces = Array.from({ length: 3000 }, (_, i) => `line ${i} ${'x'.repeat(i % 700)}\n`);
+  const lines: string[] = [];
+  const r = await hostRunner('cat', [], { input: pieces, onStdoutLine: (l) => lines.push(l) });
+  assert.equal(r.stdout, '');
+  assert.deepEqual(
+    lines,
+    pieces.map((p) => p.slice(0, -1)),
+  );
+  const big = 'y'.repeat(3 << 20);
+  assert.equal((await hostRunner('wc', ['-c'], { input: ['a', big, 'b'] })).stdout.trim(), String(big.length + 2));
 });
 
 test('cost model: full syncs of many chains pay for the whole table, small partial syncs do not', () => {

@@ -53,15 +53,52 @@ export function wholeTableCachePays(s: NatInputShape): boolean {
  * Returns the text unchanged when the header is missing.
  */
 export function withWholeTableCache(text: string, tables: readonly string[] = ['nat']): string {
-  let out = text;
-  for (const t of tables) {
-    const header = `*${t}\n`;
-    const at = out.startsWith(header) ? 0 : out.indexOf(`\n${header}`);
-    if (at < 0) continue;
-    const end = (at === 0 ? 0 : at + 1) + header.length;
-    out = `${out.slice(0, end)}-S\n${out.slice(end)}`;
+  return insertAfterHeaders([text], Object.fromEntries(tables.map((t) => [t, ['-S']]))).join('');
+}
+
+/**
+ * The restore input as pieces (whole-line text in order, as the renderer
+ * built it), with `lines` inserted right after the header of each named
+ * table section (`*nat` -> ['-S', ':KUBE-PROXY-CANARY - [0:0]']). A header
+ * counts only at the start of a line. Only the piece holding a header is
+ * split; the big per-service pieces are passed through untouched, so the
+ * input is never joined into one string (at 10k Services that would be one
+ * more 17 MB copy per step).
+ */
+export function insertAfterHeaders(
+  parts: readonly string[],
+  lines: Readonly<Partial<Record<string, readonly string[]>>>,
+): string[] {
+  const out: string[] = [];
+  let atLineStart = true;
+  for (const part of parts) {
+    const cuts: Array<{ at: number; text: string }> = [];
+    for (const [table, add] of Object.entries(lines)) {
+      if (!add || add.length === 0) continue;
+      const header = `*${table}\n`;
+      const at = atLineStart && part.startsWith(header) ? 0 : part.indexOf(`\n${header}`) + 1 || -1;
+      if (at >= 0) cuts.push({ at: at + header.length, text: add.join('\n') + '\n' });
+    }
+    if (cuts.length === 0) out.push(part);
+    else {
+      cuts.sort((a, b) => a.at - b.at);
+      let from = 0;
+      for (const c of cuts) {
+        out.push(part.slice(from, c.at), c.text);
+        from = c.at;
+      }
+      out.push(part.slice(from));
+    }
+    if (part.length > 0) atLineStart = part.endsWith('\n');
   }
   return out;
+}
+
+/** Total length of the pieces (for logs and the cost of a restore). */
+export function partsLength(parts: readonly string[]): number {
+  let n = 0;
+  for (const p of parts) n += p.length;
+  return n;
 }
 
 /** True when `iptables --version` names the nf_tables backend (where the quirk lives). */
