@@ -10,6 +10,7 @@
 //
 //   node --import tsx bench/memory.ts [--sizes 1000,5000,10000] [--modes iptables,nftables]
 //                                     [--endpoints 5] [--changes 5] [--runs 1] [--proxy-args "..."]
+//                                     [--node-options "--max-semi-space-size=1"]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
@@ -26,6 +27,8 @@ const ENDPOINTS = Number(arg('endpoints', '5'));
 const CHANGES = Number(arg('changes', '5'));
 const RUNS = Number(arg('runs', '1'));
 const PROXY_ARGS = arg('proxy-args', '').split(' ').filter(Boolean);
+/** NODE_OPTIONS for the proxy process (experiments with V8 flags). */
+const NODE_OPTIONS = arg('node-options', '');
 const OUT = join(REPO_ROOT, 'bench', 'out');
 
 interface Sample {
@@ -43,7 +46,7 @@ async function once(mode: string, size: number): Promise<Sample> {
   const c = await BenchCluster.start({ services: size, endpoints: ENDPOINTS });
   try {
     const t0 = Date.now();
-    c.startProxy(mode, PROXY_ARGS);
+    c.startProxy(mode, PROXY_ARGS, NODE_OPTIONS ? { NODE_OPTIONS } : {});
     const healthyAt = await c.waitHealthy();
     const atFirstSync = memoryOf(c.proxyPid);
     const mon = await c.monitor();

@@ -13,6 +13,7 @@
 // the rules of a service's own chains are rebuilt by the renders that write
 // them (full syncs, changed services), so the memo costs ~0.3 KB per port.
 
+import { flat } from '../../core/flat.js';
 import type { CategorizedEndpoints, ServicePort } from '../../core/types.js';
 import type { RenderedServicePort } from './servicerules.js';
 
@@ -33,6 +34,8 @@ export class ServicePortMemo {
 
   /** Remember a render (its own-chain rules are not kept). */
   remember(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string, r: RenderedServicePort): void {
-    this.entries.set(svc, { cat, ctxKey, rendered: r.own === null ? r : { ...r, own: null } });
+    // The kept text is flattened: a rope of a service's rule pieces costs several times its length.
+    const rendered = { ...r, own: null, natTop: flat(r.natTop), filter: flat(r.filter) };
+    this.entries.set(svc, { cat, ctxKey, rendered });
   }
 }

@@ -4,6 +4,7 @@
 // KUBE-SEP adds the endpoint's "ip:port" ("[ip]:port" for IPv6). The hash is
 // the first 16 characters of base32(sha256(...)), so names are <= 28 chars.
 
+import { flat } from '../../core/flat.js';
 import { base32, sha256 } from '../../core/hash.js';
 import type { Protocol } from '../../core/types.js';
 
@@ -111,15 +112,16 @@ function makeNames(spn: string, protocol: Protocol | string): ServicePortChainNa
   const base = spn + protocol.toLowerCase();
   const h = hash16Uncached(base);
   let eps = new Map<string, string>();
+  // Flat: these names live as long as their ServicePort (60k of them at 10k Services).
   return {
-    cluster: SERVICE_CHAIN_PREFIX + h,
-    local: LOCAL_CHAIN_PREFIX + h,
-    external: EXTERNAL_CHAIN_PREFIX + h,
-    firewall: FIREWALL_CHAIN_PREFIX + h,
+    cluster: flat(SERVICE_CHAIN_PREFIX + h),
+    local: flat(LOCAL_CHAIN_PREFIX + h),
+    external: flat(EXTERNAL_CHAIN_PREFIX + h),
+    firewall: flat(FIREWALL_CHAIN_PREFIX + h),
     endpoint(endpointKey: string): string {
       let name = eps.get(endpointKey);
       if (name === undefined) {
-        name = ENDPOINT_CHAIN_PREFIX + hash16Uncached(base + endpointKey);
+        name = flat(ENDPOINT_CHAIN_PREFIX + hash16Uncached(base + endpointKey));
         if (eps.size >= MAX_ENDPOINTS_PER_PORT) eps = new Map();
         eps.set(endpointKey, name);
       }

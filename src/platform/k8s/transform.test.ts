@@ -56,7 +56,7 @@ describe('transform', () => {
       status: { loadBalancer: { ingress: [{ ip: '1.2.3.4', ipMode: 'VIP', ports: [{ port: 80 }] }] }, conditions: [] },
     });
     assert.deepEqual(svc, {
-      metadata: { name: 'web', namespace: 'team-1', uid: 'u1', resourceVersion: '7', labels: { app: 'web' } },
+      metadata: { name: 'web', namespace: 'team-1', resourceVersion: '7' },
       spec: {
         type: 'LoadBalancer',
         clusterIP: '172.30.0.5',
@@ -72,7 +72,7 @@ describe('transform', () => {
         name: 'web-x',
         namespace: 'team-1',
         resourceVersion: '8',
-        labels: { 'kubernetes.io/service-name': 'web' },
+        labels: { 'kubernetes.io/service-name': 'web', app: 'web' },
         annotations: { 'endpoints.kubernetes.io/last-change-trigger-time': '2026-01-01T00:00:00Z', other: 'x' },
         ownerReferences: [{ kind: 'Service' }],
       },
@@ -120,6 +120,20 @@ describe('transform', () => {
         spec: { cidrs: ['172.30.0.0/16'] },
       },
     );
+  });
+
+  it('shares one frozen conditions object per combination, and copies unusual ones as received', () => {
+    const mk = (conditions: unknown) =>
+      transformEndpointSlice({ metadata: {}, endpoints: [{ addresses: ['10.0.0.1'], conditions }] }) as {
+        endpoints: Array<{ conditions: unknown }>;
+      };
+    const a = mk({ ready: true, serving: true, terminating: false }).endpoints[0]!.conditions;
+    const b = mk({ ready: true, serving: true, terminating: false }).endpoints[0]!.conditions;
+    assert.equal(a, b);
+    assert.ok(Object.isFrozen(a));
+    assert.notEqual(a, mk({ ready: false, serving: true, terminating: true }).endpoints[0]!.conditions);
+    const odd = { ready: 'yes' };
+    assert.equal(mk(odd).endpoints[0]!.conditions, odd);
   });
 
   it("keeps the Node's labels, addresses, podCIDRs, taints and deletion mark", () => {

@@ -15,13 +15,21 @@
 // beside this file compares the proxy's state built from raw and transformed
 // objects, so a missing field fails it.
 
-import { ANNOTATION_LAST_CHANGE_TRIGGER_TIME } from '../../core/api.js';
+import {
+  ANNOTATION_LAST_CHANGE_TRIGGER_TIME,
+  LABEL_HEADLESS,
+  LABEL_SERVICE_NAME,
+  LABEL_SERVICE_PROXY_NAME,
+} from '../../core/api.js';
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** Annotations the core reads; every other annotation (kubectl's last-applied, ...) is dropped. */
 const KEPT_ANNOTATIONS: readonly string[] = [ANNOTATION_LAST_CHANGE_TRIGGER_TIME];
+/** Labels the core reads of Services and EndpointSlices (a Node keeps all: topology and hostname labels). */
+const SERVICE_LABELS: readonly string[] = [LABEL_SERVICE_PROXY_NAME];
+const SLICE_LABELS: readonly string[] = [LABEL_SERVICE_NAME, LABEL_HEADLESS];
 
 const MAX_INTERNED = 200_000;
 let pool = new Map<string, string>();
@@ -61,14 +69,17 @@ function stringMap(v: unknown, only?: readonly string[]): unknown {
   return out;
 }
 
-function meta(m: unknown, annotations: boolean): unknown {
+/** metadata: name, namespace, resourceVersion, the labels listed (all when undefined), annotations kept, deletionTimestamp. */
+function meta(m: unknown, annotations: boolean, labels?: readonly string[]): unknown {
   if (!isObj(m)) return m;
   const out: Obj = {};
   if (m['name'] !== undefined) out['name'] = m['name'];
   if (m['namespace'] !== undefined) out['namespace'] = intern(m['namespace']);
-  if (m['uid'] !== undefined) out['uid'] = m['uid'];
   if (m['resourceVersion'] !== undefined) out['resourceVersion'] = m['resourceVersion'];
-  if (m['labels'] !== undefined) out['labels'] = stringMap(m['labels']);
+  if (m['labels'] !== undefined) {
+    const l = stringMap(m['labels'], labels);
+    if (!isObj(l) || Object.keys(l).length > 0) out['labels'] = l;
+  }
   if (annotations && m['annotations'] !== undefined) {
     const a = stringMap(m['annotations'], KEPT_ANNOTATIONS);
     if (!isObj(a) || Object.keys(a).length > 0) out['annotations'] = a;
@@ -94,7 +105,7 @@ const SERVICE_SPEC = [
 const SERVICE_PORT = ['name', 'protocol', 'port', 'targetPort', 'nodePort'] as const;
 
 export function transformService(o: Obj): Obj {
-  const out: Obj = { metadata: meta(o['metadata'], false) };
+  const out: Obj = { metadata: meta(o['metadata'], false, SERVICE_LABELS) };
   const spec = o['spec'];
   if (spec !== undefined) {
     const s = pick(spec, SERVICE_SPEC, true);
@@ -110,13 +121,39 @@ export function transformService(o: Obj): Obj {
   return out;
 }
 
-const ENDPOINT = ['addresses', 'conditions', 'nodeName', 'zone', 'hints'] as const;
+const ENDPOINT = ['addresses', 'nodeName', 'zone', 'hints'] as const;
 const ENDPOINT_PORT = ['name', 'port', 'protocol'] as const;
+const CONDITIONS = new Map<string, Readonly<Obj>>();
+
+/**
+ * Endpoint conditions are one of a few combinations: share one frozen object
+ * per combination (50k endpoints, a handful of objects). Anything unusual is
+ * copied as received.
+ */
+function conditions(c: unknown): unknown {
+  if (!isObj(c)) return c;
+  const vals = ['ready', 'serving', 'terminating'].map((k) => c[k]);
+  if (Object.keys(c).some((k) => k !== 'ready' && k !== 'serving' && k !== 'terminating')) return c;
+  if (!vals.every((v) => v === undefined || v === null || typeof v === 'boolean')) return c;
+  const key = vals.map(String).join('|');
+  let shared = CONDITIONS.get(key);
+  if (!shared) {
+    shared = Object.freeze({ ...c });
+    CONDITIONS.set(key, shared);
+  }
+  return shared;
+}
+
+function endpoint(e: unknown): unknown {
+  const out = pick(e, ENDPOINT, true);
+  if (isObj(e) && isObj(out) && e['conditions'] !== undefined) out['conditions'] = conditions(e['conditions']);
+  return out;
+}
 
 export function transformEndpointSlice(o: Obj): Obj {
-  const out: Obj = { metadata: meta(o['metadata'], true) };
+  const out: Obj = { metadata: meta(o['metadata'], true, SLICE_LABELS) };
   if (o['addressType'] !== undefined) out['addressType'] = intern(o['addressType']);
-  if (o['endpoints'] !== undefined) out['endpoints'] = mapArray(o['endpoints'], (e) => pick(e, ENDPOINT, true));
+  if (o['endpoints'] !== undefined) out['endpoints'] = mapArray(o['endpoints'], endpoint);
   if (o['ports'] !== undefined) out['ports'] = mapArray(o['ports'], (p) => pick(p, ENDPOINT_PORT, true));
   return out;
 }
