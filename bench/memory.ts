@@ -14,7 +14,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
-import { BenchCluster, buildDist, loadNote, median, memoryOf, type Memory } from './lib/cluster.js';
+import { BenchCluster, buildDist, cpuSecondsOf, loadNote, median, memoryOf, type Memory } from './lib/cluster.js';
 import { writeChart } from './lib/chart.js';
 
 const arg = (name: string, def: string): string => {
@@ -35,6 +35,8 @@ interface Sample {
   mode: string;
   size: number;
   firstSyncS: number;
+  /** CPU seconds of the proxy up to its first sync (contention-robust). */
+  firstSyncCpuS: number;
   atFirstSync: Memory;
   steadyRssMiB: number;
   peakMiB: number;
@@ -46,9 +48,13 @@ async function once(mode: string, size: number): Promise<Sample> {
   const c = await BenchCluster.start({ services: size, endpoints: ENDPOINTS });
   try {
     const t0 = Date.now();
-    c.startProxy(mode, PROXY_ARGS, NODE_OPTIONS ? { NODE_OPTIONS } : {});
+    c.startProxy(mode, PROXY_ARGS, {
+      ...(NODE_OPTIONS ? { NODE_OPTIONS } : {}),
+      ...(process.env['KPT_V8_FLAGS'] ? { KPT_V8_FLAGS: process.env['KPT_V8_FLAGS'] } : {}),
+    });
     const healthyAt = await c.waitHealthy();
     const atFirstSync = memoryOf(c.proxyPid);
+    const firstSyncCpuS = cpuSecondsOf(c.proxyPid);
     const mon = await c.monitor();
     let applied = 0;
     for (let k = 0; k < CHANGES; k++) {
@@ -67,6 +73,7 @@ async function once(mode: string, size: number): Promise<Sample> {
       mode,
       size,
       firstSyncS: (healthyAt - t0) / 1000,
+      firstSyncCpuS,
       atFirstSync,
       steadyRssMiB: end.rssMiB,
       peakMiB: end.hwmMiB,
@@ -88,7 +95,7 @@ async function main(): Promise<void> {
         const s = await once(mode, size);
         samples.push(s);
         console.log(
-          `${mode} ${size}: first sync ${s.firstSyncS.toFixed(1)} s, RSS ${s.atFirstSync.rssMiB.toFixed(0)} MiB ` +
+          `${mode} ${size}: first sync ${s.firstSyncS.toFixed(1)} s (${s.firstSyncCpuS.toFixed(1)} s CPU), RSS ${s.atFirstSync.rssMiB.toFixed(0)} MiB ` +
             `(HWM ${s.atFirstSync.hwmMiB.toFixed(0)}), steady ${s.steadyRssMiB.toFixed(0)} MiB, ` +
             `peak ${s.peakMiB.toFixed(0)} MiB, changes applied ${s.changesApplied}/${CHANGES} (${s.load})`,
         );
@@ -102,6 +109,7 @@ async function main(): Promise<void> {
         mode,
         size,
         firstSyncS: median(ss.map((s) => s.firstSyncS)),
+        firstSyncCpuS: median(ss.map((s) => s.firstSyncCpuS)),
         rssAtFirstSyncMiB: median(ss.map((s) => s.atFirstSync.rssMiB)),
         steadyRssMiB: median(ss.map((s) => s.steadyRssMiB)),
         peakMiB: median(ss.map((s) => s.peakMiB)),
@@ -112,12 +120,12 @@ async function main(): Promise<void> {
     `\nmedian of ${RUNS} run(s), ${ENDPOINTS} endpoints per Service, ${CHANGES} endpoint changes after the first sync`,
   );
   console.log(
-    '| mode | Services | first sync (s) | RSS after first sync (MiB) | RSS steady (MiB) | peak VmHWM (MiB) |',
+    '| mode | Services | first sync (s) | its CPU (s) | RSS after first sync (MiB) | RSS steady (MiB) | peak VmHWM (MiB) |',
   );
-  console.log('|---|---:|---:|---:|---:|---:|');
+  console.log('|---|---:|---:|---:|---:|---:|---:|');
   for (const r of rows) {
     console.log(
-      `| ${r.mode} | ${r.size} | ${r.firstSyncS.toFixed(1)} | ${r.rssAtFirstSyncMiB.toFixed(0)} | ${r.steadyRssMiB.toFixed(0)} | ${r.peakMiB.toFixed(0)} |`,
+      `| ${r.mode} | ${r.size} | ${r.firstSyncS.toFixed(1)} | ${r.firstSyncCpuS.toFixed(1)} | ${r.rssAtFirstSyncMiB.toFixed(0)} | ${r.steadyRssMiB.toFixed(0)} | ${r.peakMiB.toFixed(0)} |`,
     );
   }
   writeFileSync(join(OUT, 'memory.json'), JSON.stringify({ samples, rows }, null, 2));

@@ -42,6 +42,14 @@ export function memoryOf(pid: number): Memory {
   return { rssMiB: kb('VmRSS') / MiB, hwmMiB: kb('VmHWM') / MiB };
 }
 
+/** CPU seconds (user + system) the process has used, from /proc/<pid>/stat: robust on a busy machine. */
+export function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 after the command name.
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 /** Load average and CPU count, to print beside results (the machine is shared). */
 export function loadNote(): string {
   const [a, b, c] = readFileSync('/proc/loadavg', 'utf8').split(' ');

@@ -191,6 +191,8 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       minInterval: cmd.timing.minSyncPeriodMs,
       maxInterval: cmd.timing.syncPeriodMs,
       retryInterval: cmd.timing.minSyncPeriodMs > 0 ? cmd.timing.minSyncPeriodMs : 1000,
+      // Upstream's burstSyncs: the first change after a quiet period, and one right after it, sync at once.
+      burst: 2,
     },
     clock,
     { onError: (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'Sync failed; retrying') },

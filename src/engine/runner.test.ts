@@ -190,6 +190,74 @@ test('run() before loop() is served when the loop starts; stop() disarms everyth
   assert.equal(h.starts.length, 1, 'nothing runs after stop');
 });
 
+const bursty = { ...intervals, burst: 2 };
+
+test('burst: after a quiet period two runs start back to back, then one per minInterval from start to start', async () => {
+  const clock = new FakeClock(T0);
+  const h = harness(clock);
+  const r = new BoundedFrequencyRunner('sync', h.fn, bursty, clock);
+  r.loop();
+  r.run();
+  r.run(); // during the first run: coalesced, and served as soon as it ends
+  clock.advance(100);
+  await h.finish();
+  assert.deepEqual(h.starts, [T0, T0 + 100], 'the second run did not wait for minInterval');
+  r.run();
+  clock.advance(100);
+  await h.finish();
+  // Two tokens spent at T0 and T0+100; 0.2 refilled by T0+200: the third waits until a whole token is back.
+  clock.advance(799);
+  assert.equal(h.starts.length, 2);
+  clock.advance(1);
+  assert.deepEqual(h.starts, [T0, T0 + 100, T0 + 1000]);
+  await h.finish();
+  await r.stop();
+});
+
+test('burst: under steady churn runs start every minInterval, not every minInterval plus their duration', async () => {
+  const clock = new FakeClock(T0);
+  const h = harness(clock);
+  const r = new BoundedFrequencyRunner('sync', h.fn, bursty, clock);
+  r.loop();
+  // A change every 100 ms for 6 s; each run takes 400 ms.
+  let finished = 0;
+  for (let t = 0; t < 6000; t += 100) {
+    r.run();
+    clock.advance(100);
+    const running = h.starts.length > finished;
+    if (running && clock.now() - h.starts.at(-1)! >= 400) {
+      finished++;
+      await h.finish();
+    }
+  }
+  const gaps = h.starts.slice(3).map((s, i) => s - h.starts[i + 2]!);
+  assert.ok(
+    gaps.every((g) => g === 1000),
+    `start-to-start gaps after the burst: ${gaps.join(',')}`,
+  );
+  assert.equal(h.maxActive, 1, 'never two runs at once');
+  await r.stop();
+});
+
+test('burst: a quiet period refills the bucket, but never beyond the burst', async () => {
+  const clock = new FakeClock(T0);
+  const h = harness(clock);
+  const r = new BoundedFrequencyRunner('sync', h.fn, bursty, clock);
+  r.loop();
+  clock.advance(30_000);
+  for (let i = 0; i < 2; i++) {
+    r.run();
+    await h.finish();
+  }
+  r.run();
+  assert.deepEqual(h.starts, [T0 + 30_000, T0 + 30_000], 'two at once after a long quiet period');
+  clock.advance(1000);
+  assert.deepEqual(h.starts, [T0 + 30_000, T0 + 30_000, T0 + 31_000]);
+  await h.finish();
+  await r.stop();
+  assert.throws(() => new BoundedFrequencyRunner('x', h.fn, { ...intervals, burst: 0 }, clock), /burst/);
+});
+
 test('rejects maxInterval < minInterval', () => {
   assert.throws(
     () =>

@@ -8,7 +8,14 @@
 //  2. Coalescing: any number of run() calls while a run is in flight or while
 //     the runner cools down produce exactly one further run.
 //  3. minInterval: at least minInterval passes between the END of one run and
-//     the START of the next (upstream measures from completion, too).
+//     the START of the next (upstream's current runner measures from
+//     completion, too). With `burst` set, the rule is upstream's earlier
+//     token bucket instead (pkg/util/async/bounded_frequency_runner.go, which
+//     the iptables proxier ran with burstSyncs = 2): up to `burst` runs may
+//     start back to back, and then one per minInterval, counted from START to
+//     start. So the first change after a quiet period syncs at once, a second
+//     one right after it does too, and under steady churn a run starts every
+//     minInterval, not every minInterval plus the run's own duration.
 //  4. maxInterval: a run starts at most maxInterval after the end of the
 //     previous one (or after loop() for the first), even without run() calls.
 //  5. retryInterval: a run whose promise rejects (or that throws) is retried
@@ -27,6 +34,8 @@ export interface RunnerIntervals {
   readonly maxInterval: number;
   /** Milliseconds after a failed run by which it is retried. */
   readonly retryInterval: number;
+  /** Token-bucket rate rule with this many runs of burst (see invariant 3); unset: minInterval after each end. */
+  readonly burst?: number;
 }
 
 export interface RunnerHooks {
@@ -44,6 +53,9 @@ export class BoundedFrequencyRunner {
   private maxTimer: TimerHandle | null = null;
   private retryTimer: TimerHandle | null = null;
   private inFlight: Promise<void> | null = null;
+  /** The bucket of the `burst` rule: tokens now, as of lastRefill (monotonic ms). */
+  private tokens: number;
+  private lastRefill: number;
 
   constructor(
     readonly name: string,
@@ -58,6 +70,10 @@ export class BoundedFrequencyRunner {
     }
     if (maxInterval < minInterval)
       throw new BugError(`${name}: maxInterval (${maxInterval}) must be >= minInterval (${minInterval})`);
+    if (intervals.burst !== undefined && !(Number.isInteger(intervals.burst) && intervals.burst >= 1))
+      throw new BugError(`${name}: burst must be an integer >= 1, got ${intervals.burst}`);
+    this.tokens = intervals.burst ?? 0;
+    this.lastRefill = clock.monotonic();
   }
 
   /**
@@ -68,14 +84,14 @@ export class BoundedFrequencyRunner {
     if (this.state !== 'new') return;
     this.state = 'idle';
     this.armMax();
-    if (this.pending) this.startRun();
+    if (this.pending) this.startWhenAllowed();
   }
 
   /** Request a run as soon as the invariants allow. Never blocks, never throws. */
   run(): void {
     if (this.state === 'stopped') return;
     this.pending = true;
-    if (this.state === 'idle') this.startRun();
+    if (this.state === 'idle') this.startWhenAllowed();
   }
 
   /** Stop for good. Resolves when a run in flight (if any) has settled. */
@@ -90,6 +106,30 @@ export class BoundedFrequencyRunner {
   /** True while fn's promise is unsettled. */
   get running(): boolean {
     return this.state === 'running';
+  }
+
+  /**
+   * Idle with a run pending: start it, or with the burst rule, start it when
+   * the bucket holds a token (a timer waits for the refill).
+   */
+  private startWhenAllowed(): void {
+    const { burst, minInterval } = this.intervals;
+    if (burst === undefined || minInterval === 0) return this.startRun();
+    const now = this.clock.monotonic();
+    this.tokens = Math.min(burst, this.tokens + (now - this.lastRefill) / minInterval);
+    this.lastRefill = now;
+    if (this.tokens >= 1) {
+      this.tokens -= 1;
+      return this.startRun();
+    }
+    if (this.minTimer) return;
+    this.state = 'cooldown';
+    this.minTimer = this.clock.setTimer(Math.ceil((1 - this.tokens) * minInterval), () => {
+      this.minTimer = null;
+      if (this.state !== 'cooldown') return;
+      this.state = 'idle';
+      if (this.pending) this.startWhenAllowed();
+    });
   }
 
   private startRun(): void {
@@ -120,6 +160,12 @@ export class BoundedFrequencyRunner {
     this.retryTimer?.cancel();
     this.retryTimer = ok ? null : this.clock.setTimer(this.intervals.retryInterval, () => this.timerFired('retry'));
     this.armMax();
+    if (this.intervals.burst !== undefined) {
+      // The bucket alone decides when the next run may start.
+      this.state = 'idle';
+      if (this.pending) this.startWhenAllowed();
+      return;
+    }
     this.state = 'cooldown';
     this.minTimer = this.clock.setTimer(this.intervals.minInterval, () => {
       this.minTimer = null;

@@ -1,0 +1,132 @@
+// Benchmark (never a test): network programming latency under churn, with the
+// REAL proxy (bin/kube-proxy-ts, default flags) against the test API server,
+// both in a fresh network namespace. N Services x 5 endpoints (default 10k);
+// after the first sync, endpoint changes at --rate per second for --seconds,
+// each replacing one endpoint of one Service with a fresh address and
+// stamping its slice's endpoints.kubernetes.io/last-change-trigger-time.
+// Reported, per mode:
+//   * p50 / p99 of kubeproxy_network_programming_duration_seconds, read from
+//     the proxy's /metrics (interpolated within buckets, as histogram_quantile);
+//   * p50 / p99 of the time from the trigger time until the new address is in
+//     a rule the kernel committed (bench/lib/nlmon: nf_tables notifications),
+//     exact, per change; and how many syncs the proxy ran meanwhile.
+// Prints a table and writes bench/out/churn.{json,svg,png}.
+//
+//   node --import tsx bench/churn.ts [--services 10000] [--rate 10] [--seconds 60] [--modes iptables,nftables]
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT } from '../test/netns/spawn.js';
+import { writeChart } from './lib/chart.js';
+import { BenchCluster, buildDist, cpuSecondsOf, histogramQuantile, loadNote, percentile } from './lib/cluster.js';
+
+const arg = (name: string, def: string): string => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]! : def;
+};
+const SERVICES = Number(arg('services', '10000'));
+const RATE = Number(arg('rate', '10'));
+const SECONDS = Number(arg('seconds', '60'));
+const MODES = arg('modes', 'iptables,nftables').split(',');
+const OUT = join(REPO_ROOT, 'bench', 'out');
+const METRIC = 'kubeproxy_network_programming_duration_seconds';
+
+interface Row {
+  mode: string;
+  changes: number;
+  applied: number;
+  metric: { count: number; p50: number; p99: number };
+  kernel: { p50: number; p99: number; max: number };
+  syncs: number;
+  proxyCpuS: number;
+  load: string;
+}
+
+/** A counter's value for the IPv4 family (dual-stack modes sync both families each time). */
+function counter(text: string, name: string): number {
+  const m = new RegExp(`^${name}\\{[^}]*ip_family="IPv4"[^}]*\\} (\\S+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+async function runMode(mode: string): Promise<Row> {
+  const c = await BenchCluster.start({ services: SERVICES, endpoints: 5 });
+  try {
+    c.startProxy(mode);
+    await c.waitHealthy();
+    const mon = await c.monitor();
+    await new Promise((r) => setTimeout(r, 5000));
+    const before = String((await c.command('metrics'))['text']);
+    const cpu0 = cpuSecondsOf(c.proxyPid);
+    const res = await c.command('churn', { rate: RATE, seconds: SECONDS, services: SERVICES });
+    const changes = res['changes'] as Array<{ ip: string; at: number }>;
+    const lat = await Promise.all(
+      changes.map((ch) =>
+        Promise.race([
+          mon.expect(ch.ip, ch.at).then((t) => (t - ch.at) / 1000),
+          new Promise<number>((r) => setTimeout(() => r(NaN), 30_000)),
+        ]),
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 2000));
+    const proxyCpuS = cpuSecondsOf(c.proxyPid) - cpu0;
+    const after = String((await c.command('metrics'))['text']);
+    mon.stop();
+    const applied = lat.filter((x) => Number.isFinite(x));
+    const syncsOf = (t: string): number => counter(t, 'kubeproxy_sync_proxy_rules_duration_seconds_count');
+    // The histogram counts since start; the first sync's changes predate the tracker, so the churn is all of it.
+    const q = (p: number) => histogramQuantile(after, METRIC, p);
+    return {
+      mode,
+      changes: changes.length,
+      applied: applied.length,
+      metric: { count: q(0.5).count, p50: q(0.5).value, p99: q(0.99).value },
+      kernel: { p50: percentile(applied, 50), p99: percentile(applied, 99), max: Math.max(...applied) },
+      syncs: syncsOf(after) - syncsOf(before),
+      proxyCpuS,
+      load: loadNote(),
+    };
+  } finally {
+    await c.dispose();
+  }
+}
+
+async function main(): Promise<void> {
+  buildDist();
+  mkdirSync(OUT, { recursive: true });
+  const rows: Row[] = [];
+  for (const mode of MODES) {
+    const r = await runMode(mode);
+    rows.push(r);
+    console.log(JSON.stringify(r));
+  }
+  console.log(
+    `\n${SERVICES} Services x 5 endpoints, ${RATE} endpoint changes/s for ${SECONDS} s, default flags (minSyncPeriod 1 s)`,
+  );
+  console.log(
+    '| mode | changes applied | metric p50 (s) | metric p99 (s) | kernel p50 (s) | kernel p99 (s) | kernel max (s) | syncs | proxy CPU (s) |',
+  );
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const r of rows) {
+    console.log(
+      `| ${r.mode} | ${r.applied}/${r.changes} | ${r.metric.p50.toFixed(2)} | ${r.metric.p99.toFixed(2)} | ${r.kernel.p50.toFixed(2)} | ${r.kernel.p99.toFixed(2)} | ${r.kernel.max.toFixed(2)} | ${r.syncs} | ${r.proxyCpuS.toFixed(1)} |`,
+    );
+  }
+  writeFileSync(
+    join(OUT, 'churn.json'),
+    JSON.stringify({ services: SERVICES, rate: RATE, seconds: SECONDS, rows }, null, 2),
+  );
+  const png = writeChart(join(OUT, 'churn'), {
+    title: `Network programming latency, ${SERVICES} Services, ${RATE} changes/s`,
+    yLabel: 'seconds',
+    series: ['metric p50', 'metric p99', 'kernel p50', 'kernel p99'],
+    groups: rows.map((r) => ({ label: r.mode, values: [r.metric.p50, r.metric.p99, r.kernel.p50, r.kernel.p99] })),
+  });
+  console.log(png ? `wrote ${png}` : 'wrote churn.svg (no PNG converter)');
+}
+
+main().then(
+  () => process.exit(0),
+  (e: unknown) => {
+    console.error(e);
+    process.exit(1);
+  },
+);
