@@ -165,3 +165,42 @@ describe('k8s sources across API server outages', () => {
     assert.equal(listsOf('/api/v1/services'), 1, 'resumed by watch, not relisted');
   });
 });
+
+describe('k8s sources: the end of an outage ends the backoff', () => {
+  it('resumes at once when the server accepts connections again, however long the backoff had grown', async () => {
+    const server = new TestApiServer({ bookmarkIntervalMs: 50 });
+    await server.start();
+    server.create('services', svc('app', 'alpha', '172.30.0.10'));
+    const rec = new Recorder();
+    const ac = new AbortController();
+    // A backoff of a minute: only the reachability probe can bring the watches back within the test.
+    const client = clientFor(server, {}, { probeIntervalMs: 20 });
+    const done = startSources({
+      client,
+      nodeName: 'node-a',
+      handlers: rec.handlers,
+      signal: ac.signal,
+      onEvent: rec.onEvent,
+      backoff: { initialMs: 60_000, maxMs: 60_000 },
+    });
+    try {
+      await rec.until(() => rec.events.filter((e) => e.type === 'watching').length >= 4, 'four watches');
+      await server.stop();
+      await rec.until(() => rec.events.filter((e) => e.type === 'backoff').length >= 4, 'every source backing off');
+      server.create('services', svc('app', 'during', '172.30.0.11'));
+      await server.start();
+      await rec.until(() => rec.calls.some((c) => c.startsWith('service add app/during')), 'the change made meanwhile');
+      assert.ok(rec.events.some((e) => e.type === 'reachable'));
+      assert.equal(
+        server.requests.filter((r) => r.path === '/api/v1/services' && r.query.watch !== 'true').length,
+        1,
+        'resumed by watch from the last version, not relisted',
+      );
+    } finally {
+      ac.abort();
+      await done;
+      client.close();
+      await server.dispose();
+    }
+  });
+});

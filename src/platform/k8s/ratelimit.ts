@@ -10,7 +10,7 @@ import type { Clock, TimerHandle } from '../../engine/clock.js';
 export class TokenBucket {
   private tokens: number;
   private last: number;
-  private readonly queue: Array<{ resolve: () => void; reject: (e: unknown) => void; signal?: AbortSignal }> = [];
+  private readonly queue: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
   private timer: TimerHandle | null = null;
 
   constructor(
@@ -36,17 +36,21 @@ export class TokenBucket {
       return Promise.resolve();
     }
     return new Promise((resolve, reject) => {
-      const w = { resolve, reject, ...(signal ? { signal } : {}) };
-      this.queue.push(w);
-      signal?.addEventListener(
-        'abort',
-        () => {
-          const i = this.queue.indexOf(w);
-          if (i >= 0) this.queue.splice(i, 1);
-          reject(signal.reason ?? new Error('aborted'));
+      const onAbort = (): void => {
+        const i = this.queue.indexOf(w);
+        if (i >= 0) this.queue.splice(i, 1);
+        reject(signal!.reason ?? new Error('aborted'));
+      };
+      // The listener goes when the token comes: long-lived signals must not collect one per request.
+      const w = {
+        resolve: () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
         },
-        { once: true },
-      );
+        reject,
+      };
+      this.queue.push(w);
+      signal?.addEventListener('abort', onAbort, { once: true });
       this.schedule();
     });
   }
