@@ -229,7 +229,10 @@ function send(req: Req): Promise<Res> {
 }
 
 function close(req: Req): Promise<Res> {
-  held.get(String(req['key']))?.sock.destroy();
+  const sock = held.get(String(req['key']))?.sock;
+  // reset: end with an RST instead of a FIN, so no TIME_WAIT state lingers anywhere.
+  if (req['reset'] === true) sock?.resetAndDestroy();
+  else sock?.destroy();
   held.delete(String(req['key']));
   return Promise.resolve({ ok: true });
 }

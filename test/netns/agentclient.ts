@@ -3,6 +3,7 @@
 // and the handle adds its own margin, so no call can hang a test.
 import * as readline from 'node:readline';
 import { nodeScript, nsSpawn, type NsProcess } from './spawn.js';
+import { scaled } from './timescale.js';
 
 /** What an echo server saw: which pod answered, the client address it saw, the address it was reached on. */
 export interface EchoReply {
@@ -73,7 +74,7 @@ export class Agent {
     });
     const agent = new Agent(ns, name, proc);
     const timeout = new Promise<never>((_, rej) =>
-      setTimeout(() => rej(new Error(`agent in ${ns} did not start: ${proc.log()}`)), 15000).unref(),
+      setTimeout(() => rej(new Error(`agent in ${ns} did not start: ${proc.log()}`)), scaled(15000)).unref(),
     );
     await Promise.race([
       agent.ready,
@@ -85,8 +86,9 @@ export class Agent {
     return agent;
   }
 
-  request(op: string, args: Record<string, unknown>, timeoutMs = 2000): Promise<Record<string, unknown>> {
+  request(op: string, args: Record<string, unknown>, unscaledTimeoutMs = 2000): Promise<Record<string, unknown>> {
     const id = this.nextId++;
+    const timeoutMs = scaled(unscaledTimeoutMs);
     return new Promise((resolve) => {
       const t = setTimeout(() => {
         this.pending.delete(id);
@@ -133,8 +135,9 @@ export class Agent {
   send(key: string, data = 'ping', timeoutMs = 2000): Promise<ClientResult> {
     return this.request('send', { key, data }, timeoutMs) as unknown as Promise<ClientResult>;
   }
-  async closeConn(key: string): Promise<void> {
-    await this.request('close', { key });
+  /** Close a held connection; reset: with an RST (no TIME_WAIT left behind). */
+  async closeConn(key: string, reset = false): Promise<void> {
+    await this.request('close', { key, reset });
   }
 
   stop(): Promise<void> {

@@ -137,6 +137,11 @@ export class NetnsCluster {
       'net.ipv4.ip_forward=1',
       'net.ipv4.conf.all.rp_filter=0',
       'net.ipv4.conf.default.rp_filter=0',
+      // A packet for a Service address the proxy has not programmed yet is routed back out to the
+      // gateway; an ICMP redirect for it would make the client bypass this node from then on.
+      'net.ipv4.conf.all.send_redirects=0',
+      'net.ipv4.conf.default.send_redirects=0',
+      'net.ipv4.conf.eth0.send_redirects=0', // all and the device are OR'ed for this one
     ]);
     if (n.ip6) await nsRun(n.ns, ['sysctl', '-q', '-w', 'net.ipv6.conf.all.forwarding=1']);
     await ip(['-n', n.ns, 'route', 'add', 'default', 'via', GATEWAY_IP]);

@@ -13,6 +13,7 @@ import { nodeScript, nsSpawn, type NsProcess } from './spawn.js';
 import { API_PORT } from './topology.js';
 import type { ApiFault } from '../apiserver/faults.js';
 import type { RequestRecord } from '../apiserver/server.js';
+import { scaled } from './timescale.js';
 
 export class ControlPlane {
   private readonly waiters = new Map<number, (msg: Record<string, unknown>) => void>();
@@ -47,7 +48,7 @@ export class ControlPlane {
     );
     const lines = readline.createInterface({ input: proc.child.stdout! });
     const first = await new Promise<Record<string, unknown>>((res, rej) => {
-      const t = setTimeout(() => rej(new Error(`API server did not start: ${proc.log()}`)), 30000);
+      const t = setTimeout(() => rej(new Error(`API server did not start: ${proc.log()}`)), scaled(30000));
       lines.once('line', (l) => {
         clearTimeout(t);
         res(JSON.parse(l) as Record<string, unknown>);
@@ -82,7 +83,7 @@ export class ControlPlane {
       const t = setTimeout(() => {
         this.waiters.delete(id);
         rej(new Error(`API server ${cmd}: no answer`));
-      }, timeoutMs);
+      }, scaled(timeoutMs));
       this.waiters.set(id, (m) => {
         clearTimeout(t);
         if (m['ok']) res(m);

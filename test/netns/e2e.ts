@@ -7,6 +7,8 @@ import { ControlPlane } from './controlplane.js';
 import type { ClientResult, EchoReply } from './agentclient.js';
 import type { KubeObject } from './kube.js';
 import { ProxyProcess, type E2EMode } from './proxy.js';
+import { scaled } from './timescale.js';
+import { nsRun } from './spawn.js';
 import type { NodeInfo } from './topology.js';
 
 export interface E2EOptions {
@@ -43,8 +45,39 @@ export class E2EEnv {
     readonly proxies: ReadonlyMap<string, ProxyProcess>,
   ) {}
 
-  /** Build everything; on any failure tear down what was built and rethrow. */
+  /** Environments shared by the suites of one process (KPT_E2E_SHARED=1), per mode. */
+  private static readonly shared = new Map<E2EMode, Promise<E2EEnv>>();
+  private isShared = false;
+
+  /**
+   * Build everything; on any failure tear down what was built and rethrow.
+   * With KPT_E2E_SHARED=1, suites of one process that ask for the default
+   * environment of a mode get the same one (the QEMU guest runs the cluster
+   * suites that way: building a cluster there takes minutes); each suite
+   * uses its own Service names and addresses, and disposeShared() ends it.
+   */
   static async start(mode: E2EMode, opts: E2EOptions = {}): Promise<E2EEnv> {
+    if (process.env['KPT_E2E_SHARED'] !== '1' || Object.keys(opts).length > 0) return E2EEnv.create(mode, opts);
+    let env = E2EEnv.shared.get(mode);
+    if (!env) {
+      env = E2EEnv.create(mode, opts).then((e) => {
+        e.isShared = true;
+        return e;
+      });
+      E2EEnv.shared.set(mode, env);
+      env.catch(() => E2EEnv.shared.delete(mode));
+    }
+    return env;
+  }
+
+  /** End every shared environment. */
+  static async disposeShared(): Promise<void> {
+    const envs = await Promise.allSettled([...E2EEnv.shared.values()]);
+    E2EEnv.shared.clear();
+    for (const e of envs) if (e.status === 'fulfilled') await e.value.disposeNow();
+  }
+
+  private static async create(mode: E2EMode, opts: E2EOptions): Promise<E2EEnv> {
     const cluster = await NetnsCluster.create(opts.cluster);
     let cp: ControlPlane | undefined;
     const proxies = new Map<string, ProxyProcess>();
@@ -115,16 +148,17 @@ export class E2EEnv {
   async waitFor<T>(
     what: string,
     check: () => Promise<T | undefined>,
-    timeoutMs = 15000,
+    unscaledTimeoutMs = 15000,
     describeLast?: () => string,
   ): Promise<{ value: T; ms: number }> {
+    const timeoutMs = scaled(unscaledTimeoutMs);
     const start = Date.now();
     for (;;) {
       const v = await check();
       if (v !== undefined) return { value: v, ms: Date.now() - start };
       if (Date.now() - start > timeoutMs) {
         throw new Error(
-          `${this.mode}: ${what}: not within ${timeoutMs} ms${describeLast ? ` (${describeLast()})` : ''}\n${this.proxyLogs()}`,
+          `${this.mode}: ${what}: not within ${timeoutMs} ms${describeLast ? ` (${describeLast()})` : ''}\n${this.proxyLogs()}${await this.kernelState()}`,
         );
       }
       await new Promise((r) => setTimeout(r, 100));
@@ -175,6 +209,24 @@ export class E2EEnv {
     );
   }
 
+  /** IPVS mode: each node's virtual servers, for failure messages (the rules are in dumpRules). */
+  private async kernelState(): Promise<string> {
+    if (this.mode !== 'ipvs') return '';
+    const out: string[] = [];
+    for (const n of this.cluster.nodes) {
+      for (const cmd of [
+        ['ipvsadm', '-Ln', '--stats'],
+        ['ip', '-o', 'addr', 'show', 'dev', 'kube-ipvs0'],
+        ['iptables-save', '-c'],
+        ['conntrack', '-L'],
+      ]) {
+        const r = await nsRun(n.ns, cmd, { allowFailure: true }).catch((e: unknown) => ({ stdout: String(e) }));
+        out.push(`--- ${cmd.join(' ')} on ${n.name} ---\n${r.stdout}`);
+      }
+    }
+    return `\n${out.join('\n')}`;
+  }
+
   /** Logs of every proxy (tails), for failure messages. */
   proxyLogs(): string {
     return [...this.proxies.values()]
@@ -182,7 +234,12 @@ export class E2EEnv {
       .join('\n');
   }
 
+  /** Tear down, unless shared (then disposeShared() does it). */
   async dispose(): Promise<void> {
+    if (!this.isShared) await this.disposeNow();
+  }
+
+  private async disposeNow(): Promise<void> {
     await Promise.all([...this.proxies.values()].map((p) => p.dispose().catch(() => {})));
     await this.controlPlane?.dispose().catch(() => {});
     await this.cluster.destroy();

@@ -2,15 +2,17 @@
 // operator would use, and considered up once its /healthz answers 200 (as
 // seen from inside the node). The binary is src/cmd/main.ts (tsx) when the
 // tests run from source and dist/src/cmd/main.js when they run from dist/.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { release } from 'node:os';
 import type { NetnsCluster } from './cluster.js';
 import { BpfNode } from '../ebpf/bpfnode.js';
 import { run } from '../../src/platform/exec.js';
 import { nsRun, nsSpawn, repoScript, REPO_ROOT, type NsProcess } from './spawn.js';
 import { CLUSTER_CIDR, type NodeInfo } from './topology.js';
+import { scaled } from './timescale.js';
 
 /** Modes the e2e suite can run; adding a mode is adding it here. */
-export const ALL_E2E_MODES = ['iptables', 'nftables', 'ebpf'] as const;
+export const ALL_E2E_MODES = ['iptables', 'nftables', 'ebpf', 'ipvs'] as const;
 // userspace runs its own suite (test/e2e/userspace-*.test.ts): its relay does not preserve source IPs.
 export type E2EMode = (typeof ALL_E2E_MODES)[number] | 'userspace';
 
@@ -20,8 +22,20 @@ export const E2E_MODES: readonly E2EMode[] = (() => {
     ?.split(',')
     .map((m) => m.trim())
     .filter(Boolean);
-  return want?.length ? ALL_E2E_MODES.filter((m) => want.includes(m)) : ALL_E2E_MODES;
+  if (want?.length) return ALL_E2E_MODES.filter((m) => want.includes(m));
+  // IPVS only where the kernel has it (the QEMU guest stage, scripts/test-guest), unless asked for.
+  return ALL_E2E_MODES.filter((m) => m !== 'ipvs' || ipvsAvailable());
 })();
+
+/** The running kernel has IPVS loaded or as a module it can load. */
+function ipvsAvailable(): boolean {
+  if (existsSync('/proc/net/ip_vs')) return true;
+  try {
+    return readFileSync(`/lib/modules/${release()}/modules.dep`, 'utf8').includes('/ip_vs.ko');
+  } catch {
+    return false;
+  }
+}
 
 export const HEALTHZ_PORT = 10256;
 
@@ -30,8 +44,16 @@ export function proxyAvailable(): boolean {
   return existsSync(`${REPO_ROOT}src/cmd/main.ts`) || existsSync(`${REPO_ROOT}dist/src/cmd/main.js`);
 }
 
-/** From dist/: bin/kube-proxy-ts, exactly as an operator runs it. From source: src/cmd/main.ts under tsx. */
+/**
+ * From dist/: bin/kube-proxy-ts, exactly as an operator runs it. From source:
+ * src/cmd/main.ts under tsx. KPT_PROXY_ENTRY names another entry point: the
+ * QEMU guest stage runs a one-file bundle of the same dist/ build
+ * (scripts/test-guest), because loading hundreds of modules under software
+ * emulation takes 25-35 s per process and the bundle 5-6 s.
+ */
 export function proxyArgv(): string[] {
+  const entry = process.env['KPT_PROXY_ENTRY'];
+  if (entry) return [process.execPath, entry];
   if (import.meta.url.includes('/dist/')) return [process.execPath, `${REPO_ROOT}bin/kube-proxy-ts`];
   return repoScript('src/cmd/main.ts');
 }
@@ -102,8 +124,9 @@ export class ProxyProcess {
     });
   }
 
-  /** Wait until /healthz answers 200; throws if the process exits or timeoutMs passes. */
-  async waitHealthy(timeoutMs = 30000): Promise<void> {
+  /** Wait until /healthz answers 200; throws if the process exits or timeoutMs (scaled) passes. */
+  async waitHealthy(unscaledTimeoutMs = 30000): Promise<void> {
+    const timeoutMs = scaled(unscaledTimeoutMs);
     const proc = this.proc;
     if (!proc) throw new Error(`proxy on ${this.node.name} is not running`);
     const agent = await this.cluster.agent(this.node.name);

@@ -77,12 +77,19 @@ export function nsSpawn(
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   trackChild(child.pid);
+  // The first 8000 characters (start-up) and the last KEEP_LOG_CHARS: a long
+  // run's start-up lines stay for the tests that look for them.
+  let head = '';
   let buf = '';
   let written = 0;
   const keep = (b: Buffer): void => {
     const text = b.toString('utf8');
     written += text.length;
-    buf = (buf + text).slice(-KEEP_LOG_CHARS);
+    if (head.length < 8000) {
+      const take = Math.min(text.length, 8000 - head.length);
+      head += text.slice(0, take);
+      buf = (buf + text.slice(take)).slice(-KEEP_LOG_CHARS);
+    } else buf = (buf + text).slice(-KEEP_LOG_CHARS);
   };
   child.stderr?.on('data', keep);
   if (!opts.pipeStdout) child.stdout?.on('data', keep);
@@ -98,9 +105,12 @@ export function nsSpawn(
   return {
     child,
     exited,
-    log: () => buf,
+    log: () => head + buf,
     logMark: () => written,
-    logSince: (mark) => buf.slice(Math.max(0, buf.length - (written - mark))),
+    logSince: (mark) => {
+      const n = written - mark;
+      return n <= buf.length ? buf.slice(buf.length - n) : (head + buf).slice(-n);
+    },
     async stop(graceMs = 3000) {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
