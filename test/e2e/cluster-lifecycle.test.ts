@@ -95,8 +95,9 @@ for (const mode of E2E_MODES) {
         endpointSlice('gone', [{ pod: pod('node1-a') }], webPorts()),
       );
       await env.waitReachable('node2-b', 'tcp', ip, 80);
-      // A rule that is not the proxy's must survive the cleanup.
+      // A rule that is not the proxy's must survive the cleanup (and, in ipvs mode, a virtual server).
       await nsRun(node2.ns, ['iptables', '-t', 'filter', '-N', 'KPT-E2E-OTHER']);
+      if (mode === 'ipvs') await nsRun(node2.ns, ['ipvsadm', '-A', '-t', '192.168.55.5:7777', '-s', 'rr']);
       const before = await dumpRules(node2.ns);
       assert.match(before.iptables + before.nft, /KUBE-|kube-proxy/, 'the proxy programmed something');
       const proxy = env.proxy('node2');
@@ -111,6 +112,13 @@ for (const mode of E2E_MODES) {
       assert.deepEqual(kubeChains, [], `iptables leftovers:\n${left.iptables}`);
       assert.doesNotMatch(left.nft, /table \w+ kube-proxy/, `nft leftovers:\n${left.nft}`);
       assert.match(left.iptables, /KPT-E2E-OTHER/, "a chain that is not the proxy's is kept");
+      if (mode === 'ipvs') {
+        const ipvs = (await nsRun(node2.ns, ['ipvsadm', '-Sn'])).stdout.trim().split('\n');
+        assert.deepEqual(ipvs, ['-A -t 192.168.55.5:7777 -s rr'], 'only the virtual server that is not ours is left');
+        assert.equal((await nsRun(node2.ns, ['ipset', 'list', '-n'])).stdout.trim(), '', 'no ipsets');
+        const link = await nsRun(node2.ns, ['ip', 'link', 'show', 'kube-ipvs0'], { allowFailure: true });
+        assert.notEqual(link.code, 0, 'kube-ipvs0 is gone');
+      }
       const after = await env.send('node2-b', 'tcp', ip, 80, { timeoutMs: 700 });
       assert.equal(after.ok, false, 'no proxy rules, no Service');
     });
