@@ -29,7 +29,8 @@ import { PROCESS_IO, kernelLocalIPs, type CmdIO } from './explain.js';
 import { diffIptablesFamily, type FamilyDiff } from './diffipt.js';
 import { diffNftablesFamily } from './diffnft.js';
 import { diffEbpfFamily } from './diffebpf.js';
-import { familiesFor } from './modes.js';
+import { diffIpvsFamily } from './diffipvs.js';
+import { familiesFor, ipvsModeOptions } from './modes.js';
 import { startupNode } from './node.js';
 import { resolveNodeName } from '../core/config/nodename.js';
 import { parseCommandLine, type RunCommand } from './options.js';
@@ -38,9 +39,11 @@ export const DIFF_USAGE = `Usage: kube-proxy-ts diff [kube-proxy flags] [--netns
 
 Show what the next full sync would change in the kernel's rules, without
 applying anything: lists Services, EndpointSlices and this Node once, renders
-a full sync for --proxy-mode (iptables, nftables or ebpf) and compares it
-chain by chain (nftables: also set/map element by element; ebpf: map entry
-by map entry, with the maps pinned under --ebpf-pin-path) with the live rules.
+a full sync for --proxy-mode (iptables, nftables, ebpf or ipvs) and compares
+it chain by chain (nftables: also set/map element by element; ebpf: map entry
+by map entry, with the maps pinned under --ebpf-pin-path; ipvs: also virtual
+and real server by server, set member by member, kube-ipvs0 address by
+address) with the live rules.
 Takes the proxy's own flags (--kubeconfig, --proxy-mode, --hostname-override,
 --cluster-cidr, --config, ...).
 
@@ -118,7 +121,12 @@ export interface DiffResult {
   readonly families: readonly FamilyDiff[];
 }
 
-export async function computeDiff(cmd: RunCommand, run: CommandRunner, signal: AbortSignal): Promise<DiffResult> {
+export async function computeDiff(
+  cmd: RunCommand,
+  run: CommandRunner,
+  signal: AbortSignal,
+  netns: string | null = null,
+): Promise<DiffResult> {
   const config = cmd.resolved;
   const mode = cmd.mode;
   const kc = loadKubeConfig({ kubeconfigPath: config.clientConnection.kubeconfig || undefined, master: cmd.master });
@@ -147,10 +155,22 @@ export async function computeDiff(cmd: RunCommand, run: CommandRunner, signal: A
     else if (mode === 'nftables') families.push(await diffNftablesFamily({ run, family, config: dpConfig, state }));
     else if (mode === 'ebpf')
       families.push(await diffEbpfFamily({ family, config: dpConfig, state, ebpf: cmd.ebpf, localIPs }));
+    else if (mode === 'ipvs')
+      families.push(
+        await diffIpvsFamily({
+          run,
+          netns,
+          family,
+          config: dpConfig,
+          ipvs: ipvsModeOptions(config),
+          state,
+          syncPeriodMs: cmd.timing.syncPeriodMs,
+        }),
+      );
     else
       throw new ProxyError(
         'KPT_CONFIG_INVALID',
-        `diff: proxy mode ${mode} is not supported (iptables, nftables, ebpf)`,
+        `diff: proxy mode ${mode} is not supported (iptables, nftables, ebpf, ipvs)`,
       );
   }
   return { mode, families };
@@ -180,7 +200,7 @@ export async function runDiff(argv: string[], io: CmdIO = PROCESS_IO): Promise<n
       return 0;
     }
     const run = args.netns === null ? hostRunner : netnsRunner(args.netns);
-    const r = await computeDiff(cmd, run, AbortSignal.timeout(60_000));
+    const r = await computeDiff(cmd, run, AbortSignal.timeout(60_000), args.netns);
     io.out(args.output === 'json' ? `${JSON.stringify(r, null, 2)}\n` : diffResultText(r));
     return changed(r) ? 1 : 0;
   } catch (err) {

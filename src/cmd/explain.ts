@@ -1,9 +1,9 @@
 // `kube-proxy-ts explain --src IP --dst IP --port N [--protocol tcp|udp|sctp]
-//   [--mode iptables|nftables|ebpf] [--netns NAME | --from FILE] [--iif IFACE]
+//   [--mode iptables|nftables|ebpf|ipvs] [--netns NAME | --from FILE] [--iif IFACE]
 //   [--local-ip IP ...] [--sport N] [--ebpf-pin-path PATH] [--output text|json]`
 // `kube-proxy-ts explain --service NS/NAME [--src IP] [--netns NAME | --from FILE] ...`
-// Reads the LIVE ruleset (iptables-save, the nftables kube-proxy table, or
-// the ebpf mode's pinned maps) of this host or of a named network namespace,
+// Reads the LIVE ruleset (iptables-save, the nftables kube-proxy table, the
+// ebpf mode's pinned maps, or the IPVS table with its ipsets and rules) of this host or of a named network namespace,
 // or a saved iptables-save / nft dump (--from), walks one new connection's
 // first packet through it with the mode's pure tracer, and prints every rule
 // it matched, the verdict (DNAT candidates with probabilities, REJECT, DROP,
@@ -19,6 +19,7 @@ import { ipFamilyOf, normalizeIP } from '../core/ip.js';
 import type { IPFamily, Protocol } from '../core/types.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
 import { explainEbpf } from './explainebpf.js';
+import { explainIpvs } from './explainipvs.js';
 import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';
 import { PinnedMaps } from '../platform/ebpf/pinned.js';
 import { explanationText, type Explanation } from './explainview.js';
@@ -47,7 +48,7 @@ Flags:
   --port N               destination port (required without --service)
   --service NS/NAME      every address of this Service instead of one packet
   --protocol P           tcp, udp or sctp (default tcp)
-  --mode M               iptables, nftables or ebpf (default: detect from the kernel)
+  --mode M               iptables, nftables, ebpf or ipvs (default: detect from the kernel)
   --netns NAME           read the rules of this network namespace (ip netns)
   --from FILE            read a saved dump instead of the kernel: iptables-save (or
                          ip6tables-save) output, or \`nft list table ip kube-proxy\`
@@ -66,7 +67,7 @@ export interface ExplainRequest {
   readonly dst: string;
   readonly port: number;
   readonly protocol: Protocol;
-  readonly mode: 'iptables' | 'nftables' | 'ebpf' | null;
+  readonly mode: 'iptables' | 'nftables' | 'ebpf' | 'ipvs' | null;
   readonly netns: string | null;
   readonly iif: string | null;
   readonly localIPs: readonly string[] | null;
@@ -118,15 +119,15 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
   });
   if (values.help) return 'help';
   const mode = values.mode ?? null;
-  if (mode !== null && mode !== 'iptables' && mode !== 'nftables' && mode !== 'ebpf')
-    bad(`--mode: iptables, nftables or ebpf, not ${mode}`);
+  if (mode !== null && mode !== 'iptables' && mode !== 'nftables' && mode !== 'ebpf' && mode !== 'ipvs')
+    bad(`--mode: iptables, nftables, ebpf or ipvs, not ${mode}`);
   const output = values.output ?? 'text';
   if (output !== 'text' && output !== 'json') bad(`--output: text or json, not ${output}`);
   const locals = (values['local-ip'] ?? []).map((ip) => normalizeIP(ip) ?? bad(`--local-ip: not an IP address: ${ip}`));
   const from = values.from ?? null;
   if (from !== null && values.netns !== undefined) bad('--from and --netns: one source of rules, not both');
-  if (from !== null && mode === 'ebpf')
-    bad('--from reads iptables-save or nft dumps; the ebpf maps have no dump format');
+  if (from !== null && (mode === 'ebpf' || mode === 'ipvs'))
+    bad(`--from reads iptables-save or nft dumps; ${mode} mode's state has no dump format`);
   const shared = {
     netns: values.netns ?? null,
     localIPs: locals.length > 0 ? locals : null,
@@ -138,7 +139,7 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
       bad(`--service: NAMESPACE/NAME, not ${values.service}`);
     for (const f of ['dst', 'port', 'protocol', 'sport', 'iif'] as const)
       if (values[f] !== undefined) bad(`--${f} describes one packet; --service traces every address of the Service`);
-    if (mode === 'ebpf') bad('--service: iptables or nftables rules (ebpf: explain one packet)');
+    if (mode === 'ebpf' || mode === 'ipvs') bad(`--service: iptables or nftables rules (${mode}: explain one packet)`);
     const src =
       values.src === undefined ? null : (normalizeIP(values.src) ?? bad(`--src: not an IP address: ${values.src}`));
     return { kind: 'service', service: values.service, src, mode: mode as ServiceRequest['mode'], ...shared };
@@ -180,15 +181,17 @@ export async function kernelLocalIPs(run: CommandRunner, family: IPFamily): Prom
 }
 
 /**
- * iptables when the nat table has KUBE-SERVICES, else nftables when the
- * kube-proxy table exists, else ebpf when its maps are pinned under pinRoot.
+ * ipvs when the nat table has IPVS mode's own chains (KUBE-NODE-PORT,
+ * KUBE-LOAD-BALANCER), iptables when it has KUBE-SERVICES, else nftables when
+ * the kube-proxy table exists, else ebpf when its maps are pinned under pinRoot.
  */
 export async function detectMode(
   run: CommandRunner,
   family: IPFamily,
   pinRoot: string = DEFAULT_EBPF_OPTIONS.pinRoot,
-): Promise<'iptables' | 'nftables' | 'ebpf' | null> {
+): Promise<'iptables' | 'nftables' | 'ebpf' | 'ipvs' | null> {
   const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', ['-t', 'nat'], { allowFailure: true });
+  if (save.code === 0 && /^:KUBE-(NODE-PORT|LOAD-BALANCER) /m.test(save.stdout)) return 'ipvs';
   if (save.code === 0 && /^:KUBE-SERVICES /m.test(save.stdout)) return 'iptables';
   const nft = await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', 'kube-proxy'], {
     allowFailure: true,
@@ -224,13 +227,14 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
     ...(req.iif ? { iif: req.iif } : {}),
   };
   if (req.from !== null) {
-    const rules = rulesFromFile(req.from, family, req.mode === 'ebpf' ? null : req.mode);
+    const rules = rulesFromFile(req.from, family, req.mode === 'ebpf' || req.mode === 'ipvs' ? null : req.mode);
     return traceRules(rules, packet, req.localIPs ?? []);
   }
   const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
   const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
   if (mode === null) throw new ProxyError('KPT_NOT_FOUND', NO_RULES);
   if (mode === 'ebpf') return explainEbpf(req, family, locals, req.pinRoot);
+  if (mode === 'ipvs') return explainIpvs(run, req, family, locals);
   return traceRules(await readKernelRules(run, mode, family), packet, locals);
 }
 
@@ -257,10 +261,10 @@ export async function explainServiceRequest(req: ServiceRequest, run: CommandRun
       } else {
         const mode = req.mode ?? (await detectMode(run, family));
         if (mode === null) throw new ProxyError('KPT_NOT_FOUND', `${family}: ${NO_RULES}`);
-        if (mode === 'ebpf')
+        if (mode === 'ebpf' || mode === 'ipvs')
           throw new ProxyError(
             'KPT_NOT_FOUND',
-            `${family}: --service reads iptables or nftables rules; in ebpf mode explain one packet`,
+            `${family}: --service reads iptables or nftables rules; in ${mode} mode explain one packet`,
           );
         rules = await readKernelRules(run, mode, family);
         locals = req.localIPs ?? (await kernelLocalIPs(run, family));

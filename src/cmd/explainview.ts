@@ -21,7 +21,7 @@ export interface ExplainCandidate {
 export type ExplainVerdict = 'DNAT' | 'REJECT' | 'DROP' | 'ACCEPT' | 'NONE';
 
 export interface Explanation {
-  readonly mode: 'iptables' | 'nftables' | 'ebpf';
+  readonly mode: 'iptables' | 'nftables' | 'ebpf' | 'ipvs';
   readonly packet: { readonly src: string; readonly dst: string; readonly port: number; readonly protocol: Protocol };
   /** The Service port the rules name (from the first service rule's comment), or null. */
   readonly service: string | null;

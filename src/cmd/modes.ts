@@ -15,7 +15,7 @@ import { EbpfDataplane } from '../platform/ebpf/dataplane.js';
 import type { EbpfFlags } from './options.js';
 import { availableParallelism } from 'node:os';
 import { Conntrack } from '../platform/conntrack.js';
-import { IpvsDataplane } from '../platform/ipvs/dataplane.js';
+import { IpvsDataplane, type IpvsModeOptions } from '../platform/ipvs/dataplane.js';
 import { DEFAULT_DRAIN_BOUNDS, type DrainBounds } from '../platform/ipvs/graceful.js';
 import { openKernel } from '../platform/ipvs/kernel.js';
 
@@ -84,6 +84,19 @@ export function ipvsDrainBounds(
 
 const seconds = (ns: number) => Math.round(ns / 1e9);
 
+/** The --ipvs-* settings as IPVS mode takes them (timeouts in seconds). */
+export function ipvsModeOptions(resolved: ResolvedConfig): IpvsModeOptions {
+  const v = resolved.ipvs;
+  return {
+    scheduler: v.scheduler,
+    excludeCIDRs: v.excludeCIDRs,
+    strictARP: v.strictARP,
+    tcpTimeout: seconds(v.tcpTimeout),
+    tcpFinTimeout: seconds(v.tcpFinTimeout),
+    udpTimeout: seconds(v.udpTimeout),
+  };
+}
+
 export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
   const onEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) =>
     d.log[level](fields, msg);
@@ -112,18 +125,10 @@ export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
           : {}),
       });
     case 'ipvs': {
-      const v = d.resolved.ipvs;
       const ct = new Conntrack();
       return new IpvsDataplane({
         config: d.config,
-        ipvs: {
-          scheduler: v.scheduler,
-          excludeCIDRs: v.excludeCIDRs,
-          strictARP: v.strictARP,
-          tcpTimeout: seconds(v.tcpTimeout),
-          tcpFinTimeout: seconds(v.tcpFinTimeout),
-          udpTimeout: seconds(v.udpTimeout),
-        },
+        ipvs: ipvsModeOptions(d.resolved),
         kernel: () => openKernel(hostRunner, procSysctl),
         run: hostRunner,
         clock: d.clock,
