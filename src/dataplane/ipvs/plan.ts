@@ -61,8 +61,6 @@ export interface PlanOptions {
   readonly family: IPFamily;
   /** May this virtual server, not in the render, be deleted? */
   readonly owned: (vs: VirtualServer) => boolean;
-  /** Real servers (by `${vsKey}/${rsKey}`) being drained: left alone when still unwanted. */
-  readonly draining?: ReadonlySet<string>;
 }
 
 /** The key of a real server within the whole table. */
@@ -100,8 +98,9 @@ export function planSync(render: IpvsRender, current: IpvsCurrent, o: PlanOption
       if (!d) ops.push({ op: 'add-dest', vs: want.vs, rs });
       else if (d.weight !== rs.weight) revived.push({ vs: want.vs, rs });
     }
+    // Real servers already draining are reported again: their endpoint may have gone since (UDP: delete now).
     for (const [rk, d] of have?.dests ?? []) {
-      if (wanted.has(rk) || o.draining?.has(`${key}/${rk}`)) continue;
+      if (wanted.has(rk)) continue;
       retired.push({ vs: want.vs, rs: d, lingering: want.lingering.has(rk), vsKept: true });
     }
   }

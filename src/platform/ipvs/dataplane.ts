@@ -172,7 +172,6 @@ export class IpvsDataplane implements Dataplane {
     const plan = planSync(render, toCurrent(current), {
       family: this.family,
       owned: (vs) => this.owned(vs, current),
-      draining: this.graceful.keys(),
     });
     const applied: Applied = current;
     this.applied = null; // until everything below succeeded

@@ -44,11 +44,6 @@ export class GracefulTermination {
 
   constructor(private readonly bounds: DrainBounds = DEFAULT_DRAIN_BOUNDS) {}
 
-  /** Keys (`vs/rs`) being drained. */
-  keys(): ReadonlySet<string> {
-    return new Set(this.list.keys());
-  }
-
   get size(): number {
     return this.list.size;
   }
@@ -67,6 +62,7 @@ export class GracefulTermination {
         out.push({ kind: 'delete', vs: r.vs, rs: r.rs, why: 'UDP endpoint gone' });
         continue;
       }
+      // Already draining: the clock keeps running from the first retirement.
       if (!this.list.has(key)) this.list.set(key, { vs: r.vs, rs: r.rs, since: now });
       if (r.rs.weight !== 0) out.push({ kind: 'weight0', vs: r.vs, rs: { ...r.rs, weight: 0 } });
     }
