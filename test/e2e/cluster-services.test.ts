@@ -185,7 +185,11 @@ for (const mode of E2E_MODES) {
         rs.every((r) => r.ok && r.reply.pod.startsWith('node2-') && srcIP(r.reply) === env.cluster.external.ip),
         JSON.stringify(rs),
       );
-      const none = await env.send('ext', 'tcp', node1.ip, 30280, { timeoutMs: 1000 });
+      // Until node1 has synced the endpoints it rejects (no endpoints yet): wait that out, then expect a drop.
+      const { value: none } = await env.waitFor('node1 synced the endpoints', async () => {
+        const r = await env.send('ext', 'tcp', node1.ip, 30280, { timeoutMs: 1000 });
+        return !r.ok && r.error === 'ECONNREFUSED' ? undefined : r;
+      });
       assert.deepEqual(
         [none.ok, !none.ok && none.error],
         [false, 'ETIMEDOUT'],

@@ -211,7 +211,8 @@ describe('IPVS behaviours with real packets (node1 runs the dataplane in-process
   });
 
   it('graceful termination is bounded: a real server kept busy is deleted once the wait is over', async () => {
-    const dp = dataplane('rr', 3000);
+    const bound = 15_000; // longer than a sync takes under emulation
+    const dp = dataplane('rr', bound);
     await apply(dp, endpointSlice('drain', eps('node2-a', 'node2-b'), webPorts()));
     const client = await cluster.agent('node1-b');
     assert.ok((await client.open('busy', '10.96.5.4', 80)).ok);
@@ -219,8 +220,9 @@ describe('IPVS behaviours with real packets (node1 runs the dataplane in-process
     assert.ok(first.ok);
     const gone = first.reply.pod;
     await apply(dp, endpointSlice('drain', eps(gone === 'node2-a' ? 'node2-b' : 'node2-a'), webPorts()));
+    const retired = Date.now();
     assert.equal(await dp.checkDraining(), 0, 'within the bound it stays');
-    await new Promise((r) => setTimeout(r, 3200));
+    await new Promise((r) => setTimeout(r, Math.max(0, retired + bound + 500 - Date.now())));
     assert.equal(await dp.checkDraining(), 1, 'past the bound it goes, busy or not');
     assert.doesNotMatch(await ipvsadm('-Ln', '-t', '10.96.5.4:80'), new RegExp(pod(gone).ip.replaceAll('.', '\\.')));
     await client.closeConn('busy');
@@ -287,7 +289,7 @@ describe('IPVS behaviours with real packets (node1 runs the dataplane in-process
   });
 
   it('KUBE-IPVS-FILTER refuses other ports of a Service address; the sysctls and strict ARP are set', async () => {
-    const r = await send('node1-a', 'tcp', '10.96.5.1', 8443, { timeoutMs: 3000 });
+    const r = await send('node1-a', 'tcp', '10.96.5.4', 8443, { timeoutMs: 3000 });
     assert.deepEqual([r.ok, !r.ok && r.error], [false, 'ECONNREFUSED']);
     const sys = async (k: string) => (await nsRun(n1().ns, ['sysctl', '-n', k])).stdout.trim();
     assert.equal(await sys('net.ipv4.vs.conntrack'), '1');
