@@ -28,7 +28,7 @@ import { syncStateFromObjects } from '../src/core/snapshot.js';
 import type { Dataplane, DataplaneConfig, SyncState } from '../src/core/types.js';
 import { realClock } from '../src/platform/clock.js';
 import { IptablesDataplane } from '../src/platform/iptables/dataplane.js';
-import { netnsRunner } from '../src/platform/iptables/runner.js';
+import { netnsRunner } from '../src/platform/exec.js';
 import { runnerSysctl } from '../src/platform/iptables/sysctl.js';
 import { IpvsKernel } from '../src/platform/ipvs/client.js';
 import { IpvsDataplane } from '../src/platform/ipvs/dataplane.js';

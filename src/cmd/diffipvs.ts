@@ -8,7 +8,7 @@ import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
 import { diffIptables, diffText } from '../dataplane/iptables/diff.js';
 import type { Fake } from '../dataplane/ipvs/fake.js';
 import { realClock } from '../platform/clock.js';
-import type { CommandRunner } from '../platform/iptables/runner.js';
+import type { CommandRunner } from '../platform/exec.js';
 import { IpvsDataplane, type IpvsModeOptions } from '../platform/ipvs/dataplane.js';
 import { fakeKernel } from '../platform/ipvs/kernel.js';
 import type { FamilyDiff } from './diffipt.js';

@@ -5,7 +5,7 @@
 // weighted scheduler gives it over many connections.
 import type { IPFamily } from '../core/types.js';
 import { trace } from '../dataplane/ipvs/trace.js';
-import type { CommandRunner } from '../platform/iptables/runner.js';
+import type { CommandRunner } from '../platform/exec.js';
 import type { ExplainRequest } from './explain.js';
 import { summarize, type Explanation } from './explainview.js';
 import { readLiveIpvs } from './ipvslive.js';

@@ -11,7 +11,7 @@ import { IpvsKernel } from '../platform/ipvs/client.js';
 import { IpsetTool } from '../platform/ipvs/ipset.js';
 import { DUMMY_DEVICE } from '../platform/ipvs/kernel.js';
 import { Rtnl } from '../platform/ipvs/rtnl.js';
-import type { CommandRunner } from '../platform/iptables/runner.js';
+import type { CommandRunner } from '../platform/exec.js';
 
 export interface LiveIpvs {
   readonly fake: Fake;

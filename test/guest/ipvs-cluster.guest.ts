@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
 import { realClock } from '../../src/platform/clock.js';
-import { netnsRunner } from '../../src/platform/iptables/runner.js';
+import { netnsRunner } from '../../src/platform/exec.js';
 import { runnerSysctl } from '../../src/platform/iptables/sysctl.js';
 import { IpvsDataplane, type IpvsModeOptions } from '../../src/platform/ipvs/dataplane.js';
 import { openKernel, type IpvsKernelDeps } from '../../src/platform/ipvs/kernel.js';

@@ -12,7 +12,7 @@ import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/ipvs/fake.js';
 import { realClock } from '../../src/platform/clock.js';
-import { netnsRunner } from '../../src/platform/iptables/runner.js';
+import { netnsRunner } from '../../src/platform/exec.js';
 import { runnerSysctl } from '../../src/platform/iptables/sysctl.js';
 import { cleanupIpvsLeftovers } from '../../src/platform/ipvs/cleanup.js';
 import { IpvsDataplane, type IpvsModeOptions } from '../../src/platform/ipvs/dataplane.js';
