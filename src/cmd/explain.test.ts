@@ -56,7 +56,7 @@ test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '0'],
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80x'],
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--protocol', 'icmp'],
-    ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--mode', 'ipvs'],
+    ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--mode', 'userspace'],
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--output', 'yaml'],
   ])
     assert.throws(() => parseExplainArgs(bad), invalid, bad.join(' '));
