@@ -7,7 +7,7 @@ import {
   externalChainName,
   firewallChainName,
   isServiceChainName,
-  chainNamesOf,
+  ChainNamer,
   localChainName,
   serviceChainName,
   servicePortChainHash,
@@ -62,12 +62,13 @@ test('pure sha256/base32 agree with node:crypto and RFC 4648', () => {
   ]);
 });
 
-test('chainNamesOf: the same names as the string functions, per ServicePort object', () => {
+test('ChainNamer: the same names as the string functions, per ServicePort object and per renderer', () => {
+  const namer = new ChainNamer();
   const hashOf = (s: string) => base32(new Uint8Array(createHash('sha256').update(s, 'utf8').digest())).slice(0, 16);
   // ASCII (scratch-buffer path), long (buffer growth) and non-ASCII (TextEncoder path) names.
   for (const key of ['ns1/svc1:p80', `ns/${'x'.repeat(300)}:p`, 'ns/ü€:p']) {
     const sp = { key, protocol: 'UDP' as const };
-    const n = chainNamesOf(sp);
+    const n = namer.of(sp);
     assert.equal(n.cluster, `KUBE-SVC-${hashOf(`${key}udp`)}`);
     assert.equal(n.cluster, serviceChainName(key, 'UDP'));
     assert.equal(n.local, localChainName(key, 'UDP'));
@@ -77,8 +78,9 @@ test('chainNamesOf: the same names as the string functions, per ServicePort obje
       assert.equal(n.endpoint(ep), endpointChainName(key, 'UDP', ep));
       assert.equal(n.endpoint(ep), `KUBE-SEP-${hashOf(`${key}udp${ep}`)}`);
     }
-    assert.equal(chainNamesOf(sp), n, 'cached on the object');
-    assert.notEqual(chainNamesOf({ ...sp }), n, 'another object gets its own entry');
+    assert.equal(namer.of(sp), n, 'remembered for the object');
+    assert.notEqual(namer.of({ ...sp }), n, 'another object gets its own entry');
+    assert.notEqual(new ChainNamer().of(sp), n, 'another renderer keeps its own memory');
   }
-  assert.equal(chainNamesOf({ key: 'ns1/svc1:p80', protocol: 'TCP' }).cluster, 'KUBE-SVC-XPGD46QRK7WJZT7O');
+  assert.equal(namer.of({ key: 'ns1/svc1:p80', protocol: 'TCP' }).cluster, 'KUBE-SVC-XPGD46QRK7WJZT7O');
 });

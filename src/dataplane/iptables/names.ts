@@ -14,19 +14,13 @@ export const EXTERNAL_CHAIN_PREFIX = 'KUBE-EXT-';
 export const FIREWALL_CHAIN_PREFIX = 'KUBE-FW-';
 export const ENDPOINT_CHAIN_PREFIX = 'KUBE-SEP-';
 
-// Names through these string functions are memoised in a bounded cache (it is
-// dropped whole when it grows past MAX_CACHED). The renderer does not use it:
-// it asks chainNamesOf(servicePort), below.
-const MAX_CACHED = 262144;
-const cache = new Map<string, string>();
-
 // ASCII names (Service names are DNS labels, endpoint keys are IPs and ports)
 // are encoded into one reused buffer instead of a TextEncoder allocation per hash.
 let scratch = new Uint8Array(256);
 
 // base32 encodes 5-byte groups independently, so the first 16 characters are
 // exactly base32 of the first 10 digest bytes (no padding): the rest is not encoded.
-function hash16Uncached(s: string): string {
+function hash16(s: string): string {
   const n = s.length;
   if (n > scratch.length) scratch = new Uint8Array(n * 2);
   for (let i = 0; i < n; i++) {
@@ -35,16 +29,6 @@ function hash16Uncached(s: string): string {
     scratch[i] = c;
   }
   return base32(sha256(scratch.subarray(0, n)).subarray(0, 10));
-}
-
-function hash16(s: string): string {
-  let h = cache.get(s);
-  if (h === undefined) {
-    h = hash16Uncached(s);
-    if (cache.size >= MAX_CACHED) cache.clear();
-    cache.set(s, h);
-  }
-  return h;
 }
 
 /** `spn` is servicePortNameString ("ns/svc:port" or "ns/svc"). */
@@ -87,30 +71,33 @@ export interface ServicePortChainNames {
   endpoint(endpointKey: string): string;
 }
 
-// Per ServicePort object, so names survive across syncs for as long as the
-// engine keeps that object (unchanged services keep it: src/core/snapshot.ts)
-// and vanish with it (a deleted or updated Service's object is released, so
-// the cache never outgrows the live services). Endpoint names are added as
-// endpoints appear; a port's endpoint map is reset when it outgrows
-// MAX_ENDPOINTS_PER_PORT (endpoint churn on a long-lived Service).
-const MAX_ENDPOINTS_PER_PORT = 4096;
-const byServicePort = new WeakMap<object, ServicePortChainNames>();
+/**
+ * The chain names of each ServicePort object, remembered for as long as the
+ * object lives: unchanged services keep their object across syncs
+ * (src/core/snapshot.ts), and a deleted or updated Service's object is
+ * released, so the memory never outgrows the live services. One per
+ * IptablesRenderer, which owns it like the rest of its memory. A port's
+ * endpoint names are reset when they outgrow MAX_ENDPOINTS_PER_PORT (endpoint
+ * churn on a long-lived Service).
+ */
+export class ChainNamer {
+  private readonly byServicePort = new WeakMap<object, ServicePortChainNames>();
 
-export function chainNamesOf(sp: {
-  readonly key: string;
-  readonly protocol: Protocol | string;
-}): ServicePortChainNames {
-  let n = byServicePort.get(sp);
-  if (n === undefined) {
-    n = makeNames(sp.key, sp.protocol);
-    byServicePort.set(sp, n);
+  of(sp: { readonly key: string; readonly protocol: Protocol | string }): ServicePortChainNames {
+    let n = this.byServicePort.get(sp);
+    if (n === undefined) {
+      n = makeNames(sp.key, sp.protocol);
+      this.byServicePort.set(sp, n);
+    }
+    return n;
   }
-  return n;
 }
+
+const MAX_ENDPOINTS_PER_PORT = 4096;
 
 function makeNames(spn: string, protocol: Protocol | string): ServicePortChainNames {
   const base = spn + protocol.toLowerCase();
-  const h = hash16Uncached(base);
+  const h = hash16(base);
   let eps = new Map<string, string>();
   // Flat: these names live as long as their ServicePort (60k of them at 10k Services).
   return {
@@ -121,7 +108,7 @@ function makeNames(spn: string, protocol: Protocol | string): ServicePortChainNa
     endpoint(endpointKey: string): string {
       let name = eps.get(endpointKey);
       if (name === undefined) {
-        name = flat(ENDPOINT_CHAIN_PREFIX + hash16Uncached(base + endpointKey));
+        name = flat(ENDPOINT_CHAIN_PREFIX + hash16(base + endpointKey));
         if (eps.size >= MAX_ENDPOINTS_PER_PORT) eps = new Map();
         eps.set(endpointKey, name);
       }

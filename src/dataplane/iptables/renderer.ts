@@ -11,6 +11,7 @@ import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../
 import type { DataplaneConfig, IPFamily, LocalDetector, ServicePort, SyncState } from '../../core/types.js';
 import { staleChains } from './jumps.js';
 import { ServicePortMemo } from './memo.js';
+import { ChainNamer } from './names.js';
 import { LineBuffer, chainLine } from './restore.js';
 import {
   KUBE_EXTERNAL_SERVICES,
@@ -147,13 +148,14 @@ function validate(svc: ServicePort, family: IPFamily): string | null {
  */
 export class IptablesRenderer {
   private readonly memo = new ServicePortMemo();
+  private readonly names = new ChainNamer();
 
   render(input: IptablesRenderInput): IptablesRender {
-    return renderWith(this.memo, input);
+    return renderWith(this.memo, this.names, input);
   }
 }
 
-function renderWith(memo: ServicePortMemo, input: IptablesRenderInput): IptablesRender {
+function renderWith(memo: ServicePortMemo, names: ChainNamer, input: IptablesRenderInput): IptablesRender {
   const { state, config, options } = input;
   const family = config.family;
   const ipv6 = family === 'IPv6';
@@ -205,7 +207,7 @@ function renderWith(memo: ServicePortMemo, input: IptablesRenderInput): Iptables
   let totalEndpoints = 0;
   for (const key of state.services.keys()) totalEndpoints += state.endpoints.get(key)?.length ?? 0;
   const largeClusterMode = totalEndpoints > options.largeClusterThreshold;
-  const ctx = renderContext(config, options, lnp, largeClusterMode, state.node.nodeIPs[family] ?? null);
+  const ctx = renderContext(config, options, lnp, largeClusterMode, state.node.nodeIPs[family] ?? null, names);
 
   // Per-service chunks in service-key order; one join at the end.
   const natChainLines: string[] = [];
@@ -298,6 +300,7 @@ function renderContext(
   lnp: boolean,
   largeClusterMode: boolean,
   nodeIP: string | null,
+  names: ChainNamer,
 ): ServiceRenderContext {
   const det = detectorArgs(cfg.localDetector, cfg.family);
   const ifLocal = det.ifLocal === null ? null : det.ifLocal.join(' ');
@@ -320,6 +323,7 @@ function renderContext(
     largeClusterMode,
     nodeIP,
     key,
+    names,
   };
 }
 

@@ -11,7 +11,7 @@
 import { cidrContains, parseCIDR } from '../../core/ip.js';
 import type { CategorizedEndpoints, Endpoint, ServicePort } from '../../core/types.js';
 import { servicePortPolicy } from '../policy.js';
-import { type ServicePortChainNames, chainNamesOf } from './names.js';
+import type { ChainNamer, ServicePortChainNames } from './names.js';
 import { comment, probability } from './restore.js';
 
 export const KUBE_SERVICES = 'KUBE-SERVICES';
@@ -32,6 +32,8 @@ export interface ServiceRenderContext {
   readonly nodeIP: string | null;
   /** Fingerprint of every field above (plus the family): a memo entry is valid only under the same one. */
   readonly key: string;
+  /** The renderer's chain-name memory (not part of `key`: names depend on the ServicePort alone). */
+  readonly names: ChainNamer;
 }
 
 /**
@@ -75,10 +77,10 @@ interface Plan {
   readonly filterTarget: string;
 }
 
-function plan(svc: ServicePort, cat: CategorizedEndpoints): Plan {
+function plan(ctx: ServiceRenderContext, svc: ServicePort, cat: CategorizedEndpoints): Plan {
   const spn = svc.key;
   const proto = svc.protocol.toLowerCase();
-  const names = chainNamesOf(svc);
+  const names = ctx.names.of(svc);
   const pol = servicePortPolicy(svc, cat);
   const hasEndpoints = pol.hasEndpoints;
   // Upstream iptables (unlike nftables) writes no firewall chain for a port without endpoints.
@@ -150,7 +152,7 @@ export function renderServicePort(
   cat: CategorizedEndpoints,
   keepOwn: boolean,
 ): RenderedServicePort {
-  const p = plan(svc, cat);
+  const p = plan(ctx, svc, cat);
   const o = new Out(keepOwn);
   writeCaptureRules(ctx, o, svc, p);
   writeInternalMasquerade(ctx, o, svc, p);
