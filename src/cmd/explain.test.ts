@@ -49,6 +49,7 @@ test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
     output: 'json',
     sport: null,
     pinRoot: '/sys/fs/bpf/kube-proxy-ts',
+    address: '127.0.0.1:10249',
   });
   assert.equal(parseExplainArgs(['--help']), 'help');
   for (const bad of [
@@ -56,7 +57,7 @@ test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '0'],
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80x'],
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--protocol', 'icmp'],
-    ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--mode', 'userspace'],
+    ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--mode', 'iptables-legacy'],
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--output', 'yaml'],
   ])
     assert.throws(() => parseExplainArgs(bad), invalid, bad.join(' '));

@@ -1,5 +1,5 @@
 // `kube-proxy-ts explain --src IP --dst IP --port N [--protocol tcp|udp|sctp]
-//   [--mode iptables|nftables|ebpf|ipvs] [--netns NAME | --from FILE] [--iif IFACE]
+//   [--mode iptables|nftables|ebpf|ipvs|userspace] [--netns NAME | --from FILE] [--iif IFACE]
 //   [--local-ip IP ...] [--sport N] [--ebpf-pin-path PATH] [--output text|json]`
 // `kube-proxy-ts explain --service NS/NAME [--src IP] [--netns NAME | --from FILE] ...`
 // Reads the LIVE ruleset (iptables-save, the nftables kube-proxy table, the
@@ -13,6 +13,7 @@
 // Exit codes: 0 = explained, 2 = bad flags or the ruleset could not be read.
 
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ProxyError } from '../core/errors.js';
 import { ipFamilyOf, normalizeIP } from '../core/ip.js';
@@ -23,6 +24,10 @@ import { explainIpvs } from './explainipvs.js';
 import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';
 import { PinnedMaps } from '../platform/ebpf/pinned.js';
 import { explanationText, type Explanation } from './explainview.js';
+import type { StatusDoc } from '../engine/statusview.js';
+import { parseBindAddress } from '../platform/metricsserver.js';
+import { TABLE_NAME as USERSPACE_TABLE } from '../dataplane/userspace/index.js';
+import { explainUserspaceListing } from './explainuserspace.js';
 import { readKernelRules, rulesFromDump, traceRules, type LoadedRules } from './explainrules.js';
 import {
   DEFAULT_REMOTE_CLIENT,
@@ -48,7 +53,9 @@ Flags:
   --port N               destination port (required without --service)
   --service NS/NAME      every address of this Service instead of one packet
   --protocol P           tcp, udp or sctp (default tcp)
-  --mode M               iptables, nftables, ebpf or ipvs (default: detect from the kernel)
+  --mode M               iptables, nftables, ebpf, ipvs or userspace (default: detect from the kernel)
+  --address HOST:PORT    userspace: the proxy's metrics address, asked which endpoints
+                         each listener relays to (default 127.0.0.1:10249)
   --netns NAME           read the rules of this network namespace (ip netns)
   --from FILE            read a saved dump instead of the kernel: iptables-save (or
                          ip6tables-save) output, or \`nft list table ip kube-proxy\`
@@ -67,13 +74,15 @@ export interface ExplainRequest {
   readonly dst: string;
   readonly port: number;
   readonly protocol: Protocol;
-  readonly mode: 'iptables' | 'nftables' | 'ebpf' | 'ipvs' | null;
+  readonly mode: 'iptables' | 'nftables' | 'ebpf' | 'ipvs' | 'userspace' | null;
   readonly netns: string | null;
   readonly iif: string | null;
   readonly localIPs: readonly string[] | null;
   readonly output: 'text' | 'json';
   readonly sport: number | null;
   readonly pinRoot: string;
+  /** userspace: the proxy's metrics address, where it tells which endpoints each listener relays to. */
+  readonly address: string;
   /** A dump file to read instead of the kernel (--from). */
   readonly from: string | null;
 }
@@ -113,14 +122,25 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
       'local-ip': { type: 'string', multiple: true },
       sport: { type: 'string' },
       'ebpf-pin-path': { type: 'string' },
+      address: { type: 'string' },
       output: { type: 'string', short: 'o' },
       help: { type: 'boolean', short: 'h' },
     },
   });
   if (values.help) return 'help';
   const mode = values.mode ?? null;
-  if (mode !== null && mode !== 'iptables' && mode !== 'nftables' && mode !== 'ebpf' && mode !== 'ipvs')
-    bad(`--mode: iptables, nftables, ebpf or ipvs, not ${mode}`);
+  if (
+    mode !== null &&
+    mode !== 'iptables' &&
+    mode !== 'nftables' &&
+    mode !== 'ebpf' &&
+    mode !== 'ipvs' &&
+    mode !== 'userspace'
+  )
+    bad(`--mode: iptables, nftables, ebpf, ipvs or userspace, not ${mode}`);
+  const address = values.address ?? '127.0.0.1:10249';
+  const hp = parseBindAddress(address);
+  if (!hp || hp.port === 0) bad(`--address: HOST:PORT, not ${address}`);
   const output = values.output ?? 'text';
   if (output !== 'text' && output !== 'json') bad(`--output: text or json, not ${output}`);
   const locals = (values['local-ip'] ?? []).map((ip) => normalizeIP(ip) ?? bad(`--local-ip: not an IP address: ${ip}`));
@@ -139,7 +159,8 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
       bad(`--service: NAMESPACE/NAME, not ${values.service}`);
     for (const f of ['dst', 'port', 'protocol', 'sport', 'iif'] as const)
       if (values[f] !== undefined) bad(`--${f} describes one packet; --service traces every address of the Service`);
-    if (mode === 'ebpf' || mode === 'ipvs') bad(`--service: iptables or nftables rules (${mode}: explain one packet)`);
+    if (mode === 'ebpf' || mode === 'ipvs' || mode === 'userspace')
+      bad(`--service: iptables or nftables rules (${mode}: explain one packet)`);
     const src =
       values.src === undefined ? null : (normalizeIP(values.src) ?? bad(`--src: not an IP address: ${values.src}`));
     return { kind: 'service', service: values.service, src, mode: mode as ServiceRequest['mode'], ...shared };
@@ -166,6 +187,7 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
     iif: values.iif ?? null,
     sport,
     pinRoot: values['ebpf-pin-path'] ?? DEFAULT_EBPF_OPTIONS.pinRoot,
+    address,
     ...shared,
   };
 }
@@ -189,7 +211,7 @@ export async function detectMode(
   run: CommandRunner,
   family: IPFamily,
   pinRoot: string = DEFAULT_EBPF_OPTIONS.pinRoot,
-): Promise<'iptables' | 'nftables' | 'ebpf' | 'ipvs' | null> {
+): Promise<'iptables' | 'nftables' | 'ebpf' | 'ipvs' | 'userspace' | null> {
   const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', ['-t', 'nat'], { allowFailure: true });
   if (save.code === 0 && /^:KUBE-(NODE-PORT|LOAD-BALANCER) /m.test(save.stdout)) return 'ipvs';
   if (save.code === 0 && /^:KUBE-SERVICES /m.test(save.stdout)) return 'iptables';
@@ -197,7 +219,34 @@ export async function detectMode(
     allowFailure: true,
   });
   if (nft.code === 0) return 'nftables';
+  const us = await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', USERSPACE_TABLE], {
+    allowFailure: true,
+  });
+  if (us.code === 0) return 'userspace';
   return PinnedMaps.present(pinRoot) ? 'ebpf' : null;
+}
+
+function isUserspaceDump(file: string): boolean {
+  try {
+    return /^table ip6? kube-proxy-userspace \{/m.test(readFileSync(file, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The proxy's status document, asked the way `kube-proxy-ts status` asks it,
+ * through the runner (so in the --netns namespace): null and the reason when
+ * it cannot be had.
+ */
+async function proxyStatus(
+  run: CommandRunner,
+  address: string,
+): Promise<{ doc: StatusDoc | null; error: string | null }> {
+  const bin = fileURLToPath(new URL('../../../bin/kube-proxy-ts', import.meta.url));
+  const r = await run(process.execPath, [bin, 'status', '-o', 'json', '--address', address], { allowFailure: true });
+  if (r.code !== 0) return { doc: null, error: r.stderr.trim().replace(/^Error: /, '') || `status exited ${r.code}` };
+  return { doc: JSON.parse(r.stdout) as StatusDoc, error: null };
 }
 
 /** Read a dump file (--from) for one family. */
@@ -215,7 +264,7 @@ function rulesFromFile(file: string, family: IPFamily, mode: 'iptables' | 'nftab
 }
 
 const NO_RULES =
-  'no kube-proxy rules found (no KUBE-SERVICES chain, no kube-proxy nftables table, no pinned ebpf maps); use --mode to force one';
+  'no kube-proxy rules found (no KUBE-SERVICES chain, no kube-proxy or kube-proxy-userspace nftables table, no pinned ebpf maps); use --mode to force one';
 
 export async function explain(req: ExplainRequest, run: CommandRunner): Promise<Explanation> {
   const family = ipFamilyOf(req.dst)!;
@@ -226,8 +275,16 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
     protocol: req.protocol,
     ...(req.iif ? { iif: req.iif } : {}),
   };
+  if (req.from !== null && (req.mode === 'userspace' || (req.mode === null && isUserspaceDump(req.from)))) {
+    const why = 'a saved dump has only the table; run explain on the node for the endpoints';
+    return explainUserspaceListing(readFileSync(req.from, 'utf8'), family, packet, req.localIPs ?? [], null, why);
+  }
   if (req.from !== null) {
-    const rules = rulesFromFile(req.from, family, req.mode === 'ebpf' || req.mode === 'ipvs' ? null : req.mode);
+    const rules = rulesFromFile(
+      req.from,
+      family,
+      req.mode === 'ebpf' || req.mode === 'ipvs' || req.mode === 'userspace' ? null : req.mode,
+    );
     return traceRules(rules, packet, req.localIPs ?? []);
   }
   const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
@@ -235,6 +292,12 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
   if (mode === null) throw new ProxyError('KPT_NOT_FOUND', NO_RULES);
   if (mode === 'ebpf') return explainEbpf(req, family, locals, req.pinRoot);
   if (mode === 'ipvs') return explainIpvs(run, req, family, locals);
+  if (mode === 'userspace') {
+    const fam = family === 'IPv4' ? 'ip' : 'ip6';
+    const listing = (await run('nft', ['list', 'table', fam, USERSPACE_TABLE])).stdout;
+    const st = await proxyStatus(run, req.address);
+    return explainUserspaceListing(listing, family, packet, locals, st.doc, st.error);
+  }
   return traceRules(await readKernelRules(run, mode, family), packet, locals);
 }
 
@@ -261,7 +324,7 @@ export async function explainServiceRequest(req: ServiceRequest, run: CommandRun
       } else {
         const mode = req.mode ?? (await detectMode(run, family));
         if (mode === null) throw new ProxyError('KPT_NOT_FOUND', `${family}: ${NO_RULES}`);
-        if (mode === 'ebpf' || mode === 'ipvs')
+        if (mode === 'ebpf' || mode === 'ipvs' || mode === 'userspace')
           throw new ProxyError(
             'KPT_NOT_FOUND',
             `${family}: --service reads iptables or nftables rules; in ${mode} mode explain one packet`,

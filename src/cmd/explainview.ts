@@ -21,7 +21,7 @@ export interface ExplainCandidate {
 export type ExplainVerdict = 'DNAT' | 'REJECT' | 'DROP' | 'ACCEPT' | 'NONE';
 
 export interface Explanation {
-  readonly mode: 'iptables' | 'nftables' | 'ebpf' | 'ipvs';
+  readonly mode: 'iptables' | 'nftables' | 'ebpf' | 'ipvs' | 'userspace';
   readonly packet: { readonly src: string; readonly dst: string; readonly port: number; readonly protocol: Protocol };
   /** The Service port the rules name (from the first service rule's comment), or null. */
   readonly service: string | null;
@@ -33,6 +33,8 @@ export interface Explanation {
   readonly notUnderstood: readonly string[];
   /** One line: what happens to the packet. */
   readonly summary: string;
+  /** What the tool could not find out (e.g. userspace endpoints without the proxy). */
+  readonly notes?: readonly string[];
 }
 
 /** "ns/name:port" from a kube-proxy rule comment such as "ns1/s0:http cluster IP". */
@@ -89,5 +91,6 @@ export function explanationText(e: Explanation): string {
   for (const c of e.candidates) lines.push(`  endpoint ${c.endpoint}  probability ${pct(c.probability)}`);
   lines.push(`Masquerade: ${e.masquerade ? 'yes' : 'no'}`);
   lines.push('', e.summary);
+  for (const n of e.notes ?? []) lines.push(`note: ${n}`);
   return lines.join('\n') + '\n';
 }

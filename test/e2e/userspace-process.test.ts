@@ -5,9 +5,15 @@
 // so endpoints see the node's address, never the client's (README).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { E2EEnv, podsOf } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
 import { nsRun } from '../netns/spawn.js';
+import { proxyArgv } from '../netns/proxy.js';
+import { run } from '../../src/platform/exec.js';
+import type { Explanation } from '../../src/cmd/explainview.js';
 
 describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () => {
   let env: E2EEnv;
@@ -40,6 +46,78 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
     const n1 = env.cluster.node('node1');
     const { value: np } = await env.waitReachable('ext', 'tcp', n1.ip, 30500);
     assert.ok(['node1-a', 'node2-a'].includes(np.pod));
+  });
+
+  it('explain follows a packet through the redirect table to the listener, and asks the proxy for its endpoints', async () => {
+    const n1 = env.cluster.node('node1');
+    const explain = async (...args: string[]) => {
+      const r = await run(proxyArgv()[0]!, [
+        ...proxyArgv().slice(1),
+        'explain',
+        '--netns',
+        n1.ns,
+        '-o',
+        'json',
+        ...args,
+      ]);
+      return JSON.parse(r.stdout) as Explanation;
+    };
+    const client = env.cluster.pod('node1-b').ip;
+    const e = await explain('--src', client, '--dst', '10.96.20.10', '--port', '80');
+    assert.equal(e.mode, 'userspace');
+    assert.equal(e.verdict, 'DNAT');
+    assert.match(e.service ?? '', /^default\/relay(:|$)/);
+    const ips = e.candidates.map((c) => c.endpoint.replace(/:\d+$/, '')).sort();
+    assert.deepEqual(ips, [env.cluster.pod('node1-a').ip, env.cluster.pod('node2-a').ip].sort());
+    assert.ok(e.candidates.every((c) => c.probability === 0.5));
+    assert.equal(e.masquerade, true, 'the relay connects from the node');
+    assert.deepEqual(
+      e.steps.map((s) => s.where.replace(/^listener .*/, 'listener')),
+      ['portals-container', 'listener'],
+    );
+    // The NodePort from outside reaches the same listener kind through nodeports-container.
+    const np = await explain('--src', '203.0.113.9', '--dst', n1.ip, '--port', '30500');
+    assert.ok(
+      np.steps.some((s) => s.where === 'nodeports-container'),
+      JSON.stringify(np.steps),
+    );
+    assert.equal(np.candidates.length, 2);
+    // The proxy cannot be asked: the walk still ends at the listener, and a note says why the endpoints are unknown.
+    const blind = await explain('--src', client, '--dst', '10.96.20.10', '--port', '80', '--address', '127.0.0.1:1');
+    assert.deepEqual(blind.candidates, []);
+    assert.ok(blind.steps.some((s) => s.where.startsWith('listener ')));
+    assert.match(
+      (blind.notes ?? []).join(' '),
+      /known only to the proxy process.*cannot reach kube-proxy-ts at 127\.0\.0\.1:1/,
+    );
+    // A saved listing (--from) gives the same walk, endpoints unknown.
+    const listing = (await nsRun(n1.ns, ['nft', 'list', 'ruleset'])).stdout;
+    const dir = mkdtempSync(join(tmpdir(), 'kpt-us-explain-'));
+    try {
+      writeFileSync(join(dir, 'dump'), listing);
+      const r = await run(proxyArgv()[0]!, [
+        ...proxyArgv().slice(1),
+        'explain',
+        '-o',
+        'json',
+        '--from',
+        join(dir, 'dump'),
+        '--src',
+        client,
+        '--dst',
+        '10.96.20.10',
+        '--port',
+        '80',
+      ]);
+      const saved = JSON.parse(r.stdout) as Explanation;
+      assert.deepEqual(
+        saved.steps.map((s) => s.where),
+        blind.steps.map((s) => s.where),
+      );
+      assert.match((saved.notes ?? []).join(' '), /saved dump has only the table/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses a Service without endpoints at once, and --cleanup removes the table', async () => {
