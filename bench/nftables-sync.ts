@@ -4,7 +4,11 @@
 // 'upstream' endpoint layout). Prints a table and writes
 // bench/out/nftables-sync.{json,svg,png}. Run as root:
 //
-//   node --import tsx bench/nftables-sync.ts [--sizes 1000,10000,20000] [--changes 5] [--layout lean|maps|upstream]
+//   node --import tsx bench/nftables-sync.ts [--sizes 1000,10000,20000] [--changes 5] [--layout lean|maps|upstream] [--no-floor]
+//
+// Times are wall clock and CPU of the proxy process (user + system: the
+// kernel's work on our netlink batch runs in our process), the CPU figure
+// being the one that holds on a loaded machine.
 //
 // Each size runs in a child process with fresh namespaces
 // kpt-nftbench-<pid>-<rand>, removed on exit and on SIGINT. The child builds
@@ -95,10 +99,19 @@ interface ProxyMemory {
   /** Retained after the syncs: renderer memory + SyncState. */
   retainedHeapMiB: number;
   coldMs: number;
+  /** CPU of the proxy process (user + system, the kernel's commit work included) for the cold sync and each change. */
+  coldCpuMs: number;
   coldOps: number;
   changeMs: number[];
+  changeCpuMs: number[];
   changeVia: string[];
 }
+
+/** CPU ms of this process (user + system) since `from`. */
+const cpuMs = (from: NodeJS.CpuUsage) => {
+  const d = process.cpuUsage(from);
+  return (d.user + d.system) / 1000;
+};
 
 const MiB = 1024 * 1024;
 const gc = () => (globalThis as { gc?: () => void }).gc?.();
@@ -125,8 +138,10 @@ async function proxyChild(file: string): Promise<ProxyMemory> {
       },
     });
     const c0 = performance.now();
+    const u0 = process.cpuUsage();
     await dp.sync(state);
     const coldMs = performance.now() - c0;
+    const coldCpuMs = cpuMs(u0);
     const m = process.memoryUsage();
     const afterCold = {
       rssMiB: m.rss / MiB,
@@ -136,12 +151,15 @@ async function proxyChild(file: string): Promise<ProxyMemory> {
       peakMiB: process.resourceUsage().maxRSS / 1024,
     };
     const changeMs: number[] = [];
+    const changeCpuMs: number[] = [];
     const changes = Number(arg('changes') ?? 5);
     for (let r = 0; r < changes; r++) {
       const st = withExtraEndpoint(state, (r * 7919) % state.services.size, r);
       const s0 = performance.now();
+      const u = process.cpuUsage();
       await dp.sync(st);
       changeMs.push(performance.now() - s0);
+      changeCpuMs.push(cpuMs(u));
     }
     const peakRssMiB = process.resourceUsage().maxRSS / 1024;
     gc();
@@ -155,8 +173,10 @@ async function proxyChild(file: string): Promise<ProxyMemory> {
       peakRssMiB,
       retainedHeapMiB,
       coldMs,
+      coldCpuMs,
       coldOps,
       changeMs,
+      changeCpuMs,
       changeVia: vias.slice(1),
     };
   } finally {
@@ -282,10 +302,11 @@ async function child(size: number): Promise<Result> {
       probe.render(st, 0);
       changeRenderMs.push(performance.now() - p0);
     }
-    // The floor: upstream's layout through nft -f, cold and one change.
+    // The floor: upstream's layout through nft -f, cold and one change (--no-floor: skipped, NaN).
     const up = new NftablesRenderer(CONFIG, 'upstream');
-    const floorColdMs = timeNft(floorNs, up.render(state, 0).tx.toString());
-    const floorChangeMs = timeNft(floorNs, up.render(withExtraEndpoint(state, 1, 99), 0).tx.toString());
+    const noFloor = process.argv.includes('--no-floor');
+    const floorColdMs = noFloor ? NaN : timeNft(floorNs, up.render(state, 0).tx.toString());
+    const floorChangeMs = noFloor ? NaN : timeNft(floorNs, up.render(withExtraEndpoint(state, 1, 99), 0).tx.toString());
     const benchMaxRssMiB = process.resourceUsage().maxRSS / 1024;
     return {
       size,
@@ -342,22 +363,25 @@ function main(): void {
         LAYOUT,
         '--proxy-node-flags',
         arg('proxy-node-flags') ?? '',
+        ...(process.argv.includes('--no-floor') ? ['--no-floor'] : []),
       ],
       { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 },
     );
     if (r.status !== 0) throw new Error(`child for ${size} failed`);
     results.push(JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as Result);
   }
-  const f = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
-  console.log(`layout: ${LAYOUT}`);
+  const f = (ms: number | null) =>
+    ms === null || Number.isNaN(ms) ? '-' : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`;
+  const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  console.log(`layout: ${LAYOUT}; load average at the end ${load}`);
   console.log(
-    `| Services | floor: nft -f upstream layout | ours cold sync (${LAYOUT}) | ours/floor | floor: 1-endpoint change via nft -f | ours: 1-endpoint change, SyncState -> kernel (median; max; render part; path) | proxy peak RSS (node+modules; +SyncState) | proxy heap retained after syncs (SyncState part) |`,
+    `| Services | floor: nft -f upstream layout | ours cold sync (${LAYOUT}): wall; cpu | ours/floor | floor: 1-endpoint change via nft -f | ours: 1-endpoint change, SyncState -> kernel (median wall; median cpu; max wall; render part; path) | proxy peak RSS (node+modules; +SyncState) | proxy heap retained after syncs (SyncState part) |`,
   );
   console.log('|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     const via = [...new Set(r.changeVia)].join('+');
     console.log(
-      `| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)} | ${(r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.proxy.peakRssMiB.toFixed(0)} MiB (${r.proxy.baseRssMiB.toFixed(0)}; ${r.proxy.stateRssMiB.toFixed(0)} MiB) | ${r.proxy.retainedHeapMiB.toFixed(0)} MiB (${r.proxy.stateHeapMiB.toFixed(0)} MiB) |`,
+      `| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)}; ${f(r.proxy.coldCpuMs)} | ${(r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(median(r.proxy.changeCpuMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.proxy.peakRssMiB.toFixed(0)} MiB (${r.proxy.baseRssMiB.toFixed(0)}; ${r.proxy.stateRssMiB.toFixed(0)} MiB) | ${r.proxy.retainedHeapMiB.toFixed(0)} MiB (${r.proxy.stateHeapMiB.toFixed(0)} MiB) |`,
     );
   }
   mkdirSync(OUT, { recursive: true });

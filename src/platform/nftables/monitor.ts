@@ -113,12 +113,21 @@ export class NftMonitor {
    * notifications are not reported, anyone else's meanwhile are (see above).
    */
   async ownChange<T>(fn: () => T | Promise<T>): Promise<T> {
-    if (this.own++ === 0) {
+    if (this.own === 0) {
       this.poll(); // queued before our change: someone else's
-      this.sock.setMembership(NFNLGRP_NFTABLES, false);
-      this.genBefore = this.generation();
+      try {
+        this.sock.setMembership(NFNLGRP_NFTABLES, false);
+        this.genBefore = this.generation();
+      } catch (err) {
+        // Nothing of ours was sent: fail the caller's sync (the next one is
+        // full), and listen again, suspecting the worst for the gap.
+        this.ownCommits = Number.NaN;
+        this.rejoin();
+        throw err;
+      }
       this.ownCommits = 0;
     }
+    this.own++;
     let committed = false;
     try {
       const out = await fn();
