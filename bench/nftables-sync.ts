@@ -381,7 +381,7 @@ function main(): void {
   for (const r of results) {
     const via = [...new Set(r.changeVia)].join('+');
     console.log(
-      `| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)}; ${f(r.proxy.coldCpuMs)} | ${(r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(median(r.proxy.changeCpuMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.proxy.peakRssMiB.toFixed(0)} MiB (${r.proxy.baseRssMiB.toFixed(0)}; ${r.proxy.stateRssMiB.toFixed(0)} MiB) | ${r.proxy.retainedHeapMiB.toFixed(0)} MiB (${r.proxy.stateHeapMiB.toFixed(0)} MiB) |`,
+      `| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)}; ${f(r.proxy.coldCpuMs)} | ${r.floorColdMs === null || Number.isNaN(r.floorColdMs) ? '-' : (r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(median(r.proxy.changeCpuMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.proxy.peakRssMiB.toFixed(0)} MiB (${r.proxy.baseRssMiB.toFixed(0)}; ${r.proxy.stateRssMiB.toFixed(0)} MiB) | ${r.proxy.retainedHeapMiB.toFixed(0)} MiB (${r.proxy.stateHeapMiB.toFixed(0)} MiB) |`,
     );
   }
   mkdirSync(OUT, { recursive: true });
