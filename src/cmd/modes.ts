@@ -14,7 +14,7 @@ import { UserspaceDataplane } from '../platform/userspace/dataplane.js';
 import { EbpfDataplane } from '../platform/ebpf/dataplane.js';
 import type { EbpfFlags } from './options.js';
 import { availableParallelism } from 'node:os';
-import { Conntrack } from '../platform/conntrack.js';
+import { Conntrack, flushUDPFlows, type ConntrackTable } from '../platform/conntrack.js';
 import { IpvsDataplane, type IpvsModeOptions } from '../platform/ipvs/dataplane.js';
 import { DEFAULT_DRAIN_BOUNDS, type DrainBounds } from '../platform/ipvs/graceful.js';
 import { openKernel } from '../platform/ipvs/kernel.js';
@@ -28,6 +28,8 @@ export interface DataplaneDeps {
   readonly syncPeriodMs: number;
   /** Our --ebpf-* flags (ebpf mode). */
   readonly ebpf?: EbpfFlags;
+  /** The conntrack table the proxy reconciles (ipvs mode flushes deleted UDP real servers through it). */
+  readonly conntrack?: ConntrackTable;
 }
 
 export const SUPPORTED_MODES = ['iptables', 'ipvs', 'nftables', 'userspace', 'ebpf'] as const;
@@ -125,7 +127,7 @@ export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
           : {}),
       });
     case 'ipvs': {
-      const ct = new Conntrack();
+      const ct = d.conntrack ?? new Conntrack();
       return new IpvsDataplane({
         config: d.config,
         ipvs: ipvsModeOptions(d.resolved),
@@ -134,10 +136,18 @@ export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
         clock: d.clock,
         syncPeriodMs: d.syncPeriodMs,
         drainBounds: ipvsDrainBounds(process.env, (msg) => d.log.warn(msg)),
-        flushUDP: async (family, vs, rs) => {
-          await ct.deleteFlows(family, [
-            { origDst: vs.address, origDstPort: vs.port, replySrc: rs.address, replySrcPort: rs.port },
-          ]);
+        flushUDP: async (family, deleted) => {
+          const r = await flushUDPFlows(
+            ct,
+            family,
+            deleted.map(({ vs, rs }) => ({
+              origDst: vs.address,
+              origDstPort: vs.port,
+              replySrc: rs.address,
+              replySrcPort: rs.port,
+            })),
+          );
+          for (const err of r.errors) d.log.warn({ err }, 'conntrack delete failed');
         },
         onEvent,
       });

@@ -142,6 +142,9 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const dpConfigs = families.map((family) =>
     resolveDataplaneConfig(config, family, localIPs(family), nodeIPs[family], podCIDRs),
   );
+  // ctnetlink as upstream; the conntrack CLI only where netlink is unavailable.
+  const ctTable: ConntrackTable = (await openCtNetlink()) ?? new Conntrack();
+  log.info({ via: ctTable.kind }, 'Stale UDP conntrack entries are reconciled');
   const dataplanes: Dataplane[] = dpConfigs.map((dpConfig) =>
     createDataplane(mode, {
       config: dpConfig,
@@ -151,6 +154,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       metrics,
       syncPeriodMs: cmd.timing.syncPeriodMs,
       ebpf: cmd.ebpf,
+      conntrack: ctTable,
     }),
   );
 
@@ -161,9 +165,6 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     nodeEligible: () => proxier?.nodeEligible() ?? false,
     families,
   });
-  // ctnetlink as upstream; the conntrack CLI only where netlink is unavailable.
-  const ctTable: ConntrackTable = (await openCtNetlink()) ?? new Conntrack();
-  log.info({ via: ctTable.kind }, 'Stale UDP conntrack entries are reconciled');
   const conntrackHook = conntrackReconciler(ctTable, metrics, clock, (err) =>
     log.warn({ err }, 'conntrack delete failed'),
   );

@@ -4,7 +4,7 @@
 // with our code, one deleted, verified with `conntrack -L`.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { conntrackReconciler, Conntrack, parseConntrackList, type ConntrackExec } from './conntrack.js';
+import { conntrackReconciler, Conntrack, flushUDPFlows, parseConntrackList, type ConntrackExec } from './conntrack.js';
 import { openCtNetlink } from './conntracknl.js';
 import { NETLINK_PROTOCOL, openNetlink } from './netlink/index.js';
 import { benchEndpoint, newEntryRequest } from '../../test/support/conntrack.js';
@@ -357,6 +357,27 @@ test('real kernel (root): ctnetlink lists what the CLI lists, deletes exact tupl
   ]);
   assert.equal(partial.deleted, 0);
   assert.match(partial.errors[0]!, /not a complete IPv4 UDP tuple/);
+});
+
+test('real kernel (root): flushUDPFlows deletes every client flow to a service address and gone endpoint over ctnetlink', async (t) => {
+  await withNamespaces(t);
+  await sendFlows();
+  const nl = await openCtNetlink(SERVER);
+  assert.ok(nl, 'netlink is available here (koffi)');
+  t.after(() => nl.close());
+  // Another endpoint port of the same address: nothing of it is listed, nothing goes.
+  const other = { origDst: '172.30.0.10', origDstPort: 53, replySrc: '10.250.0.2', replySrcPort: 5355 };
+  assert.deepEqual(await flushUDPFlows(nl, 'IPv4', [other]), { deleted: 0, errors: [] });
+  assert.equal(nl.listUDPFlows('IPv4').length, 3);
+  // One target names all three clients' entries (ctnetlink deletes need each one's exact tuple).
+  const gone = { ...other, replySrcPort: 5354 };
+  assert.deepEqual(await flushUDPFlows(nl, 'IPv4', [gone, gone]), { deleted: 3, errors: [] });
+  assert.deepEqual(nl.listUDPFlows('IPv4'), []);
+  assert.equal(nl.listUDPFlows('IPv6').length, 2, 'the IPv4 flush left IPv6 alone');
+  // Addresses in another spelling match their normalised form.
+  const six = { origDst: 'fd00:30:0:0::10', origDstPort: 53, replySrc: 'FD00:250::2', replySrcPort: 5354 };
+  assert.deepEqual(await flushUDPFlows(nl, 'IPv6', [six]), { deleted: 2, errors: [] });
+  assert.deepEqual(await flushUDPFlows(nl, 'IPv6', []), { deleted: 0, errors: [] });
 });
 
 test('real kernel (root): a ctnetlink dump of many datagrams lists every entry once', async (t) => {

@@ -221,6 +221,35 @@ export function conntrackReconciler(
   };
 }
 
+/** A service address and port and one of its (gone) endpoints: every UDP flow between them is stale. */
+export interface UDPFlowTarget {
+  readonly origDst: string;
+  readonly origDstPort: number;
+  readonly replySrc: string;
+  readonly replySrcPort: number;
+}
+
+/**
+ * Delete every UDP flow of `family` that goes to one of `targets` (service
+ * address:port answered by endpoint address:port), whatever its client: one
+ * listing for all targets, then the table's exact deletes (IPVS mode's real
+ * servers deleted in one sync).
+ */
+export async function flushUDPFlows(
+  table: ConntrackTable,
+  family: IPFamily,
+  targets: readonly UDPFlowTarget[],
+): Promise<DeleteResult> {
+  const key = (dst: string, dport: number, rsrc: string, rsport: number) =>
+    `${normalizeIP(dst) ?? dst}|${dport}|${normalizeIP(rsrc) ?? rsrc}|${rsport}`;
+  const wanted = new Set(targets.map((t) => key(t.origDst, t.origDstPort, t.replySrc, t.replySrcPort)));
+  if (wanted.size === 0) return { deleted: 0, errors: [] };
+  const stale = (await table.listUDPFlows(family)).filter((f) =>
+    wanted.has(key(f.origDst, f.origDstPort, f.replySrc, f.replySrcPort)),
+  );
+  return stale.length > 0 ? table.deleteStale(family, stale) : { deleted: 0, errors: [] };
+}
+
 const defaultConntrack = new Conntrack();
 /** listUDPFlows on the host's own namespace with the real CLI. */
 export const listUDPFlows = (family: IPFamily) => defaultConntrack.listUDPFlows(family);

@@ -78,8 +78,8 @@ function setup(drainBounds = { tcpMs: 60_000, udpMs: 30_000 }) {
     clock,
     syncPeriodMs: 30_000,
     drainBounds,
-    flushUDP: async (_f, vs, rs) => {
-      flushed.push(`${vs.address}:${vs.port}->${rs.address}:${rs.port}`);
+    flushUDP: async (_f, deleted) => {
+      for (const { vs, rs } of deleted) flushed.push(`${vs.address}:${vs.port}->${rs.address}:${rs.port}`);
     },
   });
   return { fake, clock, dp, flushed };

@@ -73,8 +73,11 @@ export interface IpvsDataplaneOptions {
   readonly drainBounds?: DrainBounds;
   /** How often draining real servers are checked; default 5 s. */
   readonly drainCheckMs?: number;
-  /** Flush UDP conntrack entries of a deleted real server (the caller's conntrack table). */
-  readonly flushUDP?: (family: IPFamily, vs: VirtualServer, rs: RealServer) => Promise<void>;
+  /**
+   * Flush the UDP conntrack entries of the real servers one sync deleted
+   * (the caller's conntrack table; called once per sync, never with none).
+   */
+  readonly flushUDP?: (family: IPFamily, deleted: readonly { vs: VirtualServer; rs: RealServer }[]) => Promise<void>;
   readonly onEvent?: (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
 }
 
@@ -295,15 +298,15 @@ export class IpvsDataplane implements Dataplane {
 
   private async flushDeletedUDP(drain: readonly DrainAction[], failed: ReadonlySet<IpvsOp>, ops: readonly IpvsOp[]) {
     if (!this.o.flushUDP) return;
-    for (const [i, a] of drain.entries()) {
-      const op = ops[ops.length - drain.length + i]!;
-      if (a.kind !== 'delete' || a.vs.protocol !== 'UDP' || failed.has(op)) continue;
-      await this.o
-        .flushUDP(this.family, a.vs, a.rs)
-        .catch((e: unknown) =>
-          this.o.onEvent?.('warn', { err: String(e) }, 'conntrack flush of a deleted UDP real server failed'),
-        );
-    }
+    const deleted = drain.filter(
+      (a, i) => a.kind === 'delete' && a.vs.protocol === 'UDP' && !failed.has(ops[ops.length - drain.length + i]!),
+    );
+    if (deleted.length === 0) return;
+    await this.o
+      .flushUDP(this.family, deleted)
+      .catch((e: unknown) =>
+        this.o.onEvent?.('warn', { err: String(e) }, 'conntrack flush of deleted UDP real servers failed'),
+      );
   }
 
   private armDrainCheck(): void {
