@@ -48,6 +48,15 @@ const PAIRS: ReadonlyArray<[string, string]> = [
     '-m comment --comment ns1/s0:http -s fd00::1 -j KUBE-MARK-MASQ',
     '-s fd00::1/128 -m comment --comment "ns1/s0:http" -j KUBE-MARK-MASQ',
   ],
+  // IPVS mode: set matches take a name and flags; the ipvs match prints --vproto as a number.
+  [
+    '-m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT',
+    '-m conntrack --ctstate NEW -m set --match-set KUBE-IPVS-IPS dst -j REJECT --reject-with icmp-port-unreachable',
+  ],
+  [
+    '-s 198.51.100.1 -m ipvs --vaddr 198.51.100.1 --vproto udp --vport 53 -j DROP',
+    '-s 198.51.100.1/32 -m ipvs --vproto 17 --vaddr 198.51.100.1 --vport 53 -j DROP',
+  ],
 ];
 
 test('the renderer spelling and the iptables-save spelling of a rule are the same rule', () => {
@@ -66,8 +75,17 @@ test('rules that differ in a value, a negation, a match or the target are differ
     base.replace('KUBE-SVC-X', 'KUBE-SVC-Y'),
     base.replace(' -j KUBE-SVC-X', ''),
     `${base} -m addrtype --dst-type LOCAL`,
+    `${base} -m set --match-set KUBE-CLUSTER-IP dst,dst`,
   ])
     assert.ok(!sameRule(base, other), other);
+  const set = '-m set --match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ';
+  for (const other of [set.replace('dst,dst', 'dst'), set.replace('KUBE-CLUSTER-IP', 'KUBE-LOOP-BACK')])
+    assert.ok(!sameRule(set, other), other);
+  for (const other of [
+    '-m ipvs --vaddr 10.0.0.1 --vproto tcp --vport 53 -j DROP',
+    '-m ipvs --vaddr 10.0.0.1 --vproto 6 --vport 53 -j DROP',
+  ])
+    assert.ok(!sameRule('-m ipvs --vaddr 10.0.0.1 --vproto 17 --vport 53 -j DROP', other), other);
   assert.ok(
     !sameRule(
       '-m statistic --mode random --probability 0.3333333333 -j X',

@@ -10,7 +10,8 @@
 //     REJECT: --reject-with icmp-port-unreachable);
 //   - MARK --or-mark V / --xor-mark V print as --set-xmark V/V and V/0x0;
 //     hex values lose leading zeros (0x00004000 -> 0x4000);
-//   - --probability is stored as round(p * 2^31) and printed with 11 digits.
+//   - --probability is stored as round(p * 2^31) and printed with 11 digits;
+//   - the ipvs match's --vproto is printed as a number (udp -> 17).
 // The canonical form: header options in fixed order, then each match module
 // with its options sorted (modules sorted by name; their order has no effect
 // on the rules we write), then the target with its options sorted, after the
@@ -57,8 +58,12 @@ function normHex(v: string): string {
     .join('/');
 }
 
+/** Protocol numbers iptables-save prints for the ipvs match's --vproto. */
+const PROTO_NAMES: Record<string, string> = { '6': 'tcp', '17': 'udp', '132': 'sctp' };
+
 function normValue(opt: string, v: string): string {
   if (opt === '--probability') return String(Math.round(Number(v) * 0x80000000));
+  if (opt === '--vproto') return PROTO_NAMES[v] ?? v.toLowerCase();
   return normHex(v);
 }
 
@@ -107,7 +112,11 @@ function parse(tokens: readonly string[]): Parsed {
       owner = modules.get(name) ?? [];
       modules.set(name, owner);
     }
-    const opt = FLAG_OPTIONS.has(t) ? t : `${t} ${normValue(t, tokens[++i] ?? '')}`;
+    const opt = FLAG_OPTIONS.has(t)
+      ? t
+      : t === '--match-set' // set name and its direction flags (dst,dst)
+        ? `${t} ${tokens[++i] ?? ''} ${tokens[++i] ?? ''}`
+        : `${t} ${normValue(t, tokens[++i] ?? '')}`;
     owner.push(`${neg}${opt}`);
     neg = '';
   }
