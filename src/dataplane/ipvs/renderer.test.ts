@@ -191,3 +191,24 @@ test('a service port it cannot render is skipped and reported; the others are re
   assert.deepEqual(out.skipped, [{ key: 'ns/bad:p', reason: 'bad clusterIP fd00::1' }]);
   assert.equal(out.virtualServers.size, 1);
 });
+
+test("an endpoint change leaves the rules' text as it was (no restore), whichever Service changed", () => {
+  const r = new IpvsRenderer();
+  // LoadBalancers with source ranges: each adds KUBE-IPVS-OUT-FILTER rules, in a fixed order.
+  const lb = (i: number) =>
+    svc(`s${i}`, {
+      ip: `172.30.0.${i + 1}`,
+      type: 'LoadBalancer',
+      ports: [{ name: 'p', port: 80, nodePort: 30000 + i }],
+      lb: [`198.51.100.${i + 1}`],
+      extra: { loadBalancerSourceRanges: ['203.0.113.0/25'] },
+    });
+  const services = [lb(0), lb(1), lb(2)];
+  const slices = services.map((_, i) => slice(`s${i}`, [`10.180.0.${i + 1}`]));
+  const full = r.render({ state: state(services, slices), config });
+  assert.match(full.iptables, /KUBE-IPVS-OUT-FILTER -s 198\.51\.100\.1 /);
+  slices[0] = slice('s0', ['10.180.0.1', '10.180.9.9']);
+  const p = r.render({ state: state(services, slices, { full: false, changed: ['ns/s0'] }), config });
+  assert.equal(p.partial, true);
+  assert.equal(p.iptables, full.iptables);
+});

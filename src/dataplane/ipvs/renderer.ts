@@ -184,6 +184,11 @@ export class IpvsRenderer {
       if (members.size > 0) nonEmpty.add(s.name);
       ipsets.set(ipsetName(s.name, family), members);
     }
+    // A partial render re-adds the Services it redoes at the end of `contributions`: without a fixed
+    // order the same rules would come out in another order, and the unchanged text would be restored again.
+    noNodeAccess.sort((a, b) =>
+      a.ip < b.ip ? -1 : a.ip > b.ip ? 1 : a.port - b.port || (a.protocol < b.protocol ? -1 : 1),
+    );
     const iptables = renderIpvsRules({ config, nonEmpty, noNodeAccess, randomFully: this.options.randomFully });
     const r: IpvsRender = {
       partial: !full,
