@@ -238,13 +238,13 @@ for (const mode of E2E_MODES) {
       const udp = await env.send('node1-a', 'udp', '10.96.0.17', 53, { timeoutMs: 3000 });
       assert.deepEqual([udp.ok, !udp.ok && udp.error], [false, 'ECONNREFUSED']);
       // A listener on the node's own port 30380 proves the refusal is the proxy's REJECT, not an unused port.
+      // node2 may sync the Service later than node1 (slow machines): until then its listener answers.
       await (await env.cluster.agent('node2')).serve([30380], []);
-      const np = await env.send('ext', 'tcp', env.cluster.node('node2').ip, 30380, { timeoutMs: 3000 });
-      assert.deepEqual(
-        [np.ok, !np.ok && np.error],
-        [false, 'ECONNREFUSED'],
-        'NodePort without endpoints is rejected too',
-      );
+      const { value: np } = await env.waitFor('NodePort without endpoints is rejected too', async () => {
+        const r = await env.send('ext', 'tcp', env.cluster.node('node2').ip, 30380, { timeoutMs: 3000 });
+        return !r.ok && r.error === 'ECONNREFUSED' ? r : undefined;
+      });
+      assert.deepEqual([np.ok, !np.ok && np.error], [false, 'ECONNREFUSED']);
     });
 
     it('hairpin: a pod reaches itself through its Service (masqueraded)', async () => {
