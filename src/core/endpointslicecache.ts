@@ -15,7 +15,7 @@ import { LABEL_SERVICE_NAME } from './api.js';
 import { flat } from './flat.js';
 import { joinHostPort, parseIP } from './ip.js';
 import type { SkipReporter } from './serviceport.js';
-import { noSkipReporter } from './serviceport.js';
+import { isObjectName, noSkipReporter } from './serviceport.js';
 import type { Endpoint, IPFamily, Protocol, ServicePortName } from './types.js';
 import { namespacedName, servicePortNameString } from './types.js';
 
@@ -84,8 +84,8 @@ export function endpointSliceKeys(slice: unknown): { serviceKey: string; sliceNa
   const svcName = labels[LABEL_SERVICE_NAME];
   const ns = md['namespace'];
   const name = md['name'];
-  const ok = (x: unknown): x is string => typeof x === 'string' && x.length > 0 && !x.includes('/');
-  if (!ok(svcName) || !ok(ns) || !ok(name)) return null;
+  // Names as the API server validates them: a label naming no possible Service (1 MiB, "a/b") is bad input.
+  if (!isObjectName(svcName) || !isObjectName(ns) || !isObjectName(name)) return null;
   return { serviceKey: namespacedName(ns, svcName), sliceName: name };
 }
 

@@ -33,7 +33,8 @@ function asArray(x: unknown): unknown[] {
 }
 
 /** A DNS-label-ish name: what the API server allows for namespaces and names. */
-function isObjectName(x: unknown): x is string {
+/** A Kubernetes object name (DNS-1123 subdomain: lower case, at most 253 characters). */
+export function isObjectName(x: unknown): x is string {
   return typeof x === 'string' && x.length > 0 && x.length <= 253 && /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(x);
 }
 

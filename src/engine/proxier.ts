@@ -324,7 +324,10 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
    * only looked at closely by the IPv6 family); within one handler call the
    * same report is published once.
    */
-  private reportSkip(kind: 'service' | 'endpointslice' | 'node', key: string, reason: string): void {
+  private reportSkip(kind: 'service' | 'endpointslice' | 'node', rawKey: string, rawReason: string): void {
+    // Hostile objects carry fields of any size; a log line quotes at most a screenful of them.
+    const key = clip(rawKey);
+    const reason = clip(rawReason);
     const id = `${kind}\0${key}\0${reason}`;
     if (this.reportedThisCall.has(id)) return;
     this.reportedThisCall.add(id);
@@ -369,7 +372,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       return fn();
     } catch (error) {
       const md = (obj as { metadata?: { namespace?: unknown; name?: unknown } } | null)?.metadata;
-      this.deps.observer.inputSkipped(
+      this.reportSkip(
         kind,
         `${String(md?.namespace ?? '')}/${String(md?.name ?? '')}`,
         `intake error: ${String(error)}`,
@@ -406,4 +409,11 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     this.deps.observer.pendingChanges('service', svc);
     this.deps.observer.pendingChanges('endpoint', ep);
   }
+}
+
+/** Longest key or reason a skip report carries (longer ones are cut, with their length noted). */
+export const MAX_SKIP_TEXT = 512;
+
+function clip(s: string): string {
+  return s.length <= MAX_SKIP_TEXT ? s : `${s.slice(0, MAX_SKIP_TEXT)}...(${s.length} characters)`;
 }
