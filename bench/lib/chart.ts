@@ -1,4 +1,4 @@
-// A small grouped-bar chart as SVG, converted to PNG with rsvg-convert
+// Small charts as SVG (grouped bars; stacked time-series panels), converted to PNG with rsvg-convert
 // (Debian librsvg2-bin, installed on demand with apt-get when missing). No npm
 // dependency: benchmarks stay light.
 import { execFileSync } from 'node:child_process';
@@ -96,7 +96,12 @@ function haveRsvg(): boolean {
 
 /** Write `<base>.svg` and `<base>.png`. Returns the PNG path, or null when no converter could be installed. */
 export function writeChart(base: string, c: ChartSpec): string | null {
-  writeFileSync(`${base}.svg`, barChartSvg(c));
+  return writeSvgAndPng(base, barChartSvg(c));
+}
+
+/** Write `svg` to `<base>.svg` and convert it to `<base>.png` (null when no converter could be installed). */
+export function writeSvgAndPng(base: string, svg: string): string | null {
+  writeFileSync(`${base}.svg`, svg);
   if (!haveRsvg()) {
     try {
       execFileSync('apt-get', ['install', '-y', '-qq', 'librsvg2-bin'], {
@@ -110,4 +115,78 @@ export function writeChart(base: string, c: ChartSpec): string | null {
   }
   execFileSync('rsvg-convert', ['-o', `${base}.png`, `${base}.svg`]);
   return `${base}.png`;
+}
+
+export interface LinePanel {
+  readonly yLabel: string;
+  readonly series: ReadonlyArray<{ readonly name: string; readonly points: ReadonlyArray<readonly [number, number]> }>;
+}
+
+export interface LinePanelsSpec {
+  readonly title: string;
+  readonly xLabel: string;
+  /** Stacked panels sharing the x axis (time series with different units). */
+  readonly panels: readonly LinePanel[];
+}
+
+/** Stacked line panels as SVG (each panel its own y scale from 0). */
+export function linePanelsSvg(c: LinePanelsSpec): string {
+  const W = 1020,
+    left = 80,
+    right = 160,
+    top = 50,
+    panelH = 150,
+    gap = 30,
+    bottom = 50;
+  const H = top + c.panels.length * (panelH + gap) - gap + bottom;
+  const pw = W - left - right;
+  const xs = c.panels.flatMap((p) => p.series.flatMap((s) => s.points.map((q) => q[0])));
+  const xMax = Math.max(...xs, 1e-3);
+  const x = (v: number) => left + (v / xMax) * pw;
+  const out: string[] = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="DejaVu Sans, sans-serif" font-size="12">`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="${W / 2}" y="28" text-anchor="middle" font-size="16">${esc(c.title)}</text>`,
+  ];
+  c.panels.forEach((p, pi) => {
+    const y0 = top + pi * (panelH + gap);
+    const vals = p.series.flatMap((s) => s.points.map((q) => q[1]).filter((v) => Number.isFinite(v)));
+    const yMax = Math.max(...vals, 1) * 1.1;
+    const y = (v: number) => y0 + panelH - (v / yMax) * panelH;
+    for (let i = 0; i <= 4; i++) {
+      const t = (yMax / 4) * i;
+      out.push(
+        `<line x1="${left}" x2="${left + pw}" y1="${y(t)}" y2="${y(t)}" stroke="#ddd"/>`,
+        `<text x="${left - 6}" y="${y(t) + 4}" text-anchor="end">${t < 10 ? t.toFixed(1) : t.toFixed(0)}</text>`,
+      );
+    }
+    out.push(
+      `<text transform="translate(20 ${y0 + panelH / 2}) rotate(-90)" text-anchor="middle">${esc(p.yLabel)}</text>`,
+      `<line x1="${left}" x2="${left}" y1="${y0}" y2="${y0 + panelH}" stroke="black"/>`,
+      `<line x1="${left}" x2="${left + pw}" y1="${y0 + panelH}" y2="${y0 + panelH}" stroke="black"/>`,
+    );
+    p.series.forEach((s, si) => {
+      const pts = s.points
+        .filter((q) => Number.isFinite(q[1]))
+        .map((q) => `${x(q[0]).toFixed(1)},${y(q[1]).toFixed(1)}`);
+      const color = COLORS[si % COLORS.length];
+      out.push(
+        `<polyline fill="none" stroke="${color}" stroke-width="1.5" points="${pts.join(' ')}"/>`,
+        `<rect x="${left + pw + 15}" y="${y0 + si * 20}" width="12" height="12" fill="${color}"/>`,
+        `<text x="${left + pw + 32}" y="${y0 + si * 20 + 10}">${esc(s.name)}</text>`,
+      );
+    });
+  });
+  const yb = H - bottom;
+  for (let i = 0; i <= 6; i++) {
+    const t = (xMax / 6) * i;
+    out.push(`<text x="${x(t)}" y="${yb + 16}" text-anchor="middle">${t.toFixed(1)}</text>`);
+  }
+  out.push(`<text x="${left + pw / 2}" y="${yb + 36}" text-anchor="middle">${esc(c.xLabel)}</text>`, '</svg>');
+  return out.join('\n');
+}
+
+/** Write `<base>.svg` and `<base>.png` of stacked line panels. */
+export function writeLinePanels(base: string, c: LinePanelsSpec): string | null {
+  return writeSvgAndPng(base, linePanelsSvg(c));
 }
