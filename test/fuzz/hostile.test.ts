@@ -228,7 +228,11 @@ function assertLoggedOnceAndCounted(run: Run, hostile: readonly Hostile[]): void
   // Objects with a certainly-invalid field were reported when they were added (call numbers follow feed order).
   const reportedCalls = new Set(run.skips.map((s) => s.call));
   hostile.forEach((h, i) => {
-    if (h.mustReport) assert.ok(reportedCalls.has(run.addCalls[i]!), `not reported: ${describeHostile(h)}`);
+    if (h.mustReport)
+      assert.ok(
+        reportedCalls.has(run.addCalls[i]!),
+        `not reported: ${describeHostile(h)}: ${JSON.stringify(h.obj).slice(0, 800)}`,
+      );
   });
 }
 
