@@ -40,7 +40,7 @@ import {
 import { MODES, renderFlows, type ModeRender } from './modes.js';
 
 const SEED = Number(process.env['KPT_FUZZ_SEED'] ?? 20261202);
-const RUNS = Number(process.env['KPT_FUZZ_RUNS'] ?? 25);
+const RUNS = Number(process.env['KPT_FUZZ_RUNS'] ?? 20);
 const FAMILIES: IPFamily[] = ['IPv4', 'IPv6'];
 const VALID_KEY = /^valid\/[a-f]:/;
 

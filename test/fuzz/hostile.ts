@@ -452,9 +452,12 @@ function stillNamed(o: Json, kind: Hostile['kind']): boolean {
   return true;
 }
 
-/** An endpoint port without a name is passed over silently (upstream: a nil name), so its other fields are never read. */
+/** An endpoint port without a name or port is passed over silently (upstream: nil), so its other fields are never read. */
 function reached(o: Json, path: string): boolean {
-  if (path.startsWith('ports.0.')) return typeof getPath(o, 'ports.0.name') === 'string';
+  if (path.startsWith('ports.0.')) {
+    const port = getPath(o, 'ports.0.port');
+    return typeof getPath(o, 'ports.0.name') === 'string' && port !== undefined && port !== null;
+  }
   // spec.clusterIP is read only when spec.clusterIPs is empty (upstream reads ClusterIPs).
   if (path === 'spec.clusterIP') {
     const ips = getPath(o, 'spec.clusterIPs');
