@@ -410,7 +410,8 @@ export const hostileOwnNode: fc.Arbitrary<Hostile> = fc
   .map((muts) => applyMutations('node', validNode() as unknown as Json, muts));
 
 function applyMutations(kind: Hostile['kind'], base: Json, muts: readonly Mutation[]): Hostile {
-  for (const m of muts) setPath(base, m.path, m.value);
+  // A copy of each value: constants (the same `{}` for every object) must never be written into or nested in themselves.
+  for (const m of muts) setPath(base, m.path, structuredClone(m.value));
   // As from the wire: JSON (undefined fields gone), and a fresh copy per object.
   const obj = JSON.parse(JSON.stringify(base)) as Json;
   return {
