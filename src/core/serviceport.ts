@@ -248,6 +248,10 @@ function makeServicePort(
   };
 }
 
+function isPortName(x: string): boolean {
+  return x.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(x);
+}
+
 /** One spec.ports entry -> a ServicePort, or null (reported) when it is unusable. */
 function intakePort(c: ServiceCommon, family: IPFamily, raw: unknown, report: (r: string) => void): ServicePort | null {
   if (!isRecord(raw)) {
@@ -255,7 +259,9 @@ function intakePort(c: ServiceCommon, family: IPFamily, raw: unknown, report: (r
     return null;
   }
   const portName = raw['name'] === undefined || raw['name'] === null ? '' : raw['name'];
-  if (typeof portName !== 'string') {
+  // A DNS label, as the API server validates it: rule comments and chain names are built from it, and an
+  // 8 KiB name made iptables-restore refuse the whole sync ("Parameter too long") for every Service.
+  if (typeof portName !== 'string' || (portName !== '' && !isPortName(portName))) {
     report(`invalid port name ${JSON.stringify(raw['name'])}`);
     return null;
   }
@@ -294,6 +300,12 @@ export function serviceToServicePorts(
   const key = objectKey(svc);
   if (key === null) {
     onSkip('', 'service has no valid metadata.namespace/name');
+    return out;
+  }
+  if (key.split('/').some((part) => part.length > 63)) {
+    // Namespace and Service names are DNS labels (63 each): longer ones cannot come from an API server,
+    // and rule comments ("ns/name:port") must stay within iptables' 256 bytes.
+    onSkip(key, 'service namespace or name longer than 63 characters');
     return out;
   }
   const s = svc as Service;
