@@ -146,7 +146,9 @@ for (const mode of MODES) {
       );
       assert.equal(proxy.pid, pid, 'the same proxy process');
       assert.ok(proxy.running(), 'the proxy is running');
-      const healthz = await (await env.cluster.agent('node1')).http('http://127.0.0.1:10256/healthz', 3000);
+      const healthz = await (
+        await env.cluster.agent('node1')
+      ).http(`http://${env.cluster.node('node1').ip}:10256/healthz`, 3000);
       assert.equal(healthz.status, 200, `healthz: ${JSON.stringify(healthz)}`);
       assert.ok(mem.rssMiB - rss0 < RSS_GROWTH_CAP_MIB, `RSS grew ${(mem.rssMiB - rss0).toFixed(1)} MiB`);
       assert.ok(skipped > 0, 'the bad input is counted');
