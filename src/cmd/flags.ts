@@ -39,6 +39,7 @@ export interface CommandOptions {
   master: string;
   serviceProxyName: string;
   manifestsDir: string;
+  serviceTrafficMetrics: number;
   healthzPort: number;
   metricsPort: number;
   hostnameOverride: string;
@@ -187,6 +188,17 @@ export const FLAGS: readonly FlagDef[] = [
     'option',
     (t, v) => {
       t.opts.manifestsDir = s(v);
+    },
+  ),
+  def(
+    'service-traffic-metrics',
+    'int32',
+    'int32',
+    '0',
+    'kube-proxy-ts only, nftables mode: count new connections and client bytes per Service port in the kernel and export them on the metrics address, for at most this many Service ports per IP family (two series each); the ports past it are not counted and kubeproxy_ts_service_traffic_untracked_service_ports says how many. 0 (default) turns it off.',
+    'option',
+    (t, v) => {
+      t.opts.serviceTrafficMetrics = n(v);
     },
   ),
   def(

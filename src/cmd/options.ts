@@ -78,6 +78,8 @@ export interface RunCommand {
   readonly serviceProxyName?: string;
   /** Our --manifests: standalone mode, objects from this folder instead of the API server. */
   readonly manifestsDir?: string;
+  /** Our --service-traffic-metrics N: per-Service traffic counters for up to N Service ports (0 = off). */
+  readonly serviceTrafficMetrics: number;
   /** Our --ebpf-* flags, checked (used by the ebpf mode). */
   readonly ebpf: EbpfFlags;
   /** Every flag with its value in this process (/flagz). */
@@ -121,6 +123,7 @@ function defaultOptions(cfg: ResolvedConfig): CommandOptions {
     master: '',
     serviceProxyName: '',
     manifestsDir: '',
+    serviceTrafficMetrics: 0,
     healthzPort: 10256,
     metricsPort: 10249,
     hostnameOverride: '',
@@ -203,6 +206,7 @@ export async function parseCommandLine(
     ...(opts.master ? { master: opts.master } : {}),
     ...(opts.serviceProxyName ? { serviceProxyName: opts.serviceProxyName } : {}),
     ...(opts.manifestsDir ? { manifestsDir: opts.manifestsDir } : {}),
+    serviceTrafficMetrics: opts.serviceTrafficMetrics,
     ebpf: ebpfFlags(opts),
     flagz: flagzValues(flags.values),
     version,

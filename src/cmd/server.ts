@@ -40,6 +40,7 @@ import { startupNode } from './node.js';
 import { openSource } from './sources.js';
 import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/eventrecorder.js';
 import { zpageOptions } from './zpages.js';
+import { withServiceTraffic } from './traffic.js';
 import { armFaultInjection } from '../platform/faults.js';
 
 const NS_PER_S = 1e9;
@@ -145,7 +146,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   // ctnetlink as upstream; the conntrack CLI only where netlink is unavailable.
   const ctTable: ConntrackTable = (await openCtNetlink()) ?? new Conntrack();
   log.info({ via: ctTable.kind }, 'Stale UDP conntrack entries are reconciled');
-  const dataplanes: Dataplane[] = dpConfigs.map((dpConfig) =>
+  const plainDataplanes: Dataplane[] = dpConfigs.map((dpConfig) =>
     createDataplane(mode, {
       config: dpConfig,
       resolved: config,
@@ -157,6 +158,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       conntrack: ctTable,
     }),
   );
+  const dataplanes = withServiceTraffic(cmd.serviceTrafficMetrics, mode, plainDataplanes, metrics, log);
 
   let proxier: Proxier | null = null;
   const health = new ProxyHealthState({

@@ -1,0 +1,170 @@
+// Per-Service traffic counters, platform side: keeps the
+// `kube-proxy-ts-traffic` table (src/dataplane/nftables/traffic.ts) in step
+// with each successful sync of the nftables datapath, and reads its
+// per-element counters when Prometheus scrapes. A counter table that cannot
+// be written never fails a sync: the error is reported and the next sync
+// rebuilds the table.
+
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import {
+  planTrafficCounters,
+  trafficElementsScript,
+  trafficTableScript,
+  TRAFFIC_TABLE,
+  type TrafficElement,
+} from '../../dataplane/nftables/traffic.js';
+import type { CommandRunner } from '../exec.js';
+
+export interface ServiceTraffic {
+  readonly servicePort: string;
+  readonly protocol: string;
+  readonly newConnections: number;
+  readonly bytes: number;
+}
+
+export class ServiceTrafficCounters {
+  private elements: ReadonlyMap<string, TrafficElement> | null = null;
+  private untrackedPorts = 0;
+
+  constructor(
+    readonly family: IPFamily,
+    private readonly run: CommandRunner,
+    private readonly max: number,
+    private readonly onError: (err: unknown) => void,
+  ) {}
+
+  get untracked(): number {
+    return this.untrackedPorts;
+  }
+
+  async update(state: SyncState): Promise<void> {
+    const plan = planTrafficCounters(state, this.max);
+    try {
+      const script =
+        this.elements === null
+          ? trafficTableScript(this.family, plan)
+          : trafficElementsScript(this.family, this.elements, plan.elements);
+      if (script !== '') await this.run('nft', ['-f', '-'], { input: script });
+      this.elements = plan.elements;
+      this.untrackedPorts = plan.untracked;
+    } catch (err) {
+      this.elements = null; // rebuild from nothing next time
+      this.onError(err);
+    }
+  }
+
+  /** Counter values summed per Service port (all its addresses and its node port). */
+  async read(): Promise<ServiceTraffic[]> {
+    const els = this.elements;
+    if (els === null) return [];
+    const fam = this.family === 'IPv4' ? 'ip' : 'ip6';
+    const byKey = new Map<string, TrafficElement>();
+    for (const e of els.values()) byKey.set(`${e.set} ${e.key}`, e);
+    const sums = new Map<string, { servicePort: string; protocol: string; newConnections: number; bytes: number }>();
+    for (const set of ['conns', 'bytes', 'nodeport-conns', 'nodeport-bytes']) {
+      const r = await this.run('nft', ['-j', 'list', 'set', fam, TRAFFIC_TABLE, set], { allowFailure: true });
+      if (r.code !== 0) continue;
+      for (const { key, packets, bytes } of parseCountedElements(r.stdout)) {
+        const e = byKey.get(`${set} ${key}`);
+        if (!e) continue;
+        const s = sums.get(e.servicePort) ?? {
+          servicePort: e.servicePort,
+          protocol: e.protocol,
+          newConnections: 0,
+          bytes: 0,
+        };
+        if (set.endsWith('conns')) s.newConnections += packets;
+        else s.bytes += bytes;
+        sums.set(e.servicePort, s);
+      }
+    }
+    return [...sums.values()];
+  }
+
+  async cleanup(): Promise<void> {
+    const fam = this.family === 'IPv4' ? 'ip' : 'ip6';
+    await this.run('nft', ['delete', 'table', fam, TRAFFIC_TABLE], { allowFailure: true });
+    this.elements = null;
+  }
+}
+
+/** Elements of `nft -j list set` output with their counters, keys written as nft writes them. */
+export function parseCountedElements(json: string): Array<{ key: string; packets: number; bytes: number }> {
+  type Elem = { elem?: { val?: unknown; counter?: { packets?: number; bytes?: number } } };
+  const doc = JSON.parse(json) as { nftables?: Array<{ set?: { elem?: Elem[] } }> };
+  const out: Array<{ key: string; packets: number; bytes: number }> = [];
+  for (const item of doc.nftables ?? [])
+    for (const el of item.set?.elem ?? []) {
+      const v = el.elem?.val;
+      const fields = typeof v === 'object' && v !== null && 'concat' in v ? (v as { concat: unknown[] }).concat : [v];
+      out.push({
+        key: fields.map(String).join(' . '),
+        packets: el.elem?.counter?.packets ?? 0,
+        bytes: el.elem?.counter?.bytes ?? 0,
+      });
+    }
+  return out;
+}
+
+/** The datapath, with the counter table updated after each successful sync and removed by cleanup. */
+export function withTrafficCounters(dp: Dataplane, counters: ServiceTrafficCounters): Dataplane {
+  return {
+    mode: dp.mode,
+    family: dp.family,
+    async sync(state: SyncState): Promise<SyncOutcome> {
+      const out = await dp.sync(state);
+      await counters.update(state);
+      return out;
+    },
+    async cleanup(): Promise<void> {
+      await counters.cleanup();
+      await dp.cleanup();
+    },
+    ...(dp.close ? { close: () => dp.close!() } : {}),
+    ...(dp.watch ? { watch: (f: (reason: string) => void) => dp.watch!(f) } : {}),
+  };
+}
+
+/**
+ * The metrics, read from the kernel at each scrape: new connections and
+ * bytes (client to Service) per Service port, and how many Service ports
+ * are past the cap.
+ */
+export function registerTrafficMetrics(registry: Registry, all: readonly ServiceTrafficCounters[]): void {
+  const labelNames = ['service_port', 'protocol', 'ip_family'] as const;
+  const read = async () => (await Promise.all(all.map(async (c) => ({ c, rows: await c.read() })))).flat();
+  new Counter({
+    name: 'kubeproxy_ts_service_new_connections_total',
+    help: 'New connections to each Service port (its cluster, external and load-balancer IPs and its node port), counted in the kernel. Only with --service-traffic-metrics.',
+    labelNames,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const { c, rows } of await read())
+        for (const r of rows)
+          this.inc({ service_port: r.servicePort, protocol: r.protocol, ip_family: c.family }, r.newConnections);
+    },
+  });
+  new Counter({
+    name: 'kubeproxy_ts_service_bytes_total',
+    help: 'Bytes clients sent to each Service port (the client-to-Service direction, headers included), counted in the kernel. Only with --service-traffic-metrics.',
+    labelNames,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const { c, rows } of await read())
+        for (const r of rows)
+          this.inc({ service_port: r.servicePort, protocol: r.protocol, ip_family: c.family }, r.bytes);
+    },
+  });
+  new Gauge({
+    name: 'kubeproxy_ts_service_traffic_untracked_service_ports',
+    help: 'Service ports past the --service-traffic-metrics cap, whose traffic is not counted.',
+    labelNames: ['ip_family'],
+    registers: [registry],
+    collect() {
+      for (const c of all) this.set({ ip_family: c.family }, c.untracked);
+    },
+  });
+}
