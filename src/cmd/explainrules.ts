@@ -122,47 +122,33 @@ export function serviceFromChain(chain: string): string | null {
 /** Walk one packet through loaded rules. */
 export function traceRules(rules: LoadedRules, packet: TracePacket, localIPs: readonly string[]): Explanation {
   const protocol = packet.protocol ?? 'TCP';
-  const head = { packet: { src: packet.src, dst: packet.dst, port: packet.port, protocol } };
-  if (rules.mode === 'iptables') {
-    const r = traceIptables(rules.fake, packet, localIPs, { strict: false });
-    const service = r.steps.map((s) => serviceFromComment(s.comment)).find((x) => x !== null) ?? null;
-    const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
+  const opts = { strict: false };
+  const r =
+    rules.mode === 'iptables'
+      ? traceIptables(rules.fake, packet, localIPs, opts)
+      : traceNftables(rules.fake, packet, localIPs, opts);
+  // iptables steps are table/chain with the comment as a rule option; nftables steps name their chain.
+  const steps = r.steps.map((s) => {
+    const ipt = 'table' in s;
     return {
-      mode: 'iptables',
-      ...head,
-      service,
-      verdict: r.verdict,
-      candidates,
-      masquerade: r.masq && r.verdict === 'DNAT',
-      steps: r.steps.map((s) => ({
-        where: `${s.table}/${s.chain}`,
-        rule: s.rule,
-        comment: s.comment,
-        depth: s.depth,
-        probability: s.probability,
-      })),
-      notUnderstood: r.notUnderstood,
-      summary: summarize(service, r.verdict, candidates, r.masq),
+      where: ipt ? `${s.table}/${s.chain}` : s.chain,
+      rule: ipt || s.comment === null ? s.rule : `${s.rule} comment "${s.comment}"`,
+      comment: s.comment,
+      depth: s.depth,
+      probability: s.probability,
+      service: (ipt ? null : serviceFromChain(s.chain)) ?? serviceFromComment(s.comment),
     };
-  }
-  const r = traceNftables(rules.fake, packet, localIPs, { strict: false });
-  const service =
-    r.steps.map((s) => serviceFromChain(s.chain) ?? serviceFromComment(s.comment)).find((x) => x !== null) ?? null;
+  });
+  const service = steps.map((s) => s.service).find((x) => x !== null) ?? null;
   const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
   return {
-    mode: 'nftables',
-    ...head,
+    mode: rules.mode,
+    packet: { src: packet.src, dst: packet.dst, port: packet.port, protocol },
     service,
     verdict: r.verdict,
     candidates,
     masquerade: r.masq && r.verdict === 'DNAT',
-    steps: r.steps.map((s) => ({
-      where: s.chain,
-      rule: s.comment === null ? s.rule : `${s.rule} comment "${s.comment}"`,
-      comment: s.comment,
-      depth: s.depth,
-      probability: s.probability,
-    })),
+    steps: steps.map(({ service: _s, ...step }) => step),
     notUnderstood: r.notUnderstood,
     summary: summarize(service, r.verdict, candidates, r.masq),
   };

@@ -14,17 +14,8 @@ import type { IPFamily } from '../core/types.js';
 import { Fake, TABLE_NAME, trace, type FakeListener, type RuleSource } from '../dataplane/userspace/index.js';
 import type { TracePacket } from '../dataplane/trace.js';
 import type { StatusDoc } from '../engine/statusview.js';
+import { PRIORITIES } from '../dataplane/nftables/listing.js';
 import { summarize, type Explanation } from './explainview.js';
-
-/** nft's named priorities for the ip/ip6 families. */
-const PRIORITIES: Record<string, number> = {
-  raw: -300,
-  mangle: -150,
-  dstnat: -100,
-  filter: 0,
-  security: 50,
-  srcnat: 100,
-};
 
 /** The userspace table block of an nft text listing (`nft list table` or `nft list ruleset`), or null. */
 export function userspaceTableBlock(text: string, fam: 'ip' | 'ip6'): string | null {

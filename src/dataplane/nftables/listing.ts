@@ -29,7 +29,7 @@ export interface NftListing {
 }
 
 /** nft's named priorities (netfilter hooks of the ip/ip6 families). */
-const PRIORITIES: Record<string, number> = {
+export const PRIORITIES: Record<string, number> = {
   raw: -300,
   mangle: -150,
   dstnat: -100,

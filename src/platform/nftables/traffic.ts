@@ -134,30 +134,29 @@ export function withTrafficCounters(dp: Dataplane, counters: ServiceTrafficCount
 export function registerTrafficMetrics(registry: Registry, all: readonly ServiceTrafficCounters[]): void {
   const labelNames = ['service_port', 'protocol', 'ip_family'] as const;
   const read = async () => (await Promise.all(all.map(async (c) => ({ c, rows: await c.read() })))).flat();
-  new Counter({
-    name: 'kubeproxy_ts_service_new_connections_total',
-    help: 'New connections to each Service port (its cluster, external and load-balancer IPs and its node port), counted in the kernel. Only with --service-traffic-metrics.',
-    labelNames,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const { c, rows } of await read())
-        for (const r of rows)
-          this.inc({ service_port: r.servicePort, protocol: r.protocol, ip_family: c.family }, r.newConnections);
-    },
-  });
-  new Counter({
-    name: 'kubeproxy_ts_service_bytes_total',
-    help: 'Bytes clients sent to each Service port (the client-to-Service direction, headers included), counted in the kernel. Only with --service-traffic-metrics.',
-    labelNames,
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const { c, rows } of await read())
-        for (const r of rows)
-          this.inc({ service_port: r.servicePort, protocol: r.protocol, ip_family: c.family }, r.bytes);
-    },
-  });
+  const perServicePort = (name: string, help: string, value: (r: ServiceTraffic) => number) =>
+    new Counter({
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const { c, rows } of await read())
+          for (const r of rows)
+            this.inc({ service_port: r.servicePort, protocol: r.protocol, ip_family: c.family }, value(r));
+      },
+    });
+  perServicePort(
+    'kubeproxy_ts_service_new_connections_total',
+    'New connections to each Service port (its cluster, external and load-balancer IPs and its node port), counted in the kernel. Only with --service-traffic-metrics.',
+    (r) => r.newConnections,
+  );
+  perServicePort(
+    'kubeproxy_ts_service_bytes_total',
+    'Bytes clients sent to each Service port (the client-to-Service direction, headers included), counted in the kernel. Only with --service-traffic-metrics.',
+    (r) => r.bytes,
+  );
   new Gauge({
     name: 'kubeproxy_ts_service_traffic_untracked_service_ports',
     help: 'Service ports past the --service-traffic-metrics cap, whose traffic is not counted.',
