@@ -7,6 +7,7 @@ import { cleanupLeftovers, Iptables, procSysctl } from '../platform/iptables/ind
 import { cleanupIpvsLeftovers, ipvsLeftoversPresent } from '../platform/ipvs/cleanup.js';
 import { openKernel } from '../platform/ipvs/kernel.js';
 import { cleanupNftablesLeftovers } from '../platform/nftables/dataplane.js';
+import { cleanupTrafficCounters } from '../platform/nftables/traffic.js';
 import type { Logger } from '../platform/logger.js';
 import { ipv6Supported } from '../platform/netinfo.js';
 import { cleanupUserspaceLeftovers } from '../platform/userspace/dataplane.js';
@@ -33,6 +34,7 @@ async function cleanupIptables(log: Logger): Promise<number> {
 async function cleanupNftables(log: Logger): Promise<number> {
   try {
     await cleanupNftablesLeftovers();
+    await cleanupTrafficCounters(hostRunner);
     return 0;
   } catch (e) {
     log.error({ err: String(e) }, 'nftables cleanup failed');

@@ -81,4 +81,14 @@ describe('per-Service traffic metrics (nftables, --service-traffic-metrics 3)', 
     assert.match(table.stdout, /10\.96\.31\.10 \. tcp \. 80 counter packets \d+ bytes \d+/);
     assert.doesNotMatch(table.stdout, /10\.96\.31\.12/);
   });
+
+  it('--cleanup removes the counter table with the rest', async () => {
+    const ns = env.cluster.node('node1').ns;
+    await env.proxy('node1').stop();
+    const r = await env.proxy('node1').cleanup();
+    assert.equal(r.code, 0, r.output);
+    const tables = (await nsRun(ns, ['nft', 'list', 'tables'])).stdout;
+    assert.doesNotMatch(tables, /kube-proxy-ts-traffic/);
+    assert.doesNotMatch(tables, /table ip kube-proxy\b/);
+  });
 });

@@ -89,6 +89,14 @@ export class ServiceTrafficCounters {
   }
 }
 
+/** `--cleanup`: the counter tables of both families, whether or not the flag was ever on. */
+export async function cleanupTrafficCounters(run: CommandRunner): Promise<void> {
+  for (const fam of ['ip', 'ip6']) {
+    const r = await run('nft', ['list', 'table', fam, TRAFFIC_TABLE], { allowFailure: true });
+    if (r.code === 0) await run('nft', ['delete', 'table', fam, TRAFFIC_TABLE]);
+  }
+}
+
 /** Elements of `nft -j list set` output with their counters, keys written as nft writes them. */
 export function parseCountedElements(json: string): Array<{ key: string; packets: number; bytes: number }> {
   type Elem = { elem?: { val?: unknown; counter?: { packets?: number; bytes?: number } } };
