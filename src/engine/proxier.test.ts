@@ -612,3 +612,13 @@ test('a slice relabelled to another Service leaves the old one', async () => {
   assert.deepEqual([...t.dp.last.changedServices].sort(), ['ns1/svc1', 'ns1/svc2']);
   assert.doesNotThrow(() => t.proxier.onEndpointSliceUpdate(null as never, null as never));
 });
+
+test('a relist that reports Synced again with no change requests no sync', async () => {
+  const t = await initialized();
+  const before = t.requests();
+  t.proxier.onServiceSynced();
+  t.proxier.onEndpointSliceSynced();
+  assert.equal(t.requests(), before, 'Synced after the first time is not a change');
+  t.proxier.onEndpointSliceUpdate(slice(), slice('svc1', ['10.180.0.9']));
+  assert.equal(t.requests(), before + 1, 'the relist diff requests its sync');
+});

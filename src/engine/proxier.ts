@@ -65,6 +65,8 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   private readonly node: NodeTracker;
   private servicesSynced = false;
   private endpointSlicesSynced = false;
+  /** Set when both initial lists were in and the first sync was requested. */
+  private initializedOnce = false;
   private serviceCIDRs: string[] = [];
   private syncing = false;
   private readonly reportedThisCall = new Set<string>();
@@ -394,8 +396,16 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     if (this.isInitialized()) this.deps.requestSync();
   }
 
+  /**
+   * The first time both lists are in, request the first sync. A later relist
+   * (after a 410 or an outage) reports Synced again but delivers its changes
+   * as the diff, which requested its own sync; syncing again for the Synced
+   * alone would only delay the change behind a sync with nothing to do, as
+   * upstream's informers report HasSynced once.
+   */
   private maybeInitialized(): void {
-    if (!this.isInitialized()) return;
+    if (this.initializedOnce || !this.isInitialized()) return;
+    this.initializedOnce = true;
     this.changed(this.families);
   }
 
