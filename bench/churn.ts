@@ -17,12 +17,17 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
 import { writeChart } from './lib/chart.js';
-import { BenchCluster, buildDist, cpuSecondsOf, histogramQuantile, loadNote, percentile } from './lib/cluster.js';
+import {
+  arg,
+  BenchCluster,
+  buildDist,
+  cpuSecondsOf,
+  histogramQuantile,
+  loadNote,
+  percentile,
+  runBench,
+} from './lib/cluster.js';
 
-const arg = (name: string, def: string): string => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : def;
-};
 const SERVICES = Number(arg('services', '10000'));
 const RATE = Number(arg('rate', '10'));
 const SECONDS = Number(arg('seconds', '60'));
@@ -123,10 +128,4 @@ async function main(): Promise<void> {
   console.log(png ? `wrote ${png}` : 'wrote churn.svg (no PNG converter)');
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runBench(main);

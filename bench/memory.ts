@@ -14,13 +14,19 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
-import { BenchCluster, buildDist, cpuSecondsOf, loadNote, median, memoryOf, type Memory } from './lib/cluster.js';
+import {
+  arg,
+  BenchCluster,
+  buildDist,
+  cpuSecondsOf,
+  loadNote,
+  median,
+  memoryOf,
+  type Memory,
+  runBench,
+} from './lib/cluster.js';
 import { writeChart } from './lib/chart.js';
 
-const arg = (name: string, def: string): string => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : def;
-};
 const SIZES = arg('sizes', '1000,5000,10000').split(',').map(Number);
 const MODES = arg('modes', 'iptables,nftables').split(',');
 const ENDPOINTS = Number(arg('endpoints', '5'));
@@ -144,10 +150,4 @@ async function main(): Promise<void> {
   console.log(png ? `wrote ${png}` : 'wrote memory.svg (no PNG converter)');
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runBench(main);

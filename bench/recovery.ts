@@ -24,12 +24,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
 import { writeChart } from './lib/chart.js';
-import { BenchCluster, buildDist, type KernelMonitor, loadNote, median } from './lib/cluster.js';
+import { arg, BenchCluster, buildDist, type KernelMonitor, loadNote, median, runBench } from './lib/cluster.js';
 
-const arg = (name: string, def: string): string => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? process.argv[i + 1]! : def;
-};
 const SERVICES = Number(arg('services', '1000'));
 const MODES = arg('modes', 'iptables,nftables').split(',');
 const OUTAGE_S = Number(arg('outage', '10'));
@@ -135,10 +131,4 @@ async function main(): Promise<void> {
   console.log(png ? `wrote ${png}` : 'wrote recovery.svg (no PNG converter)');
 }
 
-main().then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(e);
-    process.exit(1);
-  },
-);
+runBench(main);

@@ -285,3 +285,20 @@ export function histogramQuantile(metricsText: string, name: string, q: number):
   }
   return { value: prevLe, count: total };
 }
+
+/** The value after `--name` on the command line, or `def`. */
+export function arg(name: string, def: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]! : def;
+}
+
+/** Run a benchmark's main and exit (0, or 1 after printing the error): namespaces are cleaned on exit. */
+export function runBench(main: () => Promise<void>): void {
+  main().then(
+    () => process.exit(0),
+    (e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
+}
