@@ -138,12 +138,10 @@ export class EbpfDataplane implements Dataplane {
         stale.get(`${key.daddr}|${key.dport}`) ?? (isLocal(rt, key.daddr) ? stale.get(`*|${key.dport}`) : undefined);
       if (!keep || keep.has(joinHostPort(val.addr, val.port))) continue;
       const rev = L.encodeCtKey({ saddr: val.addr, daddr: key.saddr, sport: val.port, dport: key.sport, proto: 'UDP' });
-      rt.apply([{ map: 'ct', op: 'delete', key: k }]);
-      n++;
-      if (rt.lookup('ct', rev)) {
-        rt.apply([{ map: 'ct', op: 'delete', key: rev }]);
-        n++;
-      }
+      // The programs may have evicted either entry meanwhile (LRU): absent is fine here.
+      const ct = rt.obj.map('ct');
+      if (ct.delete(k)) n++;
+      if (ct.delete(rev)) n++;
     }
     return n;
   }

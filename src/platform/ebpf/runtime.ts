@@ -4,7 +4,7 @@
 // hooks. Both IP families share one runtime; each family's datapath writes
 // only its own keys.
 import type { MapName } from '../../dataplane/ebpf/layout.js';
-import { MAPS } from '../../dataplane/ebpf/layout.js';
+import * as L from '../../dataplane/ebpf/layout.js';
 import type { MapOp, MapStore } from '../../dataplane/ebpf/store.js';
 import { type AttachMode, type ReconcileResult, TcAttacher } from './attach.js';
 import { attachCgroup } from './cgroup.js';
@@ -33,6 +33,7 @@ export interface RuntimeOpenReport {
 }
 
 const EINVAL = 22;
+const ENOENT = 2;
 const EOPNOTSUPP = 95;
 const ENOTSUPP = 524;
 
@@ -109,7 +110,8 @@ export class EbpfRuntime implements MapStore {
     while (i < ops.length) {
       const op = ops[i]!;
       if (op.op === 'delete') {
-        this.obj.map(op.map).delete(op.key);
+        // Strict, as the Fake: deleting what is not there means our memory of the maps is wrong.
+        if (!this.obj.map(op.map).delete(op.key)) throw new BpfError(`delete ${L.MAPS[op.map].name}`, ENOENT);
         i++;
         continue;
       }
@@ -138,6 +140,6 @@ export class EbpfRuntime implements MapStore {
   }
 
   static mapSpec(name: MapName) {
-    return MAPS[name];
+    return L.MAPS[name];
   }
 }

@@ -1,0 +1,359 @@
+// The compiled BPF programs against their TypeScript mirrors, without any
+// interface or namespace: programs and maps are loaded privately (nothing
+// pinned, nothing attached) and run with BPF_PROG_TEST_RUN on crafted frames.
+//   - layout: every struct of src/bpf/abi.h has, in the object's BTF, the
+//     size and member offsets that src/dataplane/ebpf/layout.ts encodes;
+//     every map has the key and value sizes the proxy writes;
+//   - the kernel refuses what the Fake refuses (full hash, array bounds,
+//     absent keys) and looks up LPM tries as the Fake does;
+//   - the tracer agrees with the programs on the whole shared packet-flow
+//     table: the same verdict, the endpoint the program picked among the
+//     tracer's candidates, the masquerade mark at ingress;
+//   - Maglev: the program picks exactly the endpoint the tracer computes
+//     from the flow hash; a connection keeps its endpoint and its replies
+//     are translated back.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import * as L from '../../src/dataplane/ebpf/layout.js';
+import { EbpfRenderer, Fake, trace } from '../../src/dataplane/ebpf/index.js';
+import { defaultObjectPath } from '../../src/platform/ebpf/object.js';
+import { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
+import { TC_ACT, testRun } from '../../src/platform/ebpf/testrun.js';
+import { BpfError } from '../../src/platform/ebpf/libbpf.js';
+import { PACKET_FLOW_SCENARIOS, type PacketFlow, type Scenario } from '../cases/packetflow.js';
+import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
+import { buildFrame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
+
+const le32 = (n: number) => L.encodeU32(n);
+const le16 = (n: number) => new Uint8Array([n & 0xff, n >> 8]);
+const be16 = (n: number) => new Uint8Array([n >> 8, n & 0xff]);
+const le64 = (n: bigint) => {
+  const b = new Uint8Array(8);
+  new DataView(b.buffer).setBigUint64(0, n, true);
+  return b;
+};
+const A = (ip: string) => L.addrBytes(ip);
+
+interface Layout {
+  readonly struct: string;
+  readonly sample: Uint8Array;
+  /** member -> the bytes the encoder must have put at the member's BTF offset */
+  readonly fields: Record<string, Uint8Array>;
+}
+
+const LAYOUTS: Layout[] = [
+  {
+    struct: 'svc_key',
+    sample: L.encodeSvcKey({ addr: '10.1.2.3', port: 0x1234, proto: 'UDP' }),
+    fields: { addr: A('10.1.2.3'), port: be16(0x1234), proto: new Uint8Array([17]) },
+  },
+  {
+    struct: 'svc_value',
+    sample: L.encodeSvcValue({
+      svcId: 0x01020304,
+      clusterSet: 0x05060708,
+      localSet: 0x090a0b0c,
+      affinitySecs: 0x0d0e0f10,
+      flags: 0x1112,
+      kind: 'loadBalancer',
+      algo: 'maglev',
+    }),
+    fields: {
+      svc_id: le32(0x01020304),
+      cluster_set: le32(0x05060708),
+      local_set: le32(0x090a0b0c),
+      affinity_secs: le32(0x0d0e0f10),
+      flags: le16(0x1112),
+      kind: new Uint8Array([4]),
+      algo: new Uint8Array([1]),
+    },
+  },
+  { struct: 'set_value', sample: L.encodeSetValue(0x01020304), fields: { count: le32(0x01020304) } },
+  {
+    struct: 'ep_key',
+    sample: L.encodeEpKey({ setId: 0x0a0b0c0d, slot: 0x01020304 }),
+    fields: { set_id: le32(0x0a0b0c0d), slot: le32(0x01020304) },
+  },
+  {
+    struct: 'ep_value',
+    sample: L.encodeEpValue({ addr: 'fd00::1', port: 0x2345 }),
+    fields: { addr: A('fd00::1'), port: be16(0x2345) },
+  },
+  {
+    struct: 'member_key',
+    sample: L.encodeMemberKey({ setId: 7, addr: '10.0.0.9', port: 0x0102 }),
+    fields: { set_id: le32(7), port: be16(0x0102), addr: A('10.0.0.9') },
+  },
+  {
+    struct: 'aff_key',
+    sample: L.encodeAffKey({ client: '10.9.9.9', svcId: 0x0a0b }),
+    fields: { client: A('10.9.9.9'), svc_id: le32(0x0a0b) },
+  },
+  {
+    struct: 'aff_value',
+    sample: L.encodeAffValue({ addr: '10.8.8.8', port: 0x0203, lastNs: 0x0102030405060708n }),
+    fields: { addr: A('10.8.8.8'), port: be16(0x0203), last_ns: le64(0x0102030405060708n) },
+  },
+  {
+    struct: 'lpm_svc_key',
+    sample: L.encodeLpmSvcKey({ svcId: 0x01020304, addr: '203.0.113.0', prefix: 25 }),
+    fields: { prefixlen: le32(32 + 96 + 25), svc_id: new Uint8Array([1, 2, 3, 4]), addr: A('203.0.113.0') },
+  },
+  {
+    struct: 'lpm_key',
+    sample: L.encodeLpmKey({ addr: 'fd00:10::', prefix: 64 }),
+    fields: { prefixlen: le32(64), addr: A('fd00:10::') },
+  },
+  {
+    struct: 'iface_key',
+    sample: L.encodeIfaceKey({ ifindex: 0x0102, family: 'IPv6' }),
+    fields: { ifindex: le32(0x0102), family: le32(1) },
+  },
+  {
+    struct: 'cfg_value',
+    sample: L.encodeCfgValue({ mark: 0x4000, flags: 0x0f, netnsCookie: 0x1122334455667788n }),
+    fields: { mark: le32(0x4000), flags: le32(0x0f), netns_cookie: le64(0x1122334455667788n) },
+  },
+  {
+    struct: 'ct_key',
+    sample: L.encodeCtKey({ saddr: '10.1.1.1', daddr: '10.2.2.2', sport: 0x1111, dport: 0x2222, proto: 'TCP' }),
+    fields: {
+      saddr: A('10.1.1.1'),
+      daddr: A('10.2.2.2'),
+      sport: be16(0x1111),
+      dport: be16(0x2222),
+      proto: new Uint8Array([6]),
+    },
+  },
+  {
+    struct: 'ct_value',
+    sample: L.encodeCtValue({
+      addr: '10.3.3.3',
+      nat: '10.4.4.4',
+      port: 0x3333,
+      flags: L.CT_SNAT | L.CT_REPLY,
+      svcId: 0x0a0b0c0d,
+      createdNs: 9n,
+    }),
+    fields: {
+      addr: A('10.3.3.3'),
+      nat: A('10.4.4.4'),
+      port: be16(0x3333),
+      flags: new Uint8Array([L.CT_SNAT | L.CT_REPLY]),
+      svc_id: le32(0x0a0b0c0d),
+      created_ns: le64(9n),
+    },
+  },
+  {
+    struct: 'name_value',
+    sample: L.encodeName('ns/svc:port'),
+    fields: { name: new TextEncoder().encode('ns/svc:port\0') },
+  },
+];
+
+interface BtfType {
+  id: number;
+  kind: string;
+  name: string;
+  size?: number;
+  members?: Array<{ name: string; bits_offset: number }>;
+}
+
+function btfStructs(): Map<string, BtfType> {
+  const out = execFileSync('bpftool', ['btf', 'dump', 'file', defaultObjectPath(), '-j'], { encoding: 'utf8' });
+  const types = (JSON.parse(out) as { types: BtfType[] }).types;
+  return new Map(types.filter((t) => t.kind === 'STRUCT').map((t) => [t.name, t]));
+}
+
+describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeout: 120_000 }, () => {
+  let rt: EbpfRuntime;
+  before(async () => {
+    rt = await EbpfRuntime.open({ pinRoot: null, maglevM: 251 });
+  });
+  after(() => rt?.close());
+
+  test('every struct of abi.h has the size and member offsets layout.ts encodes', () => {
+    const btf = btfStructs();
+    for (const l of LAYOUTS) {
+      const t = btf.get(l.struct);
+      assert.ok(t, `struct ${l.struct} in the object's BTF`);
+      assert.equal(t.size, l.sample.length, `sizeof(struct ${l.struct})`);
+      for (const [member, bytes] of Object.entries(l.fields)) {
+        const m: { name: string; bits_offset: number } | undefined = t.members!.find((x) => x.name === member);
+        assert.ok(m, `${l.struct}.${member}`);
+        const off: number = m.bits_offset / 8;
+        assert.deepEqual(l.sample.subarray(off, off + bytes.length), bytes, `${l.struct}.${member} at offset ${off}`);
+      }
+    }
+  });
+
+  test('every map has the key and value sizes the proxy writes', () => {
+    for (const name of L.MAP_NAMES) {
+      const m = rt.obj.map(name);
+      const spec = L.MAPS[name];
+      assert.equal(m.keySize, spec.keySize, `${spec.name} key`);
+      assert.equal(m.valueSize, name === 'maglev' ? L.maglevValueSize(251) : spec.valueSize, `${spec.name} value`);
+    }
+  });
+
+  test('the kernel refuses what the Fake refuses, and its LPM tries answer as the Fake', () => {
+    const fake = new Fake({ maglevM: 251 });
+    const errnoOf = (fn: () => void) => {
+      try {
+        fn();
+        return 0;
+      } catch (e) {
+        return e instanceof BpfError ? e.errno : (e as { errno: number }).errno;
+      }
+    };
+    const both = (ops: Parameters<Fake['apply']>[0]) => [errnoOf(() => rt.apply(ops)), errnoOf(() => fake.apply(ops))];
+    const cfg = L.encodeCfgValue({ mark: 1, flags: 0, netnsCookie: 0n });
+    assert.deepEqual(both([{ map: 'cfg', op: 'update', key: L.encodeU32(2), value: cfg }]), [7, 7], 'array index');
+    assert.deepEqual(both([{ map: 'cfg', op: 'delete', key: L.encodeU32(0) }]), [22, 22], 'array delete');
+    assert.deepEqual(both([{ map: 'sets', op: 'delete', key: L.encodeU32(99) }]), [2, 2], 'absent key');
+    const one = L.encodeU8(1);
+    const ranges = [
+      { svcId: 5, addr: '203.0.113.0', prefix: 25 },
+      { svcId: 5, addr: '192.168.0.0', prefix: 24 },
+      { svcId: 6, addr: '2001:db8::', prefix: 32 },
+    ];
+    const ops = ranges.map((k) => ({
+      map: 'lbSrc' as const,
+      op: 'update' as const,
+      key: L.encodeLpmSvcKey(k),
+      value: one,
+    }));
+    rt.apply(ops);
+    fake.apply(ops);
+    for (const [svcId, ip] of [
+      [5, '203.0.113.2'],
+      [5, '203.0.113.130'],
+      [5, '192.168.0.77'],
+      [6, '192.168.0.77'],
+      [6, '2001:db8:1::1'],
+      [5, '2001:db8:1::1'],
+    ] as const) {
+      const k = L.encodeLpmSvcKey({ svcId, addr: ip, prefix: ip.includes(':') ? 128 : 32 });
+      assert.equal(rt.lookup('lbSrc', k) !== null, fake.lookup('lbSrc', k) !== null, `svc ${svcId} ${ip}`);
+    }
+    rt.apply(ops.map((o) => ({ map: o.map, op: 'delete' as const, key: o.key })));
+  });
+
+  describe('the tracer agrees with the programs on the shared packet-flow table', () => {
+    let sport = 20000;
+    for (const s of PACKET_FLOW_SCENARIOS) {
+      const flows = s.flows.filter((f) => f.protocol !== 'SCTP' && !s.name.startsWith('HealthCheckNodePort'));
+      if (flows.length === 0) continue;
+      test(s.name, () => {
+        clear(rt);
+        const ops = new EbpfRenderer(scenarioConfig(s, 'ebpf'), { maglevM: 251 }).render({
+          state: scenarioSyncState(s),
+        }).ops;
+        const fake = new Fake({ maglevM: 251 });
+        fake.apply(ops);
+        rt.apply(ops);
+        for (const f of flows) compareFlow(rt, fake, s, f, sport++);
+      });
+    }
+  });
+
+  test('Maglev: the program picks the endpoint the tracer computes from the flow hash', () => {
+    const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ClusterIPGeneral')!;
+    clear(rt);
+    const ops = new EbpfRenderer(scenarioConfig(s, 'ebpf'), { algorithm: 'maglev', maglevM: 251 }).render({
+      state: scenarioSyncState(s),
+    }).ops;
+    const fake = new Fake({ maglevM: 251 });
+    fake.apply(ops);
+    rt.apply(ops);
+    const seen = new Set<string>();
+    for (let port = 30000; port < 30040; port++) {
+      const pkt = { src: '10.180.0.2', dst: '172.30.0.42', port: 80 };
+      const want = trace(fake, pkt, scenarioLocalIPs(s), { sport: port });
+      const out = parseFrame(
+        testRun(rt.obj.program('kpt_ingress'), {
+          frame: buildFrame({ src: pkt.src, dst: pkt.dst, sport: port, dport: 80, proto: 'TCP' }),
+        }).frame,
+      );
+      assert.equal(`${out.dst}:${out.dport}`, want.output, `sport ${port}`);
+      seen.add(want.output);
+    }
+    assert.equal(seen.size, 2, 'both endpoints get flows');
+  });
+
+  test('a connection keeps its endpoint; its replies come back from the service address', () => {
+    const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ClusterIPGeneral')!;
+    clear(rt);
+    rt.apply(new EbpfRenderer(scenarioConfig(s, 'ebpf')).render({ state: scenarioSyncState(s) }).ops);
+    const ingress = rt.obj.program('kpt_ingress');
+    const egress = rt.obj.program('kpt_egress');
+    const syn = { src: '10.180.0.2', dst: '172.30.0.42', sport: 41000, dport: 80, proto: 'TCP' as const };
+    const first = parseFrame(testRun(ingress, { frame: buildFrame(syn) }).frame);
+    for (let i = 0; i < 5; i++) {
+      const again = parseFrame(testRun(ingress, { frame: buildFrame({ ...syn, flags: TCP_ACK }) }).frame);
+      assert.equal(`${again.dst}:${again.dport}`, `${first.dst}:${first.dport}`, 'same endpoint for the whole flow');
+    }
+    const reply = testRun(egress, {
+      frame: buildFrame({
+        src: first.dst,
+        dst: syn.src,
+        sport: first.dport,
+        dport: syn.sport,
+        proto: 'TCP',
+        flags: 0x12,
+      }),
+    });
+    const r = parseFrame(reply.frame);
+    assert.deepEqual([r.src, r.sport, r.l4ok, r.l3ok], ['172.30.0.42', 80, true, true]);
+  });
+});
+
+/** Every entry of every map (the array is zeroed): each scenario starts empty. */
+function clear(rt: EbpfRuntime): void {
+  for (const m of L.MAP_NAMES) {
+    if (m === 'stats') continue;
+    if (m === 'cfg') {
+      for (const i of [0, 1]) rt.apply([{ map: 'cfg', op: 'update', key: L.encodeU32(i), value: new Uint8Array(16) }]);
+      continue;
+    }
+    rt.apply(rt.dump(m).map(([k]) => ({ map: m, op: 'delete' as const, key: k })));
+  }
+}
+
+function compareFlow(rt: EbpfRuntime, fake: Fake, s: Scenario, f: PacketFlow, sport: number): void {
+  const locals = scenarioLocalIPs(s);
+  const want = trace(fake, { src: f.src, dst: f.dst, port: f.port, protocol: f.protocol }, locals);
+  const egress = locals.includes(f.src);
+  const frame = buildFrame({ src: f.src, dst: f.dst, sport, dport: f.port, proto: f.protocol as 'TCP' | 'UDP' });
+  const got = testRun(rt.obj.program(egress ? 'kpt_egress' : 'kpt_ingress'), { frame });
+  const out = parseFrame(got.frame);
+  const what = `${s.name} / ${f.name}: ${f.protocol} ${f.src} -> ${f.dst}:${f.port} (tracer: ${want.output || '""'})`;
+  switch (want.output) {
+    case '':
+      assert.equal(got.retval, TC_ACT.unspec, what);
+      assert.equal(`${out.dst}:${out.dport}`, `${f.dst}:${f.port}`, what);
+      return;
+    case 'DROP':
+      assert.equal(got.retval, TC_ACT.shot, what);
+      return;
+    case 'REJECT':
+      assert.equal(got.retval, TC_ACT.redirect, what);
+      assert.ok(out.icmp, `${what}: an ICMP error`);
+      assert.deepEqual(
+        [out.icmp.type, out.icmp.code, out.icmp.inner.dst, out.icmp.inner.dport, out.l4ok],
+        [f.dst.includes(':') ? 1 : 3, f.dst.includes(':') ? 4 : 3, f.dst, f.port, true],
+        what,
+      );
+      return;
+    default: {
+      const chosen = f.dst.includes(':') ? `[${out.dst}]:${out.dport}` : `${out.dst}:${out.dport}`;
+      assert.ok(
+        want.candidates.some((c) => c.endpoint === chosen),
+        `${what}: program chose ${chosen}`,
+      );
+      assert.ok(out.l4ok && out.l3ok, `${what}: checksums`);
+      if (!egress) assert.equal((got.mark & 0x4000) !== 0, want.masq, `${what}: masquerade mark`);
+    }
+  }
+}
