@@ -38,7 +38,7 @@ export async function diffEbpfFamily(i: EbpfFamilyInput): Promise<FamilyDiff> {
       for (const m of L.MAP_NAMES) {
         if (!L.MAPS[m].rendered) continue;
         const e = new Map<string, Uint8Array>();
-        for (const [k, v] of maps.dump(m)) if (L.familyOfEntry(m, k) === i.family) e.set(L.hex(k), v);
+        for (const [k, v] of maps.dump(m)) if (L.familyOfEntry(m, k) === i.family) e.set(L.keyOf(k), v);
         live.set(m, e);
       }
     } finally {
@@ -48,7 +48,7 @@ export async function diffEbpfFamily(i: EbpfFamilyInput): Promise<FamilyDiff> {
   const fake = new Fake({ maglevM: i.ebpf.maglevM });
   fake.apply(
     [...live].flatMap(([map, e]) =>
-      [...e].map(([k, v]) => ({ map, op: 'update' as const, key: L.unhex(k), value: v })),
+      [...e].map(([k, v]) => ({ map, op: 'update' as const, key: L.keyBytes(k), value: v })),
     ),
   );
   const renderer = new EbpfRenderer(i.config, { algorithm: i.ebpf.algorithm, maglevM: i.ebpf.maglevM });
@@ -84,21 +84,21 @@ function compare(before: ReadonlyMap<L.MapName, ReadonlyMap<string, Uint8Array>>
   for (const m of L.MAP_NAMES) {
     if (!L.MAPS[m].rendered) continue;
     const b = before.get(m) ?? new Map<string, Uint8Array>();
-    const a = new Map(after.dump(m).map(([k, v]) => [L.hex(k), v] as const));
+    const a = new Map(after.dump(m).map(([k, v]) => [L.keyOf(k), v] as const));
     const name = L.MAPS[m].name;
     for (const [k, v] of a) {
       const old = b.get(k);
-      if (!old) out.push({ map: name, change: 'added', after: entryText(m, L.unhex(k), v) });
+      if (!old) out.push({ map: name, change: 'added', after: entryText(m, L.keyBytes(k), v) });
       else if (L.hex(old) !== L.hex(v))
         out.push({
           map: name,
           change: 'changed',
-          before: entryText(m, L.unhex(k), old),
-          after: entryText(m, L.unhex(k), v),
+          before: entryText(m, L.keyBytes(k), old),
+          after: entryText(m, L.keyBytes(k), v),
         });
     }
     for (const [k, v] of b)
-      if (!a.has(k)) out.push({ map: name, change: 'removed', before: entryText(m, L.unhex(k), v) });
+      if (!a.has(k)) out.push({ map: name, change: 'removed', before: entryText(m, L.keyBytes(k), v) });
   }
   return out;
 }

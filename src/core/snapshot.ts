@@ -63,10 +63,13 @@ export function buildSyncState(input: BuildSyncStateInput): SyncState {
   const endpoints = new Map<string, readonly Endpoint[]>();
   const categorized = new Map<string, CategorizedEndpoints>();
   const prev = input.previous && input.previous.node === input.node ? input.previous : null;
+  const changed = new Set(input.changedServices);
+  const changedPorts = new Set<string>();
   const keys = [...input.services.keys()].sort();
   for (const k of keys) {
     const sp = input.services.get(k)!;
     if (sp.family !== input.family) continue;
+    if (changed.has(sp.serviceKey)) changedPorts.add(k);
     const eps = input.endpoints.get(endpointsKey(sp.name))?.endpoints ?? EMPTY;
     services.set(k, sp);
     endpoints.set(k, eps);
@@ -79,7 +82,8 @@ export function buildSyncState(input: BuildSyncStateInput): SyncState {
     services,
     endpoints,
     categorized,
-    changedServices: new Set(input.changedServices),
+    changedServices: changed,
+    changedServicePorts: changedPorts,
     fullSync: input.fullSync,
     node: input.node,
     serviceCIDRs: serviceCIDRsForFamily(input.serviceCIDRs, input.family),

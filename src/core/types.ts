@@ -153,6 +153,12 @@ export interface SyncState {
    * last successful sync. Meaningless when fullSync is true.
    */
   readonly changedServices: ReadonlySet<string>;
+  /**
+   * Keys of this state's service ports whose Service is in changedServices
+   * (so a renderer need not scan every port to find them). Optional: when
+   * absent, renderers that want it scan `services`.
+   */
+  readonly changedServicePorts?: ReadonlySet<string>;
   /** Rewrite everything: first sync, after a failure, topology change, or hourly. */
   readonly fullSync: boolean;
   readonly node: NodeInfo;

@@ -127,41 +127,79 @@ export function addrFamily(b: Uint8Array): IPFamily {
 
 // ---- a tiny cursor over a fixed-size buffer -----------------------------
 
+/**
+ * Writes little-endian and network-order fields into a fresh buffer. Hot in
+ * full renders (tens of thousands of entries): no DataView, and IPv4
+ * addresses are written without going through the generic parser.
+ */
 class W {
   readonly b: Uint8Array;
-  private readonly v: DataView;
   constructor(size: number) {
     this.b = new Uint8Array(size);
-    this.v = new DataView(this.b.buffer);
   }
   addr(off: number, ip: string): this {
-    this.b.set(addrBytes(ip), off);
+    if (!putIPv4Mapped(this.b, off, ip)) this.b.set(addrBytes(ip), off);
     return this;
   }
   u8(off: number, n: number): this {
-    this.v.setUint8(off, n);
+    this.b[off] = n;
     return this;
   }
   u16(off: number, n: number): this {
-    this.v.setUint16(off, n, true);
+    this.b[off] = n & 0xff;
+    this.b[off + 1] = (n >>> 8) & 0xff;
     return this;
   }
   be16(off: number, n: number): this {
-    this.v.setUint16(off, n, false);
+    this.b[off] = (n >>> 8) & 0xff;
+    this.b[off + 1] = n & 0xff;
     return this;
   }
   u32(off: number, n: number): this {
-    this.v.setUint32(off, n >>> 0, true);
+    this.b[off] = n & 0xff;
+    this.b[off + 1] = (n >>> 8) & 0xff;
+    this.b[off + 2] = (n >>> 16) & 0xff;
+    this.b[off + 3] = (n >>> 24) & 0xff;
     return this;
   }
   be32(off: number, n: number): this {
-    this.v.setUint32(off, n >>> 0, false);
+    this.b[off] = (n >>> 24) & 0xff;
+    this.b[off + 1] = (n >>> 16) & 0xff;
+    this.b[off + 2] = (n >>> 8) & 0xff;
+    this.b[off + 3] = n & 0xff;
     return this;
   }
   u64(off: number, n: bigint): this {
-    this.v.setBigUint64(off, n, true);
+    new DataView(this.b.buffer).setBigUint64(off, n, true);
     return this;
   }
+}
+
+/**
+ * A canonical dotted quad ("10.1.2.3", as every address in a SyncState is)
+ * written as ::ffff:a.b.c.d at off; false for anything else (the caller then
+ * uses the generic parser, which also reports what is not an address).
+ */
+function putIPv4Mapped(b: Uint8Array, off: number, ip: string): boolean {
+  let part = 0;
+  let digits = 0;
+  let i = 12;
+  for (let c = 0; c < ip.length; c++) {
+    const ch = ip.charCodeAt(c);
+    if (ch >= 48 && ch <= 57) {
+      part = part * 10 + (ch - 48);
+      if (++digits > 3 || part > 255) return false;
+    } else if (ch === 46 && digits > 0 && i < 15) {
+      b[off + i++] = part;
+      part = 0;
+      digits = 0;
+    } else return false;
+  }
+  if (digits === 0 || i !== 15) return false;
+  b[off + 15] = part;
+  b[off + 10] = 0xff;
+  b[off + 11] = 0xff;
+  return true;
 }
 
 class R {
@@ -244,7 +282,7 @@ export function decodeSvcValue(b: Uint8Array): SvcValue {
 
 // ---- addrs, sets, eps, members -----------------------------------------
 
-export const encodeAddrKey = (ip: string): Uint8Array => addrBytes(ip);
+export const encodeAddrKey = (ip: string): Uint8Array => new W(16).addr(0, ip).b;
 export const decodeAddrKey = (b: Uint8Array): string => addrText(b);
 export const encodeU32 = (n: number): Uint8Array => new W(4).u32(0, n).b;
 export const decodeU32 = (b: Uint8Array): number => new R(b).u32(0);
@@ -445,16 +483,32 @@ export function decodeCtValue(b: Uint8Array): CtValue {
 const NAME_LEN = 160;
 export function encodeName(name: string): Uint8Array {
   const out = new Uint8Array(NAME_LEN);
-  const b = new TextEncoder().encode(name).subarray(0, NAME_LEN - 1);
-  out.set(b);
+  // Kubernetes names, namespaces and port names are ASCII (DNS labels).
+  const n = Math.min(name.length, NAME_LEN - 1);
+  for (let i = 0; i < n; i++) out[i] = name.charCodeAt(i) & 0x7f;
   return out;
 }
 export function decodeName(b: Uint8Array): string {
   const end = b.indexOf(0);
-  return new TextDecoder().decode(b.subarray(0, end < 0 ? b.length : end));
+  return keyOf(b.subarray(0, end < 0 ? b.length : end));
 }
 
 // ---- generic ----------------------------------------------------------------
+
+/**
+ * A compact string form of key bytes (one char per byte) for in-memory maps
+ * keyed by entries; keyBytes turns it back. Not for display (see hex).
+ */
+export function keyOf(b: Uint8Array): string {
+  // One call builds a flat string (appending char by char would make a rope of
+  // one node per byte, which the map then has to flatten and the GC to collect).
+  return String.fromCharCode.apply(null, b as unknown as number[]);
+}
+export function keyBytes(k: string): Uint8Array {
+  const out = new Uint8Array(k.length);
+  for (let i = 0; i < k.length; i++) out[i] = k.charCodeAt(i);
+  return out;
+}
 
 export function hex(b: Uint8Array): string {
   let s = '';

@@ -284,6 +284,6 @@ test('SCTP ports are reported and left out', () => {
 
 function liveOf(f: Fake): LiveEntries {
   return new Map(
-    L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [m, new Map(f.dump(m).map(([k, v]) => [L.hex(k), v]))]),
+    L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [m, new Map(f.dump(m).map(([k, v]) => [L.keyOf(k), v]))]),
   );
 }

@@ -44,8 +44,8 @@ export interface EbpfRenderInput {
   /** The node's network namespace cookie (socket-level load balancing). */
   readonly netnsCookie?: bigint;
   /**
-   * This family's entries in the kernel now (hex key -> value per map), read
-   * when needsLive() says so. Absent: the maps are taken as empty.
+   * This family's entries in the kernel now (L.keyOf(key) -> value per map),
+   * read when needsLive() says so. Absent: the maps are taken as empty.
    */
   readonly live?: LiveEntries;
 }
@@ -55,18 +55,22 @@ export type LiveEntries = ReadonlyMap<L.MapName, ReadonlyMap<string, Uint8Array>
 export interface EbpfRenderResult {
   readonly ops: MapOp[];
   readonly full: boolean;
+  /** Keys of the service ports this render recomputed (every port on a full render). */
+  readonly ports: readonly string[];
   /** Service ports left out, with the reason (e.g. an address another port already serves). */
   readonly skipped: ReadonlyArray<{ readonly servicePort: string; readonly reason: string }>;
-  readonly counters: { readonly servicePorts: number; readonly endpoints: number; readonly writes: number };
+  readonly counters: { readonly servicePorts: number; readonly writes: number };
 }
 
 type Entries = Map<L.MapName, Map<string, Uint8Array>>;
 const NODE_OWNER = '\0node';
+const LIVE_OWNER = '\0live';
 
-/** What one service port puts in the maps. */
+/** What one owner (a service port, the node, the adopted live state) puts in the maps. */
 interface Contribution {
   readonly entries: Array<[L.MapName, string, Uint8Array]>;
   readonly addrs: Map<string, number>;
+  serviceKey: string;
 }
 
 function emptyEntries(): Entries {
@@ -100,7 +104,14 @@ export class EbpfRenderer {
   private readonly algorithm: L.LbAlgorithm;
   private readonly maglevM: number;
   private entries: Entries = emptyEntries();
+  /** Owner (service-port key, NODE_OWNER, LIVE_OWNER) -> what it put in the maps. */
   private owners = new Map<string, Contribution>();
+  /** Service key -> its port keys that own entries (partial renders find withdrawn ports here). */
+  private portsOfService = new Map<string, Set<string>>();
+  /** svc entry (hex key) -> the port that owns it. */
+  private svcOwner = new Map<string, string>();
+  /** Address -> owner -> the flags it asks for; the addrs entry is their union. */
+  private addrRefs = new Map<string, Map<string, number>>();
   private ids = new Map<string, number>();
   private usedIds = new Set<number>();
   /** After adopting live entries: ids found there, kept for the ports that had them. */
@@ -129,99 +140,142 @@ export class EbpfRenderer {
     this.known = false;
     this.entries = emptyEntries();
     this.owners.clear();
+    this.portsOfService.clear();
+    this.svcOwner.clear();
+    this.addrRefs.clear();
     this.ids.clear();
     this.usedIds.clear();
     this.freeIds = [];
     this.nextId = L.ID_RANGE[this.family][0];
   }
 
+  /**
+   * The operations for this state. A partial render touches only the ports
+   * of changed Services (state.changedServicePorts, or a scan when the
+   * state does not carry it) and the node-level entries: its cost follows
+   * the change, not the number of Services.
+   */
   render(input: EbpfRenderInput): EbpfRenderResult {
     const full = input.state.fullSync || !this.known;
     if (!this.known) this.adopt(input.live);
-    const skipped: Array<{ servicePort: string; reason: string }> = [];
-    const before = this.entries;
-    const after: Entries = new Map([...before].map(([m, e]) => [m, new Map(e)]));
-    const touched = new Map<L.MapName, Set<string>>(L.MAP_NAMES.map((m) => [m, new Set<string>()]));
-    const put = (m: L.MapName, k: string, v: Uint8Array | null) => {
-      touched.get(m)!.add(k);
-      if (v === null) after.get(m)!.delete(k);
-      else after.get(m)!.set(k, v);
-    };
-
-    // Which service ports to (re)compute.
     const state = input.state;
+    const skipped: Array<{ servicePort: string; reason: string }> = [];
+    const overlay = new Map<L.MapName, Map<string, Uint8Array | null>>(L.MAP_NAMES.map((m) => [m, new Map()]));
+    const put = (m: L.MapName, k: string, v: Uint8Array | null) => overlay.get(m)!.set(k, v);
+
+    // Which service ports to (re)compute: all, or those of changed Services (before and after).
     const redo = new Set<string>();
-    for (const [key, sp] of state.services) if (full || state.changedServices.has(sp.serviceKey)) redo.add(key);
-    for (const key of this.owners.keys()) {
-      if (key === NODE_OWNER) continue;
-      const owner = serviceKeyOf(key);
-      if (full || state.changedServices.has(owner) || !state.services.has(key)) redo.add(key);
+    if (full) {
+      for (const k of state.services.keys()) redo.add(k);
+      for (const k of this.owners.keys()) if (k !== NODE_OWNER) redo.add(k);
+    } else {
+      for (const k of state.changedServicePorts ?? scanChanged(state)) redo.add(k);
+      for (const svc of state.changedServices) for (const k of this.portsOfService.get(svc) ?? []) redo.add(k);
     }
 
-    // Withdraw the old contributions of those ports, then add the new ones.
+    // Withdraw their old contributions, then add the new ones (in key order: on a
+    // clash inside one render the first port wins).
     const addrTouched = new Set<string>();
-    for (const key of redo) {
-      const old = this.owners.get(key);
-      if (!old) continue;
-      for (const [m, k] of old.entries) put(m, k, null);
-      for (const a of old.addrs.keys()) addrTouched.add(a);
-      this.owners.delete(key);
-      if (!state.services.has(key)) this.releaseId(key);
-    }
-    const claimed = this.claimedSvcKeys(redo);
-    const ordered = [...redo].filter((k) => state.services.has(k)).sort();
-    for (const key of ordered) {
+    for (const key of redo) this.withdraw(key, put, addrTouched, !state.services.has(key));
+    const claimedNow = new Set<string>();
+    for (const key of [...redo].filter((k) => state.services.has(k)).sort()) {
       const sp = state.services.get(key)!;
-      const c = this.contribution(sp, state, claimed, before, skipped);
-      for (const [m, k, v] of c.entries) put(m, k, v);
-      for (const a of c.addrs.keys()) addrTouched.add(a);
-      this.owners.set(key, c);
+      const c = this.contribution(sp, state, claimedNow, skipped);
+      this.own(key, sp.serviceKey, c, put, addrTouched);
     }
 
     // Node-level entries: always recomputed (a handful).
-    const node = this.nodeContribution(input);
-    const oldNode = this.owners.get(NODE_OWNER);
-    for (const [m, k] of oldNode?.entries ?? []) put(m, k, null);
-    for (const a of oldNode?.addrs.keys() ?? []) addrTouched.add(a);
-    for (const [m, k, v] of node.entries) put(m, k, v);
-    for (const a of node.addrs.keys()) addrTouched.add(a);
-    this.owners.set(NODE_OWNER, node);
+    this.withdraw(NODE_OWNER, put, addrTouched, false);
+    this.own(NODE_OWNER, NODE_OWNER, this.nodeContribution(input), put, addrTouched);
 
     // Addresses: the union of every owner's flags.
     for (const a of addrTouched) {
       let flags = 0;
-      for (const c of this.owners.values()) flags |= c.addrs.get(a) ?? 0;
-      put('addrs', L.hex(L.encodeAddrKey(a)), flags === 0 ? null : L.encodeU32(flags));
+      for (const f of this.addrRefs.get(a)?.values() ?? []) flags |= f;
+      put('addrs', L.keyOf(L.encodeAddrKey(a)), flags === 0 ? null : L.encodeU32(flags));
     }
 
-    const ops = this.diff(before, after, touched);
-    this.entries = after;
+    const ops = this.diff(overlay);
+    for (const [m, o] of overlay) {
+      const e = this.entries.get(m)!;
+      for (const [k, v] of o) {
+        if (v === null) e.delete(k);
+        else e.set(k, v);
+      }
+    }
     this.known = true;
     this.liveIds.clear();
-    let endpoints = 0;
-    for (const cat of state.categorized.values()) endpoints += cat.allReachableEndpoints.length;
     return {
       ops,
       full,
+      ports: [...redo],
       skipped,
-      counters: { servicePorts: state.services.size, endpoints, writes: ops.length },
+      counters: { servicePorts: state.services.size, writes: ops.length },
     };
   }
 
-  /** The ops that turn `before` into `after`, looking only at touched keys. */
-  private diff(before: Entries, after: Entries, touched: Map<L.MapName, Set<string>>): MapOp[] {
+  /** Take back what owner put in the maps (its svc entries, its address flags). */
+  private withdraw(
+    owner: string,
+    put: (m: L.MapName, k: string, v: null) => void,
+    addrTouched: Set<string>,
+    gone: boolean,
+  ): void {
+    const old = this.owners.get(owner);
+    if (!old) return;
+    for (const [m, k] of old.entries) {
+      put(m, k, null);
+      if (m === 'svc' && this.svcOwner.get(k) === owner) this.svcOwner.delete(k);
+    }
+    for (const a of old.addrs.keys()) {
+      this.addrRefs.get(a)?.delete(owner);
+      if (this.addrRefs.get(a)?.size === 0) this.addrRefs.delete(a);
+      addrTouched.add(a);
+    }
+    this.owners.delete(owner);
+    this.portsOfService.get(old.serviceKey)?.delete(owner);
+    if (gone) this.releaseId(owner);
+  }
+
+  private own(
+    owner: string,
+    serviceKey: string,
+    c: Contribution,
+    put: (m: L.MapName, k: string, v: Uint8Array) => void,
+    addrTouched: Set<string>,
+  ): void {
+    c.serviceKey = serviceKey;
+    for (const [m, k, v] of c.entries) {
+      put(m, k, v);
+      if (m === 'svc') this.svcOwner.set(k, owner);
+    }
+    for (const [a, f] of c.addrs) {
+      let refs = this.addrRefs.get(a);
+      if (!refs) this.addrRefs.set(a, (refs = new Map()));
+      refs.set(owner, f);
+      addrTouched.add(a);
+    }
+    this.owners.set(owner, c);
+    let ports = this.portsOfService.get(serviceKey);
+    if (!ports) this.portsOfService.set(serviceKey, (ports = new Set()));
+    ports.add(owner);
+  }
+
+  /** The ops that make the maps hold the overlay, in the safe order. */
+  private diff(overlay: Map<L.MapName, Map<string, Uint8Array | null>>): MapOp[] {
     const updates: MapOp[] = [];
     const deletes: MapOp[] = [];
     for (const m of ORDER) {
-      for (const k of touched.get(m)!) {
-        const a = after.get(m)!.get(k);
-        const b = before.get(m)!.get(k);
-        if (a !== undefined && (b === undefined || !sameBytes(a, b)))
-          updates.push({ map: m, op: 'update', key: L.unhex(k), value: a });
-        else if (a === undefined && b !== undefined) deletes.push({ map: m, op: 'delete', key: L.unhex(k) });
+      const before = this.entries.get(m)!;
+      for (const [k, a] of overlay.get(m) ?? []) {
+        const b = before.get(k);
+        if (a !== null && (b === undefined || !sameBytes(a, b)))
+          updates.push({ map: m, op: 'update', key: L.keyBytes(k), value: a });
+        else if (a === null && b !== undefined) deletes.push({ map: m, op: 'delete', key: L.keyBytes(k) });
       }
     }
-    // Shrinking sets: a freed tail slot must go after the count that stops pointing at it.
+    // Removals run in the reverse order: services before their sets, a freed tail
+    // slot after the count that stops pointing at it.
     const byOrder = (o: MapOp) => ORDER.indexOf(o.map);
     deletes.sort((x, y) => byOrder(y) - byOrder(x));
     return [...updates, ...deletes];
@@ -229,32 +283,22 @@ export class EbpfRenderer {
 
   // ---- service ports ----------------------------------------------------
 
-  /** svc keys owned by ports that are not being recomputed (they keep them). */
-  private claimedSvcKeys(redo: ReadonlySet<string>): Map<string, string> {
-    const claimed = new Map<string, string>();
-    for (const [key, c] of this.owners) {
-      if (key === NODE_OWNER || redo.has(key)) continue;
-      for (const [m, k] of c.entries) if (m === 'svc') claimed.set(k, key);
-    }
-    return claimed;
-  }
-
   private contribution(
     sp: ServicePort,
     state: SyncState,
-    claimed: Map<string, string>,
-    before: Entries,
+    claimedNow: Set<string>,
     skipped: Array<{ servicePort: string; reason: string }>,
   ): Contribution {
     const entries: Array<[L.MapName, string, Uint8Array]> = [];
     const addrs = new Map<string, number>();
-    const c: Contribution = { entries, addrs };
+    const c: Contribution = { entries, addrs, serviceKey: sp.serviceKey };
+    const before = this.entries;
     if (sp.protocol === 'SCTP') {
       skipped.push({ servicePort: sp.key, reason: 'SCTP is not translated by the ebpf programs' });
       return c;
     }
     const id = this.idFor(sp, before);
-    entries.push(['names', L.hex(L.encodeU32(id)), L.encodeName(sp.key)]);
+    entries.push(['names', L.keyOf(L.encodeU32(id)), L.encodeName(sp.key)]);
     const policy = servicePortPolicy(sp, state.categorized.get(sp.key));
     const algo: L.LbAlgorithm =
       sp.lbAlgorithm === 'maglev' || sp.lbAlgorithm === 'random' ? sp.lbAlgorithm : this.algorithm;
@@ -262,8 +306,10 @@ export class EbpfRenderer {
     const local = sp.usesLocalEndpoints ? policy.localEndpoints : [];
     const clusterSet = cluster.length ? L.clusterSetOf(id) : 0;
     const localSet = local.length ? L.localSetOf(id) : 0;
-    if (clusterSet) this.setEntries(clusterSet, cluster, algo, before, entries);
-    if (localSet) this.setEntries(localSet, local, algo, before, entries);
+    // Membership is what ClientIP affinity checks a remembered endpoint against; nothing else reads it.
+    const members = sp.stickyMaxAgeSeconds > 0;
+    if (clusterSet) this.setEntries(clusterSet, cluster, algo, members, before, entries);
+    if (localSet) this.setEntries(localSet, local, algo, members, before, entries);
 
     const base = policy.hasEndpoints ? 0 : L.SVC_NO_ENDPOINTS;
     const value = (kind: L.SvcKind, flags: number) =>
@@ -281,20 +327,20 @@ export class EbpfRenderer {
     // from one that did not change); within one render the first in key
     // order wins. The loser is reported.
     const frontend = (addr: string, port: number, kind: L.SvcKind, flags: number) => {
-      const k = L.hex(L.encodeSvcKey({ addr, port, proto: sp.protocol }));
-      const holder = claimed.get(k);
+      const k = L.keyOf(L.encodeSvcKey({ addr, port, proto: sp.protocol }));
       const what = `${joinHostPort(addr, port)}/${sp.protocol}`;
+      const holder = this.svcOwner.get(k);
+      if (claimedNow.has(k) && holder !== sp.key) {
+        skipped.push({ servicePort: sp.key, reason: `${what} is served by ${holder}` });
+        return;
+      }
       if (holder !== undefined && holder !== sp.key) {
         const old = this.owners.get(holder);
-        if (!old) {
-          skipped.push({ servicePort: sp.key, reason: `${what} is served by ${holder}` });
-          return;
-        }
-        const i = old.entries.findIndex(([m, ek]) => m === 'svc' && ek === k);
-        if (i >= 0) old.entries.splice(i, 1);
+        const i = old ? old.entries.findIndex(([m, ek]) => m === 'svc' && ek === k) : -1;
+        if (i >= 0) old!.entries.splice(i, 1);
         skipped.push({ servicePort: holder, reason: `${what} is now served by ${sp.key}` });
       }
-      claimed.set(k, sp.key);
+      claimedNow.add(k);
       entries.push(['svc', k, value(kind, flags)]);
     };
     const extLocal = sp.externalPolicyLocal ? L.SVC_LOCAL_POLICY : 0;
@@ -331,7 +377,7 @@ export class EbpfRenderer {
       if (!c || c.family !== this.family) continue;
       entries.push([
         'lbSrc',
-        L.hex(L.encodeLpmSvcKey({ svcId: id, addr: parseIP(c.text.split('/')[0])!.text, prefix: c.prefix })),
+        L.keyOf(L.encodeLpmSvcKey({ svcId: id, addr: parseIP(c.text.split('/')[0])!.text, prefix: c.prefix })),
         one,
       ]);
       if (nodeIP && cidrContains(c, nodeIP)) nodeInRange = true;
@@ -339,7 +385,7 @@ export class EbpfRenderer {
     if (!nodeInRange) return;
     const host = this.family === 'IPv4' ? 32 : 128;
     for (const ip of sp.loadBalancerVIPs)
-      entries.push(['lbSrc', L.hex(L.encodeLpmSvcKey({ svcId: id, addr: ip, prefix: host })), one]);
+      entries.push(['lbSrc', L.keyOf(L.encodeLpmSvcKey({ svcId: id, addr: ip, prefix: host })), one]);
   }
 
   /** One endpoint set: slots kept where they were, count, membership, Maglev table. */
@@ -347,6 +393,7 @@ export class EbpfRenderer {
     setId: number,
     eps: readonly Endpoint[],
     algo: L.LbAlgorithm,
+    members: boolean,
     before: Entries,
     entries: Array<[L.MapName, string, Uint8Array]>,
   ): void {
@@ -354,12 +401,13 @@ export class EbpfRenderer {
     const byKey = new Map(eps.map((e) => [joinHostPort(e.ip, e.port), e]));
     slots.forEach((key, slot) => {
       const e = byKey.get(key)!;
-      entries.push(['eps', L.hex(L.encodeEpKey({ setId, slot })), L.encodeEpValue({ addr: e.ip, port: e.port })]);
-      entries.push(['members', L.hex(L.encodeMemberKey({ setId, addr: e.ip, port: e.port })), L.encodeU32(slot)]);
+      entries.push(['eps', L.keyOf(L.encodeEpKey({ setId, slot })), L.encodeEpValue({ addr: e.ip, port: e.port })]);
+      if (members)
+        entries.push(['members', L.keyOf(L.encodeMemberKey({ setId, addr: e.ip, port: e.port })), L.encodeU32(slot)]);
     });
-    entries.push(['sets', L.hex(L.encodeU32(setId)), L.encodeSetValue(slots.length)]);
+    entries.push(['sets', L.keyOf(L.encodeU32(setId)), L.encodeSetValue(slots.length)]);
     if (algo === 'maglev')
-      entries.push(['maglev', L.hex(L.encodeU32(setId)), L.encodeMaglev(maglevTable(slots, this.maglevM))]);
+      entries.push(['maglev', L.keyOf(L.encodeU32(setId)), L.encodeMaglev(maglevTable(slots, this.maglevM))]);
   }
 
   // ---- ids --------------------------------------------------------------
@@ -372,7 +420,7 @@ export class EbpfRenderer {
     if (sp.clusterIP) {
       const v = before
         .get('svc')!
-        .get(L.hex(L.encodeSvcKey({ addr: sp.clusterIP, port: sp.port, proto: sp.protocol })));
+        .get(L.keyOf(L.encodeSvcKey({ addr: sp.clusterIP, port: sp.port, proto: sp.protocol })));
       const live = v ? L.decodeSvcValue(v).svcId : undefined;
       if (live !== undefined && this.liveIds.has(live) && !this.usedIds.has(live)) id = live;
     }
@@ -407,7 +455,7 @@ export class EbpfRenderer {
         const c = parseCIDR(r);
         if (!c || c.family !== this.family) continue;
         detect = L.CFG_DETECT_CIDR;
-        entries.push(['podCidrs', L.hex(L.encodeLpmKey({ addr: c.text.split('/')[0]!, prefix: c.prefix })), one]);
+        entries.push(['podCidrs', L.keyOf(L.encodeLpmKey({ addr: c.text.split('/')[0]!, prefix: c.prefix })), one]);
       }
     } else if (det.kind === 'bridge' || det.kind === 'prefix') {
       detect = L.CFG_DETECT_IFACE;
@@ -421,7 +469,7 @@ export class EbpfRenderer {
         if (pod)
           entries.push([
             'ifaces',
-            L.hex(L.encodeIfaceKey({ ifindex: i.index, family: this.family })),
+            L.keyOf(L.encodeIfaceKey({ ifindex: i.index, family: this.family })),
             L.encodeU32(L.IFACE_POD),
           ]);
       }
@@ -429,7 +477,7 @@ export class EbpfRenderer {
     for (const r of input.state.serviceCIDRs) {
       const c = parseCIDR(r);
       if (c && c.family === this.family)
-        entries.push(['svcCidrs', L.hex(L.encodeLpmKey({ addr: c.text.split('/')[0]!, prefix: c.prefix })), one]);
+        entries.push(['svcCidrs', L.keyOf(L.encodeLpmKey({ addr: c.text.split('/')[0]!, prefix: c.prefix })), one]);
     }
     const npa = this.config.nodePortAddresses;
     for (const ip of input.localIPs ?? this.config.localIPs) {
@@ -440,34 +488,33 @@ export class EbpfRenderer {
     }
     entries.push([
       'cfg',
-      L.hex(L.encodeU32(L.familyIndex(this.family))),
+      L.keyOf(L.encodeU32(L.familyIndex(this.family))),
       L.encodeCfgValue({
         mark: this.config.masqueradeMark,
         flags: L.CFG_ENABLED | detect | cfgFlags,
         netnsCookie: input.netnsCookie ?? 0n,
       }),
     ]);
-    return { entries, addrs };
+    return { entries, addrs, serviceKey: NODE_OWNER };
   }
 
   // ---- after a restart or a failure ---------------------------------------
 
   /** Start from what the kernel holds for this family (or nothing). */
   private adopt(live: LiveEntries | undefined): void {
-    this.entries = emptyEntries();
+    this.reset();
     for (const [m, e] of live ?? []) for (const [k, v] of e) this.entries.get(m)!.set(k, v);
-    // Everything live is owned by a pseudo-owner per map until the full render redistributes it:
-    // the full render withdraws it (so stale entries are deleted) and re-adds what is still wanted.
+    // Everything live belongs to a pseudo-owner that the full render withdraws
+    // (deleting what is not wanted) before the ports re-add what they want.
     const stale: Array<[L.MapName, string, Uint8Array]> = [];
     const addrs = new Map<string, number>();
     for (const [m, e] of this.entries) {
-      if (m === 'addrs') for (const [k] of e) addrs.set(L.decodeAddrKey(L.unhex(k)), 0);
+      if (m === 'addrs') for (const [k] of e) addrs.set(L.decodeAddrKey(L.keyBytes(k)), 0);
       else for (const [k, v] of e) stale.push([m, k, v]);
     }
-    this.owners = new Map([['\0live', { entries: stale, addrs }]]);
+    this.own(LIVE_OWNER, LIVE_OWNER, { entries: stale, addrs, serviceKey: LIVE_OWNER }, () => {}, new Set());
     // Ids in use by the live service entries stay with the ports that have them;
     // new ports get ids above them.
-    this.liveIds.clear();
     for (const v of this.entries.get('svc')!.values()) {
       const id = L.decodeSvcValue(v).svcId;
       if (!inRange(id, this.family)) continue;
@@ -477,25 +524,26 @@ export class EbpfRenderer {
   }
 }
 
+/** Keys of the ports whose Service changed, by looking at every port (states without changedServicePorts). */
+function scanChanged(state: SyncState): string[] {
+  const out: string[] = [];
+  for (const [k, sp] of state.services) if (state.changedServices.has(sp.serviceKey)) out.push(k);
+  return out;
+}
+
 function inRange(id: number, family: IPFamily): boolean {
   const [lo, hi] = L.ID_RANGE[family];
   return id >= lo && id < hi;
 }
 
-/** "ns/name:port/proto" style keys of ServicePorts -> their service key ("ns/name"). */
-function serviceKeyOf(servicePortKey: string): string {
-  const colon = servicePortKey.indexOf(':');
-  return colon < 0 ? servicePortKey : servicePortKey.slice(0, colon);
-}
-
 /** The set's endpoints by slot, as the entries hold them ("ip:port"). */
 function previousSlots(e: Entries, setId: number): string[] {
-  const set = e.get('sets')!.get(L.hex(L.encodeU32(setId)));
+  const set = e.get('sets')!.get(L.keyOf(L.encodeU32(setId)));
   if (!set) return [];
   const n = L.decodeSetValue(set).count;
   const out: string[] = [];
   for (let slot = 0; slot < n; slot++) {
-    const v = e.get('eps')!.get(L.hex(L.encodeEpKey({ setId, slot })));
+    const v = e.get('eps')!.get(L.keyOf(L.encodeEpKey({ setId, slot })));
     if (!v) break;
     const d = L.decodeEpValue(v);
     out.push(joinHostPort(d.addr, d.port));

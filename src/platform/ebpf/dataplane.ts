@@ -10,8 +10,8 @@ import { EbpfRenderer, type LiveEntries } from '../../dataplane/ebpf/renderer.js
 import * as L from '../../dataplane/ebpf/layout.js';
 import { deleteMasqueradeTableScript, masqueradeTableScript } from '../../dataplane/ebpf/masq.js';
 import { joinHostPort } from '../../core/ip.js';
+import { performance } from 'node:perf_hooks';
 import { run } from '../exec.js';
-import { localIPs } from '../netinfo.js';
 import { cleanupEbpf } from './cleanup.js';
 import { DEFAULT_PIN_ROOT } from './pins.js';
 import type { EbpfOptions } from '../../dataplane/ebpf/options.js';
@@ -68,25 +68,29 @@ export class EbpfDataplane implements Dataplane {
       await run('nft', ['-f', '-'], { input: masqueradeTableScript(this.family, this.deps.config.masqueradeMark) });
       this.masqReady = true;
     }
+    const t0 = performance.now();
     const r = this.renderer.render({
       state,
-      localIPs: localIPs(this.family),
+      localIPs: node.localIPs(this.family),
       ifaces: node.ifaces(),
       netnsCookie: node.cookie,
       ...(this.renderer.needsLive() ? { live: this.live(node.rt) } : {}),
     });
+    const t1 = performance.now();
     try {
       node.rt.apply(r.ops);
     } catch (err) {
       this.renderer.reset();
       throw err;
     }
+    const t2 = performance.now();
     for (const s of r.skipped) this.event('warn', s, 'service port not programmed');
-    const swept = this.sweepStaleUDP(node.rt, this.lastState, state);
+    const swept = this.sweepStaleUDP(node.rt, this.lastState, state, r.ports);
     if (swept) this.event('debug', { deleted: swept }, 'stale UDP connection entries deleted');
     this.lastState = state;
-    this.event('debug', { writes: r.ops.length, full: r.full }, 'BPF maps synced');
-    return { partial: !r.full, counters: { ...r.counters } };
+    const timing = { renderMs: t1 - t0, applyMs: t2 - t1 };
+    this.event('debug', { writes: r.ops.length, full: r.full, ...timing }, 'BPF maps synced');
+    return { partial: !r.full, counters: { ...r.counters, ...timing } };
   }
 
   /** Between syncs: interfaces or addresses changed; rewrite the node-level entries. */
@@ -95,8 +99,8 @@ export class EbpfDataplane implements Dataplane {
     const last = this.lastState;
     if (!node || !last || this.renderer.needsLive()) return;
     const r = this.renderer.render({
-      state: { ...last, fullSync: false, changedServices: new Set() },
-      localIPs: localIPs(this.family),
+      state: { ...last, fullSync: false, changedServices: new Set(), changedServicePorts: new Set() },
+      localIPs: node.localIPs(this.family),
       ifaces: node.ifaces(),
       netnsCookie: node.cookie,
     });
@@ -114,7 +118,7 @@ export class EbpfDataplane implements Dataplane {
     for (const m of L.MAP_NAMES) {
       if (!L.MAPS[m].rendered) continue;
       const e = new Map<string, Uint8Array>();
-      for (const [k, v] of rt.dump(m)) if (L.familyOfEntry(m, k) === this.family) e.set(L.hex(k), v);
+      for (const [k, v] of rt.dump(m)) if (L.familyOfEntry(m, k) === this.family) e.set(L.keyOf(k), v);
       out.set(m, e);
     }
     return out;
@@ -125,9 +129,9 @@ export class EbpfDataplane implements Dataplane {
    * a UDP flow whose endpoint left its service is forgotten, so its next
    * datagram is balanced again. Returns the number of entries deleted.
    */
-  private sweepStaleUDP(rt: EbpfRuntime, prev: SyncState | null, state: SyncState): number {
+  private sweepStaleUDP(rt: EbpfRuntime, prev: SyncState | null, state: SyncState, ports: readonly string[]): number {
     if (!prev) return 0;
-    const stale = staleUDPFrontends(prev, state);
+    const stale = staleUDPFrontends(prev, state, ports);
     if (stale.size === 0) return 0;
     let n = 0;
     for (const [k, v] of rt.dump('ct')) {
@@ -167,11 +171,17 @@ function isLocal(rt: EbpfRuntime, ip: string): boolean {
 /**
  * Frontends ("addr|port", or "*|nodePort") of UDP service ports that lost an
  * endpoint since prev, each with the endpoints ("ip:port") still serving.
+ * Only `ports` (the ones this sync recomputed) are looked at.
  */
-export function staleUDPFrontends(prev: SyncState, state: SyncState): Map<string, Set<string>> {
+export function staleUDPFrontends(
+  prev: SyncState,
+  state: SyncState,
+  ports: readonly string[],
+): Map<string, Set<string>> {
   const out = new Map<string, Set<string>>();
-  for (const [key, old] of prev.services) {
-    if (old.protocol !== 'UDP' || !(state.fullSync || state.changedServices.has(old.serviceKey))) continue;
+  for (const key of ports) {
+    const old = prev.services.get(key);
+    if (!old || old.protocol !== 'UDP') continue;
     const before = prev.categorized.get(key)?.allReachableEndpoints ?? [];
     const now = state.services.has(key) ? (state.categorized.get(key)?.allReachableEndpoints ?? []) : [];
     const keep = new Set(now.map((e) => joinHostPort(e.ip, e.port)));

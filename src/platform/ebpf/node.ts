@@ -6,6 +6,7 @@
 // (addresses, interface detectors).
 import { localIPs } from '../netinfo.js';
 import { Sysctl } from '../sysctl.js';
+import type { IPFamily } from '../../core/types.js';
 import type { Iface } from './ifaces.js';
 import { listIfaces, netnsCookie } from './ifaces.js';
 import { EbpfRuntime, type RuntimeOptions } from './runtime.js';
@@ -25,6 +26,7 @@ export class SharedNode {
   private timer: ReturnType<typeof setInterval> | null = null;
   private signature = '';
   private current: Iface[] = [];
+  private addresses: Record<IPFamily, string[]> = { IPv4: [], IPv6: [] };
   private readonly listeners = new Set<Listener>();
   readonly cookie: bigint;
 
@@ -70,6 +72,11 @@ export class SharedNode {
     return this.current;
   }
 
+  /** The node's addresses of a family, as of the last look (every WATCH_INTERVAL_MS). */
+  localIPs(family: IPFamily): readonly string[] {
+    return this.addresses[family];
+  }
+
   onChange(l: Listener): () => void {
     this.listeners.add(l);
     return () => this.listeners.delete(l);
@@ -97,17 +104,15 @@ export class SharedNode {
   refresh(initial: boolean): void {
     try {
       const list = listIfaces();
-      const sig = JSON.stringify([
-        list.map((i) => [i.index, i.name, i.master, i.type]),
-        localIPs('IPv4'),
-        localIPs('IPv6'),
-      ]);
+      const addresses = { IPv4: localIPs('IPv4'), IPv6: localIPs('IPv6') };
+      const sig = JSON.stringify([list.map((i) => [i.index, i.name, i.master, i.type]), addresses]);
       if (!initial && sig === this.signature) return;
       const r = this.rt.attachInterfaces(list);
       if (r.attached.length || r.updated.length || r.removed.length)
         this.events.info({ ...r, mode: this.rt.attachMode }, 'BPF programs attached');
       this.signature = sig;
       this.current = list;
+      this.addresses = addresses;
     } catch (err) {
       if (initial) throw err;
       this.events.warn({ err: String(err) }, 'attaching BPF programs failed; retrying');

@@ -1,0 +1,487 @@
+// Benchmark (never a test): the ebpf mode beside the iptables and nftables
+// modes, each programmed by its real dataplane class, on one namespace path:
+//
+//   cli 10.0.1.2 --veth-- node 10.0.1.1 | 10.0.2.1 --veth-- srv 10.0.2.2
+//
+// The node namespace holds N Services (one endpoint each, never used) plus
+// the measured one, ClusterIP 10.96.0.10:80/81/82 -> 10.0.2.2:8080/8081/8082,
+// named so that it comes last (iptables walks every other Service's rule
+// before it). Client and backend are bench/userspace-relay.c (usload).
+//   * connection rate: closed loop, 64 concurrent, one 64 B request each;
+//   * connect latency: open loop at --paced conn/s, p50/p99 connect-to-response;
+//   * bulk: one connection writing 256 KiB chunks to the sink (Gbit/s);
+//   * cold sync: the first full sync of --cold Services (ebpf: programs already
+//     loaded and attached; that one-time start is reported apart);
+//   * one-endpoint change: a partial sync adding one endpoint to one Service
+//     of --change Services (median of --changes), and its map writes.
+// Prints tables and writes bench/out/ebpf.{json,svg,png} (+ -sync).
+//
+//   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,iptables,nftables]
+//        [--seconds 3] [--reps 3] [--paced 2000] [--cold 10000] [--change 20000] [--changes 15]
+//
+// Namespaces kpt-ebpfb-<pid>-<rand>-{cli,node,srv} are removed on exit and
+// SIGINT; the ebpf child keeps its bpf filesystem in a private mount
+// namespace that ends with it.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import * as readline from 'node:readline';
+import { syncStateFromObjects } from '../src/core/snapshot.js';
+import { categorizeEndpoints } from '../src/core/topology.js';
+import type { Dataplane, DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
+import { deleteNamespaceSync, trackChild, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
+import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
+import { writeChart } from './lib/chart.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const OUT = join(here, 'out');
+const VIP = '10.96.0.10';
+const BACKEND = '10.0.2.2';
+type Mode = 'ebpf' | 'iptables' | 'nftables';
+
+function arg(name: string, dflt: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1]! : dflt;
+}
+const num = (name: string, dflt: number) => Number(arg(name, String(dflt)));
+
+// ---------------- the node side: a dataplane fed SyncStates ----------------
+
+const CONFIG: DataplaneConfig = {
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  // The client counts as a local pod: the measured path is DNAT only, no masquerade.
+  localDetector: { kind: 'cidr', cidrs: ['10.0.1.0/24'] },
+  nodePortAddresses: null,
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', '10.0.1.1', '10.0.2.1'],
+};
+
+/** n bulk Services (172.30/16, one endpoint each) and the measured one, last in name order. */
+function buildState(n: number): SyncState {
+  const services = [];
+  const slices = [];
+  for (let i = 0; i < n; i++) {
+    services.push(
+      withClusterIP(
+        makeService('bulk', `svc${i}`, (s) => {
+          s.spec.ports = [svcPort('p80', 80, 'TCP', { targetPort: 8080 })];
+        }),
+        `172.30.${i >> 8}.${i & 255}`,
+      ),
+    );
+    slices.push(
+      makeSlice('bulk', `svc${i}`, 1, (s) => {
+        s.endpoints = [endpoint(`10.${128 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`, { nodeName: 'n1', ready: true })];
+        s.ports = [slicePort('p80', 8080)];
+      }),
+    );
+  }
+  const ports = [80, 81, 82];
+  services.push(
+    withClusterIP(
+      makeService('zz', 'measured', (s) => {
+        s.spec.ports = ports.map((p) => svcPort(`p${p}`, p, 'TCP', { targetPort: p + 8000 }));
+      }),
+      VIP,
+    ),
+  );
+  slices.push(
+    makeSlice('zz', 'measured', 1, (s) => {
+      s.endpoints = [endpoint(BACKEND, { nodeName: 'n1', ready: true })];
+      s.ports = ports.map((p) => slicePort(`p${p}`, p + 8000));
+    }),
+  );
+  return syncStateFromObjects({
+    services,
+    slices,
+    family: 'IPv4',
+    nodeName: 'n0',
+    serviceCIDRs: ['10.96.0.0/16', '172.30.0.0/16'],
+  });
+}
+
+/** The state after one more endpoint for bulk service i (what the engine would hand over). */
+function withExtraEndpoint(base: SyncState, i: number, round: number): SyncState {
+  const key = `bulk/svc${i}:p80`;
+  const sp = base.services.get(key)!;
+  const eps = base.endpoints.get(key)!;
+  const ip = `10.250.${round & 255}.${i & 255}`;
+  const extra: Endpoint = { ...eps[0]!, ip, key: `${ip}:8080`, nodeName: 'n3' };
+  const next = [...eps, extra].sort((a, b) => (a.key < b.key ? -1 : 1));
+  const endpoints = new Map(base.endpoints).set(key, next);
+  const categorized = new Map(base.categorized).set(key, categorizeEndpoints(next, sp, 'n0', {}));
+  return {
+    ...base,
+    endpoints,
+    categorized,
+    changedServices: new Set([sp.serviceKey]),
+    changedServicePorts: new Set([key]),
+    fullSync: false,
+  };
+}
+
+async function makeDataplane(mode: Mode): Promise<Dataplane> {
+  if (mode === 'ebpf') {
+    const { EbpfDataplane, DEFAULT_EBPF_OPTIONS } = await import('../src/platform/ebpf/dataplane.js');
+    return new EbpfDataplane({ config: CONFIG, ebpf: { ...DEFAULT_EBPF_OPTIONS, pinRoot: '/sys/fs/bpf/kpt-bench' } });
+  }
+  const { realClock } = await import('../src/platform/clock.js');
+  if (mode === 'nftables') {
+    const { NftablesDataplane } = await import('../src/platform/nftables/dataplane.js');
+    return new NftablesDataplane({ config: CONFIG, clock: realClock });
+  }
+  const { IptablesDataplane, hostRunner, procSysctl } = await import('../src/platform/iptables/index.js');
+  return new IptablesDataplane({
+    config: CONFIG,
+    run: hostRunner,
+    sysctl: procSysctl,
+    clock: realClock,
+    syncPeriodMs: 30_000,
+    onEvent: () => {},
+  });
+}
+
+/** The child: one dataplane in the node namespace, driven by JSON lines on stdin. */
+async function child(mode: Mode): Promise<void> {
+  const dp = await makeDataplane(mode);
+  let state: SyncState | null = null;
+  const say = (o: unknown) => process.stdout.write(JSON.stringify(o) + '\n');
+  const timed = async (s: SyncState) => {
+    const c0 = process.cpuUsage();
+    const t0 = performance.now();
+    const out = await dp.sync(s);
+    const ms = performance.now() - t0;
+    const cpu = process.cpuUsage(c0);
+    return { ms, cpuMs: (cpu.user + cpu.system) / 1000, counters: out.counters ?? {} };
+  };
+  say({ ready: true });
+  for await (const line of readline.createInterface({ input: process.stdin })) {
+    const req = JSON.parse(line) as { op: string; n?: number; changes?: number };
+    if (req.op === 'warm') {
+      // ebpf: load and attach the programs (one-time start cost) before the timed cold sync.
+      const t0 = performance.now();
+      await dp.sync(buildState(0));
+      say({ ms: performance.now() - t0 });
+    } else if (req.op === 'sync') {
+      state = buildState(req.n!);
+      say(await timed({ ...state, fullSync: true }));
+    } else if (req.op === 'changes') {
+      const out = [];
+      for (let r = 0; r < req.changes!; r++) {
+        const next = withExtraEndpoint(state!, (r * 7919) % req.n!, r);
+        out.push(await timed(next));
+        state = next;
+      }
+      say({ changes: out });
+    } else if (req.op === 'exit') {
+      dp.close?.();
+      say({ bye: true });
+      process.exit(0);
+    }
+  }
+}
+
+// ---------------- the parent: namespaces, traffic, tables ----------------
+
+function sh(args: string[]): string {
+  return execFileSync(args[0]!, args.slice(1), { encoding: 'utf8', maxBuffer: 1 << 26 });
+}
+
+interface Net {
+  readonly cli: string;
+  readonly node: string;
+  readonly srv: string;
+}
+
+function makeNet(): Net {
+  const p = `kpt-ebpfb-${process.pid}-${randomBytes(2).toString('hex')}-`;
+  const net = { cli: `${p}cli`, node: `${p}node`, srv: `${p}srv` };
+  for (const ns of Object.values(net)) {
+    trackNamespace(ns);
+    sh(['ip', 'netns', 'add', ns]);
+    sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
+  }
+  sh(['ip', '-n', net.node, 'link', 'add', 'c0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', net.cli]);
+  sh(['ip', '-n', net.node, 'link', 'add', 's0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', net.srv]);
+  sh(['ip', '-n', net.node, 'addr', 'add', '10.0.1.1/24', 'dev', 'c0']);
+  sh(['ip', '-n', net.node, 'addr', 'add', '10.0.2.1/24', 'dev', 's0']);
+  sh(['ip', '-n', net.cli, 'addr', 'add', '10.0.1.2/24', 'dev', 'eth0']);
+  sh(['ip', '-n', net.srv, 'addr', 'add', `${BACKEND}/24`, 'dev', 'eth0']);
+  for (const [ns, dev] of [
+    [net.node, 'c0'],
+    [net.node, 's0'],
+    [net.cli, 'eth0'],
+    [net.srv, 'eth0'],
+  ] as const)
+    sh(['ip', '-n', ns, 'link', 'set', dev, 'up']);
+  sh(['ip', '-n', net.cli, 'route', 'add', 'default', 'via', '10.0.1.1']);
+  sh(['ip', '-n', net.srv, 'route', 'add', 'default', 'via', '10.0.2.1']);
+  sh(['ip', 'netns', 'exec', net.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+  return net;
+}
+
+function dropNet(net: Net): void {
+  for (const ns of Object.values(net)) {
+    deleteNamespaceSync(ns);
+    untrackNamespace(ns);
+  }
+}
+
+class Child {
+  private readonly lines: AsyncIterator<string>;
+  private constructor(readonly proc: ChildProcess) {
+    this.lines = readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
+  }
+  static async start(mode: Mode, net: Net): Promise<Child> {
+    const node = [process.execPath, ...process.execArgv, fileURLToPath(import.meta.url), '--child', mode];
+    const argv =
+      mode === 'ebpf'
+        ? [
+            'unshare',
+            '--mount',
+            '--propagation',
+            'private',
+            'sh',
+            '-c',
+            `mount -t bpf bpf /sys/fs/bpf && exec nsenter --net=/run/netns/${net.node} -- "$@"`,
+            'sh',
+            ...node,
+          ]
+        : ['ip', 'netns', 'exec', net.node, ...node];
+    const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
+    trackChild(proc.pid);
+    const c = new Child(proc);
+    await c.read();
+    return c;
+  }
+  async ask<T>(req: object): Promise<T> {
+    this.proc.stdin!.write(JSON.stringify(req) + '\n');
+    return this.read() as Promise<T>;
+  }
+  private async read(): Promise<unknown> {
+    const r = await this.lines.next();
+    if (r.done) throw new Error('bench child exited');
+    return JSON.parse(r.value);
+  }
+  async stop(): Promise<void> {
+    await this.ask({ op: 'exit' }).catch(() => {});
+    await new Promise((r) => (this.proc.exitCode !== null ? r(null) : this.proc.once('exit', r)));
+  }
+}
+
+function usload(): string {
+  const bin = join(OUT, 'usload');
+  mkdirSync(OUT, { recursive: true });
+  sh(['gcc', '-O2', '-o', bin, join(here, 'userspace-relay.c')]);
+  return bin;
+}
+
+function inNs(ns: string, argv: string[]): Record<string, number> {
+  return JSON.parse(
+    sh(['ip', 'netns', 'exec', ns, ...argv])
+      .trim()
+      .split('\n')
+      .pop()!,
+  ) as Record<string, number>;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+interface TrafficRow {
+  mode: Mode;
+  services: number;
+  rate: number;
+  p50: number;
+  p99: number;
+  gbps: number;
+  errors: number;
+}
+
+async function traffic(mode: Mode, n: number, bin: string): Promise<TrafficRow> {
+  const net = makeNet();
+  const server = spawn('ip', ['netns', 'exec', net.srv, bin, 'server', BACKEND], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  trackChild(server.pid);
+  let child: Child | null = null;
+  try {
+    await new Promise((r) => server.stdout!.once('data', r));
+    child = await Child.start(mode, net);
+    if (mode === 'ebpf') await child.ask({ op: 'warm' });
+    await child.ask({ op: 'sync', n });
+    const secs = String(num('seconds', 3));
+    const rates: number[] = [];
+    const p50: number[] = [];
+    const p99: number[] = [];
+    const gbps: number[] = [];
+    let errors = 0;
+    for (let rep = 0; rep < num('reps', 3); rep++) {
+      const r = inNs(net.cli, [bin, 'rate', VIP, '80', secs, '64']);
+      rates.push(r['rate']!);
+      errors += r['errors']!;
+      const l = inNs(net.cli, [bin, 'paced', VIP, '80', secs, String(num('paced', 2000))]);
+      p50.push(l['p50_us']!);
+      p99.push(l['p99_us']!);
+      errors += l['errors']!;
+      gbps.push(inNs(net.cli, [bin, 'bulk', VIP, '82', secs])['gbps']!);
+    }
+    return { mode, services: n, rate: median(rates), p50: median(p50), p99: median(p99), gbps: median(gbps), errors };
+  } finally {
+    await child?.stop();
+    server.kill('SIGKILL');
+    dropNet(net);
+  }
+}
+
+interface SyncRow {
+  mode: Mode;
+  startMs: number | null;
+  coldN: number;
+  coldMs: number;
+  coldCpuMs: number;
+  changeN: number;
+  changeMs: number;
+  changeMaxMs: number;
+  changeCpuMs: number;
+  writes: number | null;
+  /** ebpf: the cold sync's render and map-write parts (ms). */
+  renderMs: number | null;
+  applyMs: number | null;
+}
+
+async function syncs(mode: Mode): Promise<SyncRow> {
+  const coldN = num('cold', 10000);
+  const changeN = num('change', 20000);
+  const net = makeNet();
+  let child: Child | null = null;
+  try {
+    child = await Child.start(mode, net);
+    const start = mode === 'ebpf' ? (await child.ask<{ ms: number }>({ op: 'warm' })).ms : null;
+    const cold = await child.ask<{ ms: number; cpuMs: number; counters: Record<string, number> }>({
+      op: 'sync',
+      n: coldN,
+    });
+    await child.stop();
+    dropNet(net);
+    const net2 = makeNet();
+    try {
+      child = await Child.start(mode, net2);
+      if (mode === 'ebpf') await child.ask({ op: 'warm' });
+      await child.ask({ op: 'sync', n: changeN });
+      const ch = await child.ask<{ changes: Array<{ ms: number; cpuMs: number; counters: Record<string, number> }> }>({
+        op: 'changes',
+        n: changeN,
+        changes: num('changes', 15),
+      });
+      const ms = ch.changes.map((c) => c.ms);
+      return {
+        mode,
+        startMs: start,
+        coldN,
+        coldMs: cold.ms,
+        coldCpuMs: cold.cpuMs,
+        changeN,
+        changeMs: median(ms),
+        changeMaxMs: Math.max(...ms),
+        changeCpuMs: median(ch.changes.map((c) => c.cpuMs)),
+        writes: mode === 'ebpf' ? median(ch.changes.map((c) => c.counters['writes'] ?? 0)) : null,
+        renderMs: cold.counters['renderMs'] ?? null,
+        applyMs: cold.counters['applyMs'] ?? null,
+      };
+    } finally {
+      await child?.stop();
+      dropNet(net2);
+    }
+  } catch (e) {
+    dropNet(net);
+    throw e;
+  }
+}
+
+async function main(): Promise<void> {
+  const modes = arg('modes', 'ebpf,iptables,nftables').split(',') as Mode[];
+  const sizes = arg('sizes', '0,10000,40000').split(',').map(Number);
+  const bin = usload();
+  const load = () => sh(['cat', '/proc/loadavg']).split(' ').slice(0, 3).join(' ');
+  console.log(`load average at start: ${load()}`);
+  const rows: TrafficRow[] = [];
+  for (const n of sizes) {
+    for (const mode of modes) {
+      const r = await traffic(mode, n, bin);
+      rows.push(r);
+      console.log(
+        `${mode.padEnd(8)} ${String(n).padStart(6)} Services: ${r.rate.toFixed(0)} conn/s, p50 ${r.p50} us, p99 ${r.p99} us, bulk ${r.gbps.toFixed(2)} Gbit/s, errors ${r.errors}`,
+      );
+    }
+  }
+  const syncRows: SyncRow[] = [];
+  if (arg('syncs', 'yes') !== 'no')
+    for (const mode of modes) {
+      const s = await syncs(mode);
+      syncRows.push(s);
+      console.log(
+        `${mode.padEnd(8)} cold ${s.coldN}: ${s.coldMs.toFixed(1)} ms (cpu ${s.coldCpuMs.toFixed(1)}` +
+          `${s.renderMs !== null ? `; render ${s.renderMs.toFixed(1)}, map writes ${s.applyMs!.toFixed(1)}` : ''})` +
+          `${s.startMs !== null ? ` [start ${s.startMs.toFixed(0)} ms]` : ''}; one-endpoint change at ${s.changeN}: ` +
+          `median ${s.changeMs.toFixed(2)} ms, max ${s.changeMaxMs.toFixed(2)} ms, cpu ${s.changeCpuMs.toFixed(2)} ms` +
+          `${s.writes !== null ? `, ${s.writes} map writes` : ''}`,
+      );
+    }
+  console.log(`load average at end: ${load()}`);
+  printTables(rows, syncRows, sizes, modes);
+  mkdirSync(OUT, { recursive: true });
+  writeFileSync(join(OUT, 'ebpf.json'), JSON.stringify({ rows, syncRows }, null, 2));
+  const png = writeChart(join(OUT, 'ebpf'), {
+    title: 'Connections per second through a ClusterIP (closed loop, 64 concurrent)',
+    yLabel: 'conn/s',
+    series: modes,
+    groups: sizes.map((n) => ({
+      label: `${n} Services`,
+      values: modes.map((m) => rows.find((r) => r.mode === m && r.services === n)?.rate ?? null),
+    })),
+  });
+  if (syncRows.length)
+    writeChart(join(OUT, 'ebpf-sync'), {
+      title: `Cold sync (${num('cold', 10000)}) and one-endpoint change (${num('change', 20000)}), wall ms`,
+      yLabel: 'ms (log)',
+      log: true,
+      series: modes,
+      groups: [
+        { label: 'cold sync', values: modes.map((m) => syncRows.find((s) => s.mode === m)?.coldMs ?? null) },
+        {
+          label: 'one-endpoint change',
+          values: modes.map((m) => syncRows.find((s) => s.mode === m)?.changeMs ?? null),
+        },
+      ],
+    });
+  console.log(`wrote ${join(OUT, 'ebpf.json')}${png ? ` and ${png}` : ''}`);
+}
+
+function printTables(rows: TrafficRow[], syncRows: SyncRow[], sizes: number[], modes: Mode[]): void {
+  console.log('\n| Services | mode | conn/s | x iptables | p50 us | p99 us | bulk Gbit/s |');
+  console.log('|---:|---|---:|---:|---:|---:|---:|');
+  for (const n of sizes)
+    for (const m of modes) {
+      const r = rows.find((x) => x.mode === m && x.services === n)!;
+      const ipt = rows.find((x) => x.mode === 'iptables' && x.services === n);
+      const x = ipt ? (r.rate / ipt.rate).toFixed(2) : '-';
+      console.log(`| ${n} | ${m} | ${r.rate.toFixed(0)} | ${x} | ${r.p50} | ${r.p99} | ${r.gbps.toFixed(2)} |`);
+    }
+  if (!syncRows.length) return;
+  console.log(
+    '\n| mode | cold sync (Services) | wall ms | cpu ms | one-endpoint change (Services) | median ms | max ms | cpu ms | writes |',
+  );
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const s of syncRows)
+    console.log(
+      `| ${s.mode} | ${s.coldN} | ${s.coldMs.toFixed(1)} | ${s.coldCpuMs.toFixed(1)} | ${s.changeN} | ${s.changeMs.toFixed(2)} | ${s.changeMaxMs.toFixed(2)} | ${s.changeCpuMs.toFixed(2)} | ${s.writes ?? '-'} |`,
+    );
+}
+
+if (process.argv.includes('--child')) await child(arg('child', 'ebpf') as Mode);
+else await main();
