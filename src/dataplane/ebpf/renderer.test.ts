@@ -70,26 +70,33 @@ test('a cold sync writes every entry once; the same state again writes nothing',
   assert.deepEqual(again.ops, []);
 });
 
-test('adding one endpoint is three writes: its slot, its membership, the count', () => {
-  const r = new EbpfRenderer(CONFIG);
-  const eps = (k: number) => (i: number) => Array.from({ length: k }, (_, j) => `10.244.${i}.${j + 10}`);
-  r.render({ state: state(50, eps(3)) });
-  const grown = state(50, (i) => (i === 7 ? eps(4)(i) : eps(3)(i)), ['default/web-7']);
-  const ops = r.render({ state: grown }).ops;
-  assert.deepEqual(
-    ops.map((o) => `${o.op} ${o.map}`),
-    ['update eps', 'update members', 'update sets'],
-  );
-  assert.deepEqual(L.decodeEpKey(ops[0]!.key), { setId: L.decodeU32(ops[2]!.key), slot: 3 });
-  assert.equal(L.decodeSetValue(ops[2]!.value!).count, 4);
+test('adding one endpoint is two writes (its slot, the count); three with ClientIP affinity (its membership)', () => {
+  for (const affinity of [false, true]) {
+    const extra = affinity ? { sessionAffinity: 'ClientIP' } : {};
+    const r = new EbpfRenderer(CONFIG);
+    const eps = (k: number) => (i: number) => Array.from({ length: k }, (_, j) => `10.244.${i}.${j + 10}`);
+    r.render({ state: state(50, eps(3), undefined, extra) });
+    const grown = state(50, (i) => (i === 7 ? eps(4)(i) : eps(3)(i)), ['default/web-7'], extra);
+    const ops = r.render({ state: grown }).ops;
+    assert.deepEqual(
+      ops.map((o) => `${o.op} ${o.map}`),
+      affinity ? ['update eps', 'update members', 'update sets'] : ['update eps', 'update sets'],
+    );
+    const set = ops.at(-1)!;
+    assert.deepEqual(L.decodeEpKey(ops[0]!.key), { setId: L.decodeU32(set.key), slot: 3 });
+    assert.equal(L.decodeSetValue(set.value!).count, 4);
+  }
 });
 
 test('removing one endpoint moves the last slot into its place before the count shrinks, then frees the tail', () => {
   const r = new EbpfRenderer(CONFIG);
   const fake = new Fake();
   const four = ['10.244.1.10', '10.244.1.11', '10.244.1.12', '10.244.1.13'];
-  fake.apply(r.render({ state: state(1, () => four) }).ops);
-  const ops = r.render({ state: state(1, () => four.filter((ip) => ip !== '10.244.1.11'), ['default/web-0']) }).ops;
+  const aff = { sessionAffinity: 'ClientIP' };
+  fake.apply(r.render({ state: state(1, () => four, undefined, aff) }).ops);
+  const ops = r.render({
+    state: state(1, () => four.filter((ip) => ip !== '10.244.1.11'), ['default/web-0'], aff),
+  }).ops;
   assert.deepEqual(
     ops.map((o) => `${o.op} ${o.map}`),
     ['update eps', 'update members', 'update sets', 'delete members', 'delete eps'],
