@@ -99,7 +99,10 @@ function tcp(req: Req): Promise<Res> {
     sock.on('error', (e) => finish({ ok: false, error: errCode(e) }));
     const rl = readline.createInterface({ input: sock });
     rl.on('error', () => {}); // the socket's own 'error' handler reports it
-    rl.once('line', (l) => finish({ ok: true, reply: JSON.parse(l) }));
+    // peer: the server address as this socket sees it (getpeername).
+    rl.once('line', (l) =>
+      finish({ ok: true, reply: JSON.parse(l), peer: `${sock.remoteAddress}:${sock.remotePort}` }),
+    );
     sock.on('close', () => finish({ ok: false, error: 'ECONNRESET' }));
   });
 }
@@ -124,7 +127,10 @@ function udp(req: Req): Promise<Res> {
     };
     const timer = setTimeout(() => finish({ ok: false, error: 'ETIMEDOUT' }), timeoutMs);
     sock.on('error', (e) => finish({ ok: false, error: errCode(e) }));
-    sock.on('message', (m) => finish({ ok: true, reply: JSON.parse(m.toString()) }));
+    // peer: where the answer came from as recvmsg reports it.
+    sock.on('message', (m, rinfo) =>
+      finish({ ok: true, reply: JSON.parse(m.toString()), peer: `${rinfo.address}:${rinfo.port}` }),
+    );
     const bindOpts: dgram.BindOptions = { port: Number(req['localPort'] ?? 0) };
     if (req['bind']) bindOpts.address = String(req['bind']);
     sock.bind(bindOpts, () => {

@@ -13,7 +13,15 @@ export interface EchoReply {
   readonly data: string;
 }
 
-export type ClientResult = { ok: true; reply: EchoReply; ms: number } | { ok: false; error: string; ms: number };
+export type ClientResult =
+  | {
+      ok: true;
+      reply: EchoReply;
+      ms: number;
+      /** TCP and UDP exchanges: the server's address as the client socket saw it (getpeername / recvmsg). */
+      peer?: string;
+    }
+  | { ok: false; error: string; ms: number };
 
 export interface HttpResult {
   ok: boolean;

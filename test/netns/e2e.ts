@@ -227,6 +227,20 @@ export class E2EEnv {
     return `\n${out.join('\n')}`;
   }
 
+  /**
+   * Replace a node's proxy with one started with other extra flags (after
+   * the old one is stopped and disposed); the caller cleans up first when
+   * the old proxy's state must not stay.
+   */
+  async replaceProxy(node: string, extraArgs: string[]): Promise<ProxyProcess> {
+    const old = this.proxy(node);
+    await old.dispose();
+    const p = new ProxyProcess(this.cluster, old.node, this.mode, old.kubeconfig, extraArgs, old.dropFlags);
+    (this.proxies as Map<string, ProxyProcess>).set(node, p);
+    await p.start();
+    return p;
+  }
+
   /** Logs of every proxy (tails), for failure messages. */
   proxyLogs(): string {
     return [...this.proxies.values()]

@@ -406,8 +406,14 @@ export class EbpfRenderer {
         entries.push(['members', L.keyOf(L.encodeMemberKey({ setId, addr: e.ip, port: e.port })), L.encodeU32(slot)]);
     });
     entries.push(['sets', L.keyOf(L.encodeU32(setId)), L.encodeSetValue(slots.length)]);
-    if (algo === 'maglev')
-      entries.push(['maglev', L.keyOf(L.encodeU32(setId)), L.encodeMaglev(maglevTable(slots, this.maglevM))]);
+    if (algo === 'maglev') {
+      // The table is computed over the endpoints in a fixed order, not slot order (which
+      // depends on each node's history), so every node maps a flow to the same endpoint.
+      const canonical = [...slots].sort();
+      const slotOf = new Map(slots.map((k, i) => [k, i]));
+      const table = maglevTable(canonical, this.maglevM).map((i) => slotOf.get(canonical[i]!)!);
+      entries.push(['maglev', L.keyOf(L.encodeU32(setId)), L.encodeMaglev(table)]);
+    }
   }
 
   // ---- ids --------------------------------------------------------------

@@ -21,12 +21,14 @@ import {
   LABEL_SERVICE_NAME,
   LABEL_SERVICE_PROXY_NAME,
 } from '../../core/api.js';
+import { LB_ALGORITHM_ANNOTATION } from '../../core/serviceport.js';
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/** Annotations the core reads; every other annotation (kubectl's last-applied, ...) is dropped. */
-const KEPT_ANNOTATIONS: readonly string[] = [ANNOTATION_LAST_CHANGE_TRIGGER_TIME];
+/** Annotations the core reads, per kind; every other annotation (kubectl's last-applied, ...) is dropped. */
+const SLICE_ANNOTATIONS: readonly string[] = [ANNOTATION_LAST_CHANGE_TRIGGER_TIME];
+const SERVICE_ANNOTATIONS: readonly string[] = [LB_ALGORITHM_ANNOTATION];
 /** Labels the core reads of Services and EndpointSlices (a Node keeps all: topology and hostname labels). */
 const SERVICE_LABELS: readonly string[] = [LABEL_SERVICE_PROXY_NAME];
 const SLICE_LABELS: readonly string[] = [LABEL_SERVICE_NAME, LABEL_HEADLESS];
@@ -70,7 +72,7 @@ function stringMap(v: unknown, only?: readonly string[]): unknown {
 }
 
 /** metadata: name, namespace, resourceVersion, the labels listed (all when undefined), annotations kept, deletionTimestamp. */
-function meta(m: unknown, annotations: boolean, labels?: readonly string[]): unknown {
+function meta(m: unknown, annotations: readonly string[], labels?: readonly string[]): unknown {
   if (!isObj(m)) return m;
   const out: Obj = {};
   if (m['name'] !== undefined) out['name'] = m['name'];
@@ -80,8 +82,8 @@ function meta(m: unknown, annotations: boolean, labels?: readonly string[]): unk
     const l = stringMap(m['labels'], labels);
     if (!isObj(l) || Object.keys(l).length > 0) out['labels'] = l;
   }
-  if (annotations && m['annotations'] !== undefined) {
-    const a = stringMap(m['annotations'], KEPT_ANNOTATIONS);
+  if (annotations.length > 0 && m['annotations'] !== undefined) {
+    const a = stringMap(m['annotations'], annotations);
     if (!isObj(a) || Object.keys(a).length > 0) out['annotations'] = a;
   }
   if (m['deletionTimestamp'] !== undefined) out['deletionTimestamp'] = m['deletionTimestamp'];
@@ -105,7 +107,7 @@ const SERVICE_SPEC = [
 const SERVICE_PORT = ['name', 'protocol', 'port', 'targetPort', 'nodePort'] as const;
 
 export function transformService(o: Obj): Obj {
-  const out: Obj = { metadata: meta(o['metadata'], false, SERVICE_LABELS) };
+  const out: Obj = { metadata: meta(o['metadata'], SERVICE_ANNOTATIONS, SERVICE_LABELS) };
   const spec = o['spec'];
   if (spec !== undefined) {
     const s = pick(spec, SERVICE_SPEC, true);
@@ -151,7 +153,7 @@ function endpoint(e: unknown): unknown {
 }
 
 export function transformEndpointSlice(o: Obj): Obj {
-  const out: Obj = { metadata: meta(o['metadata'], true, SLICE_LABELS) };
+  const out: Obj = { metadata: meta(o['metadata'], SLICE_ANNOTATIONS, SLICE_LABELS) };
   if (o['addressType'] !== undefined) out['addressType'] = intern(o['addressType']);
   if (o['endpoints'] !== undefined) out['endpoints'] = mapArray(o['endpoints'], endpoint);
   if (o['ports'] !== undefined) out['ports'] = mapArray(o['ports'], (p) => pick(p, ENDPOINT_PORT, true));
@@ -159,7 +161,7 @@ export function transformEndpointSlice(o: Obj): Obj {
 }
 
 export function transformNode(o: Obj): Obj {
-  const out: Obj = { metadata: meta(o['metadata'], false) };
+  const out: Obj = { metadata: meta(o['metadata'], []) };
   if (o['spec'] !== undefined) out['spec'] = pick(o['spec'], ['podCIDR', 'podCIDRs', 'taints', 'unschedulable']);
   const status = o['status'];
   if (isObj(status) && status['addresses'] !== undefined) out['status'] = { addresses: status['addresses'] };
@@ -167,7 +169,7 @@ export function transformNode(o: Obj): Obj {
 }
 
 export function transformServiceCIDR(o: Obj): Obj {
-  const out: Obj = { metadata: meta(o['metadata'], false) };
+  const out: Obj = { metadata: meta(o['metadata'], []) };
   if (o['spec'] !== undefined) out['spec'] = pick(o['spec'], ['cidrs']);
   return out;
 }
