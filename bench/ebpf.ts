@@ -8,16 +8,18 @@
 // named so that it comes last (iptables walks every other Service's rule
 // before it). Client and backend are bench/userspace-relay.c (usload).
 //   * connection rate: closed loop, 64 concurrent, one 64 B request each;
-//   * connect latency: open loop at --paced conn/s, p50/p99 connect-to-response;
+//   * connect latency: open loop at --paced conn/s (default 1000), p50/p99 connect-to-response;
 //   * bulk: one connection writing 256 KiB chunks to the sink (Gbit/s);
 //   * cold sync: the first full sync of --cold Services (ebpf: programs already
 //     loaded and attached; that one-time start is reported apart);
 //   * one-endpoint change: a partial sync adding one endpoint to one Service
 //     of --change Services (median of --changes), and its map writes.
+// Every mode's path is set up at once for a size and the measurements take
+// turns, so load swings on a shared machine hit every mode alike.
 // Prints tables and writes bench/out/ebpf.{json,svg,png} (+ -sync).
 //
 //   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,iptables,nftables]
-//        [--seconds 3] [--reps 3] [--paced 2000] [--cold 10000] [--change 20000] [--changes 15]
+//        [--seconds 3] [--reps 3] [--paced 1000] [--cold 10000] [--change 20000] [--changes 15] [--syncs no]
 //
 // Namespaces kpt-ebpfb-<pid>-<rand>-{cli,node,srv} are removed on exit and
 // SIGINT; the ebpf child keeps its bpf filesystem in a private mount
@@ -302,39 +304,79 @@ interface TrafficRow {
   errors: number;
 }
 
-async function traffic(mode: Mode, n: number, bin: string): Promise<TrafficRow> {
+/** One mode's path, programmed with n Services and ready for traffic. */
+interface Path {
+  readonly mode: Mode;
+  readonly net: Net;
+  readonly server: ChildProcess;
+  readonly child: Child;
+}
+
+async function openPath(mode: Mode, n: number, bin: string): Promise<Path> {
   const net = makeNet();
   const server = spawn('ip', ['netns', 'exec', net.srv, bin, 'server', BACKEND], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   trackChild(server.pid);
-  let child: Child | null = null;
+  await new Promise((r) => server.stdout!.once('data', r));
+  const child = await Child.start(mode, net);
+  if (mode === 'ebpf') await child.ask({ op: 'warm' });
+  await child.ask({ op: 'sync', n });
+  return { mode, net, server, child };
+}
+
+async function closePath(p: Path): Promise<void> {
+  await p.child.stop();
+  p.server.kill('SIGKILL');
+  dropNet(p.net);
+}
+
+/**
+ * Every mode's path exists at once and the measurements take turns (mode A,
+ * B, C, then A again...), so a load swing on this shared machine hits every
+ * mode alike; each figure is the median over --reps turns.
+ */
+async function traffic(modes: Mode[], n: number, bin: string): Promise<TrafficRow[]> {
+  const paths: Path[] = [];
   try {
-    await new Promise((r) => server.stdout!.once('data', r));
-    child = await Child.start(mode, net);
-    if (mode === 'ebpf') await child.ask({ op: 'warm' });
-    await child.ask({ op: 'sync', n });
+    for (const m of modes) paths.push(await openPath(m, n, bin));
     const secs = String(num('seconds', 3));
-    const rates: number[] = [];
-    const p50: number[] = [];
-    const p99: number[] = [];
-    const gbps: number[] = [];
-    let errors = 0;
+    const acc = new Map(
+      modes.map((m) => [
+        m,
+        { rate: [] as number[], p50: [] as number[], p99: [] as number[], gbps: [] as number[], errors: 0 },
+      ]),
+    );
     for (let rep = 0; rep < num('reps', 3); rep++) {
-      const r = inNs(net.cli, [bin, 'rate', VIP, '80', secs, '64']);
-      rates.push(r['rate']!);
-      errors += r['errors']!;
-      const l = inNs(net.cli, [bin, 'paced', VIP, '80', secs, String(num('paced', 2000))]);
-      p50.push(l['p50_us']!);
-      p99.push(l['p99_us']!);
-      errors += l['errors']!;
-      gbps.push(inNs(net.cli, [bin, 'bulk', VIP, '82', secs])['gbps']!);
+      for (const p of paths) {
+        const a = acc.get(p.mode)!;
+        const r = inNs(p.net.cli, [bin, 'rate', VIP, '80', secs, '64']);
+        a.rate.push(r['rate']!);
+        a.errors += r['errors']!;
+      }
+      for (const p of paths) {
+        const a = acc.get(p.mode)!;
+        const l = inNs(p.net.cli, [bin, 'paced', VIP, '80', secs, String(num('paced', 1000))]);
+        a.p50.push(l['p50_us']!);
+        a.p99.push(l['p99_us']!);
+        a.errors += l['errors']!;
+      }
+      for (const p of paths) acc.get(p.mode)!.gbps.push(inNs(p.net.cli, [bin, 'bulk', VIP, '82', secs])['gbps']!);
     }
-    return { mode, services: n, rate: median(rates), p50: median(p50), p99: median(p99), gbps: median(gbps), errors };
+    return modes.map((mode) => {
+      const a = acc.get(mode)!;
+      return {
+        mode,
+        services: n,
+        rate: median(a.rate),
+        p50: median(a.p50),
+        p99: median(a.p99),
+        gbps: median(a.gbps),
+        errors: a.errors,
+      };
+    });
   } finally {
-    await child?.stop();
-    server.kill('SIGKILL');
-    dropNet(net);
+    for (const p of paths) await closePath(p);
   }
 }
 
@@ -390,8 +432,8 @@ async function syncs(mode: Mode): Promise<SyncRow> {
         changeMaxMs: Math.max(...ms),
         changeCpuMs: median(ch.changes.map((c) => c.cpuMs)),
         writes: mode === 'ebpf' ? median(ch.changes.map((c) => c.counters['writes'] ?? 0)) : null,
-        renderMs: cold.counters['renderMs'] ?? null,
-        applyMs: cold.counters['applyMs'] ?? null,
+        renderMs: mode === 'ebpf' ? (cold.counters['renderMs'] ?? null) : null,
+        applyMs: mode === 'ebpf' ? (cold.counters['applyMs'] ?? null) : null,
       };
     } finally {
       await child?.stop();
@@ -411,11 +453,10 @@ async function main(): Promise<void> {
   console.log(`load average at start: ${load()}`);
   const rows: TrafficRow[] = [];
   for (const n of sizes) {
-    for (const mode of modes) {
-      const r = await traffic(mode, n, bin);
+    for (const r of await traffic(modes, n, bin)) {
       rows.push(r);
       console.log(
-        `${mode.padEnd(8)} ${String(n).padStart(6)} Services: ${r.rate.toFixed(0)} conn/s, p50 ${r.p50} us, p99 ${r.p99} us, bulk ${r.gbps.toFixed(2)} Gbit/s, errors ${r.errors}`,
+        `${r.mode.padEnd(8)} ${String(n).padStart(6)} Services: ${r.rate.toFixed(0)} conn/s, p50 ${r.p50} us, p99 ${r.p99} us, bulk ${r.gbps.toFixed(2)} Gbit/s, errors ${r.errors} (load ${load()})`,
       );
     }
   }
@@ -426,7 +467,7 @@ async function main(): Promise<void> {
       syncRows.push(s);
       console.log(
         `${mode.padEnd(8)} cold ${s.coldN}: ${s.coldMs.toFixed(1)} ms (cpu ${s.coldCpuMs.toFixed(1)}` +
-          `${s.renderMs !== null ? `; render ${s.renderMs.toFixed(1)}, map writes ${s.applyMs!.toFixed(1)}` : ''})` +
+          `${s.renderMs !== null && s.applyMs !== null ? `; render ${s.renderMs.toFixed(1)}, map writes ${s.applyMs.toFixed(1)}` : ''})` +
           `${s.startMs !== null ? ` [start ${s.startMs.toFixed(0)} ms]` : ''}; one-endpoint change at ${s.changeN}: ` +
           `median ${s.changeMs.toFixed(2)} ms, max ${s.changeMaxMs.toFixed(2)} ms, cpu ${s.changeCpuMs.toFixed(2)} ms` +
           `${s.writes !== null ? `, ${s.writes} map writes` : ''}`,

@@ -157,15 +157,7 @@ static __always_inline struct svc_value *find_service(struct __sk_buff *skb, con
 		return 0;
 	}
 	__u32 flags = *af;
-	struct svc_key k = { .addr = p->daddr, .port = p->dport, .proto = p->proto };
-	struct svc_value *svc = 0;
-	if (flags & ADDR_SERVICE)
-		svc = bpf_map_lookup_elem(&kpt_svc, &k);
-	if (!svc && (flags & ADDR_NODEPORT)) {
-		k.addr.w[0] = k.addr.w[1] = k.addr.w[3] = 0;
-		k.addr.w[2] = p->v6 ? 0 : bpf_htonl(0xffff);
-		svc = bpf_map_lookup_elem(&kpt_svc, &k);
-	}
+	struct svc_value *svc = lookup_service(&p->daddr, p->dport, p->proto, p->v6, flags);
 	if (!svc) {
 		if (flags & ADDR_CLUSTER_IP)
 			*verdict = -2; /* a port the ClusterIP does not define: reject */

@@ -66,6 +66,23 @@ static __always_inline __u32 flow_hash(const struct pkt *p)
 	return c;
 }
 
+/* The service entry for (daddr, dport, proto) given daddr's flags in kpt_addrs:
+ * its own entry, else the NodePort entry when daddr serves NodePorts. */
+static __always_inline struct svc_value *lookup_service(const union kpt_addr *daddr, __be16 dport, __u8 proto,
+							int v6, __u32 addr_flags)
+{
+	struct svc_key k = { .addr = *daddr, .port = dport, .proto = proto };
+	struct svc_value *svc = 0;
+	if (addr_flags & ADDR_SERVICE)
+		svc = bpf_map_lookup_elem(&kpt_svc, &k);
+	if (!svc && (addr_flags & ADDR_NODEPORT)) {
+		k.addr.w[0] = k.addr.w[1] = k.addr.w[3] = 0; /* the family's "any" address */
+		k.addr.w[2] = v6 ? 0 : bpf_htonl(0xffff);
+		svc = bpf_map_lookup_elem(&kpt_svc, &k);
+	}
+	return svc;
+}
+
 static __always_inline int src_is_pod(struct __sk_buff *skb, const struct cfg_value *cfg, const struct pkt *p,
 				      int ingress)
 {

@@ -46,15 +46,7 @@ static __always_inline int sock_pick(const union kpt_addr *dst, __be16 port, __u
 	__u32 *af = bpf_map_lookup_elem(&kpt_addrs, dst);
 	if (!af)
 		return 0;
-	struct svc_key k = { .addr = *dst, .port = port, .proto = proto };
-	struct svc_value *svc = 0;
-	if (*af & ADDR_SERVICE)
-		svc = bpf_map_lookup_elem(&kpt_svc, &k);
-	if (!svc && (*af & ADDR_NODEPORT)) {
-		k.addr.w[0] = k.addr.w[1] = k.addr.w[3] = 0;
-		k.addr.w[2] = v6 ? 0 : bpf_htonl(0xffff);
-		svc = bpf_map_lookup_elem(&kpt_svc, &k);
-	}
+	struct svc_value *svc = lookup_service(dst, port, proto, v6, *af);
 	if (!svc || (svc->flags & (SVC_NO_ENDPOINTS | SVC_SOURCE_RANGES)) || svc->affinity_secs)
 		return 0;
 	/* The node is the client: external traffic policy Local sends node traffic to

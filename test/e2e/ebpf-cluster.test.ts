@@ -14,15 +14,13 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { existsSync, mkdirSync, rmdirSync, writeFileSync } from 'node:fs';
 import { E2EEnv, podsOf, srcIP } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts, type EndpointSpec } from '../netns/fixtures.js';
 import type { KubeObject } from '../netns/kube.js';
 import { E2E_MODES } from '../netns/proxy.js';
 import { TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
+import { compileForeign } from '../ebpf/foreign.js';
 
 const RUN = E2E_MODES.includes('ebpf');
 
@@ -80,18 +78,7 @@ if (RUN)
 
     it('foreign tc programs (tcx and cls_bpf) keep running through a restart and --cleanup', async () => {
       const bpf = env.proxy('node2').bpfNode!;
-      const obj = join(mkdtempSync(join(tmpdir(), 'kpt-foreign-')), 'foreign.o');
-      execFileSync('clang', [
-        '-O2',
-        '-g',
-        '-target',
-        'bpf',
-        `-I/usr/include/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu`,
-        '-c',
-        fileURLToPath(new URL('../../../test/ebpf/foreign.c', import.meta.url)),
-        '-o',
-        obj,
-      ]);
+      const obj = compileForeign();
       await bpf.exec(['tc', 'qdisc', 'add', 'dev', 'eth0', 'clsact'], { allowFailure: true });
       await bpf.exec([
         'tc',

@@ -14,16 +14,12 @@
 // foreign tc filter stays.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as L from '../../src/dataplane/ebpf/layout.js';
 import { NetnsCluster } from '../netns/cluster.js';
 import { nsRun } from '../netns/spawn.js';
 import { podsOf } from '../netns/e2e.js';
 import { BpfNode, TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
+import { compileForeign } from '../ebpf/foreign.js';
 import * as E from '../ebpf/entries.js';
 
 const VIP = '10.96.0.10';
@@ -163,18 +159,7 @@ describe('BPF programs with hand-written maps, real packets', { timeout: 120_000
   });
 
   test('cleanup removes our programs and pins, and leaves foreign tc programs alone', async () => {
-    const obj = join(mkdtempSync(join(tmpdir(), 'kpt-foreign-')), 'foreign.o');
-    execFileSync('clang', [
-      '-O2',
-      '-g',
-      '-target',
-      'bpf',
-      `-I/usr/include/${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-linux-gnu`,
-      '-c',
-      fileURLToPath(new URL('../../../test/ebpf/foreign.c', import.meta.url)),
-      '-o',
-      obj,
-    ]);
+    const obj = compileForeign();
     // A foreign cls_bpf filter and a foreign tcx program on eth0, next to ours.
     await bpf.exec(['tc', 'qdisc', 'add', 'dev', 'eth0', 'clsact']);
     await bpf.exec([

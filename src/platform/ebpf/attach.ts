@@ -11,7 +11,7 @@
 // Ethernet header. Other tools' programs and filters are never touched:
 // cls_bpf filters are removed only at our priority/handle and only when
 // their program is one of ours (by name).
-import { addressOf, BpfError, closeFd, libbpf } from './libbpf.js';
+import { addressOf, BpfError, closeFd, libbpf, objInfo } from './libbpf.js';
 import { ARPHRD_ETHER, ARPHRD_LOOPBACK, type Iface } from './ifaces.js';
 import type { PinDir } from './pins.js';
 
@@ -50,11 +50,7 @@ interface LinkInfo {
 }
 
 export function linkInfo(fd: number): LinkInfo {
-  const info = Buffer.alloc(64);
-  const len = Buffer.alloc(4);
-  len.writeUInt32LE(info.length);
-  const rc = libbpf().bpf_obj_get_info_by_fd(fd, info, len);
-  if (rc < 0) throw new BpfError('link info', -rc);
+  const info = objInfo(fd, 64, 'link');
   return {
     type: info.readUInt32LE(0),
     progId: info.readUInt32LE(8),
@@ -71,11 +67,7 @@ export interface ProgInfo {
 }
 
 export function progInfo(fd: number): ProgInfo {
-  const info = Buffer.alloc(232);
-  const len = Buffer.alloc(4);
-  len.writeUInt32LE(info.length);
-  const rc = libbpf().bpf_obj_get_info_by_fd(fd, info, len);
-  if (rc < 0) throw new BpfError('program info', -rc);
+  const info = objInfo(fd, 232, 'program');
   const end = info.indexOf(0, 64);
   return {
     id: info.readUInt32LE(4),

@@ -201,6 +201,15 @@ export function closeFd(fd: number): void {
   if (fd >= 0) libcOf().close(fd);
 }
 
+/** bpf_obj_get_info_by_fd into a buffer of `size` bytes (struct bpf_map_info, bpf_prog_info, bpf_link_info). */
+export function objInfo(fd: number, size: number, what: string): Buffer {
+  const info = Buffer.alloc(size);
+  const len = Buffer.alloc(4);
+  len.writeUInt32LE(info.length);
+  check(`${what} info`, libbpf().bpf_obj_get_info_by_fd(fd, info, len));
+  return info;
+}
+
 /** The address of a Buffer's bytes, for pointers inside option structs. */
 export function addressOf(b: Buffer): bigint {
   return BigInt(koffi.address(b) as unknown as bigint);

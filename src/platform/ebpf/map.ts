@@ -1,7 +1,7 @@
 // One BPF map, by file descriptor: element reads and writes, batched where
 // the kernel supports it, and a full dump. Keys and values are raw bytes in
 // the layout of src/dataplane/ebpf/layout.ts.
-import { BpfError, check, libbpf } from './libbpf.js';
+import { BpfError, libbpf, objInfo } from './libbpf.js';
 
 export const BPF_ANY = 0n;
 const ENOENT = 2;
@@ -18,10 +18,7 @@ export interface MapInfo {
 
 /** bpf_map_info of an fd (type, id, sizes, flags, name). */
 export function mapInfo(fd: number): MapInfo {
-  const info = Buffer.alloc(96);
-  const len = Buffer.alloc(4);
-  len.writeUInt32LE(info.length);
-  check('bpf_obj_get_info_by_fd', libbpf().bpf_obj_get_info_by_fd(fd, info, len));
+  const info = objInfo(fd, 96, 'map');
   const nameEnd = info.indexOf(0, 24);
   return {
     type: info.readUInt32LE(0),
