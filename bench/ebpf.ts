@@ -137,7 +137,8 @@ async function makeDataplane(mode: Mode): Promise<Dataplane> {
     const { NftablesDataplane } = await import('../src/platform/nftables/dataplane.js');
     return new NftablesDataplane({ config: CONFIG, clock: realClock });
   }
-  const { IptablesDataplane, hostRunner, procSysctl } = await import('../src/platform/iptables/index.js');
+  const { IptablesDataplane, procSysctl } = await import('../src/platform/iptables/index.js');
+  const { hostRunner } = await import('../src/platform/exec.js');
   return new IptablesDataplane({
     config: CONFIG,
     run: hostRunner,

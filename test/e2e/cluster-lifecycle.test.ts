@@ -149,7 +149,7 @@ for (const mode of E2E_MODES) {
           await new Promise((r) => setTimeout(r, 7000)); // more than one check of the node watch
           assert.ok(pinned.running(), `still running:\n${pinned.log()}`);
         } finally {
-          await pinned.stop();
+          await pinned.dispose(); // and its bpffs holder in ebpf mode, which would keep this file running
         }
         await proxy.start();
       });

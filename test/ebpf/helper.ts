@@ -6,7 +6,7 @@ import { MAPS, type MapName, unhex, hex } from '../../src/dataplane/ebpf/layout.
 import { cleanupEbpf } from '../../src/platform/ebpf/cleanup.js';
 import { progInfo, progNameById, tcxProgramIds } from '../../src/platform/ebpf/attach.js';
 import { listIfaces, openIfaceSource } from '../../src/platform/ebpf/ifaces.js';
-import { isNull, libbpf } from '../../src/platform/ebpf/libbpf.js';
+import { closeFd, isNull, libbpf } from '../../src/platform/ebpf/libbpf.js';
 import { BpfMap } from '../../src/platform/ebpf/map.js';
 import { PinDir } from '../../src/platform/ebpf/pins.js';
 import { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
@@ -73,8 +73,21 @@ async function main(c: Cmd): Promise<unknown> {
           .dump()
           .map(([k, v]) => [hex(k), hex(v)]),
       };
-    case 'cleanup':
-      return cleanupEbpf(c.pinRoot);
+    case 'cleanup': {
+      // Hold every pinned link open, as a stuck old proxy or another tool could: unpinning alone
+      // then leaves the programs attached for as long as the holder lives.
+      const links = new PinDir(c.pinRoot).links();
+      const held = links.map((n) => libbpf().bpf_obj_get(`${new PinDir(c.pinRoot).linksDir}/${n}`));
+      const r = await cleanupEbpf(c.pinRoot);
+      // What runs on every hook the moment cleanup returns.
+      const attachedRightAfter = listIfaces().flatMap((i) =>
+        (['ingress', 'egress'] as const).flatMap((d) =>
+          tcxProgramIds(i.index, d).map((id) => `${i.name}/${d}:${progNameById(id)}`),
+        ),
+      );
+      for (const fd of held) closeFd(fd);
+      return { ...r, attachedRightAfter, held: held.filter((fd) => fd >= 0).length };
+    }
     case 'foreign': {
       // Another tool's program attached with tcx and pinned outside our root.
       const lib = libbpf();

@@ -171,7 +171,7 @@ export class TcAttacher {
       } finally {
         closeFd(pinned);
       }
-      this.pins.unpin(path); // a link of an interface that was replaced
+      this.pins.detachLink(path); // a link of an interface that was replaced
     }
     const opts = Buffer.alloc(16);
     opts.writeBigUInt64LE(16n, 0);
@@ -201,12 +201,12 @@ export class TcAttacher {
     return had ? 'updated' : 'attached';
   }
 
-  /** Take our programs off: unpin every tcx link; remove our cls_bpf filters from these interfaces. */
+  /** Take our programs off: detach and unpin every tcx link; remove our cls_bpf filters from these interfaces. */
   detachAll(ifaces: readonly Iface[]): string[] {
     const removed: string[] = [];
     for (const name of this.pins.links()) {
       if (!name.startsWith('tcx-')) continue;
-      this.pins.unpin(`${this.pins.linksDir}/${name}`);
+      this.pins.detachLink(`${this.pins.linksDir}/${name}`);
       removed.push(name);
     }
     for (const i of ifaces)

@@ -49,7 +49,7 @@ export function attachCgroup(pins: PinDir, cgroupPath: string, program: (p: Prog
         } finally {
           closeFd(pinned);
         }
-        pins.unpin(path); // attached to another cgroup: move it
+        pins.detachLink(path); // attached to another cgroup: move it
       }
       const link = lib.bpf_link_create(fd, dirFd, type, null);
       if (link < 0) throw new BpfError(`attach ${hook} to ${cgroupPath}`, -link);
@@ -67,12 +67,12 @@ export function attachCgroup(pins: PinDir, cgroupPath: string, program: (p: Prog
   return done;
 }
 
-/** Unpin every cgroup link of ours (detaching the programs). */
+/** Detach and unpin every cgroup link of ours. */
 export function detachCgroup(pins: PinDir): string[] {
   const out: string[] = [];
   for (const name of pins.links()) {
     if (!name.startsWith('cgroup-')) continue;
-    pins.unpin(`${pins.linksDir}/${name}`);
+    pins.detachLink(`${pins.linksDir}/${name}`);
     out.push(name);
   }
   return out;

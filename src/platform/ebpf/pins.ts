@@ -13,7 +13,7 @@ import { dirname } from 'node:path';
 import koffi from 'koffi';
 import { ABI_VERSION } from '../../dataplane/ebpf/layout.js';
 import { DEFAULT_EBPF_OPTIONS } from '../../dataplane/ebpf/options.js';
-import { BpfError } from './libbpf.js';
+import { BpfError, closeFd, libbpf, libbpfAvailable } from './libbpf.js';
 
 export const DEFAULT_PIN_ROOT = DEFAULT_EBPF_OPTIONS.pinRoot;
 const BPF_FS_MAGIC = 0xcafe4a11;
@@ -100,6 +100,28 @@ export class PinDir {
     } catch {
       /* already gone */
     }
+  }
+
+  /**
+   * Take a pinned link off its hook now, then unpin it. Unpinning alone
+   * is not enough: the kernel frees the pin's inode after an RCU grace
+   * period (lazy RCU can hold that for seconds) and releases the link from
+   * a work queue after that, so the program would go on translating
+   * packets for a while after --cleanup returned. BPF_LINK_DETACH cuts the
+   * attachment at once, whoever still holds the link.
+   */
+  detachLink(path: string): void {
+    if (libbpfAvailable()) {
+      const fd = libbpf().bpf_obj_get(path);
+      if (fd >= 0) {
+        try {
+          libbpf().bpf_link_detach(fd); // fails only for a link that is already detached
+        } finally {
+          closeFd(fd);
+        }
+      }
+    }
+    this.unpin(path);
   }
 
   /** Remove the whole pin root (cleanup): unpinning drops the kernel objects no one else holds. */
