@@ -7,6 +7,8 @@
 //     keep running through a restart and through --cleanup;
 //   - Maglev (per-Service annotation): a flow gets the same endpoint whichever
 //     node it enters through;
+//   - ClientIP affinity (kept in an LRU map) holds while the client keeps
+//     connecting and expires after timeoutSeconds of quiet;
 //   - the cls_bpf fallback (--ebpf-attach tc) carries Service traffic;
 //   - socket-level load balancing (--ebpf-socket-lb-cgroup) for the node's
 //     processes, in a cgroup this test creates: connect/sendmsg go straight
@@ -29,183 +31,224 @@ function withAnnotation(o: KubeObject, key: string, value: string): KubeObject {
 }
 
 if (RUN)
-  describe('ebpf mode: restart, foreign programs, Maglev, cls_bpf fallback, socket LB', { concurrency: false }, () => {
-    let env: E2EEnv;
-    // A cgroup of our own for the node agent (never the root cgroup), made by the socket-LB part below.
-    const cgroup = `/sys/fs/cgroup/unified/kpt-${process.pid}-socklb`;
-    before(async () => {
-      env = await E2EEnv.start('ebpf');
-    });
-    after(async () => {
-      await env?.dispose();
-      if (existsSync(cgroup)) rmdirSync(cgroup); // empty now: the agent moved into it has exited
-    });
-    const eps = (...names: string[]): EndpointSpec[] => names.map((n) => ({ pod: env.cluster.pod(n) }));
-
-    it('a proxy restart fails no connection: new TCP and UDP exchanges keep succeeding throughout', async () => {
-      const ip = '10.96.3.10';
-      await env.apply(
-        service({ name: 'steady', clusterIP: ip, ports: webPorts() }),
-        endpointSlice('steady', eps('node1-b', 'node2-a'), webPorts()),
-      );
-      await env.waitReachable('node1-a', 'tcp', ip, 80);
-      const results: Array<{ ok: boolean; what: string }> = [];
-      let stop = false;
-      const load = (async () => {
-        while (!stop) {
-          const t = await env.send('node1-a', 'tcp', ip, 80, { timeoutMs: 1000 });
-          const u = await env.send('node1-a', 'udp', ip, 53, { timeoutMs: 1000 });
-          results.push(
-            { ok: t.ok, what: t.ok ? 'tcp' : `tcp ${t.error}` },
-            { ok: u.ok, what: u.ok ? 'udp' : `udp ${u.error}` },
-          );
-        }
-      })();
-      const proxy = env.proxy('node1');
-      await new Promise((r) => setTimeout(r, 300));
-      await proxy.stop();
-      const down = results.length;
-      await new Promise((r) => setTimeout(r, 500));
-      await proxy.start();
-      await new Promise((r) => setTimeout(r, 500));
-      stop = true;
-      await load;
-      const failed = results.filter((r) => !r.ok);
-      assert.ok(results.length > down + 4, `exchanges while down and after: ${results.length - down}`);
-      assert.deepEqual(failed, [], `${failed.length} of ${results.length} exchanges failed`);
-      assert.match(proxy.log(), /adopted pinned BPF maps/);
-    });
-
-    it('foreign tc programs (tcx and cls_bpf) keep running through a restart and --cleanup', async () => {
-      const bpf = env.proxy('node2').bpfNode!;
-      const obj = compileForeign();
-      await bpf.exec(['tc', 'qdisc', 'add', 'dev', 'eth0', 'clsact'], { allowFailure: true });
-      await bpf.exec([
-        'tc',
-        'filter',
-        'add',
-        'dev',
-        'eth0',
-        'egress',
-        'pref',
-        '9',
-        'bpf',
-        'da',
-        'obj',
-        obj,
-        'sec',
-        'tc',
-      ]);
-      await bpf.helper({ cmd: 'foreign', object: obj, ifname: 'eth0', pin: '/sys/fs/bpf/foreign-tcx' });
-      const progs = () => bpf.helper<{ ingress: string[]; egress: string[] }>({ cmd: 'programs', ifname: 'eth0' });
-      assert.deepEqual((await progs()).ingress, ['kpt_ingress', 'foreign_tc']);
-
-      const proxy = env.proxy('node2');
-      await proxy.stop();
-      await proxy.start();
-      assert.deepEqual((await progs()).ingress, ['kpt_ingress', 'foreign_tc'], 'after a restart');
-      const ip = '10.96.3.11';
-      await env.apply(
-        service({ name: 'stillok', clusterIP: ip, ports: webPorts() }),
-        endpointSlice('stillok', eps('node1-a'), webPorts()),
-      );
-      await env.waitReachable('node2-a', 'tcp', ip, 80);
-
-      await proxy.stop();
-      const r = await proxy.cleanup();
-      assert.equal(r.code, 0, r.output);
-      assert.deepEqual(await progs(), { ingress: ['foreign_tc'], egress: [] });
-      const f = await bpf.exec(['tc', 'filter', 'show', 'dev', 'eth0', 'egress']);
-      assert.match(f.stdout, /pref 9 bpf .*foreign\.o:\[tc\] direct-action/);
-      const pins = (await bpf.exec(['ls', '/sys/fs/bpf'])).stdout.split('\n');
-      assert.ok(pins.includes('foreign-tcx') && !pins.includes(TEST_PIN_ROOT.split('/').pop()!), pins.join(' '));
-      const nft = (await bpf.exec(['nft', 'list', 'tables'])).stdout;
-      assert.doesNotMatch(nft, /kube-proxy-ebpf/);
-      await proxy.start(); // the next tests want it back
-    });
-
-    it('Maglev (annotation): a flow keeps its endpoint whichever node it enters through', async () => {
-      const extIP = '192.168.96.10';
-      await env.apply(
-        withAnnotation(
-          service({ name: 'mg', clusterIP: '10.96.3.12', ports: webPorts(), externalIPs: [extIP] }),
-          'kube-proxy-ts/lb-algorithm',
-          'maglev',
-        ),
-        endpointSlice('mg', eps('node1-a', 'node1-b', 'node2-a', 'node2-b'), webPorts()),
-      );
-      const picks = async (via: string) => {
-        await env.cluster.routeVia('ext', `${extIP}/32`, via);
-        await env.waitReachable('ext', 'udp', extIP, 53, { localPort: 42000 });
-        const out: string[] = [];
-        for (let p = 42000; p < 42012; p++) {
-          const r = await env.send('ext', 'udp', extIP, 53, { localPort: p });
-          assert.ok(r.ok, `${via} port ${p}: ${JSON.stringify(r)}`);
-          assert.notEqual(srcIP(r.reply), env.cluster.external.ip, 'eTP Cluster: masqueraded');
-          out.push(r.reply.pod);
-        }
-        return out;
-      };
-      const viaNode1 = await picks('node1');
-      const viaNode2 = await picks('node2');
-      assert.deepEqual(viaNode2, viaNode1, 'the same endpoint for the same flow on both nodes');
-      assert.ok(new Set(viaNode1).size >= 2, `flows spread over endpoints: ${viaNode1.join(' ')}`);
-    });
-
-    describe('node1 switched to --ebpf-attach tc --ebpf-socket-lb-cgroup <a cgroup of ours>', () => {
+  describe(
+    'ebpf mode: restart, foreign programs, Maglev, affinity timeout, cls_bpf fallback, socket LB',
+    { concurrency: false },
+    () => {
+      let env: E2EEnv;
+      // A cgroup of our own for the node agent (never the root cgroup), made by the socket-LB part below.
+      const cgroup = `/sys/fs/cgroup/unified/kpt-${process.pid}-socklb`;
       before(async () => {
-        mkdirSync(cgroup);
-        const old = env.proxy('node1');
-        await old.stop();
-        assert.equal((await old.cleanup()).code, 0);
-        await env.replaceProxy('node1', ['--ebpf-attach', 'tc', '--ebpf-socket-lb-cgroup', cgroup]);
+        env = await E2EEnv.start('ebpf');
       });
-      it('with --ebpf-attach tc the programs are cls_bpf filters and carry Service traffic', async () => {
-        const ip = '10.96.4.10';
-        const ports = webPorts(30400);
-        await env.apply(
-          service({ name: 'tc', type: 'NodePort', clusterIP: ip, ports }),
-          endpointSlice('tc', eps('node1-b', 'node2-b'), ports),
-        );
-        const rs = await env.waitFor('pod -> ClusterIP reaches both endpoints', async () => {
-          const r = await env.sendMany('node1-a', 'tcp', ip, 80, 10);
-          return podsOf(r).length === 2 && r.every((x) => x.ok) ? r : undefined;
-        });
-        for (const r of rs.value) assert.ok(r.ok && srcIP(r.reply) === env.cluster.pod('node1-a').ip);
-        const np = await env.waitReachable('ext', 'tcp', env.cluster.node('node1').ip, 30400);
-        assert.ok(['node1-b', 'node2-b'].includes(np.value.pod));
-        const bpf = env.proxy('node1').bpfNode!;
-        const f = await bpf.exec(['tc', 'filter', 'show', 'dev', 'eth0', 'ingress']);
-        assert.match(f.stdout, /pref 1 bpf .*handle 0x4b505453 kpt_ingress.* direct-action/);
-        assert.deepEqual((await bpf.helper<{ ingress: string[] }>({ cmd: 'programs', ifname: 'eth0' })).ingress, []);
+      after(async () => {
+        await env?.dispose();
+        if (existsSync(cgroup)) rmdirSync(cgroup); // empty now: the agent moved into it has exited
       });
+      const eps = (...names: string[]): EndpointSpec[] => names.map((n) => ({ pod: env.cluster.pod(n) }));
 
-      it('socket LB: the node agent in our cgroup reaches an endpoint directly; it still sees the Service address', async () => {
-        const ip = '10.96.4.11';
+      it('a proxy restart fails no connection: new TCP and UDP exchanges keep succeeding throughout', async () => {
+        const ip = '10.96.3.10';
         await env.apply(
-          service({ name: 'sock', clusterIP: ip, ports: webPorts() }),
-          endpointSlice('sock', eps('node2-a', 'node2-b'), webPorts()),
+          service({ name: 'steady', clusterIP: ip, ports: webPorts() }),
+          endpointSlice('steady', eps('node1-b', 'node2-a'), webPorts()),
         );
         await env.waitReachable('node1-a', 'tcp', ip, 80);
-        // Move the node1 agent (our own process) into the test cgroup.
-        writeFileSync(`${cgroup}/cgroup.procs`, String(await nodeAgentPid(env)));
-        const bpf = env.proxy('node1').bpfNode!;
-        const ct = async () =>
-          (await bpf.helper<{ entries: Array<[string, string]> }>({ cmd: 'dump', pinRoot: TEST_PIN_ROOT, map: 'ct' }))
-            .entries.length;
-        const before = await ct();
-        const tcp = await env.sendMany('node1', 'tcp', ip, 80, 8);
-        const udp = await env.sendMany('node1', 'udp', ip, 53, 8);
-        for (const r of [...tcp, ...udp]) {
-          assert.ok(r.ok, JSON.stringify(r));
-          assert.ok(['node2-a', 'node2-b'].includes(r.reply.pod));
-          // The socket was sent to an endpoint, yet getpeername (TCP) and recvmsg (UDP) show the Service.
-          assert.equal(r.peer?.slice(0, r.peer.lastIndexOf(':')), ip, `getpeername/recvmsg: ${r.peer}`);
-        }
-        assert.equal(await ct(), before, 'no tc connection entries: the packets never carried the Service address');
+        const results: Array<{ ok: boolean; what: string }> = [];
+        let stop = false;
+        const load = (async () => {
+          while (!stop) {
+            const t = await env.send('node1-a', 'tcp', ip, 80, { timeoutMs: 1000 });
+            const u = await env.send('node1-a', 'udp', ip, 53, { timeoutMs: 1000 });
+            results.push(
+              { ok: t.ok, what: t.ok ? 'tcp' : `tcp ${t.error}` },
+              { ok: u.ok, what: u.ok ? 'udp' : `udp ${u.error}` },
+            );
+          }
+        })();
+        const proxy = env.proxy('node1');
+        await new Promise((r) => setTimeout(r, 300));
+        await proxy.stop();
+        const down = results.length;
+        await new Promise((r) => setTimeout(r, 500));
+        await proxy.start();
+        await new Promise((r) => setTimeout(r, 500));
+        stop = true;
+        await load;
+        const failed = results.filter((r) => !r.ok);
+        assert.ok(results.length > down + 4, `exchanges while down and after: ${results.length - down}`);
+        assert.deepEqual(failed, [], `${failed.length} of ${results.length} exchanges failed`);
+        assert.match(proxy.log(), /adopted pinned BPF maps/);
       });
-    });
-  });
+
+      it('foreign tc programs (tcx and cls_bpf) keep running through a restart and --cleanup', async () => {
+        const bpf = env.proxy('node2').bpfNode!;
+        const obj = compileForeign();
+        await bpf.exec(['tc', 'qdisc', 'add', 'dev', 'eth0', 'clsact'], { allowFailure: true });
+        await bpf.exec([
+          'tc',
+          'filter',
+          'add',
+          'dev',
+          'eth0',
+          'egress',
+          'pref',
+          '9',
+          'bpf',
+          'da',
+          'obj',
+          obj,
+          'sec',
+          'tc',
+        ]);
+        await bpf.helper({ cmd: 'foreign', object: obj, ifname: 'eth0', pin: '/sys/fs/bpf/foreign-tcx' });
+        const progs = () => bpf.helper<{ ingress: string[]; egress: string[] }>({ cmd: 'programs', ifname: 'eth0' });
+        assert.deepEqual((await progs()).ingress, ['kpt_ingress', 'foreign_tc']);
+
+        const proxy = env.proxy('node2');
+        await proxy.stop();
+        await proxy.start();
+        assert.deepEqual((await progs()).ingress, ['kpt_ingress', 'foreign_tc'], 'after a restart');
+        const ip = '10.96.3.11';
+        await env.apply(
+          service({ name: 'stillok', clusterIP: ip, ports: webPorts() }),
+          endpointSlice('stillok', eps('node1-a'), webPorts()),
+        );
+        await env.waitReachable('node2-a', 'tcp', ip, 80);
+
+        await proxy.stop();
+        const r = await proxy.cleanup();
+        assert.equal(r.code, 0, r.output);
+        assert.deepEqual(await progs(), { ingress: ['foreign_tc'], egress: [] });
+        const f = await bpf.exec(['tc', 'filter', 'show', 'dev', 'eth0', 'egress']);
+        assert.match(f.stdout, /pref 9 bpf .*foreign\.o:\[tc\] direct-action/);
+        const pins = (await bpf.exec(['ls', '/sys/fs/bpf'])).stdout.split('\n');
+        assert.ok(pins.includes('foreign-tcx') && !pins.includes(TEST_PIN_ROOT.split('/').pop()!), pins.join(' '));
+        const nft = (await bpf.exec(['nft', 'list', 'tables'])).stdout;
+        assert.doesNotMatch(nft, /kube-proxy-ebpf/);
+        await proxy.start(); // the next tests want it back
+      });
+
+      it('Maglev (annotation): a flow keeps its endpoint whichever node it enters through', async () => {
+        const extIP = '192.168.96.10';
+        await env.apply(
+          withAnnotation(
+            service({ name: 'mg', clusterIP: '10.96.3.12', ports: webPorts(), externalIPs: [extIP] }),
+            'kube-proxy-ts/lb-algorithm',
+            'maglev',
+          ),
+          endpointSlice('mg', eps('node1-a', 'node1-b', 'node2-a', 'node2-b'), webPorts()),
+        );
+        const picks = async (via: string) => {
+          await env.cluster.routeVia('ext', `${extIP}/32`, via);
+          await env.waitReachable('ext', 'udp', extIP, 53, { localPort: 42000 });
+          const out: string[] = [];
+          for (let p = 42000; p < 42012; p++) {
+            const r = await env.send('ext', 'udp', extIP, 53, { localPort: p });
+            assert.ok(r.ok, `${via} port ${p}: ${JSON.stringify(r)}`);
+            assert.notEqual(srcIP(r.reply), env.cluster.external.ip, 'eTP Cluster: masqueraded');
+            out.push(r.reply.pod);
+          }
+          return out;
+        };
+        const viaNode1 = await picks('node1');
+        const viaNode2 = await picks('node2');
+        assert.deepEqual(viaNode2, viaNode1, 'the same endpoint for the same flow on both nodes');
+        assert.ok(new Set(viaNode1).size >= 2, `flows spread over endpoints: ${viaNode1.join(' ')}`);
+      });
+
+      it('ClientIP affinity lasts while the client keeps coming and ends after timeoutSeconds of quiet', async () => {
+        const ip = '10.96.3.13';
+        await env.apply(
+          service({
+            name: 'brief',
+            clusterIP: ip,
+            ports: webPorts(),
+            sessionAffinity: 'ClientIP',
+            affinityTimeoutSeconds: 3,
+          }),
+          endpointSlice('brief', eps('node1-a', 'node1-b', 'node2-a', 'node2-b'), webPorts()),
+        );
+        await env.waitReachable('node2-b', 'tcp', ip, 80);
+        const one = async () => {
+          const rs = await env.sendMany('node2-b', 'tcp', ip, 80, 4);
+          assert.ok(
+            rs.every((r) => r.ok),
+            JSON.stringify(rs),
+          );
+          const pods = podsOf(rs);
+          assert.equal(pods.length, 1, `connections in a row stick to one endpoint: ${pods.join(' ')}`);
+          return pods[0]!;
+        };
+        // After 4 s of quiet the remembered endpoint has expired and the next connection is balanced
+        // again: over 8 quiet periods, 4 endpoints give a different pick with probability 1 - 4^-8.
+        const first = await one();
+        const later: string[] = [];
+        for (let round = 0; round < 8 && later.every((p) => p === first); round++) {
+          await new Promise((r) => setTimeout(r, 4000));
+          later.push(await one());
+        }
+        assert.ok(
+          later.some((p) => p !== first),
+          `still ${first} after every quiet period: ${later.join(' ')}`,
+        );
+      });
+
+      describe('node1 switched to --ebpf-attach tc --ebpf-socket-lb-cgroup <a cgroup of ours>', () => {
+        before(async () => {
+          mkdirSync(cgroup);
+          const old = env.proxy('node1');
+          await old.stop();
+          assert.equal((await old.cleanup()).code, 0);
+          await env.replaceProxy('node1', ['--ebpf-attach', 'tc', '--ebpf-socket-lb-cgroup', cgroup]);
+        });
+        it('with --ebpf-attach tc the programs are cls_bpf filters and carry Service traffic', async () => {
+          const ip = '10.96.4.10';
+          const ports = webPorts(30400);
+          await env.apply(
+            service({ name: 'tc', type: 'NodePort', clusterIP: ip, ports }),
+            endpointSlice('tc', eps('node1-b', 'node2-b'), ports),
+          );
+          const rs = await env.waitFor('pod -> ClusterIP reaches both endpoints', async () => {
+            const r = await env.sendMany('node1-a', 'tcp', ip, 80, 10);
+            return podsOf(r).length === 2 && r.every((x) => x.ok) ? r : undefined;
+          });
+          for (const r of rs.value) assert.ok(r.ok && srcIP(r.reply) === env.cluster.pod('node1-a').ip);
+          const np = await env.waitReachable('ext', 'tcp', env.cluster.node('node1').ip, 30400);
+          assert.ok(['node1-b', 'node2-b'].includes(np.value.pod));
+          const bpf = env.proxy('node1').bpfNode!;
+          const f = await bpf.exec(['tc', 'filter', 'show', 'dev', 'eth0', 'ingress']);
+          assert.match(f.stdout, /pref 1 bpf .*handle 0x4b505453 kpt_ingress.* direct-action/);
+          assert.deepEqual((await bpf.helper<{ ingress: string[] }>({ cmd: 'programs', ifname: 'eth0' })).ingress, []);
+        });
+
+        it('socket LB: the node agent in our cgroup reaches an endpoint directly; it still sees the Service address', async () => {
+          const ip = '10.96.4.11';
+          await env.apply(
+            service({ name: 'sock', clusterIP: ip, ports: webPorts() }),
+            endpointSlice('sock', eps('node2-a', 'node2-b'), webPorts()),
+          );
+          await env.waitReachable('node1-a', 'tcp', ip, 80);
+          // Move the node1 agent (our own process) into the test cgroup.
+          writeFileSync(`${cgroup}/cgroup.procs`, String(await nodeAgentPid(env)));
+          const bpf = env.proxy('node1').bpfNode!;
+          const ct = async () =>
+            (await bpf.helper<{ entries: Array<[string, string]> }>({ cmd: 'dump', pinRoot: TEST_PIN_ROOT, map: 'ct' }))
+              .entries.length;
+          const before = await ct();
+          const tcp = await env.sendMany('node1', 'tcp', ip, 80, 8);
+          const udp = await env.sendMany('node1', 'udp', ip, 53, 8);
+          for (const r of [...tcp, ...udp]) {
+            assert.ok(r.ok, JSON.stringify(r));
+            assert.ok(['node2-a', 'node2-b'].includes(r.reply.pod));
+            // The socket was sent to an endpoint, yet getpeername (TCP) and recvmsg (UDP) show the Service.
+            assert.equal(r.peer?.slice(0, r.peer.lastIndexOf(':')), ip, `getpeername/recvmsg: ${r.peer}`);
+          }
+          assert.equal(await ct(), before, 'no tc connection entries: the packets never carried the Service address');
+        });
+      });
+    },
+  );
 
 /** The pid of the agent process serving the node1 namespace (started by the harness, so ours). */
 async function nodeAgentPid(env: E2EEnv): Promise<number> {
