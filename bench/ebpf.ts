@@ -20,6 +20,11 @@
 //
 //   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,iptables,nftables]
 //        [--seconds 3] [--reps 3] [--paced 1000] [--cold 10000] [--change 20000] [--changes 15] [--syncs no]
+//        [--flat no]
+//
+// --flat (default yes): after the per-size runs, ebpf at every size again, the
+// sizes taking turns, so that its flatness from 0 to 40k Services is read
+// from one run rather than from runs minutes apart on a shared machine.
 //
 // Namespaces kpt-ebpfb-<pid>-<rand>-{cli,node,srv} are removed on exit and
 // SIGINT; the ebpf child keeps its bpf filesystem in a private mount
@@ -333,42 +338,43 @@ async function closePath(p: Path): Promise<void> {
 }
 
 /**
- * Every mode's path exists at once and the measurements take turns (mode A,
- * B, C, then A again...), so a load swing on this shared machine hits every
- * mode alike; each figure is the median over --reps turns.
+ * Every target's path (a mode at a number of Services) exists at once and
+ * the measurements take turns (A, B, C, then A again...), so a load swing on
+ * this shared machine hits every target alike; each figure is the median
+ * over --reps turns. The modes at one size are one run; ebpf at every size
+ * is another (--flat), which is what "flat from 0 to 40k" compares.
  */
-async function traffic(modes: Mode[], n: number, bin: string): Promise<TrafficRow[]> {
-  const paths: Path[] = [];
+async function traffic(targets: ReadonlyArray<{ mode: Mode; n: number }>, bin: string): Promise<TrafficRow[]> {
+  const paths: Array<Path & { n: number }> = [];
   try {
-    for (const m of modes) paths.push(await openPath(m, n, bin));
+    for (const t of targets) paths.push({ ...(await openPath(t.mode, t.n, bin)), n: t.n });
     const secs = String(num('seconds', 3));
-    const acc = new Map(
-      modes.map((m) => [
-        m,
-        { rate: [] as number[], p50: [] as number[], p99: [] as number[], gbps: [] as number[], errors: 0 },
-      ]),
-    );
+    const acc = paths.map(() => ({
+      rate: [] as number[],
+      p50: [] as number[],
+      p99: [] as number[],
+      gbps: [] as number[],
+      errors: 0,
+    }));
     for (let rep = 0; rep < num('reps', 3); rep++) {
-      for (const p of paths) {
-        const a = acc.get(p.mode)!;
+      paths.forEach((p, i) => {
         const r = inNs(p.net.cli, [bin, 'rate', VIP, '80', secs, '64']);
-        a.rate.push(r['rate']!);
-        a.errors += r['errors']!;
-      }
-      for (const p of paths) {
-        const a = acc.get(p.mode)!;
+        acc[i]!.rate.push(r['rate']!);
+        acc[i]!.errors += r['errors']!;
+      });
+      paths.forEach((p, i) => {
         const l = inNs(p.net.cli, [bin, 'paced', VIP, '80', secs, String(num('paced', 1000))]);
-        a.p50.push(l['p50_us']!);
-        a.p99.push(l['p99_us']!);
-        a.errors += l['errors']!;
-      }
-      for (const p of paths) acc.get(p.mode)!.gbps.push(inNs(p.net.cli, [bin, 'bulk', VIP, '82', secs])['gbps']!);
+        acc[i]!.p50.push(l['p50_us']!);
+        acc[i]!.p99.push(l['p99_us']!);
+        acc[i]!.errors += l['errors']!;
+      });
+      paths.forEach((p, i) => acc[i]!.gbps.push(inNs(p.net.cli, [bin, 'bulk', VIP, '82', secs])['gbps']!));
     }
-    return modes.map((mode) => {
-      const a = acc.get(mode)!;
+    return paths.map((p, i) => {
+      const a = acc[i]!;
       return {
-        mode,
-        services: n,
+        mode: p.mode,
+        services: p.n,
         rate: median(a.rate),
         p50: median(a.p50),
         p99: median(a.p99),
@@ -453,14 +459,28 @@ async function main(): Promise<void> {
   const load = () => sh(['cat', '/proc/loadavg']).split(' ').slice(0, 3).join(' ');
   console.log(`load average at start: ${load()}`);
   const rows: TrafficRow[] = [];
+  const say = (r: TrafficRow, what = '') =>
+    console.log(
+      `${r.mode.padEnd(8)} ${String(r.services).padStart(6)} Services${what}: ${r.rate.toFixed(0)} conn/s, p50 ${r.p50} us, p99 ${r.p99} us, bulk ${r.gbps.toFixed(2)} Gbit/s, errors ${r.errors} (load ${load()})`,
+    );
   for (const n of sizes) {
-    for (const r of await traffic(modes, n, bin)) {
+    for (const r of await traffic(
+      modes.map((mode) => ({ mode, n })),
+      bin,
+    )) {
       rows.push(r);
-      console.log(
-        `${r.mode.padEnd(8)} ${String(n).padStart(6)} Services: ${r.rate.toFixed(0)} conn/s, p50 ${r.p50} us, p99 ${r.p99} us, bulk ${r.gbps.toFixed(2)} Gbit/s, errors ${r.errors} (load ${load()})`,
-      );
+      say(r);
     }
   }
+  const flatRows: TrafficRow[] = [];
+  if (arg('flat', 'yes') !== 'no' && modes.includes('ebpf'))
+    for (const r of await traffic(
+      sizes.map((n) => ({ mode: 'ebpf' as Mode, n })),
+      bin,
+    )) {
+      flatRows.push(r);
+      say(r, ' (sizes interleaved)');
+    }
   const syncRows: SyncRow[] = [];
   if (arg('syncs', 'yes') !== 'no')
     for (const mode of modes) {
@@ -475,9 +495,9 @@ async function main(): Promise<void> {
       );
     }
   console.log(`load average at end: ${load()}`);
-  printTables(rows, syncRows, sizes, modes);
+  printTables(rows, syncRows, sizes, modes, flatRows);
   mkdirSync(OUT, { recursive: true });
-  writeFileSync(join(OUT, 'ebpf.json'), JSON.stringify({ rows, syncRows }, null, 2));
+  writeFileSync(join(OUT, 'ebpf.json'), JSON.stringify({ rows, flatRows, syncRows }, null, 2));
   const png = writeChart(join(OUT, 'ebpf'), {
     title: 'Connections per second through a ClusterIP (closed loop, 64 concurrent)',
     yLabel: 'conn/s',
@@ -504,7 +524,13 @@ async function main(): Promise<void> {
   console.log(`wrote ${join(OUT, 'ebpf.json')}${png ? ` and ${png}` : ''}`);
 }
 
-function printTables(rows: TrafficRow[], syncRows: SyncRow[], sizes: number[], modes: Mode[]): void {
+function printTables(
+  rows: TrafficRow[],
+  syncRows: SyncRow[],
+  sizes: number[],
+  modes: Mode[],
+  flatRows: TrafficRow[],
+): void {
   console.log('\n| Services | mode | conn/s | x iptables | p50 us | p99 us | bulk Gbit/s |');
   console.log('|---:|---|---:|---:|---:|---:|---:|');
   for (const n of sizes)
@@ -514,6 +540,15 @@ function printTables(rows: TrafficRow[], syncRows: SyncRow[], sizes: number[], m
       const x = ipt ? (r.rate / ipt.rate).toFixed(2) : '-';
       console.log(`| ${n} | ${m} | ${r.rate.toFixed(0)} | ${x} | ${r.p50} | ${r.p99} | ${r.gbps.toFixed(2)} |`);
     }
+  if (flatRows.length) {
+    console.log('\n| Services (ebpf, sizes interleaved) | conn/s | x at 0 | p50 us | p99 us | bulk Gbit/s |');
+    console.log('|---:|---:|---:|---:|---:|---:|');
+    const base = flatRows.find((r) => r.services === 0) ?? flatRows[0]!;
+    for (const r of flatRows)
+      console.log(
+        `| ${r.services} | ${r.rate.toFixed(0)} | ${(r.rate / base.rate).toFixed(2)} | ${r.p50} | ${r.p99} | ${r.gbps.toFixed(2)} |`,
+      );
+  }
   if (!syncRows.length) return;
   console.log(
     '\n| mode | cold sync (Services) | wall ms | cpu ms | one-endpoint change (Services) | median ms | max ms | cpu ms | writes |',
