@@ -58,3 +58,24 @@ export class ApiHost {
     await this.proc.stop(2000);
   }
 }
+
+/**
+ * The objects a single-node DaemonSet test starts from: its Node (with a pod CIDR and
+ * its InternalIP) and a ClusterIP Service `default/web` (port 80 -> 8080).
+ */
+export async function seedNodeAndWeb(api: ApiHost, node: string, nodeIP: string, clusterIP: string): Promise<void> {
+  await api.create('nodes', {
+    metadata: { name: node, labels: { 'kubernetes.io/hostname': node } },
+    spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] },
+    status: { addresses: [{ type: 'InternalIP', address: nodeIP }] },
+  });
+  await api.create('services', {
+    metadata: { namespace: 'default', name: 'web' },
+    spec: {
+      type: 'ClusterIP',
+      clusterIP,
+      clusterIPs: [clusterIP],
+      ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }],
+    },
+  });
+}

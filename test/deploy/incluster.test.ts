@@ -23,7 +23,7 @@ import {
   type DaemonSet,
   type PodWorld,
 } from './manifests.js';
-import { ApiHost } from './apihostclient.js';
+import { ApiHost, seedNodeAndWeb } from './apihostclient.js';
 import { newNamespace, type TestNamespace } from './netns.js';
 import { startPod, kubeProxyAlias, type Pod, type PodOptions } from './pod.js';
 import { grantedPermissions, requestPermission, type PolicyRule, type RequestRecord } from './rbac.js';
@@ -92,20 +92,7 @@ describe('in-cluster: the DaemonSet pod against the test API server', () => {
     await ns.run(['ip', 'link', 'set', 'eth0', 'up']);
     saDir = mkdtempSync(join(tmpdir(), 'kpt-dep-sa-'));
     api = await ApiHost.start(ns.name, saDir);
-    await api.create('nodes', {
-      metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } },
-      spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] },
-      status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] },
-    });
-    await api.create('services', {
-      metadata: { namespace: 'default', name: 'web' },
-      spec: {
-        type: 'ClusterIP',
-        clusterIP: CLUSTER_IP,
-        clusterIPs: [CLUSTER_IP],
-        ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }],
-      },
-    });
+    await seedNodeAndWeb(api, NODE, NODE_IP, CLUSTER_IP);
     // Claimed by another service proxy: kube-proxy-ts must leave it alone.
     await api.create('services', {
       metadata: {

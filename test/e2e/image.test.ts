@@ -26,7 +26,7 @@ import { REPO_ROOT } from '../netns/spawn.js';
 import { loadManifests, only, type ConfigMap, type DaemonSet, type PodWorld } from '../deploy/manifests.js';
 import { newNamespace, type TestNamespace } from '../deploy/netns.js';
 import { writePodBundle } from '../deploy/ocibundle.js';
-import { ApiHost } from '../deploy/apihostclient.js';
+import { ApiHost, seedNodeAndWeb } from '../deploy/apihostclient.js';
 
 const NODE = 'node-img';
 const NODE_IP = '192.168.77.10';
@@ -87,20 +87,7 @@ describe('the OCI image: built reproducibly, run as the DaemonSet runs it', { co
     await ns.run(['ip', 'link', 'set', 'eth0', 'up']);
     const saDir = join(tmp, 'sa');
     api = await ApiHost.start(ns.name, saDir);
-    await api.create('nodes', {
-      metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } },
-      spec: { podCIDR: '10.244.1.0/24', podCIDRs: ['10.244.1.0/24'] },
-      status: { addresses: [{ type: 'InternalIP', address: NODE_IP }] },
-    });
-    await api.create('services', {
-      metadata: { namespace: 'default', name: 'web' },
-      spec: {
-        type: 'ClusterIP',
-        clusterIP: CLUSTER_IP,
-        clusterIPs: [CLUSTER_IP],
-        ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080 }],
-      },
-    });
+    await seedNodeAndWeb(api, NODE, NODE_IP, CLUSTER_IP);
     await api.create('endpointslices', {
       metadata: { namespace: 'default', name: 'web-1', labels: { 'kubernetes.io/service-name': 'web' } },
       addressType: 'IPv4',
