@@ -180,15 +180,20 @@ describe('IpvsDataplane against the real kernel', { concurrency: false }, () => 
   test('diff: nothing to change after a sync; exactly a new endpoint after one appears', async () => {
     const s = state({ a: ['10.244.1.5', '10.244.4.9'], b: ['10.244.1.7', '10.244.3.8'] });
     const input = { run: run(), netns: NS, family: 'IPv4' as const, config, ipvs: opts, syncPeriodMs: 3_600_000 };
+    // A real server drained to weight 0 by an earlier test is deleted by the next sync once the kernel
+    // has expired its last connection (TIME_WAIT lasts 2 min). When that happens depends on the guest's
+    // speed, so such a removal may show in either diff; every other line must not.
+    const drained = (text: string) => text.split('\n').filter((l) => /^- .* -w 0$/.test(l)).length;
     const same = await diffIpvsFamily({ ...input, state: s });
-    assert.equal(same.changes, 0, same.text);
+    assert.equal(same.changes - drained(same.text), 0, same.text);
     const more = await diffIpvsFamily({
       ...input,
       state: state({ a: ['10.244.1.5', '10.244.4.9'], b: ['10.244.1.7', '10.244.3.8', '10.244.5.5'] }),
     });
     assert.match(more.text, /\+ -a -t 10\.96\.7\.2:80 -r 10\.244\.5\.5:8080 -m -w 1/);
     assert.match(more.text, /\+ add KUBE-LOOP-BACK 10\.244\.5\.5,tcp:8080,10\.244\.5\.5/);
-    assert.doesNotMatch(more.text, /^- /m, 'nothing removed');
+    const removed = more.text.split('\n').filter((l) => l.startsWith('- '));
+    assert.equal(removed.length, drained(more.text), `nothing removed but drained real servers:\n${more.text}`);
     assert.equal(sh('ipvsadm', '-Sn').includes('10.244.5.5'), false, 'diff changed nothing');
   });
 
