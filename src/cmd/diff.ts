@@ -25,11 +25,12 @@ import { cidrsOfServiceCIDRs, syncStateFromObjects } from '../core/snapshot.js';
 import type { SyncState } from '../core/types.js';
 import { ApiStatusError, KubeClient, loadKubeConfig } from '../platform/k8s/index.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
-import { PROCESS_IO, kernelLocalIPs, type CmdIO } from './explain.js';
+import { PROCESS_IO, kernelLocalIPs, proxyStatus, type CmdIO } from './explain.js';
 import { diffIptablesFamily, type FamilyDiff } from './diffipt.js';
 import { diffNftablesFamily } from './diffnft.js';
 import { diffEbpfFamily } from './diffebpf.js';
 import { diffIpvsFamily } from './diffipvs.js';
+import { diffUserspaceFamily } from './diffuserspace.js';
 import { familiesFor, ipvsModeOptions } from './modes.js';
 import { startupNode } from './node.js';
 import { resolveNodeName } from '../core/config/nodename.js';
@@ -39,11 +40,13 @@ export const DIFF_USAGE = `Usage: kube-proxy-ts diff [kube-proxy flags] [--netns
 
 Show what the next full sync would change in the kernel's rules, without
 applying anything: lists Services, EndpointSlices and this Node once, renders
-a full sync for --proxy-mode (iptables, nftables, ebpf or ipvs) and compares
-it chain by chain (nftables: also set/map element by element; ebpf: map entry
-by map entry, with the maps pinned under --ebpf-pin-path; ipvs: also virtual
-and real server by server, set member by member, kube-ipvs0 address by
-address) with the live rules.
+a full sync for --proxy-mode (iptables, nftables, ebpf, ipvs or userspace) and
+compares it chain by chain (nftables: also set/map element by element; ebpf:
+map entry by map entry, with the maps pinned under --ebpf-pin-path; ipvs: also
+virtual and real server by server, set member by member, kube-ipvs0 address by
+address; userspace: the redirect table line by line, and each listener's port
+and endpoints, asked from the running proxy at --metrics-bind-address) with
+the live state.
 Takes the proxy's own flags (--kubeconfig, --proxy-mode, --hostname-override,
 --cluster-cidr, --config, ...).
 
@@ -135,6 +138,8 @@ export async function computeDiff(
   const objs = await listCluster(client, nodeName, signal).finally(() => client.close());
   const { nodeIPs, podCIDRs, primaryFamily } = startupNode(nodeName, objs.node, config.bindAddress);
   const families: FamilyDiff[] = [];
+  // userspace: which endpoints each listener relays to is known only to the running proxy.
+  const status = mode === 'userspace' ? await proxyStatus(run, config.metricsBindAddress) : null;
   for (const family of await familiesFor(mode, primaryFamily)) {
     const localIPs = await kernelLocalIPs(run, family);
     const dpConfig = resolveDataplaneConfig(config, family, localIPs, nodeIPs[family], podCIDRs);
@@ -167,10 +172,21 @@ export async function computeDiff(
           syncPeriodMs: cmd.timing.syncPeriodMs,
         }),
       );
+    else if (mode === 'userspace')
+      families.push(
+        await diffUserspaceFamily({
+          run,
+          family,
+          config: dpConfig,
+          state,
+          status: status!.doc,
+          statusError: status!.error,
+        }),
+      );
     else
       throw new ProxyError(
         'KPT_CONFIG_INVALID',
-        `diff: proxy mode ${mode} is not supported (iptables, nftables, ebpf, ipvs)`,
+        `diff: proxy mode ${mode} is not supported (iptables, nftables, ebpf, ipvs, userspace)`,
       );
   }
   return { mode, families };

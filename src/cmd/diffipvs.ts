@@ -35,7 +35,7 @@ function ipvsLines(f: Fake): Map<string, string[]> {
   return sections;
 }
 
-function setDiff(before: readonly string[], after: readonly string[]): string[] {
+export function setDiff(before: readonly string[], after: readonly string[]): string[] {
   const b = new Set(before);
   const a = new Set(after);
   return [

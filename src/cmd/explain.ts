@@ -239,7 +239,7 @@ function isUserspaceDump(file: string): boolean {
  * through the runner (so in the --netns namespace): null and the reason when
  * it cannot be had.
  */
-async function proxyStatus(
+export async function proxyStatus(
   run: CommandRunner,
   address: string,
 ): Promise<{ doc: StatusDoc | null; error: string | null }> {

@@ -97,7 +97,7 @@ export function userspaceScriptFromListing(block: string, fam: 'ip' | 'ip6'): st
  * for the Service address behind each (internal traffic for a cluster IP,
  * external for node ports, external and load-balancer IPs).
  */
-function listenersFrom(fake: Fake, status: StatusDoc | null, family: IPFamily): Map<string, FakeListener> {
+export function listenersFrom(fake: Fake, status: StatusDoc | null, family: IPFamily): Map<string, FakeListener> {
   const byPort = new Map<string, FakeListener>();
   const portals: Array<{ map: string; address: (key: string[]) => string }> = [
     { map: 'service-portals', address: ([ip, , port]) => joinHostPort(ip!, Number(port)) },

@@ -1,6 +1,7 @@
 // --proxy-mode userspace through the real binary in the two-node namespace
 // cluster: the relay serves ClusterIP (TCP and UDP) and NodePort traffic from
-// every kind of client, a Service without endpoints is refused at once, and
+// every kind of client, a Service without endpoints is refused at once,
+// explain and diff read the live table, sockets and the proxy's status, and
 // --cleanup removes the mode's own table. The relay terminates connections,
 // so endpoints see the node's address, never the client's (README).
 import { after, before, describe, it } from 'node:test';
@@ -23,6 +24,44 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
   after(async () => {
     await env?.dispose();
   });
+
+  const diff = (ns: string, ...args: string[]) =>
+    nsRun(ns, [...proxyArgv(), 'diff', ...env.proxy('node1').flags(), ...args], { allowFailure: true });
+
+  /**
+   * diff against the running proxy: no changes, endpoints compared; then the
+   * proxy stops (its listeners close, the table stays) and a Service is
+   * added: every redirect must move to a listener to be opened, and the new
+   * Service's portal appears. Nothing is applied.
+   */
+  async function diffWhileStopped(ns: string): Promise<void> {
+    const live = await diff(ns);
+    assert.equal(live.code, 0, `${live.stdout}\n${live.stderr}`);
+    assert.match(live.stdout, /^# userspace IPv4: no changes$/m, 'endpoints compared too: the proxy answered');
+    await env.proxy('node1').stop();
+    await env.apply(
+      service({ name: 'later', clusterIP: '10.96.20.12', ports: webPorts() }),
+      endpointSlice('later', [{ pod: env.cluster.pod('node2-a') }], webPorts()),
+    );
+    const ruleset = (await nsRun(ns, ['nft', '-s', 'list', 'ruleset'])).stdout;
+    const r = await diff(ns);
+    assert.equal(r.code, 1, `${r.stdout}\n${r.stderr}`);
+    const out = r.stdout;
+    assert.match(out, /^# userspace IPv4: .*listener endpoints not compared: cannot reach kube-proxy-ts/m);
+    assert.match(out, /^- service-portals: 10\.96\.20\.10 \. tcp \. 80 : \d+$/m);
+    assert.match(out, /^\+ service-portals: 10\.96\.20\.10 \. tcp \. 80 : <new port>$/m);
+    assert.match(out, /^\+ service-portals: 10\.96\.20\.12 \. tcp \. 80 : <new port>$/m);
+    assert.match(out, /^\+ nodeport-portals: tcp \. 30500 : <new port>$/m);
+    const later = `${env.cluster.pod('node2-a').ip}:8080`.replaceAll('.', '\\.');
+    assert.match(out, new RegExp(`^\\+ tcp :<new port> default/later:tcp \\(cluster endpoints\\) -> ${later}$`, 'm'));
+    assert.equal(
+      out.match(/^\+ (tcp|udp) :<new port> /gm)?.length,
+      4,
+      'relay and later, TCP and UDP: one listener each (cluster IP and node port share the cluster set)',
+    );
+    assert.doesNotMatch(out, /^- (tcp|udp) :/m, 'no listener is listening any more');
+    assert.equal((await nsRun(ns, ['nft', '-s', 'list', 'ruleset'])).stdout, ruleset, 'diff changed the table');
+  }
 
   it('relays ClusterIP TCP and UDP to every endpoint, and NodePort from outside', async () => {
     const ip = '10.96.20.10';
@@ -120,7 +159,7 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
     }
   });
 
-  it('refuses a Service without endpoints at once, and --cleanup removes the table', async () => {
+  it('refuses a Service without endpoints at once; diff sees the live state and what a sync would change; --cleanup removes the table', async () => {
     const ip = '10.96.20.11';
     await env.apply(
       service({ name: 'empty', clusterIP: ip, ports: webPorts() }),
@@ -135,7 +174,7 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
     const n1 = env.cluster.node('node1');
     const before = await nsRun(n1.ns, ['nft', 'list', 'tables']);
     assert.match(before.stdout, /kube-proxy-userspace/);
-    await env.proxy('node1').stop();
+    await diffWhileStopped(n1.ns);
     const r = await env.proxy('node1').cleanup();
     assert.equal(r.code, 0, r.output);
     const afterTables = await nsRun(n1.ns, ['nft', 'list', 'tables']);
