@@ -149,6 +149,7 @@ enum cfg_flags {
 	CFG_DETECT_CIDR = 1 << 1,  /* local pods are the sources in local_cidrs */
 	CFG_DETECT_IFACE = 1 << 2, /* local pods enter through IFACE_POD interfaces */
 	CFG_MASQ_ALL = 1 << 3,     /* masqueradeAll */
+	CFG_TRAFFIC = 1 << 4,      /* count per-Service traffic in kpt_traffic (--service-traffic-metrics) */
 };
 
 struct cfg_value {
@@ -226,6 +227,18 @@ enum stat_index {
 	STAT_SOCK = 4,      /* connects/sendmsgs balanced at the socket */
 	STAT_REPLY_SKIP = 5, /* datagrams to a NodePort left alone because they are replies */
 	STAT_MAX = 8,
+};
+
+/* ---- per-Service traffic (per-CPU hash, svc_id -> counters) ------------
+ * Only with CFG_TRAFFIC. The proxy creates a zeroed entry for each service
+ * port it counts (the first N, see --service-traffic-metrics) and deletes it
+ * when the port stops being counted; the programs only look entries up and
+ * add to them, so a port without an entry costs one failed lookup. Counted:
+ * the original direction of each connection (client -> service address),
+ * at the one hook that translates it, the first packet included. */
+struct traffic_value {
+	__u64 conns; /* new connections balanced (first packet of a flow) */
+	__u64 bytes; /* L3 bytes (IP header and payload) of every client -> service packet */
 };
 
 #endif

@@ -131,6 +131,7 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 	if (ct->flags & CT_MASQ)
 		skb->mark |= cfg->mark;
 	stat_inc(STAT_CT_HIT);
+	traffic_add(cfg, ct->svc_id, 0, skb->len);
 	if (ingress)
 		return TC_ACT_UNSPEC;
 	if (ct->flags & CT_SNAT) {
@@ -272,6 +273,7 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	if (masq)
 		skb->mark |= cfg->mark;
 	stat_inc(STAT_NEW);
+	traffic_add(cfg, res.svc_id, 1, skb->len);
 	return ingress ? TC_ACT_UNSPEC : route_send(skb, &f, rc);
 }
 

@@ -9,6 +9,7 @@
 #define KPT_MAPS_H
 
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
 #include <bpf/bpf_helpers.h>
 #include "abi.h"
 
@@ -141,11 +142,35 @@ struct {
 	__uint(max_entries, STAT_MAX);
 } kpt_stats SEC(".maps");
 
+/* Sized for both families' caps together; the proxy never asks for more. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__type(key, __u32);
+	__type(value, struct traffic_value);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} kpt_traffic SEC(".maps");
+
 static __always_inline void stat_inc(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&kpt_stats, &idx);
 	if (v)
 		*v += 1;
+}
+
+/* One packet of the original direction of a connection to svc_id, and
+ * whether it opened the connection. Nothing at all without CFG_TRAFFIC.
+ * Per-CPU values: plain adds, no atomics. skb->len counts from the
+ * Ethernet header at tc (every device we attach to has one). */
+static __always_inline void traffic_add(const struct cfg_value *cfg, __u32 svc_id, __u64 conns, __u32 skb_len)
+{
+	if (!(cfg->flags & CFG_TRAFFIC))
+		return;
+	struct traffic_value *t = bpf_map_lookup_elem(&kpt_traffic, &svc_id);
+	if (!t)
+		return;
+	t->conns += conns;
+	t->bytes += skb_len > ETH_HLEN ? skb_len - ETH_HLEN : 0;
 }
 
 #endif

@@ -195,7 +195,7 @@ export const FLAGS: readonly FlagDef[] = [
     'int32',
     'int32',
     '0',
-    'kube-proxy-ts only, nftables mode: count new connections and client bytes per Service port in the kernel and export them on the metrics address, for at most this many Service ports per IP family (two series each); the ports past it are not counted and kubeproxy_ts_service_traffic_untracked_service_ports says how many. 0 (default) turns it off.',
+    'kube-proxy-ts only, nftables and ebpf modes: count new connections and client bytes per Service port in the kernel and export them on the metrics address, for at most this many Service ports per IP family (two series each); the ports past it are not counted and kubeproxy_ts_service_traffic_untracked_service_ports says how many. 0 (default) turns it off.',
     'option',
     (t, v) => {
       t.opts.serviceTrafficMetrics = n(v);

@@ -1,12 +1,15 @@
-// --service-traffic-metrics N: wraps each nftables datapath so that the
-// per-Service counter table follows its syncs, and registers the metrics
-// that read it. Other modes get a warning and no counters (docs/metrics.md
-// says what they could offer).
+// --service-traffic-metrics N: per-Service traffic counters, and the metrics
+// that read them at each scrape (src/platform/traffic.ts). nftables mode
+// wraps each datapath so that its counter table follows the syncs; ebpf mode
+// asks each datapath to count in its BPF maps. Other modes get a warning and
+// no counters (the README says what they could offer).
 import type { Dataplane, ProxyMode } from '../core/types.js';
+import { EbpfDataplane } from '../platform/ebpf/dataplane.js';
 import { hostRunner } from '../platform/exec.js';
 import type { Logger } from '../platform/logger.js';
 import type { ProxyMetrics } from '../platform/metrics.js';
-import { registerTrafficMetrics, ServiceTrafficCounters, withTrafficCounters } from '../platform/nftables/traffic.js';
+import { ServiceTrafficCounters, withTrafficCounters } from '../platform/nftables/traffic.js';
+import { registerTrafficMetrics } from '../platform/traffic.js';
 
 export function withServiceTraffic(
   max: number,
@@ -16,8 +19,20 @@ export function withServiceTraffic(
   log: Logger,
 ): Dataplane[] {
   if (max <= 0) return dataplanes;
+  if (mode === 'ebpf') {
+    const sources = dataplanes.map((dp) => {
+      if (!(dp instanceof EbpfDataplane)) throw new Error('ebpf mode without its datapath');
+      return dp.countTraffic(max);
+    });
+    registerTrafficMetrics(metrics.registry, sources);
+    log.info({ maxServicePorts: max }, 'Per-Service traffic counters are on (BPF maps)');
+    return dataplanes;
+  }
   if (mode !== 'nftables') {
-    log.warn({ mode }, '--service-traffic-metrics counts traffic in nftables mode only; no per-Service counters');
+    log.warn(
+      { mode },
+      '--service-traffic-metrics counts traffic in nftables and ebpf modes only; no per-Service counters',
+    );
     return dataplanes;
   }
   const counters = dataplanes.map(

@@ -9,6 +9,9 @@
 //   - the tracer agrees with the programs on the whole shared packet-flow
 //     table: the same verdict, the endpoint the program picked among the
 //     tracer's candidates, the masquerade mark at ingress;
+//   - per-Service traffic: with CFG_TRAFFIC, a new connection and every
+//     client packet of it add to the service port's kpt_traffic entry (L3
+//     bytes), replies and uncounted ports add nothing; without it, nothing;
 //   - Maglev: the program picks exactly the endpoint the tracer computes
 //     from the flow hash; a connection keeps its endpoint and its replies
 //     are translated back.
@@ -146,6 +149,11 @@ const LAYOUTS: Layout[] = [
     },
   },
   {
+    struct: 'traffic_value',
+    sample: L.encodeTrafficValue({ conns: 0x0102030405060708n, bytes: 0x1112131415161718n }),
+    fields: { conns: le64(0x0102030405060708n), bytes: le64(0x1112131415161718n) },
+  },
+  {
     struct: 'name_value',
     sample: L.encodeName('ns/svc:port'),
     fields: { name: new TextEncoder().encode('ns/svc:port\0') },
@@ -280,6 +288,41 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
       seen.add(want.output);
     }
     assert.equal(seen.size, 2, 'both endpoints get flows');
+  });
+
+  test('traffic counters: conns and L3 bytes of the client direction, only with CFG_TRAFFIC and an entry', () => {
+    const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ClusterIPGeneral')!;
+    const st = scenarioSyncState(s);
+    const run = (counting: boolean) => {
+      clear(rt);
+      const renderer = new EbpfRenderer(scenarioConfig(s, 'ebpf'), { trafficCounters: counting });
+      rt.apply(renderer.render({ state: st }).ops);
+      const sp = [...st.services.values()].find((x) => x.clusterIP === '172.30.0.42' && x.key.endsWith(':http'))!;
+      const id = renderer.idOf(sp.key)!;
+      const key = L.encodeU32(id);
+      rt.apply([{ map: 'traffic', op: 'update', key, value: L.encodeTrafficValue({ conns: 0n, bytes: 0n }) }]);
+      const ingress = rt.obj.program('kpt_ingress');
+      const payload = new Uint8Array(100);
+      const syn = { src: '10.180.0.2', dst: '172.30.0.42', sport: 42000, dport: 80, proto: 'TCP' as const };
+      const first = parseFrame(testRun(ingress, { frame: buildFrame(syn) }).frame);
+      for (let i = 0; i < 3; i++) testRun(ingress, { frame: buildFrame({ ...syn, flags: TCP_ACK, payload }) });
+      // The endpoint's reply (egress) is not the client direction.
+      testRun(rt.obj.program('kpt_egress'), {
+        frame: buildFrame({
+          src: first.dst,
+          dst: syn.src,
+          sport: first.dport,
+          dport: syn.sport,
+          proto: 'TCP',
+          payload,
+        }),
+      });
+      return L.decodeTrafficValue(rt.lookup('traffic', key)!);
+    };
+    // IPv4 + TCP headers: 40 bytes; the SYN and three ACKs with 100 bytes of payload each.
+    assert.deepEqual(run(true), { conns: 1n, bytes: 40n + 3n * 140n });
+    assert.deepEqual(run(false), { conns: 0n, bytes: 0n }, 'without CFG_TRAFFIC the entry stays untouched');
+    clear(rt);
   });
 
   test('a connection keeps its endpoint; its replies come back from the service address', () => {

@@ -72,7 +72,7 @@ export class ProxyProcess {
     readonly node: NodeInfo,
     readonly mode: E2EMode,
     readonly kubeconfig: string,
-    readonly extraArgs: string[] = [],
+    private extra: string[] = [],
     readonly dropFlags: string[] = [],
     /** Extra environment (e.g. KPT_FAULT_DIR for the fault tests). */
     readonly env: NodeJS.ProcessEnv = {},
@@ -105,7 +105,18 @@ export class ProxyProcess {
       if (!this.dropFlags.includes(f)) kept.push(f, ...(hasValue ? [defaults[i + 1]!] : []));
       if (hasValue) i++;
     }
-    return [...kept, ...this.extraArgs];
+    return [...kept, ...this.extra];
+  }
+
+  get extraArgs(): readonly string[] {
+    return this.extra;
+  }
+
+  /** Stop, then start with other extra flags; what outlives a restart (ebpf pins) stays. */
+  async restartWith(extraArgs: string[]): Promise<void> {
+    await this.stop();
+    this.extra = extraArgs;
+    await this.start();
   }
 
   /** Start and wait until /healthz is 200 (timeoutMs bounds it). */

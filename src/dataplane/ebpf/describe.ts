@@ -25,6 +25,7 @@ export const CFG_FLAG_NAMES = [
   [L.CFG_DETECT_CIDR, 'detect-cidr'],
   [L.CFG_DETECT_IFACE, 'detect-iface'],
   [L.CFG_MASQ_ALL, 'masquerade-all'],
+  [L.CFG_TRAFFIC, 'traffic'],
 ] as const;
 export const CT_FLAG_NAMES = [
   [L.CT_REPLY, 'reply'],
@@ -74,6 +75,7 @@ export function keyText(map: L.MapName, k: Uint8Array): string {
     case 'cfg':
       return L.decodeU32(k) === 0 ? 'IPv4' : 'IPv6';
     case 'names':
+    case 'traffic':
       return `svc ${L.decodeU32(k)}`;
     case 'ct': {
       const d = L.decodeCtKey(k);
@@ -127,6 +129,10 @@ export function valueText(map: L.MapName, v: Uint8Array): string {
     }
     case 'names':
       return L.decodeName(v);
+    case 'traffic': {
+      const d = L.decodeTrafficValue(v);
+      return `conns ${d.conns} bytes ${d.bytes}`;
+    }
     case 'lbSrc':
     case 'podCidrs':
     case 'svcCidrs':

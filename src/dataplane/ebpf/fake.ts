@@ -9,7 +9,9 @@
 //     when full (ENOSPC);
 //   - an array has every index below max_entries, zero-filled; indexes
 //     beyond refuse (E2BIG) and nothing can be deleted (EINVAL);
-//   - deleting an absent key is ENOENT.
+//   - deleting an absent key is ENOENT;
+//   - a per-CPU map holds one value per key: what the platform reads back
+//     from the kernel, the sum over the CPUs.
 // Like the kernel, a batch of operations is not atomic: apply() stops at the
 // first failure and what ran before it stays. print() lists what it holds.
 import { entryText } from './describe.js';
@@ -52,6 +54,7 @@ const DEFAULT_MAX: Record<MapName, number> = {
   sock: 65536,
   names: 262144,
   stats: 8,
+  traffic: 65536,
 };
 
 class FakeMap {

@@ -12,7 +12,7 @@ import type { IPFamily, Protocol } from '../../core/types.js';
 
 export const ABI_VERSION = 1;
 
-export type MapKind = 'hash' | 'lru_hash' | 'lpm_trie' | 'array' | 'percpu_array';
+export type MapKind = 'hash' | 'lru_hash' | 'lpm_trie' | 'array' | 'percpu_array' | 'percpu_hash';
 
 export interface MapSpec {
   readonly name: string;
@@ -41,6 +41,7 @@ export const MAPS = {
   sock: { name: 'kpt_sock', kind: 'lru_hash', keySize: 32, valueSize: 20, rendered: false },
   names: { name: 'kpt_names', kind: 'hash', keySize: 4, valueSize: 160, rendered: true },
   stats: { name: 'kpt_stats', kind: 'percpu_array', keySize: 4, valueSize: 8, rendered: false },
+  traffic: { name: 'kpt_traffic', kind: 'percpu_hash', keySize: 4, valueSize: 16, rendered: false },
 } as const satisfies Record<string, MapSpec>;
 
 export type MapName = keyof typeof MAPS;
@@ -72,6 +73,7 @@ export const CFG_ENABLED = 1 << 0;
 export const CFG_DETECT_CIDR = 1 << 1;
 export const CFG_DETECT_IFACE = 1 << 2;
 export const CFG_MASQ_ALL = 1 << 3;
+export const CFG_TRAFFIC = 1 << 4;
 
 export const CT_REPLY = 1 << 0;
 export const CT_AT_EGRESS = 1 << 1;
@@ -430,6 +432,18 @@ export function decodeCfgValue(b: Uint8Array): CfgValue {
   return { mark: r.u32(0), flags: r.u32(4), netnsCookie: r.u64(8) };
 }
 
+// ---- traffic (per-CPU: values read back summed over the CPUs) -------------
+
+export interface TrafficValue {
+  readonly conns: bigint;
+  readonly bytes: bigint;
+}
+export const encodeTrafficValue = (v: TrafficValue): Uint8Array => new W(16).u64(0, v.conns).u64(8, v.bytes).b;
+export function decodeTrafficValue(b: Uint8Array): TrafficValue {
+  const r = new R(b);
+  return { conns: r.u64(0), bytes: r.u64(8) };
+}
+
 // ---- ct -------------------------------------------------------------------
 
 export interface CtKey {
@@ -553,6 +567,7 @@ export function familyOfEntry(map: MapName, key: Uint8Array): IPFamily {
     case 'maglev':
       return idFamily(Math.floor(decodeU32(key) / 2));
     case 'names':
+    case 'traffic':
       return idFamily(decodeU32(key));
     case 'eps':
     case 'members':

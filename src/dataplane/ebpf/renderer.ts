@@ -27,6 +27,8 @@ export interface EbpfRendererOptions {
   readonly algorithm?: L.LbAlgorithm;
   /** Maglev table size, a prime (--ebpf-maglev-table-size). */
   readonly maglevM?: number;
+  /** Set CFG_TRAFFIC: the programs count per-Service traffic (--service-traffic-metrics; see traffic.ts). */
+  readonly trafficCounters?: boolean;
 }
 
 export interface IfaceInfo {
@@ -103,6 +105,7 @@ export class EbpfRenderer {
   private readonly family: IPFamily;
   private readonly algorithm: L.LbAlgorithm;
   private readonly maglevM: number;
+  private readonly trafficCounters: boolean;
   private entries: Entries = emptyEntries();
   /** Owner (service-port key, NODE_OWNER, LIVE_OWNER) -> what it put in the maps. */
   private owners = new Map<string, Contribution>();
@@ -127,12 +130,18 @@ export class EbpfRenderer {
     this.family = config.family;
     this.algorithm = opts.algorithm ?? 'random';
     this.maglevM = opts.maglevM ?? 16381;
+    this.trafficCounters = opts.trafficCounters ?? false;
     this.nextId = L.ID_RANGE[this.family][0];
   }
 
   /** True when the next render must be given what the kernel holds (`live`). */
   needsLive(): boolean {
     return !this.known;
+  }
+
+  /** The id of a service port this renderer programs (undefined for ports it does not, e.g. SCTP). */
+  idOf(servicePortKey: string): number | undefined {
+    return this.ids.get(servicePortKey);
   }
 
   /** Forget everything; the next render is full and diffs against `live`. */
@@ -452,7 +461,7 @@ export class EbpfRenderer {
   private nodeContribution(input: EbpfRenderInput): Contribution {
     const entries: Array<[L.MapName, string, Uint8Array]> = [];
     const addrs = new Map<string, number>();
-    const cfgFlags = this.config.masqueradeAll ? L.CFG_MASQ_ALL : 0;
+    const cfgFlags = (this.config.masqueradeAll ? L.CFG_MASQ_ALL : 0) | (this.trafficCounters ? L.CFG_TRAFFIC : 0);
     const det = this.config.localDetector;
     let detect = 0;
     const one = L.encodeU8(1);

@@ -7,11 +7,12 @@
 //   conns / nodeport-conns  the first packet of each new connection;
 //   bytes / nodeport-bytes  every packet of the client-to-Service direction.
 // Node ports are keyed by protocol and port and counted for local
-// destinations only. At most `max` Service ports are counted (in key order,
-// so the same ones stay counted from sync to sync); the rest are left out and
-// reported as untracked. Pure.
+// destinations only. At most `max` Service ports are counted
+// (selectCountedServicePorts, shared with the ebpf mode); the rest are left
+// out and reported as untracked. Pure.
 
 import type { IPFamily, SyncState } from '../../core/types.js';
+import { selectCountedServicePorts } from '../traffic.js';
 
 export const TRAFFIC_TABLE = 'kube-proxy-ts-traffic';
 
@@ -35,9 +36,8 @@ const elementId = (set: string, key: string) => `${set} ${key}`;
 
 export function planTrafficCounters(state: SyncState, max: number): TrafficPlan {
   const elements = new Map<string, TrafficElement>();
-  const keys = [...state.services.keys()].sort();
-  for (const k of keys.slice(0, max)) {
-    const sp = state.services.get(k)!;
+  const { counted, untracked } = selectCountedServicePorts(state, max);
+  for (const sp of counted) {
     const proto = sp.protocol.toLowerCase();
     if (proto === 'sctp') continue; // `th dport` reads the SCTP port too, but keep to what the tests prove
     const add = (set: string, key: string) =>
@@ -52,7 +52,7 @@ export function planTrafficCounters(state: SyncState, max: number): TrafficPlan 
       add('nodeport-bytes', `${proto} . ${sp.nodePort}`);
     }
   }
-  return { elements, untracked: Math.max(0, keys.length - max) };
+  return { elements, untracked };
 }
 
 /** The whole table, created from nothing (counters start at zero). */

@@ -4,7 +4,9 @@
 // whose endpoint is gone (as upstream deletes stale UDP conntrack entries).
 // Programs, maps and the interface watch are shared with the other family
 // (SharedNode). A failed write resets the renderer: the next sync is full
-// and starts from what the maps hold.
+// and starts from what the maps hold. With countTraffic() (the opt-in
+// --service-traffic-metrics) the family's kpt_traffic entries follow each
+// sync; without it, its first sync deletes any the family left there.
 import type { Dataplane, DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import { EbpfRenderer, type LiveEntries } from '../../dataplane/ebpf/renderer.js';
 import * as L from '../../dataplane/ebpf/layout.js';
@@ -18,6 +20,8 @@ import type { EbpfOptions } from '../../dataplane/ebpf/options.js';
 export { DEFAULT_EBPF_OPTIONS, type EbpfOptions } from '../../dataplane/ebpf/options.js';
 import { SharedNode } from './node.js';
 import type { EbpfRuntime } from './runtime.js';
+import { EbpfTrafficCounters, trafficIds } from './traffic.js';
+import { TrafficCounterPlan } from '../../dataplane/ebpf/traffic.js';
 
 type Level = 'debug' | 'info' | 'warn' | 'error';
 
@@ -30,7 +34,9 @@ export interface EbpfDataplaneDeps {
 export class EbpfDataplane implements Dataplane {
   readonly mode = 'ebpf' as const;
   readonly family: IPFamily;
-  private readonly renderer: EbpfRenderer;
+  private renderer: EbpfRenderer;
+  private traffic: EbpfTrafficCounters | null = null;
+  private trafficCleared = false;
   private node: SharedNode | null = null;
   private unsubscribe: (() => void) | null = null;
   private lastState: SyncState | null = null;
@@ -39,6 +45,22 @@ export class EbpfDataplane implements Dataplane {
   constructor(private readonly deps: EbpfDataplaneDeps) {
     this.family = deps.config.family;
     this.renderer = new EbpfRenderer(deps.config, { algorithm: deps.ebpf.algorithm, maglevM: deps.ebpf.maglevM });
+  }
+
+  /**
+   * Count per-Service traffic in the BPF maps for the first `max` service
+   * ports (--service-traffic-metrics). Call before the first sync.
+   */
+  countTraffic(max: number): EbpfTrafficCounters {
+    if (this.lastState) throw new Error('countTraffic() must come before the first sync');
+    const e = this.deps.ebpf;
+    this.renderer = new EbpfRenderer(this.deps.config, {
+      algorithm: e.algorithm,
+      maglevM: e.maglevM,
+      trafficCounters: true,
+    });
+    this.traffic = new EbpfTrafficCounters(this.family, max);
+    return this.traffic;
   }
 
   private event(level: Level, fields: Record<string, unknown>, msg: string): void {
@@ -85,12 +107,28 @@ export class EbpfDataplane implements Dataplane {
     }
     const t2 = performance.now();
     for (const s of r.skipped) this.event('warn', s, 'service port not programmed');
+    this.syncTraffic(node.rt, state, r.full);
     const swept = this.sweepStaleUDP(node.rt, this.lastState, state, r.ports);
     if (swept) this.event('debug', { deleted: swept }, 'stale UDP connection entries deleted');
     this.lastState = state;
     const timing = { renderMs: t1 - t0, applyMs: t2 - t1 };
     this.event('debug', { writes: r.ops.length, full: r.full, ...timing }, 'BPF maps synced');
     return { partial: !r.full, counters: { ...r.counters, ...timing } };
+  }
+
+  /** kpt_traffic after the maps are synced: follow the counted ports, or clear ours once when not counting. */
+  private syncTraffic(rt: EbpfRuntime, state: SyncState, full: boolean): void {
+    try {
+      if (this.traffic) {
+        const writes = this.traffic.update(rt, state, full, (k) => this.renderer.idOf(k));
+        if (writes) this.event('debug', { writes }, 'per-Service traffic counters updated');
+      } else if (!this.trafficCleared) {
+        rt.apply(TrafficCounterPlan.clearOps(this.family, trafficIds(rt)));
+        this.trafficCleared = true;
+      }
+    } catch (err) {
+      this.event('warn', { err: String(err) }, 'per-Service traffic counters not updated; next sync tries again');
+    }
   }
 
   /** Between syncs: interfaces or addresses changed; rewrite the node-level entries. */

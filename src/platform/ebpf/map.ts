@@ -1,6 +1,9 @@
 // One BPF map, by file descriptor: element reads and writes, batched where
 // the kernel supports it, and a full dump. Keys and values are raw bytes in
-// the layout of src/dataplane/ebpf/layout.ts.
+// the layout of src/dataplane/ebpf/layout.ts. Per-CPU maps (their values are
+// 64-bit counters) read as the sum over every possible CPU, field by field,
+// and a write puts the value on the first CPU and zero on the others, so
+// that what is written reads back unchanged.
 import { BpfError, libbpf, objInfo } from './libbpf.js';
 
 export const BPF_ANY = 0n;
@@ -31,11 +34,13 @@ export function mapInfo(fd: number): MapInfo {
   };
 }
 
-export const BPF_MAP_TYPE = { hash: 1, array: 2, percpu_array: 6, lru_hash: 9, lpm_trie: 11 } as const;
+export const BPF_MAP_TYPE = { hash: 1, array: 2, percpu_hash: 5, percpu_array: 6, lru_hash: 9, lpm_trie: 11 } as const;
 
 export class BpfMap {
   private readonly kbuf: Buffer;
   private readonly vbuf: Buffer;
+  /** Per-CPU map: the kernel reads and writes one value per possible CPU, each 8-byte aligned. */
+  private readonly cpus: number;
 
   constructor(
     readonly name: string,
@@ -44,8 +49,14 @@ export class BpfMap {
     readonly valueSize: number,
     readonly type: number,
   ) {
+    const percpu = type === BPF_MAP_TYPE.percpu_hash || type === BPF_MAP_TYPE.percpu_array;
+    this.cpus = percpu ? Math.max(1, libbpf().libbpf_num_possible_cpus()) : 0;
     this.kbuf = Buffer.alloc(keySize);
-    this.vbuf = Buffer.alloc(valueSize);
+    this.vbuf = Buffer.alloc(percpu ? this.stride * this.cpus : valueSize);
+  }
+
+  private get stride(): number {
+    return Math.ceil(this.valueSize / 8) * 8;
   }
 
   static ofFd(fd: number): BpfMap {
@@ -55,6 +66,7 @@ export class BpfMap {
 
   update(key: Uint8Array, value: Uint8Array, flags = BPF_ANY): void {
     this.kbuf.set(key);
+    if (this.cpus > 0) this.vbuf.fill(0);
     this.vbuf.set(value);
     const rc = libbpf().bpf_map_update_elem(this.fd, this.kbuf, this.vbuf, flags);
     if (rc < 0) throw new BpfError(`update ${this.name}`, -rc);
@@ -66,20 +78,27 @@ export class BpfMap {
     const rc = libbpf().bpf_map_lookup_elem(this.fd, this.kbuf, this.vbuf);
     if (rc === -ENOENT) return null;
     if (rc < 0) throw new BpfError(`lookup ${this.name}`, -rc);
+    if (this.cpus > 0) return this.sumOverCpus();
     return new Uint8Array(this.vbuf);
+  }
+
+  /** vbuf of a per-CPU lookup: each 8-byte field summed over the CPUs. */
+  private sumOverCpus(): Uint8Array {
+    const out = Buffer.alloc(this.valueSize);
+    for (let off = 0; off + 8 <= this.valueSize; off += 8) {
+      let sum = 0n;
+      for (let c = 0; c < this.cpus; c++) sum += this.vbuf.readBigUInt64LE(c * this.stride + off);
+      out.writeBigUInt64LE(BigInt.asUintN(64, sum), off);
+    }
+    return new Uint8Array(out);
   }
 
   /** A per-CPU array slot, summed over every possible CPU (8-byte counters). */
   lookupPercpuSum(index: number): bigint {
-    const cpus = libbpf().libbpf_num_possible_cpus();
-    const stride = Math.ceil(this.valueSize / 8) * 8;
-    const vals = Buffer.alloc(stride * Math.max(1, cpus));
-    this.kbuf.writeUInt32LE(index, 0);
-    const rc = libbpf().bpf_map_lookup_elem(this.fd, this.kbuf, vals);
-    if (rc < 0) throw new BpfError(`lookup ${this.name}`, -rc);
-    let sum = 0n;
-    for (let c = 0; c < cpus; c++) sum += vals.readBigUInt64LE(c * stride);
-    return sum;
+    const key = Buffer.alloc(4);
+    key.writeUInt32LE(index);
+    const v = this.lookup(key);
+    return v ? new DataView(v.buffer, v.byteOffset).getBigUint64(0, true) : 0n;
   }
 
   /** True when something was deleted. */
@@ -97,7 +116,7 @@ export class BpfMap {
    */
   updateMany(entries: ReadonlyArray<readonly [Uint8Array, Uint8Array]>): void {
     if (entries.length === 0) return;
-    if (entries.length === 1 || this.type === BPF_MAP_TYPE.lpm_trie) {
+    if (entries.length === 1 || this.type === BPF_MAP_TYPE.lpm_trie || this.cpus > 0) {
       for (const [k, v] of entries) this.update(k, v);
       return;
     }

@@ -5,7 +5,6 @@
 // be written never fails a sync: the error is reported and the next sync
 // rebuilds the table.
 
-import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import {
   planTrafficCounters,
@@ -15,15 +14,9 @@ import {
   type TrafficElement,
 } from '../../dataplane/nftables/traffic.js';
 import type { CommandRunner } from '../exec.js';
+import type { ServiceTraffic, TrafficSource } from '../traffic.js';
 
-export interface ServiceTraffic {
-  readonly servicePort: string;
-  readonly protocol: string;
-  readonly newConnections: number;
-  readonly bytes: number;
-}
-
-export class ServiceTrafficCounters {
+export class ServiceTrafficCounters implements TrafficSource {
   private elements: ReadonlyMap<string, TrafficElement> | null = null;
   private untrackedPorts = 0;
 
@@ -132,46 +125,4 @@ export function withTrafficCounters(dp: Dataplane, counters: ServiceTrafficCount
     ...(dp.close ? { close: () => dp.close!() } : {}),
     ...(dp.watch ? { watch: (f: (reason: string) => void) => dp.watch!(f) } : {}),
   };
-}
-
-/**
- * The metrics, read from the kernel at each scrape: new connections and
- * bytes (client to Service) per Service port, and how many Service ports
- * are past the cap.
- */
-export function registerTrafficMetrics(registry: Registry, all: readonly ServiceTrafficCounters[]): void {
-  const labelNames = ['service_port', 'protocol', 'ip_family'] as const;
-  const read = async () => (await Promise.all(all.map(async (c) => ({ c, rows: await c.read() })))).flat();
-  const perServicePort = (name: string, help: string, value: (r: ServiceTraffic) => number) =>
-    new Counter({
-      name,
-      help,
-      labelNames,
-      registers: [registry],
-      async collect() {
-        this.reset();
-        for (const { c, rows } of await read())
-          for (const r of rows)
-            this.inc({ service_port: r.servicePort, protocol: r.protocol, ip_family: c.family }, value(r));
-      },
-    });
-  perServicePort(
-    'kubeproxy_ts_service_new_connections_total',
-    'New connections to each Service port (its cluster, external and load-balancer IPs and its node port), counted in the kernel. Only with --service-traffic-metrics.',
-    (r) => r.newConnections,
-  );
-  perServicePort(
-    'kubeproxy_ts_service_bytes_total',
-    'Bytes clients sent to each Service port (the client-to-Service direction, headers included), counted in the kernel. Only with --service-traffic-metrics.',
-    (r) => r.bytes,
-  );
-  new Gauge({
-    name: 'kubeproxy_ts_service_traffic_untracked_service_ports',
-    help: 'Service ports past the --service-traffic-metrics cap, whose traffic is not counted.',
-    labelNames: ['ip_family'],
-    registers: [registry],
-    collect() {
-      for (const c of all) this.set({ ip_family: c.family }, c.untracked);
-    },
-  });
 }
