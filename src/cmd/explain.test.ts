@@ -74,14 +74,19 @@ test('parseExplainArgs --service and --from: a Service instead of a packet, a fi
     localIPs: ['192.168.0.2'],
     output: 'text',
     from: 'dump.txt',
+    address: '127.0.0.1:10249',
+    pinRoot: '/sys/fs/bpf/kube-proxy-ts',
   });
+  // Every mode has --service; ebpf reads the maps, ipvs and userspace ask the proxy at --address.
+  for (const mode of ['ebpf', 'ipvs', 'userspace'])
+    assert.equal((parseExplainArgs(['--service', 'ns1/s1', '--mode', mode]) as { mode: string }).mode, mode);
   const p = parseExplainArgs(['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--from', 'f']);
   assert.ok(p !== 'help' && p.kind === 'packet' && p.from === 'f');
   for (const bad of [
     ['--service', 'ns1'],
     ['--service', 'ns1/s1', '--dst', '172.30.0.10'],
     ['--service', 'ns1/s1', '--port', '80'],
-    ['--service', 'ns1/s1', '--mode', 'ebpf'],
+    ['--service', 'ns1/s1', '--mode', 'userspace', '--from', 'f'],
     ['--service', 'ns1/s1', '--src', 'x'],
     ['--service', 'ns1/s1', '--from', 'f', '--netns', 'n'],
     ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--from', 'f', '--mode', 'ebpf'],

@@ -19,8 +19,9 @@ import { ProxyError } from '../core/errors.js';
 import { ipFamilyOf, normalizeIP } from '../core/ip.js';
 import type { IPFamily, Protocol } from '../core/types.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
-import { explainEbpf } from './explainebpf.js';
-import { explainIpvs } from './explainipvs.js';
+import { ebpfServiceAddresses, explainEbpfMaps, liveIfindexOf, withPinnedMaps } from './explainebpf.js';
+import { explainIpvsFake } from './explainipvs.js';
+import { readLiveIpvs } from './ipvslive.js';
 import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';
 import { PinnedMaps } from '../platform/ebpf/pinned.js';
 import { explanationText, type Explanation } from './explainview.js';
@@ -32,8 +33,11 @@ import { readKernelRules, rulesFromDump, traceRules, type LoadedRules } from './
 import {
   DEFAULT_REMOTE_CLIENT,
   explainService,
+  rulesSource,
   serviceExplanationText,
+  statusAddresses,
   type ServiceExplanation,
+  type ServiceSource,
 } from './explainservice.js';
 
 export const EXPLAIN_USAGE = `Usage: kube-proxy-ts explain --src IP --dst IP --port N [flags]
@@ -42,9 +46,10 @@ export const EXPLAIN_USAGE = `Usage: kube-proxy-ts explain --src IP --dst IP --p
 
 Walk one new connection's first packet through the kube-proxy rules the kernel
 holds now (or a saved dump of them) and print every rule it matches and what
-happens to it. With --service, list every address of the Service the rules
-capture and what a connection to each does, from an off-node client and from
-the node itself.
+happens to it. With --service, list every address of the Service this node
+captures and what a connection to each does, from an off-node client and from
+the node itself (ipvs and userspace: the running proxy names the Service's
+addresses, asked at --address; their kernel state has no Service names).
 
 Flags:
   --src IP               source address of the packet (required without --service;
@@ -55,7 +60,8 @@ Flags:
   --protocol P           tcp, udp or sctp (default tcp)
   --mode M               iptables, nftables, ebpf, ipvs or userspace (default: detect from the kernel)
   --address HOST:PORT    userspace: the proxy's metrics address, asked which endpoints
-                         each listener relays to (default 127.0.0.1:10249)
+                         each listener relays to; ipvs and userspace --service: asked
+                         which addresses the Service has (default 127.0.0.1:10249)
   --netns NAME           read the rules of this network namespace (ip netns)
   --from FILE            read a saved dump instead of the kernel: iptables-save (or
                          ip6tables-save) output, or \`nft list table ip kube-proxy\`
@@ -93,11 +99,13 @@ export interface ServiceRequest {
   readonly service: string;
   /** The off-node client (--src), or null for the family's default. */
   readonly src: string | null;
-  readonly mode: 'iptables' | 'nftables' | null;
+  readonly mode: ExplainRequest['mode'];
   readonly netns: string | null;
   readonly localIPs: readonly string[] | null;
   readonly output: 'text' | 'json';
   readonly from: string | null;
+  readonly address: string;
+  readonly pinRoot: string;
 }
 
 const bad = (msg: string): never => {
@@ -153,14 +161,16 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
     localIPs: locals.length > 0 ? locals : null,
     output: output as 'text' | 'json',
     from,
+    address,
+    pinRoot: values['ebpf-pin-path'] ?? DEFAULT_EBPF_OPTIONS.pinRoot,
   };
   if (values.service !== undefined) {
     if (!/^[a-z0-9][-a-z0-9.]*\/[a-z0-9][-a-z0-9.]*$/.test(values.service))
       bad(`--service: NAMESPACE/NAME, not ${values.service}`);
     for (const f of ['dst', 'port', 'protocol', 'sport', 'iif'] as const)
       if (values[f] !== undefined) bad(`--${f} describes one packet; --service traces every address of the Service`);
-    if (mode === 'ebpf' || mode === 'ipvs' || mode === 'userspace')
-      bad(`--service: iptables or nftables rules (${mode}: explain one packet)`);
+    if (from !== null && mode === 'userspace')
+      bad('--service: a saved userspace table names no Service; run it on the node, where the proxy can be asked');
     const src =
       values.src === undefined ? null : (normalizeIP(values.src) ?? bad(`--src: not an IP address: ${values.src}`));
     return { kind: 'service', service: values.service, src, mode: mode as ServiceRequest['mode'], ...shared };
@@ -186,8 +196,6 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
     mode: mode as ExplainRequest['mode'],
     iif: values.iif ?? null,
     sport,
-    pinRoot: values['ebpf-pin-path'] ?? DEFAULT_EBPF_OPTIONS.pinRoot,
-    address,
     ...shared,
   };
 }
@@ -290,8 +298,13 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
   const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
   const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
   if (mode === null) throw new ProxyError('KPT_NOT_FOUND', NO_RULES);
-  if (mode === 'ebpf') return explainEbpf(req, family, locals, req.pinRoot);
-  if (mode === 'ipvs') return explainIpvs(run, req, family, locals);
+  if (mode === 'ebpf') {
+    const ifindexOf = await liveIfindexOf();
+    return withPinnedMaps(req.pinRoot, (maps) =>
+      explainEbpfMaps(maps, packet, locals, { sport: req.sport, ifindexOf }),
+    );
+  }
+  if (mode === 'ipvs') return explainIpvsFake((await readLiveIpvs(run, req.netns, family)).fake, packet, locals);
   if (mode === 'userspace') {
     const fam = family === 'IPv4' ? 'ip' : 'ip6';
     const listing = (await run('nft', ['list', 'table', fam, USERSPACE_TABLE])).stdout;
@@ -302,8 +315,51 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
 }
 
 /**
+ * Hand `use` the --service source of a live mode for one family (ebpf: the
+ * maps stay open while it runs). `status` asks the running proxy once.
+ */
+async function withLiveServiceSource<T>(
+  mode: NonNullable<ExplainRequest['mode']>,
+  family: IPFamily,
+  req: ServiceRequest,
+  run: CommandRunner,
+  status: () => Promise<{ doc: StatusDoc | null; error: string | null }>,
+  use: (source: ServiceSource) => T,
+): Promise<T> {
+  if (mode === 'iptables' || mode === 'nftables') return use(rulesSource(await readKernelRules(run, mode, family)));
+  if (mode === 'ebpf') {
+    const ifindexOf = await liveIfindexOf();
+    return withPinnedMaps(req.pinRoot, (maps) =>
+      use({
+        mode,
+        addresses: (service, fam) => ebpfServiceAddresses(maps, service, fam),
+        trace: (packet, locals) => explainEbpfMaps(maps, packet, locals, { ifindexOf }),
+      }),
+    );
+  }
+  const st = await status();
+  if (st.doc === null)
+    throw new ProxyError(
+      'KPT_NOT_FOUND',
+      `${family}: ${mode} mode's kernel state names no Service, and the proxy that knows ${req.service}'s addresses could not be asked: ${st.error ?? 'no status'}`,
+    );
+  const doc = st.doc;
+  const addresses = (service: string, fam: IPFamily) => statusAddresses(doc, service, fam);
+  if (mode === 'ipvs') {
+    const { fake } = await readLiveIpvs(run, req.netns, family);
+    return use({ mode, addresses, trace: (packet, locals) => explainIpvsFake(fake, packet, locals) });
+  }
+  const listing = (await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', USERSPACE_TABLE])).stdout;
+  return use({
+    mode,
+    addresses,
+    trace: (packet, locals) => explainUserspaceListing(listing, family, packet, locals, doc, null),
+  });
+}
+
+/**
  * `explain --service`: the family of --src, else IPv4 and then IPv6 (each
- * family whose rules exist; an iptables dump is one family, told by its
+ * family whose state exists; an iptables dump is one family, told by its
  * addresses).
  */
 export async function explainServiceRequest(req: ServiceRequest, run: CommandRunner): Promise<ServiceExplanation[]> {
@@ -312,27 +368,27 @@ export async function explainServiceRequest(req: ServiceRequest, run: CommandRun
     const text = readFileSync(req.from, 'utf8');
     if (/^\*nat/m.test(text)) families = [/ -d [0-9a-f]*:[0-9a-f:]*(\/128)? /.test(text) ? 'IPv6' : 'IPv4'];
   }
+  let asked: Promise<{ doc: StatusDoc | null; error: string | null }> | null = null;
+  const status = () => (asked ??= proxyStatus(run, req.address));
   const out: ServiceExplanation[] = [];
   const errors: string[] = [];
   for (const family of families) {
     try {
-      let rules: LoadedRules;
-      let locals: readonly string[];
+      const client = req.src ?? DEFAULT_REMOTE_CLIENT[family];
       if (req.from !== null) {
-        rules = rulesFromFile(req.from, family, req.mode);
-        locals = req.localIPs ?? [];
-      } else {
-        const mode = req.mode ?? (await detectMode(run, family));
-        if (mode === null) throw new ProxyError('KPT_NOT_FOUND', `${family}: ${NO_RULES}`);
-        if (mode === 'ebpf' || mode === 'ipvs' || mode === 'userspace')
-          throw new ProxyError(
-            'KPT_NOT_FOUND',
-            `${family}: --service reads iptables or nftables rules; in ${mode} mode explain one packet`,
-          );
-        rules = await readKernelRules(run, mode, family);
-        locals = req.localIPs ?? (await kernelLocalIPs(run, family));
+        const mode = req.mode === 'iptables' || req.mode === 'nftables' ? req.mode : null;
+        const rules = rulesFromFile(req.from, family, mode);
+        out.push(explainService(rulesSource(rules), req.service, family, req.localIPs ?? [], client));
+        continue;
       }
-      out.push(explainService(rules, req.service, family, locals, req.src ?? DEFAULT_REMOTE_CLIENT[family]));
+      const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
+      if (mode === null) throw new ProxyError('KPT_NOT_FOUND', `${family}: ${NO_RULES}`);
+      const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
+      out.push(
+        await withLiveServiceSource(mode, family, req, run, status, (source) =>
+          explainService(source, req.service, family, locals, client),
+        ),
+      );
     } catch (err) {
       errors.push(err instanceof Error ? err.message : String(err));
     }

@@ -1,52 +1,101 @@
 // ebpf side of `explain`: the maps the proxy pinned are looked up live, in
 // the order the programs look them up (src/dataplane/ebpf/trace.ts), with
 // the service-port names from kpt_names. Nothing is written.
+// `--service` lists the Service's entries of kpt_svc (each names its kind:
+// cluster IP, node port, external or load-balancer IP) by the names in
+// kpt_names, so it needs nothing but the maps.
 import type { IPFamily } from '../core/types.js';
 import * as L from '../dataplane/ebpf/layout.js';
+import type { MapReader } from '../dataplane/ebpf/store.js';
 import { trace } from '../dataplane/ebpf/trace.js';
+import type { TracePacket } from '../dataplane/trace.js';
 import { listIfaces, openIfaceSource } from '../platform/ebpf/ifaces.js';
 import { PinnedMaps } from '../platform/ebpf/pinned.js';
 import { PinDir } from '../platform/ebpf/pins.js';
-import type { ExplainRequest } from './explain.js';
+import type { AddressKind, ServiceAddress } from './explainservice.js';
 import { summarize, type Explanation } from './explainview.js';
 
-export async function explainEbpf(
-  req: ExplainRequest,
-  _family: IPFamily,
-  localIPs: readonly string[],
-  pinRoot: string,
-): Promise<Explanation> {
+/** Interface names to ifindexes, for the interface local detectors; null when they cannot be read. */
+export type IfindexOf = (name: string) => number | undefined;
+
+/** The live interfaces of this network namespace. */
+export async function liveIfindexOf(): Promise<IfindexOf> {
+  await openIfaceSource();
+  const ifaces = listIfaces();
+  return (name) => ifaces.find((i) => i.name === name)?.index;
+}
+
+/** Open the pinned maps for the duration of `use`. */
+export async function withPinnedMaps<T>(pinRoot: string, use: (maps: MapReader) => Promise<T> | T): Promise<T> {
   const maps = new PinnedMaps(new PinDir(pinRoot));
   try {
-    await openIfaceSource();
-    const ifaces = listIfaces();
-    const r = trace(
-      maps,
-      { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol, ...(req.iif ? { iif: req.iif } : {}) },
-      localIPs,
-      {
-        strict: false,
-        ...(req.sport !== null ? { sport: req.sport } : {}),
-        ifindexOf: (name) => ifaces.find((i) => i.name === name)?.index,
-      },
-    );
-    const svcStep = r.steps.find((s) => s.map === L.MAPS.svc.name && s.entry !== 'no entry');
-    const svcId = svcStep ? Number(/ => svc (\d+) /.exec(svcStep.entry)?.[1]) : NaN;
-    const nameRaw = Number.isNaN(svcId) ? null : maps.lookup('names', L.encodeU32(svcId));
-    const service = nameRaw ? L.decodeName(nameRaw) : null;
-    const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
-    return {
-      mode: 'ebpf',
-      packet: { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol },
-      service,
-      verdict: r.verdict,
-      candidates,
-      masquerade: r.masq && r.verdict === 'DNAT',
-      steps: r.steps.map((s) => ({ where: s.map, rule: s.entry, comment: null, depth: 0, probability: 1 })),
-      notUnderstood: r.notUnderstood,
-      summary: summarize(service, r.verdict, candidates, r.masq),
-    };
+    return await use(maps);
   } finally {
     maps.close();
   }
+}
+
+/** Walk one packet through the maps (live or a Fake). */
+export function explainEbpfMaps(
+  maps: MapReader,
+  packet: TracePacket,
+  localIPs: readonly string[],
+  opts: { sport?: number | null; ifindexOf?: IfindexOf },
+): Explanation {
+  const r = trace(maps, packet, localIPs, {
+    strict: false,
+    ...(opts.sport != null ? { sport: opts.sport } : {}),
+    ...(opts.ifindexOf ? { ifindexOf: opts.ifindexOf } : {}),
+  });
+  const svcStep = r.steps.find((s) => s.map === L.MAPS.svc.name && s.entry !== 'no entry');
+  const svcId = svcStep ? Number(/ => svc (\d+) /.exec(svcStep.entry)?.[1]) : NaN;
+  const nameRaw = Number.isNaN(svcId) ? null : maps.lookup('names', L.encodeU32(svcId));
+  const service = nameRaw ? L.decodeName(nameRaw) : null;
+  const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
+  return {
+    mode: 'ebpf',
+    packet: { src: packet.src, dst: packet.dst, port: packet.port, protocol: packet.protocol ?? 'TCP' },
+    service,
+    verdict: r.verdict,
+    candidates,
+    masquerade: r.masq && r.verdict === 'DNAT',
+    steps: r.steps.map((s) => ({ where: s.map, rule: s.entry, comment: null, depth: 0, probability: 1 })),
+    notUnderstood: r.notUnderstood,
+    summary: summarize(service, r.verdict, candidates, r.masq),
+  };
+}
+
+const KINDS: Record<L.SvcKind, AddressKind> = {
+  clusterIP: 'cluster IP',
+  nodePort: 'node port',
+  externalIP: 'external IP',
+  loadBalancer: 'load balancer IP',
+};
+
+/** The Service's entries of kpt_svc for one family, named through kpt_names. */
+export function ebpfServiceAddresses(maps: MapReader, service: string, family: IPFamily): ServiceAddress[] {
+  const out: ServiceAddress[] = [];
+  for (const [k, v] of maps.dump('svc')) {
+    if (L.familyOfEntry('svc', k) !== family) continue;
+    const key = L.decodeSvcKey(k);
+    const value = L.decodeSvcValue(v);
+    const raw = maps.lookup('names', L.encodeU32(value.svcId));
+    const spn = raw ? L.decodeName(raw) : null;
+    if (spn === null || (spn !== service && !spn.startsWith(`${service}:`))) continue;
+    const nodePort = value.kind === 'nodePort';
+    out.push({
+      servicePort: spn,
+      kind: KINDS[value.kind],
+      address: nodePort ? null : key.addr,
+      port: key.port,
+      protocol: key.proto,
+    });
+  }
+  const order = Object.values(KINDS);
+  return out.sort(
+    (a, b) =>
+      a.servicePort.localeCompare(b.servicePort) ||
+      order.indexOf(a.kind) - order.indexOf(b.kind) ||
+      (a.address ?? '').localeCompare(b.address ?? ''),
+  );
 }

@@ -3,33 +3,24 @@
 // with the IPVS tracer (src/dataplane/ipvs/trace.ts), lenient about rules it
 // cannot read. A candidate's probability is its share of the weights: what a
 // weighted scheduler gives it over many connections.
-import type { IPFamily } from '../core/types.js';
+import type { Fake } from '../dataplane/ipvs/fake.js';
 import { trace } from '../dataplane/ipvs/trace.js';
-import type { CommandRunner } from '../platform/exec.js';
-import type { ExplainRequest } from './explain.js';
+import type { TracePacket } from '../dataplane/trace.js';
 import { summarize, type Explanation } from './explainview.js';
-import { readLiveIpvs } from './ipvslive.js';
 
-/** "ns/name:port" is not in IPVS's tables; the set comments name no Service either. */
-export async function explainIpvs(
-  run: CommandRunner,
-  req: ExplainRequest,
-  family: IPFamily,
-  localIPs: readonly string[],
-): Promise<Explanation> {
-  const { fake } = await readLiveIpvs(run, req.netns, family);
-  const r = trace(
-    fake,
-    { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol, ...(req.iif ? { iif: req.iif } : {}) },
-    localIPs,
-    { strict: false },
-  );
+/**
+ * Walk one packet through IPVS state held in the Fake (read live, or from a
+ * saved bundle). "ns/name:port" is not in IPVS's tables and the set entries
+ * name no Service either: the virtual server stands for it.
+ */
+export function explainIpvsFake(fake: Fake, packet: TracePacket, localIPs: readonly string[]): Explanation {
+  const r = trace(fake, packet, localIPs, { strict: false });
   const vs = r.candidates[0]?.virtualServer ?? r.steps.find((s) => s.where === 'ipvs')?.rule.split(' ')[0] ?? null;
   const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
   const summary = summarize(vs === null ? null : `virtual server ${vs}`, r.verdict, candidates, r.masq);
   return {
     mode: 'ipvs',
-    packet: { src: req.src, dst: req.dst, port: req.port, protocol: req.protocol },
+    packet: { src: packet.src, dst: packet.dst, port: packet.port, protocol: packet.protocol ?? 'TCP' },
     service: vs,
     verdict: r.verdict,
     candidates,

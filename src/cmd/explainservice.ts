@@ -1,10 +1,15 @@
-// `explain --service NS/NAME`: every address of one Service that the rules
-// on this node capture (cluster IP, external IPs, load-balancer IPs, node
-// ports), found in the rules themselves, and what each does to a new
-// connection from an off-node client and from the node itself, each traced
-// like a single `explain` packet. The rules are the only source: a Service
-// the rules do not mention (not served by this proxy, headless,
-// ExternalName, or unknown) is reported as such.
+// `explain --service NS/NAME`: every address of one Service that this node
+// captures (cluster IP, external IPs, load-balancer IPs, node ports) and
+// what each does to a new connection from an off-node client and from the
+// node itself, each traced like a single `explain` packet with the mode's
+// tracer. Where the addresses come from (a ServiceSource per mode):
+//   - iptables, nftables: the rules themselves (comments, chain names);
+//   - ebpf: kpt_svc entries named by kpt_names (explainebpf.ts);
+//   - ipvs, userspace: their kernel state names no Service, so the running
+//     proxy's status document says which addresses the Service has
+//     (statusAddresses); each is then traced through the kernel state.
+// A Service the source does not mention (not served by this proxy,
+// headless, ExternalName, or unknown) is reported as such.
 
 import { ProxyError } from '../core/errors.js';
 import { ipFamilyOf, isLoopback, normalizeIP } from '../core/ip.js';
@@ -12,7 +17,9 @@ import type { IPFamily, Protocol } from '../core/types.js';
 import * as N from '../dataplane/nftables/names.js';
 import { flagValue, tokenize } from '../dataplane/iptables/tokens.js';
 import { serviceFromChain, traceRules, type LoadedRules } from './explainrules.js';
-import { serviceFromComment, type ExplainCandidate, type ExplainVerdict } from './explainview.js';
+import type { TracePacket } from '../dataplane/trace.js';
+import type { StatusDoc } from '../engine/statusview.js';
+import { serviceFromComment, type ExplainCandidate, type Explanation, type ExplainVerdict } from './explainview.js';
 
 export type AddressKind =
   'cluster IP' | 'external IP' | 'load balancer IP' | 'external or load balancer IP' | 'node port';
@@ -39,7 +46,7 @@ export interface AddressView {
 }
 
 export interface ServiceExplanation {
-  readonly mode: 'iptables' | 'nftables';
+  readonly mode: Explanation['mode'];
   readonly service: string;
   readonly addresses: ReadonlyArray<ServiceAddress & { readonly views: readonly AddressView[] }>;
   /** Why some address was not traced (e.g. a node port without a known node address). */
@@ -117,7 +124,10 @@ function nftablesAddresses(rules: LoadedRules & { mode: 'nftables' }, service: s
 
 /** The Service's addresses in the rules, one entry per address, port and protocol. */
 export function serviceAddresses(rules: LoadedRules, service: string): ServiceAddress[] {
-  const found = rules.mode === 'iptables' ? iptablesAddresses(rules, service) : nftablesAddresses(rules, service);
+  return unique(rules.mode === 'iptables' ? iptablesAddresses(rules, service) : nftablesAddresses(rules, service));
+}
+
+function unique(found: readonly ServiceAddress[]): ServiceAddress[] {
   const seen = new Map<string, ServiceAddress>();
   for (const a of found) {
     const k = `${a.address ?? '*'}|${a.port}|${a.protocol}`;
@@ -131,8 +141,50 @@ export function serviceAddresses(rules: LoadedRules, service: string): ServiceAd
 /** An off-node client address of the family (documentation ranges) when --src is not given. */
 export const DEFAULT_REMOTE_CLIENT: Record<IPFamily, string> = { IPv4: '203.0.113.1', IPv6: '2001:db8::1' };
 
+/** What `--service` needs of a mode: the Service's addresses, and its tracer for one packet. */
+export interface ServiceSource {
+  readonly mode: Explanation['mode'];
+  addresses(service: string, family: IPFamily): ServiceAddress[];
+  trace(packet: TracePacket, localIPs: readonly string[]): Explanation;
+}
+
+/** iptables and nftables: the rules name their Services. */
+export function rulesSource(rules: LoadedRules): ServiceSource {
+  return {
+    mode: rules.mode,
+    addresses: (service) => serviceAddresses(rules, service),
+    trace: (packet, localIPs) => traceRules(rules, packet, localIPs),
+  };
+}
+
+const STATUS_KINDS: Record<string, AddressKind> = {
+  ClusterIP: 'cluster IP',
+  NodePort: 'node port',
+  ExternalIP: 'external IP',
+  LoadBalancer: 'load balancer IP',
+};
+
+/** The Service's addresses of one family as the running proxy reports them (its status document). */
+export function statusAddresses(status: StatusDoc, service: string, family: IPFamily): ServiceAddress[] {
+  const out: ServiceAddress[] = [];
+  for (const sp of status.servicePorts) {
+    if (sp.family !== family || `${sp.namespace}/${sp.name}` !== service) continue;
+    const protocol = PROTOCOLS[sp.protocol.toLowerCase()];
+    if (protocol === undefined) continue;
+    for (const a of sp.addresses) {
+      const m = /^\[?([^\]]*?)\]?:(\d+)$/.exec(a.address);
+      const kind = STATUS_KINDS[a.kind];
+      if (!m || kind === undefined) continue;
+      const address = m[1] === '*' ? null : normalizeIP(m[1]);
+      if (m[1] !== '*' && address === null) continue;
+      out.push({ servicePort: sp.servicePort, kind, address, port: Number(m[2]), protocol });
+    }
+  }
+  return unique(out);
+}
+
 export function explainService(
-  rules: LoadedRules,
+  source: ServiceSource,
   service: string,
   family: IPFamily,
   localIPs: readonly string[],
@@ -140,7 +192,8 @@ export function explainService(
 ): ServiceExplanation {
   const nodeIP = localIPs.find((ip) => ipFamilyOf(ip) === family && !isLoopback(ip)) ?? null;
   const notes: string[] = [];
-  const addresses = serviceAddresses(rules, service)
+  const addresses = source
+    .addresses(service, family)
     .filter((a) => a.address === null || ipFamilyOf(a.address) === family)
     .map((a) => {
       const dst = a.address ?? nodeIP;
@@ -151,11 +204,10 @@ export function explainService(
       const clients: Array<[string, string]> = [['off-node client', remoteClient]];
       if (nodeIP !== null) clients.push(['this node', nodeIP]);
       const views = clients.map(([client, src]): AddressView => {
-        const e = traceRules(rules, { src, dst, port: a.port, protocol: a.protocol }, localIPs);
-        const summary =
-          e.service !== null && e.summary.startsWith(`${e.service}: `)
-            ? e.summary.slice(e.service.length + 2)
-            : e.summary;
+        const e = source.trace({ src, dst, port: a.port, protocol: a.protocol }, localIPs);
+        // The heading names the Service port already (ipvs names its virtual server instead).
+        const prefix = [`${e.service}: `, `virtual server ${e.service}: `].find((p) => e.summary.startsWith(p));
+        const summary = e.service !== null && prefix !== undefined ? e.summary.slice(prefix.length) : e.summary;
         return { client, src, dst, verdict: e.verdict, candidates: e.candidates, masquerade: e.masquerade, summary };
       });
       return { ...a, views };
@@ -165,11 +217,19 @@ export function explainService(
       'KPT_NOT_FOUND',
       `no ${family} rules for Service ${service} on this node (unknown, headless, ExternalName, or not served by this proxy)`,
     );
-  return { mode: rules.mode, service, addresses, notes };
+  return { mode: source.mode, service, addresses, notes };
 }
 
+const STATE_NOUN: Record<Explanation['mode'], string> = {
+  iptables: 'rules',
+  nftables: 'rules',
+  ebpf: 'maps',
+  ipvs: 'virtual servers and rules',
+  userspace: 'redirect table and listeners',
+};
+
 export function serviceExplanationText(s: ServiceExplanation): string {
-  const lines = [`Service ${s.service} on this node (${s.mode} rules)`];
+  const lines = [`Service ${s.service} on this node (${s.mode} ${STATE_NOUN[s.mode]})`];
   for (const a of s.addresses) {
     const where =
       a.address === null

@@ -15,6 +15,7 @@ import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
 import { E2E_MODES, proxyArgv } from '../netns/proxy.js';
 import { nsRun } from '../netns/spawn.js';
 import { type BpfNode, TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
+import type { ServiceExplanation } from '../../src/cmd/explainservice.js';
 
 /**
  * The real binary (`kube-proxy-ts diff ...` / `explain ...`) in node1's
@@ -66,11 +67,11 @@ for (const mode of E2E_MODES)
       bpf = env.proxy('node1').bpfNode;
       const pods = [env.cluster.pod('node1-a'), env.cluster.pod('node2-a')];
       await env.apply(
-        service({ name: 'web', clusterIP: '10.96.0.10', ports: webPorts() }),
+        service({ name: 'web', clusterIP: '10.96.0.10', type: 'NodePort', ports: webPorts(30600) }),
         endpointSlice(
           'web',
           pods.map((pod) => ({ pod })),
-          webPorts(),
+          webPorts(30600),
         ),
       );
       await env.waitReachable('node1-a', 'tcp', '10.96.0.10', 80);
@@ -99,6 +100,33 @@ for (const mode of E2E_MODES)
         e.candidates.map((c) => c.endpoint).sort(),
         [`${env.cluster.pod('node1-a').ip}:8080`, `${env.cluster.pod('node2-a').ip}:8080`].sort(),
       );
+    });
+
+    it('explain --service: every address of the Service, each traced to both endpoints', async () => {
+      const r = await tool(ns, ['explain', '--service', 'default/web', '--output', 'json'], bpf);
+      assert.equal(r.code, 0, r.stderr);
+      const views = JSON.parse(r.stdout) as ServiceExplanation[];
+      const v4 = views.find((v) => v.addresses.some((a) => a.address === '10.96.0.10'))!;
+      assert.equal(v4.mode, mode);
+      const node1 = env.cluster.node('node1').ip;
+      const seen = v4.addresses.map((a) => `${a.servicePort} ${a.kind} ${a.address ?? 'node'}:${a.port}/${a.protocol}`);
+      assert.deepEqual(seen.sort(), [
+        'default/web:tcp cluster IP 10.96.0.10:80/TCP',
+        'default/web:tcp node port node:30600/TCP',
+        'default/web:udp cluster IP 10.96.0.10:53/UDP',
+        'default/web:udp node port node:30601/UDP',
+      ]);
+      const eps = [env.cluster.pod('node1-a').ip, env.cluster.pod('node2-a').ip].sort();
+      for (const a of v4.addresses) {
+        const off = a.views.find((x) => x.client === 'off-node client')!;
+        assert.equal(off.dst, a.address ?? node1);
+        assert.equal(off.verdict, 'DNAT', `${a.kind} ${a.port}: ${off.summary}`);
+        assert.deepEqual(off.candidates.map((c) => c.endpoint.replace(/:\d+$/, '')).sort(), eps);
+        assert.ok(a.views.some((x) => x.client === 'this node' && x.src === node1));
+      }
+      const text = await tool(ns, ['explain', '--service', 'default/web'], bpf);
+      assert.match(text.stdout, new RegExp(`^Service default/web on this node \\(${mode} (rules|maps)\\)$`, 'm'));
+      assert.match(text.stdout, /^default\/web:tcp +node port +<node address>:30600\/TCP$/m);
     });
 
     it('a Service added while the proxy is stopped: reported (exit 1), nothing applied', async () => {

@@ -15,6 +15,7 @@ import { nsRun } from '../netns/spawn.js';
 import { proxyArgv } from '../netns/proxy.js';
 import { run } from '../../src/platform/exec.js';
 import type { Explanation } from '../../src/cmd/explainview.js';
+import type { ServiceExplanation } from '../../src/cmd/explainservice.js';
 
 describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () => {
   let env: E2EEnv;
@@ -128,6 +129,37 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
     assert.match(
       (blind.notes ?? []).join(' '),
       /known only to the proxy process.*cannot reach kube-proxy-ts at 127\.0\.0\.1:1/,
+    );
+    // --service: the proxy names the Service's addresses; each is walked to its listener.
+    const svc = await run(proxyArgv()[0]!, [
+      ...proxyArgv().slice(1),
+      'explain',
+      '--netns',
+      n1.ns,
+      '-o',
+      'json',
+      '--service',
+      'default/relay',
+    ]);
+    const views = JSON.parse(svc.stdout) as ServiceExplanation[];
+    const v4 = views.find((v) => v.addresses.some((a) => a.address === '10.96.20.10'))!;
+    assert.equal(v4.mode, 'userspace');
+    assert.deepEqual(v4.addresses.map((a) => `${a.kind} ${a.address ?? 'node'}:${a.port}/${a.protocol}`).sort(), [
+      'cluster IP 10.96.20.10:53/UDP',
+      'cluster IP 10.96.20.10:80/TCP',
+      'node port node:30500/TCP',
+      'node port node:30501/UDP',
+    ]);
+    const eps = [env.cluster.pod('node1-a').ip, env.cluster.pod('node2-a').ip].sort();
+    for (const a of v4.addresses)
+      for (const v of a.views) {
+        assert.equal(v.verdict, 'DNAT', `${a.kind} ${a.port} from ${v.client}: ${v.summary}`);
+        assert.deepEqual(v.candidates.map((c) => c.endpoint.replace(/:\d+$/, '')).sort(), eps);
+        assert.match(v.summary, /redirected to the proxy's listener/);
+      }
+    assert.deepEqual(
+      v4.addresses.find((a) => a.kind === 'node port' && a.protocol === 'TCP')!.views.map((v) => v.dst),
+      [n1.ip, n1.ip],
     );
     // A saved listing (--from) gives the same walk, endpoints unknown.
     const listing = (await nsRun(n1.ns, ['nft', 'list', 'ruleset'])).stdout;
