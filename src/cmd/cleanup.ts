@@ -1,19 +1,17 @@
 // --cleanup and the mode-switch cleanup at start (upstream platformCleanup):
 // each mode removes only what it created. Errors are logged and counted, and
 // --cleanup exits non-zero if any step failed.
+//
+// Each mode's cleanup code is imported when that step runs, and the IPVS
+// step only where the kernel has IPVS: the start-up cleanup runs in every
+// proxy, which should not keep the other modes' code resident.
 import type { ProxyMode } from '../core/types.js';
 import { hostRunner } from '../platform/exec.js';
-import { cleanupLeftovers, Iptables, procSysctl } from '../platform/iptables/index.js';
-import { cleanupIpvsLeftovers, ipvsLeftoversPresent } from '../platform/ipvs/cleanup.js';
-import { openKernel } from '../platform/ipvs/kernel.js';
-import { cleanupNftablesLeftovers } from '../platform/nftables/dataplane.js';
-import { cleanupTrafficCounters } from '../platform/nftables/traffic.js';
 import type { Logger } from '../platform/logger.js';
 import { ipv6Supported } from '../platform/netinfo.js';
-import { cleanupUserspaceLeftovers } from '../platform/userspace/dataplane.js';
-import { cleanupEbpfMode } from '../platform/ebpf/dataplane.js';
 
 async function cleanupIptables(log: Logger): Promise<number> {
+  const { cleanupLeftovers, Iptables } = await import('../platform/iptables/index.js');
   let errors = 0;
   for (const family of ['IPv4', 'IPv6'] as const) {
     const ipt = new Iptables(family, hostRunner);
@@ -33,7 +31,9 @@ async function cleanupIptables(log: Logger): Promise<number> {
 
 async function cleanupNftables(log: Logger): Promise<number> {
   try {
+    const { cleanupNftablesLeftovers } = await import('../platform/nftables/leftovers.js');
     await cleanupNftablesLeftovers();
+    const { cleanupTrafficCounters } = await import('../platform/nftables/traffic.js');
     await cleanupTrafficCounters(hostRunner);
     return 0;
   } catch (e) {
@@ -43,6 +43,7 @@ async function cleanupNftables(log: Logger): Promise<number> {
 }
 
 async function cleanupUserspace(log: Logger): Promise<number> {
+  const { cleanupUserspaceLeftovers } = await import('../platform/userspace/leftovers.js');
   const errors = await cleanupUserspaceLeftovers().catch((e: unknown) => [e]);
   for (const e of errors) log.error({ err: String(e) }, 'userspace cleanup failed');
   return errors.length;
@@ -50,6 +51,7 @@ async function cleanupUserspace(log: Logger): Promise<number> {
 
 async function cleanupEbpf(log: Logger, pinRoot?: string): Promise<number> {
   try {
+    const { cleanupEbpfMode } = await import('../platform/ebpf/cleanup.js');
     const removed = await cleanupEbpfMode(pinRoot);
     if (removed.length > 0) log.info({ removed }, 'Removed ebpf programs and pinned maps');
     return 0;
@@ -67,12 +69,21 @@ async function cleanupEbpf(log: Logger, pinRoot?: string): Promise<number> {
 async function cleanupIpvs(log: Logger, o: { always: boolean; excludeCIDRs: readonly string[] }): Promise<number> {
   let k;
   try {
+    // The IPVS generic netlink family first: without it (no ip_vs in the
+    // kernel) there is nothing to do, and the rest of IPVS mode stays unloaded.
+    const { IpvsKernel } = await import('../platform/ipvs/client.js');
+    (await IpvsKernel.open()).close();
+    const [{ openKernel }, { procSysctl }] = await Promise.all([
+      import('../platform/ipvs/kernel.js'),
+      import('../platform/iptables/index.js'),
+    ]);
     k = await openKernel(hostRunner, procSysctl);
   } catch (e) {
     log.debug({ err: String(e) }, 'ipvs cleanup skipped: no IPVS here');
     return 0;
   }
   try {
+    const { cleanupIpvsLeftovers, ipvsLeftoversPresent } = await import('../platform/ipvs/cleanup.js');
     if (!o.always && !(await ipvsLeftoversPresent(k))) return 0;
     const families = (['IPv4', 'IPv6'] as const).filter((f) => f === 'IPv4' || ipv6Supported());
     const r = await cleanupIpvsLeftovers(k, { families, excludeCIDRs: o.excludeCIDRs });
@@ -124,6 +135,7 @@ export async function cleanupOtherModes(
 
 /** iptables mode's own chains (KUBE-NODEPORTS, KUBE-SVC-*...) exist in either family. */
 async function iptablesModeLeftovers(): Promise<boolean> {
+  const { Iptables } = await import('../platform/iptables/index.js');
   for (const family of ['IPv4', 'IPv6'] as const) {
     try {
       const save = await new Iptables(family, hostRunner).save('nat');

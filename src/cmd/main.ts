@@ -2,15 +2,14 @@
 // one of the actions (help, version, write-config-to, cleanup, init-only) or
 // run the proxy. Errors from bad input end the process with a message naming
 // the flag or field and exit code 1, like upstream's cobra command.
+//
+// Each action's modules are imported when it runs (dynamic import()): the
+// proxy then never loads explain/diff/status, nor the tools the proxy alone
+// needs (a resident process pays every loaded module in RSS, on every node).
 import { readFile, writeFile } from 'node:fs/promises';
 import { hasCode, ProxyError } from '../core/errors.js';
 import { createLogger } from '../platform/logger.js';
 import { encodeConfigYAML, parseCommandLine, type ParsedCommand } from './options.js';
-import { cleanupAll } from './cleanup.js';
-import { runDiff } from './diff.js';
-import { runExplain } from './explain.js';
-import { runStatus } from './status.js';
-import { initOnly, runProxy } from './server.js';
 
 /** The version in the nearest package.json above this file (works from dist/ and from source). */
 async function packageVersion(): Promise<string> {
@@ -30,9 +29,9 @@ async function packageVersion(): Promise<string> {
 
 export async function main(argv: string[]): Promise<number> {
   // Our own read-only tools; every other argv is upstream kube-proxy's command line.
-  if (argv[0] === 'explain') return runExplain(argv.slice(1));
-  if (argv[0] === 'diff') return runDiff(argv.slice(1));
-  if (argv[0] === 'status') return runStatus(argv.slice(1));
+  if (argv[0] === 'explain') return (await import('./explain.js')).runExplain(argv.slice(1));
+  if (argv[0] === 'diff') return (await import('./diff.js')).runDiff(argv.slice(1));
+  if (argv[0] === 'status') return (await import('./status.js')).runStatus(argv.slice(1));
   let cmd: ParsedCommand;
   try {
     cmd = await parseCommandLine(argv, { readFile: (p) => readFile(p, 'utf8') }, await packageVersion());
@@ -57,12 +56,14 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (cmd.actions.cleanup) {
+    const { cleanupAll } = await import('./cleanup.js');
     const errors = await cleanupAll(log, {
       ebpfPinRoot: cmd.ebpf.pinRoot,
       excludeCIDRs: cmd.resolved.ipvs.excludeCIDRs,
     });
     return errors === 0 ? 0 : 1;
   }
+  const { initOnly, runProxy } = await import('./server.js');
   if (cmd.actions.initOnly) {
     await initOnly(cmd, log);
     return 0;

@@ -1,23 +1,22 @@
 // One place that knows which datapath class serves which --proxy-mode.
+//
+// Only the chosen mode's platform modules are loaded (dynamic import() in
+// createDataplane): the other modes' code would sit in the resident process's
+// memory unused. Type-only imports cost nothing at run time.
 import { access } from 'node:fs/promises';
 import type { ResolvedConfig } from '../core/config/types.js';
 import type { Dataplane, DataplaneConfig, IPFamily, ProxyMode } from '../core/types.js';
-import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from '../dataplane/nftables/index.js';
+import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from '../dataplane/nftables/static.js';
 import type { Clock } from '../engine/clock.js';
 import { hostRunner } from '../platform/exec.js';
-import { IptablesDataplane, procSysctl } from '../platform/iptables/index.js';
 import type { Logger } from '../platform/logger.js';
 import type { ProxyMetrics } from '../platform/metrics.js';
 import { ipv6Supported } from '../platform/netinfo.js';
-import { NftablesDataplane } from '../platform/nftables/dataplane.js';
-import { UserspaceDataplane } from '../platform/userspace/dataplane.js';
-import { EbpfDataplane } from '../platform/ebpf/dataplane.js';
 import type { EbpfFlags } from './options.js';
 import { availableParallelism } from 'node:os';
-import { Conntrack, flushUDPFlows, type ConntrackTable } from '../platform/conntrack.js';
-import { IpvsDataplane, type IpvsModeOptions } from '../platform/ipvs/dataplane.js';
-import { DEFAULT_DRAIN_BOUNDS, type DrainBounds } from '../platform/ipvs/graceful.js';
-import { openKernel } from '../platform/ipvs/kernel.js';
+import type { ConntrackTable } from '../platform/conntrack.js';
+import type { IpvsModeOptions } from '../platform/ipvs/dataplane.js';
+import type { DrainBounds } from '../platform/ipvs/graceful.js';
 
 export interface DataplaneDeps {
   readonly config: DataplaneConfig;
@@ -67,19 +66,20 @@ export function nftablesLayout(
 
 /**
  * How long IPVS mode lets an unwanted real server drain before deleting it:
- * DEFAULT_DRAIN_BOUNDS unless KPT_IPVS_DRAIN_TIMEOUT gives seconds (for both
- * TCP and UDP). Like KPT_NFTABLES_LAYOUT an environment switch, read only here.
+ * undefined (IPVS mode's DEFAULT_DRAIN_BOUNDS) unless KPT_IPVS_DRAIN_TIMEOUT
+ * gives seconds (for both TCP and UDP). Like KPT_NFTABLES_LAYOUT an
+ * environment switch, read only here.
  */
 export function ipvsDrainBounds(
   env: Readonly<Record<string, string | undefined>> = process.env,
   warn: (msg: string) => void = () => {},
-): DrainBounds {
+): DrainBounds | undefined {
   const v = env['KPT_IPVS_DRAIN_TIMEOUT'];
-  if (v === undefined || v === '') return DEFAULT_DRAIN_BOUNDS;
+  if (v === undefined || v === '') return undefined;
   const s = Number(v);
   if (!Number.isFinite(s) || s < 0) {
     warn(`KPT_IPVS_DRAIN_TIMEOUT=${v} is not a number of seconds; using the defaults`);
-    return DEFAULT_DRAIN_BOUNDS;
+    return undefined;
   }
   return { tcpMs: s * 1000, udpMs: s * 1000 };
 }
@@ -99,11 +99,12 @@ export function ipvsModeOptions(resolved: ResolvedConfig): IpvsModeOptions {
   };
 }
 
-export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
+export async function createDataplane(mode: ProxyMode, d: DataplaneDeps): Promise<Dataplane> {
   const onEvent = (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) =>
     d.log[level](fields, msg);
   switch (mode) {
-    case 'iptables':
+    case 'iptables': {
+      const { IptablesDataplane, procSysctl } = await import('../platform/iptables/index.js');
       return new IptablesDataplane({
         config: d.config,
         run: hostRunner,
@@ -112,7 +113,9 @@ export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
         syncPeriodMs: d.syncPeriodMs,
         onEvent,
       });
-    case 'nftables':
+    }
+    case 'nftables': {
+      const { NftablesDataplane } = await import('../platform/nftables/dataplane.js');
       return new NftablesDataplane({
         config: d.config,
         clock: d.clock,
@@ -126,8 +129,16 @@ export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
             }
           : {}),
       });
+    }
     case 'ipvs': {
+      const [{ IpvsDataplane }, { openKernel }, { procSysctl }, { Conntrack, flushUDPFlows }] = await Promise.all([
+        import('../platform/ipvs/dataplane.js'),
+        import('../platform/ipvs/kernel.js'),
+        import('../platform/iptables/index.js'),
+        import('../platform/conntrack.js'),
+      ]);
       const ct = d.conntrack ?? new Conntrack();
+      const drainBounds = ipvsDrainBounds(process.env, (msg) => d.log.warn(msg));
       return new IpvsDataplane({
         config: d.config,
         ipvs: ipvsModeOptions(d.resolved),
@@ -135,7 +146,7 @@ export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
         run: hostRunner,
         clock: d.clock,
         syncPeriodMs: d.syncPeriodMs,
-        drainBounds: ipvsDrainBounds(process.env, (msg) => d.log.warn(msg)),
+        ...(drainBounds ? { drainBounds } : {}),
         flushUDP: async (family, deleted) => {
           const r = await flushUDPFlows(
             ct,
@@ -152,20 +163,24 @@ export function createDataplane(mode: ProxyMode, d: DataplaneDeps): Dataplane {
         onEvent,
       });
     }
-    case 'userspace':
+    case 'userspace': {
+      const { UserspaceDataplane } = await import('../platform/userspace/dataplane.js');
       return new UserspaceDataplane({
         config: d.config,
         clock: d.clock,
         onEvent,
         onTransaction: (family, script) => d.log.trace({ family, script }, 'nft transaction'),
       });
-    case 'ebpf':
+    }
+    case 'ebpf': {
       if (!d.ebpf) throw new Error('ebpf mode needs its options');
+      const { EbpfDataplane } = await import('../platform/ebpf/dataplane.js');
       return new EbpfDataplane({
         config: d.config,
         ebpf: { ...d.ebpf, ctEntries: ebpfConnectionEntries(d.resolved) },
         onEvent,
       });
+    }
     default:
       throw new Error(
         `proxy mode ${JSON.stringify(mode)} is not available in this build (supported: ${SUPPORTED_MODES.join(', ')})`,

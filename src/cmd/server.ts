@@ -31,9 +31,6 @@ import { ServiceHealthServer } from '../platform/servicehealth.js';
 import { setupConntrack } from '../platform/sysctl.js';
 import { writeFile } from 'node:fs/promises';
 import { cleanupOtherModes } from './cleanup.js';
-import { IpvsKernel } from '../platform/ipvs/client.js';
-import { ensureIpvsSysctls } from '../platform/ipvs/sysctls.js';
-import { procSysctl } from '../platform/iptables/index.js';
 import { createDataplane, familiesFor } from './modes.js';
 import type { RunCommand } from './options.js';
 import { startupNode } from './node.js';
@@ -146,17 +143,19 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   // ctnetlink as upstream; the conntrack CLI only where netlink is unavailable.
   const ctTable: ConntrackTable = (await openCtNetlink()) ?? new Conntrack();
   log.info({ via: ctTable.kind }, 'Stale UDP conntrack entries are reconciled');
-  const plainDataplanes: Dataplane[] = dpConfigs.map((dpConfig) =>
-    createDataplane(mode, {
-      config: dpConfig,
-      resolved: config,
-      clock,
-      log,
-      metrics,
-      syncPeriodMs: cmd.timing.syncPeriodMs,
-      ebpf: cmd.ebpf,
-      conntrack: ctTable,
-    }),
+  const plainDataplanes: Dataplane[] = await Promise.all(
+    dpConfigs.map((dpConfig) =>
+      createDataplane(mode, {
+        config: dpConfig,
+        resolved: config,
+        clock,
+        log,
+        metrics,
+        syncPeriodMs: cmd.timing.syncPeriodMs,
+        ebpf: cmd.ebpf,
+        conntrack: ctTable,
+      }),
+    ),
   );
   const dataplanes = withServiceTraffic(cmd.serviceTrafficMetrics, mode, plainDataplanes, metrics, log);
 
@@ -315,6 +314,11 @@ function watchConfigFile(path: string, onChange: () => void, log: Logger): { clo
 
 /** --init-only in IPVS mode: the sysctls and timeouts upstream's NewProxier sets before it returns. */
 async function ipvsInit(cmd: RunCommand, log: Logger): Promise<void> {
+  const [{ IpvsKernel }, { ensureIpvsSysctls }, { procSysctl }] = await Promise.all([
+    import('../platform/ipvs/client.js'),
+    import('../platform/ipvs/sysctls.js'),
+    import('../platform/iptables/index.js'),
+  ]);
   const v = cmd.resolved.ipvs;
   await ensureIpvsSysctls(procSysctl, 'IPv4', v.strictARP, (fields, msg) => log.info(fields, msg));
   const s = (ns: number) => Math.round(ns / 1e9);

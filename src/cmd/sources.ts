@@ -6,7 +6,7 @@ import type { Node } from '../core/api.js';
 import type { EventSink } from '../platform/eventrecorder.js';
 import { checkContentType, KubeClient, loadKubeConfig, startSources, type SourceEvent } from '../platform/k8s/index.js';
 import type { Logger } from '../platform/logger.js';
-import { ManifestSource, type ManifestHandlers } from '../platform/manifests/source.js';
+import type { ManifestHandlers } from '../platform/manifests/source.js';
 import { fetchNode } from './node.js';
 import type { RunCommand } from './options.js';
 
@@ -49,6 +49,8 @@ function logSourceEvent(log: Logger, ev: SourceEvent): void {
 export async function openSource(cmd: RunCommand, nodeName: string, log: Logger): Promise<ProxySource | null> {
   if (cmd.manifestsDir) {
     try {
+      // Loaded only in this mode: the manifest parser is not needed with an API server.
+      const { ManifestSource } = await import('../platform/manifests/source.js');
       const m = await ManifestSource.open({
         dir: cmd.manifestsDir,
         nodeName,

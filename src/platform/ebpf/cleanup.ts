@@ -5,11 +5,14 @@
 // under our root, and a cls_bpf filter is ours only at our priority and
 // handle with a program named kpt_*.
 import { existsSync } from 'node:fs';
+import { deleteMasqueradeTableScript } from '../../dataplane/ebpf/masq.js';
+import { run } from '../exec.js';
 import { TcAttacher, DIRECTIONS, removeOurTcFilter } from './attach.js';
 import { detachCgroup } from './cgroup.js';
 import { listIfaces, openIfaceSource } from './ifaces.js';
 import { isBpffs, PinDir } from './pins.js';
 import { libbpfAvailable } from './libbpf.js';
+import { DEFAULT_PIN_ROOT } from './pins.js';
 
 export interface EbpfCleanupResult {
   readonly removed: string[];
@@ -30,4 +33,14 @@ export async function cleanupEbpf(pinRoot: string): Promise<EbpfCleanupResult> {
   for (const i of ifaces)
     for (const dir of DIRECTIONS) if (removeOurTcFilter(i.index, dir)) removed.push(`${i.name}/${dir}`);
   return { removed };
+}
+
+/** --cleanup and other modes' start: our programs, pins and masquerade tables. */
+export async function cleanupEbpfMode(pinRoot: string = DEFAULT_PIN_ROOT): Promise<string[]> {
+  const r = await cleanupEbpf(pinRoot);
+  for (const f of ['IPv4', 'IPv6'] as const) {
+    // No nft on this host means no table of ours either.
+    await run('nft', ['-f', '-'], { input: deleteMasqueradeTableScript(f), allowFailure: true }).catch(() => {});
+  }
+  return r.removed;
 }

@@ -10,12 +10,13 @@
 import type { Dataplane, DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import { EbpfRenderer, type LiveEntries } from '../../dataplane/ebpf/renderer.js';
 import * as L from '../../dataplane/ebpf/layout.js';
-import { deleteMasqueradeTableScript, masqueradeTableScript } from '../../dataplane/ebpf/masq.js';
+import { masqueradeTableScript } from '../../dataplane/ebpf/masq.js';
 import { joinHostPort } from '../../core/ip.js';
 import { performance } from 'node:perf_hooks';
 import { run } from '../exec.js';
-import { cleanupEbpf } from './cleanup.js';
-import { DEFAULT_PIN_ROOT } from './pins.js';
+import { cleanupEbpfMode } from './cleanup.js';
+
+export { cleanupEbpfMode } from './cleanup.js';
 import type { EbpfOptions } from '../../dataplane/ebpf/options.js';
 export { DEFAULT_EBPF_OPTIONS, type EbpfOptions } from '../../dataplane/ebpf/options.js';
 import { SharedNode } from './node.js';
@@ -229,14 +230,4 @@ export function staleUDPFrontends(
     if (old.nodePort) out.set(`*|${old.nodePort}`, keep);
   }
   return out;
-}
-
-/** --cleanup and other modes' start: our programs, pins and masquerade tables. */
-export async function cleanupEbpfMode(pinRoot: string = DEFAULT_PIN_ROOT): Promise<string[]> {
-  const r = await cleanupEbpf(pinRoot);
-  for (const f of ['IPv4', 'IPv6'] as const) {
-    // No nft on this host means no table of ours either.
-    await run('nft', ['-f', '-'], { input: deleteMasqueradeTableScript(f), allowFailure: true }).catch(() => {});
-  }
-  return r.removed;
 }

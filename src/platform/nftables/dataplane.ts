@@ -18,22 +18,15 @@ import { nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dataplane/nftables/renderer.js';
 import type { Transaction } from '../../dataplane/nftables/transaction.js';
 import { realClock } from '../clock.js';
-import { commandRunner, type ExecResult } from '../exec.js';
 import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
 import { NftMonitor } from './monitor.js';
 import { openNftNetlink, type NftNetlink } from './netlink.js';
 import { encodeBatch, UnencodableError } from './nlencode.js';
 import type { SetSchema } from './nlset.js';
 import { parseTableJSON } from './readback.js';
+import { deleteTableIfPresent, nftRunner, tableExists, type NftRunner } from './leftovers.js';
 
-/** Runs `nft <args>` with optional stdin; rejects with ExecError on failure. Tests may script one. */
-export type NftRunner = (args: readonly string[], input?: string) => Promise<ExecResult>;
-
-/** nft through the process runner (src/platform/exec.ts): the host's, or inside a named network namespace. */
-export function nftRunner(netns?: string): NftRunner {
-  const run = commandRunner(netns);
-  return (args, input) => run('nft', args, input === undefined ? {} : { input });
-}
+export { cleanupNftablesLeftovers, nftRunner, type NftRunner } from './leftovers.js';
 
 export type NftTransport = 'netlink' | 'nft';
 
@@ -205,22 +198,4 @@ export class NftablesDataplane implements Dataplane {
       elements: new Map(parts.flatMap((p) => [...p.elements])),
     };
   }
-}
-
-async function tableExists(runner: NftRunner, fam: string): Promise<boolean> {
-  const out = await runner(['list', 'tables', fam]);
-  return out.stdout.split('\n').some((l) => l.trim() === `table ${fam} ${TABLE_NAME}`);
-}
-
-async function deleteTableIfPresent(runner: NftRunner, fam: 'ip' | 'ip6'): Promise<void> {
-  if (await tableExists(runner, fam)) await runner(['delete', 'table', fam, TABLE_NAME]);
-}
-
-/**
- * Upstream nftables.CleanupLeftovers: delete `ip kube-proxy` and `ip6
- * kube-proxy` (used by --cleanup and when running another mode).
- */
-export async function cleanupNftablesLeftovers(runner: NftRunner = nftRunner()): Promise<void> {
-  await deleteTableIfPresent(runner, 'ip');
-  await deleteTableIfPresent(runner, 'ip6');
 }

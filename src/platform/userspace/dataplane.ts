@@ -14,10 +14,11 @@ import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } fro
 import type { Clock } from '../../engine/clock.js';
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import type { ListenerSpec } from '../../dataplane/userspace/plan.js';
-import { renderCleanup } from '../../dataplane/userspace/rules.js';
 import { UserspaceRenderer } from '../../dataplane/userspace/renderer.js';
 import { realClock } from '../clock.js';
-import { nftRunner, type NftRunner } from '../nftables/dataplane.js';
+import { nftRunner, type NftRunner } from '../nftables/leftovers.js';
+
+export { cleanupUserspaceLeftovers } from './leftovers.js';
 import { HandleTcpListener } from './handletcp.js';
 import { TcpListener, type RelayEvent } from './tcp.js';
 import { UdpListener } from './udp.js';
@@ -181,20 +182,4 @@ export class UserspaceDataplane implements Dataplane {
     await this.close();
     await this.runner(['-f', '-'], this.renderer.cleanup());
   }
-}
-
-/**
- * Remove the userspace mode's tables of both families (for --cleanup and mode
- * switches). Tries both families; returns the errors (e.g. no IPv6 in the kernel).
- */
-export async function cleanupUserspaceLeftovers(runner: NftRunner = nftRunner()): Promise<unknown[]> {
-  const errors: unknown[] = [];
-  for (const fam of ['IPv4', 'IPv6'] as const) {
-    try {
-      await runner(['-f', '-'], renderCleanup(fam));
-    } catch (err) {
-      errors.push(err);
-    }
-  }
-  return errors;
 }

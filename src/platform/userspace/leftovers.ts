@@ -1,0 +1,20 @@
+// The userspace mode's tables seen from outside the mode (--cleanup and the
+// other modes' start-up), apart from the relay code so that path loads little.
+import { renderCleanup } from '../../dataplane/userspace/rules.js';
+import { nftRunner, type NftRunner } from '../nftables/leftovers.js';
+
+/**
+ * Remove the userspace mode's tables of both families (for --cleanup and mode
+ * switches). Tries both families; returns the errors (e.g. no IPv6 in the kernel).
+ */
+export async function cleanupUserspaceLeftovers(runner: NftRunner = nftRunner()): Promise<unknown[]> {
+  const errors: unknown[] = [];
+  for (const fam of ['IPv4', 'IPv6'] as const) {
+    try {
+      await runner(['-f', '-'], renderCleanup(fam));
+    } catch (err) {
+      errors.push(err);
+    }
+  }
+  return errors;
+}
