@@ -77,8 +77,8 @@ const VMAP: SetSchema = { fields: [7, 12, 13], interval: false, data: 'verdict' 
 
 /** The batch's messages between BATCH_BEGIN and BATCH_END: type and attributes (after nfgenmsg). */
 function encodeOps(ops: Operation[], family: NftFamily = 'ip', schemas = new Map<string, SetSchema>()) {
-  const { buf } = encodeBatch(ops, family, schemas, 1);
-  return parseMessages(buf)
+  const { chunks } = encodeBatch(ops, family, schemas, 1);
+  return parseMessages(Buffer.concat(chunks))
     .slice(1, -1)
     .map((m) => ({ type: m.type, flags: m.flags, body: Buffer.from(m.payload.subarray(4)) }));
 }

@@ -6,7 +6,7 @@
 // Calls block the event loop for the few milliseconds a sync's exchange
 // takes, as an `execFileSync` would, but without a process per call. Every
 // receive is bounded by SO_RCVTIMEO, so a lost reply is a bounded failure.
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, writevSync } from 'node:fs';
 import { ProxyError } from '../../core/errors.js';
 import { injectedFault } from '../faults.js';
 import { errorCode, NLMSG_DONE, NLMSG_ERROR, parseMessages, type NetlinkMessage } from './message.js';
@@ -35,6 +35,8 @@ const NETLINK_DROP_MEMBERSHIP = 2;
 const EAGAIN = 11;
 const ENOBUFS = 105;
 const CLONE_NEWNET = 0x40000000;
+/** Most buffers one writev takes (Linux UIO_MAXIOV). */
+const IOV_MAX = 1024;
 /** NLMSGERR_ATTR_MSG in an extended ack. */
 const NLMSGERR_ATTR_MSG = 1;
 const NLM_F_CAPPED = 0x100;
@@ -181,6 +183,26 @@ export class NetlinkSocket {
       throw new ProxyError('KPT_SYNC_FAILED', 'netlink send failed (injected fault)');
     const n = loadLibc().send(this.fd, buf, buf.length, 0);
     if (n !== buf.length) throw new ProxyError('KPT_SYNC_FAILED', `netlink send failed (${n} of ${buf.length} bytes)`);
+  }
+
+  /**
+   * Send `chunks` as ONE datagram of `bytes` bytes (writev on the socket: the
+   * kernel gathers them into one message, as an nf_tables batch must arrive),
+   * so the caller never joins them into one large buffer.
+   */
+  sendv(chunks: readonly Buffer[], bytes: number): void {
+    if (chunks.length === 1) return this.send(chunks[0]!);
+    if (this.fd < 0) throw new ProxyError('KPT_BUG', 'netlink socket used after close');
+    if (injectedFault(`netlink-${PROTOCOL_NAMES[this.protocol] ?? this.protocol}`))
+      throw new ProxyError('KPT_SYNC_FAILED', 'netlink send failed (injected fault)');
+    if (chunks.length > IOV_MAX) throw new ProxyError('KPT_BUG', `netlink: ${chunks.length} chunks exceed IOV_MAX`);
+    let n: number;
+    try {
+      n = writevSync(this.fd, chunks as Buffer[]);
+    } catch (err) {
+      throw new ProxyError('KPT_SYNC_FAILED', `netlink send failed: ${(err as Error).message}`, { cause: err });
+    }
+    if (n !== bytes) throw new ProxyError('KPT_SYNC_FAILED', `netlink send failed (${n} of ${bytes} bytes)`);
   }
 
   /**

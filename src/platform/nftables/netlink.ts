@@ -45,16 +45,16 @@ export class NftNetlink {
     const genSeq = this.sock.nextSeq();
     const w = new NlWriter(64);
     w.begin((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG.GETGEN, NLM_F.REQUEST, genSeq, 0, 0).end();
-    this.sock.reserveSendBuffer(batch.buf.length);
+    this.sock.reserveSendBuffer(batch.bytes);
     // Two sends: nfnetlink ignores whatever follows BATCH_END in the same datagram.
-    this.sock.send(batch.buf);
+    this.sock.sendv(batch.chunks, batch.bytes);
     this.sock.send(w.view());
     let firstError: NetlinkError | null = null;
     this.sock.receive((m) => {
       if (m.type === NLMSG_ERROR && m.seq !== genSeq) {
         const err = errorCode(m);
         if (err !== 0 && firstError === null && m.seq >= batch.firstSeq && m.seq <= batch.lastSeq) {
-          const idx = batch.opOf.get(m.seq) ?? -1;
+          const idx = batch.opOf(m.seq);
           const why = extAckMessage(m);
           firstError = new NetlinkError(
             err,

@@ -67,9 +67,11 @@ export class UnencodableError extends Error {
 }
 
 export interface EncodedBatch {
-  readonly buf: Buffer;
-  /** Sequence number of each message -> index of the operation it came from. */
-  readonly opOf: ReadonlyMap<number, number>;
+  /** The batch's bytes in order, to be sent as one datagram (NetlinkSocket.sendv). */
+  readonly chunks: readonly Buffer[];
+  readonly bytes: number;
+  /** Index of the operation a message (by sequence number) came from; -1 if none. */
+  opOf(seq: number): number;
   readonly messages: number;
   readonly firstSeq: number;
   readonly lastSeq: number;
@@ -87,7 +89,8 @@ export class BatchEncoder {
   private readonly firstSeq: number;
   private setId = 0;
   private messages = 0;
-  private readonly opOf = new Map<number, number>();
+  /** Operation index of each message, by seq - firstSeq (4 bytes a message, not a Map entry). */
+  private opIndex = new Int32Array(1024);
   /** Element operations waiting to be grouped by set: set -> [op index, op][] in order. */
   private pending = new Map<string, Array<[number, Operation]>>();
 
@@ -119,12 +122,26 @@ export class BatchEncoder {
     this.flushElements();
     const lastSeq = this.seq;
     this.w.begin(NFNL_MSG_BATCH_END, NLM_F.REQUEST, this.seq++, 0, NFNL_SUBSYS_NFTABLES).end();
-    return { buf: this.w.view(), opOf: this.opOf, messages: this.messages, firstSeq: this.firstSeq, lastSeq };
+    const { firstSeq, opIndex } = this;
+    return {
+      chunks: this.w.chunks(),
+      bytes: this.w.length,
+      opOf: (seq) => (seq > firstSeq && seq < lastSeq ? opIndex[seq - firstSeq]! : -1),
+      messages: this.messages,
+      firstSeq,
+      lastSeq,
+    };
   }
 
   private begin(msg: number, flags: number, index: number): void {
     const seq = this.seq++;
-    this.opOf.set(seq, index);
+    const k = seq - this.firstSeq;
+    if (k >= this.opIndex.length) {
+      const grown = new Int32Array(this.opIndex.length * 2);
+      grown.set(this.opIndex);
+      this.opIndex = grown;
+    }
+    this.opIndex[k] = index;
     this.messages++;
     this.w.begin((NFNL_SUBSYS_NFTABLES << 8) | msg, NLM_F.REQUEST | flags, seq, this.nfproto, 0);
     this.w.str(1, this.table);

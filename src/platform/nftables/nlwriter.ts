@@ -1,8 +1,16 @@
-// A netlink batch written straight into one growing buffer: message headers,
-// attributes and nested attributes, with lengths patched when each closes.
+// A netlink batch written straight into buffers: message headers, attributes
+// and nested attributes, with lengths patched when each closes.
 // A cold sync at 20k Services is ~200k messages; building attribute trees of
 // small Buffers first (the generic codec in ../netlink/attr.ts) costs several
 // times more, so the nf_tables encoder writes through this instead.
+//
+// Memory: the bytes go into chunks of `chunkSize` (1 MiB for a batch), never
+// into one buffer that doubles: at 10k Services a batch is ~21 MB, and
+// doubling held 32 MB plus the 16 MB being copied at the last growth. A
+// message never straddles two chunks (when one does not fit, its bytes so far
+// move to a fresh chunk), and the chunks go to the kernel as one datagram
+// with writev (NetlinkSocket.sendv). Positions returned by nest() count from
+// the start of the batch, so they survive such a move.
 //
 // Byte order: the nlmsghdr and nlattr headers are host order (little-endian
 // on every supported host); nf_tables payloads are mostly network order,
@@ -13,25 +21,37 @@ import { NLMSG_HDRLEN } from '../netlink/message.js';
 const NLA_F_NESTED = 0x8000;
 
 export class NlWriter {
+  /** Finished chunks, each cut to its written bytes. */
+  private readonly done: Buffer[] = [];
+  /** Bytes in `done`: the batch offset of buf[0]. */
+  private base = 0;
   private buf: Buffer;
   private off = 0;
+  /** Start of the open message in `buf`, -1 between messages. */
   private msgStart = -1;
 
-  constructor(initial = 1 << 16) {
-    this.buf = Buffer.alloc(initial);
+  constructor(private readonly chunkSize = 1 << 16) {
+    this.buf = Buffer.alloc(chunkSize);
   }
 
+  /** Bytes written so far. */
   get length(): number {
-    return this.off;
+    return this.base + this.off;
   }
 
+  /** Make room for `n` more bytes in the current chunk. */
   private room(n: number): void {
     if (this.off + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
-    while (size < this.off + n) size *= 2;
-    const next = Buffer.alloc(size);
-    this.buf.copy(next, 0, 0, this.off);
+    // Move the open message (if any) to a new chunk; the current one ends before it.
+    const keepFrom = this.msgStart >= 0 ? this.msgStart : this.off;
+    const carried = this.off - keepFrom;
+    const next = Buffer.alloc(Math.max(this.chunkSize, 2 * (carried + n)));
+    this.buf.copy(next, 0, keepFrom, this.off);
+    if (keepFrom > 0) this.done.push(this.buf.subarray(0, keepFrom));
+    this.base += keepFrom;
     this.buf = next;
+    this.off = carried;
+    if (this.msgStart >= 0) this.msgStart = 0;
   }
 
   /** Start a message: nlmsghdr (length patched by end()) + nfgenmsg. */
@@ -58,19 +78,19 @@ export class NlWriter {
     return this;
   }
 
-  /** Open a nested attribute; pass the result to close(). */
+  /** Open a nested attribute (inside a message); pass the result to close(). */
   nest(type: number): number {
     this.room(4);
     const at = this.off;
     this.buf.writeUInt16LE(type | NLA_F_NESTED, at + 2);
     this.off += 4;
-    return at;
+    return this.base + at;
   }
 
   close(at: number): this {
-    const len = this.off - at;
+    const len = this.length - at;
     if (len > 0xffff) throw new RangeError(`netlink attribute of ${len} bytes does not fit its 16-bit length`);
-    this.buf.writeUInt16LE(len, at);
+    this.buf.writeUInt16LE(len, at - this.base);
     return this;
   }
 
@@ -138,8 +158,13 @@ export class NlWriter {
     return this;
   }
 
-  /** The bytes written so far (a copy-free view). */
+  /** The bytes written so far, in order (copy-free views; send them with writev as one datagram). */
+  chunks(): Buffer[] {
+    return this.off > 0 ? [...this.done, this.buf.subarray(0, this.off)] : [...this.done];
+  }
+
+  /** The bytes written so far as one buffer (a copy-free view when they fit one chunk). */
   view(): Buffer {
-    return this.buf.subarray(0, this.off);
+    return this.done.length === 0 ? this.buf.subarray(0, this.off) : Buffer.concat(this.chunks());
   }
 }
