@@ -6,6 +6,7 @@
 //   * RSS when /healthz first answers 200 (the first sync is in the kernel),
 //   * RSS after a few endpoint changes have been applied (steady state),
 //   * VmHWM at the end: the peak RSS over start-up, first sync and changes.
+// --sizes 0 measures the idle proxy: start-up plus an empty first sync.
 // Prints a table (median of --runs) and writes bench/out/memory.{json,svg,png}.
 //
 //   node --import tsx bench/memory.ts [--sizes 1000,5000,10000] [--modes iptables,nftables]
@@ -63,7 +64,9 @@ async function once(mode: string, size: number): Promise<Sample> {
     const firstSyncCpuS = cpuSecondsOf(c.proxyPid);
     const mon = await c.monitor();
     let applied = 0;
-    for (let k = 0; k < CHANGES; k++) {
+    // 0 Services: the idle proxy (start-up cost plus an empty first sync); nothing to change.
+    const changes = size > 0 ? CHANGES : 0;
+    for (let k = 0; k < changes; k++) {
       const r = await c.command('change', { service: (k * 997) % size });
       const seen = await Promise.race([
         mon.expect(String(r['ip']), Number(r['at'])),
