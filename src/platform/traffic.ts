@@ -29,7 +29,14 @@ export interface TrafficSource {
  */
 export function registerTrafficMetrics(registry: Registry, all: readonly TrafficSource[]): void {
   const labelNames = ['service_port', 'protocol', 'ip_family'] as const;
-  const read = async () => (await Promise.all(all.map(async (c) => ({ c, rows: await c.read() })))).flat();
+  // One read of the kernel per scrape: the registry collects both counters at once, so the second
+  // shares the first one's read while it is in flight.
+  type Rows = Array<{ c: TrafficSource; rows: ServiceTraffic[] }>;
+  let inflight: Promise<Rows> | null = null;
+  const read = (): Promise<Rows> =>
+    (inflight ??= Promise.all(all.map(async (c) => ({ c, rows: await c.read() }))).finally(() => {
+      inflight = null;
+    }));
   const perServicePort = (name: string, help: string, value: (r: ServiceTraffic) => number) =>
     new Counter({
       name,

@@ -154,8 +154,14 @@ if (E2E_MODES.includes('ebpf'))
       await countsSevenConnections(env);
     });
 
-    it('counts only the first 3 Service ports in key order: three kpt_traffic entries, the rest untracked', async () => {
-      await capsAtThree(env);
+    it('counts only the first 3 Service ports in key order: three kpt_traffic entries, the rest untracked', async (t) => {
+      const text = await capsAtThree(env);
+      t.diagnostic(
+        text
+          .split('\n')
+          .filter((l) => /^kubeproxy_ts_service_(new_connections|bytes|traffic)/.test(l))
+          .join('\n'),
+      );
       assert.equal((await pinned(env, 'traffic')).length, 3, 'one entry per counted port (IPv4 only here)');
       assert.ok((await cfgFlagsV4(env)) & L.CFG_TRAFFIC);
     });

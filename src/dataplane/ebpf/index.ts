@@ -26,7 +26,9 @@
 // packet, over a Fake or the live maps, with every candidate endpoint.
 //
 // Also here: the flow hash and Maglev table (hash.ts), entry formatting
-// (describe.ts), the masquerade table's nft script (masq.ts).
+// (describe.ts), the masquerade table's nft script (masq.ts), and which
+// service ports the per-Service traffic counters count (traffic.ts:
+// kpt_traffic entries, written after the renderer's operations).
 
 export { EbpfRenderer, assignSlots } from './renderer.js';
 export type { EbpfRenderInput, EbpfRenderResult, EbpfRendererOptions, IfaceInfo, LiveEntries } from './renderer.js';
@@ -37,3 +39,5 @@ export type { MapOp, MapReader, MapStore } from './store.js';
 export { flowHash, maglevTable, isMaglevSize } from './hash.js';
 export { entryText } from './describe.js';
 export { masqueradeTableScript, deleteMasqueradeTableScript, MASQ_TABLE } from './masq.js';
+export { TrafficCounterPlan, TRAFFIC_MAX_PER_FAMILY } from './traffic.js';
+export type { TrafficSlot } from './traffic.js';

@@ -27,6 +27,8 @@ export interface TestRunResult {
   readonly retval: number;
   readonly frame: Uint8Array;
   readonly mark: number;
+  /** Time the kernel measured around the program run, in ns (benchmarks: bench/ebpf-traffic.ts). */
+  readonly durationNs: number;
 }
 
 export function testRun(progFd: number, input: TestRunInput): TestRunResult {
@@ -55,5 +57,6 @@ export function testRun(progFd: number, input: TestRunInput): TestRunResult {
     retval: o.readInt32LE(56),
     frame: new Uint8Array(dataOut.subarray(0, outLen)),
     mark: ctxOut.readUInt32LE(SKB_MARK),
+    durationNs: o.readUInt32LE(64),
   };
 }
