@@ -85,17 +85,24 @@ function tcp(req: Req): Promise<Res> {
   return new Promise((resolve) => {
     const opts: net.NetConnectOpts = { host: String(req['host']), port: Number(req['port']) };
     if (req['bind']) opts.localAddress = String(req['bind']);
+    if (req['localPort']) opts.localPort = Number(req['localPort']);
     const sock = net.connect(opts);
     let done = false;
+    // For failures: the local port (to find the flow in conntrack) and when the handshake completed.
+    let connectMs = -1;
     const finish = (r: Res): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
+      const why = r['ok'] ? {} : { localPort: sock.localPort ?? 0, connectMs };
       sock.destroy();
-      resolve({ ...r, ms: Math.round(performance.now() - start) });
+      resolve({ ...r, ...why, ms: Math.round(performance.now() - start) });
     };
     const timer = setTimeout(() => finish({ ok: false, error: 'ETIMEDOUT' }), timeoutMs);
-    sock.on('connect', () => sock.write(String(req['data'] ?? 'hello') + '\n'));
+    sock.on('connect', () => {
+      connectMs = Math.round(performance.now() - start);
+      sock.write(String(req['data'] ?? 'hello') + '\n');
+    });
     sock.on('error', (e) => finish({ ok: false, error: errCode(e) }));
     const rl = readline.createInterface({ input: sock });
     rl.on('error', () => {}); // the socket's own 'error' handler reports it
@@ -256,7 +263,10 @@ interface ProbeState {
   failed: number;
   inflight: number;
   maxMs: number;
-  failures: Array<{ at: number; error: string }>;
+  /** The longest gap between two ticks of the interval: more than intervalMs means this process was stalled. */
+  maxTickGapMs: number;
+  lastTick: number;
+  failures: Array<{ at: number; error: string; ms: unknown; localPort: unknown; connectMs: unknown }>;
 }
 const probes = new Map<string, ProbeState>();
 
@@ -271,19 +281,24 @@ function probeStart(req: Req): Promise<Res> {
     failed: 0,
     inflight: 0,
     maxMs: 0,
+    maxTickGapMs: 0,
+    lastTick: Date.now(),
     failures: [],
   };
   const once = (): void => {
     st.sent++;
     st.inflight++;
     const at = Date.now();
+    st.maxTickGapMs = Math.max(st.maxTickGapMs, at - st.lastTick);
+    st.lastTick = at;
     void tcp(target).then((r) => {
       st.inflight--;
       st.maxMs = Math.max(st.maxMs, Number(r['ms'] ?? 0));
       if (r['ok']) st.answered++;
       else {
         st.failed++;
-        st.failures.push({ at, error: String(r['error']) });
+        const f = { at, error: String(r['error']), ms: r['ms'], localPort: r['localPort'], connectMs: r['connectMs'] };
+        st.failures.push(f);
         if (st.failures.length > 100) st.failures.shift();
       }
     });
