@@ -159,7 +159,16 @@ export async function computeDiff(
       );
     else if (mode === 'nftables') families.push(await diffNftablesFamily({ run, family, config: dpConfig, state }));
     else if (mode === 'ebpf')
-      families.push(await diffEbpfFamily({ family, config: dpConfig, state, ebpf: cmd.ebpf, localIPs }));
+      families.push(
+        await diffEbpfFamily({
+          family,
+          config: dpConfig,
+          state,
+          ebpf: cmd.ebpf,
+          localIPs,
+          trafficCounters: cmd.serviceTrafficMetrics > 0,
+        }),
+      );
     else if (mode === 'ipvs')
       families.push(
         await diffIpvsFamily({

@@ -20,6 +20,8 @@ export interface EbpfFamilyInput {
   readonly state: SyncState;
   readonly ebpf: Omit<EbpfOptions, 'ctEntries'>;
   readonly localIPs: readonly string[];
+  /** --service-traffic-metrics is on: the proxy sets CFG_TRAFFIC, so that is no change. */
+  readonly trafficCounters?: boolean;
 }
 
 export interface EntryChange {
@@ -51,7 +53,11 @@ export async function diffEbpfFamily(i: EbpfFamilyInput): Promise<FamilyDiff> {
       [...e].map(([k, v]) => ({ map, op: 'update' as const, key: L.keyBytes(k), value: v })),
     ),
   );
-  const renderer = new EbpfRenderer(i.config, { algorithm: i.ebpf.algorithm, maglevM: i.ebpf.maglevM });
+  const renderer = new EbpfRenderer(i.config, {
+    algorithm: i.ebpf.algorithm,
+    maglevM: i.ebpf.maglevM,
+    trafficCounters: i.trafficCounters ?? false,
+  });
   const r = renderer.render({
     state: i.state,
     live: live as LiveEntries,

@@ -4,15 +4,16 @@
 // Service port are counted in the kernel and read at each scrape of node1's
 // metrics address; only the first N Service ports (in key order) are counted
 // and the rest are reported as untracked. ebpf mode also: counts survive
-// partial syncs and a proxy restart, and a proxy started without the flag
-// exports nothing and leaves the programs no counting to do.
+// partial syncs and a proxy restart, `diff` with the flag sees nothing to
+// change, and a proxy started without the flag exports nothing and leaves
+// the programs no counting to do.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from '../../src/dataplane/ebpf/layout.js';
 import { TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
 import { E2EEnv } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
-import { E2E_MODES } from '../netns/proxy.js';
+import { E2E_MODES, proxyArgv } from '../netns/proxy.js';
 import { nsRun } from '../netns/spawn.js';
 
 /** node1's /metrics text (the server binds 127.0.0.1 inside the node). */
@@ -164,6 +165,13 @@ if (E2E_MODES.includes('ebpf'))
       );
       assert.equal((await pinned(env, 'traffic')).length, 3, 'one entry per counted port (IPv4 only here)');
       assert.ok((await cfgFlagsV4(env)) & L.CFG_TRAFFIC);
+    });
+
+    it("diff with the proxy's own flags finds nothing to change (the flag expects CFG_TRAFFIC)", async () => {
+      const p = env.proxy('node1');
+      const r = await p.bpfNode!.exec([...proxyArgv(), 'diff', ...p.flags()], { allowFailure: true });
+      assert.equal(r.code, 0, r.stdout + r.stderr);
+      assert.match(r.stdout, /# ebpf IPv4: no changes/);
     });
 
     it('counts survive a partial sync and a proxy restart (the maps are pinned)', async () => {
