@@ -2,7 +2,9 @@
 // (Debian package `openssl`): a self-signed CA, a serving certificate for the
 // listen host (plus localhost/127.0.0.1/::1), and client certificates on demand
 // (CN = user name, O = groups) so kubeconfigs with client-certificate auth can
-// be tested. Everything lives in a private temp dir removed by dispose().
+// be tested. The keys and certificates are kept in memory; openssl works in
+// a private temp dir that exists only while it runs (so a test API server
+// killed before its dispose() leaves nothing in /tmp).
 
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -21,15 +23,23 @@ function openssl(args: string[], cwd: string): void {
 
 const EC = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
 
+/** Run fn in a fresh private temp dir, removed afterwards whatever happens. */
+function inTempDir<T>(fn: (dir: string) => T): T {
+  const dir = mkdtempSync(join(tmpdir(), 'kpt-apiserver-pki-'));
+  try {
+    return fn(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export class TestPKI {
   readonly ca: KeyPair;
   readonly serving: KeyPair;
-  private readonly dir: string;
   private serial = 1;
 
   constructor(hosts: readonly string[]) {
-    this.dir = mkdtempSync(join(tmpdir(), 'kpt-apiserver-pki-'));
-    try {
+    this.ca = inTempDir((dir) => {
       openssl(
         [
           'req',
@@ -48,16 +58,13 @@ export class TestPKI {
           '-addext',
           'keyUsage=critical,keyCertSign,cRLSign',
         ],
-        this.dir,
+        dir,
       );
-      this.ca = { cert: this.read('ca.crt'), key: this.read('ca.key') };
-      const names = new Set(['localhost', '127.0.0.1', '::1', ...hosts]);
-      const san = [...names].map((h) => (isIP(h) ? `IP:${h}` : `DNS:${h}`)).join(',');
-      this.serving = this.issue('kpt-test-apiserver', [], `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
-    } catch (err) {
-      this.dispose();
-      throw err;
-    }
+      return { cert: read(dir, 'ca.crt'), key: read(dir, 'ca.key') };
+    });
+    const names = new Set(['localhost', '127.0.0.1', '::1', ...hosts]);
+    const san = [...names].map((h) => (isIP(h) ? `IP:${h}` : `DNS:${h}`)).join(',');
+    this.serving = this.issue('kpt-test-apiserver', [], `subjectAltName=${san}\nextendedKeyUsage=serverAuth\n`);
   }
 
   /** A client certificate for `user` in `groups`, signed by the CA. */
@@ -68,37 +75,37 @@ export class TestPKI {
   private issue(cn: string, orgs: readonly string[], ext: string): KeyPair {
     const n = this.serial++;
     const subj = `/CN=${cn}${orgs.map((o) => `/O=${o}`).join('')}`;
-    writeFileSync(join(this.dir, `${n}.ext`), ext);
-    openssl(['req', '-new', ...EC, '-keyout', `${n}.key`, '-out', `${n}.csr`, '-subj', subj], this.dir);
-    openssl(
-      [
-        'x509',
-        '-req',
-        '-in',
-        `${n}.csr`,
-        '-CA',
-        'ca.crt',
-        '-CAkey',
-        'ca.key',
-        '-set_serial',
-        String(1000 + n),
-        '-days',
-        '2',
-        '-extfile',
-        `${n}.ext`,
-        '-out',
-        `${n}.crt`,
-      ],
-      this.dir,
-    );
-    return { cert: this.read(`${n}.crt`), key: this.read(`${n}.key`) };
+    return inTempDir((dir) => {
+      writeFileSync(join(dir, 'ca.crt'), this.ca.cert);
+      writeFileSync(join(dir, 'ca.key'), this.ca.key, { mode: 0o600 });
+      writeFileSync(join(dir, 'leaf.ext'), ext);
+      openssl(['req', '-new', ...EC, '-keyout', 'leaf.key', '-out', 'leaf.csr', '-subj', subj], dir);
+      openssl(
+        [
+          'x509',
+          '-req',
+          '-in',
+          'leaf.csr',
+          '-CA',
+          'ca.crt',
+          '-CAkey',
+          'ca.key',
+          '-set_serial',
+          String(1000 + n),
+          '-days',
+          '2',
+          '-extfile',
+          'leaf.ext',
+          '-out',
+          'leaf.crt',
+        ],
+        dir,
+      );
+      return { cert: read(dir, 'leaf.crt'), key: read(dir, 'leaf.key') };
+    });
   }
+}
 
-  private read(f: string): string {
-    return readFileSync(join(this.dir, f), 'utf8');
-  }
-
-  dispose(): void {
-    rmSync(this.dir, { recursive: true, force: true });
-  }
+function read(dir: string, f: string): string {
+  return readFileSync(join(dir, f), 'utf8');
 }

@@ -197,7 +197,7 @@ export class TestApiServer {
   }
 
   dispose(): Promise<void> {
-    return this.stop().finally(() => this.pki?.dispose());
+    return this.stop();
   }
 
   private def(plural: string): ResourceDef {

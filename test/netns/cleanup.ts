@@ -1,17 +1,36 @@
-// Process-wide safety net for namespaces. Every namespace a test makes is
-// registered here before it exists; it is removed by the owner's normal
-// destroy(), and otherwise by these hooks on process exit, SIGINT, SIGTERM
-// and uncaught exceptions. The hooks are synchronous (execFileSync) because
+// Process-wide safety net for namespaces and temporary folders. Every
+// namespace a test makes is registered here before it exists; it is removed
+// by the owner's normal destroy(), and otherwise by these hooks on process
+// exit, SIGINT, SIGTERM and uncaught exceptions (tempDir() folders too). The hooks are synchronous (execFileSync) because
 // an 'exit' handler cannot await. Child processes started in a namespace
 // (agents, proxies, the API server) are registered too and killed first, so
 // nothing keeps running against a namespace that is gone.
 import { execFileSync } from 'node:child_process';
-import { readdirSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { NS_ROOT, pidAlive, pidOfNamespace } from './names.js';
 
 const namespaces = new Set<string>();
 const children = new Set<number>();
+const dirs = new Set<string>();
 let installed = false;
+
+/**
+ * A fresh folder under the system temp dir (mkdtemp with this prefix). The
+ * owner removes it with removeTempDir(); whatever is left is removed when the
+ * process ends, also on failure or Ctrl-C.
+ */
+export function tempDir(prefix: string): string {
+  install();
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.add(dir);
+  return dir;
+}
+export function removeTempDir(dir: string): void {
+  rmSync(dir, { recursive: true, force: true });
+  dirs.delete(dir);
+}
 
 export function trackNamespace(name: string): void {
   install();
@@ -29,7 +48,7 @@ export function untrackChild(pid: number | undefined): void {
   if (pid !== undefined) children.delete(pid);
 }
 
-/** Kill tracked children and delete tracked namespaces, synchronously. Safe to call twice. */
+/** Kill tracked children, delete tracked namespaces and folders, synchronously. Safe to call twice. */
 export function cleanupNowSync(): void {
   for (const pid of children) {
     try {
@@ -41,6 +60,8 @@ export function cleanupNowSync(): void {
   children.clear();
   for (const ns of namespaces) deleteNamespaceSync(ns);
   namespaces.clear();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  dirs.clear();
 }
 
 export function deleteNamespaceSync(ns: string): void {

@@ -2,8 +2,7 @@
 // (apihost.ts), plus a REST client for it. stop()/start() simulate an API
 // server outage: the listener and every watch go away, the objects, port
 // and CA stay.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as readline from 'node:readline';
 import type { NetnsCluster } from './cluster.js';
@@ -14,6 +13,7 @@ import { API_PORT } from './topology.js';
 import type { ApiFault } from '../apiserver/faults.js';
 import type { RequestRecord } from '../apiserver/server.js';
 import { scaled } from './timescale.js';
+import { removeTempDir, tempDir } from './cleanup.js';
 
 export class ControlPlane {
   private readonly waiters = new Map<number, (msg: Record<string, unknown>) => void>();
@@ -28,7 +28,7 @@ export class ControlPlane {
 
   /** Start the API server in the control-plane namespace and register the cluster's Node objects. */
   static async start(cluster: NetnsCluster): Promise<ControlPlane> {
-    const dir = mkdtempSync(join(tmpdir(), `${cluster.topo.prefix}api-`));
+    const dir = tempDir(`${cluster.topo.prefix}api-`);
     const token = `kpt-e2e-${process.pid}`;
     const host = cluster.controlPlane.ip;
     const proc = nsSpawn(
@@ -46,31 +46,38 @@ export class ControlPlane {
       ],
       { pipeStdout: true },
     );
-    const lines = readline.createInterface({ input: proc.child.stdout! });
-    const first = await new Promise<Record<string, unknown>>((res, rej) => {
-      const t = setTimeout(() => rej(new Error(`API server did not start: ${proc.log()}`)), scaled(30000));
-      lines.once('line', (l) => {
-        clearTimeout(t);
-        res(JSON.parse(l) as Record<string, unknown>);
+    try {
+      const lines = readline.createInterface({ input: proc.child.stdout! });
+      const first = await new Promise<Record<string, unknown>>((res, rej) => {
+        const t = setTimeout(() => rej(new Error(`API server did not start: ${proc.log()}`)), scaled(30000));
+        lines.once('line', (l) => {
+          clearTimeout(t);
+          res(JSON.parse(l) as Record<string, unknown>);
+        });
+        void proc.exited.then((c) => {
+          clearTimeout(t);
+          rej(new Error(`API server exited ${c}: ${proc.log()}`));
+        });
       });
-      void proc.exited.then((c) => {
-        clearTimeout(t);
-        rej(new Error(`API server exited ${c}: ${proc.log()}`));
+      // REST calls are made from the control-plane namespace itself (the root namespace cannot reach it).
+      const agent = await cluster.agent('cp');
+      const transport: Transport = ({ timeoutMs, ...req }) => agent.request('https', req, timeoutMs) as never;
+      const kube = new KubeClient(String(first['url']), token, readFileSync(join(dir, 'ca.crt'), 'utf8'), transport);
+      const cp = new ControlPlane(proc, dir, String(first['kubeconfig']), kube);
+      lines.on('line', (l) => {
+        const m = JSON.parse(l) as Record<string, unknown>;
+        const w = cp.waiters.get(Number(m['id']));
+        cp.waiters.delete(Number(m['id']));
+        w?.(m);
       });
-    });
-    // REST calls are made from the control-plane namespace itself (the root namespace cannot reach it).
-    const agent = await cluster.agent('cp');
-    const transport: Transport = ({ timeoutMs, ...req }) => agent.request('https', req, timeoutMs) as never;
-    const kube = new KubeClient(String(first['url']), token, readFileSync(join(dir, 'ca.crt'), 'utf8'), transport);
-    const cp = new ControlPlane(proc, dir, String(first['kubeconfig']), kube);
-    lines.on('line', (l) => {
-      const m = JSON.parse(l) as Record<string, unknown>;
-      const w = cp.waiters.get(Number(m['id']));
-      cp.waiters.delete(Number(m['id']));
-      w?.(m);
-    });
-    for (const n of cluster.nodes) await kube.apply(nodeObject(n));
-    return cp;
+      for (const n of cluster.nodes) await kube.apply(nodeObject(n));
+      return cp;
+    } catch (err) {
+      // Not started: leave nothing behind (the process and the folder of its certificates).
+      await proc.stop(2000).catch(() => {});
+      removeTempDir(dir);
+      throw err;
+    }
   }
 
   private command(
@@ -135,6 +142,6 @@ export class ControlPlane {
   async dispose(): Promise<void> {
     this.proc.child.stdin?.end();
     await this.proc.stop(2000);
-    rmSync(this.dir, { recursive: true, force: true });
+    removeTempDir(this.dir);
   }
 }
