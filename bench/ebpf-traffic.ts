@@ -20,7 +20,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { syncStateFromObjects } from '../src/core/snapshot.js';
-import type { DataplaneConfig } from '../src/core/types.js';
 import * as L from '../src/dataplane/ebpf/layout.js';
 import { EbpfRenderer } from '../src/dataplane/ebpf/renderer.js';
 import { EbpfRuntime } from '../src/platform/ebpf/runtime.js';
@@ -28,36 +27,17 @@ import { testRun } from '../src/platform/ebpf/testrun.js';
 import { buildFrame, TCP_ACK } from '../test/ebpf/frames.js';
 import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
 import { writeChart } from './lib/chart.js';
+import { arg, percentile, runBench } from './lib/cluster.js';
+import { CLIENT, PATH_CONFIG, VIP } from './lib/ebpfpath.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const OUT = join(here, 'out');
-const arg = (name: string, dflt: number) => {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : dflt;
-};
-const ROUNDS = arg('rounds', 20);
-const BATCH = arg('batch', 500);
-
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.0.1.0/24'] },
-  nodePortAddresses: null,
-  localhostNodePorts: false,
-  localIPs: ['10.0.1.1', '10.0.2.1'],
-};
-const VIP = '10.96.0.10';
-const CLIENT = '10.0.1.2';
+const ROUNDS = Number(arg('rounds', '20'));
+const BATCH = Number(arg('batch', '500'));
 
 const SETTINGS = ['off', 'counted', 'uncounted'] as const;
 type Setting = (typeof SETTINGS)[number];
 const PATHS = ['established', 'first packet'] as const;
-
-function quantile(xs: number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
-}
 
 const SCRAPE_SIZES = [100, 1000, 10000];
 
@@ -73,7 +53,7 @@ function readCost(rt: EbpfRuntime, n: number): number {
     times.push(performance.now() - t0);
   }
   rt.apply(keys.map((key) => ({ map: 'traffic' as const, op: 'delete' as const, key })));
-  return quantile(times, 0.5);
+  return percentile(times, 50);
 }
 
 async function main(): Promise<void> {
@@ -98,7 +78,7 @@ async function main(): Promise<void> {
     nodeName: 'node',
     serviceCIDRs: ['10.96.0.0/12'],
   });
-  const renderer = new EbpfRenderer(CONFIG, { trafficCounters: true });
+  const renderer = new EbpfRenderer(PATH_CONFIG, { trafficCounters: true });
   rt.apply(renderer.render({ state }).ops);
   const key = L.encodeU32(renderer.idOf('bench/web:http')!);
   const cfgKey = L.encodeU32(0);
@@ -145,7 +125,7 @@ async function main(): Promise<void> {
   const rows = PATHS.flatMap((p) =>
     SETTINGS.map((s) => {
       const xs = samples.get(`${s}|${p}`)!;
-      return { path: p, setting: s, runs: xs.length, p50: quantile(xs, 0.5), p90: quantile(xs, 0.9) };
+      return { path: p, setting: s, runs: xs.length, p50: percentile(xs, 50), p90: percentile(xs, 90) };
     }),
   );
   console.log(`kpt_ingress per packet, BPF_PROG_TEST_RUN, ${ROUNDS} rounds x ${BATCH} runs per setting and path`);
@@ -179,4 +159,4 @@ async function main(): Promise<void> {
   console.log(`wrote ${png ?? join(OUT, 'ebpf-traffic.svg')}`);
 }
 
-await main();
+runBench(main);

@@ -38,15 +38,14 @@ import { performance } from 'node:perf_hooks';
 import * as readline from 'node:readline';
 import { syncStateFromObjects } from '../src/core/snapshot.js';
 import { categorizeEndpoints } from '../src/core/topology.js';
-import type { Dataplane, DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
+import type { Dataplane, Endpoint, SyncState } from '../src/core/types.js';
 import { deleteNamespaceSync, trackChild, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
 import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
 import { writeChart } from './lib/chart.js';
+import { BACKEND, PATH_CONFIG, VIP } from './lib/ebpfpath.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const OUT = join(here, 'out');
-const VIP = '10.96.0.10';
-const BACKEND = '10.0.2.2';
 type Mode = 'ebpf' | 'iptables' | 'nftables';
 
 function arg(name: string, dflt: string): string {
@@ -57,16 +56,7 @@ const num = (name: string, dflt: number) => Number(arg(name, String(dflt)));
 
 // ---------------- the node side: a dataplane fed SyncStates ----------------
 
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  // The client counts as a local pod: the measured path is DNAT only, no masquerade.
-  localDetector: { kind: 'cidr', cidrs: ['10.0.1.0/24'] },
-  nodePortAddresses: null,
-  localhostNodePorts: false,
-  localIPs: ['127.0.0.1', '10.0.1.1', '10.0.2.1'],
-};
+const CONFIG = PATH_CONFIG;
 
 /** n bulk Services (172.30/16, one endpoint each) and the measured one, last in name order. */
 function buildState(n: number): SyncState {

@@ -26,7 +26,7 @@ import { TC_ACT, testRun } from '../../src/platform/ebpf/testrun.js';
 import { BpfError } from '../../src/platform/ebpf/libbpf.js';
 import { PACKET_FLOW_SCENARIOS, type PacketFlow, type Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
-import { buildFrame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
+import { buildFrame, type Frame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
 
 const le32 = (n: number) => L.encodeU32(n);
 const le16 = (n: number) => new Uint8Array([n & 0xff, n >> 8]);
@@ -307,16 +307,7 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
       const first = parseFrame(testRun(ingress, { frame: buildFrame(syn) }).frame);
       for (let i = 0; i < 3; i++) testRun(ingress, { frame: buildFrame({ ...syn, flags: TCP_ACK, payload }) });
       // The endpoint's reply (egress) is not the client direction.
-      testRun(rt.obj.program('kpt_egress'), {
-        frame: buildFrame({
-          src: first.dst,
-          dst: syn.src,
-          sport: first.dport,
-          dport: syn.sport,
-          proto: 'TCP',
-          payload,
-        }),
-      });
+      testRun(rt.obj.program('kpt_egress'), { frame: replyFrame(syn, first, { payload }) });
       return L.decodeTrafficValue(rt.lookup('traffic', key)!);
     };
     // IPv4 + TCP headers: 40 bytes; the SYN and three ACKs with 100 bytes of payload each.
@@ -337,20 +328,23 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
       const again = parseFrame(testRun(ingress, { frame: buildFrame({ ...syn, flags: TCP_ACK }) }).frame);
       assert.equal(`${again.dst}:${again.dport}`, `${first.dst}:${first.dport}`, 'same endpoint for the whole flow');
     }
-    const reply = testRun(egress, {
-      frame: buildFrame({
-        src: first.dst,
-        dst: syn.src,
-        sport: first.dport,
-        dport: syn.sport,
-        proto: 'TCP',
-        flags: 0x12,
-      }),
-    });
+    const reply = testRun(egress, { frame: replyFrame(syn, first, { flags: 0x12 }) });
     const r = parseFrame(reply.frame);
     assert.deepEqual([r.src, r.sport, r.l4ok, r.l3ok], ['172.30.0.42', 80, true, true]);
   });
 });
+
+/** The endpoint's answer to a client's TCP packet that the program sent to `translated`. */
+function replyFrame(client: Frame, translated: { dst: string; dport: number }, extra: Partial<Frame>): Uint8Array {
+  return buildFrame({
+    src: translated.dst,
+    dst: client.src,
+    sport: translated.dport,
+    dport: client.sport,
+    proto: 'TCP',
+    ...extra,
+  });
+}
 
 /** Every entry of every map (the array is zeroed): each scenario starts empty. */
 function clear(rt: EbpfRuntime): void {

@@ -1,0 +1,20 @@
+// The ebpf benchmarks' node: the addresses of the measured path
+// (cli 10.0.1.2 -- node 10.0.1.1 | 10.0.2.1 -- srv 10.0.2.2) and the
+// datapath settings that make it a DNAT-only path (the client counts as a
+// local pod, so nothing is masqueraded). bench/ebpf.ts builds the path with
+// real namespaces; bench/ebpf-traffic.ts runs the program on frames of it.
+import type { DataplaneConfig } from '../../src/core/types.js';
+
+export const VIP = '10.96.0.10';
+export const CLIENT = '10.0.1.2';
+export const BACKEND = '10.0.2.2';
+
+export const PATH_CONFIG: DataplaneConfig = {
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.1.0/24'] },
+  nodePortAddresses: null,
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', '10.0.1.1', '10.0.2.1'],
+};
