@@ -38,6 +38,7 @@ test('parseExplainArgs: required flags, normalised addresses, defaults', () => {
   assert.deepEqual(ok, {
     kind: 'packet',
     from: null,
+    statusFile: null,
     src: '10.0.0.5',
     dst: '172.30.0.10',
     port: 53,
@@ -74,22 +75,30 @@ test('parseExplainArgs --service and --from: a Service instead of a packet, a fi
     localIPs: ['192.168.0.2'],
     output: 'text',
     from: 'dump.txt',
+    statusFile: null,
     address: '127.0.0.1:10249',
     pinRoot: '/sys/fs/bpf/kube-proxy-ts',
   });
   // Every mode has --service; ebpf reads the maps, ipvs and userspace ask the proxy at --address.
   for (const mode of ['ebpf', 'ipvs', 'userspace'])
     assert.equal((parseExplainArgs(['--service', 'ns1/s1', '--mode', mode]) as { mode: string }).mode, mode);
+  assert.deepEqual(parseExplainArgs(['--save', 'maps.json', '--mode', 'ebpf']), {
+    kind: 'save',
+    file: 'maps.json',
+    mode: 'ebpf',
+    netns: null,
+    pinRoot: '/sys/fs/bpf/kube-proxy-ts',
+  });
   const p = parseExplainArgs(['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--from', 'f']);
   assert.ok(p !== 'help' && p.kind === 'packet' && p.from === 'f');
   for (const bad of [
     ['--service', 'ns1'],
     ['--service', 'ns1/s1', '--dst', '172.30.0.10'],
     ['--service', 'ns1/s1', '--port', '80'],
-    ['--service', 'ns1/s1', '--mode', 'userspace', '--from', 'f'],
     ['--service', 'ns1/s1', '--src', 'x'],
     ['--service', 'ns1/s1', '--from', 'f', '--netns', 'n'],
-    ['--src', '10.0.0.5', '--dst', '172.30.0.10', '--port', '80', '--from', 'f', '--mode', 'ebpf'],
+    ['--save', 'f', '--src', '10.0.0.5'],
+    ['--save', 'f', '--from', 'g'],
   ])
     assert.throws(() => parseExplainArgs(bad), invalid, bad.join(' '));
 });

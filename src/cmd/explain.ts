@@ -12,14 +12,14 @@
 // only: nothing is ever written to the kernel.
 // Exit codes: 0 = explained, 2 = bad flags or the ruleset could not be read.
 
-import { readFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ProxyError } from '../core/errors.js';
 import { ipFamilyOf, normalizeIP } from '../core/ip.js';
 import type { IPFamily, Protocol } from '../core/types.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
-import { ebpfServiceAddresses, explainEbpfMaps, liveIfindexOf, withPinnedMaps } from './explainebpf.js';
+import { ebpfServiceAddresses, explainEbpfMaps, liveIfindexOf, saveEbpfMaps, withPinnedMaps } from './explainebpf.js';
 import { explainIpvsFake } from './explainipvs.js';
 import { readLiveIpvs } from './ipvslive.js';
 import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';
@@ -29,7 +29,9 @@ import type { StatusDoc } from '../engine/statusview.js';
 import { parseBindAddress } from '../platform/metricsserver.js';
 import { TABLE_NAME as USERSPACE_TABLE } from '../dataplane/userspace/index.js';
 import { explainUserspaceListing } from './explainuserspace.js';
-import { readKernelRules, rulesFromDump, traceRules, type LoadedRules } from './explainrules.js';
+import { readKernelRules, traceRules } from './explainrules.js';
+import { explainFromDump, readDump, serviceSourceFromDump, statusFromFile, type StatusAnswer } from './explaindump.js';
+import { isIpvsBundle } from './ipvslive.js';
 import {
   DEFAULT_REMOTE_CLIENT,
   explainService,
@@ -43,6 +45,8 @@ import {
 export const EXPLAIN_USAGE = `Usage: kube-proxy-ts explain --src IP --dst IP --port N [flags]
 
        kube-proxy-ts explain --service NS/NAME [flags]
+
+       kube-proxy-ts explain --save FILE [--ebpf-pin-path PATH]
 
 Walk one new connection's first packet through the kube-proxy rules the kernel
 holds now (or a saved dump of them) and print every rule it matches and what
@@ -64,9 +68,17 @@ Flags:
                          which addresses the Service has (default 127.0.0.1:10249)
   --netns NAME           read the rules of this network namespace (ip netns)
   --from FILE            read a saved dump instead of the kernel: iptables-save (or
-                         ip6tables-save) output, or \`nft list table ip kube-proxy\`
-                         followed by \`nft -j list table ip kube-proxy\` (use ip6 for IPv6).
-                         Node ports need the node's addresses: give --local-ip.
+                         ip6tables-save) output; \`nft list table ip kube-proxy\`
+                         followed by \`nft -j list table ip kube-proxy\` (use ip6 for IPv6);
+                         userspace: \`nft list ruleset\`; ipvs: the output of
+                         \`ipvsadm -Sn; ipset save; iptables-save; ip -o addr\` in one file.
+                         ebpf: the file \`explain --save\` wrote. Node ports need the
+                         node's addresses: give --local-ip (ipvs and ebpf files have them)
+  --status FILE          a saved \`kube-proxy-ts status -o json\` of the same node, instead of
+                         asking the proxy: ipvs and userspace --service, userspace endpoints
+  --save FILE            ebpf: write the pinned maps (and the node's interfaces and addresses)
+                         to FILE for --from elsewhere; the other modes' state is saved with
+                         their own tools (see --from)
   --iif IFACE            input interface of a remote packet (bridge/interface local detectors)
   --local-ip IP          a node address (repeatable; default: the addresses of the host or netns)
   --sport N              source port (ebpf Maglev services: the one endpoint this flow gets)
@@ -91,6 +103,8 @@ export interface ExplainRequest {
   readonly address: string;
   /** A dump file to read instead of the kernel (--from). */
   readonly from: string | null;
+  /** A saved status document to read instead of asking the proxy (--status). */
+  readonly statusFile: string | null;
 }
 
 /** `explain --service NS/NAME`: the shared flags, a Service instead of a packet. */
@@ -104,7 +118,17 @@ export interface ServiceRequest {
   readonly localIPs: readonly string[] | null;
   readonly output: 'text' | 'json';
   readonly from: string | null;
+  readonly statusFile: string | null;
   readonly address: string;
+  readonly pinRoot: string;
+}
+
+/** `explain --save FILE`: ebpf mode's maps to a file `--from` reads. */
+export interface SaveRequest {
+  readonly kind: 'save';
+  readonly file: string;
+  readonly mode: ExplainRequest['mode'];
+  readonly netns: string | null;
   readonly pinRoot: string;
 }
 
@@ -112,7 +136,7 @@ const bad = (msg: string): never => {
   throw new ProxyError('KPT_FLAG_INVALID', msg);
 };
 
-export function parseExplainArgs(argv: readonly string[]): ExplainRequest | ServiceRequest | 'help' {
+export function parseExplainArgs(argv: readonly string[]): ExplainRequest | ServiceRequest | SaveRequest | 'help' {
   const { values } = parseArgs({
     args: [...argv],
     allowPositionals: false,
@@ -126,6 +150,8 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
       mode: { type: 'string' },
       netns: { type: 'string' },
       from: { type: 'string' },
+      status: { type: 'string' },
+      save: { type: 'string' },
       iif: { type: 'string' },
       'local-ip': { type: 'string', multiple: true },
       sport: { type: 'string' },
@@ -154,13 +180,23 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
   const locals = (values['local-ip'] ?? []).map((ip) => normalizeIP(ip) ?? bad(`--local-ip: not an IP address: ${ip}`));
   const from = values.from ?? null;
   if (from !== null && values.netns !== undefined) bad('--from and --netns: one source of rules, not both');
-  if (from !== null && (mode === 'ebpf' || mode === 'ipvs'))
-    bad(`--from reads iptables-save or nft dumps; ${mode} mode's state has no dump format`);
+  if (values.save !== undefined) {
+    for (const f of ['src', 'dst', 'port', 'service', 'from'] as const)
+      if (values[f] !== undefined) bad(`--save writes the live state to a file; --${f} does not go with it`);
+    return {
+      kind: 'save',
+      file: values.save,
+      mode: mode as ExplainRequest['mode'],
+      netns: values.netns ?? null,
+      pinRoot: values['ebpf-pin-path'] ?? DEFAULT_EBPF_OPTIONS.pinRoot,
+    };
+  }
   const shared = {
     netns: values.netns ?? null,
     localIPs: locals.length > 0 ? locals : null,
     output: output as 'text' | 'json',
     from,
+    statusFile: values.status ?? null,
     address,
     pinRoot: values['ebpf-pin-path'] ?? DEFAULT_EBPF_OPTIONS.pinRoot,
   };
@@ -169,8 +205,6 @@ export function parseExplainArgs(argv: readonly string[]): ExplainRequest | Serv
       bad(`--service: NAMESPACE/NAME, not ${values.service}`);
     for (const f of ['dst', 'port', 'protocol', 'sport', 'iif'] as const)
       if (values[f] !== undefined) bad(`--${f} describes one packet; --service traces every address of the Service`);
-    if (from !== null && mode === 'userspace')
-      bad('--service: a saved userspace table names no Service; run it on the node, where the proxy can be asked');
     const src =
       values.src === undefined ? null : (normalizeIP(values.src) ?? bad(`--src: not an IP address: ${values.src}`));
     return { kind: 'service', service: values.service, src, mode: mode as ServiceRequest['mode'], ...shared };
@@ -234,41 +268,16 @@ export async function detectMode(
   return PinnedMaps.present(pinRoot) ? 'ebpf' : null;
 }
 
-function isUserspaceDump(file: string): boolean {
-  try {
-    return /^table ip6? kube-proxy-userspace \{/m.test(readFileSync(file, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
 /**
  * The proxy's status document, asked the way `kube-proxy-ts status` asks it,
  * through the runner (so in the --netns namespace): null and the reason when
  * it cannot be had.
  */
-export async function proxyStatus(
-  run: CommandRunner,
-  address: string,
-): Promise<{ doc: StatusDoc | null; error: string | null }> {
+export async function proxyStatus(run: CommandRunner, address: string): Promise<StatusAnswer> {
   const bin = fileURLToPath(new URL('../../../bin/kube-proxy-ts', import.meta.url));
   const r = await run(process.execPath, [bin, 'status', '-o', 'json', '--address', address], { allowFailure: true });
   if (r.code !== 0) return { doc: null, error: r.stderr.trim().replace(/^Error: /, '') || `status exited ${r.code}` };
   return { doc: JSON.parse(r.stdout) as StatusDoc, error: null };
-}
-
-/** Read a dump file (--from) for one family. */
-function rulesFromFile(file: string, family: IPFamily, mode: 'iptables' | 'nftables' | null): LoadedRules {
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new ProxyError('KPT_INPUT_INVALID', `--from: cannot read ${file}: ${(err as Error).message}`);
-  }
-  const rules = rulesFromDump(text, family, file);
-  if (mode !== null && rules.mode !== mode)
-    throw new ProxyError('KPT_INPUT_INVALID', `${file} holds ${rules.mode} rules, not ${mode}`);
-  return rules;
 }
 
 const NO_RULES =
@@ -283,17 +292,9 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
     protocol: req.protocol,
     ...(req.iif ? { iif: req.iif } : {}),
   };
-  if (req.from !== null && (req.mode === 'userspace' || (req.mode === null && isUserspaceDump(req.from)))) {
-    const why = 'a saved dump has only the table; run explain on the node for the endpoints';
-    return explainUserspaceListing(readFileSync(req.from, 'utf8'), family, packet, req.localIPs ?? [], null, why);
-  }
   if (req.from !== null) {
-    const rules = rulesFromFile(
-      req.from,
-      family,
-      req.mode === 'ebpf' || req.mode === 'ipvs' || req.mode === 'userspace' ? null : req.mode,
-    );
-    return traceRules(rules, packet, req.localIPs ?? []);
+    const status = req.statusFile === null ? null : statusFromFile(req.statusFile);
+    return explainFromDump(req.from, req.mode, family, packet, req.localIPs, status, req.sport);
   }
   const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
   const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
@@ -308,7 +309,7 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
   if (mode === 'userspace') {
     const fam = family === 'IPv4' ? 'ip' : 'ip6';
     const listing = (await run('nft', ['list', 'table', fam, USERSPACE_TABLE])).stdout;
-    const st = await proxyStatus(run, req.address);
+    const st = req.statusFile === null ? await proxyStatus(run, req.address) : statusFromFile(req.statusFile);
     return explainUserspaceListing(listing, family, packet, locals, st.doc, st.error);
   }
   return traceRules(await readKernelRules(run, mode, family), packet, locals);
@@ -323,7 +324,7 @@ async function withLiveServiceSource<T>(
   family: IPFamily,
   req: ServiceRequest,
   run: CommandRunner,
-  status: () => Promise<{ doc: StatusDoc | null; error: string | null }>,
+  status: () => Promise<StatusAnswer>,
   use: (source: ServiceSource) => T,
 ): Promise<T> {
   if (mode === 'iptables' || mode === 'nftables') return use(rulesSource(await readKernelRules(run, mode, family)));
@@ -365,20 +366,23 @@ async function withLiveServiceSource<T>(
 export async function explainServiceRequest(req: ServiceRequest, run: CommandRunner): Promise<ServiceExplanation[]> {
   let families: IPFamily[] = req.src !== null ? [ipFamilyOf(req.src)!] : ['IPv4', 'IPv6'];
   if (req.from !== null && req.src === null) {
-    const text = readFileSync(req.from, 'utf8');
-    if (/^\*nat/m.test(text)) families = [/ -d [0-9a-f]*:[0-9a-f:]*(\/128)? /.test(text) ? 'IPv6' : 'IPv4'];
+    const text = readDump(req.from);
+    if (/^\*nat/m.test(text) && !isIpvsBundle(text))
+      families = [/ -d [0-9a-f]*:[0-9a-f:]*(\/128)? /.test(text) ? 'IPv6' : 'IPv4'];
   }
-  let asked: Promise<{ doc: StatusDoc | null; error: string | null }> | null = null;
-  const status = () => (asked ??= proxyStatus(run, req.address));
+  let asked: Promise<StatusAnswer> | null = null;
+  const status = () =>
+    (asked ??=
+      req.statusFile === null ? proxyStatus(run, req.address) : Promise.resolve(statusFromFile(req.statusFile)));
   const out: ServiceExplanation[] = [];
   const errors: string[] = [];
   for (const family of families) {
     try {
       const client = req.src ?? DEFAULT_REMOTE_CLIENT[family];
       if (req.from !== null) {
-        const mode = req.mode === 'iptables' || req.mode === 'nftables' ? req.mode : null;
-        const rules = rulesFromFile(req.from, family, mode);
-        out.push(explainService(rulesSource(rules), req.service, family, req.localIPs ?? [], client));
+        const saved = req.statusFile === null ? null : statusFromFile(req.statusFile);
+        const dump = serviceSourceFromDump(req.from, req.mode, family, req.localIPs, saved);
+        out.push(explainService(dump.source, req.service, family, dump.localIPs, client));
         continue;
       }
       const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
@@ -397,6 +401,27 @@ export async function explainServiceRequest(req: ServiceRequest, run: CommandRun
   return out;
 }
 
+/** How to save each mode's state for --from with its own tools. */
+const SAVE_WITH: Record<'iptables' | 'nftables' | 'ipvs' | 'userspace', string> = {
+  iptables: 'iptables-save -c > FILE (ip6tables-save for IPv6)',
+  nftables: '{ nft list table ip kube-proxy; nft -j list table ip kube-proxy; } > FILE (ip6 for IPv6)',
+  ipvs: '{ ipvsadm -Sn; ipset save; iptables-save; ip -o addr; } > FILE',
+  userspace: 'nft list ruleset > FILE',
+};
+
+/** `explain --save`: the pinned maps as JSON (the other modes' tools print their own state). */
+export async function saveState(req: SaveRequest, run: CommandRunner): Promise<string> {
+  const mode = req.mode ?? (await detectMode(run, 'IPv4', req.pinRoot));
+  if (mode === null) throw new ProxyError('KPT_NOT_FOUND', NO_RULES);
+  if (mode !== 'ebpf')
+    throw new ProxyError(
+      'KPT_FLAG_INVALID',
+      `--save writes ebpf mode's maps; in ${mode} mode save the state with its own tools for --from: ${SAVE_WITH[mode]}`,
+    );
+  const locals = [...(await kernelLocalIPs(run, 'IPv4')), ...(await kernelLocalIPs(run, 'IPv6'))];
+  return withPinnedMaps(req.pinRoot, (maps) => saveEbpfMaps(maps, locals));
+}
+
 /** Where a subcommand writes (tests capture it). */
 export interface CmdIO {
   readonly out: (s: string) => void;
@@ -405,7 +430,7 @@ export interface CmdIO {
 export const PROCESS_IO: CmdIO = { out: (s) => process.stdout.write(s), err: (s) => process.stderr.write(s) };
 
 export async function runExplain(argv: string[], io: CmdIO = PROCESS_IO): Promise<number> {
-  let req: ExplainRequest | ServiceRequest | 'help';
+  let req: ExplainRequest | ServiceRequest | SaveRequest | 'help';
   try {
     req = parseExplainArgs(argv);
   } catch (err) {
@@ -418,6 +443,14 @@ export async function runExplain(argv: string[], io: CmdIO = PROCESS_IO): Promis
   }
   try {
     const run = req.netns === null ? hostRunner : netnsRunner(req.netns);
+    if (req.kind === 'save') {
+      const text = await saveState(req, run);
+      writeFileSync(req.file, text);
+      io.out(
+        `saved ebpf mode's maps (${text.length} bytes) to ${req.file}; trace them anywhere with --from ${req.file}\n`,
+      );
+      return 0;
+    }
     if (req.kind === 'service') {
       const views = await explainServiceRequest(req, run);
       io.out(

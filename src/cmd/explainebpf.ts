@@ -4,7 +4,9 @@
 // `--service` lists the Service's entries of kpt_svc (each names its kind:
 // cluster IP, node port, external or load-balancer IP) by the names in
 // kpt_names, so it needs nothing but the maps.
+import { ProxyError } from '../core/errors.js';
 import type { IPFamily } from '../core/types.js';
+import { Fake } from '../dataplane/ebpf/fake.js';
 import * as L from '../dataplane/ebpf/layout.js';
 import type { MapReader } from '../dataplane/ebpf/store.js';
 import { trace } from '../dataplane/ebpf/trace.js';
@@ -98,4 +100,68 @@ export function ebpfServiceAddresses(maps: MapReader, service: string, family: I
       order.indexOf(a.kind) - order.indexOf(b.kind) ||
       (a.address ?? '').localeCompare(b.address ?? ''),
   );
+}
+
+// ---- a saved copy of the maps (`explain --save FILE`, read by `--from FILE`)
+//
+// BPF maps have no text form of their own, so `explain --save` writes the
+// maps the tracer reads as JSON, hex key and value per entry, with the
+// node's interfaces (for --iif) and addresses (for node ports):
+//   {"kind":"kube-proxy-ts ebpf maps","version":1,"maps":{"svc":[["<key>","<value>"],...],...},
+//    "ifaces":[{"name":"eth0","index":2}],"localIPs":["192.168.0.2",...]}
+
+export const EBPF_DUMP_KIND = 'kube-proxy-ts ebpf maps';
+
+/** The maps a trace reads: every map the proxy renders, and the ClientIP affinities it remembers. */
+const SAVED_MAPS: readonly L.MapName[] = L.MAP_NAMES.filter((m) => L.MAPS[m].rendered || m === 'affinity');
+
+interface EbpfDump {
+  readonly kind: string;
+  readonly version: number;
+  readonly maps: Partial<Record<L.MapName, Array<[string, string]>>>;
+  readonly ifaces: ReadonlyArray<{ readonly name: string; readonly index: number }>;
+  readonly localIPs: readonly string[];
+}
+
+export async function saveEbpfMaps(maps: MapReader, localIPs: readonly string[]): Promise<string> {
+  await openIfaceSource();
+  const doc: EbpfDump = {
+    kind: EBPF_DUMP_KIND,
+    version: 1,
+    maps: Object.fromEntries(SAVED_MAPS.map((m) => [m, maps.dump(m).map(([k, v]) => [L.hex(k), L.hex(v)])])),
+    ifaces: listIfaces().map((i) => ({ name: i.name, index: i.index })),
+    localIPs: [...localIPs],
+  };
+  return `${JSON.stringify(doc)}\n`;
+}
+
+export function isEbpfDump(text: string): boolean {
+  return text.trimStart().startsWith('{') && text.includes(`"kind":"${EBPF_DUMP_KIND}"`);
+}
+
+/** A saved copy of the maps loaded into the ebpf Fake, with the node's interfaces and addresses. */
+export function ebpfFromDump(
+  text: string,
+  file: string,
+): { readonly maps: MapReader; readonly ifindexOf: IfindexOf; readonly localIPs: readonly string[] } {
+  let doc: EbpfDump;
+  try {
+    doc = JSON.parse(text) as EbpfDump;
+  } catch {
+    throw new ProxyError('KPT_INPUT_INVALID', `${file}: not JSON`);
+  }
+  if (doc?.kind !== EBPF_DUMP_KIND || doc.version !== 1 || typeof doc.maps !== 'object')
+    throw new ProxyError('KPT_INPUT_INVALID', `${file}: not a version 1 "${EBPF_DUMP_KIND}" file (explain --save)`);
+  const maglev = doc.maps.maglev?.[0]?.[1];
+  const fake = new Fake(maglev === undefined ? {} : { maglevM: maglev.length / 4 });
+  try {
+    for (const m of SAVED_MAPS)
+      fake.apply(
+        (doc.maps[m] ?? []).map(([k, v]) => ({ map: m, op: 'update' as const, key: L.unhex(k), value: L.unhex(v) })),
+      );
+  } catch (err) {
+    throw new ProxyError('KPT_INPUT_INVALID', `${file}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const ifaces = doc.ifaces ?? [];
+  return { maps: fake, ifindexOf: (name) => ifaces.find((i) => i.name === name)?.index, localIPs: doc.localIPs ?? [] };
 }

@@ -16,7 +16,10 @@ import { summarize, type Explanation } from './explainview.js';
 export function explainIpvsFake(fake: Fake, packet: TracePacket, localIPs: readonly string[]): Explanation {
   const r = trace(fake, packet, localIPs, { strict: false });
   const vs = r.candidates[0]?.virtualServer ?? r.steps.find((s) => s.where === 'ipvs')?.rule.split(' ')[0] ?? null;
-  const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
+  // Sorted: the kernel lists real servers in no order a reader relies on (ipvsadm and netlink differ).
+  const candidates = r.candidates
+    .map((c) => ({ endpoint: c.endpoint, probability: c.probability }))
+    .sort((a, b) => a.endpoint.localeCompare(b.endpoint, 'en', { numeric: true }));
   const summary = summarize(vs === null ? null : `virtual server ${vs}`, r.verdict, candidates, r.masq);
   return {
     mode: 'ipvs',

@@ -45,10 +45,14 @@ export async function readKernelRules(
   return { mode, fake: loadNftTable(fam, parseNftListing(text), parseElementsJSON(json, TABLE_NAME)) };
 }
 
+/** iptables-save output without the "[packets:bytes] " that `iptables-save -c` puts before rules. */
+export function withoutCounters(save: string): string {
+  return save.replace(/^\[\d+:\d+\]\s+(?=-A )/gm, '');
+}
+
 function iptablesFromSave(text: string): IptablesFake {
   const fake = new IptablesFake();
-  // `iptables-save -c` prefixes rules with "[packets:bytes] ".
-  fake.load(text.replace(/^\[\d+:\d+\]\s+(?=-A )/gm, ''));
+  fake.load(withoutCounters(text));
   return fake;
 }
 

@@ -2,7 +2,8 @@
 // namespace: the kernel ends up holding what the Fake holds after the same
 // syncs (virtual and real servers, set members, kube-ipvs0's addresses,
 // rules), a partial sync sends only the change, `explain` reads the live
-// state back and traces through it, `diff` finds nothing to change after a
+// state back and traces through it (and a saved bundle of the tools' output
+// the same way), `diff` finds nothing to change after a
 // sync and exactly the change after a new endpoint, and cleanup leaves
 // another tool's virtual server, set and chain alone.
 import { after, before, describe, test } from 'node:test';
@@ -18,6 +19,11 @@ import { cleanupIpvsLeftovers } from '../../src/platform/ipvs/cleanup.js';
 import { IpvsDataplane, type IpvsModeOptions } from '../../src/platform/ipvs/dataplane.js';
 import { fakeKernel, openKernel, type IpvsKernelDeps } from '../../src/platform/ipvs/kernel.js';
 import { runExplain } from '../../src/cmd/explain.js';
+import type { ServiceExplanation } from '../../src/cmd/explainservice.js';
+import { buildStatusView } from '../../src/engine/statusview.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { diffIpvsFamily } from '../../src/cmd/diffipvs.js';
 import { readLiveIpvs } from '../../src/cmd/ipvslive.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../netns/cleanup.js';
@@ -175,6 +181,65 @@ describe('IpvsDataplane against the real kernel', { concurrency: false }, () => 
     await runExplain(['--netns', NS, '--src', '203.0.113.200', '--dst', '198.51.100.1', '--port', '80'], io);
     assert.match(text, /\(mode ipvs\)/, 'detected from the nat table');
     assert.match(text, /Verdict:\s+DROP/, 'outside loadBalancerSourceRanges');
+  });
+
+  test('explain --from: a bundle of the tools output gives the live answers; --service with a saved status', async () => {
+    const json = async (...args: string[]) => {
+      let out = '';
+      let err = '';
+      const code = await runExplain([...args, '-o', 'json'], { out: (s) => (out += s), err: (s) => (err += s) });
+      assert.equal(code, 0, `${args.join(' ')}: ${err}`);
+      return JSON.parse(out) as unknown;
+    };
+    const dir = mkdtempSync(join(tmpdir(), 'kpt-ipvs-explain-'));
+    try {
+      const bundle = join(dir, 'bundle');
+      // What a support engineer collects on the node.
+      writeFileSync(bundle, sh('sh', '-c', 'ipvsadm -Sn; ipset save; iptables-save -c; ip -o addr'));
+      const packets = [
+        ['--src', '203.0.113.9', '--dst', '198.51.100.1', '--port', '80'],
+        ['--src', '203.0.113.200', '--dst', '198.51.100.1', '--port', '80'],
+        ['--src', '10.244.1.5', '--dst', '10.96.7.2', '--port', '53', '--protocol', 'udp'],
+        ['--src', '203.0.113.9', '--dst', NODE_IP, '--port', '31000'],
+      ];
+      for (const p of packets) assert.deepEqual(await json('--from', bundle, ...p), await json('--netns', NS, ...p));
+      const st = state({ a: ['10.244.1.5', '10.244.4.9'], b: ['10.244.1.7', '10.244.3.8'] });
+      const status = join(dir, 'status.json');
+      writeFileSync(
+        status,
+        JSON.stringify(
+          buildStatusView({
+            mode: 'ipvs',
+            version: 'test',
+            startTime: 0,
+            now: 0,
+            node: st.node,
+            initialized: true,
+            syncs: [{ family: 'IPv4', lastSync: null, lastError: null, failuresSinceSuccess: 0 }],
+            states: new Map([['IPv4', st]]),
+          }),
+        ),
+      );
+      const live = (await json('--netns', NS, '--status', status, '--service', 'ns/a')) as ServiceExplanation[];
+      assert.deepEqual(await json('--from', bundle, '--status', status, '--service', 'ns/a'), live);
+      const v = live[0]!;
+      assert.equal(v.mode, 'ipvs');
+      assert.deepEqual(v.addresses.map((a) => `${a.kind} ${a.address ?? 'node'}:${a.port}/${a.protocol}`).sort(), [
+        'cluster IP 10.96.7.1:53/UDP',
+        'cluster IP 10.96.7.1:80/TCP',
+        'external IP 192.168.61.1:53/UDP',
+        'external IP 192.168.61.1:80/TCP',
+        'load balancer IP 198.51.100.1:53/UDP',
+        'load balancer IP 198.51.100.1:80/TCP',
+        'node port node:31000/TCP',
+        'node port node:32000/UDP',
+      ]);
+      const lb = v.addresses.find((a) => a.address === '198.51.100.1' && a.port === 80)!.views[0]!;
+      assert.equal(lb.verdict, 'DNAT', lb.summary);
+      assert.deepEqual(lb.candidates.map((c) => c.endpoint).sort(), ['10.244.1.5:8080', '10.244.4.9:8080']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('diff: nothing to change after a sync; exactly a new endpoint after one appears', async () => {
