@@ -291,28 +291,33 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
   });
 
   test('traffic counters: conns and L3 bytes of the client direction, only with CFG_TRAFFIC and an entry', () => {
-    const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ClusterIPGeneral')!;
-    const st = scenarioSyncState(s);
-    const run = (counting: boolean) => {
-      clear(rt);
-      const renderer = new EbpfRenderer(scenarioConfig(s, 'ebpf'), { trafficCounters: counting });
-      rt.apply(renderer.render({ state: st }).ops);
-      const sp = [...st.services.values()].find((x) => x.clusterIP === '172.30.0.42' && x.key.endsWith(':http'))!;
-      const id = renderer.idOf(sp.key)!;
-      const key = L.encodeU32(id);
-      rt.apply([{ map: 'traffic', op: 'update', key, value: L.encodeTrafficValue({ conns: 0n, bytes: 0n }) }]);
-      const ingress = rt.obj.program('kpt_ingress');
-      const payload = new Uint8Array(100);
-      const syn = { src: '10.180.0.2', dst: '172.30.0.42', sport: 42000, dport: 80, proto: 'TCP' as const };
-      const first = parseFrame(testRun(ingress, { frame: buildFrame(syn) }).frame);
-      for (let i = 0; i < 3; i++) testRun(ingress, { frame: buildFrame({ ...syn, flags: TCP_ACK, payload }) });
-      // The endpoint's reply (egress) is not the client direction.
-      testRun(rt.obj.program('kpt_egress'), { frame: replyFrame(syn, first, { payload }) });
-      return L.decodeTrafficValue(rt.lookup('traffic', key)!);
-    };
-    // IPv4 + TCP headers: 40 bytes; the SYN and three ACKs with 100 bytes of payload each.
-    assert.deepEqual(run(true), { conns: 1n, bytes: 40n + 3n * 140n });
-    assert.deepEqual(run(false), { conns: 0n, bytes: 0n }, 'without CFG_TRAFFIC the entry stays untouched');
+    const cases = [
+      { scenario: 'ClusterIPGeneral', client: '10.180.0.2', vip: '172.30.0.42', headers: 20n + 20n },
+      { scenario: 'NodePorts (IPv6)', client: 'fd00:10:180::9', vip: 'fd00:172:30::41', headers: 40n + 20n },
+    ];
+    for (const c of cases) {
+      const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === c.scenario)!;
+      const st = scenarioSyncState(s);
+      const run = (counting: boolean) => {
+        clear(rt);
+        const renderer = new EbpfRenderer(scenarioConfig(s, 'ebpf'), { trafficCounters: counting });
+        rt.apply(renderer.render({ state: st }).ops);
+        const sp = [...st.services.values()].find((x) => x.clusterIP === c.vip && x.port === 80)!;
+        const key = L.encodeU32(renderer.idOf(sp.key)!);
+        rt.apply([{ map: 'traffic', op: 'update', key, value: L.encodeTrafficValue({ conns: 0n, bytes: 0n }) }]);
+        const ingress = rt.obj.program('kpt_ingress');
+        const payload = new Uint8Array(100);
+        const syn = { src: c.client, dst: c.vip, sport: 42000, dport: 80, proto: 'TCP' as const };
+        const first = parseFrame(testRun(ingress, { frame: buildFrame(syn) }).frame);
+        for (let i = 0; i < 3; i++) testRun(ingress, { frame: buildFrame({ ...syn, flags: TCP_ACK, payload }) });
+        // The endpoint's reply (egress) is not the client direction.
+        testRun(rt.obj.program('kpt_egress'), { frame: replyFrame(syn, first, { payload }) });
+        return L.decodeTrafficValue(rt.lookup('traffic', key)!);
+      };
+      // IP and TCP headers, then the SYN and three ACKs with 100 bytes of payload each.
+      assert.deepEqual(run(true), { conns: 1n, bytes: c.headers + 3n * (c.headers + 100n) }, c.scenario);
+      assert.deepEqual(run(false), { conns: 0n, bytes: 0n }, `${c.scenario}: without CFG_TRAFFIC, untouched`);
+    }
     clear(rt);
   });
 
