@@ -11,7 +11,9 @@
 //
 //   node --import tsx bench/memory.ts [--sizes 1000,5000,10000] [--modes iptables,nftables]
 //                                     [--endpoints 5] [--changes 5] [--runs 1] [--proxy-args "..."]
-//                                     [--node-options "--max-semi-space-size=1"]
+//                                     [--node-args "--max-semi-space-size=1"]
+// Without --node-args the proxy runs as bin/kube-proxy-ts itself, with the V8
+// flags of its #! line; --node-args runs `node <args> bin/kube-proxy-ts`.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
@@ -34,8 +36,8 @@ const ENDPOINTS = Number(arg('endpoints', '5'));
 const CHANGES = Number(arg('changes', '5'));
 const RUNS = Number(arg('runs', '1'));
 const PROXY_ARGS = arg('proxy-args', '').split(' ').filter(Boolean);
-/** NODE_OPTIONS for the proxy process (experiments with V8 flags). */
-const NODE_OPTIONS = arg('node-options', '');
+/** Node/V8 flags for the proxy process instead of those of bin/kube-proxy-ts's #! line (experiments). */
+const NODE_ARGS = process.argv.includes('--node-args') ? arg('node-args', '').split(' ').filter(Boolean) : undefined;
 const OUT = join(REPO_ROOT, 'bench', 'out');
 
 interface Sample {
@@ -55,10 +57,7 @@ async function once(mode: string, size: number): Promise<Sample> {
   const c = await BenchCluster.start({ services: size, endpoints: ENDPOINTS });
   try {
     const t0 = Date.now();
-    c.startProxy(mode, PROXY_ARGS, {
-      ...(NODE_OPTIONS ? { NODE_OPTIONS } : {}),
-      ...(process.env['KPT_V8_FLAGS'] ? { KPT_V8_FLAGS: process.env['KPT_V8_FLAGS'] } : {}),
-    });
+    c.startProxy(mode, PROXY_ARGS, {}, NODE_ARGS);
     const healthyAt = await c.waitHealthy();
     const atFirstSync = memoryOf(c.proxyPid);
     const firstSyncCpuS = cpuSecondsOf(c.proxyPid);

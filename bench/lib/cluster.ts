@@ -122,11 +122,17 @@ export class BenchCluster {
     });
   }
 
-  /** Start bin/kube-proxy-ts in the namespace with the operator's usual flags plus `extra`. */
-  startProxy(mode: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}): NsProcess {
+  /**
+   * Start bin/kube-proxy-ts in the namespace with the operator's usual flags
+   * plus `extra`. Executed as an operator's DaemonSet does (its `#!` line,
+   * with the V8 flags it sets), unless `nodeArgs` is given: then as
+   * `node <nodeArgs> bin/kube-proxy-ts`, which ignores that line (experiments
+   * with other V8 flags).
+   */
+  startProxy(mode: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}, nodeArgs?: string[]): NsProcess {
+    const bin = join(REPO_ROOT, 'bin/kube-proxy-ts');
     const argv = [
-      process.execPath,
-      join(REPO_ROOT, 'bin/kube-proxy-ts'),
+      ...(nodeArgs ? [process.execPath, ...nodeArgs, bin] : [bin]),
       '--kubeconfig',
       this.kubeconfig,
       '--hostname-override',
