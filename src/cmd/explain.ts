@@ -2,14 +2,16 @@
 //   [--mode iptables|nftables|ebpf|ipvs|userspace] [--netns NAME | --from FILE] [--iif IFACE]
 //   [--local-ip IP ...] [--sport N] [--ebpf-pin-path PATH] [--output text|json]`
 // `kube-proxy-ts explain --service NS/NAME [--src IP] [--netns NAME | --from FILE] ...`
-// Reads the LIVE ruleset (iptables-save, the nftables kube-proxy table, the
-// ebpf mode's pinned maps, or the IPVS table with its ipsets and rules) of this host or of a named network namespace,
-// or a saved iptables-save / nft dump (--from), walks one new connection's
-// first packet through it with the mode's pure tracer, and prints every rule
-// it matched, the verdict (DNAT candidates with probabilities, REJECT, DROP,
-// or "not a service address") and whether it is masqueraded. With --service,
-// every address of one Service and what it does (explainservice.ts). Reads
-// only: nothing is ever written to the kernel.
+// Reads the LIVE state (iptables-save, the nftables kube-proxy table, the
+// ebpf mode's pinned maps, the IPVS table with its ipsets and rules, or the
+// userspace redirect table) of this host or of a named network namespace, or
+// saved state (--from, explaindump.ts), walks one new connection's first
+// packet through it with the mode's pure tracer, and prints every rule it
+// matched, the verdict (DNAT candidates with probabilities, REJECT, DROP, or
+// "not a service address") and whether it is masqueraded. With --service,
+// every address of one Service and what it does (explainservice.ts). With
+// --save, ebpf mode's maps go to a file for --from. Writes nothing to the
+// kernel.
 // Exit codes: 0 = explained, 2 = bad flags or the ruleset could not be read.
 
 import { writeFileSync } from 'node:fs';

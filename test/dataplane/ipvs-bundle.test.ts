@@ -13,13 +13,12 @@ import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
 import { Fake, IpvsRenderer, loadRender, trace } from '../../src/dataplane/ipvs/index.js';
 import { ipvsFromBundle, isIpvsBundle } from '../../src/cmd/ipvslive.js';
 import { hasCode } from '../../src/core/errors.js';
-import { LOCAL_IPS_V4, LOCAL_IPS_V6, NODE_IP, TEST_NODE_NAME, service, slice } from '../cases/fixtures.js';
+import { EXTERNAL_IP_NODE, LOCAL_IPS_V4, LOCAL_IPS_V6, NODE_IP } from '../cases/fixtures.js';
+import { PACKET_FLOW_SCENARIOS } from '../cases/packetflow.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import type { DataplaneConfig } from '../../src/core/types.js';
-import { buildStatusView } from '../../src/engine/statusview.js';
+import { statusAfterSync } from '../cases/status.js';
 import { runExplain } from '../../src/cmd/explain.js';
 import type { ServiceExplanation } from '../../src/cmd/explainservice.js';
 
@@ -101,50 +100,12 @@ test('ipvsFromBundle: the node addresses come from ip -o addr; Fake.dump() is re
 });
 
 test('explain --from BUNDLE --status FILE --service: the Service addresses from the saved status, traced through the bundle', async () => {
-  const st = syncStateFromObjects({
-    services: [
-      service(
-        's1',
-        { clusterIP: '172.30.0.11', type: 'LoadBalancer', externalTrafficPolicy: 'Local', lb: ['1.2.3.4'] },
-        [{ name: 'http', port: 80, nodePort: 30080 }],
-      ),
-    ],
-    slices: [
-      slice(
-        's1',
-        [{ name: 'http', port: 80 }],
-        [
-          { ip: '10.181.0.1', node: TEST_NODE_NAME },
-          { ip: '10.181.0.2', node: 'other' },
-        ],
-      ),
-    ],
-    family: 'IPv4',
-    nodeName: TEST_NODE_NAME,
-    nodeIPs: { IPv4: NODE_IP },
-    fullSync: true,
-  });
-  const config: DataplaneConfig = {
-    family: 'IPv4',
-    masqueradeMark: 0x4000,
-    masqueradeAll: false,
-    localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-    nodePortAddresses: null,
-    localhostNodePorts: true,
-    localIPs: ['127.0.0.1', NODE_IP],
-  };
-  const fake = new Fake({ nodeAddresses: ['127.0.0.1', NODE_IP] });
-  loadRender(fake, new IpvsRenderer().render({ state: st, config }), 'IPv4');
-  const status = buildStatusView({
-    mode: 'ipvs',
-    version: 'test',
-    startTime: 0,
-    now: 0,
-    node: st.node,
-    initialized: true,
-    syncs: [{ family: 'IPv4', lastSync: null, lastError: null, failuresSinceSuccess: 0 }],
-    states: new Map([['IPv4', st]]),
-  });
+  // The eTP Local LoadBalancer of the packet-flow table: cluster IP, external IP, LB IP and node port.
+  const scenario = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ExternalTrafficPolicyLocal')!;
+  const st = scenarioSyncState(scenario);
+  const fake = new Fake({ nodeAddresses: LOCAL_IPS_V4 });
+  loadRender(fake, new IpvsRenderer().render({ state: st, config: scenarioConfig(scenario, 'ipvs') }), 'IPv4');
+  const status = statusAfterSync('ipvs', st);
   const dir = mkdtempSync(join(tmpdir(), 'kpt-ipvs-bundle-'));
   try {
     writeFileSync(join(dir, 'bundle'), toolBundle(fake));
@@ -152,24 +113,25 @@ test('explain --from BUNDLE --status FILE --service: the Service addresses from 
     let out = '';
     let err = '';
     const io = { out: (s: string) => (out += s), err: (s: string) => (err += s) };
-    const args = ['--from', join(dir, 'bundle'), '--service', 'ns1/s1', '-o', 'json'];
+    const args = ['--from', join(dir, 'bundle'), '--service', 'ns1/svc1', '-o', 'json'];
     assert.equal(await runExplain([...args, '--status', join(dir, 'status.json')], io), 0, err);
     const [v] = JSON.parse(out) as ServiceExplanation[];
     assert.equal(v!.mode, 'ipvs');
     const at = (k: string) => v!.addresses.find((a) => `${a.kind} ${a.address ?? 'node'}:${a.port}` === k)!;
     assert.deepEqual(v!.addresses.map((a) => `${a.kind} ${a.address ?? 'node'}:${a.port}`).sort(), [
-      'cluster IP 172.30.0.11:80',
+      'cluster IP 172.30.0.41:80',
+      `external IP ${EXTERNAL_IP_NODE}:80`,
       'load balancer IP 1.2.3.4:80',
-      'node port node:30080',
+      'node port node:3001',
     ]);
     const eps = (k: string, client: string) =>
       at(k)
         .views.find((x) => x.client === client)!
         .candidates.map((c) => c.endpoint);
-    assert.deepEqual(eps('cluster IP 172.30.0.11:80', 'off-node client'), ['10.181.0.1:80', '10.181.0.2:80']);
-    assert.deepEqual(eps('load balancer IP 1.2.3.4:80', 'off-node client'), ['10.181.0.1:80'], 'eTP Local');
-    assert.deepEqual(eps('node port node:30080', 'off-node client'), ['10.181.0.1:80']);
-    assert.equal(at('node port node:30080').views[0]!.dst, NODE_IP, 'the node address from the bundle');
+    assert.deepEqual(eps('cluster IP 172.30.0.41:80', 'off-node client'), ['10.180.0.1:80', '10.180.2.1:80']);
+    assert.deepEqual(eps('load balancer IP 1.2.3.4:80', 'off-node client'), ['10.180.2.1:80'], 'eTP Local');
+    assert.deepEqual(eps('node port node:3001', 'off-node client'), ['10.180.2.1:80']);
+    assert.equal(at('node port node:3001').views[0]!.dst, NODE_IP, 'the node address from the bundle');
     // Without the saved status the bundle names no Service: a clear error, exit 2.
     err = '';
     assert.equal(await runExplain(args, io), 2);

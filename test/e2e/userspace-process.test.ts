@@ -26,6 +26,9 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
     await env?.dispose();
   });
 
+  /** The real binary, run from this (root) namespace. */
+  const kpt = (...args: string[]) => run(proxyArgv()[0]!, [...proxyArgv().slice(1), ...args]);
+
   const diff = (ns: string, ...args: string[]) =>
     nsRun(ns, [...proxyArgv(), 'diff', ...env.proxy('node1').flags(), ...args], { allowFailure: true });
 
@@ -91,15 +94,7 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
   it('explain follows a packet through the redirect table to the listener, and asks the proxy for its endpoints', async () => {
     const n1 = env.cluster.node('node1');
     const explain = async (...args: string[]) => {
-      const r = await run(proxyArgv()[0]!, [
-        ...proxyArgv().slice(1),
-        'explain',
-        '--netns',
-        n1.ns,
-        '-o',
-        'json',
-        ...args,
-      ]);
+      const r = await kpt('explain', '--netns', n1.ns, '-o', 'json', ...args);
       return JSON.parse(r.stdout) as Explanation;
     };
     const client = env.cluster.pod('node1-b').ip;
@@ -131,16 +126,7 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
       /known only to the proxy process.*cannot reach kube-proxy-ts at 127\.0\.0\.1:1/,
     );
     // --service: the proxy names the Service's addresses; each is walked to its listener.
-    const svc = await run(proxyArgv()[0]!, [
-      ...proxyArgv().slice(1),
-      'explain',
-      '--netns',
-      n1.ns,
-      '-o',
-      'json',
-      '--service',
-      'default/relay',
-    ]);
+    const svc = await kpt('explain', '--netns', n1.ns, '-o', 'json', '--service', 'default/relay');
     const views = JSON.parse(svc.stdout) as ServiceExplanation[];
     const v4 = views.find((v) => v.addresses.some((a) => a.address === '10.96.20.10'))!;
     assert.equal(v4.mode, 'userspace');
@@ -166,26 +152,33 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
     const dir = mkdtempSync(join(tmpdir(), 'kpt-us-explain-'));
     try {
       writeFileSync(join(dir, 'dump'), listing);
-      const r = await run(proxyArgv()[0]!, [
-        ...proxyArgv().slice(1),
-        'explain',
-        '-o',
-        'json',
-        '--from',
-        join(dir, 'dump'),
-        '--src',
-        client,
-        '--dst',
-        '10.96.20.10',
-        '--port',
-        '80',
-      ]);
+      const fromDump = (...args: string[]) =>
+        kpt(
+          'explain',
+          '-o',
+          'json',
+          '--from',
+          join(dir, 'dump'),
+          ...args,
+          '--src',
+          client,
+          '--dst',
+          '10.96.20.10',
+          '--port',
+          '80',
+        );
+      const r = await fromDump();
       const saved = JSON.parse(r.stdout) as Explanation;
       assert.deepEqual(
         saved.steps.map((s) => s.where),
         blind.steps.map((s) => s.where),
       );
       assert.match((saved.notes ?? []).join(' '), /saved dump has only the table/);
+      // With the proxy's status saved next to it (--status), the dump gives the live answer, endpoints included.
+      const status = await kpt('status', '--netns', n1.ns, '-o', 'json');
+      writeFileSync(join(dir, 'status.json'), status.stdout);
+      const withStatus = await fromDump('--status', join(dir, 'status.json'), '--local-ip', n1.ip);
+      assert.deepEqual(JSON.parse(withStatus.stdout), e);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -20,7 +20,7 @@ import { IpvsDataplane, type IpvsModeOptions } from '../../src/platform/ipvs/dat
 import { fakeKernel, openKernel, type IpvsKernelDeps } from '../../src/platform/ipvs/kernel.js';
 import { runExplain } from '../../src/cmd/explain.js';
 import type { ServiceExplanation } from '../../src/cmd/explainservice.js';
-import { buildStatusView } from '../../src/engine/statusview.js';
+import { statusAfterSync } from '../cases/status.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -205,21 +205,7 @@ describe('IpvsDataplane against the real kernel', { concurrency: false }, () => 
       for (const p of packets) assert.deepEqual(await json('--from', bundle, ...p), await json('--netns', NS, ...p));
       const st = state({ a: ['10.244.1.5', '10.244.4.9'], b: ['10.244.1.7', '10.244.3.8'] });
       const status = join(dir, 'status.json');
-      writeFileSync(
-        status,
-        JSON.stringify(
-          buildStatusView({
-            mode: 'ipvs',
-            version: 'test',
-            startTime: 0,
-            now: 0,
-            node: st.node,
-            initialized: true,
-            syncs: [{ family: 'IPv4', lastSync: null, lastError: null, failuresSinceSuccess: 0 }],
-            states: new Map([['IPv4', st]]),
-          }),
-        ),
-      );
+      writeFileSync(status, JSON.stringify(statusAfterSync('ipvs', st)));
       const live = (await json('--netns', NS, '--status', status, '--service', 'ns/a')) as ServiceExplanation[];
       assert.deepEqual(await json('--from', bundle, '--status', status, '--service', 'ns/a'), live);
       const v = live[0]!;
