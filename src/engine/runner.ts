@@ -16,6 +16,11 @@
 //     start. So the first change after a quiet period syncs at once, a second
 //     one right after it does too, and under steady churn a run starts every
 //     minInterval, not every minInterval plus the run's own duration.
+//     Except: a run that took longer than minInterval is followed by
+//     minInterval without runs. The proxy has one thread, and back-to-back
+//     runs would leave no time to take in the watch events the next run
+//     needs (a flood of 5,000 objects was taken in at a fraction of its
+//     rate while nftables syncs of 1-2.5 s ran one after another).
 //  4. maxInterval: a run starts at most maxInterval after the end of the
 //     previous one (or after loop() for the first), even without run() calls.
 //  5. retryInterval: a run whose promise rejects (or that throws) is retried
@@ -53,6 +58,9 @@ export class BoundedFrequencyRunner {
   private maxTimer: TimerHandle | null = null;
   private retryTimer: TimerHandle | null = null;
   private inFlight: Promise<void> | null = null;
+  /** Monotonic ms when the run in flight started, and before which the next may not start (burst rule). */
+  private runStartedAt = 0;
+  private notBefore = 0;
   /** The bucket of the `burst` rule: tokens now, as of lastRefill (monotonic ms). */
   private tokens: number;
   private lastRefill: number;
@@ -118,13 +126,14 @@ export class BoundedFrequencyRunner {
     const now = this.clock.monotonic();
     this.tokens = Math.min(burst, this.tokens + (now - this.lastRefill) / minInterval);
     this.lastRefill = now;
-    if (this.tokens >= 1) {
+    if (this.tokens >= 1 && now >= this.notBefore) {
       this.tokens -= 1;
       return this.startRun();
     }
     if (this.minTimer) return;
     this.state = 'cooldown';
-    this.minTimer = this.clock.setTimer(Math.ceil((1 - this.tokens) * minInterval), () => {
+    const wait = Math.max(Math.ceil((1 - this.tokens) * minInterval), this.notBefore - now);
+    this.minTimer = this.clock.setTimer(wait, () => {
       this.minTimer = null;
       if (this.state !== 'cooldown') return;
       this.state = 'idle';
@@ -135,6 +144,7 @@ export class BoundedFrequencyRunner {
   private startRun(): void {
     this.pending = false;
     this.state = 'running';
+    this.runStartedAt = this.clock.monotonic();
     this.maxTimer?.cancel();
     this.maxTimer = null;
     this.inFlight = this.invoke().then((ok) => this.finishRun(ok));
@@ -161,7 +171,10 @@ export class BoundedFrequencyRunner {
     this.retryTimer = ok ? null : this.clock.setTimer(this.intervals.retryInterval, () => this.timerFired('retry'));
     this.armMax();
     if (this.intervals.burst !== undefined) {
-      // The bucket alone decides when the next run may start.
+      // The bucket decides when the next run may start; after a run longer than minInterval, not before minInterval.
+      const now = this.clock.monotonic();
+      const { minInterval } = this.intervals;
+      this.notBefore = now - this.runStartedAt > minInterval ? now + minInterval : now;
       this.state = 'idle';
       if (this.pending) this.startWhenAllowed();
       return;
