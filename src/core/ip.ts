@@ -169,6 +169,27 @@ export function isLoopback(ip: ParsedIP | string): boolean {
   return p.bytes.every((b, i) => (i === 15 ? b === 1 : b === 0));
 }
 
+/**
+ * Why an address can never be a Service's: unspecified, loopback, link-local
+ * or multicast (the API server refuses these, as Go's ValidateNonSpecialIP
+ * does), else null. Programming one would capture the node's own traffic,
+ * e.g. a ClusterIP 127.0.0.1 made nftables mode reject every connection to
+ * the node's loopback, the metrics server's included.
+ */
+export function specialIPReason(ip: ParsedIP): string | null {
+  const b = ip.bytes;
+  if (b.every((x) => x === 0)) return 'unspecified';
+  if (isLoopback(ip)) return 'loopback';
+  if (ip.family === 'IPv4') {
+    if (b[0] === 169 && b[1] === 254) return 'link-local';
+    if (b[0]! >= 224 && b[0]! <= 239) return 'multicast';
+    return null;
+  }
+  if (b[0] === 0xfe && (b[1]! & 0xc0) === 0x80) return 'link-local';
+  if (b[0] === 0xff) return 'multicast';
+  return null;
+}
+
 /** "ip:port", or "[ip]:port" for IPv6 (Go's net.JoinHostPort). */
 export function joinHostPort(ip: string, port: number): string {
   return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;

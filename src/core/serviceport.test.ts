@@ -127,6 +127,31 @@ test('externalIPs and source ranges are filtered to the family; ranges trimmed; 
   assert.equal(v6.ports.size, 0, 'no IPv6 ClusterIP');
 });
 
+test('loopback, unspecified, link-local and multicast ClusterIPs and externalIPs are reported and never served', () => {
+  // The API server refuses them; a hostile one would capture the node's own traffic (127.0.0.1:10249 and all).
+  for (const [ip, family, why] of [
+    ['127.0.0.1', 'IPv4', 'loopback'],
+    ['127.8.9.10', 'IPv4', 'loopback'],
+    ['0.0.0.0', 'IPv4', 'unspecified'],
+    ['169.254.1.1', 'IPv4', 'link-local'],
+    ['224.0.0.1', 'IPv4', 'multicast'],
+    ['::1', 'IPv6', 'loopback'],
+    ['::', 'IPv6', 'unspecified'],
+    ['fe80::1', 'IPv6', 'link-local'],
+    ['ff02::1', 'IPv6', 'multicast'],
+  ] as const) {
+    const r = intake(
+      basic((x) => withClusterIP(x, ip)),
+      family,
+    );
+    assert.equal(r.ports.size, 0, `${ip} served`);
+    assert.match(r.skips.join('\n'), new RegExp(`invalid clusterIP .*\\(${why}\\)`), ip);
+  }
+  const ext = intake(basic((x) => (x.spec.externalIPs = ['127.0.0.1', '192.168.99.11'])));
+  assert.deepEqual(ext.only!.externalIPs, ['192.168.99.11']);
+  assert.match(ext.skips.join('\n'), /invalid externalIP "127.0.0.1" \(loopback\)/);
+});
+
 test('a zero CIDR source range of the family means allow-all (empty list)', () => {
   const s = basic((x) => {
     x.spec.loadBalancerSourceRanges = ['192.168.0.0/24', '0.0.0.0/0', 'fd00::/64'];

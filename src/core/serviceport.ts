@@ -5,7 +5,7 @@
 
 import type { Service } from './api.js';
 import { LABEL_SERVICE_PROXY_NAME } from './api.js';
-import { parseCIDR, parseIP } from './ip.js';
+import { parseCIDR, parseIP, specialIPReason } from './ip.js';
 import type { IPFamily, Protocol, ServicePort, ServicePortName } from './types.js';
 import { namespacedName, servicePortNameString } from './types.js';
 
@@ -82,8 +82,9 @@ function clusterIPForFamily(
   if (candidates.length === 0) candidates.push(spec['clusterIP']);
   for (const c of candidates) {
     const ip = parseIP(c);
-    if (!ip) {
-      report(`invalid clusterIP ${JSON.stringify(c)}`);
+    const special = ip && specialIPReason(ip);
+    if (!ip || special) {
+      report(`invalid clusterIP ${JSON.stringify(c)}${special ? ` (${special})` : ''}`);
       continue;
     }
     if (ip.family === family) return ip.text;
@@ -96,8 +97,9 @@ function ipsOfFamily(list: unknown, family: IPFamily, what: string, report: (r: 
   const out: string[] = [];
   for (const raw of asArray(list)) {
     const ip = parseIP(raw);
-    if (!ip) {
-      report(`invalid ${what} ${JSON.stringify(raw)}`);
+    const special = ip && specialIPReason(ip);
+    if (!ip || special) {
+      report(`invalid ${what} ${JSON.stringify(raw)}${special ? ` (${special})` : ''}`);
       continue;
     }
     if (ip.family === family && !out.includes(ip.text)) out.push(ip.text);
