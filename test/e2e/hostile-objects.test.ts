@@ -1,5 +1,5 @@
 // 5,000 hostile objects against the real proxy in the namespace cluster
-// (iptables mode, see MODES; the fuzz tests in test/fuzz drive every
+// (iptables and nftables modes, see MODES; the fuzz tests in test/fuzz drive every
 // mode's renderer with the same generators in-process). The objects come
 // from the fuzz generators (test/fuzz/hostile.ts, a fixed seed): Services,
 // EndpointSlices and other Nodes with invalid and non-canonical IPs, bad and
@@ -27,10 +27,11 @@ import { hostileAny, VALID_NS, type Json } from '../fuzz/hostile.js';
 
 const COUNT = 5000;
 const SEED = 13;
-// iptables only for now: in nftables mode the same flood twice went wrong (once a Service created after it
-// was not programmed within 120 s while the intake was still logging skips, once the metrics server refused
-// connections after it); not yet understood, so not yet a test that would pass.
-const MODES: readonly E2EMode[] = E2E_MODES.filter((m) => m === 'iptables');
+// nftables found two bugs here: syncs of 1-2.5 s ran back to back and left the intake a fraction of the
+// thread (the runner now idles minInterval after a run longer than that), and hostile ClusterIPs 127.0.0.1
+// made nftables reject every connection to the node's loopback (special addresses are now refused).
+// ebpf and ipvs: not run here (the fuzz covers their renderers; ipvs needs the guest).
+const MODES: readonly E2EMode[] = E2E_MODES.filter((m) => m === 'iptables' || m === 'nftables');
 const TCP: PortSpec[] = [{ name: 'http', port: 80, targetPort: 8080, protocol: 'TCP' }];
 /** The valid Services a..f of the fuzz cluster, here real ones (a garbage slice may name any of them). */
 const VALID = ['a', 'b', 'c', 'd', 'e', 'f'].map((name, i) => ({ name, ip: `10.96.70.${i + 1}` }));
