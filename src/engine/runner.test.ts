@@ -214,56 +214,50 @@ test('burst: after a quiet period two runs start back to back, then one per minI
   await r.stop();
 });
 
-test('burst: under steady churn runs start every minInterval, not every minInterval plus their duration', async () => {
+/**
+ * A bursty runner under a change every 100 ms for `forMs`, each run taking
+ * `runMs`; returns the harness and the runner with any run in flight finished.
+ */
+async function churn(forMs: number, runMs: number) {
   const clock = new FakeClock(T0);
   const h = harness(clock);
   const r = new BoundedFrequencyRunner('sync', h.fn, bursty, clock);
   r.loop();
-  // A change every 100 ms for 6 s; each run takes 400 ms.
   let finished = 0;
-  for (let t = 0; t < 6000; t += 100) {
+  for (let t = 0; t < forMs; t += 100) {
     r.run();
     clock.advance(100);
     const running = h.starts.length > finished;
-    if (running && clock.now() - h.starts.at(-1)! >= 400) {
+    if (running && clock.now() - h.starts.at(-1)! >= runMs) {
       finished++;
       await h.finish();
     }
   }
+  const stopped = r.stop();
+  if (h.starts.length > finished) await h.finish();
+  await stopped;
+  return h;
+}
+
+test('burst: under steady churn runs start every minInterval, not every minInterval plus their duration', async () => {
+  const h = await churn(6000, 400);
   const gaps = h.starts.slice(3).map((s, i) => s - h.starts[i + 2]!);
   assert.ok(
     gaps.every((g) => g === 1000),
     `start-to-start gaps after the burst: ${gaps.join(',')}`,
   );
   assert.equal(h.maxActive, 1, 'never two runs at once');
-  await r.stop();
 });
 
 test('burst: a run longer than minInterval is followed by minInterval of idle time, not by the next run', async () => {
-  const clock = new FakeClock(T0);
-  const h = harness(clock);
-  const r = new BoundedFrequencyRunner('sync', h.fn, bursty, clock);
-  r.loop();
-  // A change every 100 ms for 10 s; each run takes 1500 ms (the bucket alone would start them back to back).
-  let finished = 0;
-  for (let t = 0; t < 10_000; t += 100) {
-    r.run();
-    clock.advance(100);
-    const running = h.starts.length > finished;
-    if (running && clock.now() - h.starts.at(-1)! >= 1500) {
-      finished++;
-      await h.finish();
-    }
-  }
+  // Each run takes 1500 ms: the bucket alone would start them back to back.
+  const h = await churn(10_000, 1500);
   const gaps = h.starts.slice(1).map((s, i) => s - h.starts[i]!);
   assert.ok(gaps.length >= 3, `runs: ${h.starts.length}`);
   assert.ok(
     gaps.every((g) => g === 2500),
     `start-to-start gaps: ${gaps.join(',')} (1500 ms running + 1000 ms idle)`,
   );
-  const stopped = r.stop();
-  if (h.starts.length > finished) await h.finish();
-  await stopped;
 });
 
 test('burst: a quiet period refills the bucket, but never beyond the burst', async () => {
