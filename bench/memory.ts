@@ -46,6 +46,8 @@ interface Sample {
   firstSyncS: number;
   /** CPU seconds of the proxy up to its first sync (contention-robust). */
   firstSyncCpuS: number;
+  /** CPU seconds from the first sync to the end: the endpoint changes' partial syncs (and idle time). */
+  changesCpuS: number;
   atFirstSync: Memory;
   steadyRssMiB: number;
   peakMiB: number;
@@ -77,11 +79,13 @@ async function once(mode: string, size: number): Promise<Sample> {
     mon.stop();
     await new Promise((res) => setTimeout(res, 2000));
     const end = memoryOf(c.proxyPid);
+    const changesCpuS = cpuSecondsOf(c.proxyPid) - firstSyncCpuS;
     return {
       mode,
       size,
       firstSyncS: (healthyAt - t0) / 1000,
       firstSyncCpuS,
+      changesCpuS,
       atFirstSync,
       steadyRssMiB: end.rssMiB,
       peakMiB: end.hwmMiB,
@@ -105,7 +109,7 @@ async function main(): Promise<void> {
         console.log(
           `${mode} ${size}: first sync ${s.firstSyncS.toFixed(1)} s (${s.firstSyncCpuS.toFixed(1)} s CPU), RSS ${s.atFirstSync.rssMiB.toFixed(0)} MiB ` +
             `(HWM ${s.atFirstSync.hwmMiB.toFixed(0)}), steady ${s.steadyRssMiB.toFixed(0)} MiB, ` +
-            `peak ${s.peakMiB.toFixed(0)} MiB, changes applied ${s.changesApplied}/${CHANGES} (${s.load})`,
+            `peak ${s.peakMiB.toFixed(0)} MiB, changes ${s.changesCpuS.toFixed(2)} s CPU, applied ${s.changesApplied}/${CHANGES} (${s.load})`,
         );
       }
     }
