@@ -304,6 +304,40 @@ describe('Reflector', () => {
     assert.equal(calls.length, 7, 'no resync after stop');
   });
 
+  it('starts the backoff steps over when the last backoff began more than resetMs ago', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '1', items: [] }];
+    const { clock, events, ac, done } = setup(t, { backoff: { initialMs: 20, maxMs: 100, factor: 2, resetMs: 1000 } });
+    const delays = (): number[] =>
+      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs);
+    const failWatch = async (): Promise<void> => {
+      await flush();
+      t.watches.at(-1)!.fail(new Error('read ETIMEDOUT'));
+      await flush();
+    };
+    // One outage: three failed watches in a row climb the steps.
+    for (const wait of [20, 40, 80]) {
+      await failWatch();
+      clock.advance(wait);
+    }
+    assert.deepEqual(delays(), [20, 40, 80]);
+    // The watch that follows stays open with no events (a quiet cluster) for longer than resetMs ...
+    await flush();
+    t.watches.at(-1)!.open();
+    clock.advance(900); // 980 ms after the last backoff began
+    await failWatch();
+    assert.deepEqual(delays(), [20, 40, 80, 100], 'within resetMs of the last backoff: the next step');
+    clock.advance(100);
+    await flush();
+    t.watches.at(-1)!.open();
+    clock.advance(1001);
+    // ... and the next outage starts again at initialMs, not at maxMs.
+    await failWatch();
+    assert.deepEqual(delays(), [20, 40, 80, 100, 20]);
+    ac.abort();
+    await done;
+  });
+
   it('jitters the backoff, and ends it early when the transport reports the server reachable again', async () => {
     const t = new ScriptedTransport();
     let release: () => void = () => {};

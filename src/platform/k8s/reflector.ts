@@ -45,7 +45,16 @@ export interface BackoffOptions {
   readonly factor?: number;
   /** Fraction of each delay that is random: the wait is in [d * (1 - jitter), d]. Default 0. */
   readonly jitter?: number;
+  /**
+   * A backoff that starts this long after the previous one began starts the
+   * steps over (client-go's backoff manager does the same, with 2 min).
+   * Default BACKOFF_RESET_MS.
+   */
+  readonly resetMs?: number;
 }
+
+/** See BackoffOptions.resetMs. */
+export const BACKOFF_RESET_MS = 120_000;
 
 export interface ReflectorOptions<T> {
   /** Short name for events, e.g. "services". */
@@ -89,6 +98,8 @@ export class Reflector<T extends K8sObject> {
   private readonly items = new Map<string, T>();
   private rv = '';
   private failures = 0;
+  /** clock.monotonic() when the last backoff began. */
+  private lastBackoffAt: number | undefined;
   /** Retry-After of the last failure, in ms, for the next backoff. */
   private retryAfterMs: number | undefined;
   private relisting = false;
@@ -377,7 +388,14 @@ export class Reflector<T extends K8sObject> {
    * transport reports that a server which refused connections accepts them again.
    */
   private backoff(signal: AbortSignal): Promise<void> {
-    const { initialMs, maxMs, factor = 2, jitter = 0 } = this.o.backoff;
+    const { initialMs, maxMs, factor = 2, jitter = 0, resetMs = BACKOFF_RESET_MS } = this.o.backoff;
+    // A watch that reconnected after an outage and then stayed open without
+    // events never resets the count where a closed watch or a list would, so
+    // without this the next outage, hours later, would start at the step the
+    // last one reached (up to maxMs) instead of retrying quickly.
+    const now = this.o.clock.monotonic();
+    if (this.lastBackoffAt !== undefined && now - this.lastBackoffAt > resetMs) this.failures = 0;
+    this.lastBackoffAt = now;
     const full = Math.min(maxMs, initialMs * factor ** this.failures);
     const retryAfterMs = this.retryAfterMs;
     this.retryAfterMs = undefined;
