@@ -22,7 +22,7 @@ import { endpointSlice, service, webPorts, type EndpointSpec } from '../netns/fi
 import type { KubeObject } from '../netns/kube.js';
 import { E2E_MODES } from '../netns/proxy.js';
 import { TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
-import { compileForeign } from '../ebpf/foreign.js';
+import { attachForeign } from '../ebpf/foreign.js';
 
 const RUN = E2E_MODES.includes('ebpf');
 
@@ -83,25 +83,7 @@ if (RUN)
 
       it('foreign tc programs (tcx and cls_bpf) keep running through a restart and --cleanup', async () => {
         const bpf = env.proxy('node2').bpfNode!;
-        const obj = compileForeign();
-        await bpf.exec(['tc', 'qdisc', 'add', 'dev', 'eth0', 'clsact'], { allowFailure: true });
-        await bpf.exec([
-          'tc',
-          'filter',
-          'add',
-          'dev',
-          'eth0',
-          'egress',
-          'pref',
-          '9',
-          'bpf',
-          'da',
-          'obj',
-          obj,
-          'sec',
-          'tc',
-        ]);
-        await bpf.helper({ cmd: 'foreign', object: obj, ifname: 'eth0', pin: '/sys/fs/bpf/foreign-tcx' });
+        await attachForeign(bpf, 'egress', 9);
         const progs = () => bpf.helper<{ ingress: string[]; egress: string[] }>({ cmd: 'programs', ifname: 'eth0' });
         assert.deepEqual((await progs()).ingress, ['kpt_ingress', 'foreign_tc']);
 

@@ -19,7 +19,7 @@ import { NetnsCluster } from '../netns/cluster.js';
 import { nsRun } from '../netns/spawn.js';
 import { podsOf } from '../netns/e2e.js';
 import { BpfNode, TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
-import { compileForeign } from '../ebpf/foreign.js';
+import { attachForeign } from '../ebpf/foreign.js';
 import * as E from '../ebpf/entries.js';
 
 const VIP = '10.96.0.10';
@@ -159,26 +159,8 @@ describe('BPF programs with hand-written maps, real packets', { timeout: 120_000
   });
 
   test('cleanup removes our programs and pins, and leaves foreign tc programs alone', async () => {
-    const obj = compileForeign();
     // A foreign cls_bpf filter and a foreign tcx program on eth0, next to ours.
-    await bpf.exec(['tc', 'qdisc', 'add', 'dev', 'eth0', 'clsact']);
-    await bpf.exec([
-      'tc',
-      'filter',
-      'add',
-      'dev',
-      'eth0',
-      'ingress',
-      'pref',
-      '7',
-      'bpf',
-      'da',
-      'obj',
-      obj,
-      'sec',
-      'tc',
-    ]);
-    await bpf.helper({ cmd: 'foreign', object: obj, ifname: 'eth0', pin: '/sys/fs/bpf/foreign-tcx' });
+    await attachForeign(bpf, 'ingress', 7);
     const before = await bpf.helper<{ ingress: string[] }>({ cmd: 'programs', ifname: 'eth0' });
     assert.deepEqual(before.ingress, ['kpt_ingress', 'foreign_tc'], 'ours first, then the foreign one');
 
