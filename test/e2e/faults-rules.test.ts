@@ -179,11 +179,18 @@ for (const mode of E2E_MODES) {
       const ms = Date.now() - t0;
       const fired = plan.toolFaults.filter((f) => !existsSync(join(dir, f)));
       for (const f of plan.toolFaults) rmSync(join(dir, f), { force: true });
-      const after = await scrape(env, 'node1');
-      const failures = metric(after, plan.failureMetric) - metric(before, plan.failureMetric);
-      const fullSyncs =
-        metric(after, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count', 'IPv4') -
+      const fullSince = (text: string) =>
+        metric(text, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count', 'IPv4') -
         metric(before, 'kubeproxy_sync_full_proxy_rules_duration_seconds_count', 'IPv4');
+      // The rules answer probes before the sync that wrote them has recorded its duration, so a scrape
+      // right after the change is reachable can miss the full sync: look again for up to 5 s.
+      let after = await scrape(env, 'node1');
+      for (let i = 0; i < 50 && fullSince(after) < 1; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        after = await scrape(env, 'node1');
+      }
+      const failures = metric(after, plan.failureMetric) - metric(before, plan.failureMetric);
+      const fullSyncs = fullSince(after);
       report.push(
         `tool faults ${fired.join(' + ')}: change applied ${ms} ms after it was made; ${failures} failed syncs counted, ${fullSyncs} full syncs`,
       );
