@@ -33,8 +33,10 @@ const NODE_IP = '192.168.77.10';
 const CLUSTER_IP = '172.30.0.51';
 const ID = `kpt-${process.pid}-image`;
 
+const installed = (t: string): boolean => existsSync(`/usr/bin/${t}`) || existsSync(`/usr/sbin/${t}`);
+
 async function ensureTools(): Promise<void> {
-  const missing = ['umoci', 'runc'].filter((t) => !existsSync(`/usr/bin/${t}`) && !existsSync(`/usr/sbin/${t}`));
+  const missing = ['umoci', 'runc'].filter((t) => !installed(t));
   if (missing.length === 0) return;
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   await run('apt-get', ['-q', '-o', 'DPkg::Lock::Timeout=600', 'update'], { env });
@@ -124,16 +126,24 @@ describe('the OCI image: built reproducibly, run as the DaemonSet runs it', { co
     });
     // Nothing may outlive a crashed run: the container dies with the namespace (cleanup.ts kills its pids).
     process.on('exit', () => {
-      if (runtime) execFileSync(runtime, ['delete', '-f', ID], { stdio: 'ignore' });
+      try {
+        if (runtime) execFileSync(runtime, ['delete', '-f', ID], { stdio: 'ignore' });
+      } catch {
+        // nothing to delete, or no runtime: the namespace's cleanup kills what is left
+      }
     });
-    for (const rt of ['crun', 'runc']) {
+    // Only installed runtimes: ensureTools installs runc; crun is tried first where a machine has it.
+    for (const rt of ['crun', 'runc'].filter(installed)) {
       runtime = rt;
       log = '';
       proc = spawn(rt, ['run', '--bundle', bundle, ID], { stdio: ['ignore', 'pipe', 'pipe'] });
       trackChild(proc.pid);
       proc.stdout!.on('data', (b: Buffer) => (log += b.toString()));
       proc.stderr!.on('data', (b: Buffer) => (log += b.toString()));
-      exited = new Promise((res) => proc!.once('exit', (code) => (untrackChild(proc!.pid), res(code))));
+      exited = new Promise((res) => {
+        proc!.once('exit', (code) => (untrackChild(proc!.pid), res(code)));
+        proc!.once('error', (e) => ((log += String(e)), res(null)));
+      });
       const started = await Promise.race([
         exited.then(() => false),
         new Promise((r) => setTimeout(() => r(true), 3000)),
@@ -148,7 +158,8 @@ describe('the OCI image: built reproducibly, run as the DaemonSet runs it', { co
   });
 
   after(async () => {
-    if (runtime) await run(runtime, ['delete', '-f', ID], { allowFailure: true });
+    // A failed delete must not keep the API host below alive (the file would never end).
+    if (runtime) await run(runtime, ['delete', '-f', ID], { allowFailure: true }).catch((e) => console.log(String(e)));
     if (api) await api.stop();
     ns?.dispose();
     rmSync(tmp, { recursive: true, force: true });
