@@ -335,8 +335,16 @@ export class KubeClient implements ListWatchTransport {
     if (!s.connecting) return;
     const ms = this.connectTimeoutMs;
     const timer = this.clock.setTimer(ms, () => req.destroy(timeoutError(`${what}: connect timed out after ${ms} ms`)));
-    s.once('connect', () => timer.cancel());
-    s.once('close', () => timer.cancel());
+    // Both listeners go once either fires: a keep-alive socket lives for many
+    // requests, and a listener left on it would keep this first request (and
+    // its whole response, a list page of megabytes) reachable until it closes.
+    const done = (): void => {
+      timer.cancel();
+      s.off('connect', done);
+      s.off('close', done);
+    };
+    s.once('connect', done);
+    s.once('close', done);
   }
 }
 
@@ -377,12 +385,31 @@ class AbortError extends Error {
   }
 }
 
+function ignoreLateError(): void {}
+
+/**
+ * The whole body as text. The listeners are removed at the end: the response
+ * object can outlive the read (the agent's socket refers to it), and a
+ * listener left on it would keep the body text reachable through its promise.
+ */
 function readBody(res: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    res.on('data', (c: Buffer) => chunks.push(c));
-    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    res.on('error', reject);
+    let chunks: Buffer[] = [];
+    const onData = (c: Buffer): void => void chunks.push(c);
+    const finish = (err?: Error): void => {
+      res.off('data', onData);
+      res.off('end', onEnd);
+      res.off('error', finish);
+      res.on('error', ignoreLateError); // one after the end must not become an uncaught exception
+      if (err) return reject(err);
+      const text = Buffer.concat(chunks).toString('utf8');
+      chunks = [];
+      resolve(text);
+    };
+    const onEnd = (): void => finish();
+    res.on('data', onData);
+    res.on('end', onEnd);
+    res.on('error', finish);
   });
 }
 
