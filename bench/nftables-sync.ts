@@ -101,6 +101,8 @@ interface ProxyMemory {
   coldMs: number;
   /** CPU of the proxy process (user + system, the kernel's commit work included) for the cold sync and each change. */
   coldCpuMs: number;
+  /** The system part of coldCpuMs: the kernel's work on our netlink batch runs in our sendmsg. */
+  coldSysMs: number;
   coldOps: number;
   changeMs: number[];
   changeCpuMs: number[];
@@ -114,6 +116,13 @@ const cpuMs = (from: NodeJS.CpuUsage) => {
 };
 
 const MiB = 1024 * 1024;
+
+/** The node flags on bin/kube-proxy-ts's `#!/usr/bin/env -S node ...` line. */
+function binaryNodeFlags(): string {
+  const root = here.includes(join('bench', 'out', 'dist')) ? join(here, '..', '..', '..', '..') : join(here, '..');
+  const first = readFileSync(join(root, 'bin', 'kube-proxy-ts'), 'utf8').split('\n')[0]!;
+  return /\bnode\b(.*)$/.exec(first)?.[1]?.trim() ?? '';
+}
 const gc = () => (globalThis as { gc?: () => void }).gc?.();
 
 async function proxyChild(file: string): Promise<ProxyMemory> {
@@ -132,8 +141,9 @@ async function proxyChild(file: string): Promise<ProxyMemory> {
       config: CONFIG,
       netns: ns,
       layout: LAYOUT,
-      onTransaction: (_f, s, _p, via) => {
-        coldOps = s.split('\n').length - 1;
+      // onApplied, not onTransaction: the proxy builds no transaction text (only at trace level), so neither may the bench.
+      onApplied: (_f, ops, _p, via) => {
+        if (vias.length === 0) coldOps = ops; // the cold sync's, not the last change's
         vias.push(via);
       },
     });
@@ -142,6 +152,7 @@ async function proxyChild(file: string): Promise<ProxyMemory> {
     await dp.sync(state);
     const coldMs = performance.now() - c0;
     const coldCpuMs = cpuMs(u0);
+    const coldSysMs = process.cpuUsage(u0).system / 1000;
     const m = process.memoryUsage();
     const afterCold = {
       rssMiB: m.rss / MiB,
@@ -174,6 +185,7 @@ async function proxyChild(file: string): Promise<ProxyMemory> {
       retainedHeapMiB,
       coldMs,
       coldCpuMs,
+      coldSysMs,
       coldOps,
       changeMs,
       changeCpuMs,
@@ -270,8 +282,9 @@ async function child(size: number): Promise<Result> {
     // The proxy side runs in its own process (see ProxyMemory), fed this SyncState.
     const file = join(tmpdir(), `kpt-nftbench-${process.pid}.state`);
     writeFileSync(file, serialize(state));
-    // --proxy-node-flags "--max-semi-space-size=1 ...": V8 flags for the proxy process only.
-    const flags = (arg('proxy-node-flags') ?? '').split(' ').filter(Boolean);
+    // --proxy-node-flags "--max-semi-space-size=1 ...": V8 flags for the proxy process only;
+    // without it, those of bin/kube-proxy-ts's #! line, as the real proxy runs.
+    const flags = (arg('proxy-node-flags') ?? binaryNodeFlags()).split(' ').filter(Boolean);
     const r = spawnSync(
       process.execPath,
       [
@@ -361,8 +374,7 @@ function main(): void {
         arg('changes') ?? '5',
         '--layout',
         LAYOUT,
-        '--proxy-node-flags',
-        arg('proxy-node-flags') ?? '',
+        ...(arg('proxy-node-flags') !== undefined ? ['--proxy-node-flags', arg('proxy-node-flags')!] : []),
         ...(process.argv.includes('--no-floor') ? ['--no-floor'] : []),
       ],
       { stdio: ['ignore', 'pipe', 'inherit'], maxBuffer: 1 << 26 },
@@ -375,13 +387,13 @@ function main(): void {
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   console.log(`layout: ${LAYOUT}; load average at the end ${load}`);
   console.log(
-    `| Services | floor: nft -f upstream layout | ours cold sync (${LAYOUT}): wall; cpu | ours/floor | floor: 1-endpoint change via nft -f | ours: 1-endpoint change, SyncState -> kernel (median wall; median cpu; max wall; render part; path) | proxy peak RSS (node+modules; +SyncState) | proxy heap retained after syncs (SyncState part) |`,
+    `| Services | floor: nft -f upstream layout | ours cold sync (${LAYOUT}): wall; cpu (its system part) | ours/floor | floor: 1-endpoint change via nft -f | ours: 1-endpoint change, SyncState -> kernel (median wall; median cpu; max wall; render part; path) | proxy peak RSS (node+modules; +SyncState) | proxy heap retained after syncs (SyncState part) |`,
   );
   console.log('|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     const via = [...new Set(r.changeVia)].join('+');
     console.log(
-      `| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)}; ${f(r.proxy.coldCpuMs)} | ${r.floorColdMs === null || Number.isNaN(r.floorColdMs) ? '-' : (r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(median(r.proxy.changeCpuMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.proxy.peakRssMiB.toFixed(0)} MiB (${r.proxy.baseRssMiB.toFixed(0)}; ${r.proxy.stateRssMiB.toFixed(0)} MiB) | ${r.proxy.retainedHeapMiB.toFixed(0)} MiB (${r.proxy.stateHeapMiB.toFixed(0)} MiB) |`,
+      `| ${r.size} | ${f(r.floorColdMs)} | ${f(r.coldMs)}; ${f(r.proxy.coldCpuMs)} (${f(r.proxy.coldSysMs)}) | ${r.floorColdMs === null || Number.isNaN(r.floorColdMs) ? '-' : (r.coldMs / r.floorColdMs).toFixed(3)} | ${f(r.floorChangeMs)} | ${f(median(r.changeMs))}; ${f(median(r.proxy.changeCpuMs))}; ${f(Math.max(...r.changeMs))}; ${f(median(r.changeRenderMs))}; ${via} | ${r.proxy.peakRssMiB.toFixed(0)} MiB (${r.proxy.baseRssMiB.toFixed(0)}; ${r.proxy.stateRssMiB.toFixed(0)} MiB) | ${r.proxy.retainedHeapMiB.toFixed(0)} MiB (${r.proxy.stateHeapMiB.toFixed(0)} MiB) |`,
     );
   }
   mkdirSync(OUT, { recursive: true });

@@ -77,3 +77,24 @@ test('cleanup deletes our table only when it exists', async () => {
   assert.deepEqual(a.calls, ['list tables ip', 'delete table ip kube-proxy']);
   assert.deepEqual(b.calls, ['list tables ip']);
 });
+
+test('onApplied reports each applied transaction, its size and path, and nothing for a failed one', async () => {
+  const { state, config } = workedExample();
+  const { runner } = scripted(false, 1);
+  const applied: Array<[string, number, boolean, string]> = [];
+  let texts = 0;
+  const dp = new NftablesDataplane({
+    config,
+    runner,
+    onApplied: (family, ops, partial, via) => applied.push([family, ops, partial, via]),
+    onTransaction: () => texts++,
+  });
+  await assert.rejects(dp.sync(state));
+  assert.equal(applied.length, 0); // the first script failed
+  const out = await dp.sync(state);
+  assert.equal(applied.length, 1);
+  const [family, ops, partial, via] = applied[0]!;
+  assert.deepEqual([family, partial, via], ['IPv4', false, 'nft']);
+  assert.equal(ops, out.counters?.['nftables_operations']);
+  assert.equal(texts, 2); // the text hook still sees both attempts
+});

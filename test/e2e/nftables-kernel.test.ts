@@ -125,11 +125,13 @@ function assertKernelMatches(fake: Fake, family: 'ip' | 'ip6' = 'ip'): void {
 
 test('upstream layout loads on the kernel as the Fake holds it', { timeout: 30_000 }, async () => {
   const vias: string[] = [];
+  const applied: Array<[number, boolean, string]> = [];
   const dp = new NftablesDataplane({
     config: CONFIG,
     netns: NS,
     layout: 'upstream',
     onTransaction: (_f, _s, _p, via) => vias.push(via),
+    onApplied: (_f, ops, partial, via) => applied.push([ops, partial, via]),
   });
   const st = state(
     [svc('web', '10.96.100.10', ['10.244.1.5']), svc('api', '10.96.100.20', ['10.244.2.7', '10.244.2.8'])],
@@ -147,6 +149,15 @@ test('upstream layout loads on the kernel as the Fake holds it', { timeout: 30_0
   fake.run(r.render(st2, 0).tx);
   assertKernelMatches(fake);
   assert.deepEqual(vias, ['netlink', 'netlink']);
+  // After the kernel took each batch: the cold sync's operations, then the partial one's fewer.
+  assert.deepEqual(
+    applied.map(([, partial, via]) => [partial, via]),
+    [
+      [false, 'netlink'],
+      [true, 'netlink'],
+    ],
+  );
+  assert.ok(applied[0]![0] > applied[1]![0] && applied[1]![0] > 0, JSON.stringify(applied));
   await dp.cleanup();
   dp.close();
 });

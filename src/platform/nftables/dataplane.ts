@@ -49,6 +49,8 @@ export interface NftablesDataplaneOptions {
   readonly transport?: NftTransport;
   /** Called with each transaction's text before it is applied (debug logging; the text is built only for it). */
   readonly onTransaction?: (family: IPFamily, script: string, partial: boolean, via: NftTransport) => void;
+  /** Called after each transaction is in the kernel, with its size and path; costs nothing (no text is built). */
+  readonly onApplied?: (family: IPFamily, operations: number, partial: boolean, via: NftTransport) => void;
   /** Things an operator should know: the fallback to nft and why. */
   readonly onEvent?: (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
 }
@@ -127,6 +129,7 @@ export class NftablesDataplane implements Dataplane {
         this.opts.onTransaction?.(this.family, tx.toString(), partial, 'netlink');
         if (this.monitor) await this.monitor.ownChange(() => nl.apply(batch));
         else nl.apply(batch);
+        this.opts.onApplied?.(this.family, tx.numOperations, partial, 'netlink');
         return;
       } catch (err) {
         if (!(err instanceof UnencodableError)) throw err;
@@ -141,6 +144,7 @@ export class NftablesDataplane implements Dataplane {
     this.opts.onTransaction?.(this.family, script, partial, 'nft');
     if (this.monitor) await this.monitor.ownChange(() => this.runner(['-f', '-'], script));
     else await this.runner(['-f', '-'], script);
+    this.opts.onApplied?.(this.family, tx.numOperations, partial, 'nft');
   }
 
   private async openMonitor(): Promise<void> {
