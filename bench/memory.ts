@@ -5,13 +5,17 @@
 // /proc/<pid>/status of the proxy:
 //   * RSS when /healthz first answers 200 (the first sync is in the kernel),
 //   * RSS after a few endpoint changes have been applied (steady state),
-//   * VmHWM at the end: the peak RSS over start-up, first sync and changes.
+//   * VmHWM at the end: the peak RSS over start-up, first sync and changes;
+//   * with --rest S: RSS after S quiet seconds more, when V8's memory reducer
+//     has given back the heap the syncs grew (it waits for the process to go
+//     quiet), and the lowest RSS seen meanwhile (sampled every second). A
+//     periodic full sync (syncPeriod, 30 s by default) can fall inside.
 // --sizes 0 measures the idle proxy: start-up plus an empty first sync.
 // Prints a table (median of --runs) and writes bench/out/memory.{json,svg,png}.
 //
 //   node --import tsx bench/memory.ts [--sizes 1000,5000,10000] [--modes iptables,nftables]
 //                                     [--endpoints 5] [--changes 5] [--runs 1] [--proxy-args "..."]
-//                                     [--node-args "--max-semi-space-size=1"]
+//                                     [--node-args "--max-semi-space-size=1"] [--rest 60]
 // Without --node-args the proxy runs as bin/kube-proxy-ts itself, with the V8
 // flags of its #! line; --node-args runs `node <args> bin/kube-proxy-ts`.
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -39,6 +43,8 @@ const PROXY_ARGS = arg('proxy-args', '').split(' ').filter(Boolean);
 /** Node/V8 flags for the proxy process instead of those of bin/kube-proxy-ts's #! line (experiments). */
 const NODE_ARGS = process.argv.includes('--node-args') ? arg('node-args', '').split(' ').filter(Boolean) : undefined;
 const OUT = join(REPO_ROOT, 'bench', 'out');
+/** Quiet seconds after the changes before the resting RSS is read (0: not measured). */
+const REST_S = Number(arg('rest', '0'));
 
 interface Sample {
   mode: string;
@@ -51,6 +57,9 @@ interface Sample {
   atFirstSync: Memory;
   steadyRssMiB: number;
   peakMiB: number;
+  /** RSS after --rest quiet seconds, and the lowest seen meanwhile (NaN without --rest). */
+  restRssMiB: number;
+  restMinRssMiB: number;
   changesApplied: number;
   load: string;
 }
@@ -80,6 +89,13 @@ async function once(mode: string, size: number): Promise<Sample> {
     await new Promise((res) => setTimeout(res, 2000));
     const end = memoryOf(c.proxyPid);
     const changesCpuS = cpuSecondsOf(c.proxyPid) - firstSyncCpuS;
+    let restRssMiB = NaN;
+    let restMinRssMiB = NaN;
+    for (let t = 0; t < REST_S; t++) {
+      await new Promise((res) => setTimeout(res, 1000));
+      restRssMiB = memoryOf(c.proxyPid).rssMiB;
+      restMinRssMiB = Number.isNaN(restMinRssMiB) ? restRssMiB : Math.min(restMinRssMiB, restRssMiB);
+    }
     return {
       mode,
       size,
@@ -89,6 +105,8 @@ async function once(mode: string, size: number): Promise<Sample> {
       atFirstSync,
       steadyRssMiB: end.rssMiB,
       peakMiB: end.hwmMiB,
+      restRssMiB,
+      restMinRssMiB,
       changesApplied: applied,
       load: loadNote(),
     };
@@ -109,7 +127,7 @@ async function main(): Promise<void> {
         console.log(
           `${mode} ${size}: first sync ${s.firstSyncS.toFixed(1)} s (${s.firstSyncCpuS.toFixed(1)} s CPU), RSS ${s.atFirstSync.rssMiB.toFixed(0)} MiB ` +
             `(HWM ${s.atFirstSync.hwmMiB.toFixed(0)}), steady ${s.steadyRssMiB.toFixed(0)} MiB, ` +
-            `peak ${s.peakMiB.toFixed(0)} MiB, changes ${s.changesCpuS.toFixed(2)} s CPU, applied ${s.changesApplied}/${CHANGES} (${s.load})`,
+            `peak ${s.peakMiB.toFixed(0)} MiB, ${REST_S > 0 ? `after ${REST_S} s at rest ${s.restRssMiB.toFixed(0)} MiB (lowest ${s.restMinRssMiB.toFixed(0)}), ` : ''}changes ${s.changesCpuS.toFixed(2)} s CPU, applied ${s.changesApplied}/${CHANGES} (${s.load})`,
         );
       }
     }
@@ -125,6 +143,8 @@ async function main(): Promise<void> {
         rssAtFirstSyncMiB: median(ss.map((s) => s.atFirstSync.rssMiB)),
         steadyRssMiB: median(ss.map((s) => s.steadyRssMiB)),
         peakMiB: median(ss.map((s) => s.peakMiB)),
+        restRssMiB: median(ss.map((s) => s.restRssMiB)),
+        restMinRssMiB: median(ss.map((s) => s.restMinRssMiB)),
       };
     }),
   );
@@ -132,24 +152,30 @@ async function main(): Promise<void> {
     `\nmedian of ${RUNS} run(s), ${ENDPOINTS} endpoints per Service, ${CHANGES} endpoint changes after the first sync`,
   );
   console.log(
-    '| mode | Services | first sync (s) | its CPU (s) | RSS after first sync (MiB) | RSS steady (MiB) | peak VmHWM (MiB) |',
+    '| mode | Services | first sync (s) | its CPU (s) | RSS after first sync (MiB) | RSS steady (MiB) | peak VmHWM (MiB) |' +
+      (REST_S > 0 ? ` RSS after ${REST_S} s at rest (lowest) (MiB) |` : ''),
   );
-  console.log('|---|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---:|---:|---:|---:|---:|---:|' + (REST_S > 0 ? '---:|' : ''));
   for (const r of rows) {
     console.log(
-      `| ${r.mode} | ${r.size} | ${r.firstSyncS.toFixed(1)} | ${r.firstSyncCpuS.toFixed(1)} | ${r.rssAtFirstSyncMiB.toFixed(0)} | ${r.steadyRssMiB.toFixed(0)} | ${r.peakMiB.toFixed(0)} |`,
+      `| ${r.mode} | ${r.size} | ${r.firstSyncS.toFixed(1)} | ${r.firstSyncCpuS.toFixed(1)} | ${r.rssAtFirstSyncMiB.toFixed(0)} | ${r.steadyRssMiB.toFixed(0)} | ${r.peakMiB.toFixed(0)} |` +
+        (REST_S > 0 ? ` ${r.restRssMiB.toFixed(0)} (${r.restMinRssMiB.toFixed(0)}) |` : ''),
     );
   }
   writeFileSync(join(OUT, 'memory.json'), JSON.stringify({ samples, rows }, null, 2));
   const png = writeChart(join(OUT, 'memory'), {
     title: `kube-proxy-ts memory (real process, ${ENDPOINTS} endpoints per Service)`,
     yLabel: 'MiB',
-    series: MODES.flatMap((m) => [`${m} RSS after first sync`, `${m} peak (VmHWM)`]),
+    series: MODES.flatMap((m) => [
+      `${m} RSS after first sync`,
+      `${m} peak (VmHWM)`,
+      ...(REST_S > 0 ? [`${m} RSS after ${REST_S} s at rest`] : []),
+    ]),
     groups: SIZES.map((size) => ({
       label: `${size} Services`,
       values: MODES.flatMap((m) => {
         const r = rows.find((x) => x.mode === m && x.size === size)!;
-        return [r.rssAtFirstSyncMiB, r.peakMiB];
+        return [r.rssAtFirstSyncMiB, r.peakMiB, ...(REST_S > 0 ? [r.restRssMiB] : [])];
       }),
     })),
   });
