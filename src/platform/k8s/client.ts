@@ -461,9 +461,19 @@ class ReachabilityProbe {
     this.down = true;
   }
 
-  /** The server answered a request. */
+  /**
+   * The server answered a request. After an outage the first answer often
+   * comes before the probe's next try (a source whose backoff ended first),
+   * and it is as good a sign of recovery: release the waiters too. Without
+   * that, clearing `down` here left the probe nothing to report, and the
+   * other sources slept out their backoff (5-11 s seen in bench/recovery).
+   * Only a change from down releases them, so a server that answers every
+   * request with an error does not wake the sources round after round.
+   */
   answered(): void {
+    if (!this.down) return;
     this.down = false;
+    for (const w of [...this.waiters]) w();
   }
 
   private async loop(): Promise<void> {
