@@ -4,7 +4,8 @@
 // 'upstream' endpoint layout). Prints a table and writes
 // bench/out/nftables-sync.{json,svg,png}. Run as root:
 //
-//   node --import tsx bench/nftables-sync.ts [--sizes 1000,10000,20000] [--changes 5] [--layout lean|maps|upstream] [--no-floor]
+//   node --import tsx bench/nftables-sync.ts [--sizes 1000,10000,20000] [--changes 5] [--layout lean|maps|upstream]
+//                                            [--proxy-node-flags "..."] [--no-floor]
 //
 // Times are wall clock and CPU of the proxy process (user + system: the
 // kernel's work on our netlink batch runs in our process), the CPU figure
