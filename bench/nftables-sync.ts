@@ -45,9 +45,9 @@ import { writeChart } from './lib/chart.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // Compiled into bench/out/dist/bench/ (see compiledChild), output still goes to bench/out.
-const OUT =
-  process.env['KPT_BENCH_OUT'] ??
-  (here.includes(join('bench', 'out', 'dist')) ? join(here, '..', '..') : join(here, 'out'));
+const COMPILED = here.includes(join('bench', 'out', 'dist'));
+const REPO = COMPILED ? join(here, '..', '..', '..', '..') : join(here, '..');
+const OUT = process.env['KPT_BENCH_OUT'] ?? join(REPO, 'bench', 'out');
 const arg = (name: string) => {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1] : undefined;
@@ -120,8 +120,7 @@ const MiB = 1024 * 1024;
 
 /** The node flags on bin/kube-proxy-ts's `#!/usr/bin/env -S node ...` line. */
 function binaryNodeFlags(): string {
-  const root = here.includes(join('bench', 'out', 'dist')) ? join(here, '..', '..', '..', '..') : join(here, '..');
-  const first = readFileSync(join(root, 'bin', 'kube-proxy-ts'), 'utf8').split('\n')[0]!;
+  const first = readFileSync(join(REPO, 'bin', 'kube-proxy-ts'), 'utf8').split('\n')[0]!;
   return /\bnode\b(.*)$/.exec(first)?.[1]?.trim() ?? '';
 }
 const gc = () => (globalThis as { gc?: () => void }).gc?.();
@@ -351,7 +350,7 @@ function compiledChild(): string[] {
   const self = fileURLToPath(import.meta.url);
   if (self.endsWith('.js')) return [self];
   const dist = join(OUT, 'dist');
-  spawnSync('npx', ['tsc', '-p', join(here, '..', 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], {
+  spawnSync('npx', ['tsc', '-p', join(REPO, 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], {
     stdio: 'ignore',
   });
   const js = join(dist, 'bench', 'nftables-sync.js');

@@ -166,72 +166,72 @@ describe('k8s sources across API server outages', () => {
   });
 });
 
+/**
+ * Sources with a minute of backoff (within a test only the end of the outage
+ * can bring them back) through an outage: four watches, the server stopped
+ * until every source backs off, a Service created meanwhile, the server
+ * started again. dispose() ends it all.
+ */
+async function throughOutage(probeIntervalMs: number) {
+  const server = new TestApiServer({ bookmarkIntervalMs: 50 });
+  await server.start();
+  server.create('services', svc('app', 'alpha', '172.30.0.10'));
+  const rec = new Recorder();
+  const ac = new AbortController();
+  const client = clientFor(server, {}, { probeIntervalMs });
+  const done = startSources({
+    client,
+    nodeName: 'node-a',
+    handlers: rec.handlers,
+    signal: ac.signal,
+    onEvent: rec.onEvent,
+    backoff: { initialMs: 60_000, maxMs: 60_000 },
+  });
+  const dispose = async (): Promise<void> => {
+    ac.abort();
+    await done;
+    client.close();
+    await server.dispose();
+  };
+  try {
+    await rec.until(() => rec.events.filter((e) => e.type === 'watching').length >= 4, 'four watches');
+    await server.stop();
+    await rec.until(() => rec.events.filter((e) => e.type === 'backoff').length >= 4, 'every source backing off');
+    server.create('services', svc('app', 'during', '172.30.0.11'));
+    await server.start();
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+  const changeSeen = (): Promise<void> =>
+    rec.until(() => rec.calls.some((c) => c.startsWith('service add app/during')), 'the change made meanwhile');
+  return { server, rec, client, signal: ac.signal, changeSeen, dispose };
+}
+
 describe('k8s sources: the end of an outage ends the backoff', () => {
   it('resumes at once when the server accepts connections again, however long the backoff had grown', async () => {
-    const server = new TestApiServer({ bookmarkIntervalMs: 50 });
-    await server.start();
-    server.create('services', svc('app', 'alpha', '172.30.0.10'));
-    const rec = new Recorder();
-    const ac = new AbortController();
-    // A backoff of a minute: only the reachability probe can bring the watches back within the test.
-    const client = clientFor(server, {}, { probeIntervalMs: 20 });
-    const done = startSources({
-      client,
-      nodeName: 'node-a',
-      handlers: rec.handlers,
-      signal: ac.signal,
-      onEvent: rec.onEvent,
-      backoff: { initialMs: 60_000, maxMs: 60_000 },
-    });
+    const o = await throughOutage(20);
     try {
-      await rec.until(() => rec.events.filter((e) => e.type === 'watching').length >= 4, 'four watches');
-      await server.stop();
-      await rec.until(() => rec.events.filter((e) => e.type === 'backoff').length >= 4, 'every source backing off');
-      server.create('services', svc('app', 'during', '172.30.0.11'));
-      await server.start();
-      await rec.until(() => rec.calls.some((c) => c.startsWith('service add app/during')), 'the change made meanwhile');
-      assert.ok(rec.events.some((e) => e.type === 'reachable'));
+      await o.changeSeen();
+      assert.ok(o.rec.events.some((e) => e.type === 'reachable'));
       assert.equal(
-        server.requests.filter((r) => r.path === '/api/v1/services' && r.query.watch !== 'true').length,
+        o.server.requests.filter((r) => r.path === '/api/v1/services' && r.query.watch !== 'true').length,
         1,
         'resumed by watch from the last version, not relisted',
       );
     } finally {
-      ac.abort();
-      await done;
-      client.close();
-      await server.dispose();
+      await o.dispose();
     }
   });
-});
 
-describe('k8s sources: an answered request after an outage ends every backoff', () => {
   it('resumes at once when another request (a retry, an event post) reaches the server before the probe does', async () => {
-    const server = new TestApiServer({ bookmarkIntervalMs: 50 });
-    await server.start();
-    server.create('services', svc('app', 'alpha', '172.30.0.10'));
-    const rec = new Recorder();
-    const ac = new AbortController();
     // The probe waits 2 s between tries (0.5x-1.5x), so the request below comes back first: the
     // source whose backoff ended first in a real outage is such a request.
-    const client = clientFor(server, {}, { probeIntervalMs: 2_000 });
-    const done = startSources({
-      client,
-      nodeName: 'node-a',
-      handlers: rec.handlers,
-      signal: ac.signal,
-      onEvent: rec.onEvent,
-      backoff: { initialMs: 60_000, maxMs: 60_000 },
-    });
+    const o = await throughOutage(2_000);
     try {
-      await rec.until(() => rec.events.filter((e) => e.type === 'watching').length >= 4, 'four watches');
-      await server.stop();
-      await rec.until(() => rec.events.filter((e) => e.type === 'backoff').length >= 4, 'every source backing off');
-      server.create('services', svc('app', 'during', '172.30.0.11'));
-      await server.start();
       // Until one is answered: the first may go out on a socket the server's stop left dead.
       for (let i = 0; i < 50; i++) {
-        const answered = await client.list('/api/v1/services', {}, ac.signal).then(
+        const answered = await o.client.list('/api/v1/services', {}, o.signal).then(
           () => true,
           () => false,
         );
@@ -239,15 +239,12 @@ describe('k8s sources: an answered request after an outage ends every backoff', 
         await new Promise((r) => setTimeout(r, 10));
       }
       const t0 = Date.now();
-      await rec.until(() => rec.calls.some((c) => c.startsWith('service add app/during')), 'the change made meanwhile');
+      await o.changeSeen();
       // Without the release on that answer the watches would wait for the probe's next
       // success after a failure, which never comes (the server is up), i.e. their minute.
       assert.ok(Date.now() - t0 < 10_000, `took ${Date.now() - t0} ms`);
     } finally {
-      ac.abort();
-      await done;
-      client.close();
-      await server.dispose();
+      await o.dispose();
     }
   });
 });

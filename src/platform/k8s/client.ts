@@ -394,7 +394,7 @@ function ignoreLateError(): void {}
  */
 function readBody(res: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
-    let chunks: Buffer[] = [];
+    const chunks: Buffer[] = [];
     const onData = (c: Buffer): void => void chunks.push(c);
     const finish = (err?: Error): void => {
       res.off('data', onData);
@@ -402,9 +402,7 @@ function readBody(res: IncomingMessage): Promise<string> {
       res.off('error', finish);
       res.on('error', ignoreLateError); // one after the end must not become an uncaught exception
       if (err) return reject(err);
-      const text = Buffer.concat(chunks).toString('utf8');
-      chunks = [];
-      resolve(text);
+      resolve(Buffer.concat(chunks).toString('utf8'));
     };
     const onEnd = (): void => finish();
     res.on('data', onData);
@@ -453,7 +451,7 @@ class ReachabilityProbe {
 
   stop(): void {
     this.stopped = true;
-    for (const w of [...this.waiters]) w();
+    this.releaseAll();
   }
 
   /** A request could not reach the server (refused, timed out, peer gone). */
@@ -471,8 +469,18 @@ class ReachabilityProbe {
    * request with an error does not wake the sources round after round.
    */
   answered(): void {
-    if (!this.down) return;
+    this.recovered();
+  }
+
+  /** If the server was down, it is back: release every waiter. Whether it was down. */
+  private recovered(): boolean {
+    if (!this.down) return false;
     this.down = false;
+    this.releaseAll();
+    return true;
+  }
+
+  private releaseAll(): void {
     for (const w of [...this.waiters]) w();
   }
 
@@ -482,11 +490,7 @@ class ReachabilityProbe {
     try {
       while (this.waiters.size > 0 && !this.stopped) {
         const up = await this.tryConnect();
-        if (up && this.down) {
-          this.down = false;
-          for (const w of [...this.waiters]) w();
-          break;
-        }
+        if (up && this.recovered()) break;
         if (!up) this.down = true;
         const delay = this.intervalMs * (0.5 + this.random());
         await new Promise<void>((r) => this.clock.setTimer(delay, r));
