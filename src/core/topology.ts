@@ -52,6 +52,22 @@ function byKey(a: Endpoint, b: Endpoint): number {
   return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 }
 
+const NONE: readonly Endpoint[] = Object.freeze([]);
+const noEndpoints = (cluster: boolean, local: boolean): CategorizedEndpoints =>
+  Object.freeze({
+    clusterEndpoints: cluster ? NONE : null,
+    localEndpoints: local ? NONE : null,
+    allReachableEndpoints: NONE,
+    hasAnyEndpoints: false,
+  });
+// The categories of a port without endpoints, by [usesClusterEndpoints][usesLocalEndpoints]. Shared: a
+// cluster can hold many such ports (a 1,000-port Service before its pods run), and each would otherwise
+// carry its own object and empty lists for as long as it lives.
+const NO_ENDPOINTS = [
+  [noEndpoints(false, false), noEndpoints(false, true)],
+  [noEndpoints(true, false), noEndpoints(true, true)],
+] as const;
+
 /** Endpoints in, categories out; input order is kept (callers pass lists sorted by key). */
 export function categorizeEndpoints(
   endpoints: readonly Endpoint[],
@@ -59,6 +75,8 @@ export function categorizeEndpoints(
   nodeName: string,
   nodeLabels: Readonly<Record<string, string>>,
 ): CategorizedEndpoints {
+  if (endpoints.length === 0)
+    return NO_ENDPOINTS[svcPort.usesClusterEndpoints ? 1 : 0][svcPort.usesLocalEndpoints ? 1 : 0];
   let clusterEndpoints: Endpoint[] | null = null;
   let hasAnyEndpoints = false;
   let useTopology = false;

@@ -17,11 +17,13 @@ import { flat } from '../../core/flat.js';
 import type { CategorizedEndpoints, ServicePort } from '../../core/types.js';
 import type { RenderedServicePort } from './servicerules.js';
 
-interface Entry {
+/** A remembered render, with what it was rendered from: one object per port. */
+interface Entry extends RenderedServicePort {
   readonly cat: CategorizedEndpoints;
   readonly ctxKey: string;
-  readonly rendered: RenderedServicePort;
 }
+
+const NO_CHAINS: readonly string[] = Object.freeze([]);
 
 export class ServicePortMemo {
   private readonly entries = new WeakMap<ServicePort, Entry>();
@@ -29,13 +31,25 @@ export class ServicePortMemo {
   /** The remembered render of `svc` under `ctxKey` with categories `cat`, or null. */
   recall(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string): RenderedServicePort | null {
     const e = this.entries.get(svc);
-    return e !== undefined && e.cat === cat && e.ctxKey === ctxKey ? e.rendered : null;
+    return e !== undefined && e.cat === cat && e.ctxKey === ctxKey ? e : null;
   }
 
   /** Remember a render (its own-chain rules are not kept). */
   remember(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string, r: RenderedServicePort): void {
     // The kept text is flattened: a rope of a service's rule pieces costs several times its length.
-    const rendered = { ...r, own: null, natTop: flat(r.natTop), filter: flat(r.filter) };
-    this.entries.set(svc, { cat, ctxKey, rendered });
+    // A port without chains of its own (no endpoints) shares one empty list.
+    this.entries.set(svc, {
+      natTop: flat(r.natTop),
+      natTopCount: r.natTopCount,
+      filter: flat(r.filter),
+      filterCount: r.filterCount,
+      chains: r.chains.length === 0 ? NO_CHAINS : r.chains,
+      own: null,
+      ownCount: r.ownCount,
+      noLocalInternal: r.noLocalInternal,
+      noLocalExternal: r.noLocalExternal,
+      cat,
+      ctxKey,
+    });
   }
 }

@@ -86,7 +86,7 @@ export class ChainNamer {
   of(sp: { readonly key: string; readonly protocol: Protocol | string }): ServicePortChainNames {
     let n = this.byServicePort.get(sp);
     if (n === undefined) {
-      n = makeNames(sp.key, sp.protocol);
+      n = new PortChainNames(sp.key, sp.protocol);
       this.byServicePort.set(sp, n);
     }
     return n;
@@ -95,24 +95,45 @@ export class ChainNamer {
 
 const MAX_ENDPOINTS_PER_PORT = 4096;
 
-function makeNames(spn: string, protocol: Protocol | string): ServicePortChainNames {
-  const base = spn + protocol.toLowerCase();
-  const h = hash16(base);
-  let eps = new Map<string, string>();
-  // Flat: these names live as long as their ServicePort (60k of them at 10k Services).
-  return {
-    cluster: flat(SERVICE_CHAIN_PREFIX + h),
-    local: flat(LOCAL_CHAIN_PREFIX + h),
-    external: flat(EXTERNAL_CHAIN_PREFIX + h),
-    firewall: flat(FIREWALL_CHAIN_PREFIX + h),
-    endpoint(endpointKey: string): string {
-      let name = eps.get(endpointKey);
-      if (name === undefined) {
-        name = flat(ENDPOINT_CHAIN_PREFIX + hash16(base + endpointKey));
-        if (eps.size >= MAX_ENDPOINTS_PER_PORT) eps = new Map();
-        eps.set(endpointKey, name);
-      }
-      return name;
-    },
-  };
+/**
+ * One port's names. There is one of these per live service port (110k in the
+ * hostile-objects flood, 60k at 10k Services), so it holds only the shared
+ * hash: the four service-chain names are built when asked (a render asks a
+ * few times), and the endpoint-name map is made on the first endpoint, so a
+ * port without endpoints carries neither. It keeps the port's own key string
+ * (shared with the ServicePort) for the endpoint hashes.
+ */
+class PortChainNames implements ServicePortChainNames {
+  private readonly hash: string;
+  private eps: Map<string, string> | null = null;
+
+  constructor(
+    private readonly spn: string,
+    private readonly protocol: Protocol | string,
+  ) {
+    this.hash = servicePortChainHash(spn, protocol);
+  }
+
+  get cluster(): string {
+    return SERVICE_CHAIN_PREFIX + this.hash;
+  }
+  get local(): string {
+    return LOCAL_CHAIN_PREFIX + this.hash;
+  }
+  get external(): string {
+    return EXTERNAL_CHAIN_PREFIX + this.hash;
+  }
+  get firewall(): string {
+    return FIREWALL_CHAIN_PREFIX + this.hash;
+  }
+
+  endpoint(endpointKey: string): string {
+    let name = this.eps?.get(endpointKey);
+    if (name === undefined) {
+      name = flat(endpointChainName(this.spn, this.protocol, endpointKey));
+      if (this.eps === null || this.eps.size >= MAX_ENDPOINTS_PER_PORT) this.eps = new Map();
+      this.eps.set(endpointKey, name);
+    }
+    return name;
+  }
 }

@@ -8,7 +8,14 @@
 // them. Keep them identical; they are facts of compatibility, not our prose.
 
 import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../core/ip.js';
-import type { DataplaneConfig, IPFamily, LocalDetector, ServicePort, SyncState } from '../../core/types.js';
+import type {
+  CategorizedEndpoints,
+  DataplaneConfig,
+  IPFamily,
+  LocalDetector,
+  ServicePort,
+  SyncState,
+} from '../../core/types.js';
 import { staleChains } from './jumps.js';
 import { ServicePortMemo } from './memo.js';
 import { ChainNamer } from './names.js';
@@ -155,6 +162,14 @@ export class IptablesRenderer {
   }
 }
 
+/** A port the state has no categories for renders as one without endpoints (one object, so the memo can hit). */
+const NOT_CATEGORIZED: CategorizedEndpoints = Object.freeze({
+  clusterEndpoints: null,
+  localEndpoints: null,
+  allReachableEndpoints: Object.freeze([]),
+  hasAnyEndpoints: false,
+});
+
 function renderWith(memo: ServicePortMemo, names: ChainNamer, input: IptablesRenderInput): IptablesRender {
   const { state, config, options } = input;
   const family = config.family;
@@ -220,11 +235,10 @@ function renderWith(memo: ServicePortMemo, names: ChainNamer, input: IptablesRen
   let filterCount = 0;
   let noLocalInternal = 0;
   let noLocalExternal = 0;
-  const empty = { clusterEndpoints: null, localEndpoints: null, allReachableEndpoints: [], hasAnyEndpoints: false };
 
   for (const key of sortedKeys(state.services)) {
     const svc = state.services.get(key)!;
-    const cat = state.categorized.get(key) ?? empty;
+    const cat = state.categorized.get(key) ?? NOT_CATEGORIZED;
     const writeOwn = !partial || state.changedServices.has(svc.serviceKey);
     let r = writeOwn ? null : memo.recall(svc, cat, ctx.key);
     if (r === null) {
