@@ -56,8 +56,10 @@ export function hashAndTruncate(name: string): string {
 
 /** nft protocol keyword: tcp, udp or sctp. */
 export function nftProtocol(spn: Pick<ServicePortName, 'protocol'>): string {
-  return spn.protocol.toLowerCase();
+  // One string per protocol: element keys hold it for as long as they live (100k of them in a big table).
+  return NFT_PROTOCOLS[spn.protocol] ?? spn.protocol.toLowerCase();
 }
+const NFT_PROTOCOLS: Readonly<Record<string, string>> = { TCP: 'tcp', UDP: 'udp', SCTP: 'sctp' };
 
 /** "ns/svc/proto/portName", hashed (upstream servicePortChainNameBase). */
 export function servicePortChainNameBase(spn: ServicePortName): string {

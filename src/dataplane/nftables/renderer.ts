@@ -13,6 +13,7 @@
 //
 // Memory is updated as the transaction is built. If the transaction fails the
 // caller must call reset(); the next render is then full.
+import { flat } from '../../core/flat.js';
 import type { DataplaneConfig, ServicePort, SyncState } from '../../core/types.js';
 import * as N from './names.js';
 import { elementKeyText, type Chain, type Element, type NftObject, type NftSet, type Verb } from './objects.js';
@@ -91,7 +92,8 @@ function removeOwner(s: Stored, owner: string): boolean {
 }
 
 const STATIC_OWNER = '';
-const id = (set: string, key: readonly string[]) => `${set}\u0000${elementKeyText(key)}`;
+// Flat: the key is kept (storage, owned lists) for as long as its element lives.
+const id = (set: string, key: readonly string[]) => flat(`${set}\u0000${elementKeyText(key)}`);
 const valueText = (e: Element) => (e.value ?? []).join(' . ');
 
 export class NftablesRenderer {

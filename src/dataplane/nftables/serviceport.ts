@@ -31,6 +31,9 @@ export interface ServicePortObjects {
   readonly noLocalExternal: boolean;
 }
 
+/** One string for every no-endpoint element's verdict (it is kept with each element). */
+const REJECT_VERDICT = `goto ${N.REJECT_CHAIN}`;
+
 function el(set: string, key: string[], value?: string, comment?: string): Element {
   return {
     kind: 'element',
@@ -63,9 +66,8 @@ export function renderServicePort(
   const fwChain = N.FIREWALL_CHAIN_PREFIX + base;
   const internalTrafficChain = pol.internalUsesLocal ? localPolicyChain : clusterPolicyChain;
   const externalPolicyChain = pol.externalUsesLocal ? localPolicyChain : clusterPolicyChain;
-  const reject = `goto ${N.REJECT_CHAIN}`;
-  const internalFilterVerdict = hasEndpoints ? 'drop' : reject;
-  const externalFilterVerdict = hasEndpoints ? 'drop' : reject;
+  const internalFilterVerdict = hasEndpoints ? 'drop' : REJECT_VERDICT;
+  const externalFilterVerdict = hasEndpoints ? 'drop' : REJECT_VERDICT;
 
   const elements: Element[] = [el(N.CLUSTER_IPS_SET, [svc.clusterIP])];
   if (hasInternalEndpoints) {
