@@ -45,7 +45,9 @@ export function proxyAvailable(): boolean {
 }
 
 /**
- * From dist/: bin/kube-proxy-ts, exactly as an operator runs it. From source:
+ * From dist/: bin/kube-proxy-ts, exactly as an operator runs it: executed
+ * itself, so the V8 flags on its #! line apply (`node bin/kube-proxy-ts`
+ * would drop them, and the tests would measure another heap). From source:
  * src/cmd/main.ts under tsx. KPT_PROXY_ENTRY names another entry point: the
  * QEMU guest stage runs a one-file bundle of the same dist/ build
  * (scripts/test-guest), because loading hundreds of modules under software
@@ -54,7 +56,7 @@ export function proxyAvailable(): boolean {
 export function proxyArgv(): string[] {
   const entry = process.env['KPT_PROXY_ENTRY'];
   if (entry) return [process.execPath, entry];
-  if (import.meta.url.includes('/dist/')) return [process.execPath, `${REPO_ROOT}bin/kube-proxy-ts`];
+  if (import.meta.url.includes('/dist/')) return [`${REPO_ROOT}bin/kube-proxy-ts`];
   return repoScript('src/cmd/main.ts');
 }
 
