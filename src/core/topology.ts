@@ -68,6 +68,11 @@ const NO_ENDPOINTS = [
   [noEndpoints(true, false), noEndpoints(true, true)],
 ] as const;
 
+/** The shared categories of a port without endpoints that uses cluster and/or local endpoints. */
+export function noEndpointCategories(usesCluster: boolean, usesLocal: boolean): CategorizedEndpoints {
+  return NO_ENDPOINTS[usesCluster ? 1 : 0][usesLocal ? 1 : 0];
+}
+
 /** Endpoints in, categories out; input order is kept (callers pass lists sorted by key). */
 export function categorizeEndpoints(
   endpoints: readonly Endpoint[],
@@ -75,8 +80,7 @@ export function categorizeEndpoints(
   nodeName: string,
   nodeLabels: Readonly<Record<string, string>>,
 ): CategorizedEndpoints {
-  if (endpoints.length === 0)
-    return NO_ENDPOINTS[svcPort.usesClusterEndpoints ? 1 : 0][svcPort.usesLocalEndpoints ? 1 : 0];
+  if (endpoints.length === 0) return noEndpointCategories(svcPort.usesClusterEndpoints, svcPort.usesLocalEndpoints);
   let clusterEndpoints: Endpoint[] | null = null;
   let hasAnyEndpoints = false;
   let useTopology = false;

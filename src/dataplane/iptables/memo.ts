@@ -37,7 +37,8 @@ export class ServicePortMemo {
   /** Remember a render (its own-chain rules are not kept). */
   remember(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string, r: RenderedServicePort): void {
     // The kept text is flattened: a rope of a service's rule pieces costs several times its length.
-    // A port without chains of its own (no endpoints) shares one empty list.
+    // A port without chains of its own (no endpoints) shares one empty list. Every field is spelled out:
+    // `{ ...r, cat, ctxKey }` builds a slower-shaped object, 390 bytes more a port in a 110k-port test.
     this.entries.set(svc, {
       natTop: flat(r.natTop),
       natTopCount: r.natTopCount,

@@ -8,14 +8,8 @@
 // them. Keep them identical; they are facts of compatibility, not our prose.
 
 import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../core/ip.js';
-import type {
-  CategorizedEndpoints,
-  DataplaneConfig,
-  IPFamily,
-  LocalDetector,
-  ServicePort,
-  SyncState,
-} from '../../core/types.js';
+import { noEndpointCategories } from '../../core/topology.js';
+import type { DataplaneConfig, IPFamily, LocalDetector, ServicePort, SyncState } from '../../core/types.js';
 import { staleChains } from './jumps.js';
 import { ServicePortMemo } from './memo.js';
 import { ChainNamer } from './names.js';
@@ -163,12 +157,7 @@ export class IptablesRenderer {
 }
 
 /** A port the state has no categories for renders as one without endpoints (one object, so the memo can hit). */
-const NOT_CATEGORIZED: CategorizedEndpoints = Object.freeze({
-  clusterEndpoints: null,
-  localEndpoints: null,
-  allReachableEndpoints: Object.freeze([]),
-  hasAnyEndpoints: false,
-});
+const NOT_CATEGORIZED = noEndpointCategories(false, false);
 
 function renderWith(memo: ServicePortMemo, names: ChainNamer, input: IptablesRenderInput): IptablesRender {
   const { state, config, options } = input;
