@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { conntrackMax, ensureRouteLocalnet, setupConntrack, Sysctl } from './sysctl.js';
 import { run } from './exec.js';
+import { ProxyError } from '../core/errors.js';
 
 async function fakeProc(values: Record<string, string>): Promise<string> {
   const root = await mkdtemp(join(tmpdir(), 'kpt-sysctl-'));
@@ -18,12 +19,50 @@ async function fakeProc(values: Record<string, string>): Promise<string> {
   return root;
 }
 
-test('conntrackMax: maxPerCore x cpus, floored by min, capped at 1048576, 0 = leave alone', () => {
+/** A /proc/sys we may read but not write, as a proxy without the privilege sees it (root ignores file modes). */
+class ReadOnlySysctl extends Sysctl {
+  override setInt(name: string): Promise<void> {
+    return Promise.reject(new ProxyError('KPT_EXEC_FAILED', `open ${name}: permission denied`));
+  }
+}
+
+test('conntrackMax: maxPerCore x cpus, floored by min, the product capped at 1048576, 0 = leave alone', () => {
   assert.equal(conntrackMax({ maxPerCore: 32768, min: 131072 }, 2), 131072);
   assert.equal(conntrackMax({ maxPerCore: 32768, min: 131072 }, 8), 262144);
   assert.equal(conntrackMax({ maxPerCore: 32768, min: 131072 }, 64), 1_048_576);
   assert.equal(conntrackMax({ maxPerCore: 0, min: 131072 }, 8), 0);
   assert.equal(conntrackMax({ maxPerCore: null, min: 131072 }, 8), 0);
+  // Upstream caps the product only: a min above the cap is still the floor of a small product...
+  assert.equal(conntrackMax({ maxPerCore: 32768, min: 2_000_000 }, 2), 2_000_000);
+  // ...but a product above the cap gives the cap, whatever min says.
+  assert.equal(conntrackMax({ maxPerCore: 32768, min: 2_000_000 }, 64), 1_048_576);
+});
+
+test('nf_conntrack_max is raised, never lowered; the hashsize still follows what we wanted', async (t) => {
+  const root = await fakeProc({ 'sys/net/netfilter/nf_conntrack_max': '2000000\n', hashsize: '16384\n' });
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const sysctl = new Sysctl(join(root, 'sys'));
+  const opts = { sysctl, hashsizePath: join(root, 'hashsize'), numCPU: 64 };
+  const r = await setupConntrack({ maxPerCore: 32768, min: 131072 }, opts);
+  assert.equal(await sysctl.getInt('net/netfilter/nf_conntrack_max'), 2_000_000, 'a larger table is left alone');
+  assert.deepEqual(r.changed, ['hashsize']);
+  assert.equal((await readFile(join(root, 'hashsize'), 'utf8')).trim(), String(1_048_576 / 4));
+
+  // Equal is enough too: no write, so a read-only sysctl (an LXC node) does not stop the proxy.
+  const ro = await fakeProc({ 'sys/net/netfilter/nf_conntrack_max': '262144\n', hashsize: '65536\n' });
+  t.after(() => rm(ro, { recursive: true, force: true }));
+  const roSysctl = new ReadOnlySysctl(join(ro, 'sys'));
+  const same = await setupConntrack(
+    { maxPerCore: 32768, min: 131072 },
+    { sysctl: roSysctl, hashsizePath: join(ro, 'hashsize'), numCPU: 8 },
+  );
+  assert.deepEqual(same.changed, []);
+
+  // A smaller value is raised.
+  await writeFile(join(root, 'sys/net/netfilter/nf_conntrack_max'), '65536\n');
+  const up = await setupConntrack({ maxPerCore: 32768, min: 131072 }, opts);
+  assert.deepEqual(up.changed, ['net/netfilter/nf_conntrack_max']);
+  assert.equal(await sysctl.getInt('net/netfilter/nf_conntrack_max'), 1_048_576);
 });
 
 test('setupConntrack on a fake /proc/sys: writes only what differs; raises hashsize to max/4', async (t) => {

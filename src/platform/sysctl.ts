@@ -67,12 +67,19 @@ export interface ConntrackSysctlConfig {
 
 export const CONNTRACK_MAX_CAP = 1_048_576;
 
-/** nf_conntrack_max = min(max(maxPerCore * cpus, min), 1048576); 0 = leave it as is. */
+/**
+ * The nf_conntrack_max kube-proxy asks for; 0 = leave it as is. As upstream
+ * getConntrackMax (pkg/proxy/conntrack/sysctls.go, cap added in 1.36 by
+ * PR #137002): only the per-core product is capped, and a product above the
+ * cap gives the cap even when `min` is larger; otherwise `min` is the floor, so
+ * an explicit min above the cap is honoured.
+ */
 export function conntrackMax(cfg: ConntrackSysctlConfig, numCPU: number): number {
   const perCore = cfg.maxPerCore ?? 0;
   if (!(perCore > 0)) return 0;
   const scaled = Math.floor(perCore) * Math.max(1, Math.floor(numCPU));
-  return Math.min(Math.max(scaled, Math.floor(cfg.min ?? 0)), CONNTRACK_MAX_CAP);
+  if (scaled > CONNTRACK_MAX_CAP) return CONNTRACK_MAX_CAP;
+  return Math.max(scaled, Math.floor(cfg.min ?? 0));
 }
 
 export interface ConntrackSetupOptions {
@@ -110,7 +117,9 @@ export async function setupConntrack(
 
   const max = conntrackMax(cfg, opts.numCPU ?? availableParallelism());
   if (max > 0) {
-    await ensure('nf_conntrack_max', max);
+    if (await raiseConntrackMax(sysctl, max, opts.log)) changed.push(NF + 'nf_conntrack_max');
+    // Raise-only too, and a failure is only a warning, so a node whose table an
+    // admin sized larger is never stopped here.
     const w = await raiseHashsize(opts.hashsizePath ?? '/sys/module/nf_conntrack/parameters/hashsize', max, opts.log);
     if (w === true) changed.push('hashsize');
     else if (typeof w === 'string') warnings.push(w);
@@ -124,6 +133,28 @@ export async function setupConntrack(
   if (pos(cfg.udpTimeout)) await ensure('nf_conntrack_udp_timeout', Math.floor(cfg.udpTimeout));
   if (pos(cfg.udpStreamTimeout)) await ensure('nf_conntrack_udp_timeout_stream', Math.floor(cfg.udpStreamTimeout));
   return { changed, warnings };
+}
+
+/**
+ * nf_conntrack_max is only ever raised (upstream PR #142035, in 1.36.x and
+ * 1.37.x too): a node whose admin set a larger table keeps it, and a proxy
+ * without permission to write the sysctl (an LXC node) still starts when the
+ * current value is already enough. An unreadable value is written, as before.
+ * Returns whether it wrote.
+ */
+async function raiseConntrackMax(sysctl: Sysctl, want: number, log?: Logger): Promise<boolean> {
+  const name = NF + 'nf_conntrack_max';
+  let current: number | null = null;
+  try {
+    current = await sysctl.getInt(name);
+  } catch {
+    // unreadable: try the write, which reports the real problem
+  }
+  if (current !== null && current >= want) {
+    log?.info({ nfConntrackMax: current, wanted: want }, 'nf_conntrack_max is already large enough; leaving it');
+    return false;
+  }
+  return sysctl.ensureInt(name, want, log);
 }
 
 /** Raise the hashsize to max/4 if below it. true = written, string = warning, false = nothing to do. */
