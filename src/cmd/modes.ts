@@ -34,6 +34,20 @@ export interface DataplaneDeps {
 export const SUPPORTED_MODES = ['iptables', 'ipvs', 'nftables', 'userspace', 'ebpf'] as const;
 
 /**
+ * What the proxy says when no mode was chosen (RunCommand.modeDefaulted): a
+ * warning in the log and a Warning Event on the Node, action StartKubeProxy,
+ * as upstream does since 1.37 (KEP-5343, kubernetes PR #139957). The reason
+ * string is ours: upstream's merged server_linux.go could not be read here
+ * (docs/compatibility.md says so).
+ */
+export const MODE_DEFAULTED = {
+  reason: 'ProxyModeDefaulted',
+  note:
+    'No proxy mode was set, so iptables was picked by default. Kubernetes 1.40 makes nftables the default: ' +
+    'set mode (or --proxy-mode) to iptables to keep iptables, or to nftables to move now.',
+} as const;
+
+/**
  * The ebpf mode's connection map holds two entries per connection; it is
  * sized like the kernel's connection table upstream asks for
  * (conntrack.maxPerCore x CPUs, at least conntrack.min; 131072 connections

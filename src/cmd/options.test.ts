@@ -230,6 +230,19 @@ test('--proxy-mode accepts iptables, nftables, ipvs, userspace and "" (iptables)
   );
 });
 
+test('modeDefaulted: true only when neither the flag nor the config file chose a mode (KEP-5343 warning)', async () => {
+  assert.equal((await run([])).modeDefaulted, true);
+  assert.equal((await run(['--proxy-mode='])).modeDefaulted, true, 'an empty flag is no choice');
+  assert.equal((await run(['--proxy-mode=iptables'])).modeDefaulted, false, 'iptables asked for explicitly');
+  assert.equal((await run(['--proxy-mode=nftables'])).modeDefaulted, false);
+  const noMode = await run(['--config=/c'], { '/c': HEAD });
+  assert.deepEqual([noMode.mode, noMode.modeDefaulted], ['iptables', true]);
+  const fileMode = await run(['--config=/c'], { '/c': `${HEAD}mode: iptables\n` });
+  assert.deepEqual([fileMode.mode, fileMode.modeDefaulted], ['iptables', false]);
+  const emptyMode = await run(['--config=/c'], { '/c': `${HEAD}mode: ""\n` });
+  assert.equal(emptyMode.modeDefaulted, true);
+});
+
 test('sync period flags follow the mode as upstream processV1Alpha1Flags', async () => {
   const ipt = await run(['--iptables-sync-period=10s', '--iptables-min-sync-period=2s', '--ipvs-sync-period=99s']);
   assert.deepEqual([ipt.resolved.syncPeriod, ipt.resolved.minSyncPeriod], [10 * SECOND, 2 * SECOND]);

@@ -63,6 +63,12 @@ export interface RunCommand {
   readonly kind: 'run';
   /** resolved.mode, never "" (platform default applied). */
   readonly mode: ProxyMode;
+  /**
+   * Neither --proxy-mode nor the config file's `mode` chose a mode, so the
+   * platform default (iptables) was taken: upstream warns from 1.37 on
+   * (KEP-5343), because that default becomes nftables.
+   */
+  readonly modeDefaulted: boolean;
   /** The effective configuration as v1alpha1 (what --write-config-to writes). */
   readonly config: KubeProxyConfigurationV1Alpha1;
   /** The effective configuration as upstream's internal type. */
@@ -184,6 +190,8 @@ export async function parseCommandLine(
   } else {
     processV1Alpha1Flags(flags, opts, cfg);
   }
+  // Read before platformApplyDefaults fills it in: an explicit --proxy-mode="" counts as unset, as upstream.
+  const modeDefaulted = cfg.mode === '';
   platformApplyDefaults(cfg);
   applyHostnameOverride(opts, cfg);
   const { errors, warnings: vw } = validateConfig(cfg);
@@ -193,6 +201,7 @@ export async function parseCommandLine(
     kind: 'run',
     // The one place the mode is normalised: platformApplyDefaults made "" iptables; this narrows the type.
     mode: cfg.mode === '' ? 'iptables' : cfg.mode,
+    modeDefaulted,
     config: resolvedToV1Alpha1(cfg),
     resolved: cfg,
     timing: timingOf(cfg),

@@ -31,7 +31,7 @@ import { ServiceHealthServer } from '../platform/servicehealth.js';
 import { setupConntrack } from '../platform/sysctl.js';
 import { writeFile } from 'node:fs/promises';
 import { cleanupOtherModes } from './cleanup.js';
-import { createDataplane, familiesFor } from './modes.js';
+import { createDataplane, familiesFor, MODE_DEFAULTED } from './modes.js';
 import type { RunCommand } from './options.js';
 import { startupNode } from './node.js';
 import { openSource } from './sources.js';
@@ -127,6 +127,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     );
   const { nodeIPs, podCIDRs } = detected;
   log.info({ nodeName, nodeIPs, mode }, 'Starting kube-proxy-ts');
+  if (cmd.modeDefaulted) log.warn({ mode, reason: MODE_DEFAULTED.reason }, MODE_DEFAULTED.note);
   // Upstream logs this (and records an IPVSDeprecation event) since 1.35, KEP-5495.
   if (mode === 'ipvs')
     log.error(
@@ -277,6 +278,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   // Upstream's birth cry, then the start-up warnings it reports as events.
   nodeEvent('Normal', 'Starting');
   for (const w of setupWarnings) nodeEvent('Warning', 'readOnlySysFS', w);
+  if (cmd.modeDefaulted) nodeEvent('Warning', MODE_DEFAULTED.reason, MODE_DEFAULTED.note);
   if (mode === 'ipvs')
     nodeEvent('Warning', 'IPVSDeprecation', 'The ipvs proxy mode is deprecated upstream; nftables is its successor.');
 

@@ -1,12 +1,14 @@
 // Kubernetes Events reach the API server: each proxy's start-up event on its
-// Node, and FailedToStartServiceHealthcheck when a Service's health check
-// port is taken on a node. Real proxies in the namespace cluster, the test
+// Node, FailedToStartServiceHealthcheck when a Service's health check
+// port is taken on a node, and the defaulted-mode Warning (KEP-5343) from a
+// proxy started without a mode. Real proxies in the namespace cluster, the test
 // API server receiving events.k8s.io/v1 Events over HTTPS with a token.
 // Events do not depend on the datapath, so one mode is enough.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { E2EEnv } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
+import { MODE_DEFAULTED } from '../../src/cmd/modes.js';
 
 interface Ev {
   reason: string;
@@ -80,5 +82,23 @@ describe('Kubernetes Events (events.k8s.io/v1)', { concurrency: false }, () => {
       (e) => e.reason === 'FailedToStartServiceHealthcheck' && /node node2 /.test(e.note ?? ''),
     );
     assert.deepEqual(fromNode2, []);
+  });
+
+  it('a proxy started without a mode warns in its log and posts the defaulted-mode Warning on its Node', async () => {
+    // node2 restarts with no --proxy-mode (iptables by default, so the cluster keeps working); node1 keeps its flag.
+    const p = await env.replaceProxy('node2', [], ['--proxy-mode']);
+    const { value } = await env.waitFor('the defaulted-mode event', async () => {
+      const e = (await events('default')).find((x) => x.reason === MODE_DEFAULTED.reason);
+      return e ?? undefined;
+    });
+    assert.deepEqual(
+      [value.type, value.action, value.regarding.kind, value.regarding.name, value.note],
+      ['Warning', 'StartKubeProxy', 'Node', 'node2', MODE_DEFAULTED.note],
+    );
+    assert.match(p.log(), /nftables the default/);
+    const fromNode1 = (await events('default')).filter(
+      (e) => e.reason === MODE_DEFAULTED.reason && e.regarding.name === 'node1',
+    );
+    assert.deepEqual(fromNode1, [], 'an explicit --proxy-mode posts nothing');
   });
 });

@@ -230,12 +230,14 @@ export class E2EEnv {
   /**
    * Replace a node's proxy with one started with other extra flags (after
    * the old one is stopped and disposed); the caller cleans up first when
-   * the old proxy's state must not stay.
+   * the old proxy's state must not stay. dropFlags (default: the old
+   * proxy's) leaves default flags out, e.g. ['--proxy-mode'].
    */
-  async replaceProxy(node: string, extraArgs: string[]): Promise<ProxyProcess> {
+  async replaceProxy(node: string, extraArgs: string[], dropFlags?: string[]): Promise<ProxyProcess> {
     const old = this.proxy(node);
     await old.dispose();
-    const p = new ProxyProcess(this.cluster, old.node, this.mode, old.kubeconfig, extraArgs, old.dropFlags);
+    const drop = dropFlags ?? old.dropFlags;
+    const p = new ProxyProcess(this.cluster, old.node, this.mode, old.kubeconfig, extraArgs, drop);
     (this.proxies as Map<string, ProxyProcess>).set(node, p);
     await p.start();
     return p;
