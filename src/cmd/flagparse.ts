@@ -5,6 +5,7 @@
 
 import { parseFeatureGates } from '../core/config/features.js';
 import { splitHostPort } from '../core/config/hostport.js';
+import { quantityValue } from '../core/config/quantity.js';
 import { LOCAL_MODES, VALID_PROXY_MODES } from '../core/config/validate.js';
 import { ProxyError } from '../core/errors.js';
 import { parseIP } from '../core/ip.js';
@@ -60,6 +61,10 @@ function parseOne(f: FlagDef, raw: string): FlagValue {
       if (raw !== '' && !(VALID_PROXY_MODES as readonly string[]).includes(raw)) {
         throw new Error(`must be one of ${VALID_PROXY_MODES.map((m) => `'${m}'`).join(', ')} or '' (iptables)`);
       }
+      return raw;
+    case 'quantity':
+      // resource.QuantityValue: parsed now so a bad size is a flag error; kept as text, as the config field is.
+      quantityValue(raw);
       return raw;
     case 'localMode':
       if (!(LOCAL_MODES as readonly string[]).includes(raw)) {

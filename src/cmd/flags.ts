@@ -26,6 +26,7 @@ export type FlagKind =
   | 'moduleSpec'
   | 'proxyMode'
   | 'localMode'
+  | 'quantity'
   | 'version';
 
 export type FlagValue = string | number | boolean | string[] | Record<string, boolean> | VModuleItem[];
@@ -93,6 +94,12 @@ function def(
   extra: { short?: string; deprecated?: string } = {},
 ): FlagDef {
   return { name, kind, typeName, defValue, usage, scope, apply, ...extra };
+}
+
+/** The logging.options section of one format, created on first use. */
+function routing(t: FlagTarget, format: 'text' | 'json'): { splitStream?: boolean; infoBufferSize?: string } {
+  const options = (t.cfg.logging.options ??= {});
+  return (options[format] ??= {});
 }
 
 export const FLAGS: readonly FlagDef[] = [
@@ -742,6 +749,30 @@ export const FLAGS: readonly FlagDef[] = [
       t.cfg.logging.vmodule = [...(t.cfg.logging.vmodule ?? []), ...(v as VModuleItem[])];
     },
   ),
+  ...(['text', 'json'] as const).flatMap((format) => [
+    def(
+      `log-${format}-split-stream`,
+      'bool',
+      '',
+      '',
+      `[Alpha] With --logging-format=${format}, send info lines to stdout and errors to stderr (by default everything goes to stderr). Needs the LoggingAlphaOptions feature gate.`,
+      'logging',
+      (t, v) => {
+        routing(t, format).splitStream = b(v);
+      },
+    ),
+    def(
+      `log-${format}-info-buffer-size`,
+      'quantity',
+      'quantity',
+      '0',
+      `[Alpha] With --log-${format}-split-stream, hold up to this many bytes of info lines before writing them (0, the default, writes each line at once). A number of bytes (512), or with a suffix: k, M, G (powers of 1000) or Ki, Mi, Gi (powers of 1024). Needs the LoggingAlphaOptions feature gate.`,
+      'logging',
+      (t, v) => {
+        routing(t, format).infoBufferSize = s(v);
+      },
+    ),
+  ]),
   // help and version (cobra / component-base verflag)
   def(
     'help',

@@ -8,6 +8,8 @@
 // needs (a resident process pays every loaded module in RSS, on every node).
 import { readFile, writeFile } from 'node:fs/promises';
 import { hasCode, ProxyError } from '../core/errors.js';
+import { durationToMillis, parseDuration } from '../core/config/duration.js';
+import { logOutput } from '../core/config/logging.js';
 import { createLogger } from '../platform/logger.js';
 import { encodeConfigYAML, parseCommandLine, type ParsedCommand } from './options.js';
 
@@ -47,7 +49,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(cmd.text.endsWith('\n') ? cmd.text : `${cmd.text}\n`);
     return 0;
   }
-  const log = createLogger({ verbosity: cmd.resolved.logging.verbosity ?? 0 });
+  const logging = cmd.resolved.logging;
+  const log = createLogger({
+    verbosity: logging.verbosity ?? 0,
+    output: logOutput(logging, durationToMillis(parseDuration(logging.flushFrequency))),
+  });
   for (const w of cmd.warnings) log.warn(w);
 
   if (cmd.actions.writeConfigTo) {

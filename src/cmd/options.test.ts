@@ -243,6 +243,24 @@ test('modeDefaulted: true only when neither the flag nor the config file chose a
   assert.equal(emptyMode.modeDefaulted, true);
 });
 
+test('the alpha logging flags fill logging.options, and win over --config as the other logging flags do', async () => {
+  const r = await run([
+    '--feature-gates=LoggingAlphaOptions=true',
+    '--log-text-split-stream',
+    '--log-text-info-buffer-size=64Ki',
+    '--log-json-split-stream=false',
+    '--log-json-info-buffer-size=512',
+  ]);
+  assert.deepEqual(r.resolved.logging.options, {
+    text: { splitStream: true, infoBufferSize: '64Ki' },
+    json: { splitStream: false, infoBufferSize: '512' },
+  });
+  const file = `${HEAD}featureGates:\n  LoggingAlphaOptions: true\nlogging:\n  options:\n    json:\n      infoBufferSize: 1Mi\n`;
+  const withFile = await run(['--config=/c', '--log-json-split-stream'], { '/c': file });
+  assert.deepEqual(withFile.resolved.logging.options?.json, { splitStream: true, infoBufferSize: '1Mi' });
+  assert.deepEqual(withFile.warnings, [], 'logging flags are not "ignored because --config is given"');
+});
+
 test('sync period flags follow the mode as upstream processV1Alpha1Flags', async () => {
   const ipt = await run(['--iptables-sync-period=10s', '--iptables-min-sync-period=2s', '--ipvs-sync-period=99s']);
   assert.deepEqual([ipt.resolved.syncPeriod, ipt.resolved.minSyncPeriod], [10 * SECOND, 2 * SECOND]);

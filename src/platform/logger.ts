@@ -1,8 +1,10 @@
 // Structured JSON logs to stderr (pino), with klog-like verbosity: -v N maps
-// to a pino level (0-1 info, 2-3 debug, 4+ trace). The engine never logs; it
+// to a pino level (0-1 info, 2-3 debug, 4+ trace). With the alpha logging
+// options, info lines go to stdout, optionally buffered (outputStream). The engine never logs; it
 // publishes to a ProxierObserver, and loggingObserver() turns that into lines.
 
 import { pino, type DestinationStream, type Level, type Logger } from 'pino';
+import type { LogOutput } from '../core/config/logging.js';
 import type { ProxierObserver } from '../engine/observer.js';
 
 export type { Logger };
@@ -16,14 +18,16 @@ export function levelForVerbosity(v: number): Level {
 export interface LoggerOptions {
   /** klog-style verbosity (--v). */
   readonly verbosity?: number;
-  /** Where JSON lines go; stderr (fd 2, synchronous) by default. */
+  /** Where JSON lines go; stderr (fd 2, synchronous) by default. Overrides output. */
   readonly destination?: DestinationStream;
+  /** Split stream and info buffer (logging.options, core/config/logging.ts); default: all to stderr. */
+  readonly output?: LogOutput;
   /** Extra fields on every line. */
   readonly base?: Record<string, unknown>;
 }
 
 export function createLogger(opts: LoggerOptions = {}): Logger {
-  const dest = opts.destination ?? pino.destination({ fd: 2, sync: true });
+  const dest = opts.destination ?? outputStream(opts.output);
   return pino(
     {
       level: levelForVerbosity(opts.verbosity ?? 0),
@@ -34,6 +38,83 @@ export function createLogger(opts: LoggerOptions = {}): Logger {
     dest,
   );
 }
+
+/** Writes text to a file descriptor; injectable so the buffer is tested without one. */
+export type WriteFn = (text: string) => void;
+
+/** A synchronous writer on fd (sonic-boom, which retries a full pipe instead of failing). */
+function writeFd(fd: number): WriteFn {
+  let dest: ReturnType<typeof pino.destination> | undefined;
+  return (text) => {
+    (dest ??= pino.destination({ fd, sync: true })).write(text);
+  };
+}
+
+/**
+ * component-base's bufferedWriter (logs/api/v1/text.go): lines are held until
+ * the next one would not fit in `size` bytes, then written in one go; a line
+ * bigger than the whole buffer goes straight out after what is held. Lines
+ * are never split, so a reader sees whole lines only.
+ */
+export class BufferedLineWriter {
+  private held: string[] = [];
+  private bytes = 0;
+
+  constructor(
+    private readonly write: WriteFn,
+    readonly size: number,
+  ) {}
+
+  /** pino's DestinationStream. */
+  readonly writeLine = (line: string): void => {
+    const len = Buffer.byteLength(line);
+    if (len > this.size - this.bytes && this.bytes > 0) this.flush();
+    if (len > this.size) return this.write(line);
+    this.held.push(line);
+    this.bytes += len;
+  };
+
+  flush(): void {
+    if (this.bytes === 0) return;
+    const text = this.held.join('');
+    this.held = [];
+    this.bytes = 0;
+    this.write(text);
+  }
+
+  /** Bytes waiting to be written. */
+  get pending(): number {
+    return this.bytes;
+  }
+}
+
+/**
+ * The stream pino writes to for a LogOutput: stderr alone, or stdout for
+ * lines below `errorsFrom` and stderr for the rest (multistream with dedupe
+ * hands each line to the one stream with the highest level it reaches).
+ * A buffered stdout is flushed every flushFrequencyMs and when the process
+ * exits, so no line is lost on a normal exit or process.exit().
+ */
+export function outputStream(output?: LogOutput, fds: { out: WriteFn; err: WriteFn } = STD): DestinationStream {
+  const err: DestinationStream = { write: fds.err };
+  if (!output?.splitStream) return err;
+  let info: DestinationStream = { write: fds.out };
+  if (output.infoBufferBytes > 0) {
+    const buffered = new BufferedLineWriter(fds.out, output.infoBufferBytes);
+    setInterval(() => buffered.flush(), Math.max(output.flushFrequencyMs, 1)).unref();
+    process.once('exit', () => buffered.flush());
+    info = { write: buffered.writeLine };
+  }
+  return pino.multistream(
+    [
+      { level: 'trace', stream: info },
+      { level: output.errorsFrom, stream: err },
+    ],
+    { dedupe: true },
+  );
+}
+
+const STD = { out: writeFd(1), err: writeFd(2) };
 
 /**
  * A ProxierObserver that logs: sync results at debug (upstream V(2)

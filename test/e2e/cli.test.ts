@@ -136,4 +136,48 @@ describe('kube-proxy-ts command line', () => {
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stdout + r.stderr, /nftables mode needs nft 1\.0\.1 or later, this one is 0\.9\.8/);
   });
+  // Alpha logging options (component-base): a run that fails on a missing --manifests folder logs info lines
+  // (a conntrack timeout it sets; each run asks for a new value so the line is always there), a warning (an
+  // unknown gate) and an error, then exits 1.
+  const loggingRun = (timeoutSeconds: number, ...args: string[]) =>
+    proxy(
+      '--feature-gates=LoggingAlphaOptions=true,NoSuchGate=true',
+      '--proxy-mode=iptables',
+      '--conntrack-max-per-core=0',
+      `--conntrack-tcp-timeout-close-wait=${timeoutSeconds}s`,
+      '--hostname-override=n1',
+      '--manifests=/nonexistent/kpt-manifests',
+      ...args,
+    );
+  const levelsOf = (text: string) =>
+    text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => (JSON.parse(l) as { level: string; msg: string }).level);
+
+  test('--log-json-split-stream: info and warnings on stdout, errors on stderr; a buffered stdout is flushed at exit', () => {
+    const r = loggingRun(3601, '--logging-format=json', '--log-json-split-stream', '--log-json-info-buffer-size=64Ki');
+    assert.equal(r.code, 1, r.stderr);
+    assert.ok(levelsOf(r.stdout).includes('info'), r.stdout);
+    assert.ok(levelsOf(r.stdout).includes('warn'), 'json routes warnings with info');
+    assert.match(r.stdout, /"msg":"Set sysctl"/);
+    assert.deepEqual(levelsOf(r.stderr), ['error']);
+    assert.match(r.stderr, /Cannot read the manifest folder/);
+  });
+
+  test('--log-text-split-stream: info on stdout, warnings and errors on stderr', () => {
+    const r = loggingRun(3602, '--log-text-split-stream');
+    assert.equal(r.code, 1, r.stderr);
+    assert.deepEqual([...new Set(levelsOf(r.stdout))], ['info']);
+    assert.deepEqual(levelsOf(r.stderr), ['warn', 'error']);
+  });
+
+  test('the logging options need LoggingAlphaOptions, and sizes are resource quantities', () => {
+    const off = proxy('--log-json-split-stream', '--write-config-to', join(dir, 'never.yaml'));
+    assert.equal(off.code, 1);
+    assert.match(off.stderr, /logging\.options\.json\.splitStream: Forbidden: Feature LoggingAlphaOptions is disabled/);
+    const bad = proxy('--log-text-info-buffer-size=lots');
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /invalid argument "lots" for "--log-text-info-buffer-size" flag/);
+  });
 });

@@ -61,6 +61,8 @@ const GATE_SPECS: Readonly<Record<string, { readonly default: boolean; readonly 
   // Upstream's switch from the nft binary to netlink. Known, without effect
   // here: nftables mode always writes and reads its table over netlink.
   NFTablesNetlink: { default: false, stage: 'Alpha' },
+  // component-base logs/api/v1: the split-stream and info-buffer logging options need it.
+  LoggingAlphaOptions: { default: false, stage: 'Alpha' },
 };
 
 /**

@@ -10,7 +10,7 @@ import { formatDuration, type Duration } from './duration.js';
 export type BadValue = string | number | boolean | null | { readonly duration: Duration } | readonly string[];
 
 export interface FieldError {
-  readonly type: 'Invalid' | 'NotSupported' | 'Required';
+  readonly type: 'Invalid' | 'NotSupported' | 'Required' | 'Forbidden';
   /** JSON path of the v1alpha1 field, e.g. "conntrack.min" or "nodePortAddresses[1]". */
   readonly field: string;
   readonly value: BadValue;
@@ -19,6 +19,10 @@ export interface FieldError {
 
 export function invalid(field: string, value: BadValue, detail: string): FieldError {
   return { type: 'Invalid', field, value, detail };
+}
+
+export function forbidden(field: string, detail: string): FieldError {
+  return { type: 'Forbidden', field, value: null, detail };
 }
 
 export function notSupported(field: string, value: string, supported: readonly string[]): FieldError {
@@ -46,6 +50,8 @@ export function formatFieldError(e: FieldError): string {
       return `${e.field}: Unsupported value: ${showValue(e.value)}: ${e.detail}`;
     case 'Required':
       return `${e.field}: Required value: ${e.detail}`;
+    case 'Forbidden':
+      return `${e.field}: Forbidden: ${e.detail}`;
   }
 }
 

@@ -6,7 +6,8 @@
 
 import { parseCIDR, parseIP } from '../ip.js';
 import { parseDuration, type Duration } from './duration.js';
-import { invalid, notSupported, type FieldError } from './field.js';
+import { forbidden, invalid, notSupported, type FieldError } from './field.js';
+import { quantityValue } from './quantity.js';
 import { parsePort, splitHostPort } from './hostport.js';
 import { featureGateEnabled, KNOWN_FEATURE_GATES } from './features.js';
 import {
@@ -228,6 +229,8 @@ function validateDetectLocal(errs: FieldError[], c: ResolvedConfig): void {
   }
 }
 
+const ALPHA_OFF = 'Feature LoggingAlphaOptions is disabled';
+
 function validateLogging(errs: FieldError[], c: ResolvedConfig): void {
   const l = c.logging;
   if (l.format !== 'text' && l.format !== 'json') errs.push(notSupported('logging.format', l.format, ['json', 'text']));
@@ -237,6 +240,20 @@ function validateLogging(errs: FieldError[], c: ResolvedConfig): void {
       errs.push(invalid('logging.flushFrequency', l.flushFrequency, 'must be greater than 0'));
   } catch {
     errs.push(invalid('logging.flushFrequency', l.flushFrequency, 'must be a valid duration'));
+  }
+  // component-base validateFormatOptions: the alpha routing options need their gate, for either format.
+  const alpha = featureGateEnabled(c.featureGates, 'LoggingAlphaOptions');
+  for (const format of ['text', 'json'] as const) {
+    const o = l.options?.[format];
+    const path = `logging.options.${format}`;
+    if (o?.splitStream === true && !alpha) errs.push(forbidden(`${path}.splitStream`, ALPHA_OFF));
+    let size = 0;
+    try {
+      size = quantityValue(o?.infoBufferSize ?? '0');
+    } catch (e) {
+      errs.push(invalid(`${path}.infoBufferSize`, o?.infoBufferSize ?? '', (e as Error).message));
+    }
+    if (size !== 0 && !alpha) errs.push(forbidden(`${path}.infoBufferSize`, ALPHA_OFF));
   }
   (l.vmodule ?? []).forEach((item, i) => {
     if (item.filePattern === '') errs.push(invalid(`logging.vmodule[${i}].filePattern`, '', 'must not be empty'));
