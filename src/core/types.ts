@@ -187,6 +187,14 @@ export interface Dataplane {
   /** Release process resources (sockets, listeners) at shutdown; rules stay. */
   close?(): void | Promise<void>;
   /**
+   * True when the periodic (hourly) full sync should be left out, for now:
+   * iptables mode in large-cluster mode (its last sync saw more than 1000
+   * endpoints), upstream kubernetes PR #138571 (1.37, also in 1.35.x and
+   * 1.36.x). Syncs that must be full (first, after a failure, after a
+   * topology change, after tampering) stay full.
+   */
+  skipsPeriodicFullSync?(): boolean;
+  /**
    * Ask to be told when another actor changes or removes what this datapath
    * wrote (e.g. `nft delete table ip kube-proxy`); the engine then syncs
    * fully at once. Modes that cannot notice leave it out and rely on their

@@ -23,7 +23,12 @@ class RecordingDataplane implements Dataplane {
   readonly mode = 'nftables' as const;
   states: SyncState[] = [];
   failNext = 0;
+  /** What skipsPeriodicFullSync answers (iptables large-cluster mode). */
+  skipPeriodic = false;
   constructor(readonly family: IPFamily) {}
+  skipsPeriodicFullSync(): boolean {
+    return this.skipPeriodic;
+  }
   async sync(state: SyncState): Promise<SyncOutcome> {
     if (this.failNext > 0) {
       this.failNext--;
@@ -241,6 +246,24 @@ test('the full sync is repeated hourly by the clock', async () => {
   t.clock.advance(1000);
   await t.proxier.syncProxyRules();
   assert.equal(t.dp.last.fullSync, false);
+});
+
+test('a dataplane in large-cluster mode skips the hourly full sync, never a needed one (upstream PR #138571)', async () => {
+  const t = await initialized();
+  t.dp.skipPeriodic = true;
+  t.clock.advance(2 * 60 * 60 * 1000);
+  await t.proxier.syncProxyRules();
+  assert.equal(t.dp.last.fullSync, false, 'two hours on, still partial');
+  // A failure makes the next sync full whatever the mode says.
+  t.dp.failNext = 1;
+  await t.proxier.syncProxyRules().catch(() => {});
+  await t.proxier.syncProxyRules();
+  assert.equal(t.dp.last.fullSync, true, 'a needed full sync is never skipped');
+  // Back under the threshold: the overdue periodic full sync happens at once.
+  t.dp.skipPeriodic = false;
+  t.clock.advance(60 * 60 * 1000);
+  await t.proxier.syncProxyRules();
+  assert.equal(t.dp.last.fullSync, true);
 });
 
 test('noLocalEndpoints follows TestNoEndpointsMetric', async () => {

@@ -10,7 +10,9 @@
 //   for it in the composition root (NodeManager) before the proxier exists.
 // - A family's sync is full on its first run, after any failure of it, after
 //   a topology (node labels) change, and when its last full sync is older
-//   than fullSyncPeriodMs (default 1 h) by the clock.
+//   than fullSyncPeriodMs (default 1 h) by the clock, unless its Dataplane
+//   asks to skip that periodic one (skipsPeriodicFullSync: iptables in
+//   large-cluster mode, as upstream).
 // - Changes checked out for a sync that failed are kept (updated services,
 //   trigger times, conntrack cleanup) and reported with the next success.
 
@@ -266,8 +268,8 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     const { clock, observer } = this.deps;
     const t0 = clock.monotonic();
     const changes = f.checkout();
-    const fullSync =
-      f.needFullSync || t0 - f.lastFullSyncAt >= (this.deps.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS);
+    const periodic = t0 - f.lastFullSyncAt >= (this.deps.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS);
+    const fullSync = f.needFullSync || (periodic && f.dataplane.skipsPeriodicFullSync?.() !== true);
     const state = buildSyncState({
       family: f.family,
       services: f.servicePorts,

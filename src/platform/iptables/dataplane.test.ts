@@ -202,3 +202,26 @@ test('nat rules removed by another actor make the next partial sync full, which 
   assert.equal(again.counters?.natDrift, 1);
   assert.equal(f.ipt.save('nat'), healthy);
 });
+
+/** One Service with `n` endpoints (10.180.x.y), a full sync. */
+function endpointsState(n: number): SyncState {
+  const ips = Array.from({ length: n }, (_, i) => ({ ip: `10.180.${Math.floor(i / 250)}.${(i % 250) + 1}` }));
+  return syncStateFromObjects({
+    services: [service('big', { clusterIP: '172.30.0.1' }, [{ name: 'p80', port: 80 }])],
+    slices: [slice('big', [{ name: 'p80', port: 80 }], ips)],
+    family: 'IPv4',
+    nodeIPs: { IPv4: '192.168.0.2' },
+    fullSync: true,
+  });
+}
+
+test('large-cluster mode (over 1000 endpoints) asks the engine to skip the hourly full sync', async () => {
+  const { dp } = setup();
+  assert.equal(dp.skipsPeriodicFullSync(), false, 'nothing synced yet');
+  await dp.sync(endpointsState(1000));
+  assert.equal(dp.skipsPeriodicFullSync(), false, '1000 endpoints is not large (upstream: more than 1000)');
+  await dp.sync(endpointsState(1001));
+  assert.equal(dp.skipsPeriodicFullSync(), true);
+  await dp.sync(endpointsState(3));
+  assert.equal(dp.skipsPeriodicFullSync(), false, 'back under the threshold');
+});

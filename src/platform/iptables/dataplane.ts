@@ -221,6 +221,16 @@ export class IptablesDataplane implements Dataplane {
     };
   }
 
+  /**
+   * Upstream syncProxyRules (PR #138571): no hourly full sync while the last
+   * sync was in large-cluster mode; a full rewrite of that many rules
+   * disturbs traffic, and partial syncs plus the canary check keep the
+   * rules right.
+   */
+  skipsPeriodicFullSync(): boolean {
+    return this.lastLargeClusterMode;
+  }
+
   /** Upstream Monitor: all three canaries must exist. */
   async canariesPresent(): Promise<boolean> {
     const found = await Promise.all(CANARY_TABLES.map((t) => this.ipt.chainExists(t, CANARY_CHAIN)));

@@ -124,5 +124,6 @@ export function withTrafficCounters(dp: Dataplane, counters: ServiceTrafficCount
     },
     ...(dp.close ? { close: () => dp.close!() } : {}),
     ...(dp.watch ? { watch: (f: (reason: string) => void) => dp.watch!(f) } : {}),
+    ...(dp.skipsPeriodicFullSync ? { skipsPeriodicFullSync: () => dp.skipsPeriodicFullSync!() } : {}),
   };
 }
