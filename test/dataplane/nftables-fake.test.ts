@@ -138,3 +138,14 @@ test('toString is the exact nft -f script', () => {
     ].join('\n'),
   );
 });
+
+test('comments over 128 bytes are refused as nft refuses them; 128 is fine', () => {
+  const f = new Fake('ip');
+  f.run(base());
+  const el = (comment: string) =>
+    new Transaction('ip').add({ kind: 'element', set: 'cluster-ips', key: ['10.0.0.9'], comment });
+  assert.throws(() => f.run(el('x'.repeat(129))), reason('EINVAL'));
+  assert.throws(() => f.run(el('é'.repeat(65))), reason('EINVAL'), 'bytes count, not characters');
+  f.run(el('x'.repeat(128)));
+  assert.equal(f.listElements('cluster-ips').find((e) => e.key[0] === '10.0.0.9')?.comment, 'x'.repeat(128));
+});

@@ -308,3 +308,20 @@ test('no local detector: no ClusterIP masquerade; masqueradeAll: always', () => 
     ['pod to clusterIP', { src: POD_CLIENT, dst: '172.30.0.41', port: 80 }, '10.180.0.1:80', true],
   ]);
 });
+
+test('an element comment over 128 bytes is cut to its first 128, so the transaction loads (upstream PR #139516)', () => {
+  // The longest valid names: a 62-byte namespace and a 63-byte Service name give a 131-byte "ns/name:http".
+  const ns = 'loft-acme-platform-services-team-dev-v-shared-workloads-ns-001';
+  const name = 'my-api-svc-x-my-api-namespace-x-acme-shared-vcluster--a1b2c3d4e';
+  const full = `${ns}/${name}:http`;
+  assert.equal(full.length, 131);
+  const svc = makeService(ns, name, (s) => {
+    withClusterIP(s, '172.30.0.77');
+    s.spec.ports = [svcPort('http', 80)];
+  });
+  // No endpoints: the no-endpoint-services element carries the service port name as its comment.
+  for (const fake of load([svc], [])) {
+    const el = fake.listElements('no-endpoint-services').find((e) => e.key[0] === '172.30.0.77');
+    assert.equal(el?.comment, full.slice(0, 128));
+  }
+});

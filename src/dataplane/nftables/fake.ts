@@ -5,7 +5,7 @@
 // are still referenced, and keys that do not fit the set's type.
 import { ProxyError } from '../../core/errors.js';
 import { parseCIDR, parseIP } from '../../core/ip.js';
-import { TABLE_NAME, type NftFamily } from './names.js';
+import { COMMENT_LENGTH_MAX, TABLE_NAME, utf8Length, type NftFamily } from './names.js';
 import {
   elementKeyText,
   keyArity,
@@ -139,6 +139,10 @@ export class Fake {
   private apply(st: State, op: Operation): void {
     const o = op.object;
     const what = operationText(op, this.family, this.tableName);
+    // As nft and the kernel: a comment over 128 bytes fails the whole transaction.
+    const comment = (o as { readonly comment?: string }).comment;
+    if (comment !== undefined && utf8Length(comment) > COMMENT_LENGTH_MAX)
+      throw new FakeError(what, 'EINVAL', `comment too long, ${COMMENT_LENGTH_MAX} characters maximum allowed`);
     if (o.kind === 'table') {
       if (op.verb === 'add')
         st.table = {

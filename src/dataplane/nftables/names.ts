@@ -48,6 +48,39 @@ export const ENDPOINTS_MAP_PREFIX = 'endpoints-';
 /** Longest base name; leaves room for the longest prefix within nft's 256-char limit. */
 export const CHAIN_NAME_BASE_LENGTH_MAX = 240;
 
+/** The kernel keeps at most 128 bytes of a comment (knftables CommentLengthMax); nft refuses longer ones. */
+export const COMMENT_LENGTH_MAX = 128;
+
+/** UTF-8 length of a string, without node:buffer (this layer is pure). */
+export function utf8Length(s: string): number {
+  let n = 0;
+  for (const ch of s) {
+    const cp = ch.codePointAt(0)!;
+    n += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+  }
+  return n;
+}
+
+/**
+ * A comment cut to COMMENT_LENGTH_MAX bytes, keeping its start, as upstream
+ * does for the service-port names in element comments since 1.37 (kubernetes
+ * PR #139516): "<namespace>/<name>:<port>" reaches 143 bytes with the longest
+ * valid names, and one over-long comment failed the whole transaction. Never
+ * cuts inside a character (names are ASCII, so this only matters in theory).
+ */
+export function truncateComment(s: string): string {
+  if (utf8Length(s) <= COMMENT_LENGTH_MAX) return s;
+  let out = '';
+  let n = 0;
+  for (const ch of s) {
+    const len = utf8Length(ch);
+    if (n + len > COMMENT_LENGTH_MAX) break;
+    out += ch;
+    n += len;
+  }
+  return out;
+}
+
 /** base32(sha256(name))[:8] + "-" + name, cut to 240 chars with a "..." suffix. */
 export function hashAndTruncate(name: string): string {
   const full = `${base32(sha256(name)).slice(0, 8)}-${name}`;

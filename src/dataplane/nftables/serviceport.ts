@@ -56,7 +56,7 @@ export function renderServicePort(
   const base = N.servicePortChainNameBase(svc.name);
   const proto = N.nftProtocol(svc.name);
   const port = String(svc.port);
-  const spn = svc.key;
+  const spn = N.truncateComment(svc.key);
   const pol = servicePortPolicy(svc, cat);
   const { clusterEndpoints, localEndpoints, hasEndpoints, hasInternalEndpoints, hasExternalEndpoints } = pol;
   const { usesClusterPolicyChain, usesLocalPolicyChain, usesExternalTrafficChain } = pol;
