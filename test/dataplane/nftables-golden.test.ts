@@ -9,7 +9,10 @@
 // pkg/proxy/nftables/proxier.go: the table, base chains with their hooks and
 // priorities, helper chains, sets and maps with their comments
 // (setupNFTables, nftablesBaseChains, nftablesJumpChains) and the
-// per-service chains and elements (syncProxyRules). The 'upstream' golden
+// per-service chains and elements (syncProxyRules), in the masquerade layout
+// of 1.36 (kubernetes PRs #135800 and #136499: no mark-for-masquerade chain,
+// the hairpin-connections set, endpoint chains only with affinity), not the
+// older one that upstream's 2025 proxier_test.go still shows. The 'upstream' golden
 // uses upstream's rule text everywhere; 'lean' and 'maps' differ only in
 // how a service chain picks its endpoint (static.ts EndpointLayout).
 import { test } from 'node:test';
