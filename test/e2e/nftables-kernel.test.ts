@@ -464,3 +464,35 @@ test(
     });
   },
 );
+
+test('a Service whose port name is over 128 bytes loads, its element comment cut to 128 (PR #139516)', async (t) => {
+  const dp = new NftablesDataplane({ config: CONFIG, netns: NS, clock: new FakeClock(9_000_000) });
+  t.after(() => dp.close());
+  const ns = 'loft-acme-platform-services-team-dev-v-shared-workloads-ns-001';
+  const name = 'my-api-svc-x-my-api-namespace-x-acme-shared-vcluster--a1b2c3d4e';
+  const long = withClusterIP(
+    makeService(ns, name, (s) => {
+      s.spec.ports = [svcPort('http', 80)];
+    }),
+    '10.96.100.77',
+  );
+  // No endpoints, so its no-endpoint-services element carries "<ns>/<name>:http" (131 bytes) as comment.
+  // Over netlink the kernel would take all 131 (it allows 256 bytes of user data), but nft refuses
+  // comments over 128 and upstream cuts them, so what the table holds matches upstream's.
+  const st = syncStateFromObjects({
+    services: [long],
+    slices: [],
+    family: 'IPv4',
+    nodeName: 'node-a',
+    node: makeNode('node-a', { internalIPs: [NODE] }),
+    serviceCIDRs: ['10.96.0.0/12'],
+    fullSync: true,
+  });
+  await dp.sync(st);
+  const listed = JSON.parse(nft('-j', 'list', 'map', 'ip', 'kube-proxy', 'no-endpoint-services')) as {
+    nftables: Array<{ map?: { elem?: unknown[] } }>;
+  };
+  const text = JSON.stringify(listed);
+  assert.ok(text.includes(JSON.stringify(`${ns}/${name}:http`.slice(0, 128))), text);
+  assert.ok(!text.includes(`${name}:http`), 'the whole name is not there');
+});
