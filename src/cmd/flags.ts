@@ -755,7 +755,7 @@ export const FLAGS: readonly FlagDef[] = [
       'bool',
       '',
       '',
-      `[Alpha] With --logging-format=${format}, send info lines to stdout and errors to stderr (by default everything goes to stderr). Needs the LoggingAlphaOptions feature gate.`,
+      `[Alpha] With --logging-format=${format}, send info lines to stdout and ${format === 'text' ? 'warnings and errors' : 'errors'} to stderr (by default everything goes to stderr). Needs the LoggingAlphaOptions feature gate.`,
       'logging',
       (t, v) => {
         routing(t, format).splitStream = b(v);
