@@ -231,12 +231,17 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
     onListenRetry: (err) => nodeEvent('Warning', 'FailedToStartProxierHealthcheck', err.message),
   });
+  // Loaded only when asked for: a proxy without profiling never opens an inspector session.
+  const pprof = config.enableProfiling
+    ? (await import('../platform/pprof/routes.js')).startProfiling({ log })
+    : undefined;
   const metricsSrv = startMetricsServer({
     bindAddress: config.metricsBindAddress,
     metrics,
     proxyMode: mode,
     config: cmd.config,
     ...zpageOptions(cmd, proxier, syncStatus, clock, performance.timeOrigin),
+    ...(pprof ? { pprof } : {}),
     log,
     hardFail: config.bindAddressHardFail,
     onListenError: (err) => {
@@ -289,7 +294,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   await Promise.allSettled([
     sources,
     healthz?.close(),
-    metricsSrv?.close(),
+    metricsSrv?.close().then(() => pprof?.close()),
     svcHealth.close(),
     ...dataplanes.map((d) => d.close?.()),
   ]);
