@@ -13,7 +13,7 @@
 // Heap: V8's sampling heap profiler keeps the sampled allocations still alive
 // (in use, as Go's inuse_* values). It reports each sample's bytes already
 // scaled to the allocations it stands for (size × count, count =
-// round(1 / (1 - e^(-size/interval)))); objectsInSample recovers the count.
+// round(1 / (1 - e^(-size/interval)))); objectsInSample estimates the count.
 
 import {
   Function as PprofFunction,
@@ -221,40 +221,26 @@ export function sampleCount(size: number, intervalBytes: number): number {
   return Math.floor(1 / (1 - Math.exp(-size / intervalBytes)) + 0.5);
 }
 
-/** Candidates tried before settling for the estimate; the search is usually a handful. */
-const MAX_CANDIDATES = 4096;
+/** The smallest V8 heap object: one 8-byte word. */
+const MIN_OBJECT_BYTES = 8;
 
 /**
- * How many objects a sample of `scaled` bytes (size × sampleCount(size)) stands
- * for. The pair is recovered exactly when it can be: size divides scaled and
- * gives back the count. The count's rounding moves scaled by at most half an
- * object, so size lies where scaled ± size/2 brackets size × the unrounded
- * scale; whichever of size or count has fewer candidates there is searched.
+ * How many objects a sample of `scaled` bytes (size × sampleCount(size))
+ * stands for. V8 sends only the product, and for objects much smaller than
+ * the interval several sizes give the same one (16 × 32769 = 24 × 21846 =
+ * 48 × 10923 at 512 KiB; 150000 × 4 = 300000 × 2), so the count is an
+ * estimate within a factor of two, exact only for objects of several intervals
+ * (sampled once each). The size taken is the one whose unrounded product is `scaled`.
  */
 export function objectsInSample(scaled: number, intervalBytes: number): number {
   if (!(scaled > 0) || !(intervalBytes > 0)) return 0;
-  const exact = (s: number): number => s / (1 - Math.exp(-s / intervalBytes));
-  // exact() grows with s; bisect for the size whose unrounded product is `target`.
-  const solve = (target: (s: number) => number): number => {
-    let lo = 0;
-    let hi = scaled;
-    for (let i = 0; i < 64; i++) {
-      const mid = (lo + hi) / 2;
-      if (exact(mid) < target(mid)) lo = mid;
-      else hi = mid;
-    }
-    return hi;
-  };
-  const sizeLo = Math.max(1, Math.floor(solve((s) => scaled - s / 2)));
-  const sizeHi = Math.min(scaled, Math.ceil(solve((s) => scaled + s / 2)));
-  const fits = (size: number, count: number) =>
-    Number.isInteger(size) && size * count === scaled && sampleCount(size, intervalBytes) === count;
-  const countLo = Math.max(1, Math.floor(scaled / sizeHi));
-  const countHi = Math.ceil(scaled / sizeLo);
-  if (sizeHi - sizeLo <= countHi - countLo) {
-    for (let s = sizeLo; s <= sizeHi && s - sizeLo < MAX_CANDIDATES; s++) if (fits(s, scaled / s)) return scaled / s;
-  } else {
-    for (let c = countLo; c <= countHi && c - countLo < MAX_CANDIDATES; c++) if (fits(scaled / c, c)) return c;
+  // size / (1 - e^(-size/interval)) grows with size: bisect for the one that gives `scaled`.
+  let lo = MIN_OBJECT_BYTES;
+  let hi = Math.max(scaled, MIN_OBJECT_BYTES);
+  for (let i = 0; i < 64 && hi - lo > 1e-6; i++) {
+    const mid = (lo + hi) / 2;
+    if (mid / (1 - Math.exp(-mid / intervalBytes)) < scaled) lo = mid;
+    else hi = mid;
   }
-  return Math.max(1, Math.round(scaled / solve(() => scaled)));
+  return Math.max(1, Math.round(scaled / hi));
 }
