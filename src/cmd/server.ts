@@ -231,10 +231,12 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
     onListenRetry: (err) => nodeEvent('Warning', 'FailedToStartProxierHealthcheck', err.message),
   });
-  // Loaded only when asked for: a proxy without profiling never opens an inspector session.
-  const pprof = config.enableProfiling
-    ? (await import('../platform/pprof/routes.js')).startProfiling({ log })
-    : undefined;
+  // Loaded only when asked for: a proxy without profiling never opens an inspector session. Without a
+  // metrics server there is nowhere to serve profiles, so heap sampling is not started either.
+  const pprof =
+    config.enableProfiling && config.metricsBindAddress.trim() !== ''
+      ? (await import('../platform/pprof/routes.js')).startProfiling({ log })
+      : undefined;
   const metricsSrv = startMetricsServer({
     bindAddress: config.metricsBindAddress,
     metrics,
@@ -294,7 +296,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   await Promise.allSettled([
     sources,
     healthz?.close(),
-    metricsSrv?.close().then(() => pprof?.close()),
+    Promise.resolve(metricsSrv?.close()).then(() => pprof?.close()),
     svcHealth.close(),
     ...dataplanes.map((d) => d.close?.()),
   ]);
