@@ -7,7 +7,7 @@
 // Heap sampling starts with the session, so a heap profile fetched later has
 // the allocations made since start-up that are still alive. V8 samples one
 // allocation per HEAP_INTERVAL_BYTES on average (Go's runtime.MemProfileRate
-// is the same 512 KiB); the bench in bench/README.md ("Profiling") measures
+// is the same 512 KiB); the bench in bench/README.md ("profiling") measures
 // what it costs.
 
 import { Session } from 'node:inspector/promises';
