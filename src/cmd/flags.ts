@@ -353,9 +353,17 @@ export const FLAGS: readonly FlagDef[] = [
       t.cfg.bindAddressHardFail = b(v);
     },
   ),
-  def('profiling', 'bool', '', '', 'Serve profiling data under /debug/pprof.' + IGNORED, 'config', (t, v) => {
-    t.cfg.enableProfiling = b(v);
-  }),
+  def(
+    'profiling',
+    'bool',
+    '',
+    '',
+    'Serve CPU and heap profiles under /debug/pprof/ on the metrics address.' + IGNORED,
+    'config',
+    (t, v) => {
+      t.cfg.enableProfiling = b(v);
+    },
+  ),
   def(
     'show-hidden-metrics-for-version',
     'string',

@@ -232,12 +232,19 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
     onListenRetry: (err) => nodeEvent('Warning', 'FailedToStartProxierHealthcheck', err.message),
   });
+  // Loaded only when asked for: a proxy without profiling never opens an inspector session. Without a
+  // metrics server there is nowhere to serve profiles, so heap sampling is not started either.
+  const pprof =
+    config.enableProfiling && config.metricsBindAddress.trim() !== ''
+      ? (await import('../platform/pprof/routes.js')).startProfiling({ log })
+      : undefined;
   const metricsSrv = startMetricsServer({
     bindAddress: config.metricsBindAddress,
     metrics,
     proxyMode: mode,
     config: cmd.config,
     ...zpageOptions(cmd, proxier, syncStatus, clock, performance.timeOrigin),
+    ...(pprof ? { pprof } : {}),
     log,
     hardFail: config.bindAddressHardFail,
     onListenError: (err) => {
@@ -291,7 +298,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   await Promise.allSettled([
     sources,
     healthz?.close(),
-    metricsSrv?.close(),
+    Promise.resolve(metricsSrv?.close()).then(() => pprof?.close()),
     svcHealth.close(),
     ...dataplanes.map((d) => d.close?.()),
   ]);

@@ -10,6 +10,7 @@ export type ErrorCode =
   | 'KPT_SYNC_FAILED'
   | 'KPT_EXEC_FAILED'
   | 'KPT_NOT_FOUND'
+  | 'KPT_BUSY'
   | 'KPT_BUG';
 
 export class ProxyError extends Error {

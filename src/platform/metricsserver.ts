@@ -1,6 +1,7 @@
 // The metrics server (upstream cmd/kube-proxy/app/server.go serveMetrics):
-// /metrics, /metrics/slis, /healthz ("ok"), /proxyMode, /configz, and /statusz and
-// /flagz when their feature gates are on (zpages/). Plus the
+// /metrics, /metrics/slis, /healthz ("ok"), /proxyMode, /configz, /statusz and
+// /flagz when their feature gates are on (zpages/), and /debug/pprof/ when
+// enableProfiling is on (pprof/routes.ts). Plus the
 // listener helper both it and the healthz server use: like upstream's
 // wait.Until(..., 5s), a failed listen is retried every 5 s, unless hardFail
 // (bindAddressHardFail), where the first failure is reported and retrying stops.
@@ -14,6 +15,7 @@ import type { Clock, TimerHandle } from '../engine/clock.js';
 import { realClock } from './clock.js';
 import type { Logger } from './logger.js';
 import type { ProxyMetrics } from './metrics.js';
+import type { PprofRoutes } from './pprof/routes.js';
 import { flagzHandler } from './zpages/flagz.js';
 import { serveStatusz, type StatusSource } from './zpages/statusz.js';
 
@@ -148,6 +150,8 @@ export interface MetricsServerOptions extends ListenOptions {
   readonly statusz?: StatusSource;
   /** Serves /flagz with these flag values when set (feature gate ComponentFlagz). */
   readonly flagz?: Readonly<Record<string, string>>;
+  /** Serves /debug/pprof/ when set (enableProfiling); the caller owns it and closes it. */
+  readonly pprof?: PprofRoutes;
 }
 
 function send(res: ServerResponse, status: number, contentType: string, body: string): void {
@@ -184,7 +188,7 @@ class PingHealthz {
 
 /** The metrics mux as a plain request handler (testable without sockets' retry logic). */
 export function metricsHandler(
-  opts: Pick<MetricsServerOptions, 'metrics' | 'proxyMode' | 'config' | 'statusz' | 'flagz'>,
+  opts: Pick<MetricsServerOptions, 'metrics' | 'proxyMode' | 'config' | 'statusz' | 'flagz' | 'pprof'>,
 ): RequestListener {
   const healthz = new PingHealthz();
   const flagz = opts.flagz ? flagzHandler(opts.flagz) : null;
@@ -220,6 +224,9 @@ export function metricsHandler(
       case '/flagz':
         if (flagz) return flagz(req, res);
         break;
+      default:
+        if (opts.pprof && (path === '/debug/pprof' || path.startsWith('/debug/pprof/')))
+          return opts.pprof.serve(req, res, path);
     }
     send(res, 404, 'text/plain; charset=utf-8', '404 page not found\n');
   };
