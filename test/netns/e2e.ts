@@ -214,7 +214,8 @@ export class E2EEnv {
    * (IcmpOutRateLimitHost in the node's /proc/net/snmp; null where the kernel does not count them).
    * A REJECT answers with an ICMP error, and the kernel sends at most a burst of 6 to one
    * address, then one a second (net.ipv4.icmp_ratelimit): a withheld one reads as a timeout to
-   * the client. For the messages of REJECT assertions, so such a timeout says what it was.
+   * the client. REJECT assertions put it in their messages, so such a timeout says what it was,
+   * and a wait for a drop uses it to tell a drop from a withheld reject.
    */
   async icmpRateLimited(node: string): Promise<number | null> {
     const snmp = (await nsRun(this.cluster.node(node).ns, ['cat', '/proc/net/snmp'])).stdout;
