@@ -209,6 +209,21 @@ export class E2EEnv {
     );
   }
 
+  /**
+   * How many ICMP errors a node's kernel has withheld under its per-destination rate limit
+   * (IcmpOutRateLimitHost in the node's /proc/net/snmp; null where the kernel does not count them).
+   * A REJECT answers with an ICMP error, and the kernel sends at most a burst of 6 to one
+   * address, then one a second (net.ipv4.icmp_ratelimit): a withheld one reads as a timeout to
+   * the client. REJECT assertions put it in their messages, so such a timeout says what it was,
+   * and a wait for a drop uses it to tell a drop from a withheld reject.
+   */
+  async icmpRateLimited(node: string): Promise<number | null> {
+    const snmp = (await nsRun(this.cluster.node(node).ns, ['cat', '/proc/net/snmp'])).stdout;
+    const [names, values] = snmp.split('\n').filter((l) => l.startsWith('Icmp: '));
+    const i = names?.split(' ').indexOf('OutRateLimitHost') ?? -1;
+    return i > 0 ? Number(values?.split(' ')[i]) : null;
+  }
+
   /** IPVS mode: each node's virtual servers, for failure messages (the rules are in dumpRules). */
   private async kernelState(): Promise<string> {
     if (this.mode !== 'ipvs') return '';
