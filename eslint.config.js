@@ -80,4 +80,19 @@ export default tseslint.config(
     ignores: ['**/*.test.ts'],
     rules: pureRules,
   },
+  {
+    // One error hierarchy (src/core/errors.ts): callers branch on a stable code,
+    // so src throws ProxyError (or BugError for a broken invariant), never Error.
+    files: ['src/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "ThrowStatement NewExpression[callee.name='Error']",
+          message: 'Throw a ProxyError with a KPT_* code, or a BugError for a broken invariant.',
+        },
+      ],
+    },
+  },
 );

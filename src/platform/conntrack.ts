@@ -18,6 +18,7 @@ import type { Clock } from '../engine/clock.js';
 import type { ConntrackHook } from '../engine/proxier.js';
 import type { ConntrackMetrics } from './metrics.js';
 import { run, type ExecResult } from './exec.js';
+import { ProxyError } from '../core/errors.js';
 
 /** One UDP conntrack entry. IPs are normalised. */
 export interface FlowRecord {
@@ -119,7 +120,7 @@ export class Conntrack implements ConntrackTable {
 
   async listUDPFlows(family: IPFamily): Promise<FlowRecord[]> {
     const r = await this.exec(['-L', '-p', 'udp', '-f', fam(family), '-o', 'extended']);
-    if (r.code !== 0) throw new Error(`conntrack -L failed (${r.code}): ${r.stderr.trim()}`);
+    if (r.code !== 0) throw new ProxyError('KPT_EXEC_FAILED', `conntrack -L failed (${r.code}): ${r.stderr.trim()}`);
     return parseConntrackList(r.stdout, family);
   }
 
