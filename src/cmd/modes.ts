@@ -7,7 +7,7 @@ import { access } from 'node:fs/promises';
 import type { ResolvedConfig } from '../core/config/types.js';
 import type { Dataplane, DataplaneConfig, IPFamily, ProxyMode } from '../core/types.js';
 import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from '../dataplane/nftables/static.js';
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../core/clock.js';
 import { hostRunner } from '../platform/exec.js';
 import type { Logger } from '../platform/logger.js';
 import type { ProxyMetrics } from '../platform/metrics.js';

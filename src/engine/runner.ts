@@ -30,7 +30,7 @@
 // Time comes only from the injected Clock (docs/architecture.md, the engine layer).
 
 import { BugError } from '../core/errors.js';
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
 
 export interface RunnerIntervals {
   /** Milliseconds between the end of a run and the start of the next, at least. */

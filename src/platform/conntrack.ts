@@ -14,7 +14,7 @@
 
 import { normalizeIP } from '../core/ip.js';
 import type { IPFamily } from '../core/types.js';
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../core/clock.js';
 import type { ConntrackHook } from '../engine/proxier.js';
 import type { ConntrackMetrics } from './metrics.js';
 import { run, type ExecResult } from './exec.js';

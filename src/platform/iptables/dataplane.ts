@@ -21,7 +21,7 @@
 // Any failure forgets the render memory, so the next sync is full.
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
-import type { Clock } from '../../engine/clock.js';
+import type { Clock } from '../../core/clock.js';
 import {
   IPTABLES_JUMP_CHAINS,
   jumpRuleArgs,

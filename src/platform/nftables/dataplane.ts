@@ -13,7 +13,7 @@
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Dataplane } from '../../core/types.js';
-import type { Clock } from '../../engine/clock.js';
+import type { Clock } from '../../core/clock.js';
 import { nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dataplane/nftables/renderer.js';
 import type { Transaction } from '../../dataplane/nftables/transaction.js';
