@@ -127,9 +127,9 @@ export class Conntrack implements ConntrackTable {
   /**
    * Delete each flow (identical filters once), `concurrency` commands at a
    * time (default 1). Never throws for a single flow. Each `conntrack -D` is
-   * a process spawn plus a filtered table dump: measured 7-23 ms each on a
-   * busy 2-CPU host with 300 flows; neither parallel commands nor a
-   * `conntrack -R -` batch was consistently faster there. Callers should pass coarse
+   * a process spawn plus a filtered table dump, far more than the flow it
+   * deletes; neither parallel commands nor a `conntrack -R -` batch was
+   * consistently faster when tried. Callers should pass coarse
    * filters (see deleteStale) rather than one per client.
    */
   async deleteFlows(family: IPFamily, flows: readonly FlowToDelete[], concurrency = 1): Promise<DeleteResult> {
