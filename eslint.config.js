@@ -80,4 +80,36 @@ export default tseslint.config(
     ignores: ['**/*.test.ts'],
     rules: pureRules,
   },
+  {
+    // dataplane sits below engine: renderers, Fakes and tracers take what they
+    // need (Clock included) from core.
+    files: ['src/dataplane/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            ...pureRules['no-restricted-imports'][1].patterns,
+            { group: ['**/engine/*', '**/engine/**'], message: 'dataplane/ may not import engine/; use core/.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // One error hierarchy (src/core/errors.ts): callers branch on a stable code,
+    // so src throws ProxyError (or BugError for a broken invariant), never Error.
+    files: ['src/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: "ThrowStatement NewExpression[callee.name='Error']",
+          message: 'Throw a ProxyError with a KPT_* code, or a BugError for a broken invariant.',
+        },
+      ],
+    },
+  },
 );

@@ -53,13 +53,17 @@ function parseOne(f: FlagDef, raw: string): FlagValue {
       return m;
     }
     case 'ip':
-      if (raw !== '' && !parseIP(raw)) throw new Error(`${JSON.stringify(raw)} is not a valid IP address`);
+      if (raw !== '' && !parseIP(raw))
+        throw new ProxyError('KPT_FLAG_INVALID', `${JSON.stringify(raw)} is not a valid IP address`);
       return raw;
     case 'ipport':
       return checkIPPort(raw);
     case 'proxyMode':
       if (raw !== '' && !(VALID_PROXY_MODES as readonly string[]).includes(raw)) {
-        throw new Error(`must be one of ${VALID_PROXY_MODES.map((m) => `'${m}'`).join(', ')} or '' (iptables)`);
+        throw new ProxyError(
+          'KPT_FLAG_INVALID',
+          `must be one of ${VALID_PROXY_MODES.map((m) => `'${m}'`).join(', ')} or '' (iptables)`,
+        );
       }
       return raw;
     case 'quantity':
@@ -68,7 +72,7 @@ function parseOne(f: FlagDef, raw: string): FlagValue {
       return raw;
     case 'localMode':
       if (!(LOCAL_MODES as readonly string[]).includes(raw)) {
-        throw new Error(`must be one of ${LOCAL_MODES.filter((m) => m !== '').join(', ')}`);
+        throw new ProxyError('KPT_FLAG_INVALID', `must be one of ${LOCAL_MODES.filter((m) => m !== '').join(', ')}`);
       }
       return raw;
   }
@@ -78,10 +82,11 @@ function parseOne(f: FlagDef, raw: string): FlagValue {
 function checkIPPort(raw: string): string {
   if (raw === '' || parseIP(raw)) return raw;
   const hp = splitHostPort(raw);
-  if (!hp) throw new Error(`${JSON.stringify(raw)} is not in a valid format (ip or ip:port)`);
-  if (!parseIP(hp.host)) throw new Error(`${JSON.stringify(hp.host)} is not a valid IP address`);
+  if (!hp) throw new ProxyError('KPT_FLAG_INVALID', `${JSON.stringify(raw)} is not in a valid format (ip or ip:port)`);
+  if (!parseIP(hp.host))
+    throw new ProxyError('KPT_FLAG_INVALID', `${JSON.stringify(hp.host)} is not a valid IP address`);
   if (!/^[0-9]+$/.test(hp.port) || Number(hp.port) > 65535)
-    throw new Error(`${JSON.stringify(hp.port)} is not a valid number`);
+    throw new ProxyError('KPT_FLAG_INVALID', `${JSON.stringify(hp.port)} is not a valid number`);
   return raw;
 }
 

@@ -5,11 +5,12 @@
 import { parseDuration, type Duration } from '../core/config/duration.js';
 import { parseGoBool } from '../core/config/features.js';
 import type { VModuleItem } from '../core/config/types.js';
+import { ProxyError } from '../core/errors.js';
 
 /** Go strconv.ParseInt(s, 0, bits): 0x / 0o / 0 / 0b prefixes, underscores only with a prefix. */
 export function parseGoInt(s: string, bits: 32 | 64 = 32): number {
   const m = /^([+-]?)(0[xX][0-9a-fA-F_]+|0[oO][0-7_]+|0[bB][01_]+|0[0-7_]*|[1-9][0-9]*)$/.exec(s);
-  if (!m) throw new Error(`strconv.ParseInt: parsing ${JSON.stringify(s)}: invalid syntax`);
+  if (!m) throw new ProxyError('KPT_FLAG_INVALID', `strconv.ParseInt: parsing ${JSON.stringify(s)}: invalid syntax`);
   const body = m[2]!;
   let n: number;
   if (/^0[xX]/.test(body)) n = Number.parseInt(body.slice(2).replaceAll('_', ''), 16);
@@ -17,20 +18,23 @@ export function parseGoInt(s: string, bits: 32 | 64 = 32): number {
   else if (/^0[bB]/.test(body)) n = Number.parseInt(body.slice(2).replaceAll('_', ''), 2);
   else if (body.length > 1 && body.startsWith('0')) n = Number.parseInt(body.replaceAll('_', ''), 8);
   else n = Number(body);
-  if (Number.isNaN(n)) throw new Error(`strconv.ParseInt: parsing ${JSON.stringify(s)}: invalid syntax`);
+  if (Number.isNaN(n))
+    throw new ProxyError('KPT_FLAG_INVALID', `strconv.ParseInt: parsing ${JSON.stringify(s)}: invalid syntax`);
   if (m[1] === '-') n = -n;
   const max = bits === 32 ? 2 ** 31 - 1 : Number.MAX_SAFE_INTEGER;
   const min = bits === 32 ? -(2 ** 31) : Number.MIN_SAFE_INTEGER;
-  if (n > max || n < min) throw new Error(`strconv.ParseInt: parsing ${JSON.stringify(s)}: value out of range`);
+  if (n > max || n < min)
+    throw new ProxyError('KPT_FLAG_INVALID', `strconv.ParseInt: parsing ${JSON.stringify(s)}: value out of range`);
   return n;
 }
 
 /** Go strconv.ParseUint(s, 0, 32), for klog's -v Level. */
 export function parseGoUint32(s: string): number {
   if (s.startsWith('-') || s.startsWith('+'))
-    throw new Error(`strconv.ParseUint: parsing ${JSON.stringify(s)}: invalid syntax`);
+    throw new ProxyError('KPT_FLAG_INVALID', `strconv.ParseUint: parsing ${JSON.stringify(s)}: invalid syntax`);
   const n = parseGoInt(s, 64);
-  if (n > 2 ** 32 - 1) throw new Error(`strconv.ParseUint: parsing ${JSON.stringify(s)}: value out of range`);
+  if (n > 2 ** 32 - 1)
+    throw new ProxyError('KPT_FLAG_INVALID', `strconv.ParseUint: parsing ${JSON.stringify(s)}: value out of range`);
   return n;
 }
 
@@ -41,17 +45,18 @@ export function parseGoUint32(s: string): number {
  */
 export function parseGoFloat(s: string): number {
   if (!/^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$/.test(s)) {
-    throw new Error(`strconv.ParseFloat: parsing ${JSON.stringify(s)}: invalid syntax`);
+    throw new ProxyError('KPT_FLAG_INVALID', `strconv.ParseFloat: parsing ${JSON.stringify(s)}: invalid syntax`);
   }
   const n = Number(s);
   if (!Number.isFinite(Math.fround(n)))
-    throw new Error(`strconv.ParseFloat: parsing ${JSON.stringify(s)}: value out of range`);
+    throw new ProxyError('KPT_FLAG_INVALID', `strconv.ParseFloat: parsing ${JSON.stringify(s)}: value out of range`);
   return n;
 }
 
 export function parseBoolFlag(s: string): boolean {
   const b = parseGoBool(s);
-  if (b === null) throw new Error(`strconv.ParseBool: parsing ${JSON.stringify(s)}: invalid syntax`);
+  if (b === null)
+    throw new ProxyError('KPT_FLAG_INVALID', `strconv.ParseBool: parsing ${JSON.stringify(s)}: invalid syntax`);
   return b;
 }
 
@@ -80,11 +85,11 @@ export function parseStringSlice(s: string): string[] {
       startOfField = true;
       continue;
     } else if (ch === '"' && startOfField) quoted = true;
-    else if (ch === '"') throw new Error(`parse error: bare " in non-quoted field`);
+    else if (ch === '"') throw new ProxyError('KPT_FLAG_INVALID', `parse error: bare " in non-quoted field`);
     else cur += ch;
     startOfField = false;
   }
-  if (quoted) throw new Error('parse error: extraneous or missing " in quoted field');
+  if (quoted) throw new ProxyError('KPT_FLAG_INVALID', 'parse error: extraneous or missing " in quoted field');
   out.push(cur);
   return out;
 }
@@ -97,7 +102,7 @@ export function parseVModule(s: string): VModuleItem[] {
     const pattern = eq < 0 ? '' : pat.slice(0, eq).trim();
     const level = eq < 0 ? '' : pat.slice(eq + 1).trim();
     if (pattern === '' || !/^[0-9]+$/.test(level))
-      throw new Error(`${JSON.stringify(pat)} does not have the pattern=N format`);
+      throw new ProxyError('KPT_FLAG_INVALID', `${JSON.stringify(pat)} does not have the pattern=N format`);
     return { filePattern: pattern, verbosity: Number(level) };
   });
 }

@@ -7,7 +7,7 @@ import { access } from 'node:fs/promises';
 import type { ResolvedConfig } from '../core/config/types.js';
 import type { Dataplane, DataplaneConfig, IPFamily, ProxyMode } from '../core/types.js';
 import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from '../dataplane/nftables/static.js';
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../core/clock.js';
 import { hostRunner } from '../platform/exec.js';
 import type { Logger } from '../platform/logger.js';
 import type { ProxyMetrics } from '../platform/metrics.js';
@@ -17,6 +17,7 @@ import { availableParallelism } from 'node:os';
 import type { ConntrackTable } from '../platform/conntrack.js';
 import type { IpvsModeOptions } from '../platform/ipvs/dataplane.js';
 import type { DrainBounds } from '../platform/ipvs/graceful.js';
+import { BugError, ProxyError } from '../core/errors.js';
 
 export interface DataplaneDeps {
   readonly config: DataplaneConfig;
@@ -187,7 +188,7 @@ export async function createDataplane(mode: ProxyMode, d: DataplaneDeps): Promis
       });
     }
     case 'ebpf': {
-      if (!d.ebpf) throw new Error('ebpf mode needs its options');
+      if (!d.ebpf) throw new BugError('ebpf mode needs its options');
       const { EbpfDataplane } = await import('../platform/ebpf/dataplane.js');
       return new EbpfDataplane({
         config: d.config,
@@ -196,7 +197,8 @@ export async function createDataplane(mode: ProxyMode, d: DataplaneDeps): Promis
       });
     }
     default:
-      throw new Error(
+      throw new ProxyError(
+        'KPT_UNSUPPORTED',
         `proxy mode ${JSON.stringify(mode)} is not available in this build (supported: ${SUPPORTED_MODES.join(', ')})`,
       );
   }

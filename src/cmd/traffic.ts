@@ -10,6 +10,7 @@ import type { Logger } from '../platform/logger.js';
 import type { ProxyMetrics } from '../platform/metrics.js';
 import { ServiceTrafficCounters, withTrafficCounters } from '../platform/nftables/traffic.js';
 import { registerTrafficMetrics } from '../platform/traffic.js';
+import { BugError } from '../core/errors.js';
 
 export function withServiceTraffic(
   max: number,
@@ -21,7 +22,7 @@ export function withServiceTraffic(
   if (max <= 0) return dataplanes;
   if (mode === 'ebpf') {
     const sources = dataplanes.map((dp) => {
-      if (!(dp instanceof EbpfDataplane)) throw new Error('ebpf mode without its datapath');
+      if (!(dp instanceof EbpfDataplane)) throw new BugError('ebpf mode without its datapath');
       return dp.countTraffic(max);
     });
     registerTrafficMetrics(metrics.registry, sources);

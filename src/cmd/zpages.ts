@@ -3,7 +3,7 @@
 // since 1.36), and the status document read from the proxier per request.
 import { featureGateEnabled } from '../core/config/features.js';
 import type { IPFamily, SyncState } from '../core/types.js';
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../core/clock.js';
 import type { Proxier } from '../engine/proxier.js';
 import { buildStatusView } from '../engine/statusview.js';
 import type { SyncStatusRecorder } from '../engine/syncstatus.js';

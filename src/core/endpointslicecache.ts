@@ -2,9 +2,9 @@
 // family -> Endpoint lists per service port. Several slices of a Service are
 // merged. Slices are parsed once, on arrival, into a canonical form
 // (SliceInfo), and only its compact encoding is kept (one short string per
-// slice, decoded again when its Service is checked out): at 10k slices of 5
-// endpoints the parsed objects cost ~23 MB, the strings ~3 MB. A slice whose
-// encoding did not change is not a change.
+// slice, decoded again when its Service is checked out), because the parsed
+// objects cost several times what the strings do (bench/README.md, memory).
+// A slice whose encoding did not change is not a change.
 //
 // Like upstream, the cache keeps per Service the slices "applied" (what the
 // last checkout produced) and "pending" (arrived since). checkoutChanges()

@@ -11,6 +11,12 @@ export type ErrorCode =
   | 'KPT_EXEC_FAILED'
   | 'KPT_NOT_FOUND'
   | 'KPT_BUSY'
+  // The kernel's answer (a netlink reply, `nft -j` output) is not in a shape we read.
+  | 'KPT_LIVE_STATE_UNREADABLE'
+  // Outside what this build, this Node or an encoder supports; a fallback may exist.
+  | 'KPT_UNSUPPORTED'
+  // A packet trace could not follow the rules (a loop, a missing chain, an unknown option).
+  | 'KPT_TRACE_FAILED'
   | 'KPT_BUG';
 
 export class ProxyError extends Error {

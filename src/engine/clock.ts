@@ -1,16 +1,3 @@
-// Time is injected so that schedulers can be tested without sleeping
-// (docs/architecture.md, the engine layer). platform/clock.ts provides the real one;
-// test/support/fakeclock.ts a manual one.
-
-export interface TimerHandle {
-  cancel(): void;
-}
-
-export interface Clock {
-  /** Milliseconds since the epoch. */
-  now(): number;
-  /** Monotonic milliseconds, for measuring durations. */
-  monotonic(): number;
-  /** Run fn once after ms milliseconds unless cancelled first. */
-  setTimer(ms: number, fn: () => void): TimerHandle;
-}
+// The Clock type moved to src/core/clock.ts. This re-export stays only until
+// src/platform/k8s, being edited elsewhere, imports it from core too.
+export type { Clock, TimerHandle } from '../core/clock.js';

@@ -20,7 +20,7 @@
 import type { Node } from '../core/api.js';
 import { TAINT_TO_BE_DELETED } from '../core/api.js';
 import type { IPFamily } from '../core/types.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../core/clock.js';
 import { nullObserver, type ProxierObserver } from './observer.js';
 
 export interface ProxierHealth {

@@ -15,7 +15,7 @@
 // is a setting, not a change.
 
 import type { IPFamily } from '../core/types.js';
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
 
 /** What the decision reads of the Node: its reported host IPs and podCIDRs. */
 export interface NodeAddresses {

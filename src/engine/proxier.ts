@@ -24,7 +24,7 @@ import { endpointSliceKeys } from '../core/endpointslicecache.js';
 import type { SkipReporter } from '../core/serviceport.js';
 import { buildSyncState, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
 import type { Dataplane, IPFamily, NodeInfo, ServicePort, SyncState } from '../core/types.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../core/clock.js';
 import type { FamilyChanges } from './familystate.js';
 import { FamilyState } from './familystate.js';
 import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler } from './handlers.js';

@@ -19,8 +19,8 @@
 //     Except: a run that took longer than minInterval is followed by
 //     minInterval without runs. The proxy has one thread, and back-to-back
 //     runs would leave no time to take in the watch events the next run
-//     needs (a flood of 5,000 objects was taken in at a fraction of its
-//     rate while nftables syncs of 1-2.5 s ran one after another).
+//     needs: under a flood of changes the intake would fall behind for as
+//     long as the long runs went on.
 //  4. maxInterval: a run starts at most maxInterval after the end of the
 //     previous one (or after loop() for the first), even without run() calls.
 //  5. retryInterval: a run whose promise rejects (or that throws) is retried
@@ -30,7 +30,7 @@
 // Time comes only from the injected Clock (docs/architecture.md, the engine layer).
 
 import { BugError } from '../core/errors.js';
-import type { Clock, TimerHandle } from './clock.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
 
 export interface RunnerIntervals {
   /** Milliseconds between the end of a run and the start of the next, at least. */

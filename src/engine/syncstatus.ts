@@ -8,7 +8,7 @@
 // success); failuresSinceSuccess counts failed attempts since the last success.
 
 import type { IPFamily } from '../core/types.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../core/clock.js';
 import { nullObserver, type ProxierObserver, type SyncReport } from './observer.js';
 
 export interface FamilySyncStatus {

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../core/clock.js';
 
 export const realClock: Clock = {
   now: () => Date.now(),

@@ -14,10 +14,11 @@
 
 import { normalizeIP } from '../core/ip.js';
 import type { IPFamily } from '../core/types.js';
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../core/clock.js';
 import type { ConntrackHook } from '../engine/proxier.js';
 import type { ConntrackMetrics } from './metrics.js';
 import { run, type ExecResult } from './exec.js';
+import { ProxyError } from '../core/errors.js';
 
 /** One UDP conntrack entry. IPs are normalised. */
 export interface FlowRecord {
@@ -119,16 +120,16 @@ export class Conntrack implements ConntrackTable {
 
   async listUDPFlows(family: IPFamily): Promise<FlowRecord[]> {
     const r = await this.exec(['-L', '-p', 'udp', '-f', fam(family), '-o', 'extended']);
-    if (r.code !== 0) throw new Error(`conntrack -L failed (${r.code}): ${r.stderr.trim()}`);
+    if (r.code !== 0) throw new ProxyError('KPT_EXEC_FAILED', `conntrack -L failed (${r.code}): ${r.stderr.trim()}`);
     return parseConntrackList(r.stdout, family);
   }
 
   /**
    * Delete each flow (identical filters once), `concurrency` commands at a
    * time (default 1). Never throws for a single flow. Each `conntrack -D` is
-   * a process spawn plus a filtered table dump: measured 7-23 ms each on a
-   * busy 2-CPU host with 300 flows; neither parallel commands nor a
-   * `conntrack -R -` batch was consistently faster there. Callers should pass coarse
+   * a process spawn plus a filtered table dump, far more than the flow it
+   * deletes; neither parallel commands nor a `conntrack -R -` batch was
+   * consistently faster when tried. Callers should pass coarse
    * filters (see deleteStale) rather than one per client.
    */
   async deleteFlows(family: IPFamily, flows: readonly FlowToDelete[], concurrency = 1): Promise<DeleteResult> {

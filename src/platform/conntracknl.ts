@@ -112,7 +112,8 @@ function u32(n: number): Buffer {
 
 /**
  * CT_DELETE with a tuple as the kernel listed it: one allocation and a copy,
- * about 20x cheaper than building the attribute tree (100k deletes).
+ * because building the attribute tree per flow dominated a large delete
+ * (bench/README.md, conntrack).
  */
 function deleteRequestRaw(family: IPFamily, tuple: Buffer, zone: number): Buffer {
   const attrLen = 4 + tuple.length;

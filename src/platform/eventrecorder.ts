@@ -10,7 +10,7 @@
 // action, note) within 6 minutes is sent once and counted; each object has a
 // token bucket of 25 events refilled one per 5 minutes; at most 100 events
 // wait in the queue. Suppressed events are counted in `suppressed`.
-import type { Clock } from '../engine/clock.js';
+import type { Clock } from '../core/clock.js';
 import type { Logger } from './logger.js';
 
 /** Where events go; the Kubernetes client implements it (POST .../events.k8s.io/v1/.../events). */

@@ -6,7 +6,7 @@
 // takes a CommandRunner, so none of them can be pointed at the root
 // namespace by accident.
 //
-// Input is written in 1 MiB slices (a 17 MB restore payload never exists
+// Input is written in 1 MiB slices (a large restore payload never exists
 // twice at once); stdout can be discarded when a command prints what nobody
 // reads. A failure is a ProxyError KPT_EXEC_FAILED (ExecError) carrying the
 // command line as the caller wrote it (without the netns prefix), the exit
@@ -30,8 +30,8 @@ export interface RunOptions {
   readonly discardStdout?: boolean;
   /**
    * Hand stdout to this function line by line as it arrives instead of
-   * buffering it (`iptables-save` of a 10k-Service nat table is ~20 MB; its
-   * callers keep a few lines of it). The result's stdout is then ''.
+   * buffering it (`iptables-save` of a large cluster's nat table is big, and
+   * its callers keep a few lines of it). The result's stdout is then ''.
    */
   readonly onStdoutLine?: (line: string) => void;
   readonly env?: NodeJS.ProcessEnv;
@@ -139,7 +139,7 @@ function splitLines(stream: NodeJS.ReadableStream | null, onLine: (line: string)
   });
 }
 
-/** Bytes per stdin write: a 17 MB restore input never exists twice (string + Buffer) at once. */
+/** Bytes per stdin write: a large restore input never exists twice (string + Buffer) at once. */
 const CHUNK = 1 << 20;
 
 /** The input as writes of about CHUNK characters: big strings sliced, small pieces batched. */

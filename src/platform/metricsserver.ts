@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { ProxyError } from '../core/errors.js';
 import { normalizeIP } from '../core/ip.js';
-import type { Clock, TimerHandle } from '../engine/clock.js';
+import type { Clock, TimerHandle } from '../core/clock.js';
 import { realClock } from './clock.js';
 import type { Logger } from './logger.js';
 import type { ProxyMetrics } from './metrics.js';

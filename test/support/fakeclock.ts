@@ -1,4 +1,4 @@
-import type { Clock, TimerHandle } from '../../src/engine/clock.js';
+import type { Clock, TimerHandle } from '../../src/core/clock.js';
 
 /** A manual clock: time moves only when a test calls advance(). */
 export class FakeClock implements Clock {

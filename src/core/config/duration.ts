@@ -7,6 +7,8 @@
 // up to 2^63-1 ns (~292 years); we stop at Number.MAX_SAFE_INTEGER ns (~104 days)
 // so that arithmetic stays exact. Larger values are rejected, not rounded.
 
+import { ProxyError } from '../errors.js';
+
 /** Nanoseconds (Go time.Duration). */
 export type Duration = number;
 
@@ -28,9 +30,9 @@ const UNITS: Readonly<Record<string, number>> = {
   h: HOUR,
 };
 
-export class DurationParseError extends Error {
+export class DurationParseError extends ProxyError {
   constructor(message: string) {
-    super(message);
+    super('KPT_INPUT_INVALID', message);
     this.name = 'DurationParseError';
   }
 }

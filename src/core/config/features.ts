@@ -4,6 +4,8 @@
 // accepts would break drop-in use. Gates that change our behaviour are read
 // by the code that implements them.
 
+import { ProxyError } from '../errors.js';
+
 export const KNOWN_FEATURE_GATES: ReadonlySet<string> = new Set([
   'AllAlpha',
   'AllBeta',
@@ -29,11 +31,12 @@ export function parseFeatureGates(value: string, into: Record<string, boolean>):
     const pair = raw.trim();
     if (pair === '') continue;
     const eq = pair.indexOf('=');
-    if (eq < 0) throw new Error(`missing bool value for ${pair}`);
+    if (eq < 0) throw new ProxyError('KPT_INPUT_INVALID', `missing bool value for ${pair}`);
     const key = pair.slice(0, eq).trim();
     const b = parseGoBool(pair.slice(eq + 1).trim());
     if (b === null)
-      throw new Error(
+      throw new ProxyError(
+        'KPT_INPUT_INVALID',
         `invalid value of ${key}=${pair.slice(eq + 1)}, err: strconv.ParseBool: parsing ${JSON.stringify(pair.slice(eq + 1))}: invalid syntax`,
       );
     into[key] = b;

@@ -17,15 +17,16 @@
 import { entryText } from './describe.js';
 import { hex, MAP_NAMES, MAPS, type MapName, type MapSpec, unhex } from './layout.js';
 import type { MapOp, MapStore } from './store.js';
+import { ProxyError } from '../../core/errors.js';
 
 export const ERRNO = { ENOENT: 2, E2BIG: 7, EINVAL: 22, ENOSPC: 28 } as const;
 
-export class FakeError extends Error {
+export class FakeError extends ProxyError {
   constructor(
     readonly errno: number,
     message: string,
   ) {
-    super(message);
+    super(errno === ERRNO.ENOENT ? 'KPT_NOT_FOUND' : 'KPT_SYNC_FAILED', message);
     this.name = 'FakeError';
   }
 }

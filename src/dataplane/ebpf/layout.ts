@@ -9,6 +9,7 @@
 // the leading bytes the trie matches first.
 import { formatIP, parseIP } from '../../core/ip.js';
 import type { IPFamily, Protocol } from '../../core/types.js';
+import { ProxyError } from '../../core/errors.js';
 
 export const ABI_VERSION = 1;
 
@@ -99,7 +100,7 @@ export function familyIndex(f: IPFamily): number {
 /** The 16-byte form of an IP (IPv4 mapped); throws on a non-address. */
 export function addrBytes(ip: string): Uint8Array {
   const p = parseIP(ip);
-  if (!p) throw new Error(`not an IP address: ${JSON.stringify(ip)}`);
+  if (!p) throw new ProxyError('KPT_INPUT_INVALID', `not an IP address: ${JSON.stringify(ip)}`);
   if (p.family === 'IPv6') return p.bytes;
   const out = new Uint8Array(16);
   out[10] = 0xff;

@@ -35,7 +35,7 @@ export interface SavedTable {
 
 /**
  * Builds a SavedTable from iptables-save output fed line by line, so that a
- * 20 MB save at 10k Services is never held as one string. Chain names are
+ * large cluster's save is never held as one string. Chain names are
  * copied out of the line (a substring would keep the whole chunk alive).
  */
 export class SavedTableReader {

@@ -72,8 +72,8 @@ export interface IptablesRender {
   /**
    * The exact `iptables-restore --noflush --counters` input, as the pieces it
    * was built from (whole lines each): the platform streams them into the
-   * restore's stdin, so the ~17 MB of a 10k-Service ruleset never exist as one
-   * more string.
+   * restore's stdin, so a large cluster's ruleset never exists as one more
+   * string.
    */
   readonly restoreParts: readonly string[];
   /** The same input as one string (joined on first use: tests, tools). */

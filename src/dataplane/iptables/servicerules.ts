@@ -111,7 +111,8 @@ function plan(ctx: ServiceRenderContext, svc: ServicePort, cat: CategorizedEndpo
  * Accumulates one service port's lines. Each chunk is joined into one flat
  * string when the port is done, so the many small strings a line is built
  * from die young (cheap scavenges) instead of being promoted to the old
- * generation as the parts of a 17 MB rope (the render's main RSS cost).
+ * generation as the parts of one big rope (the render's main RSS cost;
+ * bench/README.md, iptables-sync).
  */
 class Out {
   readonly natTop: string[] = [];

@@ -23,6 +23,7 @@ import { cidrContains, parseCIDR, parseIP } from '../../core/ip.js';
 import type { Protocol } from '../../core/types.js';
 import type { IptablesTable } from './fake.js';
 import { flagValue, tokenize } from './tokens.js';
+import { ProxyError } from '../../core/errors.js';
 
 /** One rule the packet matched, in the order it was matched. */
 export interface TraceStep {
@@ -79,7 +80,11 @@ const VALUE_FLAGS = new Set([
 ]);
 const NO_VALUE_FLAGS = new Set(['--set', '--reap', '--rcheck', '--random-fully', '--random', '--rsource']);
 
-class NotUnderstood extends Error {}
+class NotUnderstood extends ProxyError {
+  constructor(what: string) {
+    super('KPT_TRACE_FAILED', what);
+  }
+}
 
 class Tracer {
   outputs: string[] = [];
@@ -102,11 +107,11 @@ class Tracer {
 
   /** Walk a chain reached with probability `reach`. */
   runChain(table: IptablesTable, chain: string, pkt: Pkt, depth = 0, reach = 1): Verdict {
-    if (depth > 32) throw new Error(`tracer: jump loop at ${table}/${chain}`);
+    if (depth > 32) throw new ProxyError('KPT_TRACE_FAILED', `tracer: jump loop at ${table}/${chain}`);
     let remaining = reach;
     for (const rule of this.src.rules(table, chain)) {
       const tokens = tokenize(rule);
-      if (!tokens) throw new Error(`tracer: cannot tokenize ${rule}`);
+      if (!tokens) throw new ProxyError('KPT_TRACE_FAILED', `tracer: cannot tokenize ${rule}`);
       if (!this.matchesOrSkip(table, chain, rule, tokens, pkt)) continue;
       const p = flagValue(tokens, '--probability');
       const taken = p === null ? remaining : remaining * Number(p);
@@ -227,7 +232,8 @@ class Tracer {
             continue;
           }
           if (NO_VALUE_FLAGS.has(t)) continue;
-          if (this.strict) throw new Error(`tracer: unknown rule option ${t} in: ${tokens.join(' ')}`);
+          if (this.strict)
+            throw new ProxyError('KPT_TRACE_FAILED', `tracer: unknown rule option ${t} in: ${tokens.join(' ')}`);
           throw new NotUnderstood(t);
       }
       if (ok === neg) return false; // the option failed (or matched under "!")

@@ -146,7 +146,7 @@ export class Fake {
   setConnections(vsKey: string, rsKey: string, active: number, inactive = 0): void {
     const s = this.services.get(vsKey);
     const d = s?.dests.get(rsKey);
-    if (!s || !d) throw new Error(`no real server ${rsKey} in ${vsKey}`);
+    if (!s || !d) throw new ProxyError('KPT_NOT_FOUND', `no real server ${rsKey} in ${vsKey}`);
     s.dests.set(rsKey, { ...d, activeConns: active, inactiveConns: inactive });
   }
 

@@ -28,6 +28,7 @@ import type { IptablesTable } from '../iptables/fake.js';
 import { flagValue, tokenize } from '../iptables/tokens.js';
 import type { IpsetType } from './ipsets.js';
 import { realServerKey, virtualServerKey, type RealServerStatus, type VirtualServer } from './objects.js';
+import { ProxyError } from '../../core/errors.js';
 
 /** What the tracer reads: the Fake, or the live state loaded into one. */
 export interface RuleSource {
@@ -75,7 +76,11 @@ interface Pkt {
 
 type Verdict = 'continue' | 'return' | 'terminal';
 
-class NotUnderstood extends Error {}
+class NotUnderstood extends ProxyError {
+  constructor(what: string) {
+    super('KPT_TRACE_FAILED', what);
+  }
+}
 
 const VALUE_FLAGS = new Set(['--comment', '-m', '--xor-mark', '--or-mark', '--set-xmark', '--reject-with', '-j', '-g']);
 const NO_VALUE_FLAGS = new Set(['--random-fully', '--random']);
@@ -102,10 +107,10 @@ class Tracer {
   }
 
   runChain(table: IptablesTable, chain: string, pkt: Pkt, depth = 0): Verdict {
-    if (depth > 32) throw new Error(`tracer: jump loop at ${table}/${chain}`);
+    if (depth > 32) throw new ProxyError('KPT_TRACE_FAILED', `tracer: jump loop at ${table}/${chain}`);
     for (const rule of this.src.rules(table, chain)) {
       const tokens = tokenize(rule);
-      if (!tokens) throw new Error(`tracer: cannot tokenize ${rule}`);
+      if (!tokens) throw new ProxyError('KPT_TRACE_FAILED', `tracer: cannot tokenize ${rule}`);
       let ok: boolean;
       try {
         ok = this.matches(tokens, pkt);
@@ -232,7 +237,8 @@ class Tracer {
             continue;
           }
           if (NO_VALUE_FLAGS.has(t)) continue;
-          if (this.strict) throw new Error(`tracer: unknown rule option ${t} in: ${tokens.join(' ')}`);
+          if (this.strict)
+            throw new ProxyError('KPT_TRACE_FAILED', `tracer: unknown rule option ${t} in: ${tokens.join(' ')}`);
           throw new NotUnderstood(t);
       }
       if (ok === neg) return false;

@@ -26,10 +26,10 @@ export interface RenderContext {
  * - 'upstream': one `dnat ... to numgen random mod N map { ... }` rule (or a
  *   numgen vmap with affinity), byte-for-byte upstream. Each such rule makes
  *   an anonymous map, and loading thousands of them is superlinear in the
- *   kernel/nft (measured: 10k services 11.4 s).
+ *   kernel/nft.
  * - 'lean': the same uniform choice as a cascade of `numgen random mod K 0`
  *   rules (K = N, N-1, ..., like iptables' statistic rules), no anonymous
- *   sets (10k services 0.8 s). Chain, set and map names and all elements are
+ *   sets. Chain, set and map names and all elements are
  *   unchanged; only the rules inside service/local chains differ.
  * - 'maps': without affinity, one rule that never changes,
  *   `dnat ip addr . port to numgen random mod 720720 map @endpoints-<chain>`,
@@ -37,7 +37,7 @@ export interface RenderContext {
  *   among the endpoints (720720 = lcm(1..16): exact equal shares up to 16
  *   endpoints, within 1/720720 beyond). An endpoint change then replaces the
  *   map's elements only: no rule or chain is written, so the kernel does not
- *   re-validate the table (which costs ~20 ms per commit at 20k services).
+ *   re-validate the table (a cost that grows with the whole table).
  *   With affinity the policy chain is as in 'lean'.
  */
 export type EndpointLayout = 'upstream' | 'lean' | 'maps';
@@ -45,10 +45,10 @@ export type EndpointLayout = 'upstream' | 'lean' | 'maps';
 /**
  * The layout production uses, and the one place that says so: the renderer,
  * the dataplane, `diff` and the tests all default to it. 'lean' because
- * 'upstream' loads 14x slower at 10k Services, and 'maps', although it makes
- * a one-endpoint change element-only (20k Services: 5 ms instead of 50 ms),
- * has a cold sync superlinear in its per-chain named maps (10k: 27 s, 20k:
- * 122 s; see bench/README.md). Only src/cmd may override it (the
+ * 'upstream' loads far slower in a large cluster (its anonymous maps), and
+ * 'maps', although it makes a one-endpoint change element-only (so faster),
+ * has a cold sync superlinear in its per-chain named maps; the figures are
+ * under nftables-sync in bench/README.md. Only src/cmd may override it (the
  * KPT_NFTABLES_LAYOUT experiment switch).
  */
 export const DEFAULT_ENDPOINT_LAYOUT: EndpointLayout = 'lean';

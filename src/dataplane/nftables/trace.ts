@@ -24,6 +24,7 @@ import {
   type TraceResultOf,
 } from '../trace.js';
 import { cidrContains, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
+import { ProxyError } from '../../core/errors.js';
 
 export type { TraceOptions, TracePacket, TraceVerdict } from '../trace.js';
 
@@ -54,7 +55,11 @@ interface Pkt {
   iif: string | undefined;
 }
 
-class NotUnderstood extends Error {}
+class NotUnderstood extends ProxyError {
+  constructor(what: string) {
+    super('KPT_TRACE_FAILED', what);
+  }
+}
 
 class Tracer {
   outputs: string[] = [];
@@ -75,7 +80,7 @@ class Tracer {
   ) {}
 
   fail(msg: string): never {
-    throw this.strict ? new Error(`tracer: ${msg}`) : new NotUnderstood(msg);
+    throw this.strict ? new ProxyError('KPT_TRACE_FAILED', `tracer: ${msg}`) : new NotUnderstood(msg);
   }
 
   isLocal(ip: string): boolean {
@@ -83,10 +88,10 @@ class Tracer {
   }
 
   runChain(chain: string, pkt: Pkt, depth = 0, reach = 1): Verdict {
-    if (depth > 32) throw new Error(`tracer: jump loop at ${chain}`);
+    if (depth > 32) throw new ProxyError('KPT_TRACE_FAILED', `tracer: jump loop at ${chain}`);
     const c = this.src.chains.get(chain);
     if (!c) {
-      if (this.strict) throw new Error(`tracer: no chain ${chain}`);
+      if (this.strict) throw new ProxyError('KPT_TRACE_FAILED', `tracer: no chain ${chain}`);
       this.notUnderstood.push(`${chain}: (no such chain)`);
       return 'continue';
     }

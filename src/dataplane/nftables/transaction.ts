@@ -38,8 +38,9 @@ export class Transaction {
   }
 
   /**
-   * One flat string (joined, not appended: appending 65k lines builds a rope
-   * that costs ~3x the text's size until it is flattened).
+   * One flat string (joined, not appended: appending line by line builds a
+   * rope that costs several times the text's size until it is flattened;
+   * bench/README.md, nftables-sync).
    */
   toString(): string {
     const lines = this.ops.map((op) => operationText(op, this.family, this.table));

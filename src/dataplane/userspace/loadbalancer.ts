@@ -12,7 +12,7 @@
 //   which then becomes the client's new affinity.
 // * setEndpoints() keeps the rotation and the affinities of endpoints that
 //   stay; affinities of removed endpoints are forgotten.
-import type { Clock } from '../../engine/clock.js';
+import type { Clock } from '../../core/clock.js';
 
 interface Affinity {
   endpoint: string;

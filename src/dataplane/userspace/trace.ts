@@ -25,6 +25,7 @@ import {
   type TraceResultOf,
 } from '../trace.js';
 import type { FakeChain, FakeListener, FakeMap } from './fake.js';
+import { ProxyError } from '../../core/errors.js';
 
 export type { TraceOptions, TracePacket, TraceVerdict } from '../trace.js';
 
@@ -42,7 +43,11 @@ export interface RuleSource {
   listenerOn(protocol: string, port: number): FakeListener | undefined;
 }
 
-class NotUnderstood extends Error {}
+class NotUnderstood extends ProxyError {
+  constructor(what: string) {
+    super('KPT_TRACE_FAILED', what);
+  }
+}
 
 interface Pkt {
   src: string;

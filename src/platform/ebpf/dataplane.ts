@@ -23,6 +23,7 @@ import { SharedNode } from './node.js';
 import type { EbpfRuntime } from './runtime.js';
 import { EbpfTrafficCounters, trafficIds } from './traffic.js';
 import { TrafficCounterPlan } from '../../dataplane/ebpf/traffic.js';
+import { BugError } from '../../core/errors.js';
 
 type Level = 'debug' | 'info' | 'warn' | 'error';
 
@@ -53,7 +54,7 @@ export class EbpfDataplane implements Dataplane {
    * ports (--service-traffic-metrics). Call before the first sync.
    */
   countTraffic(max: number): EbpfTrafficCounters {
-    if (this.lastState) throw new Error('countTraffic() must come before the first sync');
+    if (this.lastState) throw new BugError('countTraffic() must come before the first sync');
     const e = this.deps.ebpf;
     this.renderer = new EbpfRenderer(this.deps.config, {
       algorithm: e.algorithm,

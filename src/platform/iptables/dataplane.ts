@@ -21,7 +21,7 @@
 // Any failure forgets the render memory, so the next sync is full.
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
-import type { Clock } from '../../engine/clock.js';
+import type { Clock } from '../../core/clock.js';
 import {
   IPTABLES_JUMP_CHAINS,
   jumpRuleArgs,
@@ -240,7 +240,7 @@ export class IptablesDataplane implements Dataplane {
   /**
    * What this sync needs of `iptables-save -t nat` (the chains, for the
    * stale-chain cleanup; rule counts and the built-in chains' rules, for the
-   * drift and jump checks), read line by line so its ~20 MB at 10k Services are never held;
+   * drift and jump checks), read line by line so the whole save, large in a big cluster, is never held;
    * or null when upstream would skip the stale-chain cleanup this time.
    */
   private async natSaveForStaleCleanup(): Promise<SavedTable | null> {
@@ -268,10 +268,10 @@ export class IptablesDataplane implements Dataplane {
   /**
    * The jump rules from built-in chains that are missing, in
    * IPTABLES_JUMP_CHAINS order. Checked with -C, concurrently, except nat
-   * rules already visible in this sync's `iptables-save -t nat`. Measured at
-   * 10k Services: `iptables -t nat -C` costs ~0.1 s CPU (iptables-nft reads
-   * the nat chain list), filter -C ~0 s, and `iptables-save -t filter` ~1 s
-   * (it dumps every table), so filter is always checked with -C.
+   * rules already visible in this sync's `iptables-save -t nat`: a nat -C
+   * makes iptables-nft read the nat chain list, while a filter -C is cheap and
+   * `iptables-save -t filter` dumps every table, so filter is always checked
+   * with -C (figures under iptables-sync in bench/README.md).
    */
   private async missingJumpRules(r: IptablesRender, natSave: SavedTable | null): Promise<JumpChain[]> {
     const wanted = IPTABLES_JUMP_CHAINS.filter((jc) => !jc.onlyIfChainRendered || r.filterChains.includes(jc.to));

@@ -7,7 +7,7 @@
 //   nft_cache_level_set() -> cache_chain_list_insert(), a SORTED LINKED LIST
 //   walked with strcmp from the head. That costs O(rules x chains): 60k chains
 //   and 170k rules (10k Services x 5 endpoints) spend minutes in strcmp
-//   (perf: >80% of the time in __strcmp_evex and its caller).
+//   (the perf profile is under iptables-sync in bench/README.md).
 // * A command that names no chain sets cache_req.all_chains, after which
 //   cache_chain_list_insert is never called again for that table section and
 //   the whole table is fetched instead. `-S` (list rules of every chain in
@@ -21,10 +21,9 @@
 
 /**
  * Fetching (and printing) one existing nat rule costs about as much as this
- * many steps of iptables-nft's sorted-list walk. Measured on iptables 1.8.9:
- * ~1e-5 s per fetched rule; 0.8e-8..1.7e-8 s per strcmp step depending on
- * how long the shared name prefixes are. Biased towards the plain path,
- * which is what upstream does.
+ * many steps of iptables-nft's sorted-list walk, as calibrated under
+ * iptables-sync in bench/README.md. Biased towards the plain path, which is
+ * what upstream does.
  */
 export const WHOLE_TABLE_COST_FACTOR = 1500;
 
@@ -62,8 +61,8 @@ export function withWholeTableCache(text: string, tables: readonly string[] = ['
  * table section (`*nat` -> ['-S', ':KUBE-PROXY-CANARY - [0:0]']). A header
  * counts only at the start of a line. Only the piece holding a header is
  * split; the big per-service pieces are passed through untouched, so the
- * input is never joined into one string (at 10k Services that would be one
- * more 17 MB copy per step).
+ * input is never joined into one string (that would copy the whole ruleset
+ * once more per step).
  */
 export function insertAfterHeaders(
   parts: readonly string[],

@@ -23,7 +23,7 @@
 import { ProxyError } from '../../core/errors.js';
 import { cidrContains, parseCIDR, parseIP } from '../../core/ip.js';
 import type { Dataplane, DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
-import type { Clock, TimerHandle } from '../../engine/clock.js';
+import type { Clock, TimerHandle } from '../../core/clock.js';
 import { jumpRuleArgs } from '../../dataplane/iptables/jumps.js';
 import {
   IPSET,

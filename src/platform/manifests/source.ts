@@ -23,7 +23,7 @@ import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../../core/api.js';
 import { ProxyError } from '../../core/errors.js';
 import type { ManifestObject } from '../../core/manifests/parse.js';
 import { ManifestSet } from '../../core/manifests/store.js';
-import type { Clock, TimerHandle } from '../../engine/clock.js';
+import type { Clock, TimerHandle } from '../../core/clock.js';
 import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler } from '../../engine/handlers.js';
 import { realClock } from '../clock.js';
 import type { Logger } from '../logger.js';

@@ -22,6 +22,7 @@ import { TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { Attrs, encodeMessage, NLM_F } from '../netlink/index.js';
 import { openNetlink, NETLINK_PROTOCOL, type NetlinkSocket } from '../netlink/socket.js';
 import type { NetlinkMessage } from '../netlink/message.js';
+import { ProxyError } from '../../core/errors.js';
 
 /** nfnetlink multicast group of nf_tables change notifications. */
 const NFNLGRP_NFTABLES = 7;
@@ -202,7 +203,7 @@ export class NftMonitor {
       this.onMessage(m);
       return false;
     });
-    if (gen === undefined) throw new Error('GETGEN reply without a generation id');
+    if (gen === undefined) throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', 'GETGEN reply without a generation id');
     return gen;
   }
 

@@ -1,8 +1,8 @@
 // The nftables mode's kernel channel: one NETLINK_NETFILTER socket (the
 // shared one in ../netlink) that applies whole batches (nlencode.ts) and
 // reads the table back (nlreadback.ts). No `nft` process: nft re-reads the
-// ruleset into its cache on every run, which at 20k Services costs more than
-// the change itself, and nft 1.1.3+ crashes on upstream's rules
+// ruleset into its cache on every run, which in a large cluster costs more
+// than the change itself, and nft 1.1.3+ crashes on upstream's rules
 // (kubernetes #136786).
 //
 // Completion: after the batch we send GETGEN on the same socket; the kernel

@@ -30,6 +30,7 @@ import {
 } from './nlset.js';
 import { endpointsMapAttrs } from './nlmaps.js';
 import { NlWriter } from './nlwriter.js';
+import { ProxyError } from '../../core/errors.js';
 
 export const NFNL_SUBSYS_NFTABLES = 10;
 export const NFNL_MSG_BATCH_BEGIN = 16;
@@ -57,12 +58,13 @@ const ELEMENTS_PER_MESSAGE_BYTES = 32 << 10;
 const ENDPOINT_MAP_SCHEMA: SetSchema = { fields: [TYPE.INTEGER], interval: true, data: 'addrport' };
 
 /** What made the batch unencodable: the operation and why. */
-export class UnencodableError extends Error {
+export class UnencodableError extends ProxyError {
   constructor(
     readonly op: Operation,
     why: string,
   ) {
-    super(`nf_tables encoder: ${why}`);
+    super('KPT_UNSUPPORTED', `nf_tables encoder: ${why}`);
+    this.name = 'UnencodableError';
   }
 }
 

@@ -15,6 +15,7 @@ import { EMPTY_SNAPSHOT } from '../../dataplane/nftables/renderer.js';
 import { MANAGED_SETS } from '../../dataplane/nftables/static.js';
 import type { NftFamily } from '../../dataplane/nftables/names.js';
 import { Attrs, attr, encodeMessage, ERRNO, NLM_F, str, type NetlinkSocket } from '../netlink/index.js';
+import { ProxyError } from '../../core/errors.js';
 
 const NFNL_SUBSYS_NFTABLES = 10;
 const MSG = { GETTABLE: 1, GETCHAIN: 4, GETSET: 10, GETSETELEM: 13 } as const;
@@ -63,7 +64,8 @@ export function keyText(types: readonly number[], key: Buffer): string[] {
   let off = 0;
   for (const t of types) {
     const len = FIELD_LEN[t];
-    if (len === undefined || off + len > key.length) throw new Error(`unexpected set key type ${t}`);
+    if (len === undefined || off + len > key.length)
+      throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', `unexpected set key type ${t}`);
     const b = key.subarray(off, off + len);
     if (t === TYPE.IPADDR || t === TYPE.IP6ADDR) out.push(formatIP(b));
     else if (t === TYPE.INET_PROTOCOL) out.push(PROTO_NAMES[b[0]!] ?? String(b[0]));
@@ -76,9 +78,11 @@ export function keyText(types: readonly number[], key: Buffer): string[] {
 function verdictText(data: Attrs | undefined): string {
   const v = data?.nested(2);
   const code = v?.raw(1);
-  if (!v || !code || code.length < 4) throw new Error('map element without a verdict');
+  if (!v || !code || code.length < 4)
+    throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', 'map element without a verdict');
   const word = VERDICTS[code.readInt32BE(0)];
-  if (word === undefined) throw new Error(`unexpected verdict code ${code.readInt32BE(0)}`);
+  if (word === undefined)
+    throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', `unexpected verdict code ${code.readInt32BE(0)}`);
   const chain = v.str(2);
   return chain === undefined ? word : `${word} ${chain}`;
 }
@@ -105,7 +109,11 @@ function names(msgs: ReturnType<NetlinkSocket['dump']>, nameAttr: number): Array
 export function readSnapshotNetlink(sock: NetlinkSocket, family: NftFamily, table: string): KernelSnapshot {
   const [exists] = sock.ackAll([request(MSG.GETTABLE, family, NLM_F.ACK, [attr(1, str(table))])]);
   if (exists?.errno === ERRNO.ENOENT) return EMPTY_SNAPSHOT;
-  if (exists?.errno) throw new Error(`nf_tables: cannot read table ${family} ${table}: errno ${exists.errno}`);
+  if (exists?.errno)
+    throw new ProxyError(
+      'KPT_LIVE_STATE_UNREADABLE',
+      `nf_tables: cannot read table ${family} ${table}: errno ${exists.errno}`,
+    );
   const chains = names(sock.dump(request(MSG.GETCHAIN, family, NLM_F.DUMP, [attr(1, str(table))])), 3).map(
     (c) => c.name,
   );
@@ -122,7 +130,7 @@ export function readSnapshotNetlink(sock: NetlinkSocket, family: NftFamily, tabl
         const e = new Attrs(le.value);
         if (((e.u32be(3) ?? 0) & NFT_SET_ELEM_INTERVAL_END) !== 0) continue;
         const key = e.nested(1)?.raw(1);
-        if (!key) throw new Error(`element of ${name} without a key`);
+        if (!key) throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', `element of ${name} without a key`);
         const comment = commentOf(e.raw(6));
         els.push({
           kind: 'element',

@@ -1,16 +1,18 @@
 // A netlink batch written straight into buffers: message headers, attributes
 // and nested attributes, with lengths patched when each closes.
-// A cold sync at 20k Services is ~200k messages; building attribute trees of
-// small Buffers first (the generic codec in ../netlink/attr.ts) costs several
-// times more, so the nf_tables encoder writes through this instead.
+// A cold sync is one message per object, very many in a large cluster;
+// building attribute trees of small Buffers first (the generic codec in
+// ../netlink/attr.ts) costs several times more, so the nf_tables encoder
+// writes through this instead.
 //
 // Memory: the bytes go into chunks of `chunkSize` (1 MiB for a batch), never
-// into one buffer that doubles: at 10k Services a batch is ~21 MB, and
-// doubling held 32 MB plus the 16 MB being copied at the last growth. A
-// message never straddles two chunks (when one does not fit, its bytes so far
-// move to a fresh chunk), and the chunks go to the kernel as one datagram
-// with writev (NetlinkSocket.sendv). Positions returned by nest() count from
-// the start of the batch, so they survive such a move.
+// into one buffer that doubles: a large cluster's batch is big, and a
+// doubling buffer holds up to twice that plus the copy made at the last
+// growth (bench/README.md, memory). A message never straddles two chunks
+// (when one does not fit, its bytes so far move to a fresh chunk), and the
+// chunks go to the kernel as one datagram with writev (NetlinkSocket.sendv).
+// Positions returned by nest() count from the start of the batch, so they
+// survive such a move.
 //
 // Byte order: the nlmsghdr and nlattr headers are host order (little-endian
 // on every supported host); nf_tables payloads are mostly network order,

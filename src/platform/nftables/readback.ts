@@ -6,6 +6,7 @@ import { normalizeIP } from '../../core/ip.js';
 import type { Element } from '../../dataplane/nftables/objects.js';
 import type { KernelSnapshot } from '../../dataplane/nftables/renderer.js';
 import { MANAGED_SETS } from '../../dataplane/nftables/static.js';
+import { ProxyError } from '../../core/errors.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
@@ -17,7 +18,7 @@ function isObj(v: Json | undefined): v is { [k: string]: Json } {
 function fieldText(v: Json): string {
   if (typeof v === 'number') return String(v);
   if (typeof v === 'string') return normalizeIP(v) ?? v;
-  throw new Error(`unexpected key field ${JSON.stringify(v)}`);
+  throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', `unexpected key field ${JSON.stringify(v)}`);
 }
 
 function keyOf(v: Json): { key: string[]; comment?: string } {
@@ -32,12 +33,12 @@ function keyOf(v: Json): { key: string[]; comment?: string } {
 function verdictText(v: Json): string {
   if (isObj(v)) {
     const [k] = Object.keys(v);
-    if (k === undefined) throw new Error('empty verdict');
+    if (k === undefined) throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', 'empty verdict');
     const body = v[k];
     if (isObj(body) && typeof body.target === 'string') return `${k} ${body.target}`;
     return k;
   }
-  throw new Error(`unexpected verdict ${JSON.stringify(v)}`);
+  throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', `unexpected verdict ${JSON.stringify(v)}`);
 }
 
 /**
@@ -46,7 +47,8 @@ function verdictText(v: Json): string {
  */
 export function parseTableJSON(text: string, table: string): KernelSnapshot {
   const doc = JSON.parse(text) as Json;
-  if (!isObj(doc) || !Array.isArray(doc.nftables)) throw new Error('not nft JSON output');
+  if (!isObj(doc) || !Array.isArray(doc.nftables))
+    throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', 'not nft JSON output');
   const chains: string[] = [];
   const sets: string[] = [];
   const elements = new Map<string, Element[]>();
@@ -62,7 +64,8 @@ export function parseTableJSON(text: string, table: string): KernelSnapshot {
     const els: Element[] = [];
     for (const e of Array.isArray(s.elem) ? s.elem : []) {
       if (isObj(item.map)) {
-        if (!Array.isArray(e) || e.length !== 2) throw new Error(`unexpected map element in ${name}`);
+        if (!Array.isArray(e) || e.length !== 2)
+          throw new ProxyError('KPT_LIVE_STATE_UNREADABLE', `unexpected map element in ${name}`);
         const { key, comment } = keyOf(e[0]!);
         els.push({
           kind: 'element',

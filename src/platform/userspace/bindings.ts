@@ -3,6 +3,8 @@
 // is built on. Only what the relay uses is typed. binding() checks the shape
 // once and throws a clear error when a Node release changed it.
 
+import { ProxyError } from '../../core/errors.js';
+
 /** A uv_tcp_t wrapper (TCPWrap). Methods return 0 or a negative uv error. */
 export interface TcpHandle {
   onconnection?: (status: number, client?: TcpHandle) => void;
@@ -76,7 +78,10 @@ export function binding(): Bindings {
     typeof b.kArrayBufferOffset === 'number' &&
     typeof b.kLastWriteWasAsync === 'number';
   if (!ok)
-    throw new Error(`this Node (${process.version}) has no usable tcp_wrap/stream_wrap binding; use the stream relay`);
+    throw new ProxyError(
+      'KPT_UNSUPPORTED',
+      `this Node (${process.version}) has no usable tcp_wrap/stream_wrap binding; use the stream relay`,
+    );
   cached = b;
   return b;
 }

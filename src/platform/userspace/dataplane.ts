@@ -11,7 +11,7 @@
 // sync rewrites the whole table, so syncs are never partial.
 import { handleRelayUsable } from './bindings.js';
 import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
-import type { Clock } from '../../engine/clock.js';
+import type { Clock } from '../../core/clock.js';
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import type { ListenerSpec } from '../../dataplane/userspace/plan.js';
 import { UserspaceRenderer } from '../../dataplane/userspace/renderer.js';

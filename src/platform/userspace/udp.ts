@@ -12,7 +12,7 @@
 // one address per route (the usual case) they agree.
 import dgram from 'node:dgram';
 import type { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
-import type { Clock, TimerHandle } from '../../engine/clock.js';
+import type { Clock, TimerHandle } from '../../core/clock.js';
 import { splitEndpoint, type RelayEvent } from './tcp.js';
 
 interface Session {
