@@ -61,6 +61,10 @@ const GATE_SPECS: Readonly<Record<string, { readonly default: boolean; readonly 
   // Upstream's switch from the nft binary to netlink. Known, without effect
   // here: nftables mode always writes and reads its table over netlink.
   NFTablesNetlink: { default: false, stage: 'Alpha' },
+  // KEP-6032: alpha in 1.37, beta and on by default in 1.38. nftables mode
+  // serves TCP NodePorts on loopback through a userspace relay when
+  // nodePortAddresses names loopback (src/platform/nftables/localhost.ts).
+  KubeProxyNFTablesLocalhostNodePorts: { default: true, stage: 'Beta' },
 };
 
 /**
