@@ -30,6 +30,6 @@ export function withLocalhostNodePortRelays(
       onEvent: (level, fields, msg) => log[level](fields, msg),
     });
   });
-  metrics.addLocalhostRejectCollector(relays);
+  metrics.addLocalhostNodePortMetrics(relays);
   return dataplanes.map((dp, i) => withLocalhostNodePorts(dp, relays[i]!));
 }
