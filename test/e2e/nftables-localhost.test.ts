@@ -3,8 +3,8 @@
 // 127.0.0.1:<NodePort> through its loopback relay, reaching endpoints on both
 // nodes from the node's own address; UDP there is rejected and counted; a
 // Service removal closes the listener; a port already taken on 127.0.0.1 is
-// counted and the proxy goes on; and with the gate off nothing listens and no
-// table of ours is left.
+// counted and the proxy goes on; without the opt-in, TCP there is rejected and
+// counted; and with the gate off nothing listens and no table of ours is left.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { E2EEnv, podsOf, srcIP } from '../netns/e2e.js';
@@ -123,20 +123,33 @@ describe('nftables localhost NodePorts (KEP-6032) on the real kernel', { concurr
     );
   });
 
-  it('with the gate off: nothing listens on loopback, no table of ours, metrics absent', async () => {
-    await env.replaceProxy('node1', GATE_OFF);
+  it('without the nodePortAddresses opt-in: TCP to a loopback NodePort is rejected and counted', async () => {
+    await env.replaceProxy('node1', []);
     await env.apply(
-      service({ name: 'lnp-off', clusterIP: '10.96.40.12', type: 'NodePort', ports }),
-      endpointSlice('lnp-off', [{ pod: env.cluster.pod('node2-a') }], ports),
+      service({ name: 'lnp-np', clusterIP: '10.96.40.12', type: 'NodePort', ports }),
+      endpointSlice('lnp-np', [{ pod: env.cluster.pod('node2-a') }], ports),
     );
     const n1 = env.cluster.node('node1');
+    await env.waitServedBy('node1', 'tcp', n1.ip, NP, ['node2-a'], {}, 2);
+    const r = await env.send('node1', 'tcp', '127.0.0.1', NP, { timeoutMs: 1000 });
+    assert.equal(r.ok ? r.reply.pod : r.error, 'ECONNREFUSED');
+    const m = await scrape(env);
+    assert.ok((sample(m, REJECTED, { ip_family: 'IPv4', protocol: 'TCP' }) ?? 0) >= 1, 'TCP rejection counted');
+    assert.equal(sample(m, LISTENERS, { ip_family: 'IPv4' }), 0);
+  });
+
+  it('with the gate off: nothing listens on loopback, no table of ours, metrics absent', async () => {
+    await env.replaceProxy('node1', GATE_OFF);
+    const n1 = env.cluster.node('node1');
+    const tables = async () => (await nsRun(n1.ns, ['nft', 'list', 'tables'])).stdout;
     // The NodePort is programmed on the node IP, as before the gate existed...
     await env.waitServedBy('node1', 'tcp', n1.ip, NP, ['node2-a'], {}, 2);
     // ...and loopback is refused by the kernel, not by a rule of ours.
+    await env.waitFor('the reject table left by the earlier run removed', async () =>
+      /kube-proxy-ts-localhost/.test(await tables()) ? undefined : true,
+    );
     const r = await env.send('node1', 'tcp', '127.0.0.1', NP, { timeoutMs: 1000 });
     assert.equal(r.ok ? r.reply.pod : r.error, 'ECONNREFUSED');
-    const tables = (await nsRun(n1.ns, ['nft', 'list', 'tables'])).stdout;
-    assert.doesNotMatch(tables, /kube-proxy-ts-localhost/, 'the reject table left by the earlier run is removed');
     const m = await scrape(env);
     assert.equal(sample(m, LISTENERS), undefined);
     assert.equal(sample(m, REJECTED), undefined);
