@@ -60,9 +60,11 @@ describe('LocalhostNodePorts (loopback relays)', () => {
     new LocalhostNodePorts({ family: 'IPv4', mode, runner, metrics, clock: new FakeClock() });
 
   /** Services with NodePorts np1 (endpoint 127.0.0.2, this node) and np2 (127.0.0.3, another node), and a UDP one. */
-  const state = (opts: { second?: boolean; local2?: boolean } = {}): SyncState => {
+  const state = (opts: { second?: boolean; local2?: boolean; withoutA?: boolean } = {}): SyncState => {
     const svcs = [
-      service('a', { clusterIP: '172.30.0.41', type: 'NodePort' }, [{ name: 'p', port: 80, nodePort: np1 }]),
+      service('a', { clusterIP: '172.30.0.41', type: 'NodePort' }, [
+        { name: 'p', port: 80, nodePort: opts.withoutA ? 0 : np1 },
+      ]),
       service('u', { clusterIP: '172.30.0.43', type: 'NodePort' }, [
         { name: 'p', port: 53, protocol: 'UDP', nodePort: 30053 },
       ]),
@@ -201,6 +203,25 @@ describe('LocalhostNodePorts (loopback relays)', () => {
       'add table ip kube-proxy-ts-localhost\ndelete table ip kube-proxy-ts-localhost\n',
     ]);
     assert.deepEqual(await off.rejectedPackets(), {});
+  });
+
+  it('closing a relay whose half-close is in flight leaves no socket open', async () => {
+    const sockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    const lnp = relays('serve', new Recorder());
+    await lnp.sync(state({ second: false }));
+    const before = sockets();
+    // The endpoint sends its name and ends; the relay passes the end on as a shutdown, and the Service goes
+    // away in the same breath, so the relay is reset while that shutdown is still queued.
+    await new Promise<void>((resolve) => {
+      const c = net.connect({ host: '127.0.0.1', port: np1 });
+      c.once('data', () => {
+        c.destroy();
+        void lnp.sync(state({ second: false, withoutA: true })).then(() => resolve());
+      });
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(sockets(), before, 'every relayed socket is closed');
+    await lnp.close();
   });
 
   it('parseRejectCounters reads our named counters only', () => {
