@@ -224,6 +224,35 @@ describe('LocalhostNodePorts (loopback relays)', () => {
     await lnp.close();
   });
 
+  it('a failing reject-table write never fails the sync: warned once, tried again each sync', async () => {
+    let calls = 0;
+    let fail = true;
+    const flaky: NftRunner = async () => {
+      calls++;
+      if (fail) throw new Error('nft: no such file');
+      return { stdout: '', stderr: '', code: 0 };
+    };
+    const events: string[] = [];
+    const lnp = new LocalhostNodePorts({
+      family: 'IPv4',
+      mode: 'reject',
+      runner: flaky,
+      metrics: new Recorder(),
+      onEvent: (level, _f, msg) => events.push(`${level}: ${msg}`),
+    });
+    await lnp.sync(state());
+    await lnp.sync(state());
+    assert.equal(calls, 2, 'tried at each sync');
+    assert.deepEqual(
+      events.map((e) => e.split(':')[0]),
+      ['warn', 'debug'],
+    );
+    fail = false;
+    await lnp.sync(state());
+    await lnp.sync(state());
+    assert.equal(calls, 3, 'written once it works, then left alone while unchanged');
+  });
+
   it('parseRejectCounters reads our named counters only', () => {
     const json = JSON.stringify({
       nftables: [

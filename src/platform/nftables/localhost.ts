@@ -19,7 +19,6 @@
 //   the sync itself and the other relays go on.
 // * The reject table never fails a sync either: a failed write is reported and
 //   rewritten by the next sync.
-import { ProxyError } from '../../core/errors.js';
 import type { LocalhostNodePortsMode } from '../../core/config/nodeport.js';
 import type { Dataplane, IPFamily, Protocol, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../engine/clock.js';
@@ -70,6 +69,8 @@ export class LocalhostNodePorts {
   private readonly onEvent: RelayEvent;
   /** The reject script last applied; null = unknown (write at the next sync). */
   private applied: string | null = null;
+  /** The last reject-table write failed (its warning was given). */
+  private failing = false;
   private useHandles: boolean | null = null;
 
   constructor(private readonly opts: LocalhostNodePortsOptions) {
@@ -95,7 +96,7 @@ export class LocalhostNodePorts {
       if (plan.relays.has(key)) continue;
       this.relays.delete(key);
       await r.listener.close();
-      this.onEvent('info', { family: this.family, relay: key }, 'localhost NodePort relay closed');
+      this.onEvent('debug', { family: this.family, relay: key }, 'localhost NodePort relay closed');
     }
     for (const spec of plan.relays.values()) await this.ensure(spec);
     this.opts.metrics.localhostNodePortListeners(this.family, this.relays.size);
@@ -117,24 +118,24 @@ export class LocalhostNodePorts {
     const addr = loopbackAddress(this.family);
     try {
       await listener.listen(addr, spec.nodePort);
-    } catch (cause) {
+    } catch (err) {
       await listener.close().catch(() => {});
-      const err = new ProxyError(
-        'KPT_SYNC_FAILED',
-        `localhost NodePort relay for ${spec.servicePortKey} cannot listen on ${addr}:${spec.nodePort}: ${(cause as Error).message}`,
-        { cause },
-      );
       this.opts.metrics.localhostNodePortListenerFailed(this.family);
       this.onEvent(
         'error',
-        { family: this.family, servicePort: spec.servicePortKey, port: spec.nodePort, err: err.message },
+        {
+          family: this.family,
+          servicePort: spec.servicePortKey,
+          address: `${addr}:${spec.nodePort}`,
+          err: err instanceof Error ? err.message : String(err),
+        },
         'localhost NodePort relay failed to listen; trying again at the next sync',
       );
       return;
     }
     this.relays.set(spec.key, { lb, listener });
     this.onEvent(
-      'info',
+      'debug',
       { family: this.family, servicePort: spec.servicePortKey, port: spec.nodePort, endpoints: spec.endpoints.length },
       'localhost NodePort relay listening',
     );
@@ -155,13 +156,16 @@ export class LocalhostNodePorts {
     try {
       await this.opts.runner(['-f', '-'], script);
       this.applied = script;
+      this.failing = false;
     } catch (err) {
       this.applied = null;
+      // Once per streak of failures at warn (an nft that keeps failing would say so at every sync).
       this.onEvent(
-        'warn',
+        this.failing ? 'debug' : 'warn',
         { family: this.family, table: LOCALHOST_TABLE, err: err instanceof Error ? err.message : String(err) },
         'localhost NodePort reject table not written; the next sync tries again',
       );
+      this.failing = true;
     }
   }
 
