@@ -253,6 +253,41 @@ describe('LocalhostNodePorts (loopback relays)', () => {
     assert.equal(calls, 3, 'written once it works, then left alone while unchanged');
   });
 
+  it('IPv6: the relay listens on ::1 and reaches an IPv6 endpoint', async () => {
+    const ep6 = net.createServer((c) => {
+      c.on('error', () => {});
+      c.end('ep6');
+    });
+    await new Promise<void>((r) => ep6.listen(0, '::1', () => r()));
+    const port6 = (ep6.address() as net.AddressInfo).port;
+    const np6 = await freePort();
+    const lnp = new LocalhostNodePorts({ family: 'IPv6', mode: 'serve', runner, metrics: new Recorder() });
+    try {
+      await lnp.sync(
+        syncStateFromObjects({
+          services: [
+            service('v6', { clusterIP: 'fd00:30::41', type: 'NodePort' }, [{ name: 'p', port: 80, nodePort: np6 }]),
+          ],
+          slices: [slice('v6', [{ name: 'p', port: port6 }], [{ ip: '::1', node: LOCAL }])],
+          family: 'IPv6',
+          nodeName: LOCAL,
+        }),
+      );
+      const got = await new Promise<string>((resolve) => {
+        const c = net.connect({ host: '::1', port: np6 });
+        let data = '';
+        c.on('data', (d) => (data += d.toString()));
+        c.once('close', () => resolve(data));
+        c.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? String(e)));
+      });
+      assert.equal(got, 'ep6');
+      assert.match(scripts.at(-1)!, /ip6 daddr ::1 tcp dport/);
+    } finally {
+      await lnp.close();
+      ep6.close();
+    }
+  });
+
   it('parseRejectCounters reads our named counters only', () => {
     const json = JSON.stringify({
       nftables: [
