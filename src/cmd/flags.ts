@@ -426,7 +426,7 @@ export const FLAGS: readonly FlagDef[] = [
     'bool',
     '',
     'true',
-    'When false, NodePorts are not served on localhost. Only iptables mode with IPv4 serves them there at all; other modes and IPv6 never do.',
+    'When false, iptables mode does not serve NodePorts on localhost (IPv4 only; it has no way for IPv6). nftables mode serves TCP NodePorts on 127.0.0.1 and ::1 through a userspace relay instead, when nodePortAddresses includes localhost and the KubeProxyNFTablesLocalhostNodePorts gate is on.',
     'config',
     (t, v) => {
       t.cfg.iptables.localhostNodePorts = b(v);
@@ -585,7 +585,7 @@ export const FLAGS: readonly FlagDef[] = [
     'strings',
     'strings',
     '',
-    "Where NodePorts are served: CIDR ranges holding node IPs, or the keywords 'primary' (the node's primary IPs from its Node object), 'localhost' and 'all'. When unset, every local IP serves them (in nftables mode, the primary IPs)." +
+    "Where NodePorts are served: CIDR ranges holding node IPs, or the keywords 'primary' (the node's primary IPs from its Node object), 'localhost' and 'all'. When unset, every local IP serves them (in nftables mode, the primary IPs). In nftables mode, 'localhost' (or a loopback CIDR) turns on the loopback TCP relay of the KubeProxyNFTablesLocalhostNodePorts gate." +
       IGNORED,
     'config',
     (t, v) => {

@@ -38,6 +38,7 @@ import { openSource } from './sources.js';
 import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/eventrecorder.js';
 import { zpageOptions } from './zpages.js';
 import { withServiceTraffic } from './traffic.js';
+import { withLocalhostNodePortRelays } from './localhost.js';
 import { armFaultInjection } from '../platform/faults.js';
 
 const NS_PER_S = 1e9;
@@ -158,7 +159,13 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       }),
     ),
   );
-  const dataplanes = withServiceTraffic(cmd.serviceTrafficMetrics, mode, plainDataplanes, metrics, log);
+  const dataplanes = withServiceTraffic(
+    cmd.serviceTrafficMetrics,
+    mode,
+    withLocalhostNodePortRelays(mode, config, nodeIPs, plainDataplanes, metrics, log),
+    metrics,
+    log,
+  );
 
   let proxier: Proxier | null = null;
   const health = new ProxyHealthState({

@@ -38,9 +38,25 @@ test('registry holds every metric of table 2.21 with its type and labels', async
   }
 });
 
-test('the KEP-6032 localhost NodePort metrics are not exported: nothing would ever move them', async () => {
-  const text = (await new ProxyMetrics({ defaultMetrics: false }).render()).body;
-  assert.doesNotMatch(text, /kubeproxy_nftables_localhost_nodeport/);
+test('the KEP-6032 localhost NodePort metrics exist only once nftables mode registers them', async () => {
+  const m = new ProxyMetrics({ defaultMetrics: false });
+  m.localhostNodePortListeners('IPv4', 3); // before registration: nowhere to go, and no error
+  assert.doesNotMatch((await m.render()).body, /kubeproxy_nftables_localhost_nodeport/);
+  m.addLocalhostNodePortMetrics([
+    { family: 'IPv4', rejectedPackets: async () => ({ UDP: 7, TCP: 0 }) },
+    { family: 'IPv6', rejectedPackets: () => Promise.reject(new Error('no table')) },
+  ]);
+  m.localhostNodePortListeners('IPv4', 2);
+  m.localhostNodePortListenerFailed('IPv6');
+  m.localhostNodePortListenerFailed('IPv6');
+  const text = (await m.render()).body;
+  assert.match(text, /^kubeproxy_nftables_localhost_nodeport_listeners\{ip_family="IPv4"\} 2$/m);
+  assert.match(text, /^kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total\{ip_family="IPv6"\} 2$/m);
+  assert.match(
+    text,
+    /^kubeproxy_nftables_localhost_nodeport_rejected_packets_total\{ip_family="IPv4",protocol="UDP"\} 7$/m,
+  );
+  assert.doesNotMatch(text, /rejected_packets_total\{ip_family="IPv6"/, 'an unreadable family exports nothing');
 });
 
 test('histogram buckets are upstream: ExponentialBuckets(0.001,2,15) and the network programming merge', async () => {

@@ -227,6 +227,8 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
     registers: this.r,
   });
   /** healthCheckNodePort listeners that failed to open (not upstream: upstream only emits an event). */
+  /** KEP-6032's listener metrics; registered by addLocalhostNodePortMetrics (nftables mode only). */
+  private localhostNodePort: { listeners: Gauge<'ip_family'>; failures: Counter<'ip_family'> } | null = null;
   readonly serviceHealthcheckFailuresTotal = new Counter({
     name: 'kubeproxy_ts_service_healthcheck_listen_failures_total',
     help: 'Service health check listeners that failed to open',
@@ -317,6 +319,57 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
 
   livezServed(code: number): void {
     this.proxyLivezTotal.inc({ code: String(code) });
+  }
+
+  localhostNodePortListeners(family: IPFamily, n: number): void {
+    this.localhostNodePort?.listeners.set({ ip_family: family }, n);
+  }
+
+  localhostNodePortListenerFailed(family: IPFamily): void {
+    this.localhostNodePort?.failures.inc({ ip_family: family });
+  }
+
+  /**
+   * The three KEP-6032 metrics, registered only where localhost NodePorts exist (nftables mode), as
+   * upstream registers them with its nftables proxier. The rejected-packets counter
+   * (`{ip_family,protocol}`) is the reject table's named counters, read at each scrape; a family
+   * whose read fails exports nothing.
+   */
+  addLocalhostNodePortMetrics(
+    sources: ReadonlyArray<{
+      readonly family: IPFamily;
+      rejectedPackets(): Promise<Readonly<Partial<Record<string, number>>>>;
+    }>,
+  ): void {
+    this.localhostNodePort = {
+      listeners: new Gauge({
+        name: 'kubeproxy_nftables_localhost_nodeport_listeners',
+        help: 'Userspace relays listening on a loopback NodePort',
+        labelNames: ['ip_family'],
+        registers: this.r,
+      }),
+      failures: new Counter({
+        name: 'kubeproxy_nftables_localhost_nodeport_listener_creation_failures_total',
+        help: 'Loopback NodePort relays that could not listen (for example, the port was already taken)',
+        labelNames: ['ip_family'],
+        registers: this.r,
+      }),
+    };
+    new Counter({
+      name: 'kubeproxy_nftables_localhost_nodeport_rejected_packets_total',
+      help: 'Packets to a loopback NodePort that were rejected: UDP and SCTP always, TCP when the loopback relay is not enabled',
+      labelNames: ['ip_family', 'protocol'],
+      registers: this.r,
+      async collect() {
+        this.reset();
+        const all = await Promise.all(
+          sources.map(async (s) => ({ s, c: await s.rejectedPackets().catch(() => ({})) })),
+        );
+        for (const { s, c } of all)
+          for (const [protocol, packets] of Object.entries(c))
+            if (packets !== undefined) this.inc({ ip_family: s.family, protocol }, packets);
+      },
+    });
   }
 
   serviceHealthcheckListenFailed(): void {

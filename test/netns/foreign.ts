@@ -16,7 +16,8 @@ import { nsRun } from './spawn.js';
 
 /** Interfaces the proxy may create (IPVS mode's dummy device). */
 export const OUR_INTERFACES = ['kube-ipvs0'];
-const OUR_NFT_TABLES = ['kube-proxy', 'kube-proxy-userspace'];
+// kube-proxy-ts-localhost: nftables mode's loopback NodePort reject table (src/dataplane/nftables/localhost.ts).
+const OUR_NFT_TABLES = ['kube-proxy', 'kube-proxy-userspace', 'kube-proxy-ts-localhost'];
 const IPTABLES_NFT_TABLES = ['filter', 'nat', 'mangle', 'raw', 'security'];
 
 const PLANT = String.raw`

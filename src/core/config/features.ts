@@ -66,6 +66,10 @@ const GATE_SPECS: Readonly<Record<string, { readonly default: boolean; readonly 
   NFTablesNetlink: { default: false, stage: 'Alpha' },
   // component-base logs/api/v1: the split-stream and info-buffer logging options need it.
   LoggingAlphaOptions: { default: false, stage: 'Alpha' },
+  // KEP-6032: alpha in 1.37, beta and on by default in 1.38. nftables mode
+  // serves TCP NodePorts on loopback through a userspace relay when
+  // nodePortAddresses names loopback (src/platform/nftables/localhost.ts).
+  KubeProxyNFTablesLocalhostNodePorts: { default: true, stage: 'Beta' },
 };
 
 /**

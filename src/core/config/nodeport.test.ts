@@ -2,7 +2,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { defaultV1Alpha1 } from './defaults.js';
 import { platformApplyDefaults, v1alpha1ToResolved } from './convert.js';
-import { expandNodePortAddresses, nodePortAddressesForFamily, resolveDataplaneConfig } from './nodeport.js';
+import {
+  expandNodePortAddresses,
+  nftablesLocalhostNodePorts,
+  nodePortAddressesForFamily,
+  resolveDataplaneConfig,
+} from './nodeport.js';
 import type { ResolvedConfig } from './types.js';
 
 function config(mutate: (c: ResolvedConfig) => void = () => undefined): ResolvedConfig {
@@ -185,4 +190,31 @@ test('local detectors per detectLocalMode and family', () => {
     }, 'IPv6'),
     { kind: 'prefix', interfacePrefix: 'veth' },
   );
+});
+
+test('nftablesLocalhostNodePorts: serve needs the gate and an explicit loopback entry of the family', () => {
+  const mode = (addrs: string[], family: 'IPv4' | 'IPv6', gates: Record<string, boolean> = {}, m = 'nftables') =>
+    nftablesLocalhostNodePorts(
+      config((c) => {
+        c.mode = m as ResolvedConfig['mode'];
+        c.nodePortAddresses = addrs;
+        c.featureGates = gates;
+      }),
+      family,
+      family === 'IPv4' ? '192.0.2.10' : '2001:db8::10',
+    );
+  // On by default (beta in 1.38): with loopback named, served; without it, rejected and counted.
+  assert.equal(mode(['primary', 'localhost'], 'IPv4'), 'serve');
+  assert.equal(mode(['primary', 'localhost'], 'IPv6'), 'serve');
+  assert.equal(mode(['0.0.0.0/0', '127.0.0.1/32'], 'IPv4'), 'serve');
+  assert.equal(mode(['127.0.0.1/32'], 'IPv6'), 'reject', 'an IPv4 loopback entry does not opt IPv6 in');
+  assert.equal(mode(['::1/128'], 'IPv6'), 'serve');
+  assert.equal(mode(['120.0.0.0/5'], 'IPv4'), 'serve', 'a CIDR overlapping 127/8 counts');
+  assert.equal(mode([], 'IPv4'), 'reject', 'the default (primary) does not opt in');
+  assert.equal(mode(['all'], 'IPv4'), 'reject', "'all' is not an explicit opt-in");
+  assert.equal(mode(['primary'], 'IPv6'), 'reject');
+  // Gate off, or another mode: nothing changes.
+  assert.equal(mode(['localhost'], 'IPv4', { KubeProxyNFTablesLocalhostNodePorts: false }), 'off');
+  assert.equal(mode(['localhost'], 'IPv4', { AllBeta: false }), 'off', 'AllBeta=false turns the beta gate off');
+  assert.equal(mode(['localhost'], 'IPv4', {}, 'iptables'), 'off');
 });

@@ -17,6 +17,7 @@
 import { cidrContains, isLoopback, parseCIDR, parseIP } from '../ip.js';
 import type { DataplaneConfig, IPFamily, LocalDetector } from '../types.js';
 import { masqueradeBitOf } from './convert.js';
+import { featureGateEnabled } from './features.js';
 import {
   NODE_PORT_ADDRESSES_ALL,
   NODE_PORT_ADDRESSES_LOCALHOST,
@@ -72,6 +73,40 @@ function containsIPv4Loopback(cidrs: readonly string[] | null): boolean {
     const c = parseCIDR(s)!;
     return c.family === 'IPv4' && (c.network[0] === 127 || cidrContains(c, '127.0.0.0'));
   });
+}
+
+/**
+ * Whether a CIDR list names loopback of its family explicitly: a CIDR (not a
+ * zero one) that overlaps 127.0.0.0/8, or one that holds ::1. `all` and a
+ * zero CIDR do not count: upstream's localhost relay needs an explicit opt-in.
+ */
+function namesLoopback(cidrs: readonly string[], family: IPFamily): boolean {
+  return cidrs.some((s) => {
+    const c = parseCIDR(s);
+    if (!c || c.family !== family || c.prefix === 0) return false;
+    return family === 'IPv4' ? c.network[0] === 127 || cidrContains(c, '127.0.0.0') : cidrContains(c, '::1');
+  });
+}
+
+/**
+ * What nftables mode does with TCP to loopback:<NodePort> for one family (KEP-6032):
+ * * 'off'    - the gate KubeProxyNFTablesLocalhostNodePorts is off, or another mode: nothing (the kernel
+ *              refuses, as before the gate existed);
+ * * 'serve'  - the gate is on and nodePortAddresses names loopback of the family (`localhost`, or a CIDR
+ *              such as 127.0.0.1/32): a userspace relay listens on 127.0.0.1 / ::1 for each TCP NodePort;
+ * * 'reject' - the gate is on without that opt-in: such packets are rejected and counted.
+ * UDP and SCTP to loopback NodePorts are rejected and counted in both 'serve' and 'reject'.
+ */
+export type LocalhostNodePortsMode = 'off' | 'serve' | 'reject';
+
+export function nftablesLocalhostNodePorts(
+  config: ResolvedConfig,
+  family: IPFamily,
+  nodeIP: string | null,
+): LocalhostNodePortsMode {
+  if (config.mode !== 'nftables' || !featureGateEnabled(config.featureGates, 'KubeProxyNFTablesLocalhostNodePorts'))
+    return 'off';
+  return namesLoopback(expandNodePortAddresses(config.nodePortAddresses, family, nodeIP), family) ? 'serve' : 'reject';
 }
 
 function localDetectorOf(config: ResolvedConfig, family: IPFamily, podCIDRs: readonly string[]): LocalDetector {

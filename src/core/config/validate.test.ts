@@ -498,8 +498,11 @@ test('ipvs mode needs the KubeProxyIPVS gate (default on)', () => {
   assert.deepEqual(validateConfig(c).warnings, [], 'the gates are known');
 });
 
-test('enabling KubeProxyNFTablesLocalhostNodePorts warns that it is not implemented', () => {
-  const c = base();
-  c.featureGates = { KubeProxyNFTablesLocalhostNodePorts: true };
-  assert.match(validateConfig(c).warnings.join('\n'), /KubeProxyNFTablesLocalhostNodePorts .* not implemented/);
+test('KubeProxyNFTablesLocalhostNodePorts is known and built: no warning either way', () => {
+  for (const on of [true, false]) {
+    const c = base();
+    c.mode = 'nftables';
+    c.featureGates = { KubeProxyNFTablesLocalhostNodePorts: on };
+    assert.deepEqual(validateConfig(c).warnings, [], `gate ${on}`);
+  }
 });

@@ -38,11 +38,6 @@ export function validateConfig(c: ResolvedConfig): ValidationResult {
     if (!KNOWN_FEATURE_GATES.has(gate))
       warnings.push(`featureGates: unrecognized feature gate ${JSON.stringify(gate)} ignored`);
   }
-  // Known upstream, not built here: say so instead of silently doing nothing.
-  if (c.featureGates['KubeProxyNFTablesLocalhostNodePorts'] === true)
-    warnings.push(
-      'featureGates: KubeProxyNFTablesLocalhostNodePorts (KEP-6032, alpha) is not implemented by kube-proxy-ts; nftables mode does not serve localhost NodePorts',
-    );
   checkMasqueradeBit(errs, 'iptables.masqueradeBit', c.iptables.masqueradeBit);
   if (c.mode === 'ipvs') validateIPVS(errs, c);
   if (c.mode === 'ipvs' && !featureGateEnabled(c.featureGates, 'KubeProxyIPVS'))

@@ -30,6 +30,10 @@
 // service port's objects (serviceport.ts), the Transaction builder and its
 // object model (transaction.ts, objects.ts), and the table diff that
 // `kube-proxy-ts diff` prints (tablediff.ts).
+//
+// localhost.ts: localhost NodePorts (KEP-6032), which rules cannot serve: the
+// loopback TCP relays a SyncState asks for and the `nft -f` script of our
+// small reject table (`kube-proxy-ts-localhost`) beside upstream's table.
 
 export { NftablesRenderer, EMPTY_SNAPSHOT, STALE_CHAIN_DELAY_MS } from './renderer.js';
 export type { KernelSnapshot, RenderResult } from './renderer.js';
@@ -40,3 +44,10 @@ export { trace } from './trace.js';
 export type { RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
 export { Transaction } from './transaction.js';
 export { TABLE_NAME, nftFamily, type NftFamily } from './names.js';
+export {
+  LOCALHOST_TABLE,
+  localhostRejectScript,
+  planLocalhostNodePorts,
+  type LocalhostPlan,
+  type LocalhostRelaySpec,
+} from './localhost.js';

@@ -2,6 +2,7 @@
 // exist, delete it. Kept apart from the dataplane so the other modes' start-up
 // cleanup (which runs on every start) loads only this, not the renderer and
 // the netlink encoder.
+import { LOCALHOST_TABLE } from '../../dataplane/nftables/localhost.js';
 import { TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { commandRunner, type ExecResult } from '../exec.js';
 
@@ -14,20 +15,24 @@ export function nftRunner(netns?: string): NftRunner {
   return (args, input) => run('nft', args, input === undefined ? {} : { input });
 }
 
-export async function tableExists(runner: NftRunner, fam: string): Promise<boolean> {
+export async function tableExists(runner: NftRunner, fam: string, table = TABLE_NAME): Promise<boolean> {
   const out = await runner(['list', 'tables', fam]);
-  return out.stdout.split('\n').some((l) => l.trim() === `table ${fam} ${TABLE_NAME}`);
+  return out.stdout.split('\n').some((l) => l.trim() === `table ${fam} ${table}`);
 }
 
-export async function deleteTableIfPresent(runner: NftRunner, fam: 'ip' | 'ip6'): Promise<void> {
-  if (await tableExists(runner, fam)) await runner(['delete', 'table', fam, TABLE_NAME]);
+export async function deleteTableIfPresent(runner: NftRunner, fam: 'ip' | 'ip6', table = TABLE_NAME): Promise<void> {
+  if (await tableExists(runner, fam, table)) await runner(['delete', 'table', fam, table]);
 }
 
 /**
  * Upstream nftables.CleanupLeftovers: delete `ip kube-proxy` and `ip6
- * kube-proxy` (used by --cleanup and when running another mode).
+ * kube-proxy` (used by --cleanup and when running another mode), and our
+ * localhost NodePort reject tables beside them.
  */
 export async function cleanupNftablesLeftovers(runner: NftRunner = nftRunner()): Promise<void> {
-  await deleteTableIfPresent(runner, 'ip');
-  await deleteTableIfPresent(runner, 'ip6');
+  for (const fam of ['ip', 'ip6'] as const) {
+    const listed = (await runner(['list', 'tables', fam])).stdout.split('\n').map((l) => l.trim());
+    for (const table of [TABLE_NAME, LOCALHOST_TABLE])
+      if (listed.includes(`table ${fam} ${table}`)) await runner(['delete', 'table', fam, table]);
+  }
 }

@@ -61,7 +61,7 @@ const HIGH_WATER = 256 * 1024;
 const BULK_AFTER = 4 * 1024 * 1024;
 const BULK_BUFFER = 256 * 1024;
 
-type SideHandle = TcpHandle & { side?: Side };
+type SideHandle = TcpHandle & { side?: Side; shutdownIssued?: boolean };
 
 function errName(err: number): string {
   try {
@@ -71,9 +71,14 @@ function errName(err: number): string {
   }
 }
 
-/** Close with RST; a handle that cannot be reset is closed plainly. */
-function resetHandle(h: TcpHandle): void {
-  if (h.reset(() => {}) !== 0) h.close();
+/**
+ * Close with RST, or plainly once a shutdown was issued on the handle: libuv
+ * refuses to reset a handle with a shutdown in flight (EINVAL), and Node's
+ * TCPWrap marks the handle closing even then, so a close() after the failed
+ * reset does nothing and the socket would stay open for good.
+ */
+function resetHandle(h: SideHandle): void {
+  if (h.shutdownIssued || h.reset(() => {}) !== 0) h.close();
 }
 
 /** onread of every wired handle (`this` is the handle that read). */
@@ -117,6 +122,7 @@ function onRead(this: SideHandle, ab: ArrayBuffer | undefined): void {
     req.handle = s.peer;
     req.oncomplete = onShutdownDone;
     req.side = s;
+    (s.peer as SideHandle).shutdownIssued = true;
     if (s.peer.shutdown(req) !== 0) s.owner.resetRelay(s.relay);
     return;
   }
