@@ -52,7 +52,7 @@ describe('nftables monitor: foreign changes to our table are reported, our own a
     execFileSync('ip', ['netns', 'add', NS]);
     for (const c of cases) {
       const dp = new NftablesDataplane({ config: c.config, netns: NS, clock });
-      dp.watch((reason) => reports[nftFamily(c.family)].push(reason));
+      dp.watchDrift((d) => reports[nftFamily(c.family)].push(`${d.reason}: ${d.detail}`));
       dps.push(dp);
     }
   });
@@ -96,7 +96,7 @@ describe('nftables monitor: foreign changes to our table are reported, our own a
     await settle();
     assert.equal(reports.ip6.length, 0, `ip6 untouched: ${reports.ip6.join('; ')}`);
     assert.equal(reports.ip.length, 1, `one report per poll: ${reports.ip.join('; ')}`);
-    assert.match(reports.ip[0]!, /delete table ip kube-proxy|delete table/);
+    assert.match(reports.ip[0]!, /^rules_changed: .*delete table kube-proxy/);
     clear();
     const last = steps[0]![steps[0]!.length - 1]!.state;
     // The engine's next sync is marked full; the dataplane repairs even from a partial one.
@@ -111,7 +111,7 @@ describe('nftables monitor: foreign changes to our table are reported, our own a
     nft('flush', 'chain', 'ip6', TABLE_NAME, 'nat-output');
     await settle();
     assert.equal(reports.ip6.length, 1);
-    assert.match(reports.ip6[0]!, /delete rule nat-output/);
+    assert.match(reports.ip6[0]!, /^rules_changed: .*delete rule kube-proxy nat-output/);
     assert.equal(reports.ip.length, 0);
   });
 
@@ -127,7 +127,7 @@ describe('nftables monitor: foreign changes to our table are reported, our own a
     nft('delete', 'table', 'ip', 'someone-else');
     await settle();
     assert.equal(reports.ip.length, 1, reports.ip.join('; '));
-    assert.match(reports.ip[0]!, /1 nf_tables commit\(s\) by others/);
+    assert.match(reports.ip[0]!, /^changes_unaccounted: 1 nf_tables commit\(s\) by others/);
     assert.equal(reports.ip6.length, 1, 'which table it touched is unknown: every family is told');
   });
 });
