@@ -64,12 +64,17 @@ export class RepairProbe {
     return f;
   }
 
-  /** DatapathRepaired Events on this node's Node object. */
+  /** DatapathRepaired Events of this mode and family on this node's Node object. */
   async events(): Promise<Array<{ note: string; type: string }>> {
     const list = (await this.env.kube.call('GET', '/apis/events.k8s.io/v1/namespaces/default/events')) as unknown as {
       items: Array<{ reason: string; note: string; type: string; regarding: { name: string } }>;
     };
-    return list.items.filter((e) => e.reason === 'DatapathRepaired' && e.regarding.name === this.node);
+    return list.items.filter(
+      (e) =>
+        e.reason === 'DatapathRepaired' &&
+        e.regarding.name === this.node &&
+        e.note.startsWith(`${this.mode} ${this.family} `),
+    );
   }
 
   /**
