@@ -8,8 +8,9 @@
 //      ours is noticed through the generation count.
 //   2. In the namespace cluster (dual-stack), with probers of a stable
 //      Service: `nft delete table ip kube-proxy`, then `ip6`, then a deleted
-//      base chain are repaired within 5 s each (measured and printed), and a
-//      change to a foreign table leaves the proxy alone.
+//      base chain are repaired within 5 s each (measured and printed), each
+//      counted, posted as an Event and shown in /statusz, and a change to a
+//      foreign table leaves the proxy alone.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -23,6 +24,7 @@ import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
 import { dumpAllForeign, foreignDiff } from '../netns/foreign.js';
 import { newPrefix } from '../netns/names.js';
 import { describeProbes, Prober } from '../netns/prober.js';
+import { RepairProbe } from '../netns/repair.js';
 import { nsRun } from '../netns/spawn.js';
 import { CLUSTER_CIDR, CLUSTER_CIDR6 } from '../netns/topology.js';
 import { FakeClock } from '../support/fakeclock.js';
@@ -232,6 +234,23 @@ describe('nftables mode repairs a wiped table within 5 s (namespace cluster)', {
       () => nft('delete', 'chain', 'ip', TABLE_NAME, 'nat-prerouting'),
       async () => (await nsRun(node2(), ['nft', 'list', 'chains', 'ip'])).stdout.includes('chain nat-prerouting'),
     );
+  });
+
+  it('the repairs are counted (metric), posted (Event) and shown (/statusz) per family', async () => {
+    for (const [family, n] of [
+      ['IPv4', 2],
+      ['IPv6', 1],
+    ] as const) {
+      const probe = new RepairProbe(env, 'node2', 'nftables', family);
+      assert.ok((await probe.repairsMetric('rules_changed')) >= n, `${family}: kubeproxy_ts_datapath_repairs_total`);
+      const st = await probe.status();
+      assert.ok(st.repairs >= n && st.lastRepair?.reason === 'rules_changed', JSON.stringify(st));
+      const { value } = await env.waitFor(`${family}: DatapathRepaired Events`, async () => {
+        const e = await probe.events();
+        return e.length >= 1 ? e : undefined;
+      });
+      assert.equal(value[0]!.type, 'Warning');
+    }
   });
 
   it('a change to a foreign table leaves the proxy alone', async () => {
