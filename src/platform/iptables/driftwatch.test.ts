@@ -26,6 +26,8 @@ test('our chains, jumps to them and the iptables tables themselves are ours; the
   assert.equal(iptablesChangeIsOurs(change('nat', 'delete rule', 'PREROUTING', ['DOCKER'])), false);
   assert.equal(iptablesChangeIsOurs(change('nat', 'add rule', 'PREROUTING', ['KUBE-SERVICES'])), false);
   assert.equal(iptablesChangeIsOurs(change('filter', 'add chain', 'DOCKER-USER')), false);
+  assert.equal(iptablesChangeIsOurs(change('mangle', 'add chain', 'KUBE-KUBELET-CANARY')), false, "the kubelet's");
+  assert.equal(iptablesChangeIsOurs(change('mangle', 'add chain', 'KUBE-IPTABLES-HINT')), false, "the kubelet's");
   assert.equal(iptablesChangeIsOurs(change('kube-proxy', 'delete chain', 'KUBE-SERVICES')), false, 'not iptables');
   assert.equal(iptablesChangeIsOurs(change('raw', 'delete rule', 'PREROUTING', ['KUBE-X'])), false);
 });

@@ -6,7 +6,9 @@
 // filter and mangle in families ip and ip6, so the nftables mode's monitor
 // (../nftables/monitor.ts) sees every change to them as an event, naming the
 // chain and, for a rule, its expressions. Which of those are ours:
-//   - anything in a chain named KUBE-* (our chains and the canary);
+//   - anything in a chain named KUBE-* (our chains and the canary), except
+//     the kubelet's own (KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT), which it
+//     writes when it starts or finds its canary gone;
 //   - a deleted rule, in any chain, that jumps to a KUBE-* chain (the jumps
 //     from the built-in chains);
 //   - a deleted nat, filter or mangle table.
@@ -21,12 +23,14 @@ import type { NftChange } from '../nftables/monitor.js';
 
 const IPTABLES_TABLES: ReadonlySet<string> = new Set(['nat', 'filter', 'mangle']);
 const OURS = 'KUBE-';
+const KUBELETS: ReadonlySet<string> = new Set(['KUBE-KUBELET-CANARY', 'KUBE-IPTABLES-HINT']);
+const ours = (chain: string) => chain.startsWith(OURS) && !KUBELETS.has(chain);
 
 /** The monitor's filter for the iptables mode (see above). */
 export function iptablesChangeIsOurs(c: NftChange): boolean {
   if (!IPTABLES_TABLES.has(c.table)) return false;
-  if (c.tableDeleted || c.name.startsWith(OURS)) return true;
-  return c.what === 'delete rule' && c.jumpTargets().some((t) => t.startsWith(OURS));
+  if (c.tableDeleted || ours(c.name)) return true;
+  return c.what === 'delete rule' && c.jumpTargets().some(ours);
 }
 
 /**
