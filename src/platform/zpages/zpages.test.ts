@@ -133,6 +133,10 @@ test('/statusz: text, structured, ?format=json, HTML with escaping and a CSP all
   assert.match(text, /^Proxy mode(:|: |=| ) iptables$/m);
   assert.match(text, /^IPv4 last sync(:|: |=| ) 2026-01-02T04:06:00.000Z \(partial, 0.012s, 1 service ports\)$/m);
   assert.match(text, /^IPv4 last error(:|: |=| ) 2026-01-02T04:00:00.000Z iptables-restore: <line 3> failed$/m);
+  assert.match(
+    text,
+    /^IPv4 repairs(:|: |=| ) 2, last 2026-01-02T04:05:00.000Z after 0.250s \(rules_changed: delete rule <b>\)$/m,
+  );
 
   r = await get('/statusz', 'application/json;v=v1beta1;g=config.k8s.io;as=Statusz');
   assert.equal(r.headers.get('content-type'), 'application/json;v=v1beta1;g=config.k8s.io;as=Statusz');
