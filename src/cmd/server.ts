@@ -17,6 +17,7 @@ import { NodeChangeWatch } from '../engine/nodewatch.js';
 import { Proxier } from '../engine/proxier.js';
 import { BoundedFrequencyRunner } from '../engine/runner.js';
 import { healthCheckListenAddresses } from '../engine/servicehealth.js';
+import { repairEventObserver } from '../engine/repairevents.js';
 import { syncFailureObserver } from '../engine/syncfailures.js';
 import { SyncStatusRecorder } from '../engine/syncstatus.js';
 import { realClock } from '../platform/clock.js';
@@ -219,6 +220,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       loggingObserver(log),
       syncFailureObserver(mode, metrics),
       syncStatus.observer,
+      repairEventObserver((reason, action, note) => events?.eventf(nodeRef(nodeName), 'Warning', reason, action, note)),
     ),
     requestSync: () => runner.run(),
     conntrack: conntrackHook,

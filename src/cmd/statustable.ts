@@ -77,7 +77,7 @@ export function statusTable(doc: StatusDoc, filter: readonly string[] = []): str
     `kube-proxy-ts ${doc.version} on node ${doc.node.name}${where ? ` (${where})` : ''}, ` +
     `mode ${doc.mode}, started ${doc.startTime}, up ${upFor(doc.uptimeSeconds)}\n\n`;
   const fams = table(
-    ['FAMILY', 'LAST SYNC', 'DURATION', 'KIND', 'PORTS', 'LAST ERROR'],
+    ['FAMILY', 'LAST SYNC', 'DURATION', 'KIND', 'PORTS', 'LAST ERROR', 'REPAIRS'],
     doc.families.map((f) => [
       f.family,
       f.lastSync?.time ?? 'never',
@@ -88,6 +88,10 @@ export function statusTable(doc: StatusDoc, filter: readonly string[] = []): str
         ? `${f.lastError.time} ${f.lastError.message}` +
           (f.failuresSinceSuccess > 0 ? ` (${f.failuresSinceSuccess} failures since the last success)` : '')
         : 'none',
+      // A server older than the repairs field sends none.
+      f.lastRepair
+        ? `${f.repairs} (last ${f.lastRepair.time}, ${f.lastRepair.reason}, ${duration(f.lastRepair.seconds)})`
+        : String(f.repairs ?? 0),
     ]),
   );
   if (doc.servicePorts.length === 0) {

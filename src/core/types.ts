@@ -196,9 +196,34 @@ export interface Dataplane {
   skipsPeriodicFullSync?(): boolean;
   /**
    * Ask to be told when another actor changes or removes what this datapath
-   * wrote (e.g. `nft delete table ip kube-proxy`); the engine then syncs
-   * fully at once. Modes that cannot notice leave it out and rely on their
-   * periodic syncs.
+   * wrote (`nft delete table ip kube-proxy`, `iptables -F KUBE-SERVICES`, a
+   * detached tc program, a closed listener); the engine then syncs fully at
+   * once, which repairs it, and counts, logs and posts the repair. Each mode
+   * documents how it notices; modes that cannot leave it out and rely on
+   * their periodic syncs. The watch starts with the first sync and ends with
+   * close().
    */
-  watch?(onTampered: (reason: string) => void): void;
+  watchDrift?(onDrift: (drift: Drift) => void): void;
 }
+
+/**
+ * Why a datapath thinks its kernel state is no longer what it wrote. The
+ * reason is a stable code (a metric label: keep the set small); the detail
+ * says what was seen, for the log, the Event and /statusz.
+ */
+export interface Drift {
+  readonly reason: DriftReason;
+  readonly detail: string;
+}
+
+export type DriftReason =
+  /** Rules, chains or tables of ours changed by another actor (nf_tables events). */
+  | 'rules_changed'
+  /** Changes may have been missed (events lost, a commit by others during ours): checked by a full sync. */
+  | 'changes_unaccounted'
+  /** A BPF program is no longer attached where we attached it. */
+  | 'program_detached'
+  /** A pinned BPF map is gone from, or replaced at, its pin path. */
+  | 'map_unpinned'
+  /** A listening socket of ours closed or failed. */
+  | 'listener_closed';

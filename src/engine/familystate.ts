@@ -7,7 +7,7 @@ import { applyEndpointsChanges, EndpointsChangeTracker } from '../core/endpoints
 import type { ServicePortMap } from '../core/servicechangetracker.js';
 import { applyServiceChanges, ServiceChangeTracker } from '../core/servicechangetracker.js';
 import type { SkipReporter } from '../core/serviceport.js';
-import type { Dataplane, IPFamily, ServicePort, SyncState } from '../core/types.js';
+import type { Dataplane, Drift, IPFamily, ServicePort, SyncState } from '../core/types.js';
 
 /** Everything checked out since the last successful sync of the family. */
 export interface FamilyChanges {
@@ -31,6 +31,10 @@ export class FamilyState {
   lastState: SyncState | null = null;
   /** Changes of failed syncs, merged into the next checkout. */
   private carried: FamilyChanges | null = null;
+  /** Drift reported and not yet repaired: its first report and when it came (monotonic ms). */
+  private drift: { readonly first: Drift; readonly since: number } | null = null;
+  /** Reports of drift so far: a sync that started before the latest report has not repaired it. */
+  private driftSeq = 0;
 
   constructor(
     readonly dataplane: Dataplane,
@@ -68,6 +72,35 @@ export class FamilyState {
   }
 
   /** The datapath rejected: keep the changes, make the next sync full. */
+  /** The datapath reported drift at `now`: the next sync is full, and it is timed from the first report. */
+  drifted(drift: Drift, now: number): void {
+    this.driftSeq++;
+    this.drift ??= { first: drift, since: now };
+    this.needFullSync = true;
+  }
+
+  /** A mark to hand to repaired() after the sync that starts now. */
+  driftMark(): number {
+    return this.driftSeq;
+  }
+
+  /**
+   * After a successful sync that started at `mark`: the drift it repaired and
+   * how long that took, or null. A report that came during the sync is not
+   * repaired by it (the datapath may have read the kernel before the change):
+   * the next sync stays full.
+   */
+  repaired(mark: number, full: boolean, now: number): { drift: Drift; ms: number } | null {
+    if (this.driftSeq !== mark) {
+      this.needFullSync = true;
+      return null;
+    }
+    if (!full || this.drift === null) return null;
+    const out = { drift: this.drift.first, ms: now - this.drift.since };
+    this.drift = null;
+    return out;
+  }
+
   failed(changes: FamilyChanges): void {
     this.carried = changes;
     this.needFullSync = true;

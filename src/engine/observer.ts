@@ -2,7 +2,7 @@
 // engine never imports a logger or a metrics library. platform/metrics.ts and
 // the health state implement this; tests record it.
 
-import type { IPFamily } from '../core/types.js';
+import type { DriftReason, IPFamily, ProxyMode } from '../core/types.js';
 
 export interface SyncReport {
   readonly family: IPFamily;
@@ -14,6 +14,22 @@ export interface SyncReport {
   readonly counters?: Readonly<Record<string, number>>;
   /** Services whose Local traffic policy has no local endpoints (while having endpoints elsewhere). */
   readonly noLocalEndpoints: { readonly internal: number; readonly external: number };
+}
+
+/** A datapath reported drift (another actor changed what it wrote); a full sync follows. */
+export interface DriftReport {
+  readonly family: IPFamily;
+  readonly mode: ProxyMode;
+  readonly reason: DriftReason;
+  readonly detail: string;
+}
+
+/** The full sync that followed drift succeeded: the datapath is as we wrote it again. */
+export interface RepairReport extends DriftReport {
+  /** Seconds from the first report of the drift to the end of the sync that repaired it. */
+  readonly seconds: number;
+  /** Wall-clock epoch ms when the repair finished. */
+  readonly at: number;
 }
 
 export interface ProxierObserver {
@@ -30,6 +46,10 @@ export interface ProxierObserver {
   networkProgrammingLatency(family: IPFamily, seconds: number): void;
   /** Bad input that was skipped (logged and counted, never fatal). */
   inputSkipped(kind: 'service' | 'endpointslice' | 'node', key: string, reason: string): void;
+  /** A datapath noticed drift (Dataplane.watchDrift); the repair is reported by datapathRepaired. */
+  driftDetected(report: DriftReport): void;
+  /** The datapath was repaired after drift (counted, posted as an Event, shown in /statusz). */
+  datapathRepaired(report: RepairReport): void;
   /** Anything else worth a log line. */
   event(level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void;
 }
@@ -43,5 +63,7 @@ export const nullObserver: ProxierObserver = {
   changeRecorded() {},
   networkProgrammingLatency() {},
   inputSkipped() {},
+  driftDetected() {},
+  datapathRepaired() {},
   event() {},
 };

@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Proxier } from './proxier.js';
 import type { ConntrackHook } from './proxier.js';
-import type { ProxierObserver, SyncReport } from './observer.js';
-import type { Dataplane, IPFamily, SyncOutcome, SyncState } from '../core/types.js';
+import type { DriftReport, ProxierObserver, RepairReport, SyncReport } from './observer.js';
+import type { Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../core/types.js';
 import { hasCode } from '../core/errors.js';
 import type { ConntrackFlow } from '../core/conntrack.js';
 import { FakeClock } from '../../test/support/fakeclock.js';
@@ -25,11 +25,21 @@ class RecordingDataplane implements Dataplane {
   failNext = 0;
   /** What skipsPeriodicFullSync answers (iptables large-cluster mode). */
   skipPeriodic = false;
+  /** watchDrift()'s listener: a test reports drift through it. */
+  onDrift: ((d: Drift) => void) | null = null;
+  /** Called inside the next sync (a report that arrives while the datapath works). */
+  duringSync: (() => void) | null = null;
   constructor(readonly family: IPFamily) {}
   skipsPeriodicFullSync(): boolean {
     return this.skipPeriodic;
   }
+  watchDrift(onDrift: (d: Drift) => void): void {
+    this.onDrift = onDrift;
+  }
   async sync(state: SyncState): Promise<SyncOutcome> {
+    const during = this.duringSync;
+    this.duringSync = null;
+    during?.();
     if (this.failNext > 0) {
       this.failNext--;
       throw new Error('boom');
@@ -52,6 +62,14 @@ class RecordingObserver implements ProxierObserver {
   latency: Array<[IPFamily, number]> = [];
   skipped: Array<[string, string, string]> = [];
   events: string[] = [];
+  drifts: DriftReport[] = [];
+  repairs: RepairReport[] = [];
+  driftDetected(d: DriftReport) {
+    this.drifts.push(d);
+  }
+  datapathRepaired(r: RepairReport) {
+    this.repairs.push(r);
+  }
   queuedUpdate(f: IPFamily, at: number) {
     this.queued.push([f, at]);
   }
@@ -644,4 +662,45 @@ test('a relist that reports Synced again with no change requests no sync', async
   assert.equal(t.requests(), before, 'Synced after the first time is not a change');
   t.proxier.onEndpointSliceUpdate(slice(), slice('svc1', ['10.180.0.9']));
   assert.equal(t.requests(), before + 1, 'the relist diff requests its sync');
+});
+
+test('drift reported by a datapath: the next sync is full, and its success is reported once as the repair', async () => {
+  const t = await initialized(['IPv4', 'IPv6']);
+  const [v4, v6] = t.dps;
+  const requests = t.requests();
+  v6!.onDrift!({ reason: 'rules_changed', detail: 'delete rule KUBE-SERVICES' });
+  assert.deepEqual(t.observer.drifts, [
+    { family: 'IPv6', mode: 'nftables', reason: 'rules_changed', detail: 'delete rule KUBE-SERVICES' },
+  ]);
+  assert.equal(t.requests(), requests + 1, 'a sync is requested at once');
+  t.clock.advance(300);
+  v6!.onDrift!({ reason: 'changes_unaccounted', detail: 'a second report before the sync' });
+  t.clock.advance(200);
+  v6!.failNext = 1;
+  await assert.rejects(t.proxier.syncProxyRules());
+  assert.equal(t.observer.repairs.length, 0, 'a failed sync repaired nothing');
+  t.clock.advance(500);
+  await t.proxier.syncProxyRules();
+  assert.equal(v6!.last.fullSync, true);
+  assert.equal(v4!.last.fullSync, false, 'the other family is not disturbed');
+  assert.equal(t.observer.repairs.length, 1);
+  const r = t.observer.repairs[0]!;
+  assert.equal(r.family, 'IPv6');
+  assert.equal(r.reason, 'rules_changed', 'timed and named from the first report');
+  assert.equal(r.seconds, 1);
+  await t.proxier.syncProxyRules();
+  assert.equal(v6!.last.fullSync, false, 'back to partial syncs');
+  assert.equal(t.observer.repairs.length, 1);
+});
+
+test('drift reported while a sync runs is repaired by the next one, not by that sync', async () => {
+  const t = await initialized();
+  t.dp.onDrift!({ reason: 'rules_changed', detail: 'first' });
+  t.dp.duringSync = () => t.dp.onDrift!({ reason: 'rules_changed', detail: 'during' });
+  await t.proxier.syncProxyRules();
+  assert.equal(t.observer.repairs.length, 0, 'the datapath may have read the kernel before the second change');
+  await t.proxier.syncProxyRules();
+  assert.equal(t.dp.last.fullSync, true);
+  assert.equal(t.observer.repairs.length, 1);
+  assert.equal(t.observer.repairs[0]!.detail, 'first');
 });

@@ -9,10 +9,14 @@
 //   (upstream isInitialized). The Node is not waited for here: upstream waits
 //   for it in the composition root (NodeManager) before the proxier exists.
 // - A family's sync is full on its first run, after any failure of it, after
-//   a topology (node labels) change, and when its last full sync is older
-//   than fullSyncPeriodMs (default 1 h) by the clock, unless its Dataplane
-//   asks to skip that periodic one (skipsPeriodicFullSync: iptables in
-//   large-cluster mode, as upstream).
+//   a topology (node labels) change, after its datapath reported drift
+//   (Dataplane.watchDrift), and when its last full sync is older than
+//   fullSyncPeriodMs (default 1 h) by the clock, unless its Dataplane asks to
+//   skip that periodic one (skipsPeriodicFullSync: iptables in large-cluster
+//   mode, as upstream).
+// - Drift is repaired by the first full sync that starts after its last
+//   report and succeeds; that sync reports datapathRepaired once, timed from
+//   the first report.
 // - Changes checked out for a sync that failed are kept (updated services,
 //   trigger times, conntrack cleanup) and reported with the next success.
 
@@ -23,7 +27,7 @@ import { BugError, ProxyError } from '../core/errors.js';
 import { endpointSliceKeys } from '../core/endpointslicecache.js';
 import type { SkipReporter } from '../core/serviceport.js';
 import { buildSyncState, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
-import type { Dataplane, IPFamily, NodeInfo, ServicePort, SyncState } from '../core/types.js';
+import type { Dataplane, Drift, IPFamily, NodeInfo, ServicePort, SyncState } from '../core/types.js';
 import type { Clock } from '../core/clock.js';
 import type { FamilyChanges } from './familystate.js';
 import { FamilyState } from './familystate.js';
@@ -95,7 +99,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
           deps.allowServiceExternalIPs ?? true,
         ),
     );
-    for (const f of this.families) f.dataplane.watch?.((reason) => this.tampered(f, reason));
+    for (const f of this.families) f.dataplane.watchDrift?.((drift) => this.drifted(f, drift));
     this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) =>
       this.reportSkip('node', key, reason),
     );
@@ -160,10 +164,14 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     this.changed(this.families);
   }
 
-  /** Someone else changed the family's rules: repair them with a full sync, as soon as the runner allows. */
-  private tampered(f: FamilyState, reason: string): void {
-    this.deps.observer.event('warn', { family: f.family, reason }, 'Rules changed by another actor; resyncing fully');
-    f.needFullSync = true;
+  /**
+   * Someone else changed what the family's datapath wrote: repair it with a
+   * full sync, as soon as the runner allows. Every mode's drift comes here,
+   * and the repair is reported from one place (syncFamily).
+   */
+  private drifted(f: FamilyState, drift: Drift): void {
+    this.deps.observer.driftDetected({ family: f.family, mode: f.dataplane.mode, ...drift });
+    f.drifted(drift, this.deps.clock.monotonic());
     this.changed([f]);
   }
 
@@ -267,6 +275,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   private async syncFamily(f: FamilyState): Promise<unknown> {
     const { clock, observer } = this.deps;
     const t0 = clock.monotonic();
+    const driftMark = f.driftMark();
     const changes = f.checkout();
     const periodic = t0 - f.lastFullSyncAt >= (this.deps.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS);
     const fullSync = f.needFullSync || (periodic && f.dataplane.skipsPeriodicFullSync?.() !== true);
@@ -289,6 +298,15 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       return error ?? new Error('datapath sync rejected');
     }
     f.succeeded(state, fullSync ? t0 : null);
+    const repair = f.repaired(driftMark, fullSync, clock.monotonic());
+    if (repair)
+      observer.datapathRepaired({
+        family: f.family,
+        mode: f.dataplane.mode,
+        ...repair.drift,
+        seconds: repair.ms / 1000,
+        at: clock.now(),
+      });
     observer.syncSucceeded({
       family: f.family,
       durationSeconds: (clock.monotonic() - t0) / 1000,

@@ -85,6 +85,8 @@ test('one row per service port with addresses, used endpoints and reasons for th
       lastError: null,
       failuresSinceSuccess: 0,
       servicePorts: 2,
+      repairs: 0,
+      lastRepair: null,
     },
   ]);
   assert.deepEqual(
@@ -154,4 +156,31 @@ test('the recorder keeps the last error (with its cause) and counts failures unt
   assert.equal(v6.lastError?.message, 'sync failed for IPv6: iptables-restore: line 7 failed');
   assert.deepEqual(v6.lastSync, { at: Date.UTC(2026, 0, 2, 3, 4, 7), durationSeconds: 0.5, partial: true });
   assert.equal(rec.status()[0]!.lastSync, null);
+});
+
+test('the recorder counts repairs per family and keeps the last one for /statusz', () => {
+  const clock = new FakeClock(Date.UTC(2026, 0, 2, 3, 4, 5));
+  const rec = new SyncStatusRecorder(clock, ['IPv4', 'IPv6']);
+  const repair = (detail: string, seconds: number) =>
+    rec.observer.datapathRepaired({
+      family: 'IPv4',
+      mode: 'iptables',
+      reason: 'rules_changed',
+      detail,
+      seconds,
+      at: clock.now(),
+    });
+  repair('delete rule KUBE-SERVICES', 0.4);
+  clock.advance(60_000);
+  repair('delete chain KUBE-SVC-X', 0.3);
+  const [v4, v6] = rec.status();
+  assert.equal(v4!.repairs, 2);
+  assert.deepEqual(v4!.lastRepair, {
+    at: Date.UTC(2026, 0, 2, 3, 5, 5),
+    reason: 'rules_changed',
+    detail: 'delete chain KUBE-SVC-X',
+    seconds: 0.3,
+  });
+  assert.equal(v6!.repairs, 0);
+  assert.equal(v6!.lastRepair, null);
 });

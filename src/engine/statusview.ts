@@ -33,6 +33,14 @@ export interface FamilyStatusDoc {
   readonly lastError: { readonly time: string; readonly message: string } | null;
   readonly failuresSinceSuccess: number;
   readonly servicePorts: number;
+  /** Repairs after another actor changed the datapath, and the last one (reason: a stable code). */
+  readonly repairs: number;
+  readonly lastRepair: {
+    readonly time: string;
+    readonly reason: string;
+    readonly detail: string;
+    readonly seconds: number;
+  } | null;
 }
 
 export interface EndpointDoc {
@@ -104,6 +112,15 @@ function familyDoc(s: FamilySyncStatus, state: SyncState | null): FamilyStatusDo
     lastError: s.lastError ? { time: iso(s.lastError.at), message: s.lastError.message } : null,
     failuresSinceSuccess: s.failuresSinceSuccess,
     servicePorts: state?.services.size ?? 0,
+    repairs: s.repairs,
+    lastRepair: s.lastRepair
+      ? {
+          time: iso(s.lastRepair.at),
+          reason: s.lastRepair.reason,
+          detail: s.lastRepair.detail,
+          seconds: roundMicros(s.lastRepair.seconds),
+        }
+      : null,
   };
 }
 

@@ -9,7 +9,7 @@
 
 import type { IPFamily } from '../core/types.js';
 import type { Clock } from '../core/clock.js';
-import { nullObserver, type ProxierObserver, type SyncReport } from './observer.js';
+import { nullObserver, type ProxierObserver, type RepairReport, type SyncReport } from './observer.js';
 
 export interface FamilySyncStatus {
   readonly family: IPFamily;
@@ -17,6 +17,14 @@ export interface FamilySyncStatus {
   readonly lastSync: { readonly at: number; readonly durationSeconds: number; readonly partial: boolean } | null;
   readonly lastError: { readonly at: number; readonly message: string } | null;
   readonly failuresSinceSuccess: number;
+  /** Repairs after drift (another actor changed what the datapath wrote) since the start. */
+  readonly repairs: number;
+  readonly lastRepair: {
+    readonly at: number;
+    readonly reason: string;
+    readonly detail: string;
+    readonly seconds: number;
+  } | null;
 }
 
 /** "message: cause message: ..." so a wrapped datapath error shows what actually failed. */
@@ -38,8 +46,7 @@ export class SyncStatusRecorder {
     private readonly clock: Clock,
     families: readonly IPFamily[],
   ) {
-    for (const family of families)
-      this.byFamily.set(family, { family, lastSync: null, lastError: null, failuresSinceSuccess: 0 });
+    for (const family of families) this.byFamily.set(family, empty(family));
   }
 
   /** Plug into the proxier's observer tee. */
@@ -61,6 +68,14 @@ export class SyncStatusRecorder {
         failuresSinceSuccess: prev.failuresSinceSuccess + 1,
       });
     },
+    datapathRepaired: (r: RepairReport) => {
+      const prev = this.get(r.family);
+      this.byFamily.set(r.family, {
+        ...prev,
+        repairs: prev.repairs + 1,
+        lastRepair: { at: r.at, reason: r.reason, detail: r.detail, seconds: r.seconds },
+      });
+    },
   };
 
   /** One entry per family, in the order given to the constructor. */
@@ -69,6 +84,10 @@ export class SyncStatusRecorder {
   }
 
   private get(family: IPFamily): FamilySyncStatus {
-    return this.byFamily.get(family) ?? { family, lastSync: null, lastError: null, failuresSinceSuccess: 0 };
+    return this.byFamily.get(family) ?? empty(family);
   }
+}
+
+function empty(family: IPFamily): FamilySyncStatus {
+  return { family, lastSync: null, lastError: null, failuresSinceSuccess: 0, repairs: 0, lastRepair: null };
 }

@@ -135,6 +135,16 @@ export function loggingObserver(log: Logger): ProxierObserver {
     networkProgrammingLatency: (family, seconds) =>
       log.trace({ ipFamily: family, seconds }, 'network programming latency'),
     inputSkipped: (kind, key, reason) => log.warn({ kind, key, reason }, 'skipping invalid object'),
+    driftDetected: (d) =>
+      log.warn(
+        { ipFamily: d.family, mode: d.mode, reason: d.reason, detail: d.detail },
+        'Rules changed by another actor; resyncing fully',
+      ),
+    datapathRepaired: (r) =>
+      log.info(
+        { ipFamily: r.family, mode: r.mode, reason: r.reason, detail: r.detail, seconds: r.seconds },
+        'Datapath repaired',
+      ),
     event: (level, fields, msg) => log[level](fields, msg),
   };
 }
@@ -162,6 +172,8 @@ export function teeObservers(...observers: ProxierObserver[]): ProxierObserver {
     changeRecorded: each('changeRecorded'),
     networkProgrammingLatency: each('networkProgrammingLatency'),
     inputSkipped: each('inputSkipped'),
+    driftDetected: each('driftDetected'),
+    datapathRepaired: each('datapathRepaired'),
     event: each('event'),
   };
 }

@@ -177,3 +177,17 @@ test('every failed sync counts in kubeproxy_ts_sync_failures_total, whatever the
   assert.match(t, /^kubeproxy_ts_sync_failures_total\{ip_family="IPv6"\} 1$/m);
   assert.match(t, /^kubeproxy_sync_proxy_rules_duration_seconds_count\{ip_family="IPv4"\} 1$/m);
 });
+
+test('each repair after drift counts in kubeproxy_ts_datapath_repairs_total by mode, family and reason', async () => {
+  const m = new ProxyMetrics({ defaultMetrics: false });
+  const r = { family: 'IPv4', mode: 'iptables', detail: 'x', seconds: 0.5, at: 0 } as const;
+  m.datapathRepaired({ ...r, reason: 'rules_changed' });
+  m.datapathRepaired({ ...r, reason: 'rules_changed' });
+  m.datapathRepaired({ ...r, family: 'IPv6', mode: 'ebpf', reason: 'map_unpinned' });
+  const t = (await m.render()).body;
+  assert.match(
+    t,
+    /^kubeproxy_ts_datapath_repairs_total\{mode="iptables",ip_family="IPv4",reason="rules_changed"\} 2$/m,
+  );
+  assert.match(t, /^kubeproxy_ts_datapath_repairs_total\{mode="ebpf",ip_family="IPv6",reason="map_unpinned"\} 1$/m);
+});

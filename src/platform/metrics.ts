@@ -22,7 +22,7 @@ import {
   linearBuckets,
 } from 'prom-client';
 import type { IPFamily } from '../core/types.js';
-import type { ProxierObserver, SyncReport } from '../engine/observer.js';
+import type { ProxierObserver, RepairReport, SyncReport } from '../engine/observer.js';
 import { toEpochMs } from '../engine/health.js';
 import { run, type ExecResult } from './exec.js';
 
@@ -235,6 +235,17 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
     registers: this.r,
   });
 
+  /**
+   * Repairs after another actor changed what the datapath wrote (not
+   * upstream, whose only repair is the canary check's full sync, uncounted).
+   */
+  readonly datapathRepairsTotal = new Counter({
+    name: 'kubeproxy_ts_datapath_repairs_total',
+    help: 'Full syncs that repaired the datapath after another actor changed it, by what was noticed',
+    labelNames: ['mode', 'ip_family', 'reason'],
+    registers: this.r,
+  });
+
   constructor(opts: ProxyMetricsOptions = {}) {
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
     if (opts.nfacct) this.addNfacctCollectors(opts.nfacct);
@@ -287,6 +298,12 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
 
   inputSkipped(kind: 'service' | 'endpointslice' | 'node', _key: string, _reason: string): void {
     this.inputSkippedTotal.inc({ kind });
+  }
+
+  driftDetected(): void {}
+
+  datapathRepaired(r: RepairReport): void {
+    this.datapathRepairsTotal.inc({ mode: r.mode, ip_family: r.family, reason: r.reason });
   }
 
   event(): void {}

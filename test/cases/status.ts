@@ -13,7 +13,9 @@ export function statusAfterSync(mode: string, st: SyncState): StatusDoc {
     now: 0,
     node: st.node,
     initialized: true,
-    syncs: [{ family: st.family, lastSync: null, lastError: null, failuresSinceSuccess: 0 }],
+    syncs: [
+      { family: st.family, lastSync: null, lastError: null, failuresSinceSuccess: 0, repairs: 0, lastRepair: null },
+    ],
     states: new Map([[st.family, st]]),
   });
 }

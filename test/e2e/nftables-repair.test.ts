@@ -8,8 +8,9 @@
 //      ours is noticed through the generation count.
 //   2. In the namespace cluster (dual-stack), with probers of a stable
 //      Service: `nft delete table ip kube-proxy`, then `ip6`, then a deleted
-//      base chain are repaired within 5 s each (measured and printed), and a
-//      change to a foreign table leaves the proxy alone.
+//      base chain are repaired within 5 s each (measured and printed), each
+//      counted, posted as an Event and shown in /statusz, and a change to a
+//      foreign table leaves the proxy alone.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -23,6 +24,7 @@ import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
 import { dumpAllForeign, foreignDiff } from '../netns/foreign.js';
 import { newPrefix } from '../netns/names.js';
 import { describeProbes, Prober } from '../netns/prober.js';
+import { RepairProbe } from '../netns/repair.js';
 import { nsRun } from '../netns/spawn.js';
 import { CLUSTER_CIDR, CLUSTER_CIDR6 } from '../netns/topology.js';
 import { FakeClock } from '../support/fakeclock.js';
@@ -52,7 +54,7 @@ describe('nftables monitor: foreign changes to our table are reported, our own a
     execFileSync('ip', ['netns', 'add', NS]);
     for (const c of cases) {
       const dp = new NftablesDataplane({ config: c.config, netns: NS, clock });
-      dp.watch((reason) => reports[nftFamily(c.family)].push(reason));
+      dp.watchDrift((d) => reports[nftFamily(c.family)].push(`${d.reason}: ${d.detail}`));
       dps.push(dp);
     }
   });
@@ -96,7 +98,7 @@ describe('nftables monitor: foreign changes to our table are reported, our own a
     await settle();
     assert.equal(reports.ip6.length, 0, `ip6 untouched: ${reports.ip6.join('; ')}`);
     assert.equal(reports.ip.length, 1, `one report per poll: ${reports.ip.join('; ')}`);
-    assert.match(reports.ip[0]!, /delete table ip kube-proxy|delete table/);
+    assert.match(reports.ip[0]!, /^rules_changed: .*delete table kube-proxy/);
     clear();
     const last = steps[0]![steps[0]!.length - 1]!.state;
     // The engine's next sync is marked full; the dataplane repairs even from a partial one.
@@ -111,7 +113,7 @@ describe('nftables monitor: foreign changes to our table are reported, our own a
     nft('flush', 'chain', 'ip6', TABLE_NAME, 'nat-output');
     await settle();
     assert.equal(reports.ip6.length, 1);
-    assert.match(reports.ip6[0]!, /delete rule nat-output/);
+    assert.match(reports.ip6[0]!, /^rules_changed: .*delete rule kube-proxy nat-output/);
     assert.equal(reports.ip.length, 0);
   });
 
@@ -127,7 +129,7 @@ describe('nftables monitor: foreign changes to our table are reported, our own a
     nft('delete', 'table', 'ip', 'someone-else');
     await settle();
     assert.equal(reports.ip.length, 1, reports.ip.join('; '));
-    assert.match(reports.ip[0]!, /1 nf_tables commit\(s\) by others/);
+    assert.match(reports.ip[0]!, /^changes_unaccounted: 1 nf_tables commit\(s\) by others/);
     assert.equal(reports.ip6.length, 1, 'which table it touched is unknown: every family is told');
   });
 });
@@ -232,6 +234,23 @@ describe('nftables mode repairs a wiped table within 5 s (namespace cluster)', {
       () => nft('delete', 'chain', 'ip', TABLE_NAME, 'nat-prerouting'),
       async () => (await nsRun(node2(), ['nft', 'list', 'chains', 'ip'])).stdout.includes('chain nat-prerouting'),
     );
+  });
+
+  it('the repairs are counted (metric), posted (Event) and shown (/statusz) per family', async () => {
+    for (const [family, n] of [
+      ['IPv4', 2],
+      ['IPv6', 1],
+    ] as const) {
+      const probe = new RepairProbe(env, 'node2', 'nftables', family);
+      assert.ok((await probe.repairsMetric('rules_changed')) >= n, `${family}: kubeproxy_ts_datapath_repairs_total`);
+      const st = await probe.status();
+      assert.ok(st.repairs >= n && st.lastRepair?.reason === 'rules_changed', JSON.stringify(st));
+      const { value } = await env.waitFor(`${family}: DatapathRepaired Events`, async () => {
+        const e = await probe.events();
+        return e.length >= 1 ? e : undefined;
+      });
+      assert.equal(value[0]!.type, 'Warning');
+    }
   });
 
   it('a change to a foreign table leaves the proxy alone', async () => {

@@ -201,6 +201,44 @@ export class TcAttacher {
     return had ? 'updated' : 'attached';
   }
 
+  /**
+   * The first hook of an attachable interface that does not run our program
+   * (a tcx link unpinned or detached, a cls_bpf filter deleted, another
+   * program in its place), as a sentence; null when every one does. Changes
+   * nothing: reconcile() repairs. Costs a pin read (tcx) or a filter query
+   * (tc) per hook.
+   */
+  check(ifaces: readonly Iface[], progs: Programs): string | null {
+    for (const i of ifaces) {
+      if (!attachable(i)) continue;
+      for (const dir of DIRECTIONS) {
+        const want = this.progId(dir === 'ingress' ? progs.ingress : progs.egress);
+        const have = this.mode === 'tcx' ? this.tcxProgram(i.index, dir) : this.tcProgram(i.index, dir);
+        if (have !== want)
+          return `${this.mode} ${i.name}/${dir}: ${have === null ? 'no program of ours' : `program id ${have}`} where ours (id ${want}) was attached`;
+      }
+    }
+    return null;
+  }
+
+  /** The program id our pinned tcx link runs on this hook, or null when the link is gone or detached. */
+  private tcxProgram(ifindex: number, dir: Direction): number | null {
+    const pinned = libbpf().bpf_obj_get(this.pins.tcxLink(ifindex, dir));
+    if (pinned < 0) return null;
+    try {
+      const li = linkInfo(pinned);
+      return li.type === BPF_LINK_TYPE_TCX && li.ifindex === ifindex ? li.progId : null;
+    } finally {
+      closeFd(pinned);
+    }
+  }
+
+  /** The program id of the cls_bpf filter at our priority and handle, or null. */
+  private tcProgram(ifindex: number, dir: Direction): number | null {
+    const q = tcOpts(0, 0);
+    return libbpf().bpf_tc_query(tcHook(ifindex, dir), q) === 0 ? q.readUInt32LE(16) : null;
+  }
+
   /** Take our programs off: detach and unpin every tcx link; remove our cls_bpf filters from these interfaces. */
   detachAll(ifaces: readonly Iface[]): string[] {
     const removed: string[] = [];

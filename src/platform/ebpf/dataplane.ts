@@ -7,7 +7,10 @@
 // and starts from what the maps hold. With countTraffic() (the opt-in
 // --service-traffic-metrics) the family's kpt_traffic entries follow each
 // sync; without it, its first sync deletes any the family left there.
-import type { Dataplane, DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+// watchDrift() reports, within a second, a map unpinned or a program
+// detached by someone else (node.ts); the full sync that follows pins and
+// attaches again.
+import type { Dataplane, DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import { EbpfRenderer, type LiveEntries } from '../../dataplane/ebpf/renderer.js';
 import * as L from '../../dataplane/ebpf/layout.js';
 import { masqueradeTableScript } from '../../dataplane/ebpf/masq.js';
@@ -41,6 +44,8 @@ export class EbpfDataplane implements Dataplane {
   private trafficCleared = false;
   private node: SharedNode | null = null;
   private unsubscribe: (() => void) | null = null;
+  private onDrift: ((drift: Drift) => void) | null = null;
+  private unwatchDrift: (() => void) | null = null;
   private lastState: SyncState | null = null;
   private masqReady = false;
 
@@ -83,11 +88,26 @@ export class EbpfDataplane implements Dataplane {
       { info: (f, m) => this.event('info', f, m), warn: (f, m) => this.event('warn', f, m) },
     );
     this.unsubscribe = this.node.onChange(() => this.refreshNode());
+    if (this.onDrift) this.unwatchDrift = this.node.onDrift(this.onDrift);
     return this.node;
+  }
+
+  /** Tell `onDrift` when a pinned map or an attached program of ours is gone (checked every second). */
+  watchDrift(onDrift: (drift: Drift) => void): void {
+    this.onDrift = onDrift;
   }
 
   async sync(state: SyncState): Promise<SyncOutcome> {
     const node = await this.shared();
+    if (state.fullSync) {
+      const r = node.repair();
+      if (r.pinned.length || r.attach.attached.length || r.attach.updated.length)
+        this.event(
+          'info',
+          { pinned: r.pinned, attached: r.attach.attached, updated: r.attach.updated },
+          'BPF pins and attachments restored',
+        );
+    }
     if (!this.masqReady || state.fullSync) {
       await run('nft', ['-f', '-'], { input: masqueradeTableScript(this.family, this.deps.config.masqueradeMark) });
       this.masqReady = true;
@@ -198,6 +218,8 @@ export class EbpfDataplane implements Dataplane {
   close(): void {
     this.unsubscribe?.();
     this.unsubscribe = null;
+    this.unwatchDrift?.();
+    this.unwatchDrift = null;
     this.node?.release();
     this.node = null;
   }

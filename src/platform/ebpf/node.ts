@@ -3,12 +3,16 @@
 // Pods come and go, and with them their interfaces: every second the watch
 // lists the interfaces, attaches the programs to new ones, forgets vanished
 // ones, and tells the families so they can refresh their node-level entries
-// (addresses, interface detectors).
+// (addresses, interface detectors). Each tick also checks, without changing
+// anything, that every map is still pinned and every hook still runs our
+// program (EbpfRuntime.drift), and tells the families' drift listeners once
+// per new difference; the engine's full sync that follows calls repair().
 import { localIPs } from '../netinfo.js';
 import { Sysctl } from '../sysctl.js';
-import type { IPFamily } from '../../core/types.js';
+import type { Drift, IPFamily } from '../../core/types.js';
 import type { Iface } from './ifaces.js';
 import { listIfaces, netnsCookie } from './ifaces.js';
+import type { ReconcileResult } from './attach.js';
 import { EbpfRuntime, type RuntimeOptions } from './runtime.js';
 
 export const WATCH_INTERVAL_MS = 1000;
@@ -28,6 +32,9 @@ export class SharedNode {
   private current: Iface[] = [];
   private addresses: Record<IPFamily, string[]> = { IPv4: [], IPv6: [] };
   private readonly listeners = new Set<Listener>();
+  private readonly driftListeners = new Set<(drift: Drift) => void>();
+  /** The drift last reported ('' for none), so that one difference is reported once. */
+  private driftReported = '';
   readonly cookie: bigint;
 
   private constructor(
@@ -55,7 +62,10 @@ export class SharedNode {
         const n = new SharedNode(key, rt, events);
         n.report();
         n.refresh(true);
-        n.timer = setInterval(() => n.refresh(false), WATCH_INTERVAL_MS);
+        n.timer = setInterval(() => {
+          n.refresh(false);
+          n.checkDrift();
+        }, WATCH_INTERVAL_MS);
         n.timer.unref();
         return n;
       })();
@@ -80,6 +90,35 @@ export class SharedNode {
   onChange(l: Listener): () => void {
     this.listeners.add(l);
     return () => this.listeners.delete(l);
+  }
+
+  /** Be told when pins or attachments differ from what we set up (see the top of the file). */
+  onDrift(l: (drift: Drift) => void): () => void {
+    this.driftListeners.add(l);
+    return () => this.driftListeners.delete(l);
+  }
+
+  /**
+   * Pins and attachments as they should be (the repair after drift, run by
+   * full syncs): maps pinned again, every hook reattached.
+   */
+  repair(): { pinned: string[]; attach: ReconcileResult } {
+    return { pinned: this.rt.repairPins(), attach: this.rt.attachInterfaces(this.current) };
+  }
+
+  private checkDrift(): void {
+    if (this.driftListeners.size === 0) return;
+    let d: Drift | null;
+    try {
+      d = this.rt.drift(this.current);
+    } catch (err) {
+      this.events.warn({ err: String(err) }, 'checking BPF pins and attachments failed; retrying');
+      return;
+    }
+    const key = d ? `${d.reason}\0${d.detail}` : '';
+    if (key === this.driftReported) return;
+    this.driftReported = key;
+    if (d) for (const l of this.driftListeners) l(d);
   }
 
   private report(): void {

@@ -3,13 +3,15 @@
 // tc attachments on every interface and, optionally, the cgroup socket
 // hooks. Both IP families share one runtime; each family's datapath writes
 // only its own keys.
+import type { Drift } from '../../core/types.js';
 import type { MapName } from '../../dataplane/ebpf/layout.js';
 import * as L from '../../dataplane/ebpf/layout.js';
 import type { MapOp, MapStore } from '../../dataplane/ebpf/store.js';
-import { type AttachMode, type ReconcileResult, TcAttacher } from './attach.js';
+import { type AttachMode, type Programs, type ReconcileResult, TcAttacher } from './attach.js';
 import { attachCgroup } from './cgroup.js';
 import { listIfaces, openIfaceSource, type Iface } from './ifaces.js';
-import { BpfError } from './libbpf.js';
+import { BpfError, closeFd, libbpf } from './libbpf.js';
+import { mapInfo } from './map.js';
 import { injectedFault } from '../faults.js';
 import { loadObject, type LoadedObject, type MapAdoption } from './object.js';
 import { ensureBpffs, PinDir } from './pins.js';
@@ -39,6 +41,7 @@ const ENOTSUPP = 524;
 
 export class EbpfRuntime implements MapStore {
   private attacher: TcAttacher | null = null;
+  private readonly mapIds = new Map<MapName, number>();
 
   private constructor(
     readonly pins: PinDir | null,
@@ -78,7 +81,7 @@ export class EbpfRuntime implements MapStore {
   /** Attach to every current interface (new ones included); forget vanished ones. */
   attachInterfaces(ifaces: readonly Iface[] = listIfaces()): ReconcileResult {
     if (!this.pins) throw new BpfError('attach', EINVAL, 'attaching needs a pin root');
-    const progs = { ingress: this.obj.program('kpt_ingress'), egress: this.obj.program('kpt_egress') };
+    const progs = this.programs();
     if (!this.attacher) {
       const first: AttachMode = this.wantAttach === 'tc' ? 'tc' : 'tcx';
       this.attacher = new TcAttacher(this.pins, first);
@@ -93,6 +96,72 @@ export class EbpfRuntime implements MapStore {
       }
     }
     return this.attacher.reconcile(ifaces, progs);
+  }
+
+  /**
+   * How the kernel differs from what this runtime set up, checked without
+   * changing anything: a map no longer pinned at its path (unlinked, or
+   * another map there), or a program no longer attached to one of `ifaces`.
+   * null when nothing does. The maps themselves live on while our programs
+   * and fds hold them, so an unpinned map loses no entry; what is lost is the
+   * next proxy's (and the tools') way to find it. About 2 syscalls per map
+   * and per hook.
+   */
+  drift(ifaces: readonly Iface[]): Drift | null {
+    if (!this.pins) return null;
+    for (const name of L.MAP_NAMES) {
+      const path = this.pins.map(L.MAPS[name].name);
+      const fd = libbpf().bpf_obj_get(path);
+      if (fd < 0) return { reason: 'map_unpinned', detail: `${path} is gone` };
+      try {
+        if (mapInfo(fd).id !== this.mapId(name)) return { reason: 'map_unpinned', detail: `${path} holds another map` };
+      } finally {
+        closeFd(fd);
+      }
+    }
+    const detached = this.attacher?.check(ifaces, this.programs()) ?? null;
+    return detached === null ? null : { reason: 'program_detached', detail: detached };
+  }
+
+  /**
+   * Pin again every map whose pin is gone or replaced (the repair of
+   * drift()'s map_unpinned); returns the names pinned.
+   */
+  repairPins(): string[] {
+    if (!this.pins) return [];
+    const out: string[] = [];
+    for (const name of L.MAP_NAMES) {
+      const path = this.pins.map(L.MAPS[name].name);
+      const fd = libbpf().bpf_obj_get(path);
+      if (fd >= 0) {
+        let ours: boolean;
+        try {
+          ours = mapInfo(fd).id === this.mapId(name);
+        } finally {
+          closeFd(fd);
+        }
+        if (ours) continue;
+        this.pins.unpin(path);
+      }
+      this.pins.ensure();
+      const rc = libbpf().bpf_obj_pin(this.obj.map(name).fd, path);
+      if (rc < 0) throw new BpfError(`pin ${L.MAPS[name].name}`, -rc);
+      out.push(name);
+    }
+    return out;
+  }
+
+  private mapId(name: MapName): number {
+    let id = this.mapIds.get(name);
+    if (id === undefined) {
+      id = mapInfo(this.obj.map(name).fd).id;
+      this.mapIds.set(name, id);
+    }
+    return id;
+  }
+
+  private programs(): Programs {
+    return { ingress: this.obj.program('kpt_ingress'), egress: this.obj.program('kpt_egress') };
   }
 
   lookup(map: MapName, key: Uint8Array): Uint8Array | null {

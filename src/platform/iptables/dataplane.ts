@@ -19,8 +19,12 @@
 //   7. inserts the missing jump rules (`-I FROM 1`, upstream order) with one
 //      more small restore.
 // Any failure forgets the render memory, so the next sync is full.
+//
+// Between syncs, on the nf_tables backend, watchDrift() reports changes by
+// others to our chains and jumps within a second (driftwatch.ts); the engine
+// answers with a full sync, which rewrites every chain and checks every jump.
 import { ProxyError } from '../../core/errors.js';
-import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import type { DataplaneConfig, Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
 import {
   IPTABLES_JUMP_CHAINS,
@@ -39,6 +43,8 @@ import { detectFeatures, type IptablesFeatures } from './features.js';
 import { Iptables, type Table } from './iptables.js';
 import { insertAfterHeaders, wholeTableCachePays } from './restore.js';
 import type { CommandRunner } from '../exec.js';
+import { NftMonitor } from '../nftables/monitor.js';
+import { iptablesChangeIsOurs, restoreSections } from './driftwatch.js';
 import type { Sysctl } from './sysctl.js';
 
 export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
@@ -58,6 +64,8 @@ export interface IptablesDataplaneOptions {
   /** 'auto' (default) uses restore.ts's cost model on the nf_tables backend. */
   readonly wholeTableCache?: 'auto' | 'always' | 'never';
   readonly onEvent?: (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
+  /** The network namespace `run` works in (tests, benchmarks), for the drift watch's netlink socket. */
+  readonly netns?: string;
 }
 
 /** A rule as iptables-save prints it: `-A CHAIN args`, arguments with spaces in double quotes. */
@@ -112,6 +120,10 @@ export class IptablesDataplane implements Dataplane {
   private lastLargeClusterMode = false;
   private lastStaleCleanup = Number.NEGATIVE_INFINITY;
   private routeLocalnetSet = false;
+  /** watchDrift()'s listener, and the monitor once opened (null: none here, undefined: not yet). */
+  private onDrift: ((drift: Drift) => void) | null = null;
+  private monitor: NftMonitor | null | undefined = undefined;
+  private unsubscribe: (() => void) | null = null;
 
   constructor(private readonly o: IptablesDataplaneOptions) {
     this.family = o.config.family;
@@ -129,6 +141,14 @@ export class IptablesDataplane implements Dataplane {
     return this.features;
   }
 
+  /**
+   * Tell `onDrift` when another actor changes our chains or jumps (nf_tables
+   * backend only; driftwatch.ts). The watch opens with the first sync.
+   */
+  watchDrift(onDrift: (drift: Drift) => void): void {
+    this.onDrift = onDrift;
+  }
+
   async sync(state: SyncState): Promise<SyncOutcome> {
     try {
       return await this.syncOnce(state);
@@ -143,6 +163,7 @@ export class IptablesDataplane implements Dataplane {
   private async syncOnce(state: SyncState): Promise<SyncOutcome> {
     const clock = this.o.clock;
     const features = await this.detect();
+    await this.openMonitor(features);
     let full = state.fullSync || this.memory === null;
     let canaryMissing = false;
     if (!full && !(await this.canariesPresent())) {
@@ -191,14 +212,19 @@ export class IptablesDataplane implements Dataplane {
     // Checked before the restore, while a first sync's tables are still small.
     const missingJumps = full ? await this.missingJumpRules(render, natSave) : [];
     const t2a = clock.monotonic();
-    await this.ipt.restore(input, { noflush: true, counters: true, discardStdout: whole });
+    await this.ownChange(
+      () => this.ipt.restore(input, { noflush: true, counters: true, discardStdout: whole }),
+      restoreSections(input),
+    );
     const t2 = clock.monotonic();
     // Missing jumps go in one small restore of their own, after the main one
     // created their targets. Not inside the main restore: with the whole-table
     // cache request iptables-nft fails `-I <built-in chain> 1` (ENOENT) when
     // the table did not exist before.
-    if (missingJumps.length > 0)
-      await this.ipt.restore(jumpRestoreInput(missingJumps), { noflush: true, counters: false });
+    if (missingJumps.length > 0) {
+      const jumps = jumpRestoreInput(missingJumps);
+      await this.ownChange(() => this.ipt.restore(jumps, { noflush: true, counters: false }), restoreSections([jumps]));
+    }
     this.memory = render.memory;
     this.lastLargeClusterMode = render.largeClusterMode;
     for (const s of render.skipped)
@@ -229,6 +255,38 @@ export class IptablesDataplane implements Dataplane {
    */
   skipsPeriodicFullSync(): boolean {
     return this.lastLargeClusterMode;
+  }
+
+  /** Our own restore, kept out of the drift watch; at most `commits` nf_tables commits. */
+  private ownChange<T>(fn: () => Promise<T>, commits: number): Promise<T> {
+    return this.monitor ? this.monitor.ownChange(fn, commits) : fn();
+  }
+
+  private async openMonitor(features: IptablesFeatures): Promise<void> {
+    if (this.monitor !== undefined || !this.onDrift) return;
+    const listener = this.onDrift;
+    this.monitor = features.nftBackend ? await NftMonitor.open(this.o.netns) : null;
+    if (!this.monitor) {
+      this.o.onEvent?.(
+        'info',
+        { family: this.family, nftBackend: features.nftBackend },
+        'no nf_tables events here; rules changed by others are repaired at the next periodic sync',
+      );
+      return;
+    }
+    const family = this.family === 'IPv4' ? 'ip' : 'ip6';
+    this.unsubscribe = this.monitor.subscribe(family, iptablesChangeIsOurs, (drift) => {
+      // A partial render from memory would trust chains that may be gone.
+      this.memory = null;
+      listener(drift);
+    });
+  }
+
+  /** Stop the drift watch; the rules stay. */
+  close(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    this.monitor = null;
   }
 
   /** Upstream Monitor: all three canaries must exist. */

@@ -11,7 +11,7 @@
 // encoder does not know (a bug: reported through onEvent). Any failure makes
 // the next sync full.
 import { ProxyError } from '../../core/errors.js';
-import type { DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import type { DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Dataplane } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
 import { nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
@@ -19,7 +19,7 @@ import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dat
 import type { Transaction } from '../../dataplane/nftables/transaction.js';
 import { realClock } from '../clock.js';
 import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
-import { NftMonitor } from './monitor.js';
+import { NftMonitor, type NftChange } from './monitor.js';
 import { openNftNetlink, type NftNetlink } from './netlink.js';
 import { encodeBatch, UnencodableError } from './nlencode.js';
 import type { SetSchema } from './nlset.js';
@@ -66,8 +66,8 @@ export class NftablesDataplane implements Dataplane {
   private nl: NftNetlink | null | undefined = undefined;
   /** Sets and maps created so far, for encoding their elements in later batches. */
   private readonly schemas = new Map<string, SetSchema>();
-  /** watch()'s listener, and the monitor once opened (null: unavailable, undefined: not yet). */
-  private onTampered: ((reason: string) => void) | null = null;
+  /** watchDrift()'s listener, and the monitor once opened (null: unavailable, undefined: not yet). */
+  private onDrift: ((drift: Drift) => void) | null = null;
   private monitor: NftMonitor | null | undefined = undefined;
   private unsubscribe: (() => void) | null = null;
 
@@ -80,13 +80,13 @@ export class NftablesDataplane implements Dataplane {
   }
 
   /**
-   * Tell `onTampered` when another actor changes or deletes our table, a
+   * Tell `onDrift` when another actor changes or deletes our table, a
    * chain, set or element of it (nf_tables notifications, monitor.ts); the
    * caller then makes the next sync full. Only with the netlink transport;
    * the monitor opens with the first sync.
    */
-  watch(onTampered: (reason: string) => void): void {
-    this.onTampered = onTampered;
+  watchDrift(onDrift: (drift: Drift) => void): void {
+    this.onDrift = onDrift;
   }
 
   async sync(state: SyncState): Promise<SyncOutcome> {
@@ -148,8 +148,8 @@ export class NftablesDataplane implements Dataplane {
   }
 
   private async openMonitor(): Promise<void> {
-    if (this.monitor !== undefined || !this.onTampered || this.transport !== 'netlink') return;
-    const listener = this.onTampered;
+    if (this.monitor !== undefined || !this.onDrift || this.transport !== 'netlink') return;
+    const listener = this.onDrift;
     this.monitor = await NftMonitor.open(this.opts.netns);
     if (!this.monitor) {
       this.opts.onEvent?.(
@@ -159,10 +159,11 @@ export class NftablesDataplane implements Dataplane {
       );
       return;
     }
-    this.unsubscribe = this.monitor.subscribe(nftFamily(this.family), (reason) => {
+    const ours = (c: NftChange) => c.table === TABLE_NAME;
+    this.unsubscribe = this.monitor.subscribe(nftFamily(this.family), ours, (drift) => {
       // Whatever the renderer remembers of the table may be wrong now.
       this.renderer.reset();
-      listener(reason);
+      listener(drift);
     });
   }
 

@@ -20,8 +20,8 @@
 // * The reject table never fails a sync either: a failed write is reported and
 //   rewritten by the next sync.
 import type { LocalhostNodePortsMode } from '../../core/config/nodeport.js';
-import type { Dataplane, IPFamily, Protocol, SyncOutcome, SyncState } from '../../core/types.js';
-import type { Clock } from '../../engine/clock.js';
+import type { Dataplane, Drift, IPFamily, Protocol, SyncOutcome, SyncState } from '../../core/types.js';
+import type { Clock } from '../../core/clock.js';
 import {
   LOCALHOST_PROTOCOLS,
   LOCALHOST_TABLE,
@@ -233,6 +233,7 @@ export function withLocalhostNodePorts(dp: Dataplane, lnp: LocalhostNodePorts): 
       await lnp.close();
       await dp.close?.();
     },
-    ...(dp.watch ? { watch: (f: (reason: string) => void) => dp.watch!(f) } : {}),
+    ...(dp.watchDrift ? { watchDrift: (f: (drift: Drift) => void) => dp.watchDrift!(f) } : {}),
+    ...(dp.skipsPeriodicFullSync ? { skipsPeriodicFullSync: () => dp.skipsPeriodicFullSync!() } : {}),
   };
 }

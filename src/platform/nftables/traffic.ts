@@ -5,7 +5,7 @@
 // be written never fails a sync: the error is reported and the next sync
 // rebuilds the table.
 
-import type { Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import type { Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import {
   planTrafficCounters,
   trafficElementsScript,
@@ -123,7 +123,7 @@ export function withTrafficCounters(dp: Dataplane, counters: ServiceTrafficCount
       await dp.cleanup();
     },
     ...(dp.close ? { close: () => dp.close!() } : {}),
-    ...(dp.watch ? { watch: (f: (reason: string) => void) => dp.watch!(f) } : {}),
+    ...(dp.watchDrift ? { watchDrift: (f: (drift: Drift) => void) => dp.watchDrift!(f) } : {}),
     ...(dp.skipsPeriodicFullSync ? { skipsPeriodicFullSync: () => dp.skipsPeriodicFullSync!() } : {}),
   };
 }

@@ -7,6 +7,8 @@ import { ProxyError } from '../../core/errors.js';
 
 /** A uv_tcp_t wrapper (TCPWrap). Methods return 0 or a negative uv error. */
 export interface TcpHandle {
+  /** The socket's file descriptor (-1 once closed). */
+  readonly fd?: number;
   onconnection?: (status: number, client?: TcpHandle) => void;
   onread?: (this: TcpHandle, ab: ArrayBuffer | undefined) => void;
   bind(host: string, port: number): number;

@@ -9,19 +9,41 @@
 //      redirect never points at a port that was already closed.
 // A failed rule write rejects (the engine makes the next sync full); every
 // sync rewrites the whole table, so syncs are never partial.
+//
+// watchDrift() reports what others break between syncs: a change to the
+// redirect table (nf_tables events, ../nftables/monitor.ts), and, checked
+// every second, a listener that no longer listens (a TCP socket destroyed
+// with `ss -K` says so only through SO_ACCEPTCONN, sockstate.ts; a UDP one
+// through an error). A dead listener is dropped at once, so the full sync
+// that follows opens a new one and points the redirect at it.
 import { handleRelayUsable } from './bindings.js';
-import type { DataplaneConfig, Dataplane, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import type { DataplaneConfig, Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import type { ListenerSpec } from '../../dataplane/userspace/plan.js';
 import { UserspaceRenderer } from '../../dataplane/userspace/renderer.js';
+import { TABLE_NAME } from '../../dataplane/userspace/rules.js';
 import { realClock } from '../clock.js';
 import { nftRunner, type NftRunner } from '../nftables/leftovers.js';
+import { NftMonitor, type NftChange } from '../nftables/monitor.js';
+import { openSocketState, type SocketState } from './sockstate.js';
 
 export { cleanupUserspaceLeftovers } from './leftovers.js';
 import { HandleTcpListener } from './handletcp.js';
 import { TcpListener, type RelayEvent } from './tcp.js';
 import { UdpListener } from './udp.js';
+
+/** How often listeners are checked for life (drift watch). */
+export const LISTENER_CHECK_MS = 1000;
+/**
+ * Every listener is checked at least once in this many checks, and up to
+ * LISTENER_CHECK_ALL listeners every check: a dead one is noticed within a
+ * second up to that many listeners, and within 3 s above. A check costs about
+ * 2 us of CPU per listener (sockstate.ts), so at 20k listeners (10k Services
+ * of two ports) about 13 ms a second.
+ */
+export const LISTENER_CHECK_ROUND = 3;
+export const LISTENER_CHECK_ALL = 2000;
 
 /** Upstream userspace --udp-timeout default. */
 export const DEFAULT_UDP_IDLE_TIMEOUT_MS = 250;
@@ -45,6 +67,8 @@ export interface UserspaceDataplaneOptions {
   readonly onEvent?: RelayEvent;
   /** Called with each rule script before it is applied (debug logging). */
   readonly onTransaction?: (family: IPFamily, script: string) => void;
+  /** The network namespace `runner` works in (tests), for the drift watch's netlink socket. */
+  readonly netns?: string;
 }
 
 interface Entry {
@@ -62,6 +86,15 @@ export class UserspaceDataplane implements Dataplane {
   private readonly runner: NftRunner;
   private readonly clock: Clock;
   private readonly onEvent: RelayEvent;
+  /** watchDrift()'s listener; the watch (monitor, listener checks) opens with the first sync. */
+  private onDrift: ((drift: Drift) => void) | null = null;
+  private watching = false;
+  private monitor: NftMonitor | null = null;
+  private unsubscribe: (() => void) | null = null;
+  private sockets: SocketState | null = null;
+  private checkTimer: ReturnType<typeof setInterval> | null = null;
+  /** Where the last listener check stopped (it resumes there). */
+  private checkCursor: Iterator<[string, Entry]> | null = null;
 
   constructor(private readonly opts: UserspaceDataplaneOptions) {
     this.family = opts.config.family;
@@ -85,7 +118,69 @@ export class UserspaceDataplane implements Dataplane {
     return this.relayChoice;
   }
 
+  /** Tell `onDrift` when the redirect table is changed by others or a listener dies (see the top). */
+  watchDrift(onDrift: (drift: Drift) => void): void {
+    this.onDrift = onDrift;
+  }
+
+  private async startWatch(): Promise<void> {
+    if (this.watching || !this.onDrift) return;
+    this.watching = true;
+    const onDrift = this.onDrift;
+    this.monitor = await NftMonitor.open(this.opts.netns);
+    const ours = (c: NftChange) => c.table === TABLE_NAME;
+    this.unsubscribe = this.monitor?.subscribe(this.family === 'IPv4' ? 'ip' : 'ip6', ours, onDrift) ?? null;
+    this.sockets = await openSocketState();
+    if (!this.monitor || !this.sockets)
+      this.onEvent(
+        'warn',
+        { family: this.family, tableWatch: !!this.monitor, tcpListenerCheck: !!this.sockets },
+        'koffi unavailable: the drift watch is partly off (a changed table waits for the next sync; a TCP listener that dies unseen stays dead)',
+      );
+    this.checkTimer = setInterval(() => this.checkListeners(onDrift), LISTENER_CHECK_MS);
+    this.checkTimer.unref();
+  }
+
+  /**
+   * Drop the listeners that no longer receive, and report them (the next
+   * sync opens new ones). Looks at a share of them each time (see
+   * LISTENER_CHECK_ROUND), resuming where the last check stopped.
+   */
+  private checkListeners(onDrift: (drift: Drift) => void): void {
+    const dead: string[] = [];
+    const budget = Math.min(
+      this.entries.size,
+      Math.max(LISTENER_CHECK_ALL, Math.ceil(this.entries.size / LISTENER_CHECK_ROUND)),
+    );
+    for (let i = 0; i < budget; i++) {
+      this.checkCursor ??= this.entries.entries();
+      let next = this.checkCursor.next();
+      if (next.done) {
+        this.checkCursor = this.entries.entries();
+        next = this.checkCursor.next();
+        if (next.done) break;
+      }
+      const [key, e] = next.value;
+      const why =
+        e.listener instanceof UdpListener
+          ? e.listener.failed()
+          : this.sockets?.listening(e.listener.fd()) === false
+            ? 'no longer listening'
+            : null;
+      if (why === null) continue;
+      this.entries.delete(key);
+      // A dead UDP socket's sessions cannot answer through it anymore; a dead
+      // TCP listener's relays were accepted before and still work.
+      if (e.listener instanceof UdpListener) void e.listener.close();
+      else e.listener.retire();
+      dead.push(`${key} port ${e.port} (${why})`);
+    }
+    if (dead.length > 0)
+      onDrift({ reason: 'listener_closed', detail: `${dead.length} listener(s): ${dead.slice(0, 3).join(', ')}` });
+  }
+
   async sync(state: SyncState): Promise<SyncOutcome> {
+    await this.startWatch();
     const plan = this.renderer.plan(state);
     for (const s of plan.skipped)
       this.onEvent('debug', { servicePort: s.servicePortKey, reason: s.reason }, 'service port skipped');
@@ -95,7 +190,8 @@ export class UserspaceDataplane implements Dataplane {
     for (const [k, e] of this.entries) if (plan.listeners.has(k)) ports.set(k, e.port);
     const script = this.renderer.render(plan, ports);
     this.opts.onTransaction?.(this.family, script);
-    await this.runner(['-f', '-'], script);
+    if (this.monitor) await this.monitor.ownChange(() => this.runner(['-f', '-'], script));
+    else await this.runner(['-f', '-'], script);
     let closed = 0;
     for (const [k, e] of [...this.entries]) {
       if (plan.listeners.has(k)) continue;
@@ -172,6 +268,11 @@ export class UserspaceDataplane implements Dataplane {
 
   /** Close every listener and relay; the rules stay (as after a stop of upstream's proxy). */
   async close(): Promise<void> {
+    if (this.checkTimer) clearInterval(this.checkTimer);
+    this.checkTimer = null;
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    this.monitor = null;
     const all = [...this.entries.values()];
     this.entries.clear();
     await Promise.all(all.map((e) => e.listener.close()));

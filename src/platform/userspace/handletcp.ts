@@ -191,6 +191,11 @@ export class HandleTcpListener {
     return this.boundPort;
   }
 
+  /** The listening socket's fd, for the liveness check (sockstate.ts); -1 when unknown. */
+  fd(): number {
+    return this.server.fd ?? -1;
+  }
+
   connectionCount(): number {
     return this.relays.size;
   }
@@ -204,6 +209,17 @@ export class HandleTcpListener {
       n++;
     }
     return n;
+  }
+
+  /**
+   * Stop listening but let the open relays run to their end: what a listener
+   * that died (sockstate.ts) leaves behind still works, and its replacement
+   * takes the new connections.
+   */
+  retire(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.server.close();
   }
 
   /** Stop accepting and reset every relay. */

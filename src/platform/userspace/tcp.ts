@@ -98,6 +98,12 @@ export class TcpListener {
     return (this.server.address() as net.AddressInfo | null)?.port ?? 0;
   }
 
+  /** The listening socket's fd, for the liveness check (sockstate.ts); -1 when unknown. */
+  fd(): number {
+    // net.Server keeps its handle private; on Unix the handle's fd is the socket's.
+    return (this.server as unknown as { _handle?: { fd?: number } | null })._handle?.fd ?? -1;
+  }
+
   /** Open relays (including those still connecting). */
   connectionCount(): number {
     return this.relays.size;
@@ -112,6 +118,17 @@ export class TcpListener {
       n++;
     }
     return n;
+  }
+
+  /**
+   * Stop listening but let the open relays run to their end: what a listener
+   * that died (sockstate.ts) leaves behind still works, and its replacement
+   * takes the new connections.
+   */
+  retire(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.server.close();
   }
 
   /** Stop accepting and reset every relay. */

@@ -36,6 +36,9 @@ export class UdpListener {
   /** Client IPs whose last session ended in an error: their next session skips affinity. */
   private readonly failedClients = new Set<string>();
   private closed = false;
+  private bound = false;
+  /** The error that ended the socket after it was bound (e.g. ECONNABORTED from `ss -K`), or null. */
+  private failure: string | null = null;
   /** Datagrams dropped because there was no endpoint. */
   dropped = 0;
 
@@ -49,9 +52,17 @@ export class UdpListener {
   ) {
     this.socket = dgram.createSocket({ type, ipv6Only: type === 'udp6' });
     this.socket.on('message', (msg, rinfo) => this.onClientMessage(msg, rinfo));
-    this.socket.on('error', (err) =>
-      this.onEvent('error', { listener: key, err: String(err) }, 'userspace UDP listener error'),
-    );
+    this.socket.on('error', (err) => {
+      // A bound UDP socket reports an error on receive only when it was
+      // destroyed under us (unconnected: no ICMP errors reach it).
+      if (this.bound) this.failure ??= String(err);
+      this.onEvent('error', { listener: key, err: String(err) }, 'userspace UDP listener error');
+    });
+  }
+
+  /** Why the socket stopped receiving, or null while it works. */
+  failed(): string | null {
+    return this.failure;
   }
 
   listen(host: string, port = 0): Promise<number> {
@@ -60,6 +71,7 @@ export class UdpListener {
       this.socket.once('error', onErr);
       this.socket.bind({ address: host, port }, () => {
         this.socket.off('error', onErr);
+        this.bound = true;
         resolve(this.socket.address().port);
       });
     });

@@ -48,6 +48,11 @@ function familyLines(doc: StatusDoc, d: string): string[] {
         : `${f.family} last sync${d} never`,
     );
     if (f.lastError) lines.push(`${f.family} last error${d} ${f.lastError.time} ${f.lastError.message}`);
+    const r = f.lastRepair;
+    if (r)
+      lines.push(
+        `${f.family} repairs${d} ${f.repairs}, last ${r.time} after ${r.seconds.toFixed(3)}s (${r.reason}: ${r.detail})`,
+      );
   }
   return lines;
 }

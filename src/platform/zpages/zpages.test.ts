@@ -27,6 +27,13 @@ const DOC: StatusDoc = {
       lastError: { time: '2026-01-02T04:00:00.000Z', message: 'iptables-restore: <line 3> failed' },
       failuresSinceSuccess: 0,
       servicePorts: 1,
+      repairs: 2,
+      lastRepair: {
+        time: '2026-01-02T04:05:00.000Z',
+        reason: 'rules_changed',
+        detail: 'delete rule <b>',
+        seconds: 0.25,
+      },
     },
   ],
   servicePorts: [
@@ -126,6 +133,10 @@ test('/statusz: text, structured, ?format=json, HTML with escaping and a CSP all
   assert.match(text, /^Proxy mode(:|: |=| ) iptables$/m);
   assert.match(text, /^IPv4 last sync(:|: |=| ) 2026-01-02T04:06:00.000Z \(partial, 0.012s, 1 service ports\)$/m);
   assert.match(text, /^IPv4 last error(:|: |=| ) 2026-01-02T04:00:00.000Z iptables-restore: <line 3> failed$/m);
+  assert.match(
+    text,
+    /^IPv4 repairs(:|: |=| ) 2, last 2026-01-02T04:05:00.000Z after 0.250s \(rules_changed: delete rule <b>\)$/m,
+  );
 
   r = await get('/statusz', 'application/json;v=v1beta1;g=config.k8s.io;as=Statusz');
   assert.equal(r.headers.get('content-type'), 'application/json;v=v1beta1;g=config.k8s.io;as=Statusz');
@@ -153,6 +164,10 @@ test('/statusz: text, structured, ?format=json, HTML with escaping and a CSP all
   assert.ok(!html.includes('<script>alert(1)</script>'), 'API data is escaped');
   assert.ok(html.includes('&lt;script&gt;alert(1)&lt;/script&gt;'));
   assert.match(html, /<tr class="svc" data-service-port="default\/web:http" data-family="IPv4"/);
+  assert.match(
+    html,
+    /<td class="repairs">2, last 2026-01-02T04:05:00.000Z after 250 ms: rules_changed \(delete rule &lt;b&gt;\)<\/td>/,
+  );
   assert.match(html, /<li class="ep skipped" data-endpoint="10.244.2.9:8080" data-reason="not-ready"/);
   assert.match(html, /id="search"[^>]*value="web"/);
   const script = /<script>([\s\S]*?)<\/script>/.exec(html)![1]!;

@@ -1,0 +1,52 @@
+// How the iptables mode notices, within a second, that another actor changed
+// its rules (`iptables -t nat -F KUBE-SERVICES`, `-X` of a service chain, the
+// jump from PREROUTING deleted, a firewall reload), instead of at the next
+// periodic sync. On the nf_tables backend (iptables-nft, the default of every
+// current distribution) iptables tables are nf_tables tables named nat,
+// filter and mangle in families ip and ip6, so the nftables mode's monitor
+// (../nftables/monitor.ts) sees every change to them as an event, naming the
+// chain and, for a rule, its expressions. Which of those are ours:
+//   - anything in a chain named KUBE-* (our chains and the canary), except
+//     the kubelet's own (KUBE-KUBELET-CANARY, KUBE-IPTABLES-HINT), which it
+//     writes when it starts or finds its canary gone;
+//   - a deleted rule, in any chain, that jumps to a KUBE-* chain (the jumps
+//     from the built-in chains);
+//   - a deleted nat, filter or mangle table.
+// Rules others add to or delete from the built-in chains for their own chains
+// (Docker, a CNI) are not: they cost nothing. Our own restores are kept apart
+// by leaving the group while they run (NftMonitor.ownChange) with, as the
+// bound of commits they may make, one per table section of the input.
+//
+// On the legacy backend there are no such events: drift is found by the
+// sync's canary and natDrift checks, at the next periodic sync.
+import type { NftChange } from '../nftables/monitor.js';
+
+const IPTABLES_TABLES: ReadonlySet<string> = new Set(['nat', 'filter', 'mangle']);
+const OURS = 'KUBE-';
+const KUBELETS: ReadonlySet<string> = new Set(['KUBE-KUBELET-CANARY', 'KUBE-IPTABLES-HINT']);
+const ours = (chain: string) => chain.startsWith(OURS) && !KUBELETS.has(chain);
+
+/** The monitor's filter for the iptables mode (see above). */
+export function iptablesChangeIsOurs(c: NftChange): boolean {
+  if (!IPTABLES_TABLES.has(c.table)) return false;
+  if (c.tableDeleted || ours(c.name)) return true;
+  return c.what === 'delete rule' && c.jumpTargets().some(ours);
+}
+
+/**
+ * Table sections (`*nat` ... `COMMIT`) in iptables-restore input given as
+ * pieces: iptables-nft commits once per section that changes something, so
+ * this bounds the nf_tables commits one restore makes. Pieces may be
+ * megabytes; only the starts of lines are looked at.
+ */
+export function restoreSections(parts: readonly string[]): number {
+  let n = 0;
+  let atLineStart = true;
+  for (const p of parts) {
+    if (p.length === 0) continue;
+    if (atLineStart && p.startsWith('*')) n++;
+    for (let i = p.indexOf('\n*'); i >= 0; i = p.indexOf('\n*', i + 2)) n++;
+    atLineStart = p.endsWith('\n');
+  }
+  return n;
+}
