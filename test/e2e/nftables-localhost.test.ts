@@ -131,11 +131,16 @@ describe('nftables localhost NodePorts (KEP-6032) on the real kernel', { concurr
     );
     const n1 = env.cluster.node('node1');
     await env.waitServedBy('node1', 'tcp', n1.ip, NP, ['node2-a'], {}, 2);
-    const r = await env.send('node1', 'tcp', '127.0.0.1', NP, { timeoutMs: 1000 });
-    assert.equal(r.ok ? r.reply.pod : r.error, 'ECONNREFUSED');
-    const m = await scrape(env);
-    assert.ok((sample(m, REJECTED, { ip_family: 'IPv4', protocol: 'TCP' }) ?? 0) >= 1, 'TCP rejection counted');
-    assert.equal(sample(m, LISTENERS, { ip_family: 'IPv4' }), 0);
+    // The reject table is written just after the sync that served the node IP, so a
+    // probe sent in between is refused by the kernel (no listener) and not counted:
+    // probe until our rule has refused one.
+    await env.waitFor('a TCP rejection counted', async () => {
+      const r = await env.send('node1', 'tcp', '127.0.0.1', NP, { timeoutMs: 1000 });
+      assert.equal(r.ok ? r.reply.pod : r.error, 'ECONNREFUSED');
+      const counted = sample(await scrape(env), REJECTED, { ip_family: 'IPv4', protocol: 'TCP' }) ?? 0;
+      return counted >= 1 ? true : undefined;
+    });
+    assert.equal(sample(await scrape(env), LISTENERS, { ip_family: 'IPv4' }), 0);
   });
 
   it('with the gate off: nothing listens on loopback, no table of ours, metrics absent', async () => {

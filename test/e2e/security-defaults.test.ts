@@ -187,8 +187,22 @@ describe('the route_localnet guard (CVE-2020-8558)', { concurrency: false }, () 
         // Without the guard the same datagrams get through: the check above could fail.
         const rules = await nsRun(node.ns, ['iptables', '-S', 'KUBE-FIREWALL']);
         assert.match(rules.stdout, /127\.0\.0\.0\/8.*DROP/, rules.stdout);
-        await nsRun(node.ns, ['iptables', '-F', 'KUBE-FIREWALL']);
-        assert.ok((await sendAndCount()) > 0, 'without the guard the datagrams reach the loopback service');
+        // The proxy repairs a flushed chain of its own within a second (drift repair), so it is
+        // paused while the guard is gone, and resumed to put the guard back.
+        const pid = env.proxy('node1').pid;
+        process.kill(pid, 'SIGSTOP');
+        try {
+          await nsRun(node.ns, ['iptables', '-F', 'KUBE-FIREWALL']);
+          assert.ok((await sendAndCount()) > 0, 'without the guard the datagrams reach the loopback service');
+        } finally {
+          process.kill(pid, 'SIGCONT');
+        }
+        // ...and the repair restores it: the pod is shut out again.
+        await env.waitFor('the guard repaired', async () => {
+          const again = await nsRun(node.ns, ['iptables', '-S', 'KUBE-FIREWALL']);
+          return /127\.0\.0\.0\/8.*DROP/.test(again.stdout) ? true : undefined;
+        });
+        assert.equal(await sendAndCount(), 0, 'the repaired guard stops the pod again');
       });
     });
   }

@@ -173,7 +173,7 @@ describe(`/statusz in headless Chromium and \`status\` against kube-proxy-ts (${
       tableOut,
       new RegExp(`^kube-proxy-ts \\S+ on node node1 \\(192\\.168\\.77\\.11, zone zone-a\\), mode ${mode},`),
     );
-    assert.match(tableOut, /^IPv4 +\d{4}-\d\d-\d\dT\S+ +[\d.]+ m?s +(full|partial) +\d+ +none$/m);
+    assert.match(tableOut, /^IPv4 +\d{4}-\d\d-\d\dT\S+ +[\d.]+ m?s +(full|partial) +\d+ +none +\d+$/m);
     assert.match(tableOut, /^default\/web:tcp +ClusterIP 10\.96\.5\.10:80 +internal Cluster: forward \(2\)/m);
     assert.ok(tableOut.includes(`${ip('node2-a')} Local policy (ext): runs on node node2`), tableOut);
     assert.ok(tableOut.includes(`${ip('node2-b')} terminating (int,ext)`), tableOut);
