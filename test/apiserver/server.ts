@@ -35,6 +35,24 @@ export interface TestApiServerOptions {
   readonly resources?: readonly string[];
   /** Extra names/IPs for the serving certificate. */
   readonly certHosts?: readonly string[];
+  /**
+   * When the server closes a kept-alive connection, without a `Connection:
+   * close` header, as real API servers and the proxies and load balancers in
+   * front of them do. Default: after 5 s idle (Node's keepAliveTimeout), and
+   * with a `Keep-Alive: timeout=5` hint.
+   */
+  readonly connectionClose?: ConnectionCloseOptions;
+}
+
+export interface ConnectionCloseOptions {
+  /** Close the connection as soon as a watch response ends (a 410, a timeout, closeWatches()). */
+  readonly afterWatch?: boolean;
+  /** Close a connection that has had no request in flight for this long (no hint header is sent). */
+  readonly idleMs?: number;
+  /** After each response, close its connection with this probability (0..1). */
+  readonly randomRate?: number;
+  /** The random source for randomRate; default Math.random. */
+  readonly random?: () => number;
 }
 
 /** One request as the server saw it (for tests that check what a client asked). */
@@ -79,6 +97,18 @@ export class TestApiServer {
   private port = 0;
   private readonly sockets = new Set<Socket>();
   private readonly watches = new Set<ServedWatch>();
+  /**
+   * TLS handshakes a client started and abandoned (a connection opened and
+   * dropped before the handshake ended): the load a client should never put
+   * on a real API server. Counted from tlsClientError while running.
+   */
+  abortedHandshakes = 0;
+  /** TLS handshakes completed: connections clients opened. */
+  handshakes = 0;
+  /** Connections the server closed on its own initiative (connectionClose). */
+  closedByServer = 0;
+  /** Per connection, when connectionClose.idleMs is set: requests begin and end (the idle clock runs at zero). */
+  private readonly idle = new WeakMap<Socket, { begin(): void; end(): void }>();
 
   constructor(opts: TestApiServerOptions = {}) {
     this.opts = opts;
@@ -151,9 +181,16 @@ export class TestApiServer {
       s.on('close', () => this.sockets.delete(s));
     });
     server.on('secureConnection', (s: TLSSocket) => {
+      this.handshakes++;
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
+      this.closeWhenIdle(s);
     });
+    server.on('tlsClientError', () => {
+      if (this.server === server) this.abortedHandshakes++;
+    });
+    // Our own idle close replaces Node's, which also sends a Keep-Alive hint the real server does not.
+    if (this.opts.connectionClose?.idleMs !== undefined) server.keepAliveTimeout = 0;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.port, this.host, () => {
@@ -265,6 +302,11 @@ export class TestApiServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const idle = this.idle.get(req.socket);
+    if (idle) {
+      idle.begin();
+      res.once('close', idle.end);
+    }
     const url = new URL(req.url ?? '/', 'https://x');
     const user = this.authenticate(req);
     const impersonate = req.headers['impersonate-user'];
@@ -280,6 +322,7 @@ export class TestApiServer {
     });
     if (this.requests.length > MAX_RECORDED_REQUESTS)
       this.requests.splice(0, this.requests.length - MAX_RECORDED_REQUESTS);
+    this.closeAfterReply(req, res);
     try {
       if (!user) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
       if (!TestApiServer.acceptsJSON(req.headers.accept)) {
@@ -290,6 +333,7 @@ export class TestApiServer {
       if (!route) return sendStatus(res, 404, 'NotFound', 'the server could not find the requested resource');
       const fault = this.faults.take(verbOf(req.method, route, url.searchParams), route.def.plural);
       if (fault?.kind === 'status') return sendFaultStatus(res, fault);
+      if (fault?.kind === 'hangup') return void req.socket.destroy();
       if (fault?.kind === 'delay') await sleep(fault.delayMs ?? 0);
       await this.serve(req, res, route, url.searchParams, fault?.kind === 'stall');
     } catch (err) {
@@ -299,6 +343,49 @@ export class TestApiServer {
       if (err instanceof SelectorError) return sendStatus(res, 400, 'BadRequest', err.message);
       sendStatus(res, 500, 'InternalError', String(err));
     }
+  }
+
+  /** connectionClose.afterWatch and randomRate: end the connection once this reply is out. */
+  private closeAfterReply(req: IncomingMessage, res: ServerResponse): void {
+    const c = this.opts.connectionClose;
+    if (!c) return;
+    const sock = req.socket;
+    const url = req.url ?? '';
+    const isWatch = /[?&]watch=(true|1)(&|$)/.test(url);
+    res.once('finish', () => {
+      const random = c.random ?? Math.random;
+      if ((isWatch && c.afterWatch) || (c.randomRate !== undefined && random() < c.randomRate)) {
+        this.closedByServer++;
+        sock.end();
+      }
+    });
+  }
+
+  /** connectionClose.idleMs: close a connection with nothing in flight for that long. */
+  private closeWhenIdle(s: TLSSocket): void {
+    const idleMs = this.opts.connectionClose?.idleMs;
+    if (idleMs === undefined) return;
+    let inFlight = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        if (inFlight > 0 || s.destroyed) return;
+        this.closedByServer++;
+        s.end();
+      }, idleMs);
+    };
+    this.idle.set(s, {
+      begin: () => {
+        inFlight++;
+        clearTimeout(timer);
+      },
+      end: () => {
+        if (--inFlight === 0) arm();
+      },
+    });
+    s.once('close', () => clearTimeout(timer));
+    arm();
   }
 
   private discovery(path: string, res: ServerResponse): boolean {

@@ -83,6 +83,8 @@ export const BODY_IDLE_TIMEOUT_MS = 10_000;
  */
 const STALE_CODES = new Set(['ECONNRESET', 'EPIPE']);
 const STALE_CONNECTION = Symbol('staleConnection');
+/** A bound for the pool's idle sockets all found dead at once (a restart behind a load balancer). */
+const MAX_STALE_RETRIES = 8;
 type StaleMark = { [STALE_CONNECTION]?: boolean };
 
 /** The request failed on a reused connection before any reply: it never reached the server's handler. */
@@ -307,22 +309,22 @@ export class KubeClient implements ListWatchTransport {
       headers['Content-Type'] = 'application/json';
       headers['Content-Length'] = String(Buffer.byteLength(body));
     }
-    const res = await this.sendOnce(method, path, url, headers, body, auth, signal, timeoutMs, bodyIdleMs).catch(
-      (err: unknown) => {
-        // Go's net/http does the same for a request that could be sent again:
-        // the server (or a proxy in front of it) closed a kept-alive
-        // connection just as we wrote on it. Nothing reached the server's
-        // handler, so the request goes again at once, on a connection the
-        // agent opens (the dead one was destroyed). Only GETs: a POST could
-        // have been read before the close, and events must not be doubled.
-        // One retry per request suffices for the pool's other idle sockets
-        // too, as each failed one leaves the pool; a second stale one fails
-        // the request into the caller's own retry.
-        if (method !== 'GET' || !isStaleConnection(err) || signal.aborted) throw err;
+    let res: IncomingMessage | undefined;
+    // Go's net/http does the same for a request that can be sent again: the
+    // server (or a proxy in front of it) closed a kept-alive connection just
+    // as we wrote on it, so nothing reached the server's handler, and the
+    // request goes again at once. Each stale socket leaves the pool as it
+    // fails, so the next try takes another idle one or a new connection; a
+    // failure on a new connection is the caller's. Only GETs: a POST could
+    // have been read before the close, and events must not be doubled.
+    for (let attempt = 0; res === undefined; attempt++) {
+      try {
+        res = await this.sendOnce(method, path, url, headers, body, auth, signal, timeoutMs, bodyIdleMs);
+      } catch (err) {
+        if (method !== 'GET' || !isStaleConnection(err) || signal.aborted || attempt >= MAX_STALE_RETRIES) throw err;
         this.staleRetries++;
-        return this.sendOnce(method, path, url, headers, body, auth, signal, timeoutMs, bodyIdleMs);
-      },
-    );
+      }
+    }
     this.probe.answered();
     const code = res.statusCode ?? 0;
     if (code >= 200 && code < 300) return res;
