@@ -546,11 +546,25 @@ export class TestApiServer {
       );
       return;
     }
-    if (rv && rv !== '0' && Number(rv) < this.store.oldestWatchableRV) {
+    // resourceVersion as the real server reads it for a list (its watch cache enabled, the default):
+    //   ""         a consistent read, paginated by limit/continue (etcd);
+    //   "0"        whatever the watch cache holds, and it ignores limit: one reply;
+    //   N, no limit  "not older than N", from the watch cache: the current state
+    //              (a version the server has not reached yet is a 504 "Too large resource version");
+    //   N, limit   exactly N, from etcd: 410 Expired once compacted.
+    const page = listPage(q);
+    if (rv && rv !== '0' && page.token) {
+      throw new BadRequest(400, 'BadRequest', 'specifying resource version is not allowed when using continue');
+    }
+    if (rv && rv !== '0' && page.limit === undefined && Number(rv) > this.store.resourceVersion) {
+      throw new StoreError(504, 'Timeout', `Too large resource version: ${rv}, current: ${this.store.resourceVersion}`);
+    }
+    if (rv && rv !== '0' && page.limit !== undefined && Number(rv) < this.store.oldestWatchableRV) {
       throw new StoreError(410, 'Expired', `too old resource version: ${rv} (${this.store.oldestWatchableRV})`);
     }
-    const page = listPage(q);
-    const atRV = page.token?.rv ?? this.store.resourceVersion;
+    if (rv === '0') page.limit = undefined;
+    const exact = rv && rv !== '0' && page.limit !== undefined ? Number(rv) : undefined;
+    const atRV = page.token?.rv ?? exact ?? this.store.resourceVersion;
     let sel;
     try {
       sel = this.store.select(r.def, {
