@@ -68,6 +68,8 @@ export interface RequestRecord {
   readonly at: number;
   /** The client's address (tells the proxies of a cluster apart: they share a token). */
   readonly remote?: string;
+  /** Body bytes sent in reply so far (a watch's grow while it runs). */
+  readonly replyBytes: number;
 }
 
 /** The request log is for tests; keep a long-running CLI server bounded. */
@@ -107,6 +109,12 @@ export class TestApiServer {
   handshakes = 0;
   /** Connections the server closed on its own initiative (connectionClose). */
   closedByServer = 0;
+  /**
+   * Connections the server has closed (connectionClose): a request that
+   * still arrives on one never reaches a handler, as on a real server whose
+   * close the client had not seen yet; the client sees the connection end.
+   */
+  private readonly closing = new WeakSet<Socket>();
   /** Per connection, when connectionClose.idleMs is set: requests begin and end (the idle clock runs at zero). */
   private readonly idle = new WeakMap<Socket, { begin(): void; end(): void }>();
 
@@ -302,6 +310,7 @@ export class TestApiServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.closing.has(req.socket)) return void req.socket.destroy();
     const idle = this.idle.get(req.socket);
     if (idle) {
       idle.begin();
@@ -310,7 +319,7 @@ export class TestApiServer {
     const url = new URL(req.url ?? '/', 'https://x');
     const user = this.authenticate(req);
     const impersonate = req.headers['impersonate-user'];
-    this.requests.push({
+    const record = {
       method: req.method ?? 'GET',
       path: url.pathname,
       query: Object.fromEntries(url.searchParams),
@@ -319,7 +328,10 @@ export class TestApiServer {
       ...(typeof impersonate === 'string' ? { impersonateUser: impersonate } : {}),
       at: Date.now(),
       ...(req.socket.remoteAddress ? { remote: req.socket.remoteAddress } : {}),
-    });
+      replyBytes: 0,
+    };
+    this.requests.push(record);
+    countReplyBytes(res, (n) => (record.replyBytes += n));
     if (this.requests.length > MAX_RECORDED_REQUESTS)
       this.requests.splice(0, this.requests.length - MAX_RECORDED_REQUESTS);
     this.closeAfterReply(req, res);
@@ -356,6 +368,7 @@ export class TestApiServer {
       const random = c.random ?? Math.random;
       if ((isWatch && c.afterWatch) || (c.randomRate !== undefined && random() < c.randomRate)) {
         this.closedByServer++;
+        this.closing.add(sock);
         sock.end();
       }
     });
@@ -372,6 +385,7 @@ export class TestApiServer {
       timer = setTimeout(() => {
         if (inFlight > 0 || s.destroyed) return;
         this.closedByServer++;
+        this.closing.add(s);
         s.end();
       }, idleMs);
     };
@@ -588,6 +602,22 @@ export class TestApiServer {
     const list = { kind: `${r.def.kind}List`, apiVersion: r.def.apiVersion, metadata, items: sel.items };
     (stall ? sendStalledJSON : sendOK)(res, list);
   }
+}
+
+/** Call count(n) with the size of each body chunk written to res. */
+function countReplyBytes(res: ServerResponse, count: (n: number) => void): void {
+  const size = (chunk: unknown): number =>
+    typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk instanceof Uint8Array ? chunk.length : 0;
+  const write = res.write.bind(res) as (...a: unknown[]) => boolean;
+  const end = res.end.bind(res) as (...a: unknown[]) => ServerResponse;
+  res.write = ((chunk: unknown, ...rest: unknown[]) => {
+    count(size(chunk));
+    return write(chunk, ...rest);
+  }) as typeof res.write;
+  res.end = ((chunk?: unknown, ...rest: unknown[]) => {
+    if (typeof chunk !== 'function') count(size(chunk));
+    return end(chunk, ...rest);
+  }) as typeof res.end;
 }
 
 function sendOK(res: ServerResponse, body: unknown): void {

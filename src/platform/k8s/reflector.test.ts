@@ -280,6 +280,45 @@ describe('Reflector', () => {
     await done;
   });
 
+  it('stops when aborted during a list, without starting the watch', async () => {
+    const t = new ScriptedTransport();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const list = t.list.bind(t);
+    t.list = async (path, query) => {
+      await gate;
+      return list(path, query);
+    };
+    t.lists = [{ resourceVersion: '10', items: [obj('a', '1')] }];
+    const { events, ac, done } = setup(t);
+    await flush();
+    ac.abort();
+    release();
+    await done;
+    assert.equal(t.watches.length, 0);
+    assert.equal(events.at(-1)?.type, 'stopped');
+  });
+
+  it('resumes at once a quiet watch that lasted a second or more, and backs off one that ended sooner', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '10', items: [] }];
+    const { clock, events, ac, done } = setup(t);
+    for (let i = 0; i < 3; i++) await flush();
+    clock.advance(1000);
+    t.watches[0]!.end();
+    for (let i = 0; i < 3; i++) await flush();
+    assert.equal(t.watches.length, 2, 'resumed without a backoff');
+    t.watches[1]!.end();
+    for (let i = 0; i < 3; i++) await flush();
+    assert.equal(t.watches.length, 2);
+    assert.deepEqual(
+      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs),
+      [20],
+    );
+    ac.abort();
+    await done;
+  });
+
   it('keeps listing in pages when the list from 0 came back in pages (a server without a watch cache)', async () => {
     const t = new ScriptedTransport();
     t.lists = [

@@ -94,6 +94,8 @@ export interface ReflectorOptions<T> {
 type WatchOutcome = 'resume' | 'relist' | 'error';
 
 const STALL_GRACE_MS = 30_000;
+/** A watch that ends without events sooner than this is a failure (client-go's watchHandler: 1 s). */
+const VERY_SHORT_WATCH_MS = 1000;
 /** A Retry-After longer than this is taken as this: a misconfigured server must not freeze updates for hours. */
 export const MAX_RETRY_AFTER_MS = 60_000;
 const DEFAULT_PAGE_SIZE = 500;
@@ -294,6 +296,8 @@ export class Reflector<T extends K8sObject> {
 
   /** One watch from this.rv until it ends; events go to the sink as they come. */
   private async watch(signal: AbortSignal): Promise<WatchOutcome> {
+    // Aborted during the list: the listener below would never fire, and the watch would outlive run().
+    if (signal.aborted) return 'resume';
     const local = new AbortController();
     const stop = (): void => local.abort();
     signal.addEventListener('abort', stop);
@@ -304,6 +308,7 @@ export class Reflector<T extends K8sObject> {
     });
     let outcome: WatchOutcome | undefined;
     let events = 0;
+    const startedAt = this.o.clock.monotonic();
     const query = this.query({
       watch: 'true',
       resourceVersion: this.rv,
@@ -340,9 +345,11 @@ export class Reflector<T extends K8sObject> {
     }
     if (outcome) return outcome;
     this.emit({ type: 'watchClosed', resource: this.o.resource, resourceVersion: this.rv, events });
-    // A watch that closed without a single event counts as a failure, so a
-    // server that accepts and drops watches cannot make us spin.
-    if (events === 0) return 'error';
+    // A watch that closed within a second without a single event counts as a
+    // failure, so a server that accepts and drops watches cannot make us spin
+    // (client-go's "very short watch"). A longer quiet one (bookmarks off, a
+    // server ending its watches at shutdown) is resumed at once, as client-go does.
+    if (events === 0 && this.o.clock.monotonic() - startedAt < VERY_SHORT_WATCH_MS) return 'error';
     this.failures = 0;
     return 'resume';
   }
