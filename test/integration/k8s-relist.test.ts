@@ -146,6 +146,7 @@ describe('k8s sources: the relist after a compacted watch', () => {
     for (let i = 0; i < 3; i++) server.create('nodes', node(`other-${i}`, `192.0.2.${10 + i}`));
     server.compact();
     // Each watch ends cleanly, its connection is closed, and its resume from before the compaction gets a 410.
+    const requestsBefore = server.requests.length;
     server.closeWatches();
     // A change the relist must bring: seen by no open watch.
     server.create('services', svc('app', 'late', '172.30.0.11'));
@@ -163,6 +164,17 @@ describe('k8s sources: the relist after a compacted watch', () => {
     }
     assert.deepEqual(failures(rec), [], 'no failed request, no backoff');
     assert.equal(rec.events.filter((e) => e.type === 'listed').length, listsBefore + 4, 'one list per source');
+    // What reached the server: one list per source, from the last version seen, in one reply (no limit).
+    const lists = server.requests.slice(requestsBefore).filter((r) => r.query['watch'] !== 'true');
+    assert.deepEqual(lists.map((r) => r.path).sort(), [
+      '/api/v1/nodes',
+      '/api/v1/services',
+      '/apis/discovery.k8s.io/v1/endpointslices',
+      '/apis/networking.k8s.io/v1/servicecidrs',
+    ]);
+    for (const r of lists) {
+      assert.ok(Number(r.query['resourceVersion']) > 0 && r.query['limit'] === undefined, JSON.stringify(r.query));
+    }
     assert.ok(server.closedByServer >= 4, 'the server closed each watch connection');
     assert.equal(server.abortedHandshakes, 0);
   });

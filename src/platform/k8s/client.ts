@@ -25,6 +25,10 @@
 //   body may then pause at most BODY_IDLE_TIMEOUT_MS (a list stalled mid-body).
 // - A 429/5xx carrying Retry-After rejects with ApiStatusError.retryAfterSeconds;
 //   the reflectors wait at least that long.
+// - A GET that fails on a reused keep-alive connection before any reply byte
+//   (the server closed it as we wrote) is sent again at once (send()).
+// - The API server never sees a TLS handshake we opened and dropped: the
+//   reachability probe finishes its handshakes (ReachabilityProbe).
 
 import { type ClientRequest, type IncomingMessage, request as httpRequest } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
