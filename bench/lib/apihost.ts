@@ -31,7 +31,12 @@ const { values } = parseArgs({
 });
 const services = Number(values.services);
 const endpoints = Number(values.endpoints);
-const server = new TestApiServer({ token: values.token, bookmarkIntervalMs: 60_000 });
+// Watch connections are closed when the watch ends, as a real server (or the proxy in front of it) may.
+const server = new TestApiServer({
+  token: values.token,
+  bookmarkIntervalMs: 60_000,
+  connectionClose: { afterWatch: true },
+});
 for (let i = 0; i < services; i++) {
   server.create('services', service(i));
   server.create('endpointslices', endpointSlice(i, endpoints));
@@ -130,7 +135,12 @@ async function handle(m: Record<string, unknown>): Promise<Record<string, unknow
         const k = `${r.query['watch'] === 'true' ? 'WATCH' : r.method} ${r.path}`;
         byPath[k] = (byPath[k] ?? 0) + 1;
       }
-      return { requests: byPath, openWatches: server.openWatches };
+      return {
+        requests: byPath,
+        openWatches: server.openWatches,
+        abortedHandshakes: server.abortedHandshakes,
+        handshakes: server.handshakes,
+      };
     }
     default:
       throw new Error(`unknown command ${String(m['cmd'])}`);

@@ -10,7 +10,9 @@
 //            nothing more until the client gives up (a server wedged
 //            mid-reply: the connection stays alive, so only a client-side
 //            deadline ends it); a watch answers 200 and never sends an event;
-//   delay  - wait delayMs, then serve the request normally (a slow server).
+//   delay  - wait delayMs, then serve the request normally (a slow server);
+//   hangup - close the connection without a reply (a proxy or server that
+//            closed a kept-alive connection just as the client reused it).
 // Faults are checked after authentication, so a refused client consumes none.
 
 import type { ServerResponse } from 'node:http';
@@ -19,7 +21,7 @@ import { statusBody } from './http.js';
 export type FaultVerb = 'list' | 'watch' | 'get' | 'write';
 
 export interface ApiFault {
-  readonly kind: 'status' | 'stall' | 'delay';
+  readonly kind: 'status' | 'stall' | 'delay' | 'hangup';
   /** Only requests of this verb; default any. */
   readonly verb?: FaultVerb;
   /** Only requests for this resource (plural, e.g. 'services'); default any. */
@@ -45,7 +47,7 @@ const REASONS: Readonly<Record<number, string>> = {
 export class FaultSet {
   private faults: Array<{ fault: ApiFault; left: number }> = [];
   /** Requests answered by a fault, per kind (tests check that a fault fired). */
-  readonly fired = { status: 0, stall: 0, delay: 0 };
+  readonly fired = { status: 0, stall: 0, delay: 0, hangup: 0 };
 
   add(fault: ApiFault): void {
     this.faults.push({ fault, left: fault.times ?? Number.POSITIVE_INFINITY });

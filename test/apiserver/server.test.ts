@@ -257,6 +257,19 @@ describe('test API server', () => {
     fresh.close();
   });
 
+  it('serves a list from resourceVersion 0 in one reply, whatever the limit, as the watch cache does', async () => {
+    for (let i = 0; i < 3; i++) server.create('nodes', node(`n-rv0-${i}`, `192.0.2.${60 + i}`));
+    const all = (await call(c, 'GET', '/api/v1/nodes')).body as { items: unknown[] };
+    const zero = (await call(c, 'GET', '/api/v1/nodes?resourceVersion=0&limit=1')).body as {
+      items: unknown[];
+      metadata: { continue?: string };
+    };
+    assert.equal(zero.items.length, all.items.length);
+    assert.equal(zero.metadata.continue, undefined);
+    const paged = (await call(c, 'GET', '/api/v1/nodes?limit=1')).body as { metadata: { continue?: string } };
+    assert.ok(paged.metadata.continue, 'a consistent read keeps its pages');
+  });
+
   it('answers 410 Expired once the history was compacted past the asked version', async () => {
     const old = server.store.resourceVersion;
     server.create('nodes', node('n-410', '192.0.2.9'));
@@ -268,8 +281,17 @@ describe('test API server', () => {
     assert.equal(w.events[0]!.type, 'ERROR');
     assert.equal(w.events[0]!.object.code, 410);
     assert.equal(w.events[0]!.object.reason, 'Expired');
-    const list = await call(c, 'GET', `/api/v1/nodes?resourceVersion=${old}`);
-    assert.equal(list.status, 410);
+    // A list of exactly that version (a limit makes it exact) is gone too...
+    assert.equal((await call(c, 'GET', `/api/v1/nodes?resourceVersion=${old}&limit=500`)).status, 410);
+    // ...but without a limit the watch cache serves "not older than" it: the current state.
+    const notOlder = await call(c, 'GET', `/api/v1/nodes?resourceVersion=${old}`);
+    assert.equal(notOlder.status, 200);
+    assert.equal(
+      (notOlder.body as { metadata: { resourceVersion: string } }).metadata.resourceVersion,
+      String(server.store.resourceVersion),
+    );
+    const ahead = await call(c, 'GET', `/api/v1/nodes?resourceVersion=${server.store.resourceVersion + 5}`);
+    assert.equal(ahead.status, 504, 'a version the server has not reached');
     assert.equal((await call(c, 'GET', `/api/v1/nodes?resourceVersion=${server.store.resourceVersion}`)).status, 200);
     const ok = new WatchStream(c, `/api/v1/nodes?watch=true&resourceVersion=${server.store.resourceVersion}`);
     server.delete('nodes', undefined, 'n-410');

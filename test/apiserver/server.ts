@@ -35,6 +35,24 @@ export interface TestApiServerOptions {
   readonly resources?: readonly string[];
   /** Extra names/IPs for the serving certificate. */
   readonly certHosts?: readonly string[];
+  /**
+   * When the server closes a kept-alive connection, without a `Connection:
+   * close` header, as real API servers and the proxies and load balancers in
+   * front of them do. Default: after 5 s idle (Node's keepAliveTimeout), and
+   * with a `Keep-Alive: timeout=5` hint.
+   */
+  readonly connectionClose?: ConnectionCloseOptions;
+}
+
+export interface ConnectionCloseOptions {
+  /** Close the connection as soon as a watch response ends (a 410, a timeout, closeWatches()). */
+  readonly afterWatch?: boolean;
+  /** Close a connection that has had no request in flight for this long (no hint header is sent). */
+  readonly idleMs?: number;
+  /** After each response, close its connection with this probability (0..1). */
+  readonly randomRate?: number;
+  /** The random source for randomRate; default Math.random. */
+  readonly random?: () => number;
 }
 
 /** One request as the server saw it (for tests that check what a client asked). */
@@ -50,6 +68,8 @@ export interface RequestRecord {
   readonly at: number;
   /** The client's address (tells the proxies of a cluster apart: they share a token). */
   readonly remote?: string;
+  /** Body bytes sent in reply so far (a watch's grow while it runs). */
+  readonly replyBytes: number;
 }
 
 /** The request log is for tests; keep a long-running CLI server bounded. */
@@ -79,6 +99,24 @@ export class TestApiServer {
   private port = 0;
   private readonly sockets = new Set<Socket>();
   private readonly watches = new Set<ServedWatch>();
+  /**
+   * TLS handshakes a client started and abandoned (a connection opened and
+   * dropped before the handshake ended): the load a client should never put
+   * on a real API server. Counted from tlsClientError while running.
+   */
+  abortedHandshakes = 0;
+  /** TLS handshakes completed: connections clients opened. */
+  handshakes = 0;
+  /** Connections the server closed on its own initiative (connectionClose). */
+  closedByServer = 0;
+  /**
+   * Connections the server has closed (connectionClose): a request that
+   * still arrives on one never reaches a handler, as on a real server whose
+   * close the client had not seen yet; the client sees the connection end.
+   */
+  private readonly closing = new WeakSet<Socket>();
+  /** Per connection, when connectionClose.idleMs is set: requests begin and end (the idle clock runs at zero). */
+  private readonly idle = new WeakMap<Socket, { begin(): void; end(): void }>();
 
   constructor(opts: TestApiServerOptions = {}) {
     this.opts = opts;
@@ -151,9 +189,16 @@ export class TestApiServer {
       s.on('close', () => this.sockets.delete(s));
     });
     server.on('secureConnection', (s: TLSSocket) => {
+      this.handshakes++;
       this.sockets.add(s);
       s.on('close', () => this.sockets.delete(s));
+      this.closeWhenIdle(s);
     });
+    server.on('tlsClientError', () => {
+      if (this.server === server) this.abortedHandshakes++;
+    });
+    // Our own idle close replaces Node's, which also sends a Keep-Alive hint the real server does not.
+    if (this.opts.connectionClose?.idleMs !== undefined) server.keepAliveTimeout = 0;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.port, this.host, () => {
@@ -265,10 +310,16 @@ export class TestApiServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.closing.has(req.socket)) return void req.socket.destroy();
+    const idle = this.idle.get(req.socket);
+    if (idle) {
+      idle.begin();
+      res.once('close', idle.end);
+    }
     const url = new URL(req.url ?? '/', 'https://x');
     const user = this.authenticate(req);
     const impersonate = req.headers['impersonate-user'];
-    this.requests.push({
+    const record = {
       method: req.method ?? 'GET',
       path: url.pathname,
       query: Object.fromEntries(url.searchParams),
@@ -277,9 +328,13 @@ export class TestApiServer {
       ...(typeof impersonate === 'string' ? { impersonateUser: impersonate } : {}),
       at: Date.now(),
       ...(req.socket.remoteAddress ? { remote: req.socket.remoteAddress } : {}),
-    });
+      replyBytes: 0,
+    };
+    this.requests.push(record);
+    countReplyBytes(res, (n) => (record.replyBytes += n));
     if (this.requests.length > MAX_RECORDED_REQUESTS)
       this.requests.splice(0, this.requests.length - MAX_RECORDED_REQUESTS);
+    this.closeAfterReply(req, res);
     try {
       if (!user) return sendStatus(res, 401, 'Unauthorized', 'Unauthorized');
       if (!TestApiServer.acceptsJSON(req.headers.accept)) {
@@ -290,6 +345,7 @@ export class TestApiServer {
       if (!route) return sendStatus(res, 404, 'NotFound', 'the server could not find the requested resource');
       const fault = this.faults.take(verbOf(req.method, route, url.searchParams), route.def.plural);
       if (fault?.kind === 'status') return sendFaultStatus(res, fault);
+      if (fault?.kind === 'hangup') return void req.socket.destroy();
       if (fault?.kind === 'delay') await sleep(fault.delayMs ?? 0);
       await this.serve(req, res, route, url.searchParams, fault?.kind === 'stall');
     } catch (err) {
@@ -299,6 +355,51 @@ export class TestApiServer {
       if (err instanceof SelectorError) return sendStatus(res, 400, 'BadRequest', err.message);
       sendStatus(res, 500, 'InternalError', String(err));
     }
+  }
+
+  /** connectionClose.afterWatch and randomRate: end the connection once this reply is out. */
+  private closeAfterReply(req: IncomingMessage, res: ServerResponse): void {
+    const c = this.opts.connectionClose;
+    if (!c) return;
+    const sock = req.socket;
+    const url = req.url ?? '';
+    const isWatch = /[?&]watch=(true|1)(&|$)/.test(url);
+    res.once('finish', () => {
+      const random = c.random ?? Math.random;
+      if ((isWatch && c.afterWatch) || (c.randomRate !== undefined && random() < c.randomRate)) {
+        this.closedByServer++;
+        this.closing.add(sock);
+        sock.end();
+      }
+    });
+  }
+
+  /** connectionClose.idleMs: close a connection with nothing in flight for that long. */
+  private closeWhenIdle(s: TLSSocket): void {
+    const idleMs = this.opts.connectionClose?.idleMs;
+    if (idleMs === undefined) return;
+    let inFlight = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = (): void => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        if (inFlight > 0 || s.destroyed) return;
+        this.closedByServer++;
+        this.closing.add(s);
+        s.end();
+      }, idleMs);
+    };
+    this.idle.set(s, {
+      begin: () => {
+        inFlight++;
+        clearTimeout(timer);
+      },
+      end: () => {
+        if (--inFlight === 0) arm();
+      },
+    });
+    s.once('close', () => clearTimeout(timer));
+    arm();
   }
 
   private discovery(path: string, res: ServerResponse): boolean {
@@ -459,11 +560,25 @@ export class TestApiServer {
       );
       return;
     }
-    if (rv && rv !== '0' && Number(rv) < this.store.oldestWatchableRV) {
+    // resourceVersion as the real server reads it for a list (its watch cache enabled, the default):
+    //   ""         a consistent read, paginated by limit/continue (etcd);
+    //   "0"        whatever the watch cache holds, and it ignores limit: one reply;
+    //   N, no limit  "not older than N", from the watch cache: the current state
+    //              (a version the server has not reached yet is a 504 "Too large resource version");
+    //   N, limit   exactly N, from etcd: 410 Expired once compacted.
+    const page = listPage(q);
+    if (rv && rv !== '0' && page.token) {
+      throw new BadRequest(400, 'BadRequest', 'specifying resource version is not allowed when using continue');
+    }
+    if (rv && rv !== '0' && page.limit === undefined && Number(rv) > this.store.resourceVersion) {
+      throw new StoreError(504, 'Timeout', `Too large resource version: ${rv}, current: ${this.store.resourceVersion}`);
+    }
+    if (rv && rv !== '0' && page.limit !== undefined && Number(rv) < this.store.oldestWatchableRV) {
       throw new StoreError(410, 'Expired', `too old resource version: ${rv} (${this.store.oldestWatchableRV})`);
     }
-    const page = listPage(q);
-    const atRV = page.token?.rv ?? this.store.resourceVersion;
+    if (rv === '0') page.limit = undefined;
+    const exact = rv && rv !== '0' && page.limit !== undefined ? Number(rv) : undefined;
+    const atRV = page.token?.rv ?? exact ?? this.store.resourceVersion;
     let sel;
     try {
       sel = this.store.select(r.def, {
@@ -487,6 +602,22 @@ export class TestApiServer {
     const list = { kind: `${r.def.kind}List`, apiVersion: r.def.apiVersion, metadata, items: sel.items };
     (stall ? sendStalledJSON : sendOK)(res, list);
   }
+}
+
+/** Call count(n) with the size of each body chunk written to res. */
+function countReplyBytes(res: ServerResponse, count: (n: number) => void): void {
+  const size = (chunk: unknown): number =>
+    typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk instanceof Uint8Array ? chunk.length : 0;
+  const write = res.write.bind(res) as (...a: unknown[]) => boolean;
+  const end = res.end.bind(res) as (...a: unknown[]) => ServerResponse;
+  res.write = ((chunk: unknown, ...rest: unknown[]) => {
+    count(size(chunk));
+    return write(chunk, ...rest);
+  }) as typeof res.write;
+  res.end = ((chunk?: unknown, ...rest: unknown[]) => {
+    if (typeof chunk !== 'function') count(size(chunk));
+    return end(chunk, ...rest);
+  }) as typeof res.end;
 }
 
 function sendOK(res: ServerResponse, body: unknown): void {

@@ -25,10 +25,15 @@
 //   body may then pause at most BODY_IDLE_TIMEOUT_MS (a list stalled mid-body).
 // - A 429/5xx carrying Retry-After rejects with ApiStatusError.retryAfterSeconds;
 //   the reflectors wait at least that long.
+// - A GET that fails on a reused keep-alive connection before any reply byte
+//   (the server closed it as we wrote) is sent again at once (send()).
+// - The API server never sees a TLS handshake we opened and dropped: the
+//   reachability probe finishes its handshakes (ReachabilityProbe).
 
 import { type ClientRequest, type IncomingMessage, request as httpRequest } from 'node:http';
 import { Agent, request as httpsRequest } from 'node:https';
-import { connect, type Socket } from 'node:net';
+import { connect, isIP, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import type { Clock } from '../../engine/clock.js';
 import { ProxyError } from '../../core/errors.js';
 import { realClock } from '../clock.js';
@@ -75,6 +80,22 @@ export const CONNECT_TIMEOUT_MS = 5_000;
  * would never notice).
  */
 export const BODY_IDLE_TIMEOUT_MS = 10_000;
+/**
+ * How a kept-alive socket the server had closed fails a request written on
+ * it: "socket hang up" (the close came before any reply) or a write into a
+ * reset connection.
+ */
+const STALE_CODES = new Set(['ECONNRESET', 'EPIPE']);
+const STALE_CONNECTION = Symbol('staleConnection');
+/** A bound for the pool's idle sockets all found dead at once (a restart behind a load balancer). */
+const MAX_STALE_RETRIES = 8;
+type StaleMark = { [STALE_CONNECTION]?: boolean };
+
+/** The request failed on a reused connection before any reply: it never reached the server's handler. */
+function isStaleConnection(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as StaleMark)[STALE_CONNECTION] === true;
+}
+
 /** Errors that mean the server could not be reached at all (not that it answered badly). */
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN']);
 
@@ -90,6 +111,8 @@ export class KubeClient implements ListWatchTransport {
   private readonly keepaliveIdleMs: number;
   private readonly connectTimeoutMs: number;
   private readonly bodyIdleMs: number;
+  /** Requests sent again because the server had closed the kept-alive connection they went out on. */
+  staleRetries = 0;
 
   constructor(
     readonly config: ClientConfig,
@@ -122,6 +145,15 @@ export class KubeClient implements ListWatchTransport {
       this.clock,
       opts.probeIntervalMs ?? 250,
       opts.random ?? Math.random,
+      this.base.protocol === 'https:'
+        ? {
+            ...(config.tls.serverName
+              ? { servername: config.tls.serverName }
+              : isIP(this.base.hostname.replace(/^\[|\]$/g, '')) === 0
+                ? { servername: this.base.hostname }
+                : {}),
+          }
+        : undefined,
     );
   }
 
@@ -281,7 +313,53 @@ export class KubeClient implements ListWatchTransport {
       headers['Content-Type'] = 'application/json';
       headers['Content-Length'] = String(Buffer.byteLength(body));
     }
-    const res = await new Promise<IncomingMessage>((resolve, reject) => {
+    let res: IncomingMessage | undefined;
+    // Go's net/http does the same for a request that can be sent again: the
+    // server (or a proxy in front of it) closed a kept-alive connection just
+    // as we wrote on it, so nothing reached the server's handler, and the
+    // request goes again at once. Each stale socket leaves the pool as it
+    // fails, so the next try takes another idle one or a new connection; a
+    // failure on a new connection is the caller's. Only GETs: a POST could
+    // have been read before the close, and events must not be doubled.
+    for (let attempt = 0; res === undefined; attempt++) {
+      try {
+        res = await this.sendOnce(method, path, url, headers, body, auth, signal, timeoutMs, bodyIdleMs);
+      } catch (err) {
+        if (method !== 'GET' || !isStaleConnection(err) || signal.aborted || attempt >= MAX_STALE_RETRIES) throw err;
+        this.staleRetries++;
+      }
+    }
+    this.probe.answered();
+    const code = res.statusCode ?? 0;
+    if (code >= 200 && code < 300) return res;
+    const text = await readBody(res).catch(() => '');
+    if (code === 401) this.creds.unauthorized();
+    let status: unknown;
+    try {
+      status = JSON.parse(text);
+    } catch {
+      status = undefined;
+    }
+    const retryAfter = res.headers['retry-after'];
+    throw fromStatus(code, status, parseRetryAfter(retryAfter, this.clock.now()));
+  }
+
+  /**
+   * One attempt at a request. A failure before any byte of the reply on a
+   * socket the agent reused is marked (STALE_CONNECTION) so send() can retry it.
+   */
+  private sendOnce(
+    method: string,
+    path: string,
+    url: URL,
+    headers: Record<string, string | string[]>,
+    body: string | undefined,
+    auth: { cert?: string | Buffer; key?: string | Buffer },
+    signal: AbortSignal,
+    timeoutMs: number,
+    bodyIdleMs: number,
+  ): Promise<IncomingMessage> {
+    return new Promise<IncomingMessage>((resolve, reject) => {
       const opts = {
         method,
         headers,
@@ -305,25 +383,14 @@ export class KubeClient implements ListWatchTransport {
       req.on('socket', (s: Socket) => this.guardSocket(req, s, `${method} ${path}`));
       // Also after the response: a watch whose peer vanished ends here (keepalive ETIMEDOUT).
       req.on('error', (e) => {
-        if (UNREACHABLE_CODES.has((e as NodeJS.ErrnoException).code ?? '')) this.probe.suspect();
+        const code = (e as NodeJS.ErrnoException).code ?? '';
+        if (UNREACHABLE_CODES.has(code)) this.probe.suspect();
+        if (!response && req.reusedSocket && STALE_CODES.has(code)) (e as StaleMark)[STALE_CONNECTION] = true;
         reject(e);
       });
       abortWith(signal, req);
       req.end(body);
     });
-    this.probe.answered();
-    const code = res.statusCode ?? 0;
-    if (code >= 200 && code < 300) return res;
-    const text = await readBody(res).catch(() => '');
-    if (code === 401) this.creds.unauthorized();
-    let status: unknown;
-    try {
-      status = JSON.parse(text);
-    } catch {
-      status = undefined;
-    }
-    const retryAfter = res.headers['retry-after'];
-    throw fromStatus(code, status, parseRetryAfter(retryAfter, this.clock.now()));
   }
 
   /**
@@ -412,13 +479,21 @@ function readBody(res: IncomingMessage): Promise<string> {
 }
 
 /**
- * While someone waits, try a TCP connection to the server every interval
- * (jittered). Waiters are released when a connection succeeds AFTER the
- * server was seen unreachable: a probe was refused or timed out, or a request
- * failed to connect or lost its peer (suspect()). The server came back. A
- * server that accepts TCP but fails requests (a load balancer in front of a
- * dead API server) never releases them, so their own backoff applies and
- * nothing spins.
+ * When someone starts waiting, try one connection to the server; while they
+ * wait and it cannot be reached (or a request finds it unreachable:
+ * suspect()), try again every interval (jittered). Waiters are released when
+ * a connection succeeds after the server was seen unreachable: it came back.
+ * A server that accepts connections but fails requests (a load balancer in
+ * front of a dead API server, a 410, a closed keep-alive) costs one probe per
+ * wait and releases no one, so the sources' own backoff applies.
+ *
+ * Both halves matter to the API server. The probe once went on for as long
+ * as anyone waited, down or not, connecting and dropping the socket at once:
+ * on a TLS port each is an aborted handshake, 3-6 a second per proxy for as
+ * long as a source backed off after a failure that was not an outage (the
+ * relist's "socket hang up" after a 410: 8-12 s of them). Now it stops at the
+ * first success, and on a TLS port a probe finishes the handshake and closes
+ * politely (close_notify), so the server sees a clean connection.
  */
 class ReachabilityProbe {
   private readonly waiters = new Set<() => void>();
@@ -433,6 +508,8 @@ class ReachabilityProbe {
     private readonly clock: Clock,
     private readonly intervalMs: number,
     private readonly random: () => number,
+    /** For an https server: the TLS name to present (servername); undefined = plain TCP. */
+    private readonly tls: { servername?: string } | undefined,
   ) {}
 
   untilRecovered(signal: AbortSignal): Promise<void> {
@@ -457,6 +534,7 @@ class ReachabilityProbe {
   /** A request could not reach the server (refused, timed out, peer gone). */
   suspect(): void {
     this.down = true;
+    if (this.waiters.size > 0) void this.loop();
   }
 
   /**
@@ -489,9 +567,14 @@ class ReachabilityProbe {
     this.running = true;
     try {
       while (this.waiters.size > 0 && !this.stopped) {
-        const up = await this.tryConnect();
-        if (up && this.recovered()) break;
-        if (!up) this.down = true;
+        // Up: release the waiters if it had been down; if not, the failure
+        // they wait out was not an outage, and probing on would only load a
+        // healthy server.
+        if (await this.tryConnect()) {
+          this.recovered();
+          break;
+        }
+        this.down = true;
         const delay = this.intervalMs * (0.5 + this.random());
         await new Promise<void>((r) => this.clock.setTimer(delay, r));
       }
@@ -502,13 +585,23 @@ class ReachabilityProbe {
 
   private tryConnect(): Promise<boolean> {
     return new Promise((resolve) => {
-      const s = connect({ host: this.host, port: this.port });
+      // Reachability only: the server's certificate is checked by the requests that follow.
+      const s = this.tls
+        ? tlsConnect({ host: this.host, port: this.port, rejectUnauthorized: false, ...this.tls })
+        : connect({ host: this.host, port: this.port });
+      let settled = false;
       const finish = (ok: boolean): void => {
-        s.destroy();
+        if (settled) return;
+        settled = true;
+        s.setTimeout(0);
+        // After a finished handshake: close_notify and FIN, which the server takes as a clean close.
+        if (ok) s.end();
+        else s.destroy();
+        s.on('error', ignoreLateError);
         resolve(ok);
       };
       s.setTimeout(PROBE_TIMEOUT_MS, () => finish(false));
-      s.once('connect', () => finish(true));
+      s.once(this.tls ? 'secureConnect' : 'connect', () => finish(true));
       s.once('error', () => finish(false));
     });
   }

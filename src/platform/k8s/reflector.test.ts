@@ -239,6 +239,102 @@ describe('Reflector', () => {
     await done;
   });
 
+  it('lists as client-go\'s reflector: from 0 first, from the last version without pages after a 410, then from "" in pages', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [
+      { resourceVersion: '10', items: [obj('a', '1')] },
+      new ApiStatusError(410, 'Expired', 'too old resource version: 12 (15)'),
+      { resourceVersion: '20', items: [obj('a', '15')] },
+      { resourceVersion: '30', items: [obj('a', '15'), obj('b', '25')] },
+    ];
+    const { calls, events, ac, done } = setup(t);
+    for (let i = 0; i < 3; i++) await flush();
+    t.watches[0]!.open();
+    t.watches[0]!.send('MODIFIED', obj('a', '12'));
+    t.watches[0]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old' });
+    for (let i = 0; i < 5; i++) await flush();
+    assert.equal(t.watches[1]!.query.resourceVersion, '20', 'watching from the consistent list');
+    // The watch cache will not serve 20 to a watch after yet another compaction; the relist asks for 20 first.
+    t.watches[1]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old' });
+    for (let i = 0; i < 5; i++) await flush();
+    assert.deepEqual(
+      t.listQueries.map((q) => ({ ...q })),
+      [
+        { resourceVersion: '0', limit: '500' }, // the watch cache serves it (and ignores the limit)
+        { resourceVersion: '12' }, // "not older than" the last version seen, from the watch cache: no pages
+        { resourceVersion: '', limit: '500' }, // that version is gone too: a consistent read, in pages
+        { resourceVersion: '20' }, // a successful list makes the last version good again
+      ],
+    );
+    assert.deepEqual(calls, [
+      'add a@1',
+      'synced',
+      'update a@1->a@12',
+      'update a@12->a@15',
+      'synced',
+      'add b@25',
+      'synced',
+    ]);
+    assert.ok(!events.some((e) => e.type === 'backoff'), 'a 410 relists at once');
+    ac.abort();
+    await done;
+  });
+
+  it('stops when aborted during a list, without starting the watch', async () => {
+    const t = new ScriptedTransport();
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const list = t.list.bind(t);
+    t.list = async (path, query) => {
+      await gate;
+      return list(path, query);
+    };
+    t.lists = [{ resourceVersion: '10', items: [obj('a', '1')] }];
+    const { events, ac, done } = setup(t);
+    await flush();
+    ac.abort();
+    release();
+    await done;
+    assert.equal(t.watches.length, 0);
+    assert.equal(events.at(-1)?.type, 'stopped');
+  });
+
+  it('resumes at once a quiet watch that lasted a second or more, and backs off one that ended sooner', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '10', items: [] }];
+    const { clock, events, ac, done } = setup(t);
+    for (let i = 0; i < 3; i++) await flush();
+    clock.advance(1000);
+    t.watches[0]!.end();
+    for (let i = 0; i < 3; i++) await flush();
+    assert.equal(t.watches.length, 2, 'resumed without a backoff');
+    t.watches[1]!.end();
+    for (let i = 0; i < 3; i++) await flush();
+    assert.equal(t.watches.length, 2);
+    assert.deepEqual(
+      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs),
+      [20],
+    );
+    ac.abort();
+    await done;
+  });
+
+  it('keeps listing in pages when the list from 0 came back in pages (a server without a watch cache)', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [
+      { resourceVersion: '10', items: [obj('a', '1')], continue: 'tok1' },
+      { resourceVersion: '10', items: [obj('b', '2')] },
+      { resourceVersion: '20', items: [obj('a', '1')] },
+    ];
+    const { ac, done } = setup(t);
+    for (let i = 0; i < 3; i++) await flush();
+    t.watches[0]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old' });
+    for (let i = 0; i < 5; i++) await flush();
+    assert.deepEqual(t.listQueries.at(-1), { resourceVersion: '10', limit: '500' });
+    ac.abort();
+    await done;
+  });
+
   it('starts the list over when a continue token has expired (410), without a half-list diff', async () => {
     const t = new ScriptedTransport();
     t.lists = [

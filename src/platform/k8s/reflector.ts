@@ -7,10 +7,19 @@
 // - synced() is called after each complete list, never from a half list.
 // - A watch that ends is resumed from the last resourceVersion seen (events
 //   and BOOKMARKs); a 410 Gone (HTTP or ERROR event) makes it relist.
-// - Lists are paginated (`limit`/`continue`, 500 objects a page, as
-//   client-go's pager); a continue token that expired (410) restarts the list.
-//   Each object is transformed (transform.ts) as it arrives, so a 10k list
-//   never sits in memory as raw JSON.
+// - Lists ask what client-go's reflector asks (tools/cache/reflector.go,
+//   relistResourceVersion), because a relist by every node at once is the
+//   API server's worst moment:
+//     the first list:        resourceVersion=0 (served by the watch cache,
+//                            which ignores `limit`: one reply),
+//     a relist after a 410:  resourceVersion=<last seen>, no `limit` (served
+//                            by the watch cache as "not older than", one reply),
+//     if that list gets 410: resourceVersion="" (a consistent read), paginated,
+//   `limit` 500 and `continue` as client-go's pager. A first list that came
+//   back paginated says the server has no watch cache: later lists keep
+//   pages. A continue token that expired (410) restarts the list. Each object
+//   is transformed (transform.ts) as it arrives, so a 10k list never sits in
+//   memory as raw JSON.
 // - Failures back off exponentially with jitter (injected clock and random);
 //   a connection-level outage ends the wait early when the transport reports
 //   the server reachable again. A server that answered with Retry-After is
@@ -85,6 +94,8 @@ export interface ReflectorOptions<T> {
 type WatchOutcome = 'resume' | 'relist' | 'error';
 
 const STALL_GRACE_MS = 30_000;
+/** A watch that ends without events sooner than this is a failure (client-go's watchHandler: 1 s). */
+const VERY_SHORT_WATCH_MS = 1000;
 /** A Retry-After longer than this is taken as this: a misconfigured server must not freeze updates for hours. */
 export const MAX_RETRY_AFTER_MS = 60_000;
 const DEFAULT_PAGE_SIZE = 500;
@@ -103,6 +114,10 @@ export class Reflector<T extends K8sObject> {
   /** Retry-After of the last failure, in ms, for the next backoff. */
   private retryAfterMs: number | undefined;
   private relisting = false;
+  /** The last list's version was refused (410): list from "" (a consistent read) next. */
+  private rvUnavailable = false;
+  /** A list from "0" came back in pages: the server has no watch cache, keep paginating. */
+  private paginatedResult = false;
   /** A list has completed at least once (resync waits for it). */
   private synced = false;
 
@@ -226,37 +241,46 @@ export class Reflector<T extends K8sObject> {
   }
 
   /**
-   * Fetch every page into a fresh map of transformed objects. A 410 on a
-   * continue token (the snapshot was compacted meanwhile) starts over.
+   * Fetch every page into a fresh map of transformed objects, from the
+   * resourceVersion client-go would ask for. A 410 on the first request
+   * (that version is gone) lists again at once from "" (a consistent read);
+   * one on a continue token (the snapshot was compacted meanwhile) starts over.
    */
   private async listPages(signal: AbortSignal): Promise<{ resourceVersion: string; items: Map<string, T> } | null> {
-    const limit = String(this.o.pageSize ?? DEFAULT_PAGE_SIZE);
     for (;;) {
+      const fromRV = this.rvUnavailable ? '' : this.rv === '' ? '0' : this.rv;
+      // From a version the watch cache can serve ("not older than"), no pages:
+      // with a limit the server would read that exact version from etcd.
+      const paged = fromRV === '' || fromRV === '0' || this.paginatedResult;
+      const limit = String(this.o.pageSize ?? DEFAULT_PAGE_SIZE);
       const fresh = new Map<string, T>();
       let cont: string | undefined;
       let rv = '';
       try {
         do {
-          const page = await this.o.transport.list(
-            this.o.path,
-            this.query({ limit, ...(cont ? { continue: cont } : {}) }),
-            signal,
-          );
+          // The server refuses a resourceVersion beside a continue token: the token carries it.
+          const q: Record<string, string> = cont
+            ? { limit, continue: cont }
+            : { resourceVersion: fromRV, ...(paged ? { limit } : {}) };
+          const page = await this.o.transport.list(this.o.path, this.query(q), signal);
           if (signal.aborted) return null;
           if (!cont) rv = page.resourceVersion;
           for (const item of page.items) {
             const obj = this.accept(item, 'list item');
             if (obj) fresh.set(objectKey(obj), obj);
           }
+          if (fromRV === '0' && !cont && page.continue) this.paginatedResult = true;
           cont = page.continue;
         } while (cont);
       } catch (err) {
-        if (cont && statusCodeOf(err) === 410) {
-          this.emit({ type: 'expired', resource: this.o.resource, resourceVersion: rv });
+        if (statusCodeOf(err) === 410 && (cont || fromRV !== '')) {
+          this.emit({ type: 'expired', resource: this.o.resource, resourceVersion: cont ? rv : fromRV });
+          if (!cont) this.rvUnavailable = true;
           continue;
         }
         throw err;
       }
+      this.rvUnavailable = false;
       return { resourceVersion: rv, items: fresh };
     }
   }
@@ -272,6 +296,8 @@ export class Reflector<T extends K8sObject> {
 
   /** One watch from this.rv until it ends; events go to the sink as they come. */
   private async watch(signal: AbortSignal): Promise<WatchOutcome> {
+    // Aborted during the list: the listener below would never fire, and the watch would outlive run().
+    if (signal.aborted) return 'resume';
     const local = new AbortController();
     const stop = (): void => local.abort();
     signal.addEventListener('abort', stop);
@@ -282,6 +308,7 @@ export class Reflector<T extends K8sObject> {
     });
     let outcome: WatchOutcome | undefined;
     let events = 0;
+    const startedAt = this.o.clock.monotonic();
     const query = this.query({
       watch: 'true',
       resourceVersion: this.rv,
@@ -318,9 +345,11 @@ export class Reflector<T extends K8sObject> {
     }
     if (outcome) return outcome;
     this.emit({ type: 'watchClosed', resource: this.o.resource, resourceVersion: this.rv, events });
-    // A watch that closed without a single event counts as a failure, so a
-    // server that accepts and drops watches cannot make us spin.
-    if (events === 0) return 'error';
+    // A watch that closed within a second without a single event counts as a
+    // failure, so a server that accepts and drops watches cannot make us spin
+    // (client-go's "very short watch"). A longer quiet one (bookmarks off, a
+    // server ending its watches at shutdown) is resumed at once, as client-go does.
+    if (events === 0 && this.o.clock.monotonic() - startedAt < VERY_SHORT_WATCH_MS) return 'error';
     this.failures = 0;
     return 'resume';
   }
