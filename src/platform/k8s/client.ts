@@ -34,7 +34,7 @@ import { type ClientRequest, type IncomingMessage, request as httpRequest } from
 import { Agent, request as httpsRequest } from 'node:https';
 import { connect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
-import type { Clock } from '../../engine/clock.js';
+import type { Clock } from '../../core/clock.js';
 import { ProxyError } from '../../core/errors.js';
 import { realClock } from '../clock.js';
 import { Credentials, type CredentialsOptions } from './credentials.js';

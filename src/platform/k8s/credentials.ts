@@ -11,7 +11,7 @@
 // certificate does.
 
 import { readFile } from 'node:fs/promises';
-import type { Clock } from '../../engine/clock.js';
+import type { Clock } from '../../core/clock.js';
 import { type ExecCredential, runExecPlugin } from './execplugin.js';
 import type { ClientConfig } from './kubeconfig.js';
 

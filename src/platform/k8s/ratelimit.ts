@@ -5,7 +5,7 @@
 // Waiters are served in arrival order. qps < 0 disables the limit, as in
 // client-go; qps 0 is not expected here (the config defaulting makes it 5).
 
-import type { Clock, TimerHandle } from '../../engine/clock.js';
+import type { Clock, TimerHandle } from '../../core/clock.js';
 
 export class TokenBucket {
   private tokens: number;

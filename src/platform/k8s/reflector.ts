@@ -33,7 +33,7 @@
 // - With `optional`, a 404 for the resource (an older server) ends the
 //   reflector quietly instead of retrying forever.
 
-import type { Clock } from '../../engine/clock.js';
+import type { Clock } from '../../core/clock.js';
 import type { SourceEvent } from './events.js';
 import { type ListWatchTransport, type Query, fromStatus, retryAfterOf, statusCodeOf } from './transport.js';
 

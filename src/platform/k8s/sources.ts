@@ -11,7 +11,7 @@
 
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../core/api.js';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../../core/api.js';
-import type { Clock } from '../../engine/clock.js';
+import type { Clock } from '../../core/clock.js';
 import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler } from '../../engine/handlers.js';
 import { realClock } from '../clock.js';
 import type { SourceEvent } from './events.js';
