@@ -27,7 +27,7 @@
 // compared with what that sync rendered: a cleared table (`ipvsadm -C`), a
 // deleted virtual server, a removed Service address or a deleted kube-ipvs0
 // is reported, and the engine's full sync writes them back. Real servers are
-// not listed (a dump per virtual server would cost a thousand times more);
+// not listed (that takes a dump per virtual server, a thousand at 1k);
 // one removed by others waits for the periodic full sync. Our iptables
 // chains and jumps are watched as the iptables mode watches its own, through
 // nf_tables events on the nf_tables backend (../iptables/driftwatch.ts); on
