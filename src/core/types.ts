@@ -217,7 +217,7 @@ export interface Drift {
 }
 
 export type DriftReason =
-  /** Rules, chains or tables of ours changed by another actor (nf_tables events). */
+  /** Rules, chains, tables or IPVS virtual servers of ours changed by another actor. */
   | 'rules_changed'
   /** Changes may have been missed (events lost, a commit by others during ours): checked by a full sync. */
   | 'changes_unaccounted'
@@ -226,4 +226,6 @@ export type DriftReason =
   /** A pinned BPF map is gone from, or replaced at, its pin path. */
   | 'map_unpinned'
   /** A listening socket of ours closed or failed. */
-  | 'listener_closed';
+  | 'listener_closed'
+  /** A Service address of ours is gone from the link we bound it to (kube-ipvs0). */
+  | 'address_removed';

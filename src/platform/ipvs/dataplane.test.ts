@@ -66,7 +66,7 @@ function state(
   });
 }
 
-function setup(drainBounds = { tcpMs: 60_000, udpMs: 30_000 }) {
+function setup(drainBounds = { tcpMs: 60_000, udpMs: 30_000 }, iptables: CommandRunner = run) {
   const fake = new Fake({ nodeAddresses: ['127.0.0.1', '192.168.0.2'] });
   const clock = new FakeClock();
   const flushed: string[] = [];
@@ -74,7 +74,7 @@ function setup(drainBounds = { tcpMs: 60_000, udpMs: 30_000 }) {
     config,
     ipvs: ipvsOpts,
     kernel: fakeKernel(fake),
-    run,
+    run: iptables,
     clock,
     syncPeriodMs: 30_000,
     drainBounds,
@@ -227,4 +227,45 @@ test('cleanup removes kube-ipvs0, our virtual servers, sets, chains and jumps, a
   );
   assert.doesNotMatch(fake.iptables.save('filter'), /KUBE-/);
   assert.equal(r.virtualServers, 2, 'the ClusterIP and the NodePort');
+});
+
+test('the drift watch reports a cleared table and a removed address once each; a full sync repairs both', async () => {
+  // The legacy backend: no nf_tables monitor on this machine's own tables (the guest tests cover it).
+  const legacy: CommandRunner = async () => ({ stdout: 'iptables v1.8.9 (legacy)\n', stderr: '', code: 0 });
+  const { fake, dp, clock } = setup(undefined, legacy);
+  const drifts: string[] = [];
+  dp.watchDrift((d) => drifts.push(`${d.reason}: ${d.detail}`));
+  const eps = { a: [{ ip: '10.180.0.1' }], b: [{ ip: '10.180.0.2' }] };
+  await dp.sync(state(eps));
+  // A virtual server of someone else's is not ours to watch.
+  const foreign: VirtualServer = {
+    family: 'IPv4',
+    protocol: 'TCP',
+    address: '10.77.0.1',
+    port: 80,
+    scheduler: 'rr',
+    flags: 0,
+    timeout: 0,
+  };
+  fake.applyIpvs([{ op: 'add-service', vs: foreign }]);
+  assert.equal(await dp.checkDrift(), null, 'in step with the kernel');
+
+  fake.applyIpvs(fake.listServices().map((vs) => ({ op: 'del-service' as const, vs })));
+  clock.advance(1000);
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(drifts, ['rules_changed: 2 of 2 IPVS virtual servers gone: TCP/172.30.0.1:80, TCP/172.30.0.2:80']);
+  clock.advance(5000);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(drifts.length, 1, 'reported once until a sync repairs it');
+  await dp.sync(state(eps, { full: true }));
+  assert.deepEqual(dests(fake, '172.30.0.1'), ['10.180.0.1:1']);
+  assert.equal(await dp.checkDrift(), null);
+
+  fake.changeAddresses(false, ['172.30.0.2']);
+  assert.equal((await dp.checkDrift())?.reason, 'address_removed');
+  assert.match(drifts[1]!, /^address_removed: 1 of 2 addresses gone from kube-ipvs0: 172\.30\.0\.2$/);
+  await dp.sync(state(eps, { full: true }));
+  assert.deepEqual(fake.dummyAddresses().sort(), ['172.30.0.1', '172.30.0.2']);
+  assert.equal(await dp.checkDrift(), null);
+  dp.close();
 });

@@ -20,9 +20,21 @@
 // syncs, on kube-ipvs0, or a NodePort on a node address whose port is in our
 // NodePort sets; never inside --ipvs-exclude-cidrs. Any failure forgets
 // what was applied, so the next sync is full and repairs from the kernel.
+//
+// Drift (watchDrift): IPVS has no change notifications, so every second,
+// after a successful sync, the table's virtual servers of our family (one
+// generic netlink dump) and kube-ipvs0's addresses (one rtnetlink dump) are
+// compared with what that sync rendered: a cleared table (`ipvsadm -C`), a
+// deleted virtual server, a removed Service address or a deleted kube-ipvs0
+// is reported, and the engine's full sync writes them back. Real servers are
+// not listed (that takes a dump per virtual server, a thousand at 1k);
+// one removed by others waits for the periodic full sync. Our iptables
+// chains and jumps are watched as the iptables mode watches its own, through
+// nf_tables events on the nf_tables backend (../iptables/driftwatch.ts); on
+// the legacy backend they wait for the periodic full sync.
 import { ProxyError } from '../../core/errors.js';
 import { cidrContains, parseCIDR, parseIP } from '../../core/ip.js';
-import type { Dataplane, DataplaneConfig, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import type { Dataplane, DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import { jumpRuleArgs } from '../../dataplane/iptables/jumps.js';
 import {
@@ -39,7 +51,10 @@ import {
   type RealServer,
   type VirtualServer,
 } from '../../dataplane/ipvs/index.js';
+import { iptablesChangeIsOurs, restoreSections } from '../iptables/driftwatch.js';
 import { parseIptablesVersion, supportsRandomFully } from '../iptables/features.js';
+import { isNftBackend } from '../iptables/restore.js';
+import { NftMonitor } from '../nftables/monitor.js';
 import { Iptables } from '../iptables/iptables.js';
 import type { CommandRunner } from '../exec.js';
 import { jumpRestoreInput, ruleLine } from '../iptables/dataplane.js';
@@ -73,6 +88,10 @@ export interface IpvsDataplaneOptions {
   readonly drainBounds?: DrainBounds;
   /** How often draining real servers are checked; default 5 s. */
   readonly drainCheckMs?: number;
+  /** How often the drift watch compares the kernel with the last sync; default 1 s. */
+  readonly driftCheckMs?: number;
+  /** The network namespace the kernel interfaces work in (tests), for the nf_tables events; default ours. */
+  readonly netns?: string;
   /**
    * Flush the UDP conntrack entries of the real servers one sync deleted
    * (the caller's conntrack table; called once per sync, never with none).
@@ -100,6 +119,14 @@ export class IpvsDataplane implements Dataplane {
   private dummyIndex = 0;
   private readonly graceful: GracefulTermination;
   private drainTimer: TimerHandle | null = null;
+  /** watchDrift()'s listener, and what the last successful sync left in the kernel (by key). */
+  private onDrift: ((drift: Drift) => void) | null = null;
+  private driftTimer: TimerHandle | null = null;
+  private expected: { vss: ReadonlyMap<string, unknown>; addresses: ReadonlySet<string> } | null = null;
+  /** The nf_tables monitor for our chains (null: legacy backend or no netlink, undefined: not yet). */
+  private monitor: NftMonitor | null | undefined = undefined;
+  private unsubscribe: (() => void) | null = null;
+  private nftBackend = false;
   private lock: Promise<unknown> = Promise.resolve();
   private closed = false;
 
@@ -121,6 +148,7 @@ export class IpvsDataplane implements Dataplane {
     try {
       // MASQUERADE --random-fully needs iptables >= 1.6.2 (upstream HasRandomFully).
       const version = await new Iptables(this.family, this.o.run).versionString().catch(() => '');
+      this.nftBackend = isNftBackend(version);
       await ensureIpvsSysctls(k.sysctl, this.family, this.o.ipvs.strictARP, (fields, msg) =>
         this.o.onEvent?.('info', fields, msg),
       );
@@ -154,6 +182,7 @@ export class IpvsDataplane implements Dataplane {
 
   private async syncOnce(state: SyncState): Promise<SyncOutcome> {
     const { k, r } = await this.init();
+    await this.openMonitor();
     const clock = this.o.clock;
     const t0 = clock.monotonic();
     const full = state.fullSync || this.applied === null || t0 - this.lastFull >= this.o.syncPeriodMs;
@@ -206,7 +235,10 @@ export class IpvsDataplane implements Dataplane {
 
     const t3 = clock.monotonic();
     if (full || render.iptables !== applied.iptables) {
-      await k.iptables(this.family).restore(render.iptables, { noflush: true, counters: true });
+      await this.ownChange(
+        () => k.iptables(this.family).restore(render.iptables, { noflush: true, counters: true }),
+        restoreSections([render.iptables]),
+      );
       applied.iptables = render.iptables;
     }
     if (full) await this.ensureJumps(k);
@@ -225,8 +257,11 @@ export class IpvsDataplane implements Dataplane {
       );
     }
     this.applied = applied;
+    // The renderer's maps hold every virtual server and address of the family, not only this sync's changes.
+    this.expected = { vss: render.virtualServers, addresses: render.bindAddresses };
     if (full) this.lastFull = t0;
     this.armDrainCheck();
+    this.armDriftCheck();
     return {
       partial: !full,
       counters: {
@@ -293,7 +328,9 @@ export class IpvsDataplane implements Dataplane {
     const save = await ipt.save();
     const missing = IPVS_JUMP_CHAINS.filter((jc) => !save.includes(`\n${ruleLine(jc.from, jumpRuleArgs(jc))}\n`));
     // In list order, each at position 1: the same result as upstream's sequence of prepends.
-    if (missing.length > 0) await ipt.restore(jumpRestoreInput(missing), { noflush: true, counters: false });
+    if (missing.length === 0) return;
+    const input = jumpRestoreInput(missing);
+    await this.ownChange(() => ipt.restore(input, { noflush: true, counters: false }), restoreSections([input]));
   }
 
   private async flushDeletedUDP(drain: readonly DrainAction[], failed: ReadonlySet<IpvsOp>, ops: readonly IpvsOp[]) {
@@ -347,11 +384,111 @@ export class IpvsDataplane implements Dataplane {
     });
   }
 
+  /**
+   * Tell `onDrift` when another actor removes virtual servers of ours or
+   * Service addresses from kube-ipvs0 (checked every second; see the top).
+   */
+  watchDrift(onDrift: (drift: Drift) => void): void {
+    this.onDrift = onDrift;
+  }
+
+  /** Our own restore, kept out of the drift watch; at most `commits` nf_tables commits. */
+  private ownChange<T>(fn: () => Promise<T>, commits: number): Promise<T> {
+    return this.monitor ? this.monitor.ownChange(fn, commits) : fn();
+  }
+
+  private async openMonitor(): Promise<void> {
+    if (this.monitor !== undefined || !this.onDrift) return;
+    const listener = this.onDrift;
+    this.monitor = this.nftBackend ? await NftMonitor.open(this.o.netns) : null;
+    if (!this.monitor) {
+      this.o.onEvent?.(
+        'info',
+        { family: this.family, nftBackend: this.nftBackend },
+        'no nf_tables events here; iptables rules changed by others are repaired at the next periodic sync',
+      );
+      return;
+    }
+    this.unsubscribe = this.monitor.subscribe(this.family === 'IPv4' ? 'ip' : 'ip6', iptablesChangeIsOurs, (drift) => {
+      // A partial sync restores only rules whose text changed: it would trust chains that may be gone.
+      this.applied = null;
+      this.expected = null;
+      listener(drift);
+    });
+  }
+
+  private armDriftCheck(): void {
+    if (this.driftTimer || !this.onDrift || this.closed) return;
+    this.driftTimer = this.o.clock.setTimer(this.o.driftCheckMs ?? DRIFT_CHECK_MS, () => {
+      this.driftTimer = null;
+      void this.checkDrift().then(
+        () => this.armDriftCheck(),
+        (e: unknown) => {
+          this.o.onEvent?.('warn', { err: String(e) }, 'checking the IPVS table for drift failed; retrying');
+          this.armDriftCheck();
+        },
+      );
+    });
+  }
+
+  /**
+   * Compare the kernel with the last successful sync and report what is
+   * missing. Reported once: what was applied is forgotten, so checks stop
+   * until a sync (the engine's repair) succeeds. Null when nothing is missing
+   * or there is nothing to compare with.
+   */
+  checkDrift(): Promise<Drift | null> {
+    return this.serial(async () => {
+      const k = this.kernel;
+      const want = this.expected;
+      if (!k || !want || !this.applied || !this.onDrift || this.closed) return null;
+      const drift = this.driftOf(k, want);
+      if (drift) {
+        this.applied = null;
+        this.expected = null;
+        this.onDrift(drift);
+      }
+      return drift;
+    });
+  }
+
+  private driftOf(k: IpvsKernelDeps, want: NonNullable<IpvsDataplane['expected']>): Drift | null {
+    if (want.vss.size > 0) {
+      const present = new Set<string>();
+      for (const vs of k.ipvs.listServices()) if (vs.family === this.family) present.add(virtualServerKey(vs));
+      const missing: string[] = [];
+      for (const key of want.vss.keys()) if (!present.has(key)) missing.push(key);
+      if (missing.length > 0)
+        return {
+          reason: 'rules_changed',
+          detail: `${missing.length} of ${want.vss.size} IPVS virtual servers gone: ${missing.slice(0, 3).join(', ')}`,
+        };
+    }
+    if (want.addresses.size > 0) {
+      // By index: a kube-ipvs0 deleted and made again by others has a new one, and none of our addresses.
+      const bound = new Set(
+        k.link
+          .addresses(this.family)
+          .filter((a) => a.index === this.dummyIndex)
+          .map((a) => a.address),
+      );
+      const missing: string[] = [];
+      for (const a of want.addresses) if (!bound.has(a)) missing.push(a);
+      if (missing.length > 0)
+        return {
+          reason: 'address_removed',
+          detail: `${missing.length} of ${want.addresses.size} addresses gone from ${DUMMY_DEVICE}: ${missing.slice(0, 3).join(', ')}`,
+        };
+    }
+    return null;
+  }
+
   /** Remove this family's IPVS state (and kube-ipvs0 once no other family uses it). */
   cleanup(): Promise<void> {
     return this.serial(async () => {
       const { k } = await this.init();
       this.applied = null;
+      this.stopMonitor(); // our own removals are no drift
       const r = await cleanupIpvsLeftovers(k, { families: [this.family], excludeCIDRs: this.o.ipvs.excludeCIDRs });
       if (r.errors.length > 0)
         throw new ProxyError('KPT_EXEC_FAILED', `ipvs ${this.family} cleanup: ${r.errors.length} step(s) failed`, {
@@ -360,13 +497,29 @@ export class IpvsDataplane implements Dataplane {
     });
   }
 
+  private stopMonitor(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    this.monitor = null;
+  }
+
   close(): void {
     this.closed = true;
     this.drainTimer?.cancel();
     this.drainTimer = null;
+    this.driftTimer?.cancel();
+    this.driftTimer = null;
+    this.stopMonitor();
     if (typeof this.o.kernel === 'function') this.kernel?.close();
   }
 }
+
+/**
+ * The drift check's period: a cleared table is repaired within about a
+ * second, for two dumps a second (see the top; their cost at 1k virtual
+ * servers is in docs/compatibility.md).
+ */
+const DRIFT_CHECK_MS = 1000;
 
 function drainOp(a: DrainAction): IpvsOp {
   return a.kind === 'weight0' ? { op: 'edit-dest', vs: a.vs, rs: a.rs } : { op: 'del-dest', vs: a.vs, rs: a.rs };
