@@ -16,9 +16,14 @@
 //   node --import tsx bench/memory.ts [--sizes 1000,5000,10000] [--modes iptables,nftables]
 //                                     [--endpoints 5] [--changes 5] [--runs 1] [--proxy-args "..."]
 //                                     [--node-args "--max-semi-space-size=1"] [--rest 60]
+//                                     [--env "MALLOC_ARENA_MAX=2 UV_THREADPOOL_SIZE=1"] [--tag NAME] [--no-build]
 // Without --node-args the proxy runs as bin/kube-proxy-ts itself, with the V8
 // flags of its #! line; --node-args runs `node <args> bin/kube-proxy-ts`.
-import { mkdirSync, writeFileSync } from 'node:fs';
+// --env adds variables to the proxy's environment (glibc and libuv read theirs
+// only at start, as a container's ENV sets them). --tag NAME writes
+// memory-NAME.{json,svg,png} instead, so settings compared one by one keep
+// their own results.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
 import {
@@ -45,6 +50,20 @@ const NODE_ARGS = process.argv.includes('--node-args') ? arg('node-args', '').sp
 const OUT = join(REPO_ROOT, 'bench', 'out');
 /** Quiet seconds after the changes before the resting RSS is read (0: not measured). */
 const REST_S = Number(arg('rest', '0'));
+/** Extra environment of the proxy process, `K=V` pairs separated by spaces. */
+const ENV: NodeJS.ProcessEnv = Object.fromEntries(
+  arg('env', '')
+    .split(' ')
+    .filter(Boolean)
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+);
+const TAG = arg('tag', '');
+const NAME = TAG ? `memory-${TAG}` : 'memory';
+
+/** The proxy's thread count (V8's platform workers, libuv's pool once used, ...). */
+function threadsOf(pid: number): number {
+  return Number(/^Threads:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+}
 
 interface Sample {
   mode: string;
@@ -61,6 +80,8 @@ interface Sample {
   restRssMiB: number;
   restMinRssMiB: number;
   changesApplied: number;
+  /** Threads of the proxy after the changes. */
+  threads: number;
   load: string;
 }
 
@@ -68,7 +89,7 @@ async function once(mode: string, size: number): Promise<Sample> {
   const c = await BenchCluster.start({ services: size, endpoints: ENDPOINTS });
   try {
     const t0 = Date.now();
-    c.startProxy(mode, PROXY_ARGS, {}, NODE_ARGS);
+    c.startProxy(mode, PROXY_ARGS, ENV, NODE_ARGS);
     const healthyAt = await c.waitHealthy();
     const atFirstSync = memoryOf(c.proxyPid);
     const firstSyncCpuS = cpuSecondsOf(c.proxyPid);
@@ -89,6 +110,7 @@ async function once(mode: string, size: number): Promise<Sample> {
     await new Promise((res) => setTimeout(res, 2000));
     const end = memoryOf(c.proxyPid);
     const changesCpuS = cpuSecondsOf(c.proxyPid) - firstSyncCpuS;
+    const threads = threadsOf(c.proxyPid);
     let restRssMiB = NaN;
     let restMinRssMiB = NaN;
     for (let t = 0; t < REST_S; t++) {
@@ -108,6 +130,7 @@ async function once(mode: string, size: number): Promise<Sample> {
       restRssMiB,
       restMinRssMiB,
       changesApplied: applied,
+      threads,
       load: loadNote(),
     };
   } finally {
@@ -116,7 +139,8 @@ async function once(mode: string, size: number): Promise<Sample> {
 }
 
 async function main(): Promise<void> {
-  buildDist();
+  // --no-build: several runs side by side must not rewrite dist/ under each other's proxies.
+  if (!process.argv.includes('--no-build')) buildDist();
   mkdirSync(OUT, { recursive: true });
   const samples: Sample[] = [];
   for (const mode of MODES) {
@@ -127,7 +151,7 @@ async function main(): Promise<void> {
         console.log(
           `${mode} ${size}: first sync ${s.firstSyncS.toFixed(1)} s (${s.firstSyncCpuS.toFixed(1)} s CPU), RSS ${s.atFirstSync.rssMiB.toFixed(0)} MiB ` +
             `(HWM ${s.atFirstSync.hwmMiB.toFixed(0)}), steady ${s.steadyRssMiB.toFixed(0)} MiB, ` +
-            `peak ${s.peakMiB.toFixed(0)} MiB, ${REST_S > 0 ? `after ${REST_S} s at rest ${s.restRssMiB.toFixed(0)} MiB (lowest ${s.restMinRssMiB.toFixed(0)}), ` : ''}changes ${s.changesCpuS.toFixed(2)} s CPU, applied ${s.changesApplied}/${CHANGES} (${s.load})`,
+            `peak ${s.peakMiB.toFixed(0)} MiB, ${REST_S > 0 ? `after ${REST_S} s at rest ${s.restRssMiB.toFixed(0)} MiB (lowest ${s.restMinRssMiB.toFixed(0)}), ` : ''}changes ${s.changesCpuS.toFixed(2)} s CPU, ${s.threads} threads, applied ${s.changesApplied}/${CHANGES} (${s.load})`,
         );
       }
     }
@@ -140,6 +164,8 @@ async function main(): Promise<void> {
         size,
         firstSyncS: median(ss.map((s) => s.firstSyncS)),
         firstSyncCpuS: median(ss.map((s) => s.firstSyncCpuS)),
+        changesCpuS: median(ss.map((s) => s.changesCpuS)),
+        threads: median(ss.map((s) => s.threads)),
         rssAtFirstSyncMiB: median(ss.map((s) => s.atFirstSync.rssMiB)),
         steadyRssMiB: median(ss.map((s) => s.steadyRssMiB)),
         peakMiB: median(ss.map((s) => s.peakMiB)),
@@ -149,22 +175,24 @@ async function main(): Promise<void> {
     }),
   );
   console.log(
-    `\nmedian of ${RUNS} run(s), ${ENDPOINTS} endpoints per Service, ${CHANGES} endpoint changes after the first sync`,
+    `\nmedian of ${RUNS} run(s), ${ENDPOINTS} endpoints per Service, ${CHANGES} endpoint changes after the first sync` +
+      (NODE_ARGS ? `; node ${NODE_ARGS.join(' ')}` : '; the #! line') +
+      (Object.keys(ENV).length ? `; env ${arg('env', '')}` : ''),
   );
   console.log(
-    '| mode | Services | first sync (s) | its CPU (s) | RSS after first sync (MiB) | RSS steady (MiB) | peak VmHWM (MiB) |' +
+    '| mode | Services | first sync (s) | its CPU (s) | changes CPU (s) | threads | RSS after first sync (MiB) | RSS steady (MiB) | peak VmHWM (MiB) |' +
       (REST_S > 0 ? ` RSS after ${REST_S} s at rest (lowest) (MiB) |` : ''),
   );
-  console.log('|---|---:|---:|---:|---:|---:|---:|' + (REST_S > 0 ? '---:|' : ''));
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|' + (REST_S > 0 ? '---:|' : ''));
   for (const r of rows) {
     console.log(
-      `| ${r.mode} | ${r.size} | ${r.firstSyncS.toFixed(1)} | ${r.firstSyncCpuS.toFixed(1)} | ${r.rssAtFirstSyncMiB.toFixed(0)} | ${r.steadyRssMiB.toFixed(0)} | ${r.peakMiB.toFixed(0)} |` +
+      `| ${r.mode} | ${r.size} | ${r.firstSyncS.toFixed(1)} | ${r.firstSyncCpuS.toFixed(2)} | ${r.changesCpuS.toFixed(2)} | ${r.threads} | ${r.rssAtFirstSyncMiB.toFixed(0)} | ${r.steadyRssMiB.toFixed(0)} | ${r.peakMiB.toFixed(0)} |` +
         (REST_S > 0 ? ` ${r.restRssMiB.toFixed(0)} (${r.restMinRssMiB.toFixed(0)}) |` : ''),
     );
   }
-  writeFileSync(join(OUT, 'memory.json'), JSON.stringify({ samples, rows }, null, 2));
-  const png = writeChart(join(OUT, 'memory'), {
-    title: `kube-proxy-ts memory (real process, ${ENDPOINTS} endpoints per Service)`,
+  writeFileSync(join(OUT, `${NAME}.json`), JSON.stringify({ samples, rows }, null, 2));
+  const png = writeChart(join(OUT, NAME), {
+    title: `kube-proxy-ts memory (real process, ${ENDPOINTS} endpoints per Service)${TAG ? ` - ${TAG}` : ''}`,
     yLabel: 'MiB',
     series: MODES.flatMap((m) => [
       `${m} RSS after first sync`,
@@ -179,7 +207,7 @@ async function main(): Promise<void> {
       }),
     })),
   });
-  console.log(png ? `wrote ${png}` : 'wrote memory.svg (no PNG converter)');
+  console.log(png ? `wrote ${png}` : `wrote ${NAME}.svg (no PNG converter)`);
 }
 
 runBench(main);

@@ -66,7 +66,12 @@ const config = writeBlob(
     os: 'linux',
     config: {
       Entrypoint: ['/usr/local/bin/kube-proxy-ts'],
-      Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'NODE_ENV=production'],
+      // MALLOC_ARENA_MAX as in deploy/Dockerfile (see there and bin/kube-proxy-ts).
+      Env: [
+        'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+        'NODE_ENV=production',
+        'MALLOC_ARENA_MAX=2',
+      ],
       WorkingDir: '/opt/kube-proxy-ts',
       Labels: labels,
     },

@@ -46,8 +46,9 @@ export function proxyAvailable(): boolean {
 
 /**
  * From dist/: bin/kube-proxy-ts, exactly as an operator runs it: executed
- * itself, so the V8 flags on its #! line apply (`node bin/kube-proxy-ts`
- * would drop them, and the tests would measure another heap). From source:
+ * itself, so the runtime settings on its #! line apply (V8 flags and glibc's
+ * malloc arenas; `node bin/kube-proxy-ts` would drop them, and the tests
+ * would measure another heap). From source:
  * src/cmd/main.ts under tsx. KPT_PROXY_ENTRY names another entry point: the
  * QEMU guest stage runs a one-file bundle of the same dist/ build
  * (scripts/test-guest), because loading hundreds of modules under software
