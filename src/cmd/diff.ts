@@ -257,6 +257,15 @@ async function withRunningCanary(
     const r = await run('iptables-save', ['-t', 'nat'], { allowFailure: true });
     m = /canary\/datapath.*--to-destination ([\d.]+):(\d+)/.exec(r.code === 0 ? r.stdout : '');
   }
+  if (!m && mode === 'nftables' && state.family === 'IPv4') {
+    // Upstream's layout names the endpoint in its chain (endpoint-<hash>-<ns>/<name>/<proto>/<port>__<ip>/<port>);
+    // the lean one has the dnat in the service chain.
+    const r = await run('nft', ['list', 'table', 'ip', 'kube-proxy'], { allowFailure: true });
+    const text = r.code === 0 ? r.stdout : '';
+    m =
+      /kube-proxy-ts\.canary\/datapath\/tcp\/[^_\s]*__([\d.]+)\/(\d+)/.exec(text) ??
+      /chain \S*kube-proxy-ts\.canary\/datapath\S*[^}]*?dnat to ([\d.]+):(\d+)/.exec(text);
+  }
   if (!m) return state;
   return withCanaryState(state, canaryTarget(state.family, nodeName, m[1]!, Number(m[2])));
 }

@@ -356,7 +356,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
 }
 
 /** Modes where the canary is proven by e2e tests that break the datapath (test/e2e/canary-*.test.ts). */
-const CANARY_MODES: ReadonlySet<string> = new Set(['iptables']);
+const CANARY_MODES: ReadonlySet<string> = new Set(['iptables', 'nftables']);
 
 interface CanaryWiring {
   readonly clock: typeof realClock;

@@ -21,6 +21,7 @@ export interface CanaryBreak {
 }
 
 interface CanaryDoc {
+  readonly endpoint: string;
   readonly healthy: boolean;
   readonly reason: string;
   readonly probes: number;
@@ -59,6 +60,12 @@ export class CanaryProbe {
     assert.equal(r.status, 200, `statusz of ${this.node}`);
     const doc = JSON.parse(r.body ?? '{}') as { proxy: { families: Array<{ family: string; canary?: CanaryDoc }> } };
     return doc.proxy.families.find((f) => f.family === 'IPv4')?.canary ?? null;
+  }
+
+  /** The canary's endpoint ip:port (the proxy's listener), as /statusz reports it. */
+  async canaryEndpoint(): Promise<string | null> {
+    const c = await this.canary();
+    return c?.endpoint || null;
   }
 
   async events(reason: string): Promise<Array<{ note: string; type: string }>> {
