@@ -22,6 +22,8 @@ import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../core/api.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { ProxyError } from '../core/errors.js';
 import { cidrsOfServiceCIDRs, syncStateFromObjects } from '../core/snapshot.js';
+import { canaryTarget, withCanaryState } from '../core/canary.js';
+import type { StatusDoc } from '../engine/statusview.js';
 import type { SyncState } from '../core/types.js';
 import { ApiStatusError, KubeClient, loadKubeConfig } from '../platform/k8s/index.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
@@ -139,11 +141,13 @@ export async function computeDiff(
   const { nodeIPs, podCIDRs, primaryFamily } = startupNode(nodeName, objs.node, config.bindAddress);
   const families: FamilyDiff[] = [];
   // userspace: which endpoints each listener relays to is known only to the running proxy.
-  const status = mode === 'userspace' ? await proxyStatus(run, config.metricsBindAddress) : null;
+  // The running proxy's canary (its listener's port is chosen at start) is part of what it syncs.
+  const askStatus = mode === 'userspace' || cmd.datapathCanary;
+  const status = askStatus ? await proxyStatus(run, config.metricsBindAddress) : null;
   for (const family of await familiesFor(mode, primaryFamily)) {
     const localIPs = await kernelLocalIPs(run, family);
     const dpConfig = resolveDataplaneConfig(config, family, localIPs, nodeIPs[family], podCIDRs);
-    const state: SyncState = syncStateFromObjects({
+    const plain: SyncState = syncStateFromObjects({
       services: objs.services,
       slices: objs.slices,
       family,
@@ -153,6 +157,7 @@ export async function computeDiff(
       serviceCIDRs: objs.serviceCIDRs,
       fullSync: true,
     });
+    const state = cmd.datapathCanary ? await withRunningCanary(run, mode, plain, status?.doc ?? null, nodeName) : plain;
     if (mode === 'iptables')
       families.push(
         await diffIptablesFamily({ run, family, config: dpConfig, state, syncPeriodMs: cmd.timing.syncPeriodMs }),
@@ -232,4 +237,35 @@ export async function runDiff(argv: string[], io: CmdIO = PROCESS_IO): Promise<n
     io.err(`Error: ${err instanceof Error ? err.message : String(err)}\n`);
     return 2;
   }
+}
+
+/**
+ * The state with the canary the proxy programmed for this family, if any: as
+ * its /statusz reports it, or, with the proxy stopped, as its rules in the
+ * kernel point at it (the listener's port is chosen at each start).
+ */
+async function withRunningCanary(
+  run: CommandRunner,
+  mode: string,
+  state: SyncState,
+  doc: StatusDoc | null,
+  nodeName: string,
+): Promise<SyncState> {
+  const c = doc?.families.find((f) => f.family === state.family)?.canary;
+  let m = c ? /^(.+):(\d+)$/.exec(c.endpoint ?? '') : null;
+  if (!m && mode === 'iptables' && state.family === 'IPv4') {
+    const r = await run('iptables-save', ['-t', 'nat'], { allowFailure: true });
+    m = /canary\/datapath.*--to-destination ([\d.]+):(\d+)/.exec(r.code === 0 ? r.stdout : '');
+  }
+  if (!m && mode === 'nftables' && state.family === 'IPv4') {
+    // Upstream's layout names the endpoint in its chain (endpoint-<hash>-<ns>/<name>/<proto>/<port>__<ip>/<port>);
+    // the lean one has the dnat in the service chain.
+    const r = await run('nft', ['list', 'table', 'ip', 'kube-proxy'], { allowFailure: true });
+    const text = r.code === 0 ? r.stdout : '';
+    m =
+      /kube-proxy-ts\.canary\/datapath\/tcp\/[^_\s]*__([\d.]+)\/(\d+)/.exec(text) ??
+      /chain \S*kube-proxy-ts\.canary\/datapath\S*[^}]*?dnat to ([\d.]+):(\d+)/.exec(text);
+  }
+  if (!m) return state;
+  return withCanaryState(state, canaryTarget(state.family, nodeName, m[1]!, Number(m[2])));
 }

@@ -41,6 +41,7 @@ export interface CommandOptions {
   serviceProxyName: string;
   manifestsDir: string;
   serviceTrafficMetrics: number;
+  datapathCanary: boolean;
   healthzPort: number;
   metricsPort: number;
   hostnameOverride: string;
@@ -206,6 +207,17 @@ export const FLAGS: readonly FlagDef[] = [
     'option',
     (t, v) => {
       t.opts.serviceTrafficMetrics = n(v);
+    },
+  ),
+  def(
+    'datapath-canary',
+    'bool',
+    '',
+    'true',
+    "kube-proxy-ts only (not upstream): program a canary Service of the proxy's own (ClusterIP 169.254.255.253, which no user's Service can have) pointing at a listener of the proxy on the node's address, connect to it through the datapath every 5 s, and answer 503 on /healthz and on health-check node ports while 3 probes in a row fail, until 2 succeed. In the modes where it is proven (docs/compatibility.md). false turns it off.",
+    'option',
+    (t, v) => {
+      t.opts.datapathCanary = b(v);
     },
   ),
   def(

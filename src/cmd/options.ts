@@ -86,6 +86,8 @@ export interface RunCommand {
   readonly manifestsDir?: string;
   /** Our --service-traffic-metrics N: per-Service traffic counters for up to N Service ports (0 = off). */
   readonly serviceTrafficMetrics: number;
+  /** Our --datapath-canary: probe the datapath through a canary Service of our own (src/core/canary.ts). */
+  readonly datapathCanary: boolean;
   /** Our --ebpf-* flags, checked (used by the ebpf mode). */
   readonly ebpf: EbpfFlags;
   /** Every flag with its value in this process (/flagz). */
@@ -130,6 +132,7 @@ function defaultOptions(cfg: ResolvedConfig): CommandOptions {
     serviceProxyName: '',
     manifestsDir: '',
     serviceTrafficMetrics: 0,
+    datapathCanary: true,
     healthzPort: 10256,
     metricsPort: 10249,
     hostnameOverride: '',
@@ -216,6 +219,7 @@ export async function parseCommandLine(
     ...(opts.serviceProxyName ? { serviceProxyName: opts.serviceProxyName } : {}),
     ...(opts.manifestsDir ? { manifestsDir: opts.manifestsDir } : {}),
     serviceTrafficMetrics: opts.serviceTrafficMetrics,
+    datapathCanary: opts.datapathCanary,
     ebpf: ebpfFlags(opts),
     flagz: flagzValues(flags.values),
     version,

@@ -11,7 +11,7 @@ import { nftablesUnsupportedReason } from '../core/nftcheck.js';
 import { nftablesHostVersions } from '../platform/nftables/versions.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { resolveNodeName } from '../core/config/nodename.js';
-import type { Dataplane } from '../core/types.js';
+import type { Dataplane, IPFamily } from '../core/types.js';
 import { healthObserver, healthTimeoutFor, ProxyHealthState } from '../engine/health.js';
 import { NodeChangeWatch } from '../engine/nodewatch.js';
 import { Proxier } from '../engine/proxier.js';
@@ -36,6 +36,16 @@ import { createDataplane, familiesFor, MODE_DEFAULTED } from './modes.js';
 import type { RunCommand } from './options.js';
 import { startupNode } from './node.js';
 import { openSource } from './sources.js';
+import { DatapathCanary } from '../platform/canary.js';
+import {
+  CanaryJudge,
+  canaryNote,
+  CANARY_EVENT_ACTION,
+  CANARY_FAILED_REASON,
+  CANARY_RECOVERED_REASON,
+  type CanaryTransition,
+} from '../engine/canary.js';
+import { CANARY_SERVICE_PORT_KEY, CANARY_VIP4 } from '../core/canary.js';
 import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/eventrecorder.js';
 import { zpageOptions } from './zpages.js';
 import { withServiceTraffic } from './traffic.js';
@@ -209,6 +219,24 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     { onError: (err) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'Sync failed; retrying') },
   );
 
+  const canaries = await startCanaries(cmd, mode, families, nodeIPs, nodeName, {
+    clock,
+    log,
+    syncEpoch: () => proxier?.syncEpoch() ?? 1,
+    programmed: (family) => proxier?.lastSyncState(family)?.services.has(CANARY_SERVICE_PORT_KEY) ?? false,
+    onTransition: (family, t) => {
+      const note = canaryNote(mode, family, CANARY_VIP4, t);
+      if (t.healthy) {
+        health.datapathRecovered(family);
+        log.info({ family }, note);
+        events?.eventf(nodeRef(nodeName), 'Normal', CANARY_RECOVERED_REASON, CANARY_EVENT_ACTION, note);
+      } else {
+        health.datapathFailed(family, t.reason);
+        log.error({ family }, note);
+        events?.eventf(nodeRef(nodeName), 'Warning', CANARY_FAILED_REASON, CANARY_EVENT_ACTION, note);
+      }
+    },
+  });
   const syncStatus = new SyncStatusRecorder(clock, families);
   proxier = new Proxier({
     nodeName,
@@ -227,6 +255,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     allowServiceExternalIPs: featureGateEnabled(config.featureGates, 'AllowServiceExternalIPs'),
     serviceProxyName: cmd.serviceProxyName ?? '',
     nodeIPOverride: detected.override,
+    canary: (family) => canaries.get(family)?.canary.target() ?? null,
   });
 
   const healthz = startHealthzServer({
@@ -252,7 +281,14 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     metrics,
     proxyMode: mode,
     config: cmd.config,
-    ...zpageOptions(cmd, proxier, syncStatus, clock, performance.timeOrigin),
+    ...zpageOptions(
+      cmd,
+      proxier,
+      syncStatus,
+      clock,
+      performance.timeOrigin,
+      () => new Map([...canaries].map(([f, c]) => [f, c.judge.status()])),
+    ),
     ...(pprof ? { pprof } : {}),
     log,
     hardFail: config.bindAddressHardFail,
@@ -281,6 +317,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   );
 
   runner.loop();
+  for (const c of canaries.values()) c.canary.start();
   const sources = source.run(
     {
       service: proxier,
@@ -309,12 +346,73 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     healthz?.close(),
     Promise.resolve(metricsSrv?.close()).then(() => pprof?.close()),
     svcHealth.close(),
+    ...[...canaries.values()].map((c) => c.canary.close()),
     ...dataplanes.map((d) => d.close?.()),
   ]);
   ctTable.close?.();
   source.close?.();
   log.info('Stopped; rules are left in place for the next proxy');
   return exitCode;
+}
+
+/** Modes where the canary is proven by e2e tests that break the datapath (test/e2e/canary-*.test.ts). */
+const CANARY_MODES: ReadonlySet<string> = new Set(['iptables', 'nftables']);
+
+interface CanaryWiring {
+  readonly clock: typeof realClock;
+  readonly log: Logger;
+  readonly syncEpoch: () => number;
+  readonly programmed: (family: IPFamily) => boolean;
+  readonly onTransition: (family: IPFamily, t: CanaryTransition) => void;
+}
+
+/**
+ * One canary per family that can have one: IPv4 only (see src/core/canary.ts),
+ * and not when the node's address is loopback (a DNAT to 127.0.0.1 from
+ * OUTPUT is not routed without route_localnet). Listening before the first
+ * sync, so that sync programs it.
+ */
+async function startCanaries(
+  cmd: RunCommand,
+  mode: string,
+  families: readonly IPFamily[],
+  nodeIPs: Readonly<Partial<Record<IPFamily, string>>>,
+  nodeName: string,
+  w: CanaryWiring,
+): Promise<Map<IPFamily, { canary: DatapathCanary; judge: CanaryJudge }>> {
+  const out = new Map<IPFamily, { canary: DatapathCanary; judge: CanaryJudge }>();
+  if (!cmd.datapathCanary || !CANARY_MODES.has(mode)) return out;
+  // A side-by-side trial shares the node with another proxy, which has its own canary on the same ClusterIP.
+  if (cmd.serviceProxyName) {
+    w.log.info({ mode }, 'No datapath canary in a side-by-side trial (--service-proxy-name)');
+    return out;
+  }
+  const ip = nodeIPs.IPv4;
+  if (!families.includes('IPv4') || !ip || ip.startsWith('127.')) {
+    w.log.info({ mode }, 'No datapath canary: it needs a non-loopback IPv4 node address');
+    return out;
+  }
+  const judge = new CanaryJudge(w.clock);
+  const canary = new DatapathCanary({
+    family: 'IPv4',
+    nodeName,
+    listenIP: ip,
+    clock: w.clock,
+    judge,
+    syncEpoch: w.syncEpoch,
+    programmed: () => w.programmed('IPv4'),
+    onTransition: (t) => w.onTransition('IPv4', t),
+    log: w.log,
+  });
+  try {
+    await canary.listen();
+  } catch (err) {
+    w.log.warn({ err: (err as Error).message, ip }, 'No datapath canary: its listener could not open');
+    return out;
+  }
+  w.log.info({ vip: CANARY_VIP4, endpoint: canary.target()?.endpoint.key }, 'Datapath canary listening');
+  out.set('IPv4', { canary, judge });
+  return out;
 }
 
 function watchConfigFile(path: string, onChange: () => void, log: Logger): { close(): void } | null {

@@ -3,6 +3,7 @@
 // since 1.36), and the status document read from the proxier per request.
 import { featureGateEnabled } from '../core/config/features.js';
 import type { IPFamily, SyncState } from '../core/types.js';
+import type { CanaryStatus } from '../engine/canary.js';
 import type { Clock } from '../core/clock.js';
 import type { Proxier } from '../engine/proxier.js';
 import { buildStatusView } from '../engine/statusview.js';
@@ -16,6 +17,7 @@ export function zpageOptions(
   syncStatus: SyncStatusRecorder,
   clock: Clock,
   startTime: number,
+  canaries: () => ReadonlyMap<IPFamily, CanaryStatus> = () => new Map(),
 ): Pick<MetricsServerOptions, 'statusz' | 'flagz'> {
   const gates = cmd.resolved.featureGates;
   const statusz = () => {
@@ -30,6 +32,7 @@ export function zpageOptions(
       initialized: proxier.isInitialized(),
       syncs,
       states,
+      canaries: canaries(),
     });
   };
   return {

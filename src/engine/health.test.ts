@@ -128,3 +128,23 @@ test('with required families it is unhealthy until every listed family has synce
   state.updated('IPv6');
   assert.equal(state.livezResponse().status, 200);
 });
+
+test('a failing datapath canary fails /healthz and the service health checks, never /livez, until it recovers', () => {
+  const clock = new FakeClock(Date.UTC(2026, 0, 1));
+  const h = new ProxyHealthState({ clock, healthTimeout: 60_000 });
+  h.updated('IPv4');
+  h.updated('IPv6');
+  h.datapathFailed('IPv4', '3 probes in a row failed');
+  const hz = h.healthzResponse();
+  assert.equal(hz.status, 503);
+  const body = JSON.parse(hz.body) as { healthy: boolean; status: Record<string, { healthy: boolean }> };
+  assert.equal(body.healthy, false);
+  assert.equal(body.status['IPv4']!.healthy, false);
+  assert.equal(body.status['IPv6']!.healthy, true);
+  assert.equal(h.isHealthy(), false, 'health-check node ports answer 503');
+  assert.equal(h.livezResponse().status, 200, 'a restart cannot fix another actor’s rule');
+  assert.deepEqual([...h.datapathFailures().keys()], ['IPv4']);
+  h.datapathRecovered('IPv4');
+  assert.equal(h.healthzResponse().status, 200);
+  assert.equal(h.isHealthy(), true);
+});

@@ -12,6 +12,11 @@
 //  - /livez = all families healthy; /healthz additionally requires
 //    nodeEligible() (Node known, no deletionTimestamp, no
 //    ToBeDeletedByClusterAutoscaler taint).
+//  - A family whose datapath canary fails (datapathFailed, src/engine/canary.ts
+//    decides when) is unhealthy in /healthz and isHealthy() (so the service
+//    health-check node ports answer 503), but NOT in /livez: livez restarts
+//    the proxy, and a restart cannot remove another actor's DROP rule, so it
+//    would only add a restart loop to the outage. Our deliberate difference.
 //  - Bodies are Go json.Marshal of ProxyHealth: field order lastUpdated,
 //    currentTime, nodeEligible (healthz only), healthy, status (omitted when
 //    empty; keys sorted); times are RFC3339Nano in UTC; the zero time is
@@ -101,6 +106,8 @@ export interface ProxyHealthOptions {
 export class ProxyHealthState {
   private readonly lastUpdated = new Map<IPFamily, number>();
   private readonly oldestPendingQueued = new Map<IPFamily, number>();
+  /** Families whose datapath canary fails, with why. */
+  private readonly datapathBroken = new Map<IPFamily, string>();
 
   constructor(private readonly opts: ProxyHealthOptions) {}
 
@@ -115,7 +122,22 @@ export class ProxyHealthState {
     this.lastUpdated.set(family, toEpochMs(at));
   }
 
-  health(): ProxyHealth {
+  /** The family's canary says traffic does not get through what it programmed. */
+  datapathFailed(family: IPFamily, reason: string): void {
+    this.datapathBroken.set(family, reason);
+  }
+
+  datapathRecovered(family: IPFamily): void {
+    this.datapathBroken.delete(family);
+  }
+
+  /** Families whose datapath canary fails, with why. */
+  datapathFailures(): ReadonlyMap<IPFamily, string> {
+    return this.datapathBroken;
+  }
+
+  /** Sync health; with datapath, a family whose canary fails is unhealthy too. */
+  health(datapath = false): ProxyHealth {
     const now = this.opts.clock.now();
     const status = new Map<IPFamily, ProxierHealth>();
     let healthy = true;
@@ -124,8 +146,9 @@ export class ProxyHealthState {
       if (last === null || lastUpdated > last) last = lastUpdated;
       const queued = this.oldestPendingQueued.get(family);
       const late = queued !== undefined && now - queued >= this.opts.healthTimeout;
-      if (late) healthy = false;
-      status.set(family, { lastUpdated, healthy: !late });
+      const bad = late || (datapath && this.datapathBroken.has(family));
+      if (bad) healthy = false;
+      status.set(family, { lastUpdated, healthy: !bad });
     }
     for (const family of this.opts.families ?? []) {
       if (this.lastUpdated.has(family)) continue;
@@ -135,9 +158,9 @@ export class ProxyHealthState {
     return { lastUpdated: last, currentTime: now, healthy, status };
   }
 
-  /** Proxy health ignoring the node (upstream IsHealthy; used by service health checks). */
+  /** Proxy health ignoring the node (upstream IsHealthy; used by service health checks), with the canary. */
   isHealthy(): boolean {
-    return this.health().healthy;
+    return this.health(true).healthy;
   }
 
   nodeEligible(): boolean {
@@ -145,7 +168,7 @@ export class ProxyHealthState {
   }
 
   healthzResponse(): HealthResponse {
-    const h = this.health();
+    const h = this.health(true);
     const eligible = this.nodeEligible();
     return respond(h, h.healthy && eligible, eligible);
   }

@@ -7,6 +7,7 @@ import type { Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../core
 import { hasCode } from '../core/errors.js';
 import type { ConntrackFlow } from '../core/conntrack.js';
 import { FakeClock } from '../../test/support/fakeclock.js';
+import { canaryTarget, CANARY_SERVICE_KEY, CANARY_VIP4, type CanaryTarget } from '../core/canary.js';
 import {
   TEST_NODE,
   endpoint,
@@ -98,7 +99,11 @@ class RecordingObserver implements ProxierObserver {
 
 function setup(
   families: IPFamily[] = ['IPv4'],
-  extra: { conntrack?: ConntrackHook; allowServiceExternalIPs?: boolean } = {},
+  extra: {
+    conntrack?: ConntrackHook;
+    allowServiceExternalIPs?: boolean;
+    canary?: (family: IPFamily) => CanaryTarget | null;
+  } = {},
 ) {
   const clock = new FakeClock(Date.parse('2026-01-01T00:00:00Z'));
   const observer = new RecordingObserver();
@@ -703,4 +708,34 @@ test('drift reported while a sync runs is repaired by the next one, not by that 
   assert.equal(t.dp.last.fullSync, true);
   assert.equal(t.observer.repairs.length, 1);
   assert.equal(t.observer.repairs[0]!.detail, 'first');
+});
+
+test('the canary joins every sync of its family like a service port, and is changed only when it is new', async () => {
+  let canary = canaryTarget('IPv4', TEST_NODE, '192.168.77.12', 40001);
+  const t = setup(['IPv4', 'IPv6'], { canary: (f) => (f === 'IPv4' ? canary : null) });
+  t.proxier.onServiceAdd(svc());
+  t.proxier.onEndpointSliceAdd(slice());
+  t.proxier.onServiceSynced();
+  t.proxier.onEndpointSliceSynced();
+  assert.equal(t.proxier.syncEpoch(), 0);
+  await t.proxier.syncProxyRules();
+  assert.equal(t.proxier.syncEpoch(), 2, 'one sync: started and ended');
+  const [v4, v6] = t.dps;
+  const key = canary.servicePort.key;
+  assert.equal(v4!.last.services.get(key)!.clusterIP, CANARY_VIP4);
+  assert.deepEqual(
+    v4!.last.categorized.get(key)!.clusterEndpoints!.map((e) => e.key),
+    ['192.168.77.12:40001'],
+  );
+  assert.equal(v6!.last.services.has(key), false);
+  t.proxier.onServiceAdd(svc('svc2', '172.30.0.42'));
+  await t.proxier.syncProxyRules();
+  assert.equal(v4!.last.fullSync, false);
+  assert.ok(v4!.last.services.has(key), 'a partial sync still carries it');
+  assert.deepEqual([...v4!.last.changedServices], ['ns1/svc2'], 'an unchanged canary is not rewritten');
+  canary = canaryTarget('IPv4', TEST_NODE, '192.168.77.12', 40002);
+  t.proxier.sync();
+  await t.proxier.syncProxyRules();
+  assert.deepEqual([...v4!.last.changedServices], [CANARY_SERVICE_KEY], 'a new listener port is written');
+  assert.equal(v4!.last.endpoints.get(key)![0]!.port, 40002);
 });

@@ -19,6 +19,9 @@
 //   the first report.
 // - Changes checked out for a sync that failed are kept (updated services,
 //   trigger times, conntrack cleanup) and reported with the next success.
+// - The canary (deps.canary, src/core/canary.ts) joins every family's
+//   SyncState like a user's service port, so every mode renders it the same
+//   way; it never comes from the informers, so intake never sees it.
 
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../core/api.js';
 import type { ConntrackFlow } from '../core/conntrack.js';
@@ -26,6 +29,7 @@ import { staleFlowIndex, isStaleUDPFlow } from '../core/conntrack.js';
 import { BugError, ProxyError } from '../core/errors.js';
 import { endpointSliceKeys } from '../core/endpointslicecache.js';
 import type { SkipReporter } from '../core/serviceport.js';
+import type { CanaryTarget } from '../core/canary.js';
 import { buildSyncState, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
 import type { Dataplane, Drift, IPFamily, NodeInfo, ServicePort, SyncState } from '../core/types.js';
 import type { Clock } from '../core/clock.js';
@@ -62,6 +66,8 @@ export interface ProxierDeps {
   readonly serviceProxyName?: string;
   /** Feature gate AllowServiceExternalIPs (default true): false = no externalIP rules in any mode. */
   readonly allowServiceExternalIPs?: boolean;
+  /** The datapath canary of a family, or null for none (see src/core/canary.ts). */
+  readonly canary?: (family: IPFamily) => CanaryTarget | null;
 }
 
 export const DEFAULT_FULL_SYNC_PERIOD_MS = 60 * 60 * 1000;
@@ -75,6 +81,8 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   private initializedOnce = false;
   private serviceCIDRs: string[] = [];
   private syncing = false;
+  /** Odd while a sync runs; bumped at each start and end (the canary prober discards probes that saw one). */
+  private syncEpochCount = 0;
   private readonly reportedThisCall = new Set<string>();
 
   constructor(private readonly deps: ProxierDeps) {
@@ -183,6 +191,14 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     this.changed(this.families);
   }
 
+  /**
+   * Counts sync starts and ends: odd while one runs. A probe of the datapath
+   * that saw it change overlapped a sync, and its result says nothing.
+   */
+  syncEpoch(): number {
+    return this.syncEpochCount;
+  }
+
   /** Both initial lists are in: syncs may program the datapaths. */
   isInitialized(): boolean {
     return this.servicesSynced && this.endpointSlicesSynced;
@@ -255,6 +271,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     }
     if (this.syncing) throw new BugError('syncProxyRules called concurrently');
     this.syncing = true;
+    this.syncEpochCount++;
     const failures: Array<{ family: IPFamily; error: unknown }> = [];
     try {
       for (const f of this.families) {
@@ -263,6 +280,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       }
     } finally {
       this.syncing = false;
+      this.syncEpochCount++;
       this.publishPending();
     }
     if (failures.length > 0) {
@@ -279,12 +297,11 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     const changes = f.checkout();
     const periodic = t0 - f.lastFullSyncAt >= (this.deps.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS);
     const fullSync = f.needFullSync || (periodic && f.dataplane.skipsPeriodicFullSync?.() !== true);
+    const canary = this.deps.canary?.(f.family) ?? null;
     const state = buildSyncState({
       family: f.family,
-      services: f.servicePorts,
-      endpoints: f.endpoints,
+      ...withCanary(f, canary, changes.updatedServices),
       node: this.node.info(),
-      changedServices: changes.updatedServices,
       fullSync,
       serviceCIDRs: this.serviceCIDRs,
       previous: f.lastState,
@@ -439,6 +456,26 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     this.deps.observer.pendingChanges('service', svc);
     this.deps.observer.pendingChanges('endpoint', ep);
   }
+}
+
+/**
+ * The family's maps with the canary added; its service counts as changed
+ * whenever the last state did not carry this very canary (first sync, a new
+ * listener port), so partial syncs write it too.
+ */
+function withCanary(
+  f: FamilyState,
+  canary: CanaryTarget | null,
+  updated: ReadonlySet<string>,
+): Pick<Parameters<typeof buildSyncState>[0], 'services' | 'endpoints' | 'changedServices'> {
+  if (!canary) return { services: f.servicePorts, endpoints: f.endpoints, changedServices: updated };
+  const sp = canary.servicePort;
+  const services = new Map(f.servicePorts).set(sp.key, sp);
+  const endpoints = new Map(f.endpoints).set(canary.endpointsKey, { name: sp.name, endpoints: [canary.endpoint] });
+  const prev = f.lastState;
+  const same = prev?.services.get(sp.key) === sp && prev.endpoints.get(sp.key)?.[0] === canary.endpoint;
+  const changedServices = same ? updated : new Set([...updated, sp.serviceKey]);
+  return { services, endpoints, changedServices };
 }
 
 /** Longest key or reason a skip report carries (longer ones are cut, with their length noted). */

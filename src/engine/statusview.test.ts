@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../core/snapshot.js';
 import { ProxyError } from '../core/errors.js';
 import { buildStatusView } from './statusview.js';
+import { canaryTarget } from '../core/canary.js';
+import { CanaryJudge } from './canary.js';
 import { SyncStatusRecorder } from './syncstatus.js';
 import { FakeClock } from '../../test/support/fakeclock.js';
 import {
@@ -87,6 +89,7 @@ test('one row per service port with addresses, used endpoints and reasons for th
       servicePorts: 2,
       repairs: 0,
       lastRepair: null,
+      canary: null,
     },
   ]);
   assert.deepEqual(
@@ -183,4 +186,46 @@ test('the recorder counts repairs per family and keeps the last one for /statusz
   });
   assert.equal(v6!.repairs, 0);
   assert.equal(v6!.lastRepair, null);
+});
+
+test('the datapath canary is shown per family, and left out of the service ports and their count', () => {
+  const clock = new FakeClock(Date.UTC(2026, 0, 2, 3, 4, 5));
+  const rec = new SyncStatusRecorder(clock, ['IPv4']);
+  const st = state();
+  const c = canaryTarget('IPv4', TEST_NODE, '192.168.77.12', 40000);
+  const withCanary = {
+    ...st,
+    services: new Map(st.services).set(c.servicePort.key, c.servicePort),
+    endpoints: new Map(st.endpoints).set(c.servicePort.key, [c.endpoint]),
+    categorized: new Map(st.categorized).set(c.servicePort.key, {
+      clusterEndpoints: [c.endpoint],
+      localEndpoints: null,
+      allReachableEndpoints: [c.endpoint],
+      hasAnyEndpoints: true,
+    }),
+  };
+  const judge = new CanaryJudge(clock);
+  const probe = { scheduledAt: 0, startedAt: 0, endedAt: 1000, epochBefore: 2, epochAfter: 2, programmed: true };
+  for (let i = 0; i < 3; i++) judge.record({ ...probe, ok: false, error: 'ETIMEDOUT' });
+  const doc = buildStatusView({
+    mode: 'iptables',
+    version: '0.1.0',
+    startTime: clock.now(),
+    now: clock.now(),
+    node: st.node,
+    initialized: true,
+    syncs: rec.status(),
+    states: new Map([['IPv4', withCanary]]),
+    canaries: new Map([['IPv4', judge.status()]]),
+  });
+  assert.equal(doc.families[0]!.servicePorts, 2);
+  assert.deepEqual(
+    doc.servicePorts.map((r) => r.servicePort),
+    ['shop/empty', 'shop/web:http'],
+  );
+  const canary = doc.families[0]!.canary!;
+  assert.equal(canary.healthy, false);
+  assert.equal(canary.failures, 3);
+  assert.equal(canary.since, '2026-01-02T03:04:05.000Z');
+  assert.match(canary.reason, /3 probes in a row failed, the last: ETIMEDOUT/);
 });

@@ -11,6 +11,8 @@ import { LABEL_TOPOLOGY_ZONE } from '../core/api.js';
 import type { IPFamily, NodeInfo, SyncState } from '../core/types.js';
 import { servicePortNameString } from '../core/types.js';
 import type { FamilySyncStatus } from './syncstatus.js';
+import { isCanaryServiceKey } from '../core/canary.js';
+import type { CanaryStatus } from './canary.js';
 
 export interface StatusViewInput {
   readonly mode: string;
@@ -25,6 +27,24 @@ export interface StatusViewInput {
   readonly syncs: readonly FamilySyncStatus[];
   /** The last accepted SyncState per family (null before its first sync). */
   readonly states: ReadonlyMap<IPFamily, SyncState | null>;
+  /** The datapath canary of each family that has one (--datapath-canary). */
+  readonly canaries?: ReadonlyMap<IPFamily, CanaryStatus>;
+}
+
+/** The datapath canary of a family: is traffic getting through what the proxy programmed. */
+export interface CanaryDoc {
+  /** The canary's ClusterIP:port and its endpoint ip:port (the proxy's listener). */
+  readonly service: string;
+  readonly endpoint: string;
+  readonly healthy: boolean;
+  readonly reason: string;
+  readonly since: string | null;
+  readonly consecutiveFailures: number;
+  readonly probes: number;
+  readonly failures: number;
+  /** Probes that overlapped a sync or started late (starved loop): not counted either way. */
+  readonly discarded: number;
+  readonly lastFailure: { readonly time: string; readonly error: string } | null;
 }
 
 export interface FamilyStatusDoc {
@@ -41,6 +61,8 @@ export interface FamilyStatusDoc {
     readonly detail: string;
     readonly seconds: number;
   } | null;
+  /** null when the family has no canary (turned off, or not in this mode). */
+  readonly canary?: CanaryDoc | null;
 }
 
 export interface EndpointDoc {
@@ -99,7 +121,32 @@ export interface StatusDoc {
 const iso = (ms: number) => new Date(ms).toISOString();
 const roundMicros = (seconds: number) => Math.round(seconds * 1e6) / 1e6;
 
-function familyDoc(s: FamilySyncStatus, state: SyncState | null): FamilyStatusDoc {
+function canaryDoc(c: CanaryStatus | undefined, state: SyncState | null): CanaryDoc | null {
+  if (!c) return null;
+  const sp = [...(state?.services.values() ?? [])].find((x) => isCanaryServiceKey(x.serviceKey));
+  const ep = sp ? state?.endpoints.get(sp.key)?.[0] : undefined;
+  return {
+    service: sp ? `${sp.clusterIP}:${sp.port}` : '',
+    endpoint: ep?.key ?? '',
+    healthy: c.healthy,
+    reason: c.reason,
+    since: c.since === null ? null : iso(c.since),
+    consecutiveFailures: c.consecutiveFailures,
+    probes: c.probes,
+    failures: c.failures,
+    discarded: c.discarded,
+    lastFailure: c.lastFailure ? { time: iso(c.lastFailure.at), error: c.lastFailure.error } : null,
+  };
+}
+
+/** User service ports only: the canary is the proxy's own, and shown under its family instead. */
+function userPorts(state: SyncState | null): number {
+  let n = 0;
+  for (const sp of state?.services.values() ?? []) if (!isCanaryServiceKey(sp.serviceKey)) n++;
+  return n;
+}
+
+function familyDoc(s: FamilySyncStatus, state: SyncState | null, canary: CanaryStatus | undefined): FamilyStatusDoc {
   return {
     family: s.family,
     lastSync: s.lastSync
@@ -111,7 +158,7 @@ function familyDoc(s: FamilySyncStatus, state: SyncState | null): FamilyStatusDo
       : null,
     lastError: s.lastError ? { time: iso(s.lastError.at), message: s.lastError.message } : null,
     failuresSinceSuccess: s.failuresSinceSuccess,
-    servicePorts: state?.services.size ?? 0,
+    servicePorts: userPorts(state),
     repairs: s.repairs,
     lastRepair: s.lastRepair
       ? {
@@ -121,12 +168,14 @@ function familyDoc(s: FamilySyncStatus, state: SyncState | null): FamilyStatusDo
           seconds: roundMicros(s.lastRepair.seconds),
         }
       : null,
+    canary: canaryDoc(canary, state),
   };
 }
 
 function servicePortDocs(state: SyncState): ServicePortDoc[] {
   const out: ServicePortDoc[] = [];
   for (const [key, sp] of state.services) {
+    if (isCanaryServiceKey(sp.serviceKey)) continue;
     const eps = state.endpoints.get(key) ?? [];
     const cat = state.categorized.get(key);
     if (!cat) continue;
@@ -171,7 +220,9 @@ function servicePortDocs(state: SyncState): ServicePortDoc[] {
 }
 
 export function buildStatusView(input: StatusViewInput): StatusDoc {
-  const families = input.syncs.map((s) => familyDoc(s, input.states.get(s.family) ?? null));
+  const families = input.syncs.map((s) =>
+    familyDoc(s, input.states.get(s.family) ?? null, input.canaries?.get(s.family)),
+  );
   const servicePorts = input.syncs
     .flatMap((s) => {
       const st = input.states.get(s.family);

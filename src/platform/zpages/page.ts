@@ -71,18 +71,24 @@ function familiesTable(doc: StatusDoc): string {
     const repairs = r
       ? `${f.repairs}, last ${e(r.time)} after ${(r.seconds * 1000).toFixed(0)} ms: ${e(r.reason)} (${e(r.detail)})`
       : String(f.repairs);
+    const c = f.canary;
+    const canary = !c
+      ? 'off'
+      : c.healthy
+        ? `healthy (${c.probes} probes, ${c.failures} failed, ${c.discarded} not counted)`
+        : `<span class="err">failing since ${e(c.since ?? '')}: ${e(c.reason)}</span>`;
     return (
       `<tr data-family="${e(f.family)}"><td>${e(f.family)}</td>` +
       `<td class="time">${s ? e(s.time) : 'never'}</td>` +
       `<td class="duration">${s ? `${(s.durationSeconds * 1000).toFixed(1)} ms` : ''}</td>` +
       `<td class="kind">${s ? (s.full ? 'full' : 'partial') : ''}</td>` +
       `<td class="ports">${f.servicePorts}</td><td class="error">${err}</td>` +
-      `<td class="repairs">${repairs}</td></tr>`
+      `<td class="repairs">${repairs}</td><td class="canary">${canary}</td></tr>`
     );
   });
   return (
     '<table id="families"><thead><tr><th>IP family</th><th>Last sync</th><th>Duration</th><th>Full or partial</th>' +
-    `<th>Service ports</th><th>Last error</th><th>Repairs</th></tr></thead><tbody>${rows.join('')}</tbody></table>`
+    `<th>Service ports</th><th>Last error</th><th>Repairs</th><th>Datapath canary</th></tr></thead><tbody>${rows.join('')}</tbody></table>`
   );
 }
 

@@ -53,6 +53,13 @@ function familyLines(doc: StatusDoc, d: string): string[] {
       lines.push(
         `${f.family} repairs${d} ${f.repairs}, last ${r.time} after ${r.seconds.toFixed(3)}s (${r.reason}: ${r.detail})`,
       );
+    const c = f.canary;
+    if (c)
+      lines.push(
+        c.healthy
+          ? `${f.family} datapath canary${d} healthy (${c.probes} probes, ${c.failures} failed)`
+          : `${f.family} datapath canary${d} failing since ${c.since ?? ''}: ${c.reason}`,
+      );
   }
   return lines;
 }

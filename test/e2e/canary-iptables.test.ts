@@ -1,0 +1,80 @@
+// iptables mode: the datapath canary turns /healthz and a health-check node
+// port to 503 when traffic to what the proxy programmed stops getting through
+// in ways no sync and no drift watch notices (a foreign DROP in the raw
+// table's OUTPUT, before our nat rules; a DROP in INPUT in front of the
+// endpoint), posts an Event and shows it in /statusz, and turns back once the
+// break is undone. Times are printed for the report.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { E2EEnv } from '../netns/e2e.js';
+import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
+import { CanaryProbe, CANARY_VIP } from '../netns/canary.js';
+import { nsRun } from '../netns/spawn.js';
+
+const HC_PORT = 32161;
+
+describe(
+  'iptables mode: the datapath canary fails health when traffic does not get through',
+  { concurrency: false },
+  () => {
+    let env: E2EEnv;
+    let probe: CanaryProbe;
+    const node2 = () => env.cluster.node('node2');
+    const ipt = (...args: string[]) => nsRun(node2().ns, ['iptables', '-w', '5', ...args]);
+
+    before(async () => {
+      env = await E2EEnv.start('iptables');
+      const ports = webPorts(30261);
+      await env.apply(
+        service({
+          name: 'canary-lb',
+          type: 'LoadBalancer',
+          clusterIP: '10.96.62.10',
+          ports,
+          externalTrafficPolicy: 'Local',
+          healthCheckNodePort: HC_PORT,
+        }),
+        endpointSlice('canary-lb', [{ pod: env.cluster.pod('node2-a') }], ports, 'canary-lb-v4'),
+      );
+      probe = new CanaryProbe(env, 'node2', HC_PORT);
+    });
+
+    after(async () => {
+      probe?.print('canary-iptables');
+      await env?.dispose();
+    });
+
+    it('the canary is programmed like a Service, kept out of the service ports /statusz lists', async () => {
+      await probe.waitHealthy('healthy at start', 30_000);
+      const save = (await nsRun(node2().ns, ['iptables-save', '-t', 'nat'])).stdout;
+      assert.match(save, new RegExp(`-A KUBE-SERVICES -d ${CANARY_VIP}/32 .*-j KUBE-SVC-`));
+      const r = await (await env.cluster.agent('node2')).http('http://127.0.0.1:10249/statusz?format=json', 3000);
+      const doc = JSON.parse(r.body ?? '{}') as { proxy: { servicePorts: Array<{ servicePort: string }> } };
+      assert.ok(doc.proxy.servicePorts.length > 0);
+      assert.ok(doc.proxy.servicePorts.every((s) => !s.servicePort.includes('canary/datapath')));
+    });
+
+    it('a foreign DROP in raw OUTPUT, before our nat rules', async () => {
+      const rule = ['-d', CANARY_VIP, '-p', 'tcp', '-j', 'DROP'];
+      const { down, up } = await probe.measure({
+        what: `iptables -t raw -I OUTPUT 1 -d ${CANARY_VIP} -p tcp -j DROP`,
+        fault: () => ipt('-t', 'raw', '-I', 'OUTPUT', '1', ...rule),
+        undo: () => ipt('-t', 'raw', '-D', 'OUTPUT', ...rule),
+      });
+      assert.ok(down > 0 && up > 0);
+    });
+
+    it('a DROP in INPUT in front of the endpoint', async () => {
+      const save = (await nsRun(node2().ns, ['iptables-save', '-t', 'nat'])).stdout;
+      const m = /canary\/datapath.*--to-destination ([\d.]+):(\d+)/.exec(save);
+      assert.ok(m, 'the canary endpoint DNAT');
+      const rule = ['-d', m[1]!, '-p', 'tcp', '--dport', m[2]!, '-j', 'DROP'];
+      const { down, up } = await probe.measure({
+        what: `iptables -I INPUT 1 -d ${m[1]} -p tcp --dport ${m[2]} -j DROP`,
+        fault: () => ipt('-I', 'INPUT', '1', ...rule),
+        undo: () => ipt('-D', 'INPUT', ...rule),
+      });
+      assert.ok(down > 0 && up > 0);
+    });
+  },
+);
