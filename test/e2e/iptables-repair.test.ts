@@ -114,6 +114,9 @@ COMMIT
         if (!settled) await sleep(1500);
         return settled ? true : undefined;
       });
+      // Earlier cases' faults may have landed during one of our restores and been counted as
+      // unaccounted changes (correctly: the monitor cannot tell them apart); count from here.
+      const unaccounted = await probe.repairsMetric('changes_unaccounted');
       const mark = env.proxy('node2').logMark();
       await ipt('-N', 'SOMEONE-ELSE');
       await ipt('-I', 'PREROUTING', '1', '-j', 'SOMEONE-ELSE');
@@ -132,7 +135,11 @@ COMMIT
         `no repair: ${env.proxy('node2').logSince(mark).slice(-3000)}`,
       );
       assert.doesNotMatch(env.proxy('node2').logSince(mark), /Rules changed by another actor/);
-      assert.equal(await probe.repairsMetric('changes_unaccounted'), 0, 'our own restores were never suspected');
+      assert.equal(
+        await probe.repairsMetric('changes_unaccounted'),
+        unaccounted,
+        'our own restores were never suspected',
+      );
     });
   },
 );
