@@ -19,8 +19,9 @@
 //   the sync itself and the other relays go on.
 // * The reject table never fails a sync either: a failed write is reported and
 //   rewritten by the next sync.
+import { withSidecar } from '../sidecar.js';
 import type { LocalhostNodePortsMode } from '../../core/config/nodeport.js';
-import type { Dataplane, Drift, IPFamily, Protocol, SyncOutcome, SyncState } from '../../core/types.js';
+import type { Dataplane, IPFamily, Protocol, SyncState } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
 import {
   LOCALHOST_PROTOCOLS,
@@ -217,23 +218,5 @@ export function parseRejectCounters(json: string): Partial<Record<Protocol, numb
 
 /** The datapath, with the relays following each successful sync; close and cleanup include them. */
 export function withLocalhostNodePorts(dp: Dataplane, lnp: LocalhostNodePorts): Dataplane {
-  return {
-    mode: dp.mode,
-    family: dp.family,
-    async sync(state: SyncState): Promise<SyncOutcome> {
-      const out = await dp.sync(state);
-      await lnp.sync(state);
-      return out;
-    },
-    async cleanup(): Promise<void> {
-      await lnp.cleanup();
-      await dp.cleanup();
-    },
-    async close(): Promise<void> {
-      await lnp.close();
-      await dp.close?.();
-    },
-    ...(dp.watchDrift ? { watchDrift: (f: (drift: Drift) => void) => dp.watchDrift!(f) } : {}),
-    ...(dp.skipsPeriodicFullSync ? { skipsPeriodicFullSync: () => dp.skipsPeriodicFullSync!() } : {}),
-  };
+  return withSidecar(dp, lnp);
 }

@@ -5,7 +5,8 @@
 // be written never fails a sync: the error is reported and the next sync
 // rebuilds the table.
 
-import type { Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import { withSidecar } from '../sidecar.js';
+import type { Dataplane, IPFamily, SyncState } from '../../core/types.js';
 import {
   planTrafficCounters,
   trafficElementsScript,
@@ -110,20 +111,5 @@ export function parseCountedElements(json: string): Array<{ key: string; packets
 
 /** The datapath, with the counter table updated after each successful sync and removed by cleanup. */
 export function withTrafficCounters(dp: Dataplane, counters: ServiceTrafficCounters): Dataplane {
-  return {
-    mode: dp.mode,
-    family: dp.family,
-    async sync(state: SyncState): Promise<SyncOutcome> {
-      const out = await dp.sync(state);
-      await counters.update(state);
-      return out;
-    },
-    async cleanup(): Promise<void> {
-      await counters.cleanup();
-      await dp.cleanup();
-    },
-    ...(dp.close ? { close: () => dp.close!() } : {}),
-    ...(dp.watchDrift ? { watchDrift: (f: (drift: Drift) => void) => dp.watchDrift!(f) } : {}),
-    ...(dp.skipsPeriodicFullSync ? { skipsPeriodicFullSync: () => dp.skipsPeriodicFullSync!() } : {}),
-  };
+  return withSidecar(dp, { sync: (state) => counters.update(state), cleanup: () => counters.cleanup() });
 }
