@@ -6,9 +6,8 @@
 // break is undone. Times are printed for the report.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { E2EEnv } from '../netns/e2e.js';
-import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
-import { CanaryProbe, CANARY_VIP } from '../netns/canary.js';
+import type { E2EEnv } from '../netns/e2e.js';
+import { CanaryProbe, CANARY_VIP, startCanaryCluster } from '../netns/canary.js';
 import { nsRun } from '../netns/spawn.js';
 
 const HC_PORT = 32161;
@@ -23,20 +22,11 @@ describe(
     const ipt = (...args: string[]) => nsRun(node2().ns, ['iptables', '-w', '5', ...args]);
 
     before(async () => {
-      env = await E2EEnv.start('iptables');
-      const ports = webPorts(30261);
-      await env.apply(
-        service({
-          name: 'canary-lb',
-          type: 'LoadBalancer',
-          clusterIP: '10.96.62.10',
-          ports,
-          externalTrafficPolicy: 'Local',
-          healthCheckNodePort: HC_PORT,
-        }),
-        endpointSlice('canary-lb', [{ pod: env.cluster.pod('node2-a') }], ports, 'canary-lb-v4'),
-      );
-      probe = new CanaryProbe(env, 'node2', HC_PORT);
+      ({ env, probe } = await startCanaryCluster('iptables', {
+        healthCheckNodePort: HC_PORT,
+        nodePort: 30261,
+        clusterIP: '10.96.62.10',
+      }));
     });
 
     after(async () => {

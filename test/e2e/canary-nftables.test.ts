@@ -6,9 +6,8 @@
 // shows it in /statusz, and turns back once the break is undone.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { E2EEnv } from '../netns/e2e.js';
-import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
-import { CanaryProbe, CANARY_VIP } from '../netns/canary.js';
+import type { E2EEnv } from '../netns/e2e.js';
+import { CanaryProbe, CANARY_VIP, startCanaryCluster } from '../netns/canary.js';
 import { nsRun } from '../netns/spawn.js';
 
 const HC_PORT = 32162;
@@ -23,20 +22,11 @@ describe(
     const nft = (script: string) => nsRun(node2().ns, ['nft', '-f', '-'], { input: script });
 
     before(async () => {
-      env = await E2EEnv.start('nftables');
-      const ports = webPorts(30262);
-      await env.apply(
-        service({
-          name: 'canary-lb',
-          type: 'LoadBalancer',
-          clusterIP: '10.96.62.11',
-          ports,
-          externalTrafficPolicy: 'Local',
-          healthCheckNodePort: HC_PORT,
-        }),
-        endpointSlice('canary-lb', [{ pod: env.cluster.pod('node2-a') }], ports, 'canary-lb-v4'),
-      );
-      probe = new CanaryProbe(env, 'node2', HC_PORT);
+      ({ env, probe } = await startCanaryCluster('nftables', {
+        healthCheckNodePort: HC_PORT,
+        nodePort: 30262,
+        clusterIP: '10.96.62.11',
+      }));
     });
 
     after(async () => {

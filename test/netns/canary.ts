@@ -5,7 +5,9 @@
 // and /statusz shows the failure; undo the break and poll until all of them
 // are healthy again. Both times are printed so they can be reported.
 import assert from 'node:assert/strict';
-import type { E2EEnv } from './e2e.js';
+import { E2EEnv } from './e2e.js';
+import { endpointSlice, service, webPorts } from './fixtures.js';
+import type { ProxyMode } from '../../src/core/types.js';
 import { HEALTHZ_PORT } from './proxy.js';
 
 /** The canary's ClusterIP (src/core/canary.ts). */
@@ -137,4 +139,28 @@ export class CanaryProbe {
   print(prefix: string): void {
     for (const line of this.report) console.log(`${prefix}: ${line}`);
   }
+}
+
+/**
+ * A cluster in `mode` with one LoadBalancer Service (`externalTrafficPolicy: Local`, its
+ * endpoint on node2) whose health-check node port the probe watches beside /healthz.
+ */
+export async function startCanaryCluster(
+  mode: ProxyMode,
+  o: { healthCheckNodePort: number; nodePort: number; clusterIP: string },
+): Promise<{ env: E2EEnv; probe: CanaryProbe }> {
+  const env = await E2EEnv.start(mode);
+  const ports = webPorts(o.nodePort);
+  await env.apply(
+    service({
+      name: 'canary-lb',
+      type: 'LoadBalancer',
+      clusterIP: o.clusterIP,
+      ports,
+      externalTrafficPolicy: 'Local',
+      healthCheckNodePort: o.healthCheckNodePort,
+    }),
+    endpointSlice('canary-lb', [{ pod: env.cluster.pod('node2-a') }], ports, 'canary-lb-v4'),
+  );
+  return { env, probe: new CanaryProbe(env, 'node2', o.healthCheckNodePort) };
 }
