@@ -43,8 +43,7 @@ import { detectFeatures, type IptablesFeatures } from './features.js';
 import { Iptables, type Table } from './iptables.js';
 import { insertAfterHeaders, wholeTableCachePays } from './restore.js';
 import type { CommandRunner } from '../exec.js';
-import { NftMonitor } from '../nftables/monitor.js';
-import { iptablesChangeIsOurs, restoreSections } from './driftwatch.js';
+import { IptablesDriftWatch, restoreSections } from './driftwatch.js';
 import type { Sysctl } from './sysctl.js';
 
 export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
@@ -120,10 +119,9 @@ export class IptablesDataplane implements Dataplane {
   private lastLargeClusterMode = false;
   private lastStaleCleanup = Number.NEGATIVE_INFINITY;
   private routeLocalnetSet = false;
-  /** watchDrift()'s listener, and the monitor once opened (null: none here, undefined: not yet). */
+  /** watchDrift()'s listener, and the nf_tables watch of our chains. */
   private onDrift: ((drift: Drift) => void) | null = null;
-  private monitor: NftMonitor | null | undefined = undefined;
-  private unsubscribe: (() => void) | null = null;
+  private readonly drift = new IptablesDriftWatch();
 
   constructor(private readonly o: IptablesDataplaneOptions) {
     this.family = o.config.family;
@@ -257,25 +255,15 @@ export class IptablesDataplane implements Dataplane {
     return this.lastLargeClusterMode;
   }
 
-  /** Our own restore, kept out of the drift watch; at most `commits` nf_tables commits. */
   private ownChange<T>(fn: () => Promise<T>, commits: number): Promise<T> {
-    return this.monitor ? this.monitor.ownChange(fn, commits) : fn();
+    return this.drift.ownChange(fn, commits);
   }
 
   private async openMonitor(features: IptablesFeatures): Promise<void> {
-    if (this.monitor !== undefined || !this.onDrift) return;
     const listener = this.onDrift;
-    this.monitor = features.nftBackend ? await NftMonitor.open(this.o.netns) : null;
-    if (!this.monitor) {
-      this.o.onEvent?.(
-        'info',
-        { family: this.family, nftBackend: features.nftBackend },
-        'no nf_tables events here; rules changed by others are repaired at the next periodic sync',
-      );
-      return;
-    }
-    const family = this.family === 'IPv4' ? 'ip' : 'ip6';
-    this.unsubscribe = this.monitor.subscribe(family, iptablesChangeIsOurs, (drift) => {
+    if (!listener) return;
+    const o = { family: this.family, nftBackend: features.nftBackend, netns: this.o.netns, onEvent: this.o.onEvent };
+    await this.drift.open(o, (drift) => {
       // A partial render from memory would trust chains that may be gone.
       this.memory = null;
       listener(drift);
@@ -284,9 +272,7 @@ export class IptablesDataplane implements Dataplane {
 
   /** Stop the drift watch; the rules stay. */
   close(): void {
-    this.unsubscribe?.();
-    this.unsubscribe = null;
-    this.monitor = null;
+    this.drift.stop();
   }
 
   /** Upstream Monitor: all three canaries must exist. */

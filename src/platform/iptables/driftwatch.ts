@@ -19,7 +19,8 @@
 //
 // On the legacy backend there are no such events: drift is found by the
 // sync's canary and natDrift checks, at the next periodic sync.
-import type { NftChange } from '../nftables/monitor.js';
+import type { Drift, IPFamily } from '../../core/types.js';
+import { NftMonitor, type NftChange } from '../nftables/monitor.js';
 
 const IPTABLES_TABLES: ReadonlySet<string> = new Set(['nat', 'filter', 'mangle']);
 const OURS = 'KUBE-';
@@ -49,4 +50,48 @@ export function restoreSections(parts: readonly string[]): number {
     atLineStart = p.endsWith('\n');
   }
   return n;
+}
+
+/**
+ * The watch itself, for the iptables mode and the ipvs mode's chains: opened
+ * once, at the first sync after watchDrift(); our own restores go through
+ * ownChange(); stop() ends it for good (cleanup, close).
+ */
+export class IptablesDriftWatch {
+  /** null: stopped, or no events on this backend; undefined: not opened yet. */
+  private monitor: NftMonitor | null | undefined = undefined;
+  private unsubscribe: (() => void) | null = null;
+
+  async open(
+    o: {
+      family: IPFamily;
+      nftBackend: boolean;
+      netns?: string;
+      onEvent?: (level: 'info', fields: Record<string, unknown>, msg: string) => void;
+    },
+    onDrift: (drift: Drift) => void,
+  ): Promise<void> {
+    if (this.monitor !== undefined) return;
+    this.monitor = o.nftBackend ? await NftMonitor.open(o.netns) : null;
+    if (!this.monitor) {
+      o.onEvent?.(
+        'info',
+        { family: o.family, nftBackend: o.nftBackend },
+        'no nf_tables events here; iptables rules changed by others are repaired at the next periodic sync',
+      );
+      return;
+    }
+    this.unsubscribe = this.monitor.subscribe(o.family === 'IPv4' ? 'ip' : 'ip6', iptablesChangeIsOurs, onDrift);
+  }
+
+  /** Our own restore, kept out of the watch; at most `commits` nf_tables commits. */
+  ownChange<T>(fn: () => Promise<T>, commits: number): Promise<T> {
+    return this.monitor ? this.monitor.ownChange(fn, commits) : fn();
+  }
+
+  stop(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    this.monitor = null;
+  }
 }

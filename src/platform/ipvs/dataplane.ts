@@ -51,10 +51,9 @@ import {
   type RealServer,
   type VirtualServer,
 } from '../../dataplane/ipvs/index.js';
-import { iptablesChangeIsOurs, restoreSections } from '../iptables/driftwatch.js';
+import { IptablesDriftWatch, restoreSections } from '../iptables/driftwatch.js';
 import { parseIptablesVersion, supportsRandomFully } from '../iptables/features.js';
 import { isNftBackend } from '../iptables/restore.js';
-import { NftMonitor } from '../nftables/monitor.js';
 import { Iptables } from '../iptables/iptables.js';
 import type { CommandRunner } from '../exec.js';
 import { jumpRestoreInput, ruleLine } from '../iptables/dataplane.js';
@@ -123,9 +122,8 @@ export class IpvsDataplane implements Dataplane {
   private onDrift: ((drift: Drift) => void) | null = null;
   private driftTimer: TimerHandle | null = null;
   private expected: { vss: ReadonlyMap<string, unknown>; addresses: ReadonlySet<string> } | null = null;
-  /** The nf_tables monitor for our chains (null: legacy backend or no netlink, undefined: not yet). */
-  private monitor: NftMonitor | null | undefined = undefined;
-  private unsubscribe: (() => void) | null = null;
+  /** The nf_tables watch of our iptables chains. */
+  private readonly chainWatch = new IptablesDriftWatch();
   private nftBackend = false;
   private lock: Promise<unknown> = Promise.resolve();
   private closed = false;
@@ -392,24 +390,15 @@ export class IpvsDataplane implements Dataplane {
     this.onDrift = onDrift;
   }
 
-  /** Our own restore, kept out of the drift watch; at most `commits` nf_tables commits. */
   private ownChange<T>(fn: () => Promise<T>, commits: number): Promise<T> {
-    return this.monitor ? this.monitor.ownChange(fn, commits) : fn();
+    return this.chainWatch.ownChange(fn, commits);
   }
 
   private async openMonitor(): Promise<void> {
-    if (this.monitor !== undefined || !this.onDrift) return;
     const listener = this.onDrift;
-    this.monitor = this.nftBackend ? await NftMonitor.open(this.o.netns) : null;
-    if (!this.monitor) {
-      this.o.onEvent?.(
-        'info',
-        { family: this.family, nftBackend: this.nftBackend },
-        'no nf_tables events here; iptables rules changed by others are repaired at the next periodic sync',
-      );
-      return;
-    }
-    this.unsubscribe = this.monitor.subscribe(this.family === 'IPv4' ? 'ip' : 'ip6', iptablesChangeIsOurs, (drift) => {
+    if (!listener) return;
+    const o = { family: this.family, nftBackend: this.nftBackend, netns: this.o.netns, onEvent: this.o.onEvent };
+    await this.chainWatch.open(o, (drift) => {
       // A partial sync restores only rules whose text changed: it would trust chains that may be gone.
       this.applied = null;
       this.expected = null;
@@ -488,7 +477,7 @@ export class IpvsDataplane implements Dataplane {
     return this.serial(async () => {
       const { k } = await this.init();
       this.applied = null;
-      this.stopMonitor(); // our own removals are no drift
+      this.chainWatch.stop(); // our own removals are no drift
       const r = await cleanupIpvsLeftovers(k, { families: [this.family], excludeCIDRs: this.o.ipvs.excludeCIDRs });
       if (r.errors.length > 0)
         throw new ProxyError('KPT_EXEC_FAILED', `ipvs ${this.family} cleanup: ${r.errors.length} step(s) failed`, {
@@ -497,19 +486,13 @@ export class IpvsDataplane implements Dataplane {
     });
   }
 
-  private stopMonitor(): void {
-    this.unsubscribe?.();
-    this.unsubscribe = null;
-    this.monitor = null;
-  }
-
   close(): void {
     this.closed = true;
     this.drainTimer?.cancel();
     this.drainTimer = null;
     this.driftTimer?.cancel();
     this.driftTimer = null;
-    this.stopMonitor();
+    this.chainWatch.stop();
     if (typeof this.o.kernel === 'function') this.kernel?.close();
   }
 }
