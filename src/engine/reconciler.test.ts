@@ -1,0 +1,148 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { Keyed, ObjectOp } from '../core/objects.js';
+import { Reconciler } from './reconciler.js';
+
+type Kind = 'set' | 'chain' | 'element';
+const spec = { order: ['set', 'chain', 'element'] as const, same: (a: string, b: string) => a === b };
+const o = (kind: Kind, key: string, value = key): Keyed<Kind, string> => ({ kind, key, value });
+const show = (ops: ObjectOp<Kind, string>[]) =>
+  ops.map((op) =>
+    op.op === 'put'
+      ? `put ${op.kind} ${op.key}=${op.value}${op.before === undefined ? '' : ` (was ${op.before})`}`
+      : `delete ${op.kind} ${op.key}`,
+  );
+
+describe('Reconciler', () => {
+  it('puts in kind order and deletes in reverse order', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    const first = r.plan([['svc', [o('element', 'e1'), o('chain', 'c1'), o('set', 's1')]]], false);
+    assert.equal(first.full, true, 'the first plan is full: nothing is known yet');
+    assert.deepEqual(show(first.ops), ['put set s1=s1', 'put chain c1=c1', 'put element e1=e1']);
+    const gone = r.plan([['svc', []]], false);
+    assert.deepEqual(show(gone.ops), ['delete element e1', 'delete chain c1', 'delete set s1']);
+    assert.equal(r.size, 0);
+  });
+
+  it('writes nothing for an unchanged object and replaces a changed one', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan([['svc', [o('chain', 'c1', 'rules-a'), o('element', 'e1')]]], false);
+    assert.deepEqual(show(r.plan([['svc', [o('chain', 'c1', 'rules-a'), o('element', 'e1')]]], false).ops), []);
+    assert.deepEqual(show(r.plan([['svc', [o('chain', 'c1', 'rules-b'), o('element', 'e1')]]], false).ops), [
+      'put chain c1=rules-b (was rules-a)',
+    ]);
+  });
+
+  it('keeps an object two owners share until the last one withdraws', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan(
+      [
+        ['a', [o('element', 'shared')]],
+        ['b', [o('element', 'shared')]],
+      ],
+      false,
+    );
+    assert.deepEqual(show(r.plan([['a', []]], false).ops), []);
+    assert.equal(r.wanted('element', 'shared'), true);
+    assert.deepEqual(show(r.plan([['b', []]], false).ops), ['delete element shared']);
+  });
+
+  it('merges the values several owners want', () => {
+    const r = new Reconciler<'addr', number>({
+      order: ['addr'],
+      same: (a, b) => a === b,
+      merge: (_k, vs) => vs.reduce((x, y) => x | y, 0),
+    });
+    const p1 = r.plan(
+      [
+        ['a', [{ kind: 'addr', key: '10.0.0.1', value: 1 }]],
+        ['b', [{ kind: 'addr', key: '10.0.0.1', value: 4 }]],
+      ],
+      false,
+    );
+    assert.deepEqual(p1.ops, [{ op: 'put', kind: 'addr', key: '10.0.0.1', value: 5 }]);
+    const p2 = r.plan([['b', []]], false);
+    assert.deepEqual(p2.ops, [{ op: 'put', kind: 'addr', key: '10.0.0.1', value: 1, before: 5 }]);
+  });
+
+  it('without merge, the latest owner to ask sets the value', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan([['a', [o('element', 'k', 'from-a')]]], false);
+    assert.deepEqual(show(r.plan([['b', [o('element', 'k', 'from-b')]]], false).ops), [
+      'put element k=from-b (was from-a)',
+    ]);
+    assert.deepEqual(show(r.plan([['b', []]], false).ops), ['put element k=from-a (was from-b)']);
+  });
+
+  it('a partial plan leaves owners it is not given alone; a full plan withdraws them', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan(
+      [
+        ['a', [o('chain', 'ca')]],
+        ['b', [o('chain', 'cb')]],
+      ],
+      false,
+    );
+    assert.deepEqual(show(r.plan([['a', [o('chain', 'ca')]]], false).ops), []);
+    const full = r.plan([['a', [o('chain', 'ca')]]], true);
+    assert.equal(full.full, true);
+    assert.deepEqual(show(full.ops), ['delete chain cb']);
+    assert.deepEqual([...r.owners()], ['a']);
+  });
+
+  it('a full plan after adopt deletes what nobody wants and rewrites what it cannot see', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.adopt([
+      { kind: 'chain', key: 'kept', value: null },
+      { kind: 'chain', key: 'orphan', value: null },
+      { kind: 'element', key: 'same', value: 'v' },
+      { kind: 'element', key: 'changed', value: 'old' },
+    ]);
+    const p = r.plan(
+      [['svc', [o('chain', 'kept', 'rules'), o('element', 'same', 'v'), o('element', 'changed', 'new')]]],
+      true,
+    );
+    assert.deepEqual(show(p.ops), [
+      'put chain kept=rules (was null)',
+      'put element changed=new (was old)',
+      'delete chain orphan',
+    ]);
+    assert.equal(r.applied('element', 'same'), 'v');
+  });
+
+  it('after failed(), the next plan is full, needs live state and starts from nothing', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan(
+      [
+        ['a', [o('chain', 'ca')]],
+        ['b', [o('chain', 'cb')]],
+      ],
+      false,
+    );
+    assert.equal(r.needsLive(), false);
+    r.failed();
+    assert.equal(r.needsLive(), true);
+    assert.equal(r.size, 0);
+    const p = r.plan([['a', [o('chain', 'ca')]]], false);
+    assert.equal(p.full, true, 'forced full');
+    assert.deepEqual(show(p.ops), ['put chain ca=ca'], 'without adopt the datapath is taken as empty');
+  });
+
+  it('refuses a kind the spec does not order', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    assert.throws(() => r.plan([['a', [{ kind: 'rule' as Kind, key: 'x', value: 'x' }]]], false), { code: 'KPT_BUG' });
+  });
+
+  it('reports what one owner holds', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan([['a', [o('chain', 'ca'), o('element', 'ea')]]], false);
+    assert.deepEqual(
+      [...r.ownedBy('a')],
+      [
+        ['chain', 'ca'],
+        ['element', 'ea'],
+      ],
+    );
+    assert.deepEqual([...r.ownedBy('nobody')], []);
+  });
+});
