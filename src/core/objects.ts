@@ -60,3 +60,14 @@ export interface ObjectSpec<K extends string, V> {
    */
   merge?(kind: K, values: readonly V[]): V;
 }
+
+/**
+ * The pure half of a mode's driver (src/dataplane/<mode>/driver.ts): what
+ * each owner wants, given the sync's state. A partial sync asks only for the
+ * owners the state marks changed (an owner with nothing to want maps to an
+ * empty list, which withdraws it); a full one asks for every owner.
+ */
+export interface ObjectDriver<K extends string, V, S> {
+  readonly spec: ObjectSpec<K, V>;
+  desired(state: S, full: boolean): Iterable<readonly [string, readonly Keyed<K, V>[]]>;
+}
