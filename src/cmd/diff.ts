@@ -28,12 +28,9 @@ import type { SyncState } from '../core/types.js';
 import { ApiStatusError, KubeClient, loadKubeConfig } from '../platform/k8s/index.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
 import { PROCESS_IO, kernelLocalIPs, proxyStatus, type CmdIO } from './explain.js';
-import { diffIptablesFamily, type FamilyDiff } from './diffipt.js';
-import { diffNftablesFamily } from './diffnft.js';
-import { diffEbpfFamily } from './diffebpf.js';
-import { diffIpvsFamily } from './diffipvs.js';
-import { diffUserspaceFamily } from './diffuserspace.js';
-import { familiesFor, ipvsModeOptions } from './modes.js';
+import type { FamilyDiff } from './diffipt.js';
+import { familiesFor, modeDriver } from './modes/index.js';
+import type { ModeDriver } from './modes/driver.js';
 import { startupNode } from './node.js';
 import { resolveNodeName } from '../core/config/nodename.js';
 import { parseCommandLine, type RunCommand } from './options.js';
@@ -139,11 +136,11 @@ export async function computeDiff(
   const client = new KubeClient(kc, { qps: config.clientConnection.qps, burst: config.clientConnection.burst });
   const objs = await listCluster(client, nodeName, signal).finally(() => client.close());
   const { nodeIPs, podCIDRs, primaryFamily } = startupNode(nodeName, objs.node, config.bindAddress);
+  const driver = modeDriver(mode);
   const families: FamilyDiff[] = [];
-  // userspace: which endpoints each listener relays to is known only to the running proxy.
-  // The running proxy's canary (its listener's port is chosen at start) is part of what it syncs.
-  const askStatus = mode === 'userspace' || cmd.datapathCanary;
-  const status = askStatus ? await proxyStatus(run, config.metricsBindAddress) : null;
+  // Some modes need the running proxy: which endpoints a userspace listener relays to, or the canary's
+  // listener (its port is chosen at each start), which is part of what the proxy syncs.
+  const status = driver.diffWantsStatus(cmd) ? await proxyStatus(run, config.metricsBindAddress) : null;
   for (const family of await familiesFor(mode, primaryFamily)) {
     const localIPs = await kernelLocalIPs(run, family);
     const dpConfig = resolveDataplaneConfig(config, family, localIPs, nodeIPs[family], podCIDRs);
@@ -157,51 +154,10 @@ export async function computeDiff(
       serviceCIDRs: objs.serviceCIDRs,
       fullSync: true,
     });
-    const state = cmd.datapathCanary ? await withRunningCanary(run, mode, plain, status?.doc ?? null, nodeName) : plain;
-    if (mode === 'iptables')
-      families.push(
-        await diffIptablesFamily({ run, family, config: dpConfig, state, syncPeriodMs: cmd.timing.syncPeriodMs }),
-      );
-    else if (mode === 'nftables') families.push(await diffNftablesFamily({ run, family, config: dpConfig, state }));
-    else if (mode === 'ebpf')
-      families.push(
-        await diffEbpfFamily({
-          family,
-          config: dpConfig,
-          state,
-          ebpf: cmd.ebpf,
-          localIPs,
-          trafficCounters: cmd.serviceTrafficMetrics > 0,
-        }),
-      );
-    else if (mode === 'ipvs')
-      families.push(
-        await diffIpvsFamily({
-          run,
-          netns,
-          family,
-          config: dpConfig,
-          ipvs: ipvsModeOptions(config),
-          state,
-          syncPeriodMs: cmd.timing.syncPeriodMs,
-        }),
-      );
-    else if (mode === 'userspace')
-      families.push(
-        await diffUserspaceFamily({
-          run,
-          family,
-          config: dpConfig,
-          state,
-          status: status!.doc,
-          statusError: status!.error,
-        }),
-      );
-    else
-      throw new ProxyError(
-        'KPT_CONFIG_INVALID',
-        `diff: proxy mode ${mode} is not supported (iptables, nftables, ebpf, ipvs, userspace)`,
-      );
+    const state = cmd.datapathCanary
+      ? await withRunningCanary(run, driver, plain, status?.doc ?? null, nodeName)
+      : plain;
+    families.push(await driver.diff({ cmd, run, netns, family, config: dpConfig, state, localIPs, status }));
   }
   return { mode, families };
 }
@@ -246,26 +202,16 @@ export async function runDiff(argv: string[], io: CmdIO = PROCESS_IO): Promise<n
  */
 async function withRunningCanary(
   run: CommandRunner,
-  mode: string,
+  driver: ModeDriver,
   state: SyncState,
   doc: StatusDoc | null,
   nodeName: string,
 ): Promise<SyncState> {
   const c = doc?.families.find((f) => f.family === state.family)?.canary;
-  let m = c ? /^(.+):(\d+)$/.exec(c.endpoint ?? '') : null;
-  if (!m && mode === 'iptables' && state.family === 'IPv4') {
-    const r = await run('iptables-save', ['-t', 'nat'], { allowFailure: true });
-    m = /canary\/datapath.*--to-destination ([\d.]+):(\d+)/.exec(r.code === 0 ? r.stdout : '');
-  }
-  if (!m && mode === 'nftables' && state.family === 'IPv4') {
-    // Upstream's layout names the endpoint in its chain (endpoint-<hash>-<ns>/<name>/<proto>/<port>__<ip>/<port>);
-    // the lean one has the dnat in the service chain.
-    const r = await run('nft', ['list', 'table', 'ip', 'kube-proxy'], { allowFailure: true });
-    const text = r.code === 0 ? r.stdout : '';
-    m =
-      /kube-proxy-ts\.canary\/datapath\/tcp\/[^_\s]*__([\d.]+)\/(\d+)/.exec(text) ??
-      /chain \S*kube-proxy-ts\.canary\/datapath\S*[^}]*?dnat to ([\d.]+):(\d+)/.exec(text);
-  }
-  if (!m) return state;
-  return withCanaryState(state, canaryTarget(state.family, nodeName, m[1]!, Number(m[2])));
+  const m = c ? /^(.+):(\d+)$/.exec(c.endpoint ?? '') : null;
+  const at: readonly [string, number] | null = m
+    ? [m[1]!, Number(m[2])]
+    : ((await driver.runningCanary?.(run, state.family)) ?? null);
+  if (at === null) return state;
+  return withCanaryState(state, canaryTarget(state.family, nodeName, at[0], at[1]));
 }

@@ -14,7 +14,7 @@ import { realClock } from '../platform/clock.js';
 import type { CommandRunner } from '../platform/exec.js';
 import { parseTableJSON } from '../platform/nftables/readback.js';
 import type { FamilyDiff } from './diffipt.js';
-import { nftablesLayout } from './modes.js';
+import { nftablesLayout } from './modes/nftables.js';
 
 export interface NftablesFamilyInput {
   readonly run: CommandRunner;

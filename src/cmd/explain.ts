@@ -20,26 +20,15 @@ import { ProxyError } from '../core/errors.js';
 import { ipFamilyOf, normalizeIP } from '../core/ip.js';
 import type { IPFamily } from '../core/types.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
-import { ebpfServiceAddresses, explainEbpfMaps, liveIfindexOf, saveEbpfMaps, withPinnedMaps } from './explainebpf.js';
-import { explainIpvsFake } from './explainipvs.js';
-import { readLiveIpvs } from './ipvslive.js';
 import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';
-import { PinnedMaps } from '../platform/ebpf/pinned.js';
 import { explanationText, type Explanation } from './explainview.js';
 import type { StatusDoc } from '../engine/statusview.js';
-import { TABLE_NAME as USERSPACE_TABLE } from '../dataplane/userspace/index.js';
-import { explainUserspaceListing } from './explainuserspace.js';
-import { readKernelRules, traceRules } from './explainrules.js';
 import { explainFromDump, readDump, serviceSourceFromDump, statusFromFile, type StatusAnswer } from './explaindump.js';
-import { isIpvsBundle } from './ipvslive.js';
 import {
   DEFAULT_REMOTE_CLIENT,
   explainService,
-  rulesSource,
   serviceExplanationText,
-  statusAddresses,
   type ServiceExplanation,
-  type ServiceSource,
 } from './explainservice.js';
 import {
   EXPLAIN_USAGE,
@@ -48,6 +37,9 @@ import {
   type SaveRequest,
   type ServiceRequest,
 } from './explainargs.js';
+import { DUMP_ORDER, detectMode as detectLiveMode, modeDriver, SUPPORTED_MODES } from './modes/index.js';
+import type { LiveContext } from './modes/driver.js';
+import type { ProxyMode } from '../core/types.js';
 
 export {
   EXPLAIN_USAGE,
@@ -67,28 +59,13 @@ export async function kernelLocalIPs(run: CommandRunner, family: IPFamily): Prom
   return [...new Set(ips)];
 }
 
-/**
- * ipvs when the nat table has IPVS mode's own chains (KUBE-NODE-PORT,
- * KUBE-LOAD-BALANCER), iptables when it has KUBE-SERVICES, else nftables when
- * the kube-proxy table exists, else ebpf when its maps are pinned under pinRoot.
- */
-export async function detectMode(
+/** Which mode's state the host or namespace holds (MODES' detection order), or null. */
+export function detectMode(
   run: CommandRunner,
   family: IPFamily,
   pinRoot: string = DEFAULT_EBPF_OPTIONS.pinRoot,
-): Promise<'iptables' | 'nftables' | 'ebpf' | 'ipvs' | 'userspace' | null> {
-  const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', ['-t', 'nat'], { allowFailure: true });
-  if (save.code === 0 && /^:KUBE-(NODE-PORT|LOAD-BALANCER) /m.test(save.stdout)) return 'ipvs';
-  if (save.code === 0 && /^:KUBE-SERVICES /m.test(save.stdout)) return 'iptables';
-  const nft = await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', 'kube-proxy'], {
-    allowFailure: true,
-  });
-  if (nft.code === 0) return 'nftables';
-  const us = await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', USERSPACE_TABLE], {
-    allowFailure: true,
-  });
-  if (us.code === 0) return 'userspace';
-  return PinnedMaps.present(pinRoot) ? 'ebpf' : null;
+): Promise<ProxyMode | null> {
+  return detectLiveMode(run, family, pinRoot);
 }
 
 /**
@@ -122,63 +99,19 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
   const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
   const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
   if (mode === null) throw new ProxyError('KPT_NOT_FOUND', NO_RULES);
-  if (mode === 'ebpf') {
-    const ifindexOf = await liveIfindexOf();
-    return withPinnedMaps(req.pinRoot, (maps) =>
-      explainEbpfMaps(maps, packet, locals, { sport: req.sport, ifindexOf }),
-    );
-  }
-  if (mode === 'ipvs') return explainIpvsFake((await readLiveIpvs(run, req.netns, family)).fake, packet, locals);
-  if (mode === 'userspace') {
-    const fam = family === 'IPv4' ? 'ip' : 'ip6';
-    const listing = (await run('nft', ['list', 'table', fam, USERSPACE_TABLE])).stdout;
-    const st = req.statusFile === null ? await proxyStatus(run, req.address) : statusFromFile(req.statusFile);
-    return explainUserspaceListing(listing, family, packet, locals, st.doc, st.error);
-  }
-  return traceRules(await readKernelRules(run, mode, family), packet, locals);
-}
-
-/**
- * Hand `use` the --service source of a live mode for one family (ebpf: the
- * maps stay open while it runs). `status` asks the running proxy once.
- */
-async function withLiveServiceSource<T>(
-  mode: NonNullable<ExplainRequest['mode']>,
-  family: IPFamily,
-  req: ServiceRequest,
-  run: CommandRunner,
-  status: () => Promise<StatusAnswer>,
-  use: (source: ServiceSource) => T,
-): Promise<T> {
-  if (mode === 'iptables' || mode === 'nftables') return use(rulesSource(await readKernelRules(run, mode, family)));
-  if (mode === 'ebpf') {
-    const ifindexOf = await liveIfindexOf();
-    return withPinnedMaps(req.pinRoot, (maps) =>
-      use({
-        mode,
-        addresses: (service, fam) => ebpfServiceAddresses(maps, service, fam),
-        trace: (packet, locals) => explainEbpfMaps(maps, packet, locals, { ifindexOf }),
-      }),
-    );
-  }
-  const st = await status();
-  if (st.doc === null)
-    throw new ProxyError(
-      'KPT_NOT_FOUND',
-      `${family}: ${mode} mode's kernel state names no Service, and the proxy that knows ${req.service}'s addresses could not be asked: ${st.error ?? 'no status'}`,
-    );
-  const doc = st.doc;
-  const addresses = (service: string, fam: IPFamily) => statusAddresses(doc, service, fam);
-  if (mode === 'ipvs') {
-    const { fake } = await readLiveIpvs(run, req.netns, family);
-    return use({ mode, addresses, trace: (packet, locals) => explainIpvsFake(fake, packet, locals) });
-  }
-  const listing = (await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', USERSPACE_TABLE])).stdout;
-  return use({
-    mode,
-    addresses,
-    trace: (packet, locals) => explainUserspaceListing(listing, family, packet, locals, doc, null),
-  });
+  let asked: Promise<StatusAnswer> | null = null;
+  const ctx: LiveContext = {
+    run,
+    netns: req.netns,
+    family,
+    pinRoot: req.pinRoot,
+    service: null,
+    sport: req.sport,
+    status: () =>
+      (asked ??=
+        req.statusFile === null ? proxyStatus(run, req.address) : Promise.resolve(statusFromFile(req.statusFile))),
+  };
+  return modeDriver(mode).withLive(ctx, (source) => source.trace(packet, locals));
 }
 
 /**
@@ -189,9 +122,9 @@ async function withLiveServiceSource<T>(
 export async function explainServiceRequest(req: ServiceRequest, run: CommandRunner): Promise<ServiceExplanation[]> {
   let families: IPFamily[] = req.src !== null ? [ipFamilyOf(req.src)!] : ['IPv4', 'IPv6'];
   if (req.from !== null && req.src === null) {
+    // A saved file of some modes holds one family only.
     const text = readDump(req.from);
-    if (/^\*nat/m.test(text) && !isIpvsBundle(text))
-      families = [/ -d [0-9a-f]*:[0-9a-f:]*(\/128)? /.test(text) ? 'IPv6' : 'IPv4'];
+    families = DUMP_ORDER.find((d) => d.holdsDump(text))?.dumpFamilies?.(text) ?? families;
   }
   let asked: Promise<StatusAnswer> | null = null;
   const status = () =>
@@ -204,17 +137,24 @@ export async function explainServiceRequest(req: ServiceRequest, run: CommandRun
       const client = req.src ?? DEFAULT_REMOTE_CLIENT[family];
       if (req.from !== null) {
         const saved = req.statusFile === null ? null : statusFromFile(req.statusFile);
-        const dump = serviceSourceFromDump(req.from, req.mode, family, req.localIPs, saved);
+        const dump = await serviceSourceFromDump(req.from, req.mode, family, req.localIPs, saved, req.service);
         out.push(explainService(dump.source, req.service, family, dump.localIPs, client));
         continue;
       }
       const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
       if (mode === null) throw new ProxyError('KPT_NOT_FOUND', `${family}: ${NO_RULES}`);
       const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
+      const ctx: LiveContext = {
+        run,
+        netns: req.netns,
+        family,
+        pinRoot: req.pinRoot,
+        service: req.service,
+        sport: null,
+        status,
+      };
       out.push(
-        await withLiveServiceSource(mode, family, req, run, status, (source) =>
-          explainService(source, req.service, family, locals, client),
-        ),
+        await modeDriver(mode).withLive(ctx, (source) => explainService(source, req.service, family, locals, client)),
       );
     } catch (err) {
       errors.push(err instanceof Error ? err.message : String(err));
@@ -224,25 +164,20 @@ export async function explainServiceRequest(req: ServiceRequest, run: CommandRun
   return out;
 }
 
-/** How to save each mode's state for --from with its own tools. */
-const SAVE_WITH: Record<'iptables' | 'nftables' | 'ipvs' | 'userspace', string> = {
-  iptables: 'iptables-save -c > FILE (ip6tables-save for IPv6)',
-  nftables: '{ nft list table ip kube-proxy; nft -j list table ip kube-proxy; } > FILE (ip6 for IPv6)',
-  ipvs: '{ ipvsadm -Sn; ipset save; iptables-save; ip -o addr; } > FILE',
-  userspace: 'nft list ruleset > FILE',
-};
-
-/** `explain --save`: the pinned maps as JSON (the other modes' tools print their own state). */
+/** `explain --save`: the state of a mode that has no text form of its own (ebpf's maps). */
 export async function saveState(req: SaveRequest, run: CommandRunner): Promise<string> {
   const mode = req.mode ?? (await detectMode(run, 'IPv4', req.pinRoot));
   if (mode === null) throw new ProxyError('KPT_NOT_FOUND', NO_RULES);
-  if (mode !== 'ebpf')
+  const driver = modeDriver(mode);
+  if (!driver.save) {
+    const savers = SUPPORTED_MODES.filter((m) => modeDriver(m).save !== undefined).join(', ');
     throw new ProxyError(
       'KPT_FLAG_INVALID',
-      `--save writes ebpf mode's maps; in ${mode} mode save the state with its own tools for --from: ${SAVE_WITH[mode]}`,
+      `--save writes the state of ${savers} mode; in ${mode} mode save the state with its own tools for --from: ${driver.saveWith}`,
     );
+  }
   const locals = [...(await kernelLocalIPs(run, 'IPv4')), ...(await kernelLocalIPs(run, 'IPv6'))];
-  return withPinnedMaps(req.pinRoot, (maps) => saveEbpfMaps(maps, locals));
+  return driver.save(req.pinRoot, locals);
 }
 
 /** Where a subcommand writes (tests capture it). */

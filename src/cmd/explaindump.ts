@@ -17,13 +17,10 @@ import { ProxyError } from '../core/errors.js';
 import type { IPFamily } from '../core/types.js';
 import type { TracePacket } from '../dataplane/trace.js';
 import type { StatusDoc } from '../engine/statusview.js';
-import { ebpfFromDump, ebpfServiceAddresses, explainEbpfMaps, isEbpfDump } from './explainebpf.js';
-import { explainIpvsFake } from './explainipvs.js';
-import { rulesFromDump, traceRules, type LoadedRules } from './explainrules.js';
-import { rulesSource, statusAddresses, type ServiceSource } from './explainservice.js';
-import { explainUserspaceListing } from './explainuserspace.js';
+import type { ServiceSource } from './explainservice.js';
 import type { Explanation } from './explainview.js';
-import { ipvsFromBundle, isIpvsBundle } from './ipvslive.js';
+import type { ModeDriver } from './modes/driver.js';
+import { DUMP_ORDER, modeDriver } from './modes/index.js';
 
 export type DumpMode = Explanation['mode'] | null;
 
@@ -54,26 +51,28 @@ export function statusFromFile(file: string): StatusAnswer {
   return { doc, error: null };
 }
 
-/** Which mode's state a dump holds: --mode if given, else told from the content. */
-function modeOf(text: string, mode: DumpMode): 'userspace' | 'ipvs' | 'ebpf' | 'rules' {
-  if (mode === 'userspace' || mode === 'ipvs' || mode === 'ebpf') return mode;
-  if (mode !== null) return 'rules';
-  if (isEbpfDump(text)) return 'ebpf';
-  if (/^table ip6? kube-proxy-userspace \{/m.test(text)) return 'userspace';
-  return isIpvsBundle(text) ? 'ipvs' : 'rules';
+/** The driver whose state a dump holds: --mode's if given (it must hold it), else told from the content. */
+function driverOf(text: string, mode: DumpMode, file: string): ModeDriver {
+  const holder = DUMP_ORDER.find((d) => d.holdsDump(text));
+  if (mode === null) {
+    if (holder === undefined)
+      throw new ProxyError(
+        'KPT_INPUT_INVALID',
+        `${file}: neither iptables-save output nor an nft listing of the kube-proxy table, nor a saved state of another mode`,
+      );
+    return holder;
+  }
+  const forced = modeDriver(mode);
+  if (!forced.holdsDump(text))
+    throw new ProxyError(
+      'KPT_INPUT_INVALID',
+      holder === undefined ? `${file} holds no ${mode} state` : `${file} holds ${holder.mode} rules, not ${mode}`,
+    );
+  return forced;
 }
-
-function rulesOf(text: string, family: IPFamily, file: string, mode: DumpMode): LoadedRules {
-  const rules = rulesFromDump(text, family, file);
-  if (mode !== null && rules.mode !== mode)
-    throw new ProxyError('KPT_INPUT_INVALID', `${file} holds ${rules.mode} rules, not ${mode}`);
-  return rules;
-}
-
-const NO_STATUS = 'the saved state names no Service; add --status FILE (kube-proxy-ts status -o json from that node)';
 
 /** Walk one packet through a dump; `localIPs` null = the dump's own addresses (ipvs, ebpf) or none. */
-export function explainFromDump(
+export async function explainFromDump(
   file: string,
   mode: DumpMode,
   family: IPFamily,
@@ -81,62 +80,22 @@ export function explainFromDump(
   localIPs: readonly string[] | null,
   status: StatusAnswer | null,
   sport: number | null = null,
-): Explanation {
+): Promise<Explanation> {
   const text = readDump(file);
-  switch (modeOf(text, mode)) {
-    case 'ebpf': {
-      const saved = ebpfFromDump(text, file);
-      return explainEbpfMaps(saved.maps, packet, localIPs ?? saved.localIPs, { sport, ifindexOf: saved.ifindexOf });
-    }
-    case 'userspace': {
-      const why = status?.error ?? 'a saved dump has only the table; add --status FILE or run explain on the node';
-      return explainUserspaceListing(text, family, packet, localIPs ?? [], status?.doc ?? null, why);
-    }
-    case 'ipvs': {
-      const bundle = ipvsFromBundle(text, family, file);
-      return explainIpvsFake(bundle.fake, packet, localIPs ?? bundle.localIPs);
-    }
-    case 'rules':
-      return traceRules(rulesOf(text, family, file, mode), packet, localIPs ?? []);
-  }
+  const dump = await driverOf(text, mode, file).fromDump({ text, file, family, status, service: null, sport });
+  return dump.source.trace(packet, localIPs ?? dump.localIPs ?? []);
 }
 
 /** The --service source of a dump, with the node addresses to trace node ports with. */
-export function serviceSourceFromDump(
+export async function serviceSourceFromDump(
   file: string,
   mode: DumpMode,
   family: IPFamily,
   localIPs: readonly string[] | null,
   status: StatusAnswer | null,
-): { source: ServiceSource; localIPs: readonly string[] } {
+  service: string,
+): Promise<{ source: ServiceSource; localIPs: readonly string[] }> {
   const text = readDump(file);
-  const kind = modeOf(text, mode);
-  if (kind === 'rules') return { source: rulesSource(rulesOf(text, family, file, mode)), localIPs: localIPs ?? [] };
-  if (kind === 'ebpf') {
-    const saved = ebpfFromDump(text, file);
-    const source: ServiceSource = {
-      mode: 'ebpf',
-      addresses: (service, fam) => ebpfServiceAddresses(saved.maps, service, fam),
-      trace: (p, l) => explainEbpfMaps(saved.maps, p, l, { ifindexOf: saved.ifindexOf }),
-    };
-    return { source, localIPs: localIPs ?? saved.localIPs };
-  }
-  const doc = status?.doc ?? null;
-  if (doc === null) throw new ProxyError('KPT_INPUT_INVALID', `${file}: ${status?.error ?? NO_STATUS}`);
-  const addresses = (service: string, fam: IPFamily) => statusAddresses(doc, service, fam);
-  if (kind === 'ipvs') {
-    const bundle = ipvsFromBundle(text, family, file);
-    return {
-      source: { mode: 'ipvs', addresses, trace: (p, l) => explainIpvsFake(bundle.fake, p, l) },
-      localIPs: localIPs ?? bundle.localIPs,
-    };
-  }
-  return {
-    source: {
-      mode: 'userspace',
-      addresses,
-      trace: (p, l) => explainUserspaceListing(text, family, p, l, doc, null),
-    },
-    localIPs: localIPs ?? [],
-  };
+  const dump = await driverOf(text, mode, file).fromDump({ text, file, family, status, service, sport: null });
+  return { source: dump.source, localIPs: localIPs ?? dump.localIPs ?? [] };
 }

@@ -4,6 +4,7 @@
 // `--service` lists the Service's entries of kpt_svc (each names its kind:
 // cluster IP, node port, external or load-balancer IP) by the names in
 // kpt_names, so it needs nothing but the maps.
+import { EBPF_DUMP_KIND } from './modes/dumps.js';
 import { ProxyError } from '../core/errors.js';
 import type { IPFamily } from '../core/types.js';
 import { Fake } from '../dataplane/ebpf/fake.js';
@@ -110,8 +111,6 @@ export function ebpfServiceAddresses(maps: MapReader, service: string, family: I
 //   {"kind":"kube-proxy-ts ebpf maps","version":1,"maps":{"svc":[["<key>","<value>"],...],...},
 //    "ifaces":[{"name":"eth0","index":2}],"localIPs":["192.168.0.2",...]}
 
-export const EBPF_DUMP_KIND = 'kube-proxy-ts ebpf maps';
-
 /** The maps a trace reads: every map the proxy renders, and the ClientIP affinities it remembers. */
 const SAVED_MAPS: readonly L.MapName[] = L.MAP_NAMES.filter((m) => L.MAPS[m].rendered || m === 'affinity');
 
@@ -133,10 +132,6 @@ export async function saveEbpfMaps(maps: MapReader, localIPs: readonly string[])
     localIPs: [...localIPs],
   };
   return `${JSON.stringify(doc)}\n`;
-}
-
-export function isEbpfDump(text: string): boolean {
-  return text.trimStart().startsWith('{') && text.includes(`"kind":"${EBPF_DUMP_KIND}"`);
 }
 
 /** A saved copy of the maps loaded into the ebpf Fake, with the node's interfaces and addresses. */

@@ -25,24 +25,18 @@ import type { TracePacket } from '../dataplane/trace.js';
 import type { CommandRunner } from '../platform/exec.js';
 import { serviceFromComment, summarize, type Explanation } from './explainview.js';
 
-/** A ruleset loaded for tracing. */
-export type LoadedRules =
-  { readonly mode: 'iptables'; readonly fake: IptablesFake } | { readonly mode: 'nftables'; readonly fake: NftFake };
+/** The live iptables rules of one family. */
+export async function readIptablesRules(run: CommandRunner, family: IPFamily): Promise<IptablesFake> {
+  const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', []);
+  return iptablesFromSave(save.stdout);
+}
 
-/** The live rules of `mode` for one family. */
-export async function readKernelRules(
-  run: CommandRunner,
-  mode: 'iptables' | 'nftables',
-  family: IPFamily,
-): Promise<LoadedRules> {
-  if (mode === 'iptables') {
-    const save = await run(family === 'IPv4' ? 'iptables-save' : 'ip6tables-save', []);
-    return { mode, fake: iptablesFromSave(save.stdout) };
-  }
+/** The live nftables kube-proxy table of one family. */
+export async function readNftablesRules(run: CommandRunner, family: IPFamily): Promise<NftFake> {
   const fam = nftFamily(family);
   const text = (await run('nft', ['list', 'table', fam, TABLE_NAME])).stdout;
   const json = (await run('nft', ['-j', 'list', 'table', fam, TABLE_NAME])).stdout;
-  return { mode, fake: loadNftTable(fam, parseNftListing(text), parseElementsJSON(json, TABLE_NAME)) };
+  return loadNftTable(fam, parseNftListing(text), parseElementsJSON(json, TABLE_NAME));
 }
 
 /** iptables-save output without the "[packets:bytes] " that `iptables-save -c` puts before rules. */
@@ -50,17 +44,10 @@ export function withoutCounters(save: string): string {
   return save.replace(/^\[\d+:\d+\]\s+(?=-A )/gm, '');
 }
 
-function iptablesFromSave(text: string): IptablesFake {
+export function iptablesFromSave(text: string): IptablesFake {
   const fake = new IptablesFake();
   fake.load(withoutCounters(text));
   return fake;
-}
-
-/** Which mode a dump file is, or null when it is neither. */
-export function dumpMode(text: string): 'iptables' | 'nftables' | null {
-  if (/^\*(nat|filter|mangle|raw)\s*$/m.test(text)) return 'iptables';
-  if (/^table ip6? kube-proxy \{/m.test(text)) return 'nftables';
-  return null;
 }
 
 /** The `table <fam> kube-proxy { ... }` block of an nft text listing. */
@@ -94,15 +81,8 @@ function nftDumpElements(text: string, fam: string, file: string) {
   return { sawJSON, elements: parseElementsJSON(JSON.stringify({ nftables: items }), TABLE_NAME) };
 }
 
-/** The rules of a dump file (its text, its name for messages) for the packet's family. */
-export function rulesFromDump(text: string, family: IPFamily, file: string): LoadedRules {
-  const mode = dumpMode(text);
-  if (mode === null)
-    throw new ProxyError(
-      'KPT_INPUT_INVALID',
-      `${file}: neither iptables-save output nor an nft listing of the kube-proxy table`,
-    );
-  if (mode === 'iptables') return { mode, fake: iptablesFromSave(text) };
+/** The nftables rules of a dump file (its text, its name for messages) for the packet's family. */
+export function nftablesFromDump(text: string, family: IPFamily, file: string): NftFake {
   const fam = nftFamily(family);
   const block = nftTableBlock(text, fam);
   if (block === null)
@@ -113,7 +93,7 @@ export function rulesFromDump(text: string, family: IPFamily, file: string): Loa
       'KPT_INPUT_INVALID',
       `${file}: the set and map elements are missing: append the output of nft -j list table ${fam} ${TABLE_NAME}`,
     );
-  return { mode, fake: loadNftTable(fam, parseNftListing(block), elements) };
+  return loadNftTable(fam, parseNftListing(block), elements);
 }
 
 /** "ns/name:port" from a chain name such as service-KU4RYVEW-ns1/s0/tcp/http. */
@@ -123,31 +103,61 @@ export function serviceFromChain(chain: string): string | null {
   return m[3] === '' ? `${m[1]}/${m[2]}` : `${m[1]}/${m[2]}:${m[3]}`;
 }
 
-/** Walk one packet through loaded rules. */
-export function traceRules(rules: LoadedRules, packet: TracePacket, localIPs: readonly string[]): Explanation {
-  const protocol = packet.protocol ?? 'TCP';
-  const opts = { strict: false };
-  const r =
-    rules.mode === 'iptables'
-      ? traceIptables(rules.fake, packet, localIPs, opts)
-      : traceNftables(rules.fake, packet, localIPs, opts);
-  // iptables steps are table/chain with the comment as a rule option; nftables steps name their chain.
-  const steps = r.steps.map((s) => {
-    const ipt = 'table' in s;
-    return {
-      where: ipt ? `${s.table}/${s.chain}` : s.chain,
-      rule: ipt || s.comment === null ? s.rule : `${s.rule} comment "${s.comment}"`,
-      comment: s.comment,
-      depth: s.depth,
-      probability: s.probability,
-      service: (ipt ? null : serviceFromChain(s.chain)) ?? serviceFromComment(s.comment),
-    };
-  });
+/** Walk one packet through iptables rules. */
+export function traceIptablesRules(fake: IptablesFake, packet: TracePacket, localIPs: readonly string[]): Explanation {
+  const r = traceIptables(fake, packet, localIPs, { strict: false });
+  // iptables steps are table/chain, with the comment as a rule option.
+  const steps = r.steps.map((s) => ({
+    where: `${s.table}/${s.chain}`,
+    rule: s.rule,
+    comment: s.comment,
+    depth: s.depth,
+    probability: s.probability,
+    service: serviceFromComment(s.comment),
+  }));
+  return ruleExplanation('iptables', packet, r, steps);
+}
+
+/** Walk one packet through the nftables kube-proxy table. */
+export function traceNftablesRules(fake: NftFake, packet: TracePacket, localIPs: readonly string[]): Explanation {
+  const r = traceNftables(fake, packet, localIPs, { strict: false });
+  // nftables steps name their chain, which names the service.
+  const steps = r.steps.map((s) => ({
+    where: s.chain,
+    rule: s.comment === null ? s.rule : `${s.rule} comment "${s.comment}"`,
+    comment: s.comment,
+    depth: s.depth,
+    probability: s.probability,
+    service: serviceFromChain(s.chain) ?? serviceFromComment(s.comment),
+  }));
+  return ruleExplanation('nftables', packet, r, steps);
+}
+
+interface RuleStep {
+  readonly where: string;
+  readonly rule: string;
+  readonly comment: string | null;
+  readonly depth: number;
+  readonly probability: number;
+  readonly service: string | null;
+}
+
+function ruleExplanation(
+  mode: 'iptables' | 'nftables',
+  packet: TracePacket,
+  r: {
+    verdict: Explanation['verdict'];
+    masq: boolean;
+    notUnderstood: Explanation['notUnderstood'];
+    candidates: ReadonlyArray<{ endpoint: string; probability: number }>;
+  },
+  steps: readonly RuleStep[],
+): Explanation {
   const service = steps.map((s) => s.service).find((x) => x !== null) ?? null;
   const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
   return {
-    mode: rules.mode,
-    packet: { src: packet.src, dst: packet.dst, port: packet.port, protocol },
+    mode,
+    packet: { src: packet.src, dst: packet.dst, port: packet.port, protocol: packet.protocol ?? 'TCP' },
     service,
     verdict: r.verdict,
     candidates,

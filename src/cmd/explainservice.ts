@@ -16,7 +16,9 @@ import { ipFamilyOf, isLoopback, normalizeIP } from '../core/ip.js';
 import type { IPFamily, Protocol } from '../core/types.js';
 import * as N from '../dataplane/nftables/names.js';
 import { flagValue, tokenize } from '../dataplane/iptables/tokens.js';
-import { serviceFromChain, traceRules, type LoadedRules } from './explainrules.js';
+import type { Fake as IptablesFake } from '../dataplane/iptables/fake.js';
+import type { Fake as NftFake } from '../dataplane/nftables/fake.js';
+import { serviceFromChain } from './explainrules.js';
 import type { TracePacket } from '../dataplane/trace.js';
 import type { StatusDoc } from '../engine/statusview.js';
 import { serviceFromComment, type ExplainCandidate, type Explanation, type ExplainVerdict } from './explainview.js';
@@ -58,7 +60,8 @@ const ofService = (spn: string | null, service: string) =>
 
 const PROTOCOLS: Record<string, Protocol> = { tcp: 'TCP', udp: 'UDP', sctp: 'SCTP' };
 
-function iptablesAddresses(rules: LoadedRules & { mode: 'iptables' }, service: string): ServiceAddress[] {
+/** The Service's addresses in iptables rules (their comments), one per address, port and protocol. */
+export function iptablesAddresses(fake: IptablesFake, service: string): ServiceAddress[] {
   const out: ServiceAddress[] = [];
   const chains: Array<['nat' | 'filter', string]> = [
     ['nat', 'KUBE-SERVICES'],
@@ -67,7 +70,7 @@ function iptablesAddresses(rules: LoadedRules & { mode: 'iptables' }, service: s
     ['filter', 'KUBE-EXTERNAL-SERVICES'],
   ];
   for (const [table, chain] of chains)
-    for (const rule of rules.fake.rules(table, chain)) {
+    for (const rule of fake.rules(table, chain)) {
       const t = tokenize(rule);
       if (t === null) continue;
       const comment = flagValue(t, '--comment');
@@ -88,11 +91,12 @@ function iptablesAddresses(rules: LoadedRules & { mode: 'iptables' }, service: s
       else kind = 'external or load balancer IP';
       out.push({ servicePort: spn!, kind, address, port, protocol });
     }
-  return out;
+  return unique(out);
 }
 
-function nftablesAddresses(rules: LoadedRules & { mode: 'nftables' }, service: string): ServiceAddress[] {
-  const sets = rules.fake.sets;
+/** The Service's addresses in the nftables table (its maps), one per address, port and protocol. */
+export function nftablesAddresses(fake: NftFake, service: string): ServiceAddress[] {
+  const sets = fake.sets;
   const clusterIPs = new Set([...(sets.get(N.CLUSTER_IPS_SET)?.elements.values() ?? [])].map((e) => e.key[0]));
   const spnOf = (value: readonly string[] | undefined, comment: string | undefined) =>
     serviceFromChain((value?.[0] ?? '').replace(/^goto /, '')) ?? serviceFromComment(comment ?? null);
@@ -119,12 +123,7 @@ function nftablesAddresses(rules: LoadedRules & { mode: 'nftables' }, service: s
           : 'external or load balancer IP';
       out.push({ servicePort: spn!, kind, address, port: Number(port), protocol });
     }
-  return out;
-}
-
-/** The Service's addresses in the rules, one entry per address, port and protocol. */
-export function serviceAddresses(rules: LoadedRules, service: string): ServiceAddress[] {
-  return unique(rules.mode === 'iptables' ? iptablesAddresses(rules, service) : nftablesAddresses(rules, service));
+  return unique(out);
 }
 
 function unique(found: readonly ServiceAddress[]): ServiceAddress[] {
@@ -146,15 +145,6 @@ export interface ServiceSource {
   readonly mode: Explanation['mode'];
   addresses(service: string, family: IPFamily): ServiceAddress[];
   trace(packet: TracePacket, localIPs: readonly string[]): Explanation;
-}
-
-/** iptables and nftables: the rules name their Services. */
-export function rulesSource(rules: LoadedRules): ServiceSource {
-  return {
-    mode: rules.mode,
-    addresses: (service) => serviceAddresses(rules, service),
-    trace: (packet, localIPs) => traceRules(rules, packet, localIPs),
-  };
 }
 
 const STATUS_KINDS: Record<string, AddressKind> = {

@@ -215,6 +215,3 @@ function realServerOf(rest: string, fail: () => never): { address: string; port:
 }
 
 /** Whether a dump file is an IPVS bundle (it has ipvsadm -Sn lines or Fake.dump's heading). */
-export function isIpvsBundle(text: string): boolean {
-  return /^(# ipvsadm -Sn|-A (-t|-u|--sctp-service) \S+ -s )/m.test(text);
-}

@@ -62,7 +62,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (cmd.actions.cleanup) {
-    const { cleanupAll } = await import('./cleanup.js');
+    const { cleanupAll } = await import('./modes/index.js');
     const errors = await cleanupAll(log, {
       ebpfPinRoot: cmd.ebpf.pinRoot,
       excludeCIDRs: cmd.resolved.ipvs.excludeCIDRs,

@@ -7,8 +7,6 @@
 import { watch } from 'node:fs';
 import { hostname } from 'node:os';
 import { featureGateEnabled } from '../core/config/features.js';
-import { nftablesUnsupportedReason } from '../core/nftcheck.js';
-import { nftablesHostVersions } from '../platform/nftables/versions.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { resolveNodeName } from '../core/config/nodename.js';
 import type { Dataplane, IPFamily } from '../core/types.js';
@@ -31,8 +29,14 @@ import { localIPs } from '../platform/netinfo.js';
 import { ServiceHealthServer } from '../platform/servicehealth.js';
 import { setupConntrack } from '../platform/sysctl.js';
 import { writeFile } from 'node:fs/promises';
-import { cleanupOtherModes } from './cleanup.js';
-import { createDataplane, familiesFor, MODE_DEFAULTED } from './modes.js';
+import {
+  cleanupOtherModes,
+  createDataplane,
+  familiesFor,
+  MODE_DEFAULTED,
+  modeDriver,
+  SUPPORTED_MODES,
+} from './modes/index.js';
 import type { RunCommand } from './options.js';
 import { startupNode } from './node.js';
 import { openSource } from './sources.js';
@@ -48,8 +52,6 @@ import {
 import { CANARY_SERVICE_PORT_KEY, CANARY_VIP4 } from '../core/canary.js';
 import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/eventrecorder.js';
 import { zpageOptions } from './zpages.js';
-import { withServiceTraffic } from './traffic.js';
-import { withLocalhostNodePortRelays } from './localhost.js';
 import { armFaultInjection } from '../platform/faults.js';
 
 const NS_PER_S = 1e9;
@@ -83,7 +85,7 @@ async function platformSetup(cmd: RunCommand, log: Logger): Promise<readonly str
 
 export async function initOnly(cmd: RunCommand, log: Logger): Promise<void> {
   await platformSetup(cmd, log);
-  if (cmd.resolved.mode === 'ipvs') await ipvsInit(cmd, log);
+  await modeDriver(cmd.mode).init?.(cmd, log);
   log.info('Privileged initialization done (--init-only)');
 }
 
@@ -106,12 +108,11 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     armFaultInjection(faultDir);
   }
 
-  if (mode === 'nftables') {
-    const why = nftablesUnsupportedReason(await nftablesHostVersions());
-    if (why) {
-      log.error(why);
-      return 1;
-    }
+  const driver = modeDriver(mode);
+  const why = (await driver.unsupportedReason?.()) ?? null;
+  if (why) {
+    log.error(why);
+    return 1;
   }
   const setupWarnings = await platformSetup(cmd, log);
   // A side-by-side trial shares the node with another proxy: never remove its rules.
@@ -140,12 +141,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const { nodeIPs, podCIDRs } = detected;
   log.info({ nodeName, nodeIPs, mode }, 'Starting kube-proxy-ts');
   if (cmd.modeDefaulted) log.warn({ mode, reason: MODE_DEFAULTED.reason }, MODE_DEFAULTED.note);
-  // Upstream logs this (and records an IPVSDeprecation event) since 1.35, KEP-5495.
-  if (mode === 'ipvs')
-    log.error(
-      {},
-      'ipvs mode is deprecated upstream and may be dropped in a later release; nftables mode is its successor',
-    );
+  if (driver.deprecation) log.error({}, driver.deprecation.log);
 
   const clock = realClock;
   const metrics = new ProxyMetrics();
@@ -170,13 +166,14 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       }),
     ),
   );
-  const dataplanes = withServiceTraffic(
-    cmd.serviceTrafficMetrics,
-    mode,
-    withLocalhostNodePortRelays(mode, config, nodeIPs, plainDataplanes, metrics, log),
-    metrics,
-    log,
-  );
+  if (cmd.serviceTrafficMetrics > 0 && !driver.countsTraffic)
+    log.warn(
+      { mode },
+      `--service-traffic-metrics counts traffic in ${SUPPORTED_MODES.filter((m) => modeDriver(m).countsTraffic).join(' and ')} modes only; no per-Service counters`,
+    );
+  const dataplanes = driver.riders
+    ? await driver.riders(plainDataplanes, { cmd, nodeIPs, metrics, log })
+    : plainDataplanes;
 
   let proxier: Proxier | null = null;
   const health = new ProxyHealthState({
@@ -246,7 +243,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       metrics,
       healthObserver(health),
       loggingObserver(log),
-      syncFailureObserver(mode, metrics),
+      syncFailureObserver(driver.failureCounter, metrics),
       syncStatus.observer,
       repairEventObserver((reason, action, note) => events?.eventf(nodeRef(nodeName), 'Warning', reason, action, note)),
     ),
@@ -332,8 +329,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   nodeEvent('Normal', 'Starting');
   for (const w of setupWarnings) nodeEvent('Warning', 'readOnlySysFS', w);
   if (cmd.modeDefaulted) nodeEvent('Warning', MODE_DEFAULTED.reason, MODE_DEFAULTED.note);
-  if (mode === 'ipvs')
-    nodeEvent('Warning', 'IPVSDeprecation', 'The ipvs proxy mode is deprecated upstream; nftables is its successor.');
+  if (driver.deprecation) nodeEvent('Warning', driver.deprecation.reason, driver.deprecation.note);
 
   await new Promise<void>((resolve) => abort.signal.addEventListener('abort', () => resolve(), { once: true }));
   nodeWatch.cancel();
@@ -356,7 +352,6 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
 }
 
 /** Modes where the canary is proven by e2e tests that break the datapath (test/e2e/canary-*.test.ts). */
-const CANARY_MODES: ReadonlySet<string> = new Set(['iptables', 'nftables']);
 
 interface CanaryWiring {
   readonly clock: typeof realClock;
@@ -381,7 +376,7 @@ async function startCanaries(
   w: CanaryWiring,
 ): Promise<Map<IPFamily, { canary: DatapathCanary; judge: CanaryJudge }>> {
   const out = new Map<IPFamily, { canary: DatapathCanary; judge: CanaryJudge }>();
-  if (!cmd.datapathCanary || !CANARY_MODES.has(mode)) return out;
+  if (!cmd.datapathCanary || !modeDriver(mode).canary) return out;
   // A side-by-side trial shares the node with another proxy, which has its own canary on the same ClusterIP.
   if (cmd.serviceProxyName) {
     w.log.info({ mode }, 'No datapath canary in a side-by-side trial (--service-proxy-name)');
@@ -425,25 +420,5 @@ function watchConfigFile(path: string, onChange: () => void, log: Logger): { clo
   } catch (e) {
     log.warn({ err: (e as Error).message, path }, 'cannot watch config file');
     return null;
-  }
-}
-
-/** --init-only in IPVS mode: the sysctls and timeouts upstream's NewProxier sets before it returns. */
-async function ipvsInit(cmd: RunCommand, log: Logger): Promise<void> {
-  const [{ IpvsKernel }, { ensureIpvsSysctls }, { procSysctl }] = await Promise.all([
-    import('../platform/ipvs/client.js'),
-    import('../platform/ipvs/sysctls.js'),
-    import('../platform/iptables/index.js'),
-  ]);
-  const v = cmd.resolved.ipvs;
-  await ensureIpvsSysctls(procSysctl, 'IPv4', v.strictARP, (fields, msg) => log.info(fields, msg));
-  const s = (ns: number) => Math.round(ns / 1e9);
-  if (v.tcpTimeout > 0 || v.tcpFinTimeout > 0 || v.udpTimeout > 0) {
-    const k = await IpvsKernel.open();
-    try {
-      k.setTimeouts({ tcp: s(v.tcpTimeout), tcpFin: s(v.tcpFinTimeout), udp: s(v.udpTimeout) });
-    } finally {
-      k.close();
-    }
   }
 }

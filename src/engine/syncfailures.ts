@@ -1,13 +1,14 @@
-// Which failure counter a failed sync increments, per mode, as upstream
-// counts them: iptables mode counts failed iptables-restore runs
+// Which failure counter a failed sync increments, as upstream counts them:
+// iptables mode counts failed iptables-restore runs
 // (sync_proxy_rules_iptables_restore_failures_total), and so does IPVS mode
 // for its failed syncs (upstream's IPVS proxier counts its iptables-restore
 // failures there); nftables mode counts failed transactions
 // (sync_proxy_rules_nftables_sync_failures_total). userspace and eBPF have
-// no such counter. A new mode adds its line here. Pure: the counters
-// are injected (platform/metrics.ts ProxyMetrics implements them).
+// no such counter. Each mode's driver names its counter
+// (ModeDriver.failureCounter). Pure: the counters are injected
+// (platform/metrics.ts ProxyMetrics implements them).
 
-import type { IPFamily, ProxyMode } from '../core/types.js';
+import type { IPFamily } from '../core/types.js';
 import { nullObserver, type ProxierObserver } from './observer.js';
 
 export interface SyncFailureCounters {
@@ -15,24 +16,27 @@ export interface SyncFailureCounters {
   nftablesSyncFailed(family: IPFamily): void;
 }
 
-/** The counter a failed sync of `mode` increments, or null when the mode has none. */
+/** upstream's counter a mode's failed syncs go to. */
+export type SyncFailureCounterKind = 'iptables-restore' | 'nftables-sync';
+
+/** The counter a failed sync increments, or null when the mode has none. */
 export function syncFailureCounter(
-  mode: ProxyMode,
+  kind: SyncFailureCounterKind | null,
   counters: SyncFailureCounters,
 ): ((family: IPFamily) => void) | null {
-  switch (mode) {
-    case 'iptables':
-    case 'ipvs':
-      return (family) => counters.iptablesRestoreFailed(family);
-    case 'nftables':
-      return (family) => counters.nftablesSyncFailed(family);
-    default:
-      return null;
-  }
+  if (kind === null) return null;
+  const count: Record<SyncFailureCounterKind, (family: IPFamily) => void> = {
+    'iptables-restore': (family) => counters.iptablesRestoreFailed(family),
+    'nftables-sync': (family) => counters.nftablesSyncFailed(family),
+  };
+  return count[kind];
 }
 
-/** An observer that counts each failed sync of `mode` (tee it with the others). */
-export function syncFailureObserver(mode: ProxyMode, counters: SyncFailureCounters): ProxierObserver {
-  const count = syncFailureCounter(mode, counters);
+/** An observer that counts each failed sync with `kind`'s counter (tee it with the others). */
+export function syncFailureObserver(
+  kind: SyncFailureCounterKind | null,
+  counters: SyncFailureCounters,
+): ProxierObserver {
+  const count = syncFailureCounter(kind, counters);
   return count === null ? nullObserver : { ...nullObserver, syncFailed: (family) => count(family) };
 }

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { E2EEnv } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
-import { MODE_DEFAULTED } from '../../src/cmd/modes.js';
+import { MODE_DEFAULTED } from '../../src/cmd/modes/index.js';
 
 interface Ev {
   reason: string;
