@@ -14,7 +14,7 @@
 // (test/e2e/ebpf-programs.test.ts). Pure.
 import { joinHostPort } from '../../core/ip.js';
 import type { Protocol } from '../../core/types.js';
-import { type TraceOptions, type TracePacket, type TraceResultOf, verdictOf } from '../trace.js';
+import { traceResult, type TraceFunction, type TraceOptions, type TracePacket, type TraceResultOf } from '../trace.js';
 import { entryText } from './describe.js';
 import { flowHash } from './hash.js';
 import * as L from './layout.js';
@@ -74,23 +74,17 @@ class Walk {
   }
 }
 
-export function trace(
-  source: RuleSource,
-  packet: TracePacket,
-  localIPs: readonly string[],
-  opts: EbpfTraceOptions = {},
-): TraceResult {
+export const trace: TraceFunction<RuleSource, TraceResult, EbpfTraceOptions> = (
+  source,
+  packet,
+  localIPs,
+  opts = {},
+) => {
   const w = new Walk(source);
   const proto: Protocol = packet.protocol ?? 'TCP';
-  const done = (output: string, masq = false, candidates: TraceCandidate[] = []): TraceResult => ({
-    output,
-    masq,
-    matched: w.matched,
-    steps: w.steps,
-    verdict: verdictOf([output], candidates.length > 0),
-    candidates,
-    notUnderstood: [],
-  });
+  // One lookup decides each packet, so there is one output; every map entry is understood.
+  const done = (output: string, masq = false, candidates: TraceCandidate[] = []): TraceResult =>
+    traceResult({ outputs: [output], masq, matched: w.matched, steps: w.steps, candidates, notUnderstood: [] });
   const family = familyOf(packet.dst);
   const cfgRaw = w.look('cfg', L.encodeU32(L.familyIndex(family)));
   const cfg = cfgRaw ? L.decodeCfgValue(cfgRaw) : null;
@@ -153,7 +147,7 @@ export function trace(
   if (candidates.some((c) => c.endpoint === joinHostPort(packet.src, portOf(c.endpoint)))) masq = true;
   if (!ingress && masq) w.note('hook', 'at egress the source is already an address of the node: no mark needed');
   return done(candidates.map((c) => c.endpoint).join(', '), masq, candidates);
-}
+};
 
 function portOf(hostPort: string): number {
   return Number(hostPort.slice(hostPort.lastIndexOf(':') + 1));

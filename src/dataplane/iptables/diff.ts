@@ -5,14 +5,7 @@
 
 import { canonicalRule } from './canon.js';
 import type { Fake, IptablesTable } from './fake.js';
-
-export type DiffOp = ' ' | '+' | '-';
-
-export interface DiffLine {
-  readonly op: DiffOp;
-  /** Rule text (after `-A CHAIN `): the kernel's spelling for ' ' and '-', the new text for '+'. */
-  readonly rule: string;
-}
+import { contextText, diffLines, type DiffLine } from '../textdiff.js';
 
 export interface ChainDiff {
   readonly table: IptablesTable;
@@ -23,65 +16,14 @@ export interface ChainDiff {
 }
 
 const TABLES: readonly IptablesTable[] = ['raw', 'mangle', 'filter', 'nat', 'security'];
-/** Above this many cells the middle part of a chain is not aligned (shown as removed + added). */
-const MAX_LCS_CELLS = 4_000_000;
 
-/**
- * Line diff of two rule lists: common prefix/suffix, then an LCS of the
- * middle. Rules are equal when their `canon` forms are (default: iptables').
- */
+/** Line diff of two rule lists; rules are equal when their `canon` forms are (default: iptables'). */
 export function diffRules(
   before: readonly string[],
   after: readonly string[],
   canon: (rule: string) => string = canonicalRule,
 ): DiffLine[] {
-  const a = before.map(canon);
-  const b = after.map(canon);
-  let pre = 0;
-  while (pre < a.length && pre < b.length && a[pre] === b[pre]) pre++;
-  let suf = 0;
-  while (suf < a.length - pre && suf < b.length - pre && a[a.length - 1 - suf] === b[b.length - 1 - suf]) suf++;
-  const out: DiffLine[] = before.slice(0, pre).map((rule) => ({ op: ' ', rule }));
-  const am = a.slice(pre, a.length - suf);
-  const bm = b.slice(pre, b.length - suf);
-  out.push(...middle(am, bm, before.slice(pre, before.length - suf), after.slice(pre, after.length - suf)));
-  out.push(...before.slice(before.length - suf).map((rule): DiffLine => ({ op: ' ', rule })));
-  return out;
-}
-
-function middle(a: string[], b: string[], aText: readonly string[], bText: readonly string[]): DiffLine[] {
-  const n = a.length,
-    m = b.length;
-  if (n * m > MAX_LCS_CELLS) {
-    return [
-      ...aText.map((rule): DiffLine => ({ op: '-', rule })),
-      ...bText.map((rule): DiffLine => ({ op: '+', rule })),
-    ];
-  }
-  // lcs[i][j] = LCS length of a[i..] and b[j..], one row per i.
-  const lcs = Array.from({ length: n + 1 }, () => new Uint32Array(m + 1));
-  for (let i = n - 1; i >= 0; i--) {
-    for (let j = m - 1; j >= 0; j--) {
-      lcs[i]![j] = a[i] === b[j] ? lcs[i + 1]![j + 1]! + 1 : Math.max(lcs[i + 1]![j]!, lcs[i]![j + 1]!);
-    }
-  }
-  const out: DiffLine[] = [];
-  let i = 0,
-    j = 0;
-  while (i < n || j < m) {
-    if (i < n && j < m && a[i] === b[j]) {
-      out.push({ op: ' ', rule: aText[i]! });
-      i++;
-      j++;
-    } else if (j < m && (i === n || lcs[i]![j + 1]! >= lcs[i + 1]![j]!)) {
-      out.push({ op: '+', rule: bText[j]! });
-      j++;
-    } else {
-      out.push({ op: '-', rule: aText[i]! });
-      i++;
-    }
-  }
-  return out;
+  return diffLines(before, after, canon);
 }
 
 /** Every chain that differs between `before` and `after`, tables in restore order, chains by name. */
@@ -111,19 +53,7 @@ export function diffText(diffs: readonly ChainDiff[], context = 2): string {
     const mark = d.status === 'added' ? '+' : d.status === 'removed' ? '-' : ' ';
     out += `@@ ${d.table} ${d.chain} (${d.status}) @@\n`;
     if (d.status !== 'changed') out += `${mark}:${d.chain}\n`;
-    const keep = d.lines.map(
-      (l, i) => l.op !== ' ' || d.lines.slice(Math.max(0, i - context), i + context + 1).some((x) => x.op !== ' '),
-    );
-    let skipped = false;
-    d.lines.forEach((l, i) => {
-      if (!keep[i]) {
-        if (!skipped) out += ' ...\n';
-        skipped = true;
-        return;
-      }
-      skipped = false;
-      out += `${l.op}-A ${d.chain} ${l.rule}\n`;
-    });
+    out += contextText(d.lines, context, (rule) => `-A ${d.chain} ${rule}`);
   }
   return out;
 }

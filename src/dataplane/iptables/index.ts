@@ -33,7 +33,8 @@
 //
 // trace (trace.ts): follows a new connection's first packet through a Fake
 // from the built-in chains and reports the endpoints, REJECT/DROP/ACCEPT,
-// masquerade and every rule matched (TraceResult).
+// masquerade and every rule matched (TraceResult). Its chain walker and rule
+// matcher (walk.ts, IptablesWalk) also walks IPVS mode's iptables rules.
 //
 // Also here: chain names (names.ts), the per-service rules (servicerules.ts),
 // the jump rules and stale-chain helpers (jumps.ts), the check that another

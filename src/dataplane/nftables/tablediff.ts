@@ -4,7 +4,7 @@
 // compared rule by rule in a canonical spelling (the kernel's and the
 // renderer's differ, listing.ts), sets and maps element by element. Pure.
 
-import { diffRules, type DiffLine } from '../iptables/diff.js';
+import { contextText, diffLines, type DiffLine } from '../textdiff.js';
 import type { Fake } from './fake.js';
 import { normalizeNftRule, splitComment } from './listing.js';
 import { elementKeyText, type Element, type Rule } from './objects.js';
@@ -60,7 +60,7 @@ export function diffNftTables(before: Fake, after: Fake): NftTableDiff[] {
   for (const name of [...new Set([...before.chains.keys(), ...after.chains.keys()])].sort()) {
     const had = before.chains.get(name);
     const has = after.chains.get(name);
-    const lines = diffRules((had?.rules ?? []).map(ruleText), (has?.rules ?? []).map(ruleText), canonicalNftRule);
+    const lines = diffLines((had?.rules ?? []).map(ruleText), (has?.rules ?? []).map(ruleText), canonicalNftRule);
     if (had && has && lines.every((l) => l.op === ' ')) continue;
     out.push({ kind: 'chain', name, status: !had ? 'added' : !has ? 'removed' : 'changed', lines });
   }
@@ -80,19 +80,7 @@ export function nftDiffText(diffs: readonly NftTableDiff[], context = 2): string
   for (const d of diffs) {
     out += `@@ ${d.kind} ${d.name} (${d.status}) @@\n`;
     if (d.status !== 'changed') out += `${d.status === 'added' ? '+' : '-'}${d.kind} ${d.name}\n`;
-    const keep = d.lines.map(
-      (l, i) => l.op !== ' ' || d.lines.slice(Math.max(0, i - context), i + context + 1).some((x) => x.op !== ' '),
-    );
-    let skipped = false;
-    d.lines.forEach((l, i) => {
-      if (!keep[i]) {
-        if (!skipped) out += ' ...\n';
-        skipped = true;
-        return;
-      }
-      skipped = false;
-      out += `${l.op}${d.kind === 'chain' ? 'rule' : 'element'} ${l.rule}\n`;
-    });
+    out += contextText(d.lines, context, (text) => `${d.kind === 'chain' ? 'rule' : 'element'} ${text}`);
   }
   return out;
 }

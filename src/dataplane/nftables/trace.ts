@@ -15,13 +15,13 @@
 // step. Strict and lenient modes: see TraceOptions in ../trace.ts. Pure.
 
 import {
-  isLocalAddress,
-  traceResult,
+  TraceCollector,
   type ChainTraceCandidate,
   type ChainTraceStep,
+  type TraceFunction,
   type TraceOptions,
-  type TracePacket,
   type TraceResultOf,
+  type WalkedPacket,
 } from '../trace.js';
 import { cidrContains, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
 import { ProxyError } from '../../core/errors.js';
@@ -47,48 +47,22 @@ export interface RuleSource {
 }
 
 type Verdict = 'continue' | 'return' | 'terminal';
-interface Pkt {
-  src: string;
-  dst: string;
-  port: number;
-  proto: string;
-  iif: string | undefined;
-}
+type Pkt = WalkedPacket;
 
-class NotUnderstood extends ProxyError {
-  constructor(what: string) {
-    super('KPT_TRACE_FAILED', what);
-  }
-}
-
-class Tracer {
-  outputs: string[] = [];
-  mark = 0;
-  masq = false;
-  dnat = false;
-  matched: string[] = [];
-  steps: TraceStep[] = [];
-  candidates: TraceCandidate[] = [];
-  notUnderstood: string[] = [];
+class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
   /** Rule.comment of the rule being read (the renderer may keep it apart from the text). */
   private comment: string | null = null;
 
   constructor(
     private readonly src: RuleSource,
-    private readonly localIPs: readonly string[],
-    private readonly strict: boolean,
-  ) {}
-
-  fail(msg: string): never {
-    throw this.strict ? new ProxyError('KPT_TRACE_FAILED', `tracer: ${msg}`) : new NotUnderstood(msg);
-  }
-
-  isLocal(ip: string): boolean {
-    return isLocalAddress(ip, this.localIPs);
+    localIPs: readonly string[],
+    opts: TraceOptions,
+  ) {
+    super(localIPs, opts);
   }
 
   runChain(chain: string, pkt: Pkt, depth = 0, reach = 1): Verdict {
-    if (depth > 32) throw new ProxyError('KPT_TRACE_FAILED', `tracer: jump loop at ${chain}`);
+    this.enter(depth, chain);
     const c = this.src.chains.get(chain);
     if (!c) {
       if (this.strict) throw new ProxyError('KPT_TRACE_FAILED', `tracer: no chain ${chain}`);
@@ -97,29 +71,12 @@ class Tracer {
     }
     const remaining = { p: reach };
     for (const r of c.rules) {
-      const mark = {
-        outputs: this.outputs.length,
-        steps: this.steps.length,
-        matched: this.matched.length,
-        candidates: this.candidates.length,
-        mark: this.mark,
-        masq: this.masq,
-      };
-      try {
+      const read = () => {
         this.comment = r.comment ?? null;
-        const v = this.runRule(chain, r.rule, pkt, depth, remaining);
-        if (v !== 'continue') return v;
-      } catch (e) {
-        if (!(e instanceof NotUnderstood)) throw e;
-        // Undo what the half-read rule did, then carry on as if it did not match.
-        this.outputs.length = mark.outputs;
-        this.steps.length = mark.steps;
-        this.matched.length = mark.matched;
-        this.candidates.length = mark.candidates;
-        this.mark = mark.mark;
-        this.masq = mark.masq;
-        this.notUnderstood.push(`${chain}: ${r.rule}`);
-      }
+        return this.runRule(chain, r.rule, pkt, depth, remaining);
+      };
+      const v = this.readRule(chain, r.rule, read, 'continue');
+      if (v !== 'continue') return v;
     }
     return 'continue';
   }
@@ -133,7 +90,7 @@ class Tracer {
       case 'ip6 saddr':
         return pkt.src;
       case 'meta l4proto':
-        return pkt.proto;
+        return pkt.protocol.toLowerCase();
       case 'th dport':
         return String(pkt.port);
       default:
@@ -170,12 +127,14 @@ class Tracer {
   }
 
   /** `matched` as the test tracer always had it (a rule may appear twice); steps once per rule. */
-  private record(chain: string, rule: string, depth: number, p: number): void {
-    this.matched.push(`${chain}: ${rule}`);
+  private recordRule(chain: string, rule: string, depth: number, p: number): void {
     const last = this.steps[this.steps.length - 1];
-    if (last && last.chain === chain && last.rule === rule && last.depth === depth) return;
+    if (last && last.chain === chain && last.rule === rule && last.depth === depth) {
+      this.matched.push(`${chain}: ${rule}`);
+      return;
+    }
     const m = /\scomment\s+"((?:[^"\\]|\\.)*)"\s*$/.exec(rule);
-    this.steps.push({ chain, rule, comment: this.comment ?? (m ? m[1]! : null), depth, probability: p });
+    this.record(chain, rule, { chain, rule, comment: this.comment ?? (m ? m[1]! : null), depth, probability: p });
   }
 
   private runRule(chain: string, rule: string, pkt: Pkt, depth: number, remaining: { p: number }): Verdict {
@@ -185,7 +144,7 @@ class Tracer {
     const peek = (o = 0) => t[i + o];
     let p = remaining.p;
     let probabilistic = false;
-    const record = () => this.record(chain, rule, depth, p);
+    const record = () => this.recordRule(chain, rule, depth, p);
     while (i < t.length) {
       const tok = next()!;
       if (tok === 'ct') {
@@ -240,7 +199,7 @@ class Tracer {
       }
       if (tok === 'meta' && peek() === 'l4proto') {
         next();
-        if (next() !== pkt.proto) return 'continue';
+        if (next() !== pkt.protocol.toLowerCase()) return 'continue';
         continue;
       }
       if (tok === 'fib') {
@@ -423,50 +382,25 @@ function tokens(rule: string): string[] {
   return stripped.split(/\s+/).filter(Boolean);
 }
 
-function hostPort(ep: string): { host: string; port: number } {
-  if (ep.startsWith('[')) return { host: ep.slice(1, ep.indexOf(']')), port: Number(ep.slice(ep.indexOf(']') + 2)) };
-  const i = ep.lastIndexOf(':');
-  return { host: ep.slice(0, i), port: Number(ep.slice(i + 1)) };
-}
-
 /**
  * Trace one new connection's first packet. `localIPs` are the node's
  * addresses (loopback is always local).
  */
-export function trace(
-  src: RuleSource,
-  packet: TracePacket,
-  localIPs: readonly string[],
-  opts: TraceOptions = {},
-): TraceResult {
-  const tr = new Tracer(src, localIPs, opts.strict ?? true);
-  const pkt: Pkt = {
-    src: packet.src,
-    dst: packet.dst,
-    port: packet.port,
-    proto: (packet.protocol ?? 'TCP').toLowerCase(),
-    iif: packet.iif,
-  };
-  const srcLocal = tr.isLocal(pkt.src);
-  if (srcLocal) pkt.iif = undefined;
-  const finish = (): TraceResult => traceResult(tr);
-
+export const trace: TraceFunction<RuleSource, TraceResult> = (src, packet, localIPs, opts = {}) => {
+  const tr = new Tracer(src, localIPs, opts);
+  const { pkt, srcLocal } = tr.start(packet);
   if (tr.runChain(srcLocal ? 'filter-output-pre-dnat' : 'filter-prerouting-pre-dnat', pkt) === 'terminal')
-    return finish();
+    return tr.result();
   tr.runChain(srcLocal ? 'nat-output' : 'nat-prerouting', pkt);
-  if (tr.outputs.length > 0) {
-    const { host, port } = hostPort(tr.outputs[0]!);
-    pkt.dst = host;
-    pkt.port = port;
-    tr.dnat = true;
-  }
+  const first = tr.candidates[0];
+  if (first) tr.rewriteDestination(pkt, first.endpoint);
   const dstLocal = tr.isLocal(pkt.dst);
   const hooks = srcLocal
     ? ['filter-output', ...(dstLocal ? ['filter-input'] : [])]
     : [dstLocal ? 'filter-input' : 'filter-forward'];
   for (const hook of hooks) {
-    if (tr.runChain(hook, pkt) === 'terminal') return finish();
+    if (tr.runChain(hook, pkt) === 'terminal') return tr.result();
   }
   tr.runChain('nat-postrouting', pkt);
-  return finish();
-}
+  return tr.result();
+};
