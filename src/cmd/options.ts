@@ -37,7 +37,6 @@
 //   ["primary"], detectLocalMode "" becomes ClusterCIDR, and the result is
 //   validated.
 
-import { defaultV1Alpha1 } from '../core/config/defaults.js';
 import { decodeConfigFile } from '../core/config/decode.js';
 import { platformApplyDefaults, resolvedToV1Alpha1, timingOf, v1alpha1ToResolved } from '../core/config/convert.js';
 import { ConfigValidationError } from '../core/config/field.js';
@@ -47,10 +46,17 @@ import { validateConfig } from '../core/config/validate.js';
 import { ProxyError } from '../core/errors.js';
 import type { ProxyMode } from '../core/types.js';
 import { isMaglevSize } from '../dataplane/ebpf/hash.js';
-import { DEFAULT_EBPF_OPTIONS, type EbpfOptions } from '../dataplane/ebpf/options.js';
+import type { EbpfOptions } from '../dataplane/ebpf/options.js';
 import { splitArgs } from './argv.js';
 import { parseFlagValues, type ParsedFlags } from './flagparse.js';
-import { FLAGS, formatFlagUsages, type CommandOptions, type FlagTarget } from './flags.js';
+import {
+  defaultOptions,
+  FLAGS,
+  formatFlagUsages,
+  initialFlagTarget,
+  type CommandOptions,
+  type FlagTarget,
+} from './flags.js';
 import { flagzValues } from './flagz.js';
 
 export { encodeConfigYAML } from '../core/config/encode.js';
@@ -122,35 +128,6 @@ export function helpText(): string {
   return HELP_HEADER + formatFlagUsages();
 }
 
-function defaultOptions(cfg: ResolvedConfig): CommandOptions {
-  return {
-    configFile: '',
-    writeConfigTo: '',
-    cleanup: false,
-    initOnly: false,
-    master: '',
-    serviceProxyName: '',
-    manifestsDir: '',
-    serviceTrafficMetrics: 0,
-    datapathCanary: true,
-    healthzPort: 10256,
-    metricsPort: 10249,
-    hostnameOverride: '',
-    iptablesSyncPeriod: cfg.syncPeriod,
-    iptablesMinSyncPeriod: cfg.minSyncPeriod,
-    ipvsSyncPeriod: cfg.syncPeriod,
-    ipvsMinSyncPeriod: cfg.minSyncPeriod,
-    clusterCIDRs: '',
-    help: false,
-    version: false,
-    ebpfPinPath: DEFAULT_EBPF_OPTIONS.pinRoot,
-    ebpfAttach: DEFAULT_EBPF_OPTIONS.attach,
-    ebpfLbAlgorithm: DEFAULT_EBPF_OPTIONS.algorithm,
-    ebpfMaglevTableSize: DEFAULT_EBPF_OPTIONS.maglevM,
-    ebpfSocketLBCgroup: '',
-  };
-}
-
 /** Upstream addressFromDeprecatedFlags: port 0 disables, otherwise fill in a missing port. */
 function addressFromDeprecatedFlags(addr: string, port: number): string {
   return port === 0 ? '' : appendPortIfNeeded(addr, port);
@@ -163,9 +140,8 @@ export async function parseCommandLine(
 ): Promise<ParsedCommand> {
   const split = splitArgs(argv);
   const flags = parseFlagValues(split.occurrences);
-  // newKubeProxyConfiguration: defaulted v1alpha1 (mode "") converted to internal.
-  const initial = v1alpha1ToResolved(defaultV1Alpha1());
-  const target: FlagTarget = { cfg: initial, opts: defaultOptions(initial) };
+  // The same start as the help's defaults (newKubeProxyConfiguration and the options' own).
+  const target = initialFlagTarget();
   for (const f of FLAGS) {
     const v = flags.values.get(f.name);
     if (v !== undefined) f.apply(target, v);

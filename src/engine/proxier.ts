@@ -312,7 +312,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     } catch (error) {
       f.failed(changes);
       observer.syncFailed(f.family, error, (clock.monotonic() - t0) / 1000);
-      return error ?? new Error('datapath sync rejected');
+      return error ?? new ProxyError('KPT_SYNC_FAILED', 'datapath sync rejected');
     }
     f.succeeded(state, fullSync ? t0 : null);
     const repair = f.repaired(driftMark, fullSync, clock.monotonic());

@@ -8,6 +8,7 @@
 import { createServer, type Server } from 'node:http';
 import { once } from 'node:events';
 import { planServices, ServiceEndpointCounts, serviceHealthResponse } from '../engine/servicehealth.js';
+import { ProxyError } from '../core/errors.js';
 import type { Logger } from './logger.js';
 
 export interface ServiceHealthServerOptions {
@@ -73,7 +74,7 @@ export class ServiceHealthServer {
         this.instances.set(key, { port, servers });
         this.counts.opened(key);
       } catch (e) {
-        const err = e instanceof Error ? e : new Error(String(e));
+        const err = e instanceof Error ? e : new ProxyError('KPT_EXEC_FAILED', String(e), { cause: e });
         this.opts.log?.error({ err, service: key, port }, 'Failed to start healthcheck');
         try {
           this.opts.onListenFailed?.(key, port, err);

@@ -10,6 +10,7 @@
 //     one inside --ipvs-exclude-cidrs, never another tool's;
 //   - kube-ipvs0 itself.
 // Failures are collected, not thrown, so one part does not stop the others.
+import { ProxyError } from '../../core/errors.js';
 import { cidrContains, parseCIDR, parseIP } from '../../core/ip.js';
 import type { IPFamily } from '../../core/types.js';
 import { chainsFromSave, jumpRuleArgs } from '../../dataplane/iptables/jumps.js';
@@ -110,7 +111,8 @@ export async function cleanupIpvsLeftovers(k: IpvsKernelDeps, o: IpvsCleanupOpti
 
   const victims = (await attempt(() => k.ipvs.listServices(), [])).filter(ours);
   const failures = await attempt(() => k.ipvs.apply(victims.map((vs) => ({ op: 'del-service' as const, vs }))), []);
-  for (const f of failures) errors.push(new Error(`deleting ${virtualServerKey(f.op.vs)}: ${f.message}`));
+  for (const f of failures)
+    errors.push(new ProxyError('KPT_EXEC_FAILED', `deleting ${virtualServerKey(f.op.vs)}: ${f.message}`));
 
   // The link holds both families' addresses: it goes when every family is
   // cleaned, or when no other family's address is left on it.

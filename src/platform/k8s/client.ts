@@ -35,12 +35,13 @@ import { Agent, request as httpsRequest } from 'node:https';
 import { connect, isIP, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { Clock } from '../../core/clock.js';
-import { ProxyError } from '../../core/errors.js';
+import { ProxyError, SystemError } from '../../core/errors.js';
 import { realClock } from '../clock.js';
 import { Credentials, type CredentialsOptions } from './credentials.js';
 import type { ClientConfig } from './kubeconfig.js';
 import { TokenBucket } from './ratelimit.js';
 import {
+  AbortError,
   ApiStatusError,
   fromStatus,
   parseRetryAfter,
@@ -238,7 +239,7 @@ export class KubeClient implements ListWatchTransport {
               } catch {
                 failed = true;
                 res.destroy();
-                return reject(new Error(`watch ${path}: undecodable event`));
+                return reject(new ProxyError('KPT_API_STREAM', `watch ${path}: undecodable event`));
               }
               onEvent(String(ev.type), ev.object);
             }
@@ -247,7 +248,8 @@ export class KubeClient implements ListWatchTransport {
           res.on('error', (err) => (signal.aborted ? resolve() : reject(err)));
           res.on('close', () => {
             if (signal.aborted) resolve();
-            else if (!res.complete && !failed) reject(new Error(`watch ${path}: connection closed mid-stream`));
+            else if (!res.complete && !failed)
+              reject(new ProxyError('KPT_API_STREAM', `watch ${path}: connection closed mid-stream`));
           });
         }),
       (err: unknown) => {
@@ -441,15 +443,9 @@ function abortWith(signal: AbortSignal, req: ClientRequest): void {
   });
 }
 
-function timeoutError(message: string): Error {
-  return Object.assign(new Error(message), { code: 'ETIMEDOUT' });
-}
-
-class AbortError extends Error {
-  constructor() {
-    super('The operation was aborted');
-    this.name = 'AbortError';
-  }
+/** Our own deadlines fail as the socket's would, so the reachability probe and callers see one ETIMEDOUT. */
+function timeoutError(message: string): SystemError {
+  return new SystemError('ETIMEDOUT', message);
 }
 
 function ignoreLateError(): void {}

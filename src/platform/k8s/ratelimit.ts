@@ -6,6 +6,7 @@
 // client-go; qps 0 is not expected here (the config defaulting makes it 5).
 
 import type { Clock, TimerHandle } from '../../core/clock.js';
+import { AbortError } from './transport.js';
 
 export class TokenBucket {
   private tokens: number;
@@ -29,7 +30,7 @@ export class TokenBucket {
   /** Resolves when the caller may send; rejects if signal aborts first. */
   acquire(signal?: AbortSignal): Promise<void> {
     if (this.unlimited) return Promise.resolve();
-    if (signal?.aborted) return Promise.reject(signal.reason ?? new Error('aborted'));
+    if (signal?.aborted) return Promise.reject(signal.reason ?? new AbortError('aborted'));
     this.refill();
     if (this.queue.length === 0 && this.tokens >= 1) {
       this.tokens -= 1;
@@ -39,7 +40,7 @@ export class TokenBucket {
       const onAbort = (): void => {
         const i = this.queue.indexOf(w);
         if (i >= 0) this.queue.splice(i, 1);
-        reject(signal!.reason ?? new Error('aborted'));
+        reject(signal!.reason ?? new AbortError('aborted'));
       };
       // The listener goes when the token comes: long-lived signals must not collect one per request.
       const w = {

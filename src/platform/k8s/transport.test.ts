@@ -3,7 +3,8 @@
 
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ApiStatusError, fromStatus, parseRetryAfter, retryAfterOf } from './transport.js';
+import { hasCode, ProxyError } from '../../core/errors.js';
+import { AbortError, ApiStatusError, fromStatus, parseRetryAfter, retryAfterOf, statusCodeOf } from './transport.js';
 
 describe('transport errors', () => {
   it('reads Retry-After as seconds or as an HTTP date', () => {
@@ -34,5 +35,20 @@ describe('transport errors', () => {
     assert.equal(e.statusCode, 503);
     assert.equal(retryAfterOf(e), 2);
     assert.equal(retryAfterOf(new Error('x')), undefined);
+  });
+
+  it('are ProxyErrors with stable codes that keep their names and Status fields', () => {
+    const e = fromStatus(410, { code: 410, reason: 'Expired', message: 'too old resource version' });
+    assert.ok(e instanceof ProxyError);
+    assert.ok(hasCode(e, 'KPT_API_STATUS'));
+    assert.equal(e.name, 'ApiStatusError');
+    assert.equal(statusCodeOf(e), 410);
+    assert.equal(e.reason, 'Expired');
+    assert.equal(e.message, 'too old resource version');
+    const aborted = new AbortError();
+    assert.ok(aborted instanceof ProxyError);
+    assert.ok(hasCode(aborted, 'KPT_ABORTED'));
+    assert.equal(aborted.name, 'AbortError');
+    assert.equal(aborted.message, 'The operation was aborted');
   });
 });

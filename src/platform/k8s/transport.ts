@@ -3,6 +3,8 @@
 // and watch (a streaming GET of JSON lines). The real one is KubeClient
 // (client.ts).
 
+import { ProxyError } from '../../core/errors.js';
+
 export type Query = Readonly<Record<string, string>>;
 
 export interface ListResult {
@@ -36,7 +38,7 @@ export interface ListWatchTransport {
 }
 
 /** A non-2xx answer from the API server (or an ERROR watch event), with its Status. */
-export class ApiStatusError extends Error {
+export class ApiStatusError extends ProxyError {
   constructor(
     readonly statusCode: number,
     readonly reason: string,
@@ -44,8 +46,16 @@ export class ApiStatusError extends Error {
     /** The server's `Retry-After` (header, or Status details.retryAfterSeconds): wait at least this long. */
     readonly retryAfterSeconds?: number,
   ) {
-    super(message);
+    super('KPT_API_STATUS', message);
     this.name = 'ApiStatusError';
+  }
+}
+
+/** A request given up because its AbortSignal fired (named as the DOM's AbortError). */
+export class AbortError extends ProxyError {
+  constructor(message = 'The operation was aborted') {
+    super('KPT_ABORTED', message);
+    this.name = 'AbortError';
   }
 }
 

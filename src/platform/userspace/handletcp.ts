@@ -21,6 +21,7 @@
 // checks its shape once so a Node that changed it fails at listen(), not
 // in the middle of a relay.
 import { getSystemErrorName } from 'node:util';
+import { SystemError, type SystemErrorCode } from '../../core/errors.js';
 import type { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import { binding, UV_EOF, type ConnectReq, type TcpHandle, type WriteReq } from './bindings.js';
 import { DialTimer } from './dialtimer.js';
@@ -179,8 +180,11 @@ export class HandleTcpListener {
     // UV_TCP_IPV6ONLY = 1, as net.Server's ipv6Only.
     let err = v6 ? this.server.bind6(host, port, 1) : this.server.bind(host, port);
     if (err === 0) err = this.server.listen(4096);
-    if (err !== 0)
-      return Promise.reject(Object.assign(new Error(`listen ${errName(err)} ${host}:${port}`), { code: errName(err) }));
+    if (err !== 0) {
+      const name = errName(err);
+      // libuv names the statuses bind and listen return (EADDRINUSE, EACCES ...), as net.Server's errors carry them.
+      return Promise.reject(new SystemError(name as SystemErrorCode, `listen ${name} ${host}:${port}`));
+    }
     const out: { port?: number } = {};
     this.server.getsockname(out);
     this.boundPort = out.port ?? 0;
