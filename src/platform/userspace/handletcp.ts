@@ -1,9 +1,12 @@
-// The userspace mode's TCP listener on libuv stream handles (Node's
-// tcp_wrap binding) instead of net.Socket: the same contracts as tcp.ts
-// (TcpListener), without a Duplex stream, its state objects and its events
-// per socket. Measured with bench/userspace-relay.ts: see bench/README.md.
+// The userspace mode's TCP listener, also the relay of nftables mode's
+// localhost NodePorts: accepts redirected connections, picks an endpoint with
+// the listener's RoundRobin and relays bytes both ways until both sides have
+// ended. It works on libuv stream handles (Node's tcp_wrap binding), not on
+// net.Socket: no Duplex stream, no stream state objects and no events per
+// socket, which is where a net.Socket relay spends most of its CPU per
+// connection and per byte (measured in bench/README.md, userspace-relay).
 //
-// Contracts (identical to tcp.ts):
+// Contracts:
 // * Backpressure: when libuv queues more than HIGH_WATER (256 KiB) of writes
 //   to one side (its kernel buffer is full), reading from the other side
 //   stops until the queue drains below it. So at most HIGH_WATER plus one
@@ -13,18 +16,37 @@
 // * Errors: a read or write error on either side resets both (RST passes
 //   through, as a kernel DNAT path would show it).
 // * Connect failures (refused, unreachable, timeout) try the next endpoint
-//   round-robin, ignoring affinity, with the dial timeouts of tcp.ts;
-//   after the last try, or with no endpoints, the client is reset.
+//   round-robin, ignoring affinity, with the upstream userspace proxier's
+//   dial timeouts (250 ms, 500 ms, 1 s, 2 s): four tries, then reset.
+// * No endpoints: the client is reset at once.
+// * No idle timeout: a relay lives as long as both sides keep it open, as
+//   upstream's userspace proxier did for TCP.
 //
 // The binding is Node's internal API (process.binding allow-listed
 // 'tcp_wrap' and 'stream_wrap', used by lib/net.js itself); bindings.ts
-// checks its shape once so a Node that changed it fails at listen(), not
-// in the middle of a relay.
+// checks its shape once, and the relay's users ask for it when they are
+// built, so a Node that changed it fails at start, not in the middle of a relay.
 import { getSystemErrorName } from 'node:util';
+import { ProxyError } from '../../core/errors.js';
 import type { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import { binding, UV_EOF, type ConnectReq, type TcpHandle, type WriteReq } from './bindings.js';
 import { DialTimer } from './dialtimer.js';
-import { ENDPOINT_DIAL_TIMEOUTS_MS, splitEndpoint, type RelayEvent } from './tcp.js';
+
+/** Upstream userspace EndpointDialTimeouts. */
+export const ENDPOINT_DIAL_TIMEOUTS_MS = [250, 500, 1000, 2000] as const;
+
+export type RelayEvent = (
+  level: 'debug' | 'info' | 'warn' | 'error',
+  fields: Record<string, unknown>,
+  msg: string,
+) => void;
+
+/** "ip:port" / "[ip]:port" -> host and port. */
+export function splitEndpoint(key: string): { host: string; port: number } {
+  const i = key.lastIndexOf(':');
+  const host = key.slice(0, i);
+  return { host: host.startsWith('[') ? host.slice(1, -1) : host, port: Number(key.slice(i + 1)) };
+}
 
 /** One relayed connection. `up` is null while no dial is in flight. */
 interface Relay {
@@ -153,7 +175,9 @@ export class HandleTcpListener {
   private readonly dialTimer = new DialTimer();
   private closed = false;
   private boundPort = 0;
+  /** Connections accepted since start (for metrics and tests). */
   accepted = 0;
+  /** Connections that found no endpoint that would accept them. */
   failed = 0;
 
   constructor(
@@ -179,8 +203,12 @@ export class HandleTcpListener {
     // UV_TCP_IPV6ONLY = 1, as net.Server's ipv6Only.
     let err = v6 ? this.server.bind6(host, port, 1) : this.server.bind(host, port);
     if (err === 0) err = this.server.listen(4096);
-    if (err !== 0)
-      return Promise.reject(Object.assign(new Error(`listen ${errName(err)} ${host}:${port}`), { code: errName(err) }));
+    if (err !== 0) {
+      const name = errName(err);
+      // A taken port is another socket's (the next sync tries again); anything else is an address or port we may not use.
+      const code = name === 'EADDRINUSE' ? 'KPT_BUSY' : 'KPT_CONFIG_INVALID';
+      return Promise.reject(new ProxyError(code, `listen ${name} ${host}:${port}`));
+    }
     const out: { port?: number } = {};
     this.server.getsockname(out);
     this.boundPort = out.port ?? 0;
@@ -196,6 +224,7 @@ export class HandleTcpListener {
     return this.server.fd ?? -1;
   }
 
+  /** Open relays (including those still connecting). */
   connectionCount(): number {
     return this.relays.size;
   }
@@ -222,12 +251,12 @@ export class HandleTcpListener {
     this.server.close();
   }
 
-  /** Stop accepting and reset every relay. */
+  /** Stop accepting and reset every relay (also those a retired listener left running). */
   close(): Promise<void> {
-    if (this.closed) return Promise.resolve();
-    this.closed = true;
     this.dialTimer.clear();
     for (const r of this.relays) this.resetRelay(r);
+    if (this.closed) return Promise.resolve();
+    this.closed = true;
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 
