@@ -6,7 +6,7 @@
 //
 // Contracts:
 // * The relays are the userspace mode's own (src/platform/userspace,
-//   handletcp.ts): same backpressure, half-close, RST and dial-retry
+//   tcp.ts): same backpressure, half-close, RST and dial-retry
 //   behaviour. A relay connects
 //   to the endpoint from the node, so the endpoint sees the node's address
 //   on the route to it (as with upstream's Go relay), never 127.0.0.1.
@@ -36,7 +36,7 @@ import {
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import { realClock } from '../clock.js';
 import { binding } from '../userspace/bindings.js';
-import { HandleTcpListener, type RelayEvent } from '../userspace/handletcp.js';
+import { TcpListener, type RelayEvent } from '../userspace/tcp.js';
 import type { NftRunner } from './leftovers.js';
 
 /** What the relays publish; ProxyMetrics implements it. */
@@ -59,7 +59,7 @@ export interface LocalhostNodePortsOptions {
 
 interface Relay {
   readonly lb: RoundRobin;
-  readonly listener: HandleTcpListener;
+  readonly listener: TcpListener;
 }
 
 export class LocalhostNodePorts {
@@ -114,7 +114,7 @@ export class LocalhostNodePorts {
     }
     const lb = new RoundRobin(this.clock);
     lb.setEndpoints(spec.endpoints, spec.stickyMs);
-    const listener = new HandleTcpListener(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs);
+    const listener = new TcpListener(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs);
     const addr = loopbackAddress(this.family);
     try {
       await listener.listen(addr, spec.nodePort);

@@ -1,4 +1,4 @@
-// Typed access to Node's libuv stream bindings for the TCP relay (handletcp.ts):
+// Typed access to Node's libuv stream bindings for the TCP relay (tcp.ts):
 // the allow-listed process.binding('tcp_wrap') / ('stream_wrap') that
 // lib/net.js is built on. Only what the relay uses is typed. binding() checks
 // the shape once and throws a clear error when a Node release changed it; the

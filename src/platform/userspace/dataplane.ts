@@ -29,7 +29,7 @@ import { NftMonitor, type NftChange } from '../nftables/monitor.js';
 import { openSocketState, type SocketState } from './sockstate.js';
 
 export { cleanupUserspaceLeftovers } from './leftovers.js';
-import { HandleTcpListener, type RelayEvent } from './handletcp.js';
+import { TcpListener, type RelayEvent } from './tcp.js';
 import { UdpListener } from './udp.js';
 
 /** How often listeners are checked for life (drift watch). */
@@ -66,7 +66,7 @@ export interface UserspaceDataplaneOptions {
 
 interface Entry {
   readonly lb: RoundRobin;
-  readonly listener: HandleTcpListener | UdpListener;
+  readonly listener: TcpListener | UdpListener;
   readonly port: number;
 }
 
@@ -205,7 +205,7 @@ export class UserspaceDataplane implements Dataplane {
     lb.setEndpoints(keys, spec.stickyMs);
     const listener =
       spec.protocol === 'TCP'
-        ? new HandleTcpListener(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs)
+        ? new TcpListener(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs)
         : new UdpListener(
             spec.key,
             lb,

@@ -13,7 +13,7 @@
 import dgram from 'node:dgram';
 import type { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
-import { splitEndpoint, type RelayEvent } from './handletcp.js';
+import { splitEndpoint, type RelayEvent } from './tcp.js';
 
 interface Session {
   readonly clientKey: string;

@@ -65,7 +65,7 @@ interface Relay {
 interface Side {
   relay: Relay;
   peer: TcpHandle;
-  owner: HandleTcpListener;
+  owner: TcpListener;
   /** Bytes written to `peer` still queued in libuv (the kernel buffer was full). */
   pending: number;
   /** Bytes read so far (until the side gets a user buffer). */
@@ -169,7 +169,7 @@ function onShutdownDone(this: WriteReq, status: number): void {
   if (++s.relay.ended === 2) s.owner.finish(s.relay);
 }
 
-export class HandleTcpListener {
+export class TcpListener {
   private readonly server: TcpHandle;
   private readonly relays = new Set<Relay>();
   private readonly dialTimer = new DialTimer();
