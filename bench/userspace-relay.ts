@@ -51,10 +51,7 @@ function arg(name: string, dflt: number): number {
 async function child(): Promise<void> {
   const { syncStateFromObjects } = await import('../src/core/snapshot.js');
   const { UserspaceDataplane } = await import('../src/platform/userspace/dataplane.js');
-  // KPT_US_TCP_RELAY=stream measures the net.Socket relay (tcp.ts) instead of the default handle relay.
-  const tcpRelay = process.env['KPT_US_TCP_RELAY'] === 'stream' ? ('stream' as const) : ('handle' as const);
   const dp = new UserspaceDataplane({
-    tcpRelay,
     config: {
       family: 'IPv4',
       masqueradeMark: 0x4000,

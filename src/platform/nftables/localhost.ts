@@ -6,8 +6,8 @@
 //
 // Contracts:
 // * The relays are the userspace mode's own (src/platform/userspace,
-//   handletcp.ts, or tcp.ts where Node's tcp_wrap binding is unusable): same
-//   backpressure, half-close, RST and dial-retry behaviour. A relay connects
+//   tcp.ts): same backpressure, half-close, RST and dial-retry
+//   behaviour. A relay connects
 //   to the endpoint from the node, so the endpoint sees the node's address
 //   on the route to it (as with upstream's Go relay), never 127.0.0.1.
 // * Relays follow the syncs: new NodePorts get one after the sync that
@@ -35,8 +35,7 @@ import {
 } from '../../dataplane/nftables/localhost.js';
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import { realClock } from '../clock.js';
-import { handleRelayUsable } from '../userspace/bindings.js';
-import { HandleTcpListener } from '../userspace/handletcp.js';
+import { binding } from '../userspace/bindings.js';
 import { TcpListener, type RelayEvent } from '../userspace/tcp.js';
 import type { NftRunner } from './leftovers.js';
 
@@ -60,7 +59,7 @@ export interface LocalhostNodePortsOptions {
 
 interface Relay {
   readonly lb: RoundRobin;
-  readonly listener: HandleTcpListener | TcpListener;
+  readonly listener: TcpListener;
 }
 
 export class LocalhostNodePorts {
@@ -72,12 +71,13 @@ export class LocalhostNodePorts {
   private applied: string | null = null;
   /** The last reject-table write failed (its warning was given). */
   private failing = false;
-  private useHandles: boolean | null = null;
 
   constructor(private readonly opts: LocalhostNodePortsOptions) {
     this.family = opts.family;
     this.clock = opts.clock ?? realClock;
     this.onEvent = opts.onEvent ?? (() => {});
+    // As in the userspace mode: a Node whose tcp_wrap binding changed fails at start, not at every sync.
+    if (opts.mode === 'serve') binding();
   }
 
   get mode(): LocalhostNodePortsMode {
@@ -114,8 +114,7 @@ export class LocalhostNodePorts {
     }
     const lb = new RoundRobin(this.clock);
     lb.setEndpoints(spec.endpoints, spec.stickyMs);
-    const Tcp = this.handles() ? HandleTcpListener : TcpListener;
-    const listener = new Tcp(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs);
+    const listener = new TcpListener(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs);
     const addr = loopbackAddress(this.family);
     try {
       await listener.listen(addr, spec.nodePort);
@@ -140,16 +139,6 @@ export class LocalhostNodePorts {
       { family: this.family, servicePort: spec.servicePortKey, port: spec.nodePort, endpoints: spec.endpoints.length },
       'localhost NodePort relay listening',
     );
-  }
-
-  /** As the userspace mode: the libuv-handle relay unless this Node's binding changed. */
-  private handles(): boolean {
-    if (this.useHandles === null) {
-      this.useHandles = handleRelayUsable();
-      if (!this.useHandles)
-        this.onEvent('warn', { node: process.version }, 'tcp_wrap binding unusable; using the net.Socket relay');
-    }
-    return this.useHandles;
   }
 
   private async writeTable(script: string): Promise<void> {

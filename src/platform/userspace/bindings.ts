@@ -1,7 +1,8 @@
-// Typed access to Node's libuv stream bindings for handletcp.ts: the
-// allow-listed process.binding('tcp_wrap') / ('stream_wrap') that lib/net.js
-// is built on. Only what the relay uses is typed. binding() checks the shape
-// once and throws a clear error when a Node release changed it.
+// Typed access to Node's libuv stream bindings for the TCP relay (tcp.ts):
+// the allow-listed process.binding('tcp_wrap') / ('stream_wrap') that
+// lib/net.js is built on. Only what the relay uses is typed. binding() checks
+// the shape once and throws a clear error when a Node release changed it; the
+// relay's users call it when they are built, so such a Node fails at start.
 
 import { ProxyError } from '../../core/errors.js';
 
@@ -65,10 +66,14 @@ let cached: Bindings | null = null;
 
 export function binding(): Bindings {
   if (cached) return cached;
-  const bind = (process as unknown as { binding(name: string): Record<string, unknown> }).binding;
-  const tcp = bind('tcp_wrap');
-  const stream = bind('stream_wrap');
-  const b = { ...tcp, ...stream } as unknown as Bindings;
+  let b: Bindings;
+  try {
+    const bind = (process as unknown as { binding(name: string): Record<string, unknown> }).binding;
+    b = { ...bind('tcp_wrap'), ...bind('stream_wrap') } as unknown as Bindings;
+  } catch {
+    // A Node without process.binding, or one that no longer allow-lists these names.
+    b = {} as Bindings;
+  }
   const ok =
     typeof b.TCP === 'function' &&
     typeof b.TCPConnectWrap === 'function' &&
@@ -82,18 +87,8 @@ export function binding(): Bindings {
   if (!ok)
     throw new ProxyError(
       'KPT_UNSUPPORTED',
-      `this Node (${process.version}) has no usable tcp_wrap/stream_wrap binding; use the stream relay`,
+      `this Node (${process.version}) has no usable tcp_wrap/stream_wrap binding, which the userspace TCP relay is built on`,
     );
   cached = b;
   return b;
-}
-
-/** Whether this Node offers the bindings the handle relay needs (else the stream relay is used). */
-export function handleRelayUsable(): boolean {
-  try {
-    binding();
-    return true;
-  } catch {
-    return false;
-  }
 }

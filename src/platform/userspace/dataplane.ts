@@ -16,7 +16,7 @@
 // with `ss -K` says so only through SO_ACCEPTCONN, sockstate.ts; a UDP one
 // through an error). A dead listener is dropped at once, so the full sync
 // that follows opens a new one and points the redirect at it.
-import { handleRelayUsable } from './bindings.js';
+import { binding } from './bindings.js';
 import type { DataplaneConfig, Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
@@ -29,7 +29,6 @@ import { NftMonitor, type NftChange } from '../nftables/monitor.js';
 import { openSocketState, type SocketState } from './sockstate.js';
 
 export { cleanupUserspaceLeftovers } from './leftovers.js';
-import { HandleTcpListener } from './handletcp.js';
 import { TcpListener, type RelayEvent } from './tcp.js';
 import { UdpListener } from './udp.js';
 
@@ -58,12 +57,6 @@ export interface UserspaceDataplaneOptions {
   readonly udpIdleTimeoutMs?: number;
   /** Dial timeouts per try when connecting to endpoints (default upstream's 250/500/1000/2000 ms). */
   readonly dialTimeoutsMs?: readonly number[];
-  /**
-   * TCP relay implementation: 'handle' (default) relays on libuv handles
-   * (handletcp.ts, less CPU per connection), 'stream' on net.Socket (tcp.ts).
-   * Both keep the same contracts.
-   */
-  readonly tcpRelay?: 'handle' | 'stream';
   readonly onEvent?: RelayEvent;
   /** Called with each rule script before it is applied (debug logging). */
   readonly onTransaction?: (family: IPFamily, script: string) => void;
@@ -73,7 +66,7 @@ export interface UserspaceDataplaneOptions {
 
 interface Entry {
   readonly lb: RoundRobin;
-  readonly listener: TcpListener | HandleTcpListener | UdpListener;
+  readonly listener: TcpListener | UdpListener;
   readonly port: number;
 }
 
@@ -81,7 +74,6 @@ export class UserspaceDataplane implements Dataplane {
   readonly mode = 'userspace' as const;
   readonly family: IPFamily;
   private readonly entries = new Map<string, Entry>();
-  private relayChoice: 'handle' | 'stream' | null = null;
   private readonly renderer: UserspaceRenderer;
   private readonly runner: NftRunner;
   private readonly clock: Clock;
@@ -102,20 +94,9 @@ export class UserspaceDataplane implements Dataplane {
     this.runner = opts.runner ?? nftRunner();
     this.clock = opts.clock ?? realClock;
     this.onEvent = opts.onEvent ?? (() => {});
-  }
-
-  /**
-   * The handle relay (half the CPU per connection) rests on Node's internal tcp_wrap binding; a Node whose
-   * binding changed falls back to the net.Socket relay with a warning instead of failing to listen.
-   */
-  private tcpRelay(): 'handle' | 'stream' {
-    if (this.opts.tcpRelay) return this.opts.tcpRelay;
-    if (this.relayChoice === null) {
-      this.relayChoice = handleRelayUsable() ? 'handle' : 'stream';
-      if (this.relayChoice === 'stream')
-        this.onEvent('warn', { node: process.version }, 'tcp_wrap binding unusable; using the net.Socket relay');
-    }
-    return this.relayChoice;
+    // The TCP relay rests on Node's internal tcp_wrap binding: a Node that changed it fails here, at start,
+    // with a clear error, instead of at every sync.
+    binding();
   }
 
   /** Tell `onDrift` when the redirect table is changed by others or a listener dies (see the top). */
@@ -222,10 +203,9 @@ export class UserspaceDataplane implements Dataplane {
     }
     const lb = new RoundRobin(this.clock);
     lb.setEndpoints(keys, spec.stickyMs);
-    const Tcp = this.tcpRelay() === 'handle' ? HandleTcpListener : TcpListener;
     const listener =
       spec.protocol === 'TCP'
-        ? new Tcp(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs)
+        ? new TcpListener(spec.key, lb, this.onEvent, this.opts.dialTimeoutsMs)
         : new UdpListener(
             spec.key,
             lb,

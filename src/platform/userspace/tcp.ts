@@ -1,20 +1,35 @@
-// One TCP listener of the userspace mode: accepts redirected connections,
-// picks an endpoint with the listener's RoundRobin and relays bytes both
-// ways until both sides have ended.
+// The userspace mode's TCP listener, also the relay of nftables mode's
+// localhost NodePorts: accepts redirected connections, picks an endpoint with
+// the listener's RoundRobin and relays bytes both ways until both sides have
+// ended. It works on libuv stream handles (Node's tcp_wrap binding), not on
+// net.Socket: no Duplex stream, no stream state objects and no events per
+// socket, which is where a net.Socket relay spends most of its CPU per
+// connection and per byte (measured in bench/README.md, userspace-relay).
 //
 // Contracts:
-// * Backpressure: relayBytes() in both directions (a full socket pauses its
-//   source), so a slow side never makes the relay buffer without bound.
-// * Half-close: both sockets allow half-open; a FIN from one side is passed
-//   on as end() to the other, which may go on sending.
-// * Errors: an error or reset on either side resets the other (RST passes
+// * Backpressure: when libuv queues more than HIGH_WATER (256 KiB) of writes
+//   to one side (its kernel buffer is full), reading from the other side
+//   stops until the queue drains below it. So at most HIGH_WATER plus one
+//   read chunk (64 KiB) per direction is held in the relay.
+// * Half-close: EOF from one side becomes shutdown() of the other, which
+//   may go on sending; when both directions ended both handles are closed.
+// * Errors: a read or write error on either side resets both (RST passes
 //   through, as a kernel DNAT path would show it).
 // * Connect failures (refused, unreachable, timeout) try the next endpoint
 //   round-robin, ignoring affinity, with the upstream userspace proxier's
 //   dial timeouts (250 ms, 500 ms, 1 s, 2 s): four tries, then reset.
 // * No endpoints: the client is reset at once.
-import net from 'node:net';
+// * No idle timeout: a relay lives as long as both sides keep it open, as
+//   upstream's userspace proxier did for TCP.
+//
+// The binding is Node's internal API (process.binding allow-listed
+// 'tcp_wrap' and 'stream_wrap', used by lib/net.js itself); bindings.ts
+// checks its shape once, and the relay's users ask for it when they are
+// built, so a Node that changed it fails at start, not in the middle of a relay.
+import { getSystemErrorName } from 'node:util';
+import { ProxyError } from '../../core/errors.js';
 import type { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
+import { binding, UV_EOF, type ConnectReq, type TcpHandle, type WriteReq } from './bindings.js';
 import { DialTimer } from './dialtimer.js';
 
 /** Upstream userspace EndpointDialTimeouts. */
@@ -26,14 +41,6 @@ export type RelayEvent = (
   msg: string,
 ) => void;
 
-interface Relay {
-  readonly client: net.Socket;
-  upstream: net.Socket | null;
-  endpoint: string;
-  /** True once upstream connected and the byte relay is wired. */
-  wired: boolean;
-}
-
 /** "ip:port" / "[ip]:port" -> host and port. */
 export function splitEndpoint(key: string): { host: string; port: number } {
   const i = key.lastIndexOf(':');
@@ -41,30 +48,133 @@ export function splitEndpoint(key: string): { host: string; port: number } {
   return { host: host.startsWith('[') ? host.slice(1, -1) : host, port: Number(key.slice(i + 1)) };
 }
 
+/** One relayed connection. `up` is null while no dial is in flight. */
+interface Relay {
+  readonly client: TcpHandle;
+  up: TcpHandle | null;
+  endpoint: string;
+  /** Bumped per dial: completions of abandoned dials are ignored. */
+  dialSeq: number;
+  connected: boolean;
+  done: boolean;
+  /** Directions whose EOF was passed on as a completed shutdown (2 = both). */
+  ended: number;
+}
+
+/** Per-handle relay state, kept on the handle so one shared onread serves all. */
+interface Side {
+  relay: Relay;
+  peer: TcpHandle;
+  owner: TcpListener;
+  /** Bytes written to `peer` still queued in libuv (the kernel buffer was full). */
+  pending: number;
+  /** Bytes read so far (until the side gets a user buffer). */
+  total: number;
+  /** This side's own read buffer once it moved BULK_AFTER bytes. */
+  userBuf?: Buffer;
+  /** Reading from this side is stopped for backpressure. */
+  stopped: boolean;
+  eof: boolean;
+}
+
+/** Queued bytes per direction before reading stops (net.Socket's pipe stops at 16 KiB; bulk gains from more). */
+const HIGH_WATER = 256 * 1024;
+/** Bytes read before a side gets its own read buffer of BULK_BUFFER bytes. */
+const BULK_AFTER = 4 * 1024 * 1024;
+const BULK_BUFFER = 256 * 1024;
+
+type SideHandle = TcpHandle & { side?: Side; shutdownIssued?: boolean };
+
+function errName(err: number): string {
+  try {
+    return getSystemErrorName(err);
+  } catch {
+    return String(err);
+  }
+}
+
 /**
- * Copy from -> to with backpressure and half-close: what stream.pipe() does,
- * minus its per-chunk bookkeeping (measured: less CPU per connection).
- * A full `to` pauses `from` until 'drain'; the end of `from` ends `to`.
+ * Close with RST, or plainly once a shutdown was issued on the handle: libuv
+ * refuses to reset a handle with a shutdown in flight (EINVAL), and Node's
+ * TCPWrap marks the handle closing even then, so a close() after the failed
+ * reset does nothing and the socket would stay open for good.
  */
-function relayBytes(from: net.Socket, to: net.Socket): void {
-  const resume = () => from.resume();
-  from.on('data', (chunk: Buffer) => {
-    if (!to.write(chunk)) {
-      from.pause();
-      to.once('drain', resume);
+function resetHandle(h: SideHandle): void {
+  if (h.shutdownIssued || h.reset(() => {}) !== 0) h.close();
+}
+
+/** onread of every wired handle (`this` is the handle that read). */
+function onRead(this: SideHandle, ab: ArrayBuffer | undefined): void {
+  const s = this.side;
+  if (!s || s.relay.done) return;
+  const { streamBaseState, kReadBytesOrError, kArrayBufferOffset, kLastWriteWasAsync, WriteWrap } = binding();
+  const nread = streamBaseState[kReadBytesOrError]!;
+  if (nread > 0) {
+    // With a user buffer (bulk side) the bytes are at its start and ab is undefined.
+    const chunk = ab ? new Uint8Array(ab, streamBaseState[kArrayBufferOffset]!, nread) : s.userBuf!.subarray(0, nread);
+    const req = new WriteWrap() as WriteReq;
+    req.handle = s.peer;
+    req.oncomplete = onWriteDone;
+    req.async = false;
+    req.side = s;
+    req.buffer = chunk;
+    const err = s.peer.writeBuffer(req, chunk);
+    if (err !== 0) return s.owner.resetRelay(s.relay);
+    if (streamBaseState[kLastWriteWasAsync]) {
+      // The peer's kernel buffer is full: libuv queues the rest. Past HIGH_WATER
+      // queued bytes stop reading here until the queue drained below it.
+      // A user buffer is reused by the next read: stop at once until the write is out.
+      s.pending += nread;
+      req.bytes = nread;
+      if ((s.userBuf || s.pending >= HIGH_WATER) && !s.stopped) {
+        s.stopped = true;
+        this.readStop();
+      }
+    } else if (!s.userBuf && (s.total += nread) >= BULK_AFTER && s.pending === 0) {
+      // A bulk side: read into its own larger buffer, no allocation per chunk.
+      s.userBuf = Buffer.allocUnsafe(BULK_BUFFER);
+      this.useUserBuffer(s.userBuf);
     }
-  });
-  // 'end' fires at most once: on() spares once()'s wrapper closure.
-  from.on('end', () => to.end());
-  // Accepted sockets start paused (pauseOnConnect): a 'data' listener alone does not start them.
-  from.resume();
+    return;
+  }
+  if (nread === UV_EOF) {
+    s.eof = true;
+    // libuv queues the shutdown behind pending writes.
+    const req = new (binding().ShutdownWrap)() as WriteReq;
+    req.handle = s.peer;
+    req.oncomplete = onShutdownDone;
+    req.side = s;
+    (s.peer as SideHandle).shutdownIssued = true;
+    if (s.peer.shutdown(req) !== 0) s.owner.resetRelay(s.relay);
+    return;
+  }
+  if (nread < 0) s.owner.resetRelay(s.relay);
+}
+
+function onWriteDone(this: WriteReq, status: number): void {
+  const s = this.side as Side;
+  if (s.relay.done) return;
+  if (status < 0) return s.owner.resetRelay(s.relay);
+  s.pending -= this.bytes ?? 0;
+  if (s.stopped && (s.userBuf ? s.pending === 0 : s.pending < HIGH_WATER) && !s.eof) {
+    s.stopped = false;
+    (s.relay.client === s.peer ? s.relay.up! : s.relay.client).readStart();
+  }
+}
+
+function onShutdownDone(this: WriteReq, status: number): void {
+  const s = this.side as Side;
+  if (s.relay.done) return;
+  if (status < 0) return s.owner.resetRelay(s.relay);
+  if (++s.relay.ended === 2) s.owner.finish(s.relay);
 }
 
 export class TcpListener {
-  private readonly server: net.Server;
+  private readonly server: TcpHandle;
   private readonly relays = new Set<Relay>();
   private readonly dialTimer = new DialTimer();
   private closed = false;
+  private boundPort = 0;
   /** Connections accepted since start (for metrics and tests). */
   accepted = 0;
   /** Connections that found no endpoint that would accept them. */
@@ -76,32 +186,42 @@ export class TcpListener {
     private readonly onEvent: RelayEvent,
     private readonly dialTimeouts: readonly number[] = ENDPOINT_DIAL_TIMEOUTS_MS,
   ) {
-    this.server = net.createServer({ allowHalfOpen: true, pauseOnConnect: true, noDelay: true }, (c) => this.accept(c));
-    this.server.on('error', (err) =>
-      this.onEvent('error', { listener: key, err: String(err) }, 'userspace TCP listener error'),
-    );
+    const b = binding();
+    this.server = new b.TCP(b.constants.SERVER);
+    this.server.onconnection = (status: number, client?: TcpHandle) => {
+      if (status < 0 || !client) {
+        this.onEvent('error', { listener: key, err: errName(status) }, 'userspace TCP listener error');
+        return;
+      }
+      this.accept(client);
+    };
   }
 
   /** Bind (port 0 = any free port) and resolve with the bound port. */
   listen(host: string, port = 0): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const onErr = (err: Error) => reject(err);
-      this.server.once('error', onErr);
-      this.server.listen({ host, port, backlog: 4096, ipv6Only: host.includes(':') }, () => {
-        this.server.off('error', onErr);
-        resolve((this.server.address() as net.AddressInfo).port);
-      });
-    });
+    const v6 = host.includes(':');
+    // UV_TCP_IPV6ONLY = 1, as net.Server's ipv6Only.
+    let err = v6 ? this.server.bind6(host, port, 1) : this.server.bind(host, port);
+    if (err === 0) err = this.server.listen(4096);
+    if (err !== 0) {
+      const name = errName(err);
+      // A taken port is another socket's (the next sync tries again); anything else is an address or port we may not use.
+      const code = name === 'EADDRINUSE' ? 'KPT_BUSY' : 'KPT_CONFIG_INVALID';
+      return Promise.reject(new ProxyError(code, `listen ${name} ${host}:${port}`));
+    }
+    const out: { port?: number } = {};
+    this.server.getsockname(out);
+    this.boundPort = out.port ?? 0;
+    return Promise.resolve(this.boundPort);
   }
 
   port(): number {
-    return (this.server.address() as net.AddressInfo | null)?.port ?? 0;
+    return this.boundPort;
   }
 
   /** The listening socket's fd, for the liveness check (sockstate.ts); -1 when unknown. */
   fd(): number {
-    // net.Server keeps its handle private; on Unix the handle's fd is the socket's.
-    return (this.server as unknown as { _handle?: { fd?: number } | null })._handle?.fd ?? -1;
+    return this.server.fd ?? -1;
   }
 
   /** Open relays (including those still connecting). */
@@ -114,7 +234,7 @@ export class TcpListener {
     let n = 0;
     for (const r of this.relays) {
       if (keep.has(r.endpoint)) continue;
-      this.reset(r);
+      this.resetRelay(r);
       n++;
     }
     return n;
@@ -131,93 +251,103 @@ export class TcpListener {
     this.server.close();
   }
 
-  /** Stop accepting and reset every relay. */
+  /** Stop accepting and reset every relay (also those a retired listener left running). */
   close(): Promise<void> {
-    this.closed = true;
     this.dialTimer.clear();
-    for (const r of this.relays) this.reset(r);
+    for (const r of this.relays) this.resetRelay(r);
+    if (this.closed) return Promise.resolve();
+    this.closed = true;
     return new Promise((resolve) => this.server.close(() => resolve()));
   }
 
-  private accept(client: net.Socket): void {
+  private accept(client: TcpHandle): void {
     if (this.closed) {
-      client.resetAndDestroy();
+      resetHandle(client);
       return;
     }
     this.accepted++;
-    const relay: Relay = { client, upstream: null, endpoint: '', wired: false };
+    client.setNoDelay(true);
+    const relay: Relay = { client, up: null, endpoint: '', dialSeq: 0, connected: false, done: false, ended: 0 };
     this.relays.add(relay);
-    client.on('error', () => this.reset(relay));
-    // One 'close' listener for both phases (fewer listeners per connection).
-    client.on('close', () => {
-      this.relays.delete(relay);
-      const up = relay.upstream;
-      // The client went away without a clean end on our side: pass the reset on.
-      if (relay.wired && up && !up.destroyed && !up.writableEnded) up.resetAndDestroy();
-    });
     this.dial(relay, 0);
   }
 
+  private clientIP(relay: Relay): string {
+    if (!this.lb.affinityEnabled()) return '';
+    const out: { address?: string } = {};
+    relay.client.getpeername(out);
+    return out.address ?? '';
+  }
+
   private dial(relay: Relay, attempt: number): void {
-    // remoteAddress costs a getpeername() syscall: only affinity needs it.
-    const clientIP = this.lb.affinityEnabled() ? (relay.client.remoteAddress ?? '') : '';
-    const ep = attempt < this.dialTimeouts.length ? this.lb.next(clientIP, attempt > 0) : null;
-    if (ep === null || relay.client.destroyed) {
-      if (ep === null) this.failed++;
-      relay.client.resetAndDestroy();
-      this.relays.delete(relay);
-      return;
+    const ep = attempt < this.dialTimeouts.length ? this.lb.next(this.clientIP(relay), attempt > 0) : null;
+    if (ep === null) {
+      this.failed++;
+      return this.resetRelay(relay);
     }
+    const b = binding();
     const { host, port } = splitEndpoint(ep);
+    const up: SideHandle = new b.TCP(b.constants.SOCKET);
+    const seq = ++relay.dialSeq;
     relay.endpoint = ep;
-    const up = net.connect({ host, port, allowHalfOpen: true, noDelay: true });
-    relay.upstream = up;
-    let failed = false;
-    const retry = (why: string) => {
-      if (failed) return;
-      failed = true;
-      up.removeAllListeners();
-      up.on('error', () => {});
-      up.destroy();
-      relay.upstream = null;
-      this.onEvent(
-        'debug',
-        { listener: this.key, endpoint: ep, attempt, why },
-        'endpoint dial failed, trying the next',
-      );
-      this.dial(relay, attempt + 1);
+    relay.up = up;
+    const req = new b.TCPConnectWrap() as ConnectReq;
+    req.oncomplete = (status: number) => {
+      if (relay.done || relay.dialSeq !== seq) return;
+      if (status === 0) return this.wire(relay, up);
+      this.retry(relay, attempt, errName(status));
     };
-    const onDialError = (err: NodeJS.ErrnoException) => retry(err.code ?? String(err));
-    // One shared deadline timer per listener instead of up.setTimeout() per dial.
+    req.address = host;
+    req.port = port;
+    const err = host.includes(':') ? up.connect6(req, host, port) : up.connect(req, host, port);
+    if (err !== 0) return this.retry(relay, attempt, errName(err));
     this.dialTimer.watch(this.dialTimeouts[attempt]!, () => {
-      if (up.connecting && !up.destroyed) retry('timeout');
-    });
-    up.on('error', onDialError);
-    up.on('connect', () => {
-      up.off('error', onDialError);
-      this.wire(relay, up);
+      if (!relay.done && relay.dialSeq === seq && !relay.connected) this.retry(relay, attempt, 'timeout');
     });
   }
 
-  private wire(relay: Relay, up: net.Socket): void {
-    const { client } = relay;
-    if (client.destroyed) {
-      up.destroy();
-      return;
+  private retry(relay: Relay, attempt: number, why: string): void {
+    relay.dialSeq++;
+    relay.up?.close();
+    relay.up = null;
+    this.onEvent(
+      'debug',
+      { listener: this.key, endpoint: relay.endpoint, attempt, why },
+      'endpoint dial failed, trying the next',
+    );
+    this.dial(relay, attempt + 1);
+  }
+
+  private wire(relay: Relay, up: SideHandle): void {
+    relay.connected = true;
+    const client = relay.client as SideHandle;
+    up.setNoDelay(true);
+    client.side = { relay, peer: up, owner: this, pending: 0, total: 0, stopped: false, eof: false };
+    up.side = { relay, peer: client, owner: this, pending: 0, total: 0, stopped: false, eof: false };
+    client.onread = onRead;
+    up.onread = onRead;
+    if (client.readStart() !== 0 || up.readStart() !== 0) this.resetRelay(relay);
+  }
+
+  /** Both directions ended cleanly: close both handles. */
+  finish(relay: Relay): void {
+    if (relay.done) return;
+    relay.done = true;
+    this.relays.delete(relay);
+    relay.client.close();
+    relay.up?.close();
+  }
+
+  /** Reset both sides (RST where connected) and forget the relay. */
+  resetRelay(relay: Relay): void {
+    if (relay.done) return;
+    relay.done = true;
+    this.relays.delete(relay);
+    resetHandle(relay.client);
+    const up = relay.up;
+    if (up) {
+      if (relay.connected) resetHandle(up);
+      else up.close();
     }
-    relay.wired = true;
-    up.on('error', () => this.reset(relay));
-    up.on('close', () => {
-      // The upstream went away without a clean end on our side: pass the reset on.
-      if (!client.destroyed && !client.writableEnded) client.resetAndDestroy();
-    });
-    relayBytes(client, up);
-    relayBytes(up, client);
-  }
-
-  private reset(r: Relay): void {
-    this.relays.delete(r);
-    if (!r.client.destroyed) r.client.resetAndDestroy();
-    if (r.upstream && !r.upstream.destroyed) r.upstream.resetAndDestroy();
   }
 }
