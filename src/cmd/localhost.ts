@@ -23,7 +23,7 @@ export function withLocalhostNodePortRelays(
     log.info({ family: dp.family, localhostNodePorts: lnpMode }, 'Localhost NodePorts (nftables mode)');
     return new LocalhostNodePorts({
       family: dp.family,
-      mode: lnpMode,
+      serving: lnpMode,
       runner: nftRunner(),
       metrics,
       onEvent: (level, fields, msg) => log[level](fields, msg),

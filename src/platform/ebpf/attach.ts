@@ -116,7 +116,7 @@ export class TcAttacher {
 
   constructor(
     private readonly pins: PinDir,
-    readonly mode: AttachMode,
+    readonly attachMode: AttachMode,
   ) {}
 
   /**
@@ -132,7 +132,7 @@ export class TcAttacher {
       live.add(i.index);
       for (const dir of DIRECTIONS) {
         const fd = dir === 'ingress' ? progs.ingress : progs.egress;
-        const what = this.mode === 'tcx' ? this.tcx(i.index, dir, fd) : this.tc(i.index, dir, fd);
+        const what = this.attachMode === 'tcx' ? this.tcx(i.index, dir, fd) : this.tc(i.index, dir, fd);
         if (what === 'attached') res.attached.push(`${i.name}/${dir}`);
         if (what === 'updated') res.updated.push(`${i.name}/${dir}`);
       }
@@ -213,9 +213,9 @@ export class TcAttacher {
       if (!attachable(i)) continue;
       for (const dir of DIRECTIONS) {
         const want = this.progId(dir === 'ingress' ? progs.ingress : progs.egress);
-        const have = this.mode === 'tcx' ? this.tcxProgram(i.index, dir) : this.tcProgram(i.index, dir);
+        const have = this.attachMode === 'tcx' ? this.tcxProgram(i.index, dir) : this.tcProgram(i.index, dir);
         if (have !== want)
-          return `${this.mode} ${i.name}/${dir}: ${have === null ? 'no program of ours' : `program id ${have}`} where ours (id ${want}) was attached`;
+          return `${this.attachMode} ${i.name}/${dir}: ${have === null ? 'no program of ours' : `program id ${have}`} where ours (id ${want}) was attached`;
       }
     }
     return null;

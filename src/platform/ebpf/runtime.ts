@@ -75,7 +75,7 @@ export class EbpfRuntime implements MapStore {
   }
 
   get attachMode(): AttachMode | null {
-    return this.attacher?.mode ?? null;
+    return this.attacher?.attachMode ?? null;
   }
 
   /** Attach to every current interface (new ones included); forget vanished ones. */

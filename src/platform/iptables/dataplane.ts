@@ -298,8 +298,8 @@ export class IptablesDataplane implements Dataplane {
   }
 
   private useWholeTableCache(f: IptablesFeatures, r: IptablesRender): boolean {
-    const mode = this.o.wholeTableCache ?? 'auto';
-    if (mode !== 'auto') return mode === 'always';
+    const setting = this.o.wholeTableCache ?? 'auto';
+    if (setting !== 'auto') return setting === 'always';
     if (!f.nftBackend) return false;
     const commands = r.natRules + r.deletedChains.length;
     // Chains named: every active chain on a full sync; on a partial one the

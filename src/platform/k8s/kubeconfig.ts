@@ -242,14 +242,15 @@ function execConfig(raw: unknown, cluster: Obj, where: string): ExecConfig {
   ) {
     throw invalid(w, 'env must be a list of {name, value} strings');
   }
-  let mode = str(raw, 'interactiveMode', w);
+  let interactive = str(raw, 'interactiveMode', w);
   // v1 requires the field; v1beta1 defaults it (clientcmd's defaulting).
-  if (!mode && apiVersion === 'client.authentication.k8s.io/v1') throw invalid(w, 'interactiveMode is required for v1');
-  mode ??= 'IfAvailable';
-  if (mode !== 'Never' && mode !== 'IfAvailable' && mode !== 'Always') {
-    throw invalid(w, `interactiveMode ${JSON.stringify(mode)} must be Never, IfAvailable or Always`);
+  if (!interactive && apiVersion === 'client.authentication.k8s.io/v1')
+    throw invalid(w, 'interactiveMode is required for v1');
+  interactive ??= 'IfAvailable';
+  if (interactive !== 'Never' && interactive !== 'IfAvailable' && interactive !== 'Always') {
+    throw invalid(w, `interactiveMode ${JSON.stringify(interactive)} must be Never, IfAvailable or Always`);
   }
-  if (mode === 'Always') throw invalid(w, 'interactiveMode Always needs a terminal; a node proxy has none');
+  if (interactive === 'Always') throw invalid(w, 'interactiveMode Always needs a terminal; a node proxy has none');
   const ext = Array.isArray(cluster['extensions'])
     ? (cluster['extensions'] as unknown[]).find((e) => isObj(e) && e['name'] === 'client.authentication.k8s.io/exec')
     : undefined;
@@ -260,7 +261,7 @@ function execConfig(raw: unknown, cluster: Obj, where: string): ExecConfig {
     apiVersion: apiVersion as ExecConfig['apiVersion'],
     installHint: str(raw, 'installHint', w) ?? '',
     provideClusterInfo: raw['provideClusterInfo'] === true,
-    interactiveMode: mode,
+    interactiveMode: interactive,
     ...(isObj(ext) ? { clusterExtension: ext['extension'] } : {}),
   };
 }

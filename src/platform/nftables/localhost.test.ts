@@ -57,7 +57,7 @@ describe('LocalhostNodePorts (loopback relays)', () => {
     return { stdout: '', stderr: '', code: 0 };
   };
   const relays = (mode: LocalhostNodePortsMode, metrics: Recorder) =>
-    new LocalhostNodePorts({ family: 'IPv4', mode, runner, metrics, clock: new FakeClock() });
+    new LocalhostNodePorts({ family: 'IPv4', serving: mode, runner, metrics, clock: new FakeClock() });
 
   /** Services with NodePorts np1 (endpoint 127.0.0.2, this node) and np2 (127.0.0.3, another node), and a UDP one. */
   const state = (opts: { second?: boolean; local2?: boolean; withoutA?: boolean } = {}): SyncState => {
@@ -154,7 +154,7 @@ describe('LocalhostNodePorts (loopback relays)', () => {
     const events: string[] = [];
     const lnp = new LocalhostNodePorts({
       family: 'IPv4',
-      mode: 'serve',
+      serving: 'serve',
       runner,
       metrics: m,
       onEvent: (level, _f, msg) => events.push(`${level}: ${msg}`),
@@ -235,7 +235,7 @@ describe('LocalhostNodePorts (loopback relays)', () => {
     const events: string[] = [];
     const lnp = new LocalhostNodePorts({
       family: 'IPv4',
-      mode: 'reject',
+      serving: 'reject',
       runner: flaky,
       metrics: new Recorder(),
       onEvent: (level, _f, msg) => events.push(`${level}: ${msg}`),
@@ -261,7 +261,7 @@ describe('LocalhostNodePorts (loopback relays)', () => {
     await new Promise<void>((r) => ep6.listen(0, '::1', () => r()));
     const port6 = (ep6.address() as net.AddressInfo).port;
     const np6 = await freePort();
-    const lnp = new LocalhostNodePorts({ family: 'IPv6', mode: 'serve', runner, metrics: new Recorder() });
+    const lnp = new LocalhostNodePorts({ family: 'IPv6', serving: 'serve', runner, metrics: new Recorder() });
     try {
       await lnp.sync(
         syncStateFromObjects({

@@ -47,7 +47,7 @@ export interface LocalhostNodePortMetrics {
 
 export interface LocalhostNodePortsOptions {
   readonly family: IPFamily;
-  readonly mode: LocalhostNodePortsMode;
+  readonly serving: LocalhostNodePortsMode;
   /** nft for the reject table: the host's, or a namespace's in tests. */
   readonly runner: NftRunner;
   readonly metrics: LocalhostNodePortMetrics;
@@ -77,21 +77,22 @@ export class LocalhostNodePorts {
     this.clock = opts.clock ?? realClock;
     this.onEvent = opts.onEvent ?? (() => {});
     // As in the userspace mode: a Node whose tcp_wrap binding changed fails at start, not at every sync.
-    if (opts.mode === 'serve') binding();
+    if (opts.serving === 'serve') binding();
   }
 
-  get mode(): LocalhostNodePortsMode {
-    return this.opts.mode;
+  /** What this family does with loopback NodePorts: serve, reject, or nothing. */
+  get serving(): LocalhostNodePortsMode {
+    return this.opts.serving;
   }
 
   /** Bring relays and the reject table to `state` (after the datapath's own sync succeeded). */
   async sync(state: SyncState): Promise<void> {
-    if (this.opts.mode === 'off') {
+    if (this.serving === 'off') {
       // The gate is off: leave nothing of ours behind from a run that had it on.
       if (this.applied === null) await this.writeTable(localhostCleanupScript(this.family));
       return;
     }
-    const plan = planLocalhostNodePorts(state, this.opts.mode === 'serve');
+    const plan = planLocalhostNodePorts(state, this.serving === 'serve');
     // Close first: a port that moved to another Service is free again for it.
     for (const [key, r] of [...this.relays]) {
       if (plan.relays.has(key)) continue;
@@ -166,7 +167,7 @@ export class LocalhostNodePorts {
 
   /** Rejected loopback packets per protocol, read from the kernel; empty when the table is absent. */
   async rejectedPackets(): Promise<Partial<Record<Protocol, number>>> {
-    if (this.opts.mode === 'off') return {};
+    if (this.serving === 'off') return {};
     const fam = this.family === 'IPv4' ? 'ip' : 'ip6';
     let out: string;
     try {
