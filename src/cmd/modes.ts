@@ -184,7 +184,7 @@ export async function createDataplane(mode: ProxyMode, d: DataplaneDeps): Promis
         config: d.config,
         clock: d.clock,
         onEvent,
-        onTransaction: (family, script, via) => d.log.trace({ family, script, via }, 'nft transaction'),
+        onTransaction: (family, script) => d.log.trace({ family, script }, 'nft transaction'),
       });
     }
     case 'ebpf': {

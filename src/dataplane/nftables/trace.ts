@@ -274,16 +274,17 @@ class Tracer {
         if (hit === neg) return 'continue';
         continue;
       }
+      if (tok === 'meta' && peek() === 'l4proto' && peek(1) === '{') {
+        // meta l4proto { tcp, udp }
+        const items: string[] = [];
+        i += 2;
+        while (peek() !== '}' && peek() !== undefined) items.push(...next()!.split(',').filter(Boolean));
+        next();
+        if (!items.includes(this.field('meta l4proto', pkt))) return 'continue';
+        continue;
+      }
       if (tok === 'meta' && peek() === 'l4proto') {
         next();
-        if (peek() === '{') {
-          const items: string[] = [];
-          next();
-          while (peek() !== '}' && peek() !== undefined) items.push(...next()!.split(',').filter(Boolean));
-          next();
-          if (!items.includes(pkt.proto)) return 'continue';
-          continue;
-        }
         if (next() !== pkt.proto) return 'continue';
         continue;
       }
