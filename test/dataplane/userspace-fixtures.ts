@@ -2,9 +2,9 @@
 // plan, open the listeners, render the table for their ports, apply it.
 import type { Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
-import type { DataplaneConfig } from '../../src/core/types.js';
+import type { DataplaneConfig, IPFamily } from '../../src/core/types.js';
 import type { Transaction } from '../../src/dataplane/nftables/transaction.js';
-import { Fake, UserspaceRenderer } from '../../src/dataplane/userspace/index.js';
+import { Fake, UserspaceRenderer, type UserspacePlan } from '../../src/dataplane/userspace/index.js';
 
 /** `config` changes the scenario's resolved config (knobs the table does not cover). */
 export function loadScenario(
@@ -37,3 +37,55 @@ export const TABLE_KNOBS: ReadonlyArray<{ name: string; config: (c: DataplaneCon
     config: (c) => ({ ...c, nodePortAddresses: c.family === 'IPv4' ? ['128.0.0.0/1'] : ['8000::/1'] }),
   },
 ];
+
+/**
+ * Three service ports, one of each fate: redirected (cluster IP, external IP
+ * and NodePort, to listeners A and AL), refused (reject internally, drop
+ * externally), and one whose listener did not open (no port in
+ * PORTAL_PORTS). IPv6 keeps the last byte of each address.
+ */
+export function portalPlan(family: IPFamily): UserspacePlan {
+  const ip = (v4: string) => (family === 'IPv4' ? v4 : `fd00:172:30::${v4.split('.').pop()}`);
+  return {
+    listeners: new Map(),
+    skipped: [],
+    portals: [
+      {
+        servicePortKey: 'ns1/a:p',
+        protocol: 'TCP',
+        port: 80,
+        clusterIP: ip('172.30.0.41'),
+        internal: { kind: 'listener', listener: 'A' },
+        externalIPs: [ip('192.168.99.11')],
+        nodePort: 30080,
+        external: { kind: 'listener', listener: 'AL' },
+      },
+      {
+        servicePortKey: 'ns1/b:p',
+        protocol: 'UDP',
+        port: 53,
+        clusterIP: ip('172.30.0.42'),
+        internal: { kind: 'reject' },
+        externalIPs: [],
+        nodePort: 30053,
+        external: { kind: 'drop' },
+      },
+      {
+        servicePortKey: 'ns1/c:p',
+        protocol: 'TCP',
+        port: 81,
+        clusterIP: ip('172.30.0.43'),
+        internal: { kind: 'listener', listener: 'C-failed' },
+        externalIPs: [],
+        nodePort: 0,
+        external: null,
+      },
+    ],
+  };
+}
+
+/** The ports portalPlan's listeners got (C-failed has none). */
+export const PORTAL_PORTS: ReadonlyMap<string, number> = new Map([
+  ['A', 40001],
+  ['AL', 40002],
+]);

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import type { DataplaneConfig } from '../../core/types.js';
 import type { UserspacePlan } from './plan.js';
 import { renderCleanup, renderRules as renderTx } from './rules.js';
+import { PORTAL_PORTS, portalPlan } from '../../../test/dataplane/userspace-fixtures.js';
 
 const CFG: DataplaneConfig = {
   family: 'IPv4',
@@ -14,46 +15,8 @@ const CFG: DataplaneConfig = {
   localIPs: ['127.0.0.1', '192.168.0.2'],
 };
 
-const PLAN: UserspacePlan = {
-  listeners: new Map(),
-  skipped: [],
-  portals: [
-    {
-      servicePortKey: 'ns1/a:p',
-      protocol: 'TCP',
-      port: 80,
-      clusterIP: '172.30.0.41',
-      internal: { kind: 'listener', listener: 'A' },
-      externalIPs: ['192.168.99.11'],
-      nodePort: 30080,
-      external: { kind: 'listener', listener: 'AL' },
-    },
-    {
-      servicePortKey: 'ns1/b:p',
-      protocol: 'UDP',
-      port: 53,
-      clusterIP: '172.30.0.42',
-      internal: { kind: 'reject' },
-      externalIPs: [],
-      nodePort: 30053,
-      external: { kind: 'drop' },
-    },
-    {
-      servicePortKey: 'ns1/c:p',
-      protocol: 'TCP',
-      port: 81,
-      clusterIP: '172.30.0.43',
-      internal: { kind: 'listener', listener: 'C-failed' },
-      externalIPs: [],
-      nodePort: 0,
-      external: null,
-    },
-  ],
-};
-const PORTS = new Map([
-  ['A', 40001],
-  ['AL', 40002],
-]);
+const PLAN = portalPlan('IPv4');
+const PORTS = PORTAL_PORTS;
 
 const lines = (s: string) => s.trimEnd().split('\n');
 /** The transaction as the `nft -f` script it is (one line per object). */
