@@ -11,12 +11,20 @@
 // endpoints. Without an answer from the proxy, endpoints are left out of the
 // comparison and the summary says why. Only reads reach the kernel.
 import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
-import { Fake, TABLE_NAME, UserspaceRenderer, type UserspacePlan } from '../dataplane/userspace/index.js';
+import { Fake } from '../dataplane/nftables/fake.js';
+import { nftFamily, type NftFamily } from '../dataplane/nftables/names.js';
+import {
+  NODEPORT_PORTALS,
+  SERVICE_PORTALS,
+  TABLE_NAME,
+  UserspaceRenderer,
+  type UserspacePlan,
+} from '../dataplane/userspace/index.js';
 import type { StatusDoc } from '../engine/statusview.js';
 import type { CommandRunner } from '../platform/exec.js';
 import type { FamilyDiff } from './diffipt.js';
 import { setDiff } from './diffipvs.js';
-import { listenersFrom, userspaceScriptFromListing, userspaceTableBlock } from './explainuserspace.js';
+import { listenersFrom, userspaceTableFromListing } from './explainuserspace.js';
 
 export interface UserspaceFamilyInput {
   readonly run: CommandRunner;
@@ -44,14 +52,12 @@ export async function listeningPorts(run: CommandRunner): Promise<Set<string>> {
   return out;
 }
 
-/** The live table loaded into the userspace Fake (empty when the table does not exist). */
-async function liveTable(run: CommandRunner, fam: 'ip' | 'ip6'): Promise<Fake> {
-  const fake = new Fake(fam);
+/** The live table loaded into an nftables Fake of it (empty when the table does not exist). */
+async function liveTable(run: CommandRunner, fam: NftFamily): Promise<Fake> {
+  const empty = new Fake(fam, TABLE_NAME);
   const tables = (await run('nft', ['list', 'tables', fam])).stdout;
-  if (!tables.split('\n').some((l) => l.trim() === `table ${fam} ${TABLE_NAME}`)) return fake;
-  const block = userspaceTableBlock((await run('nft', ['list', 'table', fam, TABLE_NAME])).stdout, fam);
-  if (block !== null) fake.run(userspaceScriptFromListing(block, fam));
-  return fake;
+  if (!tables.split('\n').some((l) => l.trim() === `table ${fam} ${TABLE_NAME}`)) return empty;
+  return userspaceTableFromListing((await run('nft', ['list', 'table', fam, TABLE_NAME])).stdout, fam) ?? empty;
 }
 
 /**
@@ -64,17 +70,17 @@ function plannedPorts(
   live: Fake,
   listening: ReadonlySet<string>,
 ): { ports: Map<string, number>; fresh: Set<number> } {
-  const liveValue = (map: string, key: string) => live.maps.get(map)?.elements.get(key);
+  const liveValue = (map: string, key: string) => live.sets.get(map)?.elements.get(key)?.value?.[0];
   const ports = new Map<string, number>();
   for (const p of plan.portals) {
     const proto = p.protocol.toLowerCase();
     const claims: Array<[string | undefined, string]> = [
-      [liveValue('service-portals', `${p.clusterIP} . ${proto} . ${p.port}`), 'internal'],
+      [liveValue(SERVICE_PORTALS, `${p.clusterIP} . ${proto} . ${p.port}`), 'internal'],
       ...p.externalIPs.map((ip): [string | undefined, string] => [
-        liveValue('service-portals', `${ip} . ${proto} . ${p.port}`),
+        liveValue(SERVICE_PORTALS, `${ip} . ${proto} . ${p.port}`),
         'external',
       ]),
-      [p.nodePort > 0 ? liveValue('nodeport-portals', `${proto} . ${p.nodePort}`) : undefined, 'external'],
+      [p.nodePort > 0 ? liveValue(NODEPORT_PORTALS, `${proto} . ${p.nodePort}`) : undefined, 'external'],
     ];
     for (const [value, which] of claims) {
       const target = which === 'internal' ? p.internal : p.external;
@@ -95,36 +101,42 @@ function plannedPorts(
 }
 
 /**
- * The table's lines (Fake.dump without the listener table), each rule and
- * element prefixed with its chain or map, so that lines compare one by one;
- * placeholder ports are named.
+ * The table's lines: each chain with its hook, then its rules, each set or
+ * map with its type, then its elements, every rule and element prefixed with
+ * its chain or map, so that lines compare one by one; placeholder ports are
+ * named.
  */
-function tableLines(f: Fake, fresh: ReadonlySet<number>): string[] {
+function tableLines(t: Fake, fresh: ReadonlySet<number>): string[] {
   const out: string[] = [];
-  let owner = '';
-  let portals = false;
-  for (const l of f.dump().split('\n')) {
-    if (l === '' || l.startsWith('listener ')) continue;
-    if (!l.startsWith('  ')) {
-      out.push(l);
-      owner = l.split(' ')[1]!;
-      portals = /^map (service|nodeport)-portals /.test(l);
-      continue;
-    }
-    const m = portals ? /^(.*) : (\d+)$/.exec(l.trim()) : null;
-    out.push(`${owner}: ${m && fresh.has(Number(m[2])) ? `${m[1]} : ${NEW_PORT}` : l.trim()}`);
+  const byName = <T>(m: ReadonlyMap<string, T>) => [...m].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  for (const [name, { chain: c, rules }] of byName(t.chains)) {
+    out.push(
+      `chain ${name}${c.type !== undefined ? ` { type ${c.type} hook ${c.hook} priority ${c.priority ?? 0} }` : ''}`,
+    );
+    out.push(...rules.map((r) => `${name}: ${r.rule}`));
+  }
+  for (const [name, { def, elements }] of byName(t.sets)) {
+    out.push(`${def.kind} ${name} { ${def.type} }`);
+    const portals = name === SERVICE_PORTALS || name === NODEPORT_PORTALS;
+    const lines = [...elements.values()].map((e) => {
+      const key = e.key.join(' . ');
+      const value = e.value?.join(' . ');
+      if (value === undefined) return key;
+      return `${key} : ${portals && fresh.has(Number(value)) ? NEW_PORT : value}`;
+    });
+    out.push(...lines.sort().map((l) => `${name}: ${l}`));
   }
   return out;
 }
 
 export async function diffUserspaceFamily(i: UserspaceFamilyInput): Promise<FamilyDiff> {
-  const fam = i.family === 'IPv4' ? 'ip' : 'ip6';
+  const fam = nftFamily(i.family);
   const before = await liveTable(i.run, fam);
   const listening = await listeningPorts(i.run);
   const renderer = new UserspaceRenderer(i.config);
   const plan = renderer.plan(i.state);
   const { ports, fresh } = plannedPorts(plan, before, listening);
-  const after = new Fake(fam);
+  const after = new Fake(fam, TABLE_NAME);
   after.run(renderer.render(plan, ports));
 
   // Listeners: the live ones are the ports the table redirects to that something listens on.

@@ -17,7 +17,7 @@ import { ProxyError } from '../core/errors.js';
 import type { IPFamily } from '../core/types.js';
 import { Fake as IptablesFake } from '../dataplane/iptables/fake.js';
 import { trace as traceIptables } from '../dataplane/iptables/trace.js';
-import { loadNftTable, parseElementsJSON, parseNftListing } from '../dataplane/nftables/listing.js';
+import { loadNftTable, parseElementsJSON, parseNftListing, tableBlock } from '../dataplane/nftables/listing.js';
 import { nftFamily, TABLE_NAME } from '../dataplane/nftables/names.js';
 import type { Fake as NftFake } from '../dataplane/nftables/fake.js';
 import { trace as traceNftables } from '../dataplane/nftables/trace.js';
@@ -50,15 +50,6 @@ export function iptablesFromSave(text: string): IptablesFake {
   return fake;
 }
 
-/** The `table <fam> kube-proxy { ... }` block of an nft text listing. */
-function nftTableBlock(text: string, fam: string): string | null {
-  const lines = text.split('\n');
-  const start = lines.findIndex((l) => l.trim() === `table ${fam} ${TABLE_NAME} {`);
-  if (start < 0) return null;
-  const end = lines.findIndex((l, i) => i > start && l === '}');
-  return end < 0 ? null : lines.slice(start, end + 1).join('\n');
-}
-
 /** The set and map elements of one family's kube-proxy table from the dump's `nft -j` lines. */
 function nftDumpElements(text: string, fam: string, file: string) {
   const items: unknown[] = [];
@@ -84,7 +75,7 @@ function nftDumpElements(text: string, fam: string, file: string) {
 /** The nftables rules of a dump file (its text, its name for messages) for the packet's family. */
 export function nftablesFromDump(text: string, family: IPFamily, file: string): NftFake {
   const fam = nftFamily(family);
-  const block = nftTableBlock(text, fam);
+  const block = tableBlock(text, fam);
   if (block === null)
     throw new ProxyError('KPT_INPUT_INVALID', `${file}: no "table ${fam} ${TABLE_NAME}" in the nft listing`);
   const { sawJSON, elements } = nftDumpElements(text, fam, file);

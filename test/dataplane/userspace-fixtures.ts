@@ -2,14 +2,90 @@
 // plan, open the listeners, render the table for their ports, apply it.
 import type { Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
-import { Fake, UserspaceRenderer } from '../../src/dataplane/userspace/index.js';
+import type { DataplaneConfig, IPFamily } from '../../src/core/types.js';
+import type { Transaction } from '../../src/dataplane/nftables/transaction.js';
+import { Fake, UserspaceRenderer, type UserspacePlan } from '../../src/dataplane/userspace/index.js';
 
-export function loadScenario(s: Scenario): { fake: Fake; script: string } {
-  const renderer = new UserspaceRenderer(scenarioConfig(s, 'userspace'));
+/** `config` changes the scenario's resolved config (knobs the table does not cover). */
+export function loadScenario(
+  s: Scenario,
+  config: (c: DataplaneConfig) => DataplaneConfig = (c) => c,
+): { fake: Fake; tx: Transaction; script: string } {
+  const renderer = new UserspaceRenderer(config(scenarioConfig(s, 'userspace')));
   const plan = renderer.plan(scenarioSyncState(s));
   const fake = new Fake(s.family === 'IPv4' ? 'ip' : 'ip6');
   const ports = new Map([...plan.listeners.values()].map((spec) => [spec.key, fake.listen(spec)]));
-  const script = renderer.render(plan, ports);
-  fake.run(script);
-  return { fake, script };
+  const tx = renderer.render(plan, ports);
+  fake.run(tx);
+  return { fake, tx, script: tx.toString() };
 }
+
+/** Config changes that give the table another shape than the packet-flow scenarios' configs. */
+export const TABLE_KNOBS: ReadonlyArray<{ name: string; config: (c: DataplaneConfig) => DataplaneConfig }> = [
+  { name: 'as the scenario says', config: (c) => c },
+  { name: 'localhost NodePorts', config: (c) => ({ ...c, localhostNodePorts: true }) },
+  {
+    name: 'nodePortAddresses CIDRs, two adjacent',
+    config: (c) => ({
+      ...c,
+      nodePortAddresses:
+        c.family === 'IPv4' ? ['192.168.0.0/24', '10.0.1.0/24', '10.0.0.0/24'] : ['fd00:1::/64', '2001:db8::/32'],
+    }),
+  },
+  {
+    name: 'nodePortAddresses open to the top',
+    config: (c) => ({ ...c, nodePortAddresses: c.family === 'IPv4' ? ['128.0.0.0/1'] : ['8000::/1'] }),
+  },
+];
+
+/**
+ * Three service ports, one of each fate: redirected (cluster IP, external IP
+ * and NodePort, to listeners A and AL), refused (reject internally, drop
+ * externally), and one whose listener did not open (no port in
+ * PORTAL_PORTS). IPv6 keeps the last byte of each address.
+ */
+export function portalPlan(family: IPFamily): UserspacePlan {
+  const ip = (v4: string) => (family === 'IPv4' ? v4 : `fd00:172:30::${v4.split('.').pop()}`);
+  return {
+    listeners: new Map(),
+    skipped: [],
+    portals: [
+      {
+        servicePortKey: 'ns1/a:p',
+        protocol: 'TCP',
+        port: 80,
+        clusterIP: ip('172.30.0.41'),
+        internal: { kind: 'listener', listener: 'A' },
+        externalIPs: [ip('192.168.99.11')],
+        nodePort: 30080,
+        external: { kind: 'listener', listener: 'AL' },
+      },
+      {
+        servicePortKey: 'ns1/b:p',
+        protocol: 'UDP',
+        port: 53,
+        clusterIP: ip('172.30.0.42'),
+        internal: { kind: 'reject' },
+        externalIPs: [],
+        nodePort: 30053,
+        external: { kind: 'drop' },
+      },
+      {
+        servicePortKey: 'ns1/c:p',
+        protocol: 'TCP',
+        port: 81,
+        clusterIP: ip('172.30.0.43'),
+        internal: { kind: 'listener', listener: 'C-failed' },
+        externalIPs: [],
+        nodePort: 0,
+        external: null,
+      },
+    ],
+  };
+}
+
+/** The ports portalPlan's listeners got (C-failed has none). */
+export const PORTAL_PORTS: ReadonlyMap<string, number> = new Map([
+  ['A', 40001],
+  ['AL', 40002],
+]);

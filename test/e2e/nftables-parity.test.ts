@@ -13,52 +13,22 @@
 // dataplanes fed the same states, one on the `nft` transport and one on
 // netlink: partial syncs, stale chains aged out, a full resync and a restart
 // that reads the table back.
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { ENDPOINT_LAYOUTS } from '../../src/dataplane/nftables/static.js';
 import { nftFamily, TABLE_NAME } from '../../src/dataplane/nftables/names.js';
 import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
-import { NETLINK_PROTOCOL, openNetlink, type NetlinkSocket } from '../../src/platform/netlink/index.js';
 import { NftablesDataplane, type NftTransport } from '../../src/platform/nftables/dataplane.js';
 import { kitchenSinkSteps, packetFlowCases, richCases, type RichCase } from '../dataplane/nftables-rich.js';
-import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../netns/cleanup.js';
-import { newPrefix } from '../netns/names.js';
+import { nftNamespacePair } from '../netns/nftpair.js';
 import { FakeClock } from '../support/fakeclock.js';
-import { dumpTable } from '../support/nftdump.js';
-
-const PREFIX = newPrefix();
-const NFT_NS = `${PREFIX}nft`;
-const NL_NS = `${PREFIX}nl`;
-const nftIn = (ns: string, args: string[], input?: string) =>
-  execFileSync('ip', ['netns', 'exec', ns, 'nft', ...args], { encoding: 'utf8', input: input ?? '' });
 
 describe('nftables: the netlink path writes what nft -f writes', { concurrency: false }, () => {
-  const socks: Record<string, NetlinkSocket> = {};
-  before(async () => {
-    for (const ns of [NFT_NS, NL_NS]) {
-      trackNamespace(ns);
-      execFileSync('ip', ['netns', 'add', ns]);
-      const s = await openNetlink(NETLINK_PROTOCOL.NETFILTER, { netns: ns });
-      assert.ok(s, 'netlink available (koffi)');
-      socks[ns] = s;
-    }
-  });
-  after(() => {
-    for (const ns of [NFT_NS, NL_NS]) {
-      socks[ns]?.close();
-      deleteNamespaceSync(ns);
-      untrackNamespace(ns);
-    }
-  });
+  const { nftNs: NFT_NS, nlNs: NL_NS, nftIn, assertSame: same } = nftNamespacePair();
 
   /** Both namespaces' tables: the same `nft list table` text and the same kernel dump. */
   function assertSame(fam: 'ip' | 'ip6', what: string): void {
-    const listed = [NFT_NS, NL_NS].map((ns) => nftIn(ns, ['list', 'table', fam, TABLE_NAME]));
-    assert.equal(listed[1], listed[0], `${what}: nft list table`);
-    const dumps = [NFT_NS, NL_NS].map((ns) => dumpTable(socks[ns]!, fam, TABLE_NAME));
-    assert.ok(dumps[0] && dumps[0].length > 0, `${what}: table exists`);
-    assert.equal(dumps[1], dumps[0], `${what}: kernel dump`);
+    same(fam, TABLE_NAME, what);
   }
 
   const clear = () => {

@@ -1,16 +1,19 @@
-// The userspace Fake against the real nft, inside one throw-away network
-// namespace (kpt-usf-<pid>-<rand>), never the root one: for every scenario of
-// the shared packet-flow table, the script UserspaceRenderer writes is
-// applied to both, and the kernel's table must hold what the Fake holds
-// (chains with their rule counts, every map and set with its elements). A few
-// scripts the Fake refuses are refused by nft too. This is what lets the
+// The userspace Fake (its table: the nftables Fake of kube-proxy-userspace)
+// against the real nft, inside one throw-away network namespace
+// (kpt-usf-<pid>-<rand>), never the root one: for every scenario of the
+// shared packet-flow table, the transaction UserspaceRenderer writes is
+// applied to both (nft -f of its text), and the kernel's table must hold what
+// the Fake holds (chains with their rule counts, every map and set with its
+// elements). A few transactions the Fake refuses are refused by nft too. This is what lets the
 // packet-flow table, run against the Fake (test/dataplane/userspace-packetflow.test.ts),
 // speak for the kernel. Runs as root.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { Fake } from '../../src/dataplane/userspace/index.js';
+import { FakeError } from '../../src/dataplane/nftables/fake.js';
+import type { NftObject } from '../../src/dataplane/nftables/objects.js';
+import { Fake, userspaceTransaction } from '../../src/dataplane/userspace/index.js';
 import { PACKET_FLOW_SCENARIOS } from '../cases/packetflow.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../netns/cleanup.js';
 import { loadScenario } from '../dataplane/userspace-fixtures.js';
@@ -81,10 +84,11 @@ function kernelView(fam: string): string[] {
 
 function fakeView(f: Fake): string[] {
   const out: string[] = [];
-  for (const [c, chain] of f.chains) out.push(`chain ${c}: ${chain.rules.length} rules`);
-  for (const [n, m] of f.maps) {
+  for (const [c, chain] of f.nft.chains) out.push(`chain ${c}: ${chain.rules.length} rules`);
+  for (const [n, m] of f.nft.sets) {
     out.push(`${n}:`);
-    for (const [k, v] of m.elements) out.push(m.isSet ? `${n}: ${host(k)}` : `${n}: ${host(k)} : ${v}`);
+    for (const [k, e] of m.elements)
+      out.push(m.def.kind === 'set' ? `${n}: ${host(k)}` : `${n}: ${host(k)} : ${e.value!.join(' . ')}`);
   }
   return out.sort();
 }
@@ -99,18 +103,34 @@ test('every packet-flow scenario: the kernel holds what the Fake holds', { timeo
   }
 });
 
-test('scripts the Fake refuses, nft refuses too', () => {
-  const t = `ip ${TABLE}`;
-  const base = `add table ${t}\ndelete table ${t}\nadd table ${t}\nadd chain ${t} c\nadd map ${t} m { type ipv4_addr . inet_proto . inet_service : inet_service ; }\n`;
-  const bad = [
-    `${base}add rule ${t} nope drop\n`,
-    `${base}add rule ${t} c jump missing\n`,
-    `${base}add element ${t} m { 172.30.0.1 . tcp : 40000 }\n`,
-    `${base}add element ${t} m { 172.30.0.1 . tcp . 80 : 1, 172.30.0.1 . tcp . 80 : 2 }\n`,
-    `${base}add element ${t} nope { 1.2.3.4 }\n`,
+test('transactions the Fake refuses, nft refuses too', () => {
+  const base: NftObject[] = [
+    { kind: 'chain', name: 'c' },
+    { kind: 'map', name: 'm', type: 'ipv4_addr . inet_proto . inet_service : inet_service' },
+    { kind: 'map', name: 'v', type: 'inet_proto . inet_service : verdict' },
+    { kind: 'set', name: 's', type: 'ipv4_addr' },
   ];
-  for (const script of bad) {
-    assert.throws(() => new Fake('ip').run(script), /nft:/, script);
+  const el = (set: string, key: string[], value?: string): NftObject => ({
+    kind: 'element',
+    set,
+    key,
+    ...(value !== undefined ? { value: [value] } : {}),
+  });
+  const bad: NftObject[][] = [
+    [{ kind: 'rule', chain: 'nope', rule: 'drop' }],
+    [{ kind: 'rule', chain: 'c', rule: 'jump missing' }],
+    [el('m', ['172.30.0.1', 'tcp'], '40000')],
+    [el('m', ['172.30.0.1', 'tcp', '80'], '1'), el('m', ['172.30.0.1', 'tcp', '80'], '2')],
+    [el('nope', ['1.2.3.4'])],
+    [el('m', ['172.30.0.1', 'tcp', '80'], '70000')],
+    [el('v', ['tcp', '80'], 'goto nowhere')],
+    [el('s', ['10.0.0.0/8'])],
+  ];
+  for (const objects of bad) {
+    const tx = userspaceTransaction('IPv4').add({ kind: 'table' }).delete({ kind: 'table' }).add({ kind: 'table' });
+    for (const o of [...base, ...objects]) tx.add(o);
+    const script = tx.toString();
+    assert.throws(() => new Fake('ip').run(tx), FakeError, script);
     assert.notEqual(nft(['-f', '-'], script).code, 0, `nft accepted:\n${script}`);
   }
 });

@@ -2,7 +2,10 @@
 // transaction all-or-nothing with the kernel's refusals that matter to us:
 // missing objects, base-chain property changes, set type changes, map
 // elements re-added with a different value, deleting chains or sets that
-// are still referenced, and keys that do not fit the set's type.
+// are still referenced, keys that do not fit the set's type (a prefix only
+// in an interval set), and map values that do not fit (a port out of range,
+// a verdict nft does not know). One Fake holds one table: the kube-proxy
+// table by default, or another of ours (the userspace mode's).
 import { ProxyError } from '../../core/errors.js';
 import { parseCIDR, parseIP } from '../../core/ip.js';
 import { COMMENT_LENGTH_MAX, TABLE_NAME, utf8Length, type NftFamily } from './names.js';
@@ -258,7 +261,7 @@ export class Fake {
     const s = st.sets.get(o.set);
     if (!s) throw new FakeError(what, 'ENOENT', 'no such set or map');
     if (verb === 'flush') throw new FakeError(what, 'EINVAL', 'elements cannot be flushed');
-    const problem = checkKey(s.def, o.key);
+    const problem = checkKey(s.def, o.key) ?? (verb === 'add' ? checkValue(s.def, o.value) : null);
     if (problem) throw new FakeError(what, 'EINVAL', problem);
     const k = elementKeyText(o.key);
     const cur = s.elements.get(k);
@@ -295,6 +298,8 @@ function checkKey(def: NftSet | NftMap, key: readonly string[]): string | null {
   for (let i = 0; i < n; i++) {
     const t = types[i]!;
     const v = key[i]!;
+    if (t.endsWith('_addr') && v.includes('/') && !(def.flags ?? []).includes('interval'))
+      return `prefix ${v} in ${def.name}, which has no interval flag`;
     const ok =
       t === 'ipv4_addr'
         ? fitsAddr(v, 'IPv4')
@@ -307,6 +312,19 @@ function checkKey(def: NftSet | NftMap, key: readonly string[]): string | null {
               : true;
     if (!ok) return `${JSON.stringify(v)} is not a valid ${t}`;
   }
+  return null;
+}
+
+const VERDICT_RE = /^(?:accept|drop|continue|return|(?:jump|goto) \S+)$/;
+
+/** A map value of a single-field data type we write (a port, a verdict); other data types are not checked. */
+function checkValue(def: NftSet | NftMap, value: readonly string[] | undefined): string | null {
+  if (def.kind !== 'map' || value === undefined || value.length === 0) return null;
+  const type = def.type.split(' : ')[1];
+  const v = value.join(' . ');
+  if (type === 'inet_service' && !(/^[0-9]+$/.test(v) && Number(v) <= 65535))
+    return `${JSON.stringify(v)} is not a valid port`;
+  if (type === 'verdict' && !VERDICT_RE.test(v)) return `${JSON.stringify(v)} is not a verdict`;
   return null;
 }
 

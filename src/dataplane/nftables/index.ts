@@ -24,7 +24,8 @@
 //
 // trace (trace.ts): follows a new connection's first packet through a Fake
 // along the kernel's hook path and reports the endpoints, REJECT/DROP,
-// masquerade and every rule matched (TraceResult).
+// masquerade and every rule matched (TraceResult). The userspace mode's
+// table is walked by it too, with that table's chains (`hooks`).
 //
 // Also here: names (names.ts), the static part of the table (static.ts), one
 // service port's objects (serviceport.ts), the Transaction builder and its
@@ -40,8 +41,8 @@ export type { KernelSnapshot, RenderResult } from './renderer.js';
 export { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from './static.js';
 export { Fake, FakeError } from './fake.js';
 export type { FakeChain, FakeSet } from './fake.js';
-export { trace } from './trace.js';
-export type { RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
+export { trace, KUBE_PROXY_HOOKS } from './trace.js';
+export type { HookChains, NftTraceOptions, RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
 export { Transaction } from './transaction.js';
 export { TABLE_NAME, nftFamily, type NftFamily } from './names.js';
 export {

@@ -11,7 +11,12 @@
 //     turned into the renderer's form by parseElementsJSON (ranges as
 //     "lo-hi", concatenations as fields, verdicts as "goto X").
 // Dynamic sets (session affinity) are loaded empty: their contents are
-// per-client state, not configuration. Pure.
+// per-client state, not configuration.
+//
+// The userspace mode's table (`kube-proxy-userspace`) is read the same way,
+// but from the text alone (its `explain --from` file is `nft list ruleset`):
+// parseNftListing(text, true) also reads the `elements = { ... }` lines.
+// Pure.
 
 import { ProxyError } from '../../core/errors.js';
 import { normalizeIP } from '../../core/ip.js';
@@ -26,6 +31,17 @@ export interface NftListing {
   readonly chains: Chain[];
   readonly sets: Array<NftSet | NftMap>;
   readonly rules: Rule[];
+  /** The elements the text lists, by set or map; only when asked for (parseNftListing). */
+  readonly elements?: Map<string, Element[]>;
+}
+
+/** The `table <fam> <table> { ... }` block of an nft listing (`nft list table` or `nft list ruleset`), or null. */
+export function tableBlock(text: string, fam: NftFamily, table: string = TABLE_NAME): string | null {
+  const lines = text.split('\n');
+  const start = lines.findIndex((l) => l.trim() === `table ${fam} ${table} {`);
+  if (start < 0) return null;
+  const end = lines.findIndex((l, i) => i > start && l === '}');
+  return end < 0 ? null : lines.slice(start, end + 1).join('\n');
 }
 
 /** nft's named priorities (netfilter hooks of the ip/ip6 families). */
@@ -63,6 +79,9 @@ export function normalizeNftRule(text: string): string {
       .replace(/\bmeta mark & /g, 'mark and ')
       // nft prints `dnat ip addr . port to numgen ...` as `dnat ip to numgen ...`.
       .replace(/\bdnat (ip6?) to numgen /g, 'dnat $1 addr . port to numgen ')
+      // The userspace table's port maps: `redirect to :ip daddr ...`, `dnat to ip saddr:ip daddr ...`.
+      .replace(/\bredirect to :(?=\S)/g, 'redirect to : ')
+      .replace(/\b(dnat to ip6? saddr):(?=\S)/g, '$1 : ')
       .replace(/\s+/g, ' ')
       .trim()
   );
@@ -76,27 +95,43 @@ export function splitComment(text: string): { rule: string; comment?: string } {
 
 const unquote = (s: string) => (s.startsWith('"') ? s.slice(1, -1).replace(/\\(.)/g, '$1') : s);
 
+interface Block {
+  kind: 'chain' | 'set' | 'map';
+  name: string;
+  props: Record<string, string>;
+  rules: string[];
+  /** The text between `elements = {` and its `}`. */
+  elements: string;
+}
+
 /**
- * Parse `nft list table` text. Elements are ignored here (see loadNftTable).
- * Throws KPT_INPUT_INVALID on a shape it does not know.
+ * Parse `nft list table` text. Elements are ignored unless `withElements`
+ * (the kube-proxy table's come from JSON, see loadNftTable). Throws
+ * KPT_INPUT_INVALID on a shape it does not know.
  */
-export function parseNftListing(text: string): NftListing {
-  const out: NftListing = { tableComment: null, chains: [], sets: [], rules: [] };
-  let block: { kind: 'chain' | 'set' | 'map'; name: string; props: Record<string, string>; rules: string[] } | null =
-    null;
+export function parseNftListing(text: string, withElements = false): NftListing {
+  const out: NftListing = {
+    tableComment: null,
+    chains: [],
+    sets: [],
+    rules: [],
+    ...(withElements ? { elements: new Map<string, Element[]>() } : {}),
+  };
+  let block: Block | null = null;
   let inElements = false;
   let tableComment: string | null = null;
   for (const raw of text.split('\n')) {
     const line = raw.trim();
     if (line === '' || /^table\s/.test(line)) continue;
     if (inElements) {
+      if (withElements) block!.elements += ` ${line}`;
       if (line.endsWith('}')) inElements = false;
       continue;
     }
     if (block === null) {
       const m = /^(chain|set|map)\s+(\S+)\s*\{$/.exec(line);
       if (m) {
-        block = { kind: m[1] as 'chain', name: m[2]!, props: {}, rules: [] };
+        block = { kind: m[1] as 'chain', name: m[2]!, props: {}, rules: [], elements: '' };
         continue;
       }
       if (line.startsWith('comment ')) {
@@ -113,6 +148,7 @@ export function parseNftListing(text: string): NftListing {
     }
     if (block.kind !== 'chain') {
       if (line.startsWith('elements = {')) {
+        if (withElements) block.elements = line.slice('elements ='.length);
         inElements = !line.endsWith('}');
         continue;
       }
@@ -136,10 +172,7 @@ export function parseNftListing(text: string): NftListing {
   return { ...out, tableComment };
 }
 
-function finish(
-  out: NftListing,
-  b: { kind: 'chain' | 'set' | 'map'; name: string; props: Record<string, string>; rules: string[] },
-): void {
+function finish(out: NftListing, b: Block): void {
   const comment = b.props['comment'] !== undefined ? { comment: unquote(b.props['comment']) } : {};
   if (b.kind === 'chain') {
     const base = b.props['base'];
@@ -160,6 +193,7 @@ function finish(
   const type = b.props['type'] ?? (typeOf !== undefined ? typeFromTypeof(typeOf) : undefined);
   if (type === undefined) throw new ProxyError('KPT_INPUT_INVALID', `nft listing: ${b.kind} ${b.name} without type`);
   const flags = b.props['flags']?.split(',').map((f) => f.trim());
+  if (out.elements) out.elements.set(b.name, listedElements(b.name, b.kind === 'map', b.elements));
   if (b.kind === 'map') {
     out.sets.push({
       kind: 'map',
@@ -180,6 +214,30 @@ function finish(
     ...(timeout !== undefined ? { timeoutSeconds: durationSeconds(timeout) } : {}),
     ...comment,
   });
+}
+
+/**
+ * `{ k . k : v, k comment "c" : v, ... }` as nft lists a set's or map's
+ * elements -> the renderer's elements (keys as fields, the value as one).
+ */
+function listedElements(set: string, isMap: boolean, text: string): Element[] {
+  const body = text.trim().replace(/^\{\s*|\s*\}$/g, '');
+  if (body === '') return [];
+  const out: Element[] = [];
+  for (const item of body.match(/(?:"(?:[^"\\]|\\.)*"|[^,"])+/g) ?? []) {
+    const m = /^(.*?)(?:\s+comment\s+("(?:[^"\\]|\\.)*"))?(?:\s+:\s+(.*))?$/.exec(item.trim())!;
+    const [, key = '', comment, value] = m;
+    if (key === '' || isMap !== (value !== undefined))
+      throw new ProxyError('KPT_INPUT_INVALID', `nft listing: element ${item.trim()} of ${set}`);
+    out.push({
+      kind: 'element',
+      set,
+      key: key.split(' . ').map((f) => normalizeIP(f) ?? f),
+      ...(value !== undefined ? { value: [value] } : {}),
+      ...(comment !== undefined ? { comment: unquote(comment) } : {}),
+    });
+  }
+  return out;
 }
 
 const EXPR_TYPES: Record<string, string> = {
@@ -272,14 +330,15 @@ export function loadNftTable(
   family: NftFamily,
   listing: NftListing,
   elements: ReadonlyMap<string, readonly Element[]>,
+  table: string = TABLE_NAME,
 ): Fake {
-  const tx = new Transaction(family, TABLE_NAME);
+  const tx = new Transaction(family, table);
   tx.add({ kind: 'table', ...(listing.tableComment !== null ? { comment: listing.tableComment } : {}) });
   for (const c of listing.chains) tx.add(c);
   for (const s of listing.sets) tx.add(s);
   for (const r of listing.rules) tx.add(r);
   for (const [set, els] of elements) if (listing.sets.some((s) => s.name === set)) for (const e of els) tx.add(e);
-  const fake = new Fake(family, TABLE_NAME);
+  const fake = new Fake(family, table);
   fake.run(tx);
   return fake;
 }

@@ -13,6 +13,12 @@
 // probability. Affinity sets are dynamic and empty in a trace, so affinity
 // checks never match (as upstream's tracer). Every matched rule becomes a
 // step. Strict and lenient modes: see TraceOptions in ../trace.ts. Pure.
+//
+// The userspace mode's table (`kube-proxy-userspace`) is walked by this
+// tracer too: `hooks` names the base chains each step of the hook path runs
+// (its filter chains sit before nat output), and it also reads `redirect to
+// : <map>`, `dnat to ip saddr : <map>` (the port from a named map), `meta
+// l4proto { tcp, udp }` and address sets holding prefixes.
 
 import {
   TraceCollector,
@@ -23,7 +29,7 @@ import {
   type TraceResultOf,
   type WalkedPacket,
 } from '../trace.js';
-import { cidrContains, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
+import { cidrContains, isLoopback, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
 import { ProxyError } from '../../core/errors.js';
 
 export type { TraceOptions, TracePacket, TraceVerdict } from '../trace.js';
@@ -46,6 +52,36 @@ export interface RuleSource {
   >;
 }
 
+/**
+ * The base chains the walk runs at each step of the hook path, by name; null
+ * where the table has none. Each pair is [local source, remote source].
+ */
+export interface HookChains {
+  /** filter chains that run before DNAT (output or prerouting, at a priority below nat's). */
+  readonly preDnat: readonly [string | null, string | null];
+  readonly dnat: readonly [string | null, string | null];
+  /** filter after DNAT: output (local sources), input (local destinations), forward (the rest). */
+  readonly output: string | null;
+  readonly input: string | null;
+  readonly forward: string | null;
+  readonly postrouting: string | null;
+}
+
+/** The kube-proxy table's chains (static.ts). */
+export const KUBE_PROXY_HOOKS: HookChains = {
+  preDnat: ['filter-output-pre-dnat', 'filter-prerouting-pre-dnat'],
+  dnat: ['nat-output', 'nat-prerouting'],
+  output: 'filter-output',
+  input: 'filter-input',
+  forward: 'filter-forward',
+  postrouting: 'nat-postrouting',
+};
+
+export interface NftTraceOptions extends TraceOptions {
+  /** Which chains run where (default KUBE_PROXY_HOOKS). */
+  readonly hooks?: HookChains;
+}
+
 type Verdict = 'continue' | 'return' | 'terminal';
 type Pkt = WalkedPacket;
 
@@ -55,7 +91,7 @@ class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
 
   constructor(
     private readonly src: RuleSource,
-    localIPs: readonly string[],
+    private readonly localIPs: readonly string[],
     opts: TraceOptions,
   ) {
     super(localIPs, opts);
@@ -187,7 +223,7 @@ class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
         }
         const v = next()!;
         let hit: boolean;
-        if (v.startsWith('@')) hit = this.lookup(v.slice(1), addr) !== null;
+        if (v.startsWith('@')) hit = this.inAddrSet(v.slice(1), addr);
         else if (v === '{') {
           const items: string[] = [];
           while (peek() !== '}' && peek() !== undefined) items.push(...next()!.split(',').filter(Boolean));
@@ -195,6 +231,15 @@ class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
           hit = items.some((x) => this.addrMatches(x, addr));
         } else hit = this.addrMatches(v, addr);
         if (hit === neg) return 'continue';
+        continue;
+      }
+      if (tok === 'meta' && peek() === 'l4proto' && peek(1) === '{') {
+        // meta l4proto { tcp, udp }
+        const items: string[] = [];
+        i += 2;
+        while (peek() !== '}' && peek() !== undefined) items.push(...next()!.split(',').filter(Boolean));
+        next();
+        if (!items.includes(this.field('meta l4proto', pkt))) return 'continue';
         continue;
       }
       if (tok === 'meta' && peek() === 'l4proto') {
@@ -260,6 +305,15 @@ class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
         remaining.p -= p;
         probabilistic = true;
         continue;
+      }
+      if (tok === 'redirect' || (tok === 'dnat' && peek() === 'to' && peek(2) === 'saddr')) {
+        // The port comes from a map: no element for the packet, no match.
+        const to = this.natFromMap(t.slice(i - 1), pkt);
+        if (to === null) return 'continue';
+        record();
+        this.outputs.push(to);
+        this.candidates.push({ endpoint: to, probability: p, chain });
+        return 'terminal';
       }
       record();
       const v = this.statement(tok, t.slice(i - 1), chain, rule, pkt, depth, p);
@@ -360,6 +414,39 @@ class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
     return 'terminal';
   }
 
+  /**
+   * `redirect to : KEY map @m` (to the node: loopback for the node's own
+   * packets, else its first address of the family, standing for the incoming
+   * interface's) or `dnat to ip saddr : KEY map @m` (back to the sender);
+   * KEY is fields joined by '.'. The destination, or null when @m has no
+   * element for the packet.
+   */
+  private natFromMap(t: string[], pkt: Pkt): string | null {
+    const colon = t.indexOf(':');
+    const map = t[t.length - 1]!;
+    if (colon < 0 || t[t.length - 2] !== 'map' || !map.startsWith('@')) return this.fail(`unknown nat ${t.join(' ')}`);
+    const fields: string[] = [];
+    for (let k = colon + 1; k < t.length - 2; k += 3) fields.push(`${t[k]} ${t[k + 1]}`);
+    const port = this.lookup(map.slice(1), fields.map((f) => this.field(f, pkt)).join(' . '));
+    if (port === null) return null;
+    let host: string;
+    if (t[0] === 'dnat') host = this.field(`${t[2]} saddr`, pkt);
+    else if (this.isLocal(pkt.src)) host = parseIP(pkt.dst)?.family === 'IPv6' ? '::1' : '127.0.0.1';
+    else {
+      const fam = parseIP(pkt.dst)?.family;
+      host = this.localIPs.find((l) => parseIP(l)?.family === fam && !isLoopback(parseIP(l)!)) ?? pkt.dst;
+    }
+    return joinHostPort(host, Number(port.join(' . ')));
+  }
+
+  /** An address in a set: an element equal to it, or a prefix holding it (an interval set). */
+  private inAddrSet(set: string, addr: string): boolean {
+    if (this.lookup(set, addr) !== null) return true;
+    for (const key of this.src.sets.get(set)!.elements.keys())
+      if (key.includes('/') && this.addrMatches(key, addr)) return true;
+    return false;
+  }
+
   private addrMatches(spec: string, addr: string): boolean {
     if (spec.includes('/')) {
       const c = parseCIDR(spec);
@@ -386,21 +473,24 @@ function tokens(rule: string): string[] {
  * Trace one new connection's first packet. `localIPs` are the node's
  * addresses (loopback is always local).
  */
-export const trace: TraceFunction<RuleSource, TraceResult> = (src, packet, localIPs, opts = {}) => {
+export const trace: TraceFunction<RuleSource, TraceResult, NftTraceOptions> = (src, packet, localIPs, opts = {}) => {
+  const hooks = opts.hooks ?? KUBE_PROXY_HOOKS;
   const tr = new Tracer(src, localIPs, opts);
   const { pkt, srcLocal } = tr.start(packet);
-  if (tr.runChain(srcLocal ? 'filter-output-pre-dnat' : 'filter-prerouting-pre-dnat', pkt) === 'terminal')
-    return tr.result();
-  tr.runChain(srcLocal ? 'nat-output' : 'nat-prerouting', pkt);
+  const side = srcLocal ? 0 : 1;
+  const preDnat = hooks.preDnat[side];
+  if (preDnat !== null && tr.runChain(preDnat, pkt) === 'terminal') return tr.result();
+  const dnat = hooks.dnat[side];
+  if (dnat !== null) tr.runChain(dnat, pkt);
   const first = tr.candidates[0];
   if (first) tr.rewriteDestination(pkt, first.endpoint);
   const dstLocal = tr.isLocal(pkt.dst);
-  const hooks = srcLocal
-    ? ['filter-output', ...(dstLocal ? ['filter-input'] : [])]
-    : [dstLocal ? 'filter-input' : 'filter-forward'];
-  for (const hook of hooks) {
-    if (tr.runChain(hook, pkt) === 'terminal') return tr.result();
+  const filters = srcLocal
+    ? [hooks.output, ...(dstLocal ? [hooks.input] : [])]
+    : [dstLocal ? hooks.input : hooks.forward];
+  for (const hook of filters) {
+    if (hook !== null && tr.runChain(hook, pkt) === 'terminal') return tr.result();
   }
-  tr.runChain('nat-postrouting', pkt);
+  if (hooks.postrouting !== null) tr.runChain(hooks.postrouting, pkt);
   return tr.result();
 };

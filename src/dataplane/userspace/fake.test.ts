@@ -1,22 +1,39 @@
-// The userspace Fake refuses what `nft -f` refuses and applies a script all-or-nothing; its
-// listener table keeps a listener's port across endpoint changes, as the real listeners do.
+// The userspace Fake: its table (the nftables Fake of `kube-proxy-userspace`) refuses what the
+// kernel refuses and applies a transaction all-or-nothing; its listener table keeps a listener's
+// port across endpoint changes, as the real listeners do.
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { Endpoint } from '../../core/types.js';
+import { FakeError } from '../nftables/fake.js';
+import type { NftObject } from '../nftables/objects.js';
+import { Transaction } from '../nftables/transaction.js';
 import { Fake, FIRST_FAKE_PORT } from './fake.js';
 import type { ListenerSpec } from './plan.js';
-import { renderCleanup } from './rules.js';
+import { renderCleanup, TABLE_NAME, userspaceTransaction } from './rules.js';
 
-const T = 'ip kube-proxy-userspace';
-const TABLE = `add table ${T}\nadd map ${T} m { type ipv4_addr . inet_proto . inet_service : inet_service ; }\nadd chain ${T} c\n`;
+const M: NftObject = { kind: 'map', name: 'm', type: 'ipv4_addr . inet_proto . inet_service : inet_service' };
+const TABLE: NftObject[] = [{ kind: 'table' }, M, { kind: 'chain', name: 'c' }];
 
-function refuses(fake: Fake, script: string, re: RegExp): void {
+/** A transaction of our table adding `objects`. */
+function tx(...objects: NftObject[]): Transaction {
+  const t = userspaceTransaction('IPv4');
+  for (const o of objects) t.add(o);
+  return t;
+}
+const el = (set: string, key: string[], value?: string): NftObject => ({
+  kind: 'element',
+  set,
+  key,
+  ...(value !== undefined ? { value: [value] } : {}),
+});
+
+function refuses(fake: Fake, t: Transaction, re: RegExp): void {
   const before = fake.dump();
   assert.throws(
-    () => fake.run(script),
-    (e: Error & { code?: string }) => e.code === 'KPT_EXEC_FAILED' && re.test(e.message),
+    () => fake.run(t),
+    (e: Error & { code?: string }) => (e instanceof FakeError || e.code === 'KPT_INPUT_INVALID') && re.test(e.message),
   );
-  assert.equal(fake.dump(), before, 'a refused script changes nothing');
+  assert.equal(fake.dump(), before, 'a refused transaction changes nothing');
 }
 
 const spec = (key: string, ...eps: string[]): ListenerSpec => ({
@@ -30,47 +47,65 @@ const spec = (key: string, ...eps: string[]): ListenerSpec => ({
 });
 
 describe('userspace Fake', () => {
-  it('applies a script whole; the next one replaces the table (add, delete, add)', () => {
+  it('applies a transaction whole; the next one replaces the table (add, delete, add)', () => {
     const f = new Fake('ip');
-    f.run(TABLE + `add element ${T} m { 172.30.0.1 . tcp . 80 : 40000 }\n`);
-    assert.equal(f.maps.get('m')!.elements.get('172.30.0.1 . tcp . 80'), '40000');
-    f.run(`add table ${T}\ndelete table ${T}\n${TABLE}`);
-    assert.equal(f.maps.get('m')!.elements.size, 0);
+    f.run(tx(...TABLE, el('m', ['172.30.0.1', 'tcp', '80'], '40000')));
+    assert.deepEqual(f.nft.sets.get('m')!.elements.get('172.30.0.1 . tcp . 80')!.value, ['40000']);
+    const again = userspaceTransaction('IPv4').add({ kind: 'table' }).delete({ kind: 'table' });
+    for (const o of TABLE) again.add(o);
+    f.run(again);
+    assert.equal(f.nft.sets.get('m')!.elements.size, 0);
     f.run(renderCleanup('IPv4'));
-    assert.equal(f.hasTable, false);
+    assert.equal(f.nft.table, null);
   });
 
-  it('refuses what nft refuses, all-or-nothing', () => {
+  it('refuses what the kernel refuses, all-or-nothing', () => {
     const f = new Fake('ip');
-    refuses(f, `add chain ${T} c\n`, /No such file or directory \(table\)/);
-    refuses(f, `delete table ${T}\n`, /No such file or directory/);
-    f.run(TABLE);
-    refuses(f, `add element ${T} m { 172.30.0.9 . tcp . 80 : 1 }\nadd rule ${T} nope drop\n`, /chain nope/);
-    refuses(f, `add rule ${T} c jump missing\n`, /chain missing/);
-    refuses(f, `add rule ${T} c ip daddr @missing drop\n`, /set missing/);
-    refuses(f, `add element ${T} nope { 1.2.3.4 }\n`, /set nope/);
-    refuses(f, `add element ${T} m { 172.30.0.1 . tcp : 40000 }\n`, /does not match type/);
-    refuses(f, `add element ${T} m { 172.30.0.1 . tcp . 80 : 70000 }\n`, /bad port/);
-    refuses(f, `add element ${T} m { 172.30.0.1 . tcp . 80 : 1, 172.30.0.1 . tcp . 80 : 2 }\n`, /File exists/);
-    refuses(f, `add chain ${T} c { type nat hook output priority -100 ; }\n`, /base chain/);
-    refuses(f, `add map ${T} m { type ipv4_addr : verdict ; }\n`, /different type/);
-    refuses(f, `add table ip6 kube-proxy-userspace\n`, /family ip6/);
-    refuses(f, `add table ip other\n`, /only table kube-proxy-userspace/);
-    refuses(f, `frobnicate\n`, /syntax error/);
+    refuses(f, tx({ kind: 'chain', name: 'c' }), /ENOENT: no such table/);
+    refuses(f, userspaceTransaction('IPv4').delete({ kind: 'table' }), /ENOENT: no such table/);
+    f.run(tx(...TABLE));
+    refuses(
+      f,
+      tx(el('m', ['172.30.0.9', 'tcp', '80'], '1'), { kind: 'rule', chain: 'nope', rule: 'drop' }),
+      /nope drop: ENOENT: no such chain/,
+    );
+    refuses(f, tx({ kind: 'rule', chain: 'c', rule: 'jump missing' }), /missing chain missing/);
+    refuses(f, tx({ kind: 'rule', chain: 'c', rule: 'ip daddr @missing drop' }), /missing set missing/);
+    refuses(f, tx(el('nope', ['1.2.3.4'])), /nope \{ 1\.2\.3\.4 \}: ENOENT: no such set or map/);
+    refuses(f, tx(el('m', ['172.30.0.1', 'tcp'], '40000')), /key has 2 fields, m has 3/);
+    refuses(f, tx(el('m', ['172.30.0.1', 'tcp', '80'], '70000')), /"70000" is not a valid port/);
+    refuses(
+      f,
+      tx(el('m', ['172.30.0.1', 'tcp', '80'], '1'), el('m', ['172.30.0.1', 'tcp', '80'], '2')),
+      /element exists with a different value/,
+    );
+    refuses(
+      f,
+      tx({ kind: 'chain', name: 'c', type: 'nat', hook: 'output', priority: -100 }),
+      /chain exists with different type, hook or priority/,
+    );
+    refuses(f, tx({ kind: 'map', name: 'm', type: 'ipv4_addr : verdict' }), /exists with a different type/);
+    refuses(f, new Transaction('ip6', TABLE_NAME).add({ kind: 'table' }), /transaction for ip6 kube-proxy-userspace/);
+    refuses(f, new Transaction('ip', 'other').add({ kind: 'table' }), /fake holds ip kube-proxy-userspace/);
+    refuses(f, tx({ kind: 'chain', name: 'bad name!' }), /invalid name/);
   });
 
   it('a verdict map checks its verdicts; a prefix needs an interval set', () => {
     const f = new Fake('ip');
     f.run(
-      `add table ${T}\nadd chain ${T} reject-chain\nadd map ${T} v { type inet_proto . inet_service : verdict ; }\n`,
+      tx(
+        { kind: 'table' },
+        { kind: 'chain', name: 'reject-chain' },
+        { kind: 'map', name: 'v', type: 'inet_proto . inet_service : verdict' },
+      ),
     );
-    f.run(`add element ${T} v { tcp . 80 : goto reject-chain, udp . 53 : drop }\n`);
-    refuses(f, `add element ${T} v { tcp . 81 : goto nowhere }\n`, /chain nowhere/);
-    refuses(f, `add element ${T} v { tcp . 82 : maybe }\n`, /bad verdict/);
-    f.run(`add set ${T} s { type ipv4_addr ; }\n`);
-    refuses(f, `add element ${T} s { 10.0.0.0/8 }\n`, /without flags interval/);
-    f.run(`add set ${T} i { type ipv4_addr ; flags interval ; }\nadd element ${T} i { 10.0.0.0/8 }\n`);
-    assert.ok(f.maps.get('i')!.interval);
+    f.run(tx(el('v', ['tcp', '80'], 'goto reject-chain'), el('v', ['udp', '53'], 'drop')));
+    refuses(f, tx(el('v', ['tcp', '81'], 'goto nowhere')), /verdict to missing chain nowhere/);
+    refuses(f, tx(el('v', ['tcp', '82'], 'maybe')), /"maybe" is not a verdict/);
+    f.run(tx({ kind: 'set', name: 's', type: 'ipv4_addr' }));
+    refuses(f, tx(el('s', ['10.0.0.0/8'])), /prefix 10\.0\.0\.0\/8 in s, which has no interval flag/);
+    f.run(tx({ kind: 'set', name: 'i', type: 'ipv4_addr', flags: ['interval'] }, el('i', ['10.0.0.0/8'])));
+    assert.deepEqual(f.nft.sets.get('i')!.def.flags, ['interval']);
   });
 
   it('a listener keeps its port while open and takes new endpoints', () => {

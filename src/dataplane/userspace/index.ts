@@ -1,21 +1,24 @@
 // The userspace mode, pure side (the platform side, with the listeners and
 // the TCP/UDP relays, is src/platform/userspace). Same shape as every mode
 // (docs/architecture.md): a renderer class, a Fake of the kernel interface
-// and a trace over the Fake.
+// and a trace over the Fake. Its nftables table is built, modelled and
+// walked with the nftables mode's objects, Fake and tracer.
 //
 // UserspaceRenderer (renderer.ts): plan(state) decides the listeners (one per
 // service port and endpoint set) and the portals (ClusterIP, externalIPs,
 // LB VIPs, NodePort) with their targets (plan.ts); render(plan, ports)
 // writes the `kube-proxy-userspace` nftables table that redirects each
-// portal to its listener's port, or refuses it (rules.ts). No memory: every
-// sync rewrites the whole table.
+// portal to its listener's port, or refuses it, as one Transaction
+// (rules.ts). No memory: every sync rewrites the whole table.
 //
 // Fake (fake.ts): the mode's kernel interface in memory: its nftables table
-// (run(script) applies an `nft -f` script all-or-nothing) and the listener
-// table (listen(spec) -> port, close(key)), as UserspaceDataplane keeps it.
+// (an nftables Fake of that table: run(tx) applies a Transaction
+// all-or-nothing) and the listener table (listen(spec) -> port, close(key)),
+// as UserspaceDataplane keeps it.
 //
-// trace (trace.ts): follows a new connection's first packet through the
-// table's hooks to a listener and reports the endpoints its relay may choose
+// trace (trace.ts): the nftables tracer walks a new connection's first
+// packet through the table's hooks (USERSPACE_HOOKS); this one follows a
+// redirect to its listener and reports the endpoints its relay may choose
 // (masq is always true: the relay connects from the node), or REJECT/DROP.
 //
 // RoundRobin (loadbalancer.ts): the endpoint choice of one listener, with
@@ -23,10 +26,10 @@
 
 export { UserspaceRenderer } from './renderer.js';
 export { Fake, FIRST_FAKE_PORT } from './fake.js';
-export type { FakeChain, FakeListener, FakeMap, UserspaceFamily } from './fake.js';
-export { trace } from './trace.js';
+export type { FakeListener } from './fake.js';
+export { trace, USERSPACE_HOOKS } from './trace.js';
 export type { RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
 export type { EndpointSetKind, ListenerSpec, PortalSpec, PortalTarget, UserspacePlan } from './plan.js';
 export { listenerKey } from './plan.js';
-export { TABLE_NAME } from './rules.js';
+export { CHAINS, NODEPORT_PORTALS, SERVICE_PORTALS, TABLE_NAME, userspaceTransaction } from './rules.js';
 export { RoundRobin } from './loadbalancer.js';

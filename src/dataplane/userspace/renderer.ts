@@ -4,10 +4,11 @@
 //   plan(state)        which listeners must exist with which endpoints, and
 //                      where each portal sends new flows (plan.ts);
 //   render(plan, ports) the whole redirect table for the ports the listeners
-//                      got, as one `nft -f` script (rules.ts).
+//                      got, as one nftables Transaction (rules.ts).
 // It keeps no memory between syncs: every sync rewrites the whole table, and
 // the listeners (the state that does persist) live in the platform side.
 import type { DataplaneConfig, SyncState } from '../../core/types.js';
+import type { Transaction } from '../nftables/transaction.js';
 import { planUserspace, type UserspacePlan } from './plan.js';
 import { renderCleanup, renderRules } from './rules.js';
 
@@ -19,12 +20,12 @@ export class UserspaceRenderer {
   }
 
   /** `ports` maps listener keys to bound ports; a portal whose listener has none is refused. */
-  render(plan: UserspacePlan, ports: ReadonlyMap<string, number>): string {
+  render(plan: UserspacePlan, ports: ReadonlyMap<string, number>): Transaction {
     return renderRules(plan, ports, this.config);
   }
 
-  /** The script that removes this family's table (no error when it is absent). */
-  cleanup(): string {
+  /** The transaction that removes this family's table (no error when it is absent). */
+  cleanup(): Transaction {
     return renderCleanup(this.config.family);
   }
 }

@@ -2,7 +2,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { DataplaneConfig } from '../../core/types.js';
 import type { UserspacePlan } from './plan.js';
-import { renderCleanup, renderRules } from './rules.js';
+import { renderCleanup, renderRules as renderTx } from './rules.js';
+import { PORTAL_PORTS, portalPlan } from '../../../test/dataplane/userspace-fixtures.js';
 
 const CFG: DataplaneConfig = {
   family: 'IPv4',
@@ -14,48 +15,12 @@ const CFG: DataplaneConfig = {
   localIPs: ['127.0.0.1', '192.168.0.2'],
 };
 
-const PLAN: UserspacePlan = {
-  listeners: new Map(),
-  skipped: [],
-  portals: [
-    {
-      servicePortKey: 'ns1/a:p',
-      protocol: 'TCP',
-      port: 80,
-      clusterIP: '172.30.0.41',
-      internal: { kind: 'listener', listener: 'A' },
-      externalIPs: ['192.168.99.11'],
-      nodePort: 30080,
-      external: { kind: 'listener', listener: 'AL' },
-    },
-    {
-      servicePortKey: 'ns1/b:p',
-      protocol: 'UDP',
-      port: 53,
-      clusterIP: '172.30.0.42',
-      internal: { kind: 'reject' },
-      externalIPs: [],
-      nodePort: 30053,
-      external: { kind: 'drop' },
-    },
-    {
-      servicePortKey: 'ns1/c:p',
-      protocol: 'TCP',
-      port: 81,
-      clusterIP: '172.30.0.43',
-      internal: { kind: 'listener', listener: 'C-failed' },
-      externalIPs: [],
-      nodePort: 0,
-      external: null,
-    },
-  ],
-};
-const PORTS = new Map([
-  ['A', 40001],
-  ['AL', 40002],
-]);
+const PLAN = portalPlan('IPv4');
+const PORTS = PORTAL_PORTS;
 
 const lines = (s: string) => s.trimEnd().split('\n');
+/** The transaction as the `nft -f` script it is (one line per object). */
+const renderRules = (...args: Parameters<typeof renderTx>) => renderTx(...args).toString();
 
 describe('userspace renderRules', () => {
   it('replaces the whole table atomically: add, delete, add', () => {
@@ -69,16 +34,20 @@ describe('userspace renderRules', () => {
 
   it('redirects portals to their listener ports; refuses the others (reject, drop, listener without a port)', () => {
     const out = renderRules(PLAN, PORTS, CFG);
-    assert.match(
-      out,
-      /^add element ip kube-proxy-userspace service-portals \{ 172\.30\.0\.41 \. tcp \. 80 : 40001, 192\.168\.99\.11 \. tcp \. 80 : 40002 \}$/m,
-    );
-    assert.match(out, /^add element ip kube-proxy-userspace nodeport-portals \{ tcp \. 30080 : 40002 \}$/m);
-    assert.match(
-      out,
-      /^add element ip kube-proxy-userspace no-endpoint-services \{ 172\.30\.0\.42 \. udp \. 53 : goto reject-chain, 172\.30\.0\.43 \. tcp \. 81 : goto reject-chain \}$/m,
-    );
-    assert.match(out, /^add element ip kube-proxy-userspace no-endpoint-nodeports \{ udp \. 30053 : drop \}$/m);
+    const elementsOf = (map: string) =>
+      lines(out)
+        .filter((l) => l.startsWith(`add element ip kube-proxy-userspace ${map} `))
+        .map((l) => l.replace(/^.* \{ (.*) \}$/, '$1'));
+    assert.deepEqual(elementsOf('service-portals'), [
+      '172.30.0.41 . tcp . 80 : 40001',
+      '192.168.99.11 . tcp . 80 : 40002',
+    ]);
+    assert.deepEqual(elementsOf('nodeport-portals'), ['tcp . 30080 : 40002']);
+    assert.deepEqual(elementsOf('no-endpoint-services'), [
+      '172.30.0.42 . udp . 53 : goto reject-chain',
+      '172.30.0.43 . tcp . 81 : goto reject-chain',
+    ]);
+    assert.deepEqual(elementsOf('no-endpoint-nodeports'), ['udp . 30053 : drop']);
   });
 
   it('NodePorts on every local address (MatchAll), loopback excluded when localhost NodePorts are off', () => {
@@ -144,6 +113,9 @@ describe('userspace renderRules', () => {
   });
 
   it('cleanup deletes only our table, and works when it is absent', () => {
-    assert.equal(renderCleanup('IPv6'), 'add table ip6 kube-proxy-userspace\ndelete table ip6 kube-proxy-userspace\n');
+    assert.equal(
+      renderCleanup('IPv6').toString(),
+      'add table ip6 kube-proxy-userspace\ndelete table ip6 kube-proxy-userspace\n',
+    );
   });
 });

@@ -1,8 +1,8 @@
 // The userspace mode's kernel rules: one nftables table of its own per
 // family (`ip kube-proxy-userspace` / `ip6 kube-proxy-userspace`), rewritten
-// whole and atomically by every sync (`nft -f -`: add, delete, add). Owning a
-// table means no jump rules in foreign chains, and cleanup is one
-// `delete table`.
+// whole and atomically by every sync (one Transaction of the nftables mode's
+// objects: add, delete, add). Owning a table means no jump rules in foreign
+// chains, and cleanup is one `delete table`.
 //
 // The chains play the roles of old upstream's KUBE-PORTALS-CONTAINER /
 // KUBE-PORTALS-HOST / KUBE-NODEPORT-CONTAINER / KUBE-NODEPORT-HOST:
@@ -27,25 +27,42 @@
 // endpoints but none under its Local policy (upstream 2.11).
 import { parseCIDR } from '../../core/ip.js';
 import type { DataplaneConfig, IPFamily } from '../../core/types.js';
+import { nftFamily } from '../nftables/names.js';
+import type { Element } from '../nftables/objects.js';
+import { Transaction } from '../nftables/transaction.js';
 import type { PortalTarget, UserspacePlan } from './plan.js';
 
 export const TABLE_NAME = 'kube-proxy-userspace';
+export const TABLE_COMMENT = 'rules for kube-proxy-ts userspace mode';
 
-export function nftFamilyOf(family: IPFamily): 'ip' | 'ip6' {
-  return family === 'IPv4' ? 'ip' : 'ip6';
+/** The table's chains, by role (trace.ts walks them in hook order). */
+export const CHAINS = {
+  portalsContainer: 'portals-container',
+  portalsHost: 'portals-host',
+  nodePortsContainer: 'nodeports-container',
+  nodePortsHost: 'nodeports-host',
+  filterInput: 'filter-input',
+  filterForward: 'filter-forward',
+  filterOutput: 'filter-output',
+  reject: 'reject-chain',
+} as const;
+
+const C = CHAINS;
+/** The maps from a Service address (address . protocol . port, or protocol . NodePort) to a listener's port. */
+export const SERVICE_PORTALS = 'service-portals';
+export const NODEPORT_PORTALS = 'nodeport-portals';
+const NO_ENDPOINT_SERVICES = 'no-endpoint-services';
+const NO_ENDPOINT_NODEPORTS = 'no-endpoint-nodeports';
+const NODEPORT_IPS = 'nodeport-ips';
+
+/** A transaction of our table (for this family). */
+export function userspaceTransaction(family: IPFamily): Transaction {
+  return new Transaction(nftFamily(family), TABLE_NAME);
 }
 
-/** The script that removes our table (no error when it does not exist). */
-export function renderCleanup(family: IPFamily): string {
-  const t = `${nftFamilyOf(family)} ${TABLE_NAME}`;
-  return `add table ${t}\ndelete table ${t}\n`;
-}
-
-interface Elements {
-  servicePortals: string[];
-  nodePortPortals: string[];
-  noEndpointServices: string[];
-  noEndpointNodePorts: string[];
+/** What removes our table (no error when it does not exist). */
+export function renderCleanup(family: IPFamily): Transaction {
+  return userspaceTransaction(family).add({ kind: 'table' }).delete({ kind: 'table' });
 }
 
 /**
@@ -53,55 +70,53 @@ interface Elements {
  * listener is bound to; a portal whose listener has no port (it failed to
  * open) is rejected rather than redirected to nothing.
  */
-export function renderRules(plan: UserspacePlan, ports: ReadonlyMap<string, number>, config: DataplaneConfig): string {
-  const fam = nftFamilyOf(config.family);
-  const t = `${fam} ${TABLE_NAME}`;
+export function renderRules(
+  plan: UserspacePlan,
+  ports: ReadonlyMap<string, number>,
+  config: DataplaneConfig,
+): Transaction {
+  const fam = nftFamily(config.family);
   const addrType = config.family === 'IPv4' ? 'ipv4_addr' : 'ipv6_addr';
   const loopback = config.family === 'IPv4' ? '127.0.0.0/8' : '::1';
-  const el = collectElements(plan, ports);
-  const out: string[] = [
-    `add table ${t}`,
-    `delete table ${t}`,
-    `add table ${t} { comment "rules for kube-proxy-ts userspace mode" ; }`,
-    `add chain ${t} portals-container { type nat hook prerouting priority -100 ; }`,
-    `add chain ${t} portals-host { type nat hook output priority -100 ; }`,
-    `add chain ${t} nodeports-container`,
-    `add chain ${t} nodeports-host`,
-    `add chain ${t} filter-input { type filter hook input priority -110 ; }`,
-    `add chain ${t} filter-forward { type filter hook forward priority -110 ; }`,
-    `add chain ${t} filter-output { type filter hook output priority -110 ; }`,
-    `add chain ${t} reject-chain`,
-    `add rule ${t} reject-chain reject`,
-    `add map ${t} service-portals { type ${addrType} . inet_proto . inet_service : inet_service ; }`,
-    `add map ${t} nodeport-portals { type inet_proto . inet_service : inet_service ; }`,
-    `add map ${t} no-endpoint-services { type ${addrType} . inet_proto . inet_service : verdict ; }`,
-    `add map ${t} no-endpoint-nodeports { type inet_proto . inet_service : verdict ; }`,
-  ];
-  const svcPort = `${fam} daddr . meta l4proto . th dport map @service-portals`;
-  const npPort = 'meta l4proto . th dport map @nodeport-portals';
-  out.push(`add rule ${t} portals-container meta l4proto { tcp, udp } redirect to : ${svcPort}`);
-  out.push(`add rule ${t} portals-host meta l4proto { tcp, udp } dnat to ${fam} saddr : ${svcPort}`);
-  out.push(`add rule ${t} nodeports-container meta l4proto { tcp, udp } redirect to : ${npPort}`);
-  out.push(`add rule ${t} nodeports-host meta l4proto { tcp, udp } dnat to ${fam} saddr : ${npPort}`);
-  for (const chain of ['filter-input', 'filter-forward', 'filter-output']) {
-    out.push(`add rule ${t} ${chain} ${fam} daddr . meta l4proto . th dport vmap @no-endpoint-services`);
-  }
+  const tx = userspaceTransaction(config.family);
+  const rule = (chain: string, text: string) => tx.add({ kind: 'rule', chain, rule: text });
+  tx.add({ kind: 'table' })
+    .delete({ kind: 'table' })
+    .add({ kind: 'table', comment: TABLE_COMMENT })
+    .add({ kind: 'chain', name: C.portalsContainer, type: 'nat', hook: 'prerouting', priority: -100 })
+    .add({ kind: 'chain', name: C.portalsHost, type: 'nat', hook: 'output', priority: -100 })
+    .add({ kind: 'chain', name: C.nodePortsContainer })
+    .add({ kind: 'chain', name: C.nodePortsHost })
+    .add({ kind: 'chain', name: C.filterInput, type: 'filter', hook: 'input', priority: -110 })
+    .add({ kind: 'chain', name: C.filterForward, type: 'filter', hook: 'forward', priority: -110 })
+    .add({ kind: 'chain', name: C.filterOutput, type: 'filter', hook: 'output', priority: -110 })
+    .add({ kind: 'chain', name: C.reject });
+  rule(C.reject, 'reject');
+  tx.add({ kind: 'map', name: SERVICE_PORTALS, type: `${addrType} . inet_proto . inet_service : inet_service` })
+    .add({ kind: 'map', name: NODEPORT_PORTALS, type: 'inet_proto . inet_service : inet_service' })
+    .add({ kind: 'map', name: NO_ENDPOINT_SERVICES, type: `${addrType} . inet_proto . inet_service : verdict` })
+    .add({ kind: 'map', name: NO_ENDPOINT_NODEPORTS, type: 'inet_proto . inet_service : verdict' });
+  const svcPort = `${fam} daddr . meta l4proto . th dport map @${SERVICE_PORTALS}`;
+  const npPort = `meta l4proto . th dport map @${NODEPORT_PORTALS}`;
+  rule(C.portalsContainer, `meta l4proto { tcp, udp } redirect to : ${svcPort}`);
+  rule(C.portalsHost, `meta l4proto { tcp, udp } dnat to ${fam} saddr : ${svcPort}`);
+  rule(C.nodePortsContainer, `meta l4proto { tcp, udp } redirect to : ${npPort}`);
+  rule(C.nodePortsHost, `meta l4proto { tcp, udp } dnat to ${fam} saddr : ${npPort}`);
+  for (const chain of [C.filterInput, C.filterForward, C.filterOutput])
+    rule(chain, `${fam} daddr . meta l4proto . th dport vmap @${NO_ENDPOINT_SERVICES}`);
   // Which local destinations count as NodePort addresses (upstream nodePortAddresses).
   const npMatch = nodePortMatch(config, fam, loopback);
   if (npMatch !== null) {
     if (npMatch.set.length > 0) {
-      out.push(`add set ${t} nodeport-ips { type ${addrType} ; flags interval ; }`);
-      out.push(`add element ${t} nodeport-ips { ${npMatch.set.join(', ')} }`);
+      tx.add({ kind: 'set', name: NODEPORT_IPS, type: addrType, flags: ['interval'] });
+      for (const cidr of npMatch.set) tx.add({ kind: 'element', set: NODEPORT_IPS, key: [cidr] });
     }
-    out.push(`add rule ${t} portals-container fib daddr type local ${npMatch.cond}jump nodeports-container`);
-    out.push(`add rule ${t} portals-host fib daddr type local ${npMatch.cond}jump nodeports-host`);
-    out.push(`add rule ${t} filter-input ${npMatch.cond}meta l4proto . th dport vmap @no-endpoint-nodeports`);
+    rule(C.portalsContainer, `fib daddr type local ${npMatch.cond}jump ${C.nodePortsContainer}`);
+    rule(C.portalsHost, `fib daddr type local ${npMatch.cond}jump ${C.nodePortsHost}`);
+    rule(C.filterInput, `${npMatch.cond}meta l4proto . th dport vmap @${NO_ENDPOINT_NODEPORTS}`);
   }
-  addElements(out, t, 'service-portals', el.servicePortals);
-  addElements(out, t, 'nodeport-portals', el.nodePortPortals);
-  addElements(out, t, 'no-endpoint-services', el.noEndpointServices);
-  addElements(out, t, 'no-endpoint-nodeports', el.noEndpointNodePorts);
-  return out.join('\n') + '\n';
+  for (const e of collectElements(plan, ports)) tx.add(e);
+  return tx;
 }
 
 /**
@@ -118,34 +133,37 @@ function nodePortMatch(config: DataplaneConfig, fam: string, loopback: string): 
     .filter((c) => c !== null && c.family === config.family)
     .map((c) => c!.text);
   if (cidrs.length === 0) return null;
-  return { cond: `${fam} daddr @nodeport-ips `, set: [...new Set(cidrs)].sort() };
+  return { cond: `${fam} daddr @${NODEPORT_IPS} `, set: [...new Set(cidrs)].sort() };
 }
 
-function collectElements(plan: UserspacePlan, ports: ReadonlyMap<string, number>): Elements {
-  const el: Elements = { servicePortals: [], nodePortPortals: [], noEndpointServices: [], noEndpointNodePorts: [] };
+/** The portal maps' elements, map by map: redirects to listener ports, then refusals. */
+function collectElements(plan: UserspacePlan, ports: ReadonlyMap<string, number>): Element[] {
+  const bucket = (map: string) => ({ map, elements: [] as Element[] });
+  const servicePortals = bucket(SERVICE_PORTALS);
+  const nodePortPortals = bucket(NODEPORT_PORTALS);
+  const noEndpointServices = bucket(NO_ENDPOINT_SERVICES);
+  const noEndpointNodePorts = bucket(NO_ENDPOINT_NODEPORTS);
   // A map rejects duplicate keys in one transaction, and a key both
   // redirected and refused would be refused (filter runs first): when a
   // Service address is claimed twice, the first portal wins.
   const seen = new Set<string>();
-  const add = (redirects: string[], refusals: string[], key: string, target: PortalTarget) => {
-    if (seen.has(key)) return;
-    seen.add(key);
+  type Bucket = ReturnType<typeof bucket>;
+  const add = (redirects: Bucket, refusals: Bucket, key: string[], target: PortalTarget) => {
+    const id = key.join(' . ');
+    if (seen.has(id)) return;
+    seen.add(id);
     const port = target.kind === 'listener' ? ports.get(target.listener) : undefined;
-    if (port !== undefined) redirects.push(`${key} : ${port}`);
-    else refusals.push(`${key} : ${target.kind === 'drop' ? 'drop' : 'goto reject-chain'}`);
+    const [to, value] =
+      port !== undefined ? [redirects, String(port)] : [refusals, target.kind === 'drop' ? 'drop' : `goto ${C.reject}`];
+    to.elements.push({ kind: 'element', set: to.map, key, value: [value] });
   };
   for (const p of plan.portals) {
     const proto = p.protocol.toLowerCase();
-    add(el.servicePortals, el.noEndpointServices, `${p.clusterIP} . ${proto} . ${p.port}`, p.internal);
+    const port = String(p.port);
+    add(servicePortals, noEndpointServices, [p.clusterIP, proto, port], p.internal);
     if (!p.external) continue;
-    for (const ip of p.externalIPs)
-      add(el.servicePortals, el.noEndpointServices, `${ip} . ${proto} . ${p.port}`, p.external);
-    if (p.nodePort > 0) add(el.nodePortPortals, el.noEndpointNodePorts, `${proto} . ${p.nodePort}`, p.external);
+    for (const ip of p.externalIPs) add(servicePortals, noEndpointServices, [ip, proto, port], p.external);
+    if (p.nodePort > 0) add(nodePortPortals, noEndpointNodePorts, [proto, String(p.nodePort)], p.external);
   }
-  return el;
-}
-
-function addElements(out: string[], t: string, map: string, elements: readonly string[]): void {
-  for (let i = 0; i < elements.length; i += 1000)
-    out.push(`add element ${t} ${map} { ${elements.slice(i, i + 1000).join(', ')} }`);
+  return [servicePortals, nodePortPortals, noEndpointServices, noEndpointNodePorts].flatMap((b) => b.elements);
 }

@@ -8,6 +8,7 @@ import type { DataplaneConfig } from '../../core/types.js';
 import { LOCAL, LOCAL_IPS_V4, NODE_IP, service, slice } from '../../../test/cases/fixtures.js';
 import { Fake } from './fake.js';
 import { UserspaceRenderer } from './renderer.js';
+import { userspaceTransaction } from './rules.js';
 import { trace } from './trace.js';
 
 const CFG: DataplaneConfig = {
@@ -60,9 +61,14 @@ describe('userspace trace', () => {
   it('the node to its NodePort goes through nat output and nodeports-host', () => {
     const { fake } = load();
     const r = trace(fake, { src: NODE_IP, dst: NODE_IP, port: 30080 }, LOCAL_IPS_V4);
+    // In walk order (the nftables tracer's): the jump in portals-host, then the rule it jumped to.
     assert.deepEqual(
-      r.steps.map((s) => s.chain),
-      ['nodeports-host', 'portals-host', 'listener ns1/web:p/TCP/cluster'],
+      r.steps.map((s) => [s.chain, s.depth]),
+      [
+        ['portals-host', 0],
+        ['nodeports-host', 1],
+        ['listener ns1/web:p/TCP/cluster', 0],
+      ],
     );
     assert.equal(r.output, '10.180.0.1:8080, 10.180.0.2:8080');
   });
@@ -92,12 +98,14 @@ describe('userspace trace', () => {
 
   it('strict by default: an unknown rule throws; lenient mode lists it and goes on', () => {
     const { fake } = load();
-    fake.run('add rule ip kube-proxy-userspace portals-container ct state new counter\n');
-    assert.throws(() => trace(fake, { src: POD, dst: '172.30.0.99', port: 80 }, LOCAL_IPS_V4), /ct state new/);
+    fake.run(
+      userspaceTransaction('IPv4').add({ kind: 'rule', chain: 'portals-container', rule: 'ct mark 0x1 counter' }),
+    );
+    assert.throws(() => trace(fake, { src: POD, dst: '172.30.0.99', port: 80 }, LOCAL_IPS_V4), /ct mark 0x1/);
     const r = trace(fake, { src: POD, dst: '172.30.0.41', port: 80 }, LOCAL_IPS_V4, { strict: false });
     assert.equal(r.verdict, 'DNAT');
     assert.deepEqual(r.notUnderstood, []);
     const miss = trace(fake, { src: POD, dst: '172.30.0.99', port: 80 }, LOCAL_IPS_V4, { strict: false });
-    assert.deepEqual(miss.notUnderstood, ['portals-container: ct state new counter']);
+    assert.deepEqual(miss.notUnderstood, ['portals-container: ct mark 0x1 counter']);
   });
 });

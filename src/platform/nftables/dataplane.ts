@@ -1,6 +1,6 @@
 // NftablesDataplane: the nftables mode's Dataplane for one IP family. Renders
 // a transaction with the pure NftablesRenderer and applies it atomically as
-// one nf_tables netlink batch (nlencode.ts, netlink.ts); full syncs first read
+// one nf_tables netlink batch (writer.ts, nlencode.ts); full syncs first read
 // the table back over netlink so only differences are written. No `nft`
 // process on the sync path.
 //
@@ -16,19 +16,15 @@ import type { Dataplane } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
 import { nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dataplane/nftables/renderer.js';
-import type { Transaction } from '../../dataplane/nftables/transaction.js';
 import { realClock } from '../clock.js';
 import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
 import { NftMonitor, type NftChange } from './monitor.js';
-import { openNftNetlink, type NftNetlink } from './netlink.js';
-import { encodeBatch, UnencodableError } from './nlencode.js';
-import type { SetSchema } from './nlset.js';
 import { parseTableJSON } from './readback.js';
 import { deleteTableIfPresent, nftRunner, tableExists, type NftRunner } from './leftovers.js';
+import { NftWriter, type NftEvent, type NftTransport } from './writer.js';
 
 export { cleanupNftablesLeftovers, nftRunner, type NftRunner } from './leftovers.js';
-
-export type NftTransport = 'netlink' | 'nft';
+export type { NftTransport } from './writer.js';
 
 export interface NftablesDataplaneOptions {
   readonly config: DataplaneConfig;
@@ -52,7 +48,7 @@ export interface NftablesDataplaneOptions {
   /** Called after each transaction is in the kernel, with its size and path; costs nothing (no text is built). */
   readonly onApplied?: (family: IPFamily, operations: number, partial: boolean, via: NftTransport) => void;
   /** Things an operator should know: the fallback to nft and why. */
-  readonly onEvent?: (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
+  readonly onEvent?: NftEvent;
 }
 
 export class NftablesDataplane implements Dataplane {
@@ -62,10 +58,8 @@ export class NftablesDataplane implements Dataplane {
   private readonly runner: NftRunner;
   private readonly clock: Clock;
   private readonly transport: NftTransport;
-  /** undefined = not opened yet; null = unavailable (use nft). */
-  private nl: NftNetlink | null | undefined = undefined;
-  /** Sets and maps created so far, for encoding their elements in later batches. */
-  private readonly schemas = new Map<string, SetSchema>();
+  /** Applies transactions: a netlink batch, or nft -f. */
+  private readonly writer: NftWriter;
   /** watchDrift()'s listener, and the monitor once opened (null: unavailable, undefined: not yet). */
   private onDrift: ((drift: Drift) => void) | null = null;
   private monitor: NftMonitor | null | undefined = undefined;
@@ -77,6 +71,15 @@ export class NftablesDataplane implements Dataplane {
     this.runner = opts.runner ?? nftRunner(opts.netns);
     this.clock = opts.clock ?? realClock;
     this.transport = opts.transport ?? (opts.runner ? 'nft' : 'netlink');
+    this.writer = new NftWriter({
+      family: this.family,
+      runner: this.runner,
+      transport: this.transport,
+      ...(opts.netns !== undefined ? { netns: opts.netns } : {}),
+      ...(opts.onTransaction ? { onTransaction: opts.onTransaction } : {}),
+      ...(opts.onApplied ? { onApplied: opts.onApplied } : {}),
+      ...(opts.onEvent ? { onEvent: opts.onEvent } : {}),
+    });
   }
 
   /**
@@ -95,56 +98,18 @@ export class NftablesDataplane implements Dataplane {
       const snapshot = this.renderer.needsFullSync(state) ? await this.readSnapshot() : null;
       const { tx, partial, counters } = this.renderer.render(state, this.clock.now(), snapshot);
       if (tx.error) throw tx.error;
-      if (tx.numOperations > 0) await this.apply(tx, partial);
+      if (tx.numOperations > 0) await this.writer.apply(tx, partial, this.monitor ?? null);
       return { partial, counters };
     } catch (err) {
       this.renderer.reset();
       // A socket left mid-exchange may still hold replies; start afresh.
-      this.nl?.close();
-      this.nl = undefined;
+      this.writer.reset();
       throw err instanceof ProxyError && err.code === 'KPT_SYNC_FAILED'
         ? err
         : new ProxyError('KPT_SYNC_FAILED', `nftables ${this.family} sync failed: ${(err as Error).message}`, {
             cause: err,
           });
     }
-  }
-
-  private async channel(): Promise<NftNetlink | null> {
-    if (this.transport !== 'netlink') return null;
-    if (this.nl === undefined) {
-      this.nl = await openNftNetlink(this.opts.netns);
-      if (this.nl === null)
-        this.opts.onEvent?.('warn', { family: this.family }, 'nf_tables netlink unavailable here; using nft');
-    }
-    return this.nl;
-  }
-
-  private async apply(tx: Transaction, partial: boolean): Promise<void> {
-    const fam = nftFamily(this.family);
-    const nl = await this.channel();
-    if (nl) {
-      try {
-        const batch = encodeBatch(tx.operations, fam, this.schemas, nl.nextSeq());
-        this.opts.onTransaction?.(this.family, tx.toString(), partial, 'netlink');
-        if (this.monitor) await this.monitor.ownChange(() => nl.apply(batch));
-        else nl.apply(batch);
-        this.opts.onApplied?.(this.family, tx.numOperations, partial, 'netlink');
-        return;
-      } catch (err) {
-        if (!(err instanceof UnencodableError)) throw err;
-        this.opts.onEvent?.(
-          'error',
-          { family: this.family, operation: err.op, error: err.message },
-          'nftables operation the netlink encoder does not know; this transaction goes through nft -f',
-        );
-      }
-    }
-    const script = tx.toString();
-    this.opts.onTransaction?.(this.family, script, partial, 'nft');
-    if (this.monitor) await this.monitor.ownChange(() => this.runner(['-f', '-'], script));
-    else await this.runner(['-f', '-'], script);
-    this.opts.onApplied?.(this.family, tx.numOperations, partial, 'nft');
   }
 
   private async openMonitor(): Promise<void> {
@@ -169,8 +134,7 @@ export class NftablesDataplane implements Dataplane {
 
   /** Release the netlink sockets (the next sync opens a new one; the monitor stays closed). */
   close(): void {
-    this.nl?.close();
-    this.nl = undefined;
+    this.writer.reset();
     this.unsubscribe?.();
     this.unsubscribe = null;
     this.monitor = null;
@@ -189,7 +153,7 @@ export class NftablesDataplane implements Dataplane {
 
   private async readSnapshot(): Promise<KernelSnapshot> {
     const fam = nftFamily(this.family);
-    const nl = await this.channel();
+    const nl = await this.writer.channel();
     if (nl) return nl.readSnapshot(fam);
     if (!(await tableExists(this.runner, fam))) return EMPTY_SNAPSHOT;
     // Chains, sets and maps only: listing the whole table would also have nft

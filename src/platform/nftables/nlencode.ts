@@ -25,6 +25,7 @@ import {
   writeAnonElements,
   writeAnonSet,
   writeElement,
+  writeIntervalSet,
   writeNamedSet,
   type SetSchema,
 } from './nlset.js';
@@ -95,6 +96,8 @@ export class BatchEncoder {
   private opIndex = new Int32Array(1024);
   /** Element operations waiting to be grouped by set: set -> [op index, op][] in order. */
   private pending = new Map<string, Array<[number, Operation]>>();
+  /** Interval sets of addresses this batch created and has not filled yet (see intervalSet). */
+  private readonly emptyIntervalSets = new Set<string>();
 
   constructor(
     private readonly family: NftFamily,
@@ -240,6 +243,30 @@ export class BatchEncoder {
     this.w.end();
     const schema = o.kind === 'map' && o.typeOf !== undefined ? ENDPOINT_MAP_SCHEMA : schemaOf(o);
     if (schema) this.schemas.set(o.name, schema);
+    if (schema && isAddressIntervalSet(schema)) this.emptyIntervalSets.add(o.name);
+  }
+
+  /**
+   * The elements of an interval set of addresses, all in one message as nft
+   * sends them (nlset.ts writeIntervalSet). nft computes them from what its
+   * cache holds, so only the batch that creates the set, adding only, is
+   * encoded here; anything else is left to nft.
+   */
+  private intervalSet(set: string, ops: ReadonlyArray<[number, Operation]>): void {
+    const [index, first] = ops[0]!;
+    if (!this.emptyIntervalSets.delete(set) || ops.some(([, op]) => op.verb !== 'add'))
+      throw new UnencodableError(first, `elements of interval set ${set} outside the batch that creates it`);
+    this.begin(NFT_MSG.NEWSETELEM, NLM_F.CREATE, index);
+    this.w.str(2, set);
+    if (
+      !writeIntervalSet(
+        this.w,
+        this.family,
+        ops.map(([, op]) => (op.object as Element).key.join(' . ')),
+      )
+    )
+      throw new UnencodableError(first, `elements of ${set} that are not distinct addresses or prefixes`);
+    this.w.end();
   }
 
   private schemaFor(set: string): SetSchema | undefined {
@@ -254,6 +281,10 @@ export class BatchEncoder {
     for (const [set, ops] of pending) {
       const schema = this.schemaFor(set);
       if (!schema) throw new UnencodableError(ops[0]![1], `elements of a set we do not know: ${set}`);
+      if (isAddressIntervalSet(schema)) {
+        this.intervalSet(set, ops);
+        continue;
+      }
       let open: { verb: string; list: number; slot: number; start: number } | null = null;
       const close = () => {
         if (!open) return;
@@ -282,14 +313,24 @@ export class BatchEncoder {
   }
 }
 
-/** Encode a whole transaction's operations (throws UnencodableError). */
+function isAddressIntervalSet(s: SetSchema): boolean {
+  return (
+    s.interval &&
+    s.data === 'none' &&
+    s.fields.length === 1 &&
+    (s.fields[0] === TYPE.IPADDR || s.fields[0] === TYPE.IP6ADDR)
+  );
+}
+
+/** Encode a whole transaction's operations on `table` (throws UnencodableError). */
 export function encodeBatch(
   ops: readonly Operation[],
   family: NftFamily,
   schemas: Map<string, SetSchema>,
   seq: number,
+  table: string = TABLE_NAME,
 ): EncodedBatch {
-  const enc = new BatchEncoder(family, schemas, seq);
+  const enc = new BatchEncoder(family, schemas, seq, table);
   ops.forEach((op, i) => enc.add(op, i));
   return enc.finish();
 }

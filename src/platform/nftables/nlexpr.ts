@@ -68,6 +68,7 @@ export type Expr =
   | { readonly k: 'numgen'; readonly dreg: number; readonly mod: number; readonly offset: number }
   | { readonly k: 'hton'; readonly reg: number; readonly len: number; readonly size: number }
   | { readonly k: 'masq'; readonly flags?: number }
+  | { readonly k: 'redir'; readonly regProto: number; readonly flags: number }
   | { readonly k: 'reject'; readonly code: number }
   | { readonly k: 'dynsetUpdate'; readonly sreg: number; readonly set: string };
 
@@ -86,6 +87,7 @@ const NAMES: Record<Expr['k'], string> = {
   numgen: 'numgen',
   hton: 'byteorder',
   masq: 'masq',
+  redir: 'redir',
   reject: 'reject',
   dynsetUpdate: 'dynset',
 };
@@ -160,6 +162,9 @@ export function writeExpr(w: NlWriter, e: Expr, anonIds: readonly number[]): voi
       break;
     case 'masq':
       if (e.flags !== undefined) w.u32be(1, e.flags);
+      break;
+    case 'redir':
+      w.u32be(1, e.regProto).u32be(3, e.flags);
       break;
     case 'reject':
       w.u32be(1, 0 /* NFT_REJECT_ICMP_UNREACH */).u8(2, e.code);

@@ -1,18 +1,20 @@
 // Our rule texts compiled to nf_tables expressions, as nft 1.0.6 compiles the
-// same text (`nft --debug=netlink` shows both). Only the grammar the renderer
-// writes (src/dataplane/nftables: static.ts, serviceport.ts) is understood;
+// same text (`nft --debug=netlink` shows both). Only the grammar the renderers
+// write (src/dataplane/nftables: static.ts, serviceport.ts; the userspace
+// mode's table, src/dataplane/userspace/rules.ts) is understood;
 // anything else returns null and the caller refuses the batch, so a renderer
 // change that this file does not know cannot reach the kernel half-encoded.
 //
 //   matches:    ct state new | ct status dnat | fib saddr|daddr type local
 //               ip|ip6 saddr|daddr [!=] ADDR | CIDR | { list } | @set
 //               FIELD . FIELD ... [vmap] @set  (FIELD: ip saddr|daddr, meta l4proto, th dport)
-//               meta l4proto tcp|udp|sctp | iifname [!=] "name"|"prefix*"
-//               mark and M != N | numgen random mod N K
+//               meta l4proto tcp|udp|sctp | meta l4proto { tcp, udp, ... }
+//               iifname [!=] "name"|"prefix*" | mark and M != N | numgen random mod N K
 //   statements: mark set mark or|xor M | masquerade fully-random | reject | drop
 //               jump|goto CHAIN | dnat to ADDR:PORT | update @set { ip saddr }
 //               dnat ip addr . port to numgen random mod N map @m | { K : ADDR . PORT , ... }
 //               numgen random mod N vmap { K : goto CHAIN , ... }
+//               redirect to : FIELD . FIELD ... map @m | dnat to ip|ip6 saddr : FIELD . ... map @m
 //
 // nft shortens what it can: one-element lists become a comparison, and a
 // prefix on a byte boundary loads only its bytes (`ip saddr 10.0.0.0/8`
@@ -100,7 +102,7 @@ class Parser {
         if (this.peek(1) !== 'l4proto') return false;
         if (this.peek(2) === '.') return this.concat();
         this.i += 2;
-        return this.l4proto();
+        return this.peek() === '{' ? this.l4protoSet() : this.l4proto();
       case 'fib':
         return this.fib();
       case 'iifname':
@@ -133,7 +135,9 @@ class Parser {
         return true;
       }
       case 'dnat':
-        return this.dnat();
+        return this.peek(1) === 'to' && this.peek(3) === 'saddr' ? this.natFromMap() : this.dnat();
+      case 'redirect':
+        return this.natFromMap();
       case 'update':
         return this.update();
       default:
@@ -182,15 +186,18 @@ class Parser {
 
   /** FIELD . FIELD ... then `vmap @m` or `@set`. */
   private concat(): boolean {
-    let word = 0;
+    return this.fields(0) && this.lookupTail(NFT_REG_1);
+  }
+
+  /** FIELD . FIELD ... loaded from 32-bit word `word` on. */
+  private fields(word: number): boolean {
     for (;;) {
       const len = this.field(word);
       if (len === null) return false;
       word += (len + 3) >> 2;
-      if (this.peek() !== '.') break;
+      if (this.peek() !== '.') return true;
       this.i++;
     }
-    return this.lookupTail(NFT_REG_1);
   }
 
   private lookupTail(sreg: number, inv = false): boolean {
@@ -285,6 +292,52 @@ class Parser {
       else out[out.length - 1]!.push(w);
     }
     return out.some((e) => e.length === 0) ? null : out;
+  }
+
+  /** meta l4proto { tcp, udp }: an inline set of protocols. */
+  private l4protoSet(): boolean {
+    const list = this.braceList();
+    const protos = list?.map((e) => (e.length === 1 ? PROTO[e[0]!] : undefined));
+    if (!protos || protos.some((p) => p === undefined)) return false;
+    this.exprs.push(
+      { k: 'meta', key: META.L4PROTO, dreg: NFT_REG_1 },
+      {
+        k: 'lookup',
+        sreg: NFT_REG_1,
+        set: '__set%d',
+        anon: this.anon.push({ kind: 'protos', protos: protos as number[] }) - 1,
+      },
+    );
+    return true;
+  }
+
+  /**
+   * The port from a named map keyed by the packet: `redirect to : KEY map
+   * @m` (KEY from register 1, the port back into it) or `dnat to ip saddr :
+   * KEY map @m` (the address into register 1, so KEY and the port use
+   * register 2).
+   */
+  private natFromMap(): boolean {
+    const redirect = this.take() === 'redirect';
+    if (!this.expect('to')) return false;
+    const nfproto = NFPROTO[this.fam];
+    let reg = NFT_REG_1;
+    if (!redirect) {
+      if (!this.expect(this.fam, 'saddr')) return false;
+      const f = ADDR[this.fam];
+      this.exprs.push({ k: 'payload', dreg: NFT_REG_1, base: PAYLOAD_BASE.NETWORK, offset: f.saddr, len: f.len });
+      reg = NFT_REG_2;
+    }
+    if (!this.expect(':') || !this.fields(reg === NFT_REG_1 ? 0 : 4) || !this.expect('map')) return false;
+    const ref = this.take();
+    if (!ref?.startsWith('@') || ref.length < 2) return false;
+    this.exprs.push({ k: 'lookup', sreg: reg, dreg: reg, set: ref.slice(1) });
+    this.exprs.push(
+      redirect
+        ? { k: 'redir', regProto: reg, flags: NF_NAT_RANGE_PROTO_SPECIFIED }
+        : { k: 'nat', family: nfproto, regAddr: NFT_REG_1, regProto: reg, flags: NF_NAT_RANGE_PROTO_SPECIFIED },
+    );
+    return true;
   }
 
   private l4proto(): boolean {

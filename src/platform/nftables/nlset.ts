@@ -51,8 +51,8 @@ export const PROTO: Record<string, number> = { tcp: 6, udp: 17, sctp: 132 };
 export interface SetSchema {
   readonly fields: readonly number[];
   readonly interval: boolean;
-  /** none: a set; verdict: a verdict map; addrport: an endpoint map (`addr . port`). */
-  readonly data: 'none' | 'verdict' | 'addrport';
+  /** none: a set; verdict: a verdict map; addrport: an endpoint map (`addr . port`); service: a port map. */
+  readonly data: 'none' | 'verdict' | 'addrport' | 'service';
 }
 
 /** nft's one-byte-type, one-byte-length user-data TLV. */
@@ -87,6 +87,7 @@ export function schemaOf(o: NftSet | NftMap): SetSchema | null {
   const interval = (o.flags ?? []).includes('interval');
   if (o.kind === 'set') return dataText === undefined ? { fields, interval, data: 'none' } : null;
   if (dataText === 'verdict') return { fields, interval, data: 'verdict' };
+  if (dataText === 'inet_service') return { fields, interval, data: 'service' };
   const d = parseFields(dataText ?? '');
   return d && d.length === 2 && (d[0] === TYPE.IPADDR || d[0] === TYPE.IP6ADDR) && d[1] === TYPE.INET_SERVICE
     ? { fields, interval, data: 'addrport' }
@@ -111,11 +112,13 @@ export function writeNamedSet(w: NlWriter, o: NftSet | NftMap, id: number): bool
   if (flags.has('dynamic')) bits |= SET_F.EVAL;
   const concat = schema.fields.length > 1;
   w.str(2, o.name).u32be(3, bits).u32be(4, packType(schema.fields)).u32be(5, keyLen(schema.fields));
-  if (o.kind === 'map') w.u32be(6, VERDICT_DATATYPE).u32be(7, 0);
+  const service = schema.data === 'service';
+  if (o.kind === 'map')
+    w.u32be(6, service ? TYPE.INET_SERVICE : VERDICT_DATATYPE).u32be(7, service ? TYPE_LEN[TYPE.INET_SERVICE]! : 0);
   w.u32be(10, id);
   if (o.kind === 'set' && o.timeoutSeconds !== undefined) w.u64be(11, o.timeoutSeconds * 1000);
   const ud: Buffer[] = [tlv(0, u32(concat ? 0 : 2 /* BYTEORDER_BIG_ENDIAN */))];
-  if (o.kind === 'map') ud.push(tlv(1, u32(0)));
+  if (o.kind === 'map') ud.push(tlv(1, u32(service ? 2 : 0)));
   // nft 1.0.6 marks a concatenated `type` key with an empty concat typeof.
   if (concat) ud.push(tlv(3, Buffer.concat([tlv(0, u32(13 /* EXPR_CONCAT */)), tlv(1, Buffer.alloc(0))])));
   if (o.kind === 'map') ud.push(tlv(6, u32(0)));
@@ -201,6 +204,12 @@ export function writeElement(
   w.bytes(1, key).close(k);
   if (add) {
     if (s.data === 'verdict' && !writeVerdict(w, (e.value ?? []).join(' '))) return false;
+    if (s.data === 'service') {
+      const port = e.value?.length === 1 ? fieldBytes(TYPE.INET_SERVICE, e.value[0]!) : null;
+      if (!port) return false;
+      const d = w.nest(2 /* NFTA_SET_ELEM_DATA */);
+      w.bytes(1, port).close(d);
+    }
     if (s.data === 'none' && e.value !== undefined) return false;
     if (e.comment !== undefined) w.bytes(6 /* NFTA_SET_ELEM_USERDATA */, commentUdata(e.comment));
   }
@@ -268,7 +277,8 @@ export type AnonSet =
       /** Elements nft counted in the set's size (see addrsElements). */
     }
   | { readonly kind: 'dnatmap'; readonly family: NftFamily; readonly entries: ReadonlyArray<readonly [number, Buffer]> }
-  | { readonly kind: 'vmap'; readonly entries: ReadonlyArray<readonly [number, number, string]> };
+  | { readonly kind: 'vmap'; readonly entries: ReadonlyArray<readonly [number, number, string]> }
+  | { readonly kind: 'protos'; readonly protos: readonly number[] };
 
 const addrBits = (f: NftFamily) => (f === 'ip' ? 32n : 128n);
 
@@ -350,13 +360,25 @@ function anonElements(a: AnonSet): { elems: ElemOut[]; size: number } {
       elems: a.entries.map(([k, code, chain]) => ({ key: Buffer.from(u32(k)), verdict: [code, chain] })),
       size: a.entries.length,
     };
+  if (a.kind === 'protos') return { elems: a.protos.map((p) => ({ key: Buffer.of(p) })), size: a.protos.length };
   const len = a.family === 'ip' ? 4 : 16;
   if (!a.interval) return { elems: a.items.map(([v]) => ({ key: fromBig(v, len) })), size: a.items.length };
-  const max = (1n << addrBits(a.family)) - 1n;
+  return intervalElements(a.family, a.items);
+}
+
+/**
+ * Sorted address intervals as nft sends them to an interval set: a leading
+ * end element at 0 unless the first starts there, then each interval's start
+ * and the end element one past its last address (none for an interval open
+ * to the top, whose start is flagged instead), and the size nft declares.
+ */
+function intervalElements(family: NftFamily, items: ReadonlyArray<readonly [bigint, bigint]>) {
+  const len = family === 'ip' ? 4 : 16;
+  const max = (1n << addrBits(family)) - 1n;
   const elems: ElemOut[] = [];
-  if (a.items.length > 0 && a.items[0]![0] > 0n) elems.push({ key: fromBig(0n, len), end: true });
+  if (items.length > 0 && items[0]![0] > 0n) elems.push({ key: fromBig(0n, len), end: true });
   let open = false;
-  for (const [s, e] of a.items) {
+  for (const [s, e] of items) {
     if (e === max) {
       elems.push({ key: fromBig(s, len), open: true });
       open = true;
@@ -369,9 +391,45 @@ function anonElements(a: AnonSet): { elems: ElemOut[]; size: number } {
   return { elems, size: elems.length + (open ? 1 : 0) };
 }
 
+/**
+ * The elements of a named interval set of addresses (`flags interval`, no
+ * auto-merge) filled in the batch that creates it, as nft 1.0.6 sends them
+ * from its cache: every prefix or address as an interval, sorted, with the
+ * leading end element (it then repeats each `add element` line, which adds
+ * nothing). Null when a key is not an address or prefix of the family, or
+ * two overlap (nft refuses those).
+ */
+export function writeIntervalSet(w: NlWriter, family: NftFamily, keys: readonly string[]): boolean {
+  const bits = addrBits(family);
+  const ranges: Array<readonly [bigint, bigint]> = [];
+  for (const k of keys) {
+    const c = parseCIDR(k.includes('/') ? k : `${k}/${bits}`);
+    if (!c || (c.family === 'IPv4') !== (family === 'ip')) return false;
+    const start = toBig(c.network);
+    ranges.push([start, start + (1n << (bits - BigInt(c.prefix))) - 1n]);
+  }
+  ranges.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  if (ranges.some((r, i) => i > 0 && r[0] <= ranges[i - 1]![1])) return false;
+  writeElems(w, intervalElements(family, ranges).elems);
+  return true;
+}
+
 /** NEWSET attributes (after the table) of an inline set or map. */
 export function writeAnonSet(w: NlWriter, a: AnonSet, id: number): void {
   const size = anonElements(a).size;
+  if (a.kind === 'protos') {
+    w.str(2, '__set%d')
+      .u32be(3, SET_F.ANONYMOUS | SET_F.CONSTANT)
+      .u32be(4, TYPE.INET_PROTOCOL)
+      .u32be(5, TYPE_LEN[TYPE.INET_PROTOCOL]!)
+      .u32be(10, id);
+    const desc = w.nest(9);
+    w.u32be(1, size).close(desc);
+    // Host byte order; typeof `meta l4proto` (EXPR_META, key NFT_META_L4PROTO).
+    const metaTypeof = Buffer.concat([tlv(0, u32(9)), tlv(1, tlv(0, u32(16)))]);
+    w.bytes(13, Buffer.concat([tlv(0, u32(1)), tlv(3, metaTypeof)]));
+    return;
+  }
   if (a.kind === 'addrs') {
     const t = a.family === 'ip' ? TYPE.IPADDR : TYPE.IP6ADDR;
     w.str(2, '__set%d')
@@ -408,8 +466,12 @@ export function writeAnonSet(w: NlWriter, a: AnonSet, id: number): void {
 
 /** The NFTA_SET_ELEM_LIST_ELEMENTS of an inline set or map. */
 export function writeAnonElements(w: NlWriter, a: AnonSet): void {
+  writeElems(w, anonElements(a).elems);
+}
+
+function writeElems(w: NlWriter, elems: readonly ElemOut[]): void {
   const list = w.nest(3);
-  anonElements(a).elems.forEach((e, i) => {
+  elems.forEach((e, i) => {
     const el = w.nest(i + 1);
     if (e.end) w.u32be(3, ELEM_F_INTERVAL_END);
     const k = w.nest(1);

@@ -4,7 +4,9 @@
 //   2. opens listeners that are new and hands changed endpoint sets to the
 //      ones that stay (no restart: same port, open relays kept), resetting
 //      relays to endpoints that were removed,
-//   3. writes the redirect table atomically (UserspaceRenderer.render, `nft -f -`),
+//   3. writes the redirect table atomically (UserspaceRenderer.render: one
+//      nftables Transaction, applied as the nftables mode applies its own:
+//      one netlink batch, or `nft -f`, ../nftables/writer.ts),
 //   4. only then closes listeners no longer planned (and their relays), so a
 //      redirect never points at a port that was already closed.
 // A failed rule write rejects (the engine makes the next sync full); every
@@ -23,9 +25,11 @@ import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import type { ListenerSpec } from '../../dataplane/userspace/plan.js';
 import { UserspaceRenderer } from '../../dataplane/userspace/renderer.js';
 import { TABLE_NAME } from '../../dataplane/userspace/rules.js';
+import { nftFamily } from '../../dataplane/nftables/names.js';
 import { realClock } from '../clock.js';
 import { nftRunner, type NftRunner } from '../nftables/leftovers.js';
 import { NftMonitor, type NftChange } from '../nftables/monitor.js';
+import { NftWriter, type NftTransport } from '../nftables/writer.js';
 import { openSocketState, type SocketState } from './sockstate.js';
 
 export { cleanupUserspaceLeftovers } from './leftovers.js';
@@ -49,8 +53,14 @@ export const DEFAULT_UDP_IDLE_TIMEOUT_MS = 250;
 
 export interface UserspaceDataplaneOptions {
   readonly config: DataplaneConfig;
-  /** Runs nft (default: the host's). Tests pass nftRunner(netns). */
+  /** Runs nft (default: the host's, or netns's). Tests pass a recording one. */
   readonly runner?: NftRunner;
+  /**
+   * 'netlink' (the default without a runner): the table goes in as one
+   * nf_tables netlink batch, or through nft where netlink is unavailable.
+   * 'nft' (the default with a runner): `nft -f`.
+   */
+  readonly transport?: NftTransport;
   readonly clock?: Clock;
   /** Address listeners bind (default the wildcard of the family: 0.0.0.0 / ::). */
   readonly bindAddress?: string;
@@ -58,9 +68,9 @@ export interface UserspaceDataplaneOptions {
   /** Dial timeouts per try when connecting to endpoints (default upstream's 250/500/1000/2000 ms). */
   readonly dialTimeoutsMs?: readonly number[];
   readonly onEvent?: RelayEvent;
-  /** Called with each rule script before it is applied (debug logging). */
-  readonly onTransaction?: (family: IPFamily, script: string) => void;
-  /** The network namespace `runner` works in (tests), for the drift watch's netlink socket. */
+  /** Called with each table transaction's text before it is applied (debug logging). */
+  readonly onTransaction?: (family: IPFamily, script: string, via: NftTransport) => void;
+  /** The network namespace to work in (tests): nft, the netlink batches and the drift watch. */
   readonly netns?: string;
 }
 
@@ -76,6 +86,7 @@ export class UserspaceDataplane implements Dataplane {
   private readonly entries = new Map<string, Entry>();
   private readonly renderer: UserspaceRenderer;
   private readonly runner: NftRunner;
+  private readonly writer: NftWriter;
   private readonly clock: Clock;
   private readonly onEvent: RelayEvent;
   /** watchDrift()'s listener; the watch (monitor, listener checks) opens with the first sync. */
@@ -91,12 +102,21 @@ export class UserspaceDataplane implements Dataplane {
   constructor(private readonly opts: UserspaceDataplaneOptions) {
     this.family = opts.config.family;
     this.renderer = new UserspaceRenderer(opts.config);
-    this.runner = opts.runner ?? nftRunner();
+    this.runner = opts.runner ?? nftRunner(opts.netns);
     this.clock = opts.clock ?? realClock;
     this.onEvent = opts.onEvent ?? (() => {});
     // The TCP relay rests on Node's internal tcp_wrap binding: a Node that changed it fails here, at start,
     // with a clear error, instead of at every sync.
     binding();
+    const onTransaction = opts.onTransaction;
+    this.writer = new NftWriter({
+      family: this.family,
+      runner: this.runner,
+      transport: opts.transport ?? (opts.runner ? 'nft' : 'netlink'),
+      ...(opts.netns !== undefined ? { netns: opts.netns } : {}),
+      ...(onTransaction ? { onTransaction: (f, script, _p, via) => onTransaction(f, script, via) } : {}),
+      onEvent: this.onEvent,
+    });
   }
 
   /** Tell `onDrift` when the redirect table is changed by others or a listener dies (see the top). */
@@ -110,7 +130,7 @@ export class UserspaceDataplane implements Dataplane {
     const onDrift = this.onDrift;
     this.monitor = await NftMonitor.open(this.opts.netns);
     const ours = (c: NftChange) => c.table === TABLE_NAME;
-    this.unsubscribe = this.monitor?.subscribe(this.family === 'IPv4' ? 'ip' : 'ip6', ours, onDrift) ?? null;
+    this.unsubscribe = this.monitor?.subscribe(nftFamily(this.family), ours, onDrift) ?? null;
     this.sockets = await openSocketState();
     if (!this.monitor || !this.sockets)
       this.onEvent(
@@ -169,10 +189,12 @@ export class UserspaceDataplane implements Dataplane {
     for (const spec of plan.listeners.values()) resetRelays += await this.ensure(spec);
     const ports = new Map<string, number>();
     for (const [k, e] of this.entries) if (plan.listeners.has(k)) ports.set(k, e.port);
-    const script = this.renderer.render(plan, ports);
-    this.opts.onTransaction?.(this.family, script);
-    if (this.monitor) await this.monitor.ownChange(() => this.runner(['-f', '-'], script));
-    else await this.runner(['-f', '-'], script);
+    try {
+      await this.writer.apply(this.renderer.render(plan, ports), false, this.monitor);
+    } catch (err) {
+      this.writer.reset();
+      throw err;
+    }
     let closed = 0;
     for (const [k, e] of [...this.entries]) {
       if (plan.listeners.has(k)) continue;
@@ -248,6 +270,7 @@ export class UserspaceDataplane implements Dataplane {
 
   /** Close every listener and relay; the rules stay (as after a stop of upstream's proxy). */
   async close(): Promise<void> {
+    this.writer.reset();
     if (this.checkTimer) clearInterval(this.checkTimer);
     this.checkTimer = null;
     this.unsubscribe?.();
@@ -261,6 +284,6 @@ export class UserspaceDataplane implements Dataplane {
   /** Close everything and remove our table. */
   async cleanup(): Promise<void> {
     await this.close();
-    await this.runner(['-f', '-'], this.renderer.cleanup());
+    await this.runner(['-f', '-'], this.renderer.cleanup().toString());
   }
 }

@@ -11,7 +11,7 @@ export async function cleanupUserspaceLeftovers(runner: NftRunner = nftRunner())
   const errors: unknown[] = [];
   for (const fam of ['IPv4', 'IPv6'] as const) {
     try {
-      await runner(['-f', '-'], renderCleanup(fam));
+      await runner(['-f', '-'], renderCleanup(fam).toString());
     } catch (err) {
       errors.push(err);
     }
