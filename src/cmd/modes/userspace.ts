@@ -1,6 +1,5 @@
 // userspace mode's driver: a relay process per Service port, reached through
 // a small nftables redirect table of its own.
-import { TABLE_NAME as USERSPACE_TABLE } from '../../dataplane/userspace/rules.js';
 import type { IPFamily } from '../../core/types.js';
 import type { Logger } from '../../platform/logger.js';
 import type { ModeDriver } from './driver.js';
@@ -33,13 +32,14 @@ export const userspaceDriver: ModeDriver = {
   },
 
   async detect(run, family) {
-    return (await run('nft', ['list', 'table', fam(family), USERSPACE_TABLE], { allowFailure: true })).code === 0;
+    const table = await userspaceTable();
+    return (await run('nft', ['list', 'table', fam(family), table], { allowFailure: true })).code === 0;
   },
   async withLive(ctx, use) {
     const { explainUserspaceListing } = await import('../explainuserspace.js');
     // Which endpoints each listener relays to is known only to the running proxy.
     const { answer, addresses } = await statusAddressesFor('userspace', ctx);
-    const listing = (await ctx.run('nft', ['list', 'table', fam(ctx.family), USERSPACE_TABLE])).stdout;
+    const listing = (await ctx.run('nft', ['list', 'table', fam(ctx.family), await userspaceTable()])).stdout;
     return use({
       mode: 'userspace',
       addresses,
@@ -75,6 +75,8 @@ export const userspaceDriver: ModeDriver = {
     });
   },
 };
+
+const userspaceTable = async (): Promise<string> => (await import('../../dataplane/userspace/rules.js')).TABLE_NAME;
 
 async function cleanupUserspace(log: Logger): Promise<number> {
   const { cleanupUserspaceLeftovers } = await import('../../platform/userspace/leftovers.js');
