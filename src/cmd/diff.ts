@@ -28,7 +28,7 @@ import type { SyncState } from '../core/types.js';
 import { ApiStatusError, KubeClient, loadKubeConfig } from '../platform/k8s/index.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
 import { PROCESS_IO, kernelLocalIPs, proxyStatus, type CmdIO } from './explain.js';
-import type { FamilyDiff } from './diffipt.js';
+import type { FamilyDiff } from './modes/driver.js';
 import { familiesFor, modeDriver } from './modes/index.js';
 import type { ModeDriver } from './modes/driver.js';
 import { startupNode } from './node.js';

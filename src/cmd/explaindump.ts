@@ -5,8 +5,8 @@
 //   - the userspace table (`nft list ruleset` or `nft list table ip
 //     kube-proxy-userspace`);
 //   - an IPVS mode bundle: ipvsadm -Sn, ipset save, iptables-save and
-//     ip -o addr output in one file (ipvslive.ts);
-//   - ebpf mode's maps as JSON, written by `explain --save` (explainebpf.ts):
+//     ip -o addr output in one file (modes/ipvs/live.ts);
+//   - ebpf mode's maps as JSON, written by `explain --save` (modes/ebpf/explain.ts):
 //     maps have no text form of their own.
 // The mode is told from the file's content unless --mode says it. What lives
 // only in the proxy process (which addresses a Service has in ipvs and

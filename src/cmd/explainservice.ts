@@ -4,7 +4,7 @@
 // node itself, each traced like a single `explain` packet with the mode's
 // tracer. Where the addresses come from (a ServiceSource per mode):
 //   - iptables, nftables: the rules themselves (comments, chain names);
-//   - ebpf: kpt_svc entries named by kpt_names (explainebpf.ts);
+//   - ebpf: kpt_svc entries named by kpt_names (modes/ebpf/explain.ts);
 //   - ipvs, userspace: their kernel state names no Service, so the running
 //     proxy's status document says which addresses the Service has
 //     (statusAddresses); each is then traced through the kernel state.

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { runPacketFlowTable } from '../cases/runtable.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
 import { Fake, IpvsRenderer, loadRender, trace } from '../../src/dataplane/ipvs/index.js';
-import { ipvsFromBundle } from '../../src/cmd/ipvslive.js';
+import { ipvsFromBundle } from '../../src/cmd/modes/ipvs/live.js';
 import { isIpvsBundle } from '../../src/cmd/modes/dumps.js';
 import { hasCode } from '../../src/core/errors.js';
 import { EXTERNAL_IP_NODE, LOCAL_IPS_V4, LOCAL_IPS_V6, NODE_IP } from '../cases/fixtures.js';

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig } from '../../src/core/types.js';
 import type { CommandRunner } from '../../src/platform/exec.js';
-import { diffUserspaceFamily } from '../../src/cmd/diffuserspace.js';
+import { diffUserspaceFamily } from '../../src/cmd/modes/userspace/diff.js';
 import { NODE_IP, service, slice } from '../cases/fixtures.js';
 import { statusAfterSync } from '../cases/status.js';
 

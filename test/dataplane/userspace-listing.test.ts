@@ -14,7 +14,7 @@ import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { nftFamily } from '../../src/dataplane/nftables/names.js';
 import { renderRules } from '../../src/dataplane/userspace/rules.js';
 import { TABLE_NAME } from '../../src/dataplane/userspace/index.js';
-import { userspaceTableFromListing } from '../../src/cmd/explainuserspace.js';
+import { userspaceTableFromListing } from '../../src/cmd/modes/userspace/explain.js';
 import { PORTAL_PORTS, portalPlan } from './userspace-fixtures.js';
 
 const LISTING = readFileSync(new URL('./userspace-listing.txt', import.meta.url.replace('/dist/', '/')), 'utf8');

@@ -24,8 +24,8 @@ import { statusAfterSync } from '../cases/status.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { diffIpvsFamily } from '../../src/cmd/diffipvs.js';
-import { readLiveIpvs } from '../../src/cmd/ipvslive.js';
+import { diffIpvsFamily } from '../../src/cmd/modes/ipvs/diff.js';
+import { readLiveIpvs } from '../../src/cmd/modes/ipvs/live.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../netns/cleanup.js';
 import { newPrefix } from '../netns/names.js';
 

@@ -11,11 +11,11 @@ import type { ResolvedConfig } from '../../core/config/types.js';
 import type { Clock } from '../../core/clock.js';
 import type { Dataplane, DataplaneConfig, IPFamily, ProxyMode, SyncState } from '../../core/types.js';
 import type { SyncFailureCounterKind } from '../../engine/syncfailures.js';
+import type { ChainDiff } from '../../dataplane/iptables/diff.js';
 import type { ConntrackTable } from '../../platform/conntrack.js';
 import type { CommandRunner } from '../../platform/exec.js';
 import type { Logger } from '../../platform/logger.js';
 import type { ProxyMetrics } from '../../platform/metrics.js';
-import type { FamilyDiff } from '../diffipt.js';
 import type { StatusAnswer } from '../explaindump.js';
 import type { ServiceSource } from '../explainservice.js';
 import type { EbpfFlags, RunCommand } from '../options.js';
@@ -83,6 +83,21 @@ export interface DiffContext {
   readonly localIPs: readonly string[];
   /** The running proxy's status document (asked when wantsStatus(cmd)). */
   readonly status: StatusAnswer | null;
+}
+
+/** What `diff` found for one family. */
+export interface FamilyDiff {
+  readonly family: IPFamily;
+  /** Number of rules/chains/elements added or removed. */
+  readonly changes: number;
+  readonly summary: string;
+  readonly text: string;
+  /** iptables: the chains that differ. */
+  readonly chains?: readonly ChainDiff[];
+  /** nftables: the chains and sets that differ (src/dataplane/nftables/tablediff.ts NftTableDiff[]). */
+  readonly nft?: unknown;
+  /** ebpf: the map entries that differ (ebpf/diff.ts EntryChange[]). */
+  readonly ebpf?: unknown;
 }
 
 export interface ModeDriver {

@@ -9,11 +9,11 @@ import type { CommandRunner } from '../../platform/exec.js';
 import type { Logger } from '../../platform/logger.js';
 import { ipv6Supported } from '../../platform/netinfo.js';
 import type { CleanupOptions, DataplaneDeps, ModeDriver } from './driver.js';
-import { ebpfDriver } from './ebpf.js';
-import { iptablesDriver } from './iptables.js';
-import { ipvsDriver } from './ipvs.js';
-import { nftablesDriver } from './nftables.js';
-import { userspaceDriver } from './userspace.js';
+import { ebpfDriver } from './ebpf/driver.js';
+import { iptablesDriver } from './iptables/driver.js';
+import { ipvsDriver } from './ipvs/driver.js';
+import { nftablesDriver } from './nftables/driver.js';
+import { userspaceDriver } from './userspace/driver.js';
 
 export type { CleanupOptions, DataplaneDeps, ModeDriver } from './driver.js';
 

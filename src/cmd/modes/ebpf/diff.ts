@@ -3,16 +3,16 @@
 // EbpfRenderer renders a full sync against them as the dataplane does after
 // a restart, its operations run on the Fake, and the two are compared entry
 // by entry. Only map reads reach the kernel.
-import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
-import { entryText } from '../dataplane/ebpf/describe.js';
-import { Fake } from '../dataplane/ebpf/fake.js';
-import * as L from '../dataplane/ebpf/layout.js';
-import type { EbpfOptions } from '../dataplane/ebpf/options.js';
-import { EbpfRenderer, type LiveEntries } from '../dataplane/ebpf/renderer.js';
-import { listIfaces, netnsCookie, openIfaceSource } from '../platform/ebpf/ifaces.js';
-import { PinnedMaps } from '../platform/ebpf/pinned.js';
-import { PinDir } from '../platform/ebpf/pins.js';
-import type { FamilyDiff } from './diffipt.js';
+import type { DataplaneConfig, IPFamily, SyncState } from '../../../core/types.js';
+import { entryText } from '../../../dataplane/ebpf/describe.js';
+import { Fake } from '../../../dataplane/ebpf/fake.js';
+import * as L from '../../../dataplane/ebpf/layout.js';
+import type { EbpfOptions } from '../../../dataplane/ebpf/options.js';
+import { EbpfRenderer, type LiveEntries } from '../../../dataplane/ebpf/renderer.js';
+import { listIfaces, netnsCookie, openIfaceSource } from '../../../platform/ebpf/ifaces.js';
+import { PinnedMaps } from '../../../platform/ebpf/pinned.js';
+import { PinDir } from '../../../platform/ebpf/pins.js';
+import type { FamilyDiff } from '../driver.js';
 
 export interface EbpfFamilyInput {
   readonly family: IPFamily;

@@ -10,21 +10,21 @@
 // (chains, rules, map elements) and the listeners port by port with their
 // endpoints. Without an answer from the proxy, endpoints are left out of the
 // comparison and the summary says why. Only reads reach the kernel.
-import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
-import { Fake } from '../dataplane/nftables/fake.js';
-import { nftFamily, type NftFamily } from '../dataplane/nftables/names.js';
+import type { DataplaneConfig, IPFamily, SyncState } from '../../../core/types.js';
+import { Fake } from '../../../dataplane/nftables/fake.js';
+import { nftFamily, type NftFamily } from '../../../dataplane/nftables/names.js';
 import {
   NODEPORT_PORTALS,
   SERVICE_PORTALS,
   TABLE_NAME,
   UserspaceRenderer,
   type UserspacePlan,
-} from '../dataplane/userspace/index.js';
-import type { StatusDoc } from '../engine/statusview.js';
-import type { CommandRunner } from '../platform/exec.js';
-import type { FamilyDiff } from './diffipt.js';
-import { setDiff } from './diffipvs.js';
-import { listenersFrom, userspaceTableFromListing } from './explainuserspace.js';
+} from '../../../dataplane/userspace/index.js';
+import type { StatusDoc } from '../../../engine/statusview.js';
+import type { CommandRunner } from '../../../platform/exec.js';
+import type { FamilyDiff } from '../driver.js';
+import { setDiff } from '../ipvs/diff.js';
+import { listenersFrom, userspaceTableFromListing } from './explain.js';
 
 export interface UserspaceFamilyInput {
   readonly run: CommandRunner;

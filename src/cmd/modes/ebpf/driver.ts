@@ -1,12 +1,12 @@
 // ebpf mode's driver: our BPF programs (src/bpf) and the maps they read,
 // written through libbpf; per-Service traffic counted in the maps.
 import { availableParallelism } from 'node:os';
-import type { ResolvedConfig } from '../../core/config/types.js';
-import { BugError } from '../../core/errors.js';
-import type { Logger } from '../../platform/logger.js';
-import type { ModeDriver } from './driver.js';
-import { isEbpfDump } from './dumps.js';
-import { familyInKernel } from './shared.js';
+import type { ResolvedConfig } from '../../../core/config/types.js';
+import { BugError } from '../../../core/errors.js';
+import type { Logger } from '../../../platform/logger.js';
+import type { ModeDriver } from '../driver.js';
+import { isEbpfDump } from '../dumps.js';
+import { familyInKernel } from '../shared.js';
 
 export const ebpfDriver: ModeDriver = {
   mode: 'ebpf',
@@ -17,7 +17,7 @@ export const ebpfDriver: ModeDriver = {
 
   async create(d) {
     if (!d.ebpf) throw new BugError('ebpf mode needs its options');
-    const { EbpfDataplane } = await import('../../platform/ebpf/dataplane.js');
+    const { EbpfDataplane } = await import('../../../platform/ebpf/dataplane.js');
     return new EbpfDataplane({
       config: d.config,
       ebpf: { ...d.ebpf, ctEntries: ebpfConnectionEntries(d.resolved) },
@@ -25,7 +25,7 @@ export const ebpfDriver: ModeDriver = {
     });
   },
   async riders(dataplanes, ctx) {
-    const { withEbpfTrafficCounters } = await import('../traffic.js');
+    const { withEbpfTrafficCounters } = await import('./traffic.js');
     return withEbpfTrafficCounters(ctx.cmd.serviceTrafficMetrics, dataplanes, ctx.metrics, ctx.log);
   },
 
@@ -35,11 +35,11 @@ export const ebpfDriver: ModeDriver = {
   },
 
   async detect(_run, _family, pinRoot) {
-    const { PinnedMaps } = await import('../../platform/ebpf/pinned.js');
+    const { PinnedMaps } = await import('../../../platform/ebpf/pinned.js');
     return PinnedMaps.present(pinRoot);
   },
   async withLive(ctx, use) {
-    const { ebpfServiceAddresses, explainEbpfMaps, liveIfindexOf, withPinnedMaps } = await import('../explainebpf.js');
+    const { ebpfServiceAddresses, explainEbpfMaps, liveIfindexOf, withPinnedMaps } = await import('./explain.js');
     const ifindexOf = await liveIfindexOf();
     return withPinnedMaps(ctx.pinRoot, (maps) =>
       use({
@@ -51,7 +51,7 @@ export const ebpfDriver: ModeDriver = {
   },
   holdsDump: isEbpfDump,
   async fromDump(d) {
-    const { ebpfFromDump, ebpfServiceAddresses, explainEbpfMaps } = await import('../explainebpf.js');
+    const { ebpfFromDump, ebpfServiceAddresses, explainEbpfMaps } = await import('./explain.js');
     const saved = ebpfFromDump(d.text, d.file);
     return {
       source: {
@@ -65,13 +65,13 @@ export const ebpfDriver: ModeDriver = {
   saveWith: 'kube-proxy-ts explain --save FILE',
   // Maps have no text form of their own: `explain --save` writes them.
   async save(pinRoot, localIPs) {
-    const { saveEbpfMaps, withPinnedMaps } = await import('../explainebpf.js');
+    const { saveEbpfMaps, withPinnedMaps } = await import('./explain.js');
     return withPinnedMaps(pinRoot, (maps) => saveEbpfMaps(maps, localIPs));
   },
 
   diffWantsStatus: (cmd) => cmd.datapathCanary,
   async diff(ctx) {
-    const { diffEbpfFamily } = await import('../diffebpf.js');
+    const { diffEbpfFamily } = await import('./diff.js');
     return diffEbpfFamily({
       family: ctx.family,
       config: ctx.config,
@@ -99,7 +99,7 @@ export function ebpfConnectionEntries(resolved: ResolvedConfig): number {
 
 async function cleanupEbpf(log: Logger, pinRoot?: string): Promise<number> {
   try {
-    const { cleanupEbpfMode } = await import('../../platform/ebpf/cleanup.js');
+    const { cleanupEbpfMode } = await import('../../../platform/ebpf/cleanup.js');
     const removed = await cleanupEbpfMode(pinRoot);
     if (removed.length > 0) log.info({ removed }, 'Removed ebpf programs and pinned maps');
     return 0;

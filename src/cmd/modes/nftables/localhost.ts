@@ -3,13 +3,13 @@
 // table follow its syncs (src/platform/nftables/localhost.ts). What each family
 // does is decided once, by nftablesLocalhostNodePorts (src/core/config/nodeport.ts).
 // nftables mode's driver (modes/nftables.ts) is the only caller.
-import { nftablesLocalhostNodePorts } from '../core/config/nodeport.js';
-import type { ResolvedConfig } from '../core/config/types.js';
-import type { Dataplane, IPFamily } from '../core/types.js';
-import type { Logger } from '../platform/logger.js';
-import type { ProxyMetrics } from '../platform/metrics.js';
-import { LocalhostNodePorts, withLocalhostNodePorts } from '../platform/nftables/localhost.js';
-import { nftRunner } from '../platform/nftables/leftovers.js';
+import { nftablesLocalhostNodePorts } from '../../../core/config/nodeport.js';
+import type { ResolvedConfig } from '../../../core/config/types.js';
+import type { Dataplane, IPFamily } from '../../../core/types.js';
+import type { Logger } from '../../../platform/logger.js';
+import type { ProxyMetrics } from '../../../platform/metrics.js';
+import { LocalhostNodePorts, withLocalhostNodePorts } from '../../../platform/nftables/localhost.js';
+import { nftRunner } from '../../../platform/nftables/leftovers.js';
 
 export function withLocalhostNodePortRelays(
   config: ResolvedConfig,

@@ -2,8 +2,8 @@
 // KPT_NFTABLES_LAYOUT read here in src/cmd.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS } from '../../dataplane/nftables/index.js';
-import { nftablesLayout } from './nftables.js';
+import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS } from '../../../dataplane/nftables/index.js';
+import { nftablesLayout } from './driver.js';
 
 test('nftablesLayout: the default unless KPT_NFTABLES_LAYOUT names a layout', () => {
   assert.equal(nftablesLayout({}), DEFAULT_ENDPOINT_LAYOUT);

@@ -1,18 +1,18 @@
-// IPVS side of `diff`: the live state (ipvslive.ts) is read twice into the
+// IPVS side of `diff`: the live state (live.ts) is read twice into the
 // IPVS Fake; the real IpvsDataplane runs one full sync against one copy
 // (fakeKernel: nothing reaches the kernel, not even the sysctls), and the
 // two are compared: virtual and real servers (ipvsadm -Sn lines), set
 // members, kube-ipvs0 addresses, and the rules chain by chain. Drained
 // real servers show as weight changes (weight 0), as the sync would leave them.
-import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
-import { diffIptables, diffText } from '../dataplane/iptables/diff.js';
-import type { Fake } from '../dataplane/ipvs/fake.js';
-import { realClock } from '../platform/clock.js';
-import type { CommandRunner } from '../platform/exec.js';
-import { IpvsDataplane, type IpvsModeOptions } from '../platform/ipvs/dataplane.js';
-import { fakeKernel } from '../platform/ipvs/kernel.js';
-import type { FamilyDiff } from './diffipt.js';
-import { readLiveIpvs } from './ipvslive.js';
+import type { DataplaneConfig, IPFamily, SyncState } from '../../../core/types.js';
+import { diffIptables, diffText } from '../../../dataplane/iptables/diff.js';
+import type { Fake } from '../../../dataplane/ipvs/fake.js';
+import { realClock } from '../../../platform/clock.js';
+import type { CommandRunner } from '../../../platform/exec.js';
+import { IpvsDataplane, type IpvsModeOptions } from '../../../platform/ipvs/dataplane.js';
+import { fakeKernel } from '../../../platform/ipvs/kernel.js';
+import type { FamilyDiff } from '../driver.js';
+import { readLiveIpvs } from './live.js';
 
 export interface IpvsFamilyInput {
   readonly run: CommandRunner;

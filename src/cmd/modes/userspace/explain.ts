@@ -9,22 +9,22 @@
 // that the table sends there. Without the proxy the walk still ends at the
 // listener, and a note says the endpoints are unknown.
 
-import { ProxyError } from '../core/errors.js';
-import { joinHostPort } from '../core/ip.js';
-import type { IPFamily } from '../core/types.js';
-import type { Fake as NftFake } from '../dataplane/nftables/fake.js';
-import { loadNftTable, parseNftListing, tableBlock } from '../dataplane/nftables/listing.js';
-import { nftFamily, type NftFamily } from '../dataplane/nftables/names.js';
+import { ProxyError } from '../../../core/errors.js';
+import { joinHostPort } from '../../../core/ip.js';
+import type { IPFamily } from '../../../core/types.js';
+import type { Fake as NftFake } from '../../../dataplane/nftables/fake.js';
+import { loadNftTable, parseNftListing, tableBlock } from '../../../dataplane/nftables/listing.js';
+import { nftFamily, type NftFamily } from '../../../dataplane/nftables/names.js';
 import {
   NODEPORT_PORTALS,
   SERVICE_PORTALS,
   TABLE_NAME,
   trace,
   type FakeListener,
-} from '../dataplane/userspace/index.js';
-import type { TracePacket } from '../dataplane/trace.js';
-import type { StatusDoc } from '../engine/statusview.js';
-import { summarize, type Explanation } from './explainview.js';
+} from '../../../dataplane/userspace/index.js';
+import type { TracePacket } from '../../../dataplane/trace.js';
+import type { StatusDoc } from '../../../engine/statusview.js';
+import { summarize, type Explanation } from '../../explainview.js';
 
 /** The userspace table of an nft text listing (`nft list table` or `nft list ruleset`) in a Fake, or null. */
 export function userspaceTableFromListing(text: string, fam: NftFamily): NftFake | null {

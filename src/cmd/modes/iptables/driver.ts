@@ -1,13 +1,13 @@
 // iptables mode's driver: iptables-restore of upstream's chains, traced and
 // diffed through the iptables Fake.
-import { hostRunner } from '../../platform/exec.js';
-import type { IPFamily } from '../../core/types.js';
-import type { Logger } from '../../platform/logger.js';
-import type { Fake as IptablesFake } from '../../dataplane/iptables/fake.js';
-import type { ServiceSource } from '../explainservice.js';
-import type { ModeDriver } from './driver.js';
-import { isIptablesDump } from './dumps.js';
-import { familyHasIptables, rulesSource } from './shared.js';
+import { hostRunner } from '../../../platform/exec.js';
+import type { IPFamily } from '../../../core/types.js';
+import type { Logger } from '../../../platform/logger.js';
+import type { Fake as IptablesFake } from '../../../dataplane/iptables/fake.js';
+import type { ServiceSource } from '../../explainservice.js';
+import type { ModeDriver } from '../driver.js';
+import { isIptablesDump } from '../dumps.js';
+import { familyHasIptables, rulesSource } from '../shared.js';
 
 export const iptablesDriver: ModeDriver = {
   mode: 'iptables',
@@ -17,7 +17,7 @@ export const iptablesDriver: ModeDriver = {
   familyWorks: familyHasIptables,
 
   async create(d) {
-    const { IptablesDataplane, procSysctl } = await import('../../platform/iptables/index.js');
+    const { IptablesDataplane, procSysctl } = await import('../../../platform/iptables/index.js');
     return new IptablesDataplane({
       config: d.config,
       run: hostRunner,
@@ -43,12 +43,12 @@ export const iptablesDriver: ModeDriver = {
     return save.code === 0 && /^:KUBE-SERVICES /m.test(save.stdout);
   },
   async withLive(ctx, use) {
-    const { readIptablesRules } = await import('../explainrules.js');
+    const { readIptablesRules } = await import('../../explainrules.js');
     return use(await iptablesSource(await readIptablesRules(ctx.run, ctx.family)));
   },
   holdsDump: isIptablesDump,
   async fromDump(d) {
-    const { iptablesFromSave } = await import('../explainrules.js');
+    const { iptablesFromSave } = await import('../../explainrules.js');
     return { source: await iptablesSource(iptablesFromSave(d.text)), localIPs: null };
   },
   // iptables-save output is one family's; its addresses tell which.
@@ -58,7 +58,7 @@ export const iptablesDriver: ModeDriver = {
 
   diffWantsStatus: (cmd) => cmd.datapathCanary,
   async diff(ctx) {
-    const { diffIptablesFamily } = await import('../diffipt.js');
+    const { diffIptablesFamily } = await import('./diff.js');
     return diffIptablesFamily({
       run: ctx.run,
       family: ctx.family,
@@ -78,14 +78,14 @@ export const iptablesDriver: ModeDriver = {
 /** The rules name their Services (in comments). */
 async function iptablesSource(fake: IptablesFake): Promise<ServiceSource> {
   const [{ iptablesAddresses }, { traceIptablesRules }] = await Promise.all([
-    import('../explainservice.js'),
-    import('../explainrules.js'),
+    import('../../explainservice.js'),
+    import('../../explainrules.js'),
   ]);
   return rulesSource('iptables', fake, iptablesAddresses, traceIptablesRules);
 }
 
 async function cleanupIptables(log: Logger): Promise<number> {
-  const { cleanupLeftovers, Iptables } = await import('../../platform/iptables/index.js');
+  const { cleanupLeftovers, Iptables } = await import('../../../platform/iptables/index.js');
   let errors = 0;
   for (const family of ['IPv4', 'IPv6'] as const) {
     const ipt = new Iptables(family, hostRunner);
@@ -105,7 +105,7 @@ async function cleanupIptables(log: Logger): Promise<number> {
 
 /** iptables mode's own chains (KUBE-NODEPORTS, KUBE-SVC-*...) exist in either family. */
 async function iptablesModeLeftovers(): Promise<boolean> {
-  const { Iptables } = await import('../../platform/iptables/index.js');
+  const { Iptables } = await import('../../../platform/iptables/index.js');
   for (const family of ['IPv4', 'IPv6'] as const satisfies readonly IPFamily[]) {
     try {
       const save = await new Iptables(family, hostRunner).save('nat');

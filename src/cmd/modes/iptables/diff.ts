@@ -5,36 +5,23 @@
 // be_liberal) are read from the real system without changing it (`nfacct
 // get`, never `nfacct add`), and passed as the renderer's options.
 
-import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
-import { sameRule } from '../dataplane/iptables/canon.js';
-import { diffIptables, diffText, type ChainDiff } from '../dataplane/iptables/diff.js';
-import { Fake, type IptablesTable } from '../dataplane/iptables/fake.js';
-import { DEFAULT_IPTABLES_OPTIONS, type IptablesOptions } from '../dataplane/iptables/index.js';
-import { realClock } from '../platform/clock.js';
-import { ExecError, type CommandRunner } from '../platform/exec.js';
+import type { DataplaneConfig, IPFamily, SyncState } from '../../../core/types.js';
+import { sameRule } from '../../../dataplane/iptables/canon.js';
+import { diffIptables, diffText } from '../../../dataplane/iptables/diff.js';
+import { Fake, type IptablesTable } from '../../../dataplane/iptables/fake.js';
+import { DEFAULT_IPTABLES_OPTIONS, type IptablesOptions } from '../../../dataplane/iptables/index.js';
+import { realClock } from '../../../platform/clock.js';
+import { ExecError, type CommandRunner } from '../../../platform/exec.js';
 import {
   CT_INVALID_COUNTER,
   LOCALHOST_NP_COUNTER,
   parseIptablesVersion,
   supportsRandomFully,
-} from '../platform/iptables/features.js';
-import { fakeRunner, type FakeRunner } from '../platform/iptables/fakerunner.js';
-import { IptablesDataplane } from '../platform/iptables/dataplane.js';
-import { runnerSysctl } from '../platform/iptables/sysctl.js';
-
-export interface FamilyDiff {
-  readonly family: IPFamily;
-  /** Number of rules/chains/elements added or removed. */
-  readonly changes: number;
-  readonly summary: string;
-  readonly text: string;
-  /** iptables: the chains that differ. */
-  readonly chains?: readonly ChainDiff[];
-  /** nftables: the chains and sets that differ (tablediff.ts NftTableDiff[]). */
-  readonly nft?: unknown;
-  /** ebpf: the map entries that differ (diffebpf.ts EntryChange[]). */
-  readonly ebpf?: unknown;
-}
+} from '../../../platform/iptables/features.js';
+import { fakeRunner, type FakeRunner } from '../../../platform/iptables/fakerunner.js';
+import type { FamilyDiff } from '../driver.js';
+import { IptablesDataplane } from '../../../platform/iptables/dataplane.js';
+import { runnerSysctl } from '../../../platform/iptables/sysctl.js';
 
 export interface IptablesFamilyInput {
   readonly run: CommandRunner;

@@ -4,17 +4,17 @@
 // the real NftablesRenderer renders a full sync against that snapshot, the
 // transaction runs on a copy of the Fake, and the two are compared
 // (tablediff.ts). Only `nft list` commands reach the kernel.
-import type { DataplaneConfig, IPFamily, SyncState } from '../core/types.js';
-import { Fake } from '../dataplane/nftables/fake.js';
-import { loadNftTable, parseElementsJSON, parseNftListing } from '../dataplane/nftables/listing.js';
-import { nftFamily, TABLE_NAME } from '../dataplane/nftables/names.js';
-import { EMPTY_SNAPSHOT, NftablesRenderer } from '../dataplane/nftables/renderer.js';
-import { diffNftTables, nftDiffText } from '../dataplane/nftables/tablediff.js';
-import { realClock } from '../platform/clock.js';
-import type { CommandRunner } from '../platform/exec.js';
-import { parseTableJSON } from '../platform/nftables/readback.js';
-import type { FamilyDiff } from './diffipt.js';
-import { nftablesLayout } from './modes/nftables.js';
+import type { DataplaneConfig, IPFamily, SyncState } from '../../../core/types.js';
+import { Fake } from '../../../dataplane/nftables/fake.js';
+import { loadNftTable, parseElementsJSON, parseNftListing } from '../../../dataplane/nftables/listing.js';
+import { nftFamily, TABLE_NAME } from '../../../dataplane/nftables/names.js';
+import { EMPTY_SNAPSHOT, NftablesRenderer } from '../../../dataplane/nftables/renderer.js';
+import { diffNftTables, nftDiffText } from '../../../dataplane/nftables/tablediff.js';
+import { realClock } from '../../../platform/clock.js';
+import type { CommandRunner } from '../../../platform/exec.js';
+import { parseTableJSON } from '../../../platform/nftables/readback.js';
+import type { FamilyDiff } from '../driver.js';
+import { nftablesLayout } from './driver.js';
 
 export interface NftablesFamilyInput {
   readonly run: CommandRunner;

@@ -1,12 +1,12 @@
 // IPVS side of `explain`: the live IPVS table, kube-ipvs0, our ipsets and
-// the rules, read into the IPVS Fake (ipvslive.ts), and the packet walked
+// the rules, read into the IPVS Fake (live.ts), and the packet walked
 // with the IPVS tracer (src/dataplane/ipvs/trace.ts), lenient about rules it
 // cannot read. A candidate's probability is its share of the weights: what a
 // weighted scheduler gives it over many connections.
-import type { Fake } from '../dataplane/ipvs/fake.js';
-import { trace } from '../dataplane/ipvs/trace.js';
-import type { TracePacket } from '../dataplane/trace.js';
-import { summarize, type Explanation } from './explainview.js';
+import type { Fake } from '../../../dataplane/ipvs/fake.js';
+import { trace } from '../../../dataplane/ipvs/trace.js';
+import type { TracePacket } from '../../../dataplane/trace.js';
+import { summarize, type Explanation } from '../../explainview.js';
 
 /**
  * Walk one packet through IPVS state held in the Fake (read live, or from a

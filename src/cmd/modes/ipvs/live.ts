@@ -4,24 +4,24 @@
 // the same from a saved bundle of the tools' output (`explain --from`), into
 // the IPVS Fake. Reads only. Virtual servers with a scheduler the Fake does
 // not model (another tool's) are left out and counted.
-import { ProxyError } from '../core/errors.js';
-import { ipFamilyOf, normalizeIP } from '../core/ip.js';
-import type { IPFamily, Protocol } from '../core/types.js';
-import { Fake } from '../dataplane/ipvs/fake.js';
-import { allIpsetNames } from '../dataplane/ipvs/ipsets.js';
+import { ProxyError } from '../../../core/errors.js';
+import { ipFamilyOf, normalizeIP } from '../../../core/ip.js';
+import type { IPFamily, Protocol } from '../../../core/types.js';
+import { Fake } from '../../../dataplane/ipvs/fake.js';
+import { allIpsetNames } from '../../../dataplane/ipvs/ipsets.js';
 import {
   realServerKey,
   SVC_FLAG,
   virtualServerKey,
   type IpvsOp,
   type VirtualServer,
-} from '../dataplane/ipvs/objects.js';
-import { IpvsKernel } from '../platform/ipvs/client.js';
-import { IpsetTool } from '../platform/ipvs/ipset.js';
-import { DUMMY_DEVICE } from '../platform/ipvs/kernel.js';
-import { Rtnl } from '../platform/ipvs/rtnl.js';
-import type { CommandRunner } from '../platform/exec.js';
-import { withoutCounters } from './explainrules.js';
+} from '../../../dataplane/ipvs/objects.js';
+import { IpvsKernel } from '../../../platform/ipvs/client.js';
+import { IpsetTool } from '../../../platform/ipvs/ipset.js';
+import { DUMMY_DEVICE } from '../../../platform/ipvs/kernel.js';
+import { Rtnl } from '../../../platform/ipvs/rtnl.js';
+import type { CommandRunner } from '../../../platform/exec.js';
+import { withoutCounters } from '../../explainrules.js';
 
 export interface LiveIpvs {
   readonly fake: Fake;

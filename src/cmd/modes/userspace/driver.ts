@@ -1,10 +1,10 @@
 // userspace mode's driver: a relay process per Service port, reached through
 // a small nftables redirect table of its own.
-import type { IPFamily } from '../../core/types.js';
-import type { Logger } from '../../platform/logger.js';
-import type { ModeDriver } from './driver.js';
-import { isUserspaceDump } from './dumps.js';
-import { dumpStatusAddresses, familyInKernel, statusAddressesFor } from './shared.js';
+import type { IPFamily } from '../../../core/types.js';
+import type { Logger } from '../../../platform/logger.js';
+import type { ModeDriver } from '../driver.js';
+import { isUserspaceDump } from '../dumps.js';
+import { dumpStatusAddresses, familyInKernel, statusAddressesFor } from '../shared.js';
 
 const NO_STATUS = 'the saved state names no Service; add --status FILE (kube-proxy-ts status -o json from that node)';
 const fam = (family: IPFamily) => (family === 'IPv4' ? 'ip' : 'ip6');
@@ -17,7 +17,7 @@ export const userspaceDriver: ModeDriver = {
   familyWorks: familyInKernel,
 
   async create(d) {
-    const { UserspaceDataplane } = await import('../../platform/userspace/dataplane.js');
+    const { UserspaceDataplane } = await import('../../../platform/userspace/dataplane.js');
     return new UserspaceDataplane({
       config: d.config,
       clock: d.clock,
@@ -36,7 +36,7 @@ export const userspaceDriver: ModeDriver = {
     return (await run('nft', ['list', 'table', fam(family), table], { allowFailure: true })).code === 0;
   },
   async withLive(ctx, use) {
-    const { explainUserspaceListing } = await import('../explainuserspace.js');
+    const { explainUserspaceListing } = await import('./explain.js');
     // Which endpoints each listener relays to is known only to the running proxy.
     const { answer, addresses } = await statusAddressesFor('userspace', ctx);
     const listing = (await ctx.run('nft', ['list', 'table', fam(ctx.family), await userspaceTable()])).stdout;
@@ -48,7 +48,7 @@ export const userspaceDriver: ModeDriver = {
   },
   holdsDump: isUserspaceDump,
   async fromDump(d) {
-    const { explainUserspaceListing } = await import('../explainuserspace.js');
+    const { explainUserspaceListing } = await import('./explain.js');
     const { addresses } = await dumpStatusAddresses(d, NO_STATUS);
     const why = d.status?.error ?? 'a saved dump has only the table; add --status FILE or run explain on the node';
     return {
@@ -64,7 +64,7 @@ export const userspaceDriver: ModeDriver = {
 
   diffWantsStatus: () => true,
   async diff(ctx) {
-    const { diffUserspaceFamily } = await import('../diffuserspace.js');
+    const { diffUserspaceFamily } = await import('./diff.js');
     return diffUserspaceFamily({
       run: ctx.run,
       family: ctx.family,
@@ -76,10 +76,10 @@ export const userspaceDriver: ModeDriver = {
   },
 };
 
-const userspaceTable = async (): Promise<string> => (await import('../../dataplane/userspace/rules.js')).TABLE_NAME;
+const userspaceTable = async (): Promise<string> => (await import('../../../dataplane/userspace/rules.js')).TABLE_NAME;
 
 async function cleanupUserspace(log: Logger): Promise<number> {
-  const { cleanupUserspaceLeftovers } = await import('../../platform/userspace/leftovers.js');
+  const { cleanupUserspaceLeftovers } = await import('../../../platform/userspace/leftovers.js');
   const errors = await cleanupUserspaceLeftovers().catch((e: unknown) => [e]);
   for (const e of errors) log.error({ err: String(e) }, 'userspace cleanup failed');
   return errors.length;

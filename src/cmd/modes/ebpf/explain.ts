@@ -4,19 +4,19 @@
 // `--service` lists the Service's entries of kpt_svc (each names its kind:
 // cluster IP, node port, external or load-balancer IP) by the names in
 // kpt_names, so it needs nothing but the maps.
-import { EBPF_DUMP_KIND } from './modes/dumps.js';
-import { ProxyError } from '../core/errors.js';
-import type { IPFamily } from '../core/types.js';
-import { Fake } from '../dataplane/ebpf/fake.js';
-import * as L from '../dataplane/ebpf/layout.js';
-import type { MapReader } from '../dataplane/ebpf/store.js';
-import { trace } from '../dataplane/ebpf/trace.js';
-import type { TracePacket } from '../dataplane/trace.js';
-import { listIfaces, openIfaceSource } from '../platform/ebpf/ifaces.js';
-import { PinnedMaps } from '../platform/ebpf/pinned.js';
-import { PinDir } from '../platform/ebpf/pins.js';
-import type { AddressKind, ServiceAddress } from './explainservice.js';
-import { summarize, type Explanation } from './explainview.js';
+import { EBPF_DUMP_KIND } from '../dumps.js';
+import { ProxyError } from '../../../core/errors.js';
+import type { IPFamily } from '../../../core/types.js';
+import { Fake } from '../../../dataplane/ebpf/fake.js';
+import * as L from '../../../dataplane/ebpf/layout.js';
+import type { MapReader } from '../../../dataplane/ebpf/store.js';
+import { trace } from '../../../dataplane/ebpf/trace.js';
+import type { TracePacket } from '../../../dataplane/trace.js';
+import { listIfaces, openIfaceSource } from '../../../platform/ebpf/ifaces.js';
+import { PinnedMaps } from '../../../platform/ebpf/pinned.js';
+import { PinDir } from '../../../platform/ebpf/pins.js';
+import type { AddressKind, ServiceAddress } from '../../explainservice.js';
+import { summarize, type Explanation } from '../../explainview.js';
 
 /** Interface names to ifindexes, for the interface local detectors; null when they cannot be read. */
 export type IfindexOf = (name: string) => number | undefined;

@@ -1,16 +1,16 @@
 // nftables mode's driver: upstream's kube-proxy table through nf_tables
 // netlink, with localhost NodePorts and per-Service traffic counters riding
 // along.
-import { nftablesUnsupportedReason } from '../../core/nftcheck.js';
-import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from '../../dataplane/nftables/static.js';
-import type { IPFamily } from '../../core/types.js';
-import { hostRunner } from '../../platform/exec.js';
-import type { Logger } from '../../platform/logger.js';
-import type { Fake as NftFake } from '../../dataplane/nftables/fake.js';
-import type { ServiceSource } from '../explainservice.js';
-import type { ModeDriver } from './driver.js';
-import { isNftablesDump } from './dumps.js';
-import { familyInKernel, rulesSource } from './shared.js';
+import { nftablesUnsupportedReason } from '../../../core/nftcheck.js';
+import { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from '../../../dataplane/nftables/static.js';
+import type { IPFamily } from '../../../core/types.js';
+import { hostRunner } from '../../../platform/exec.js';
+import type { Logger } from '../../../platform/logger.js';
+import type { Fake as NftFake } from '../../../dataplane/nftables/fake.js';
+import type { ServiceSource } from '../../explainservice.js';
+import type { ModeDriver } from '../driver.js';
+import { isNftablesDump } from '../dumps.js';
+import { familyInKernel, rulesSource } from '../shared.js';
 
 export const nftablesDriver: ModeDriver = {
   mode: 'nftables',
@@ -19,12 +19,12 @@ export const nftablesDriver: ModeDriver = {
   familyWorks: familyInKernel,
 
   async unsupportedReason() {
-    const { nftablesHostVersions } = await import('../../platform/nftables/versions.js');
+    const { nftablesHostVersions } = await import('../../../platform/nftables/versions.js');
     return nftablesUnsupportedReason(await nftablesHostVersions());
   },
 
   async create(d) {
-    const { NftablesDataplane } = await import('../../platform/nftables/dataplane.js');
+    const { NftablesDataplane } = await import('../../../platform/nftables/dataplane.js');
     return new NftablesDataplane({
       config: d.config,
       clock: d.clock,
@@ -43,8 +43,8 @@ export const nftablesDriver: ModeDriver = {
   countsTraffic: true,
   async riders(dataplanes, ctx) {
     const [{ withLocalhostNodePortRelays }, { withNftablesTrafficCounters }] = await Promise.all([
-      import('../localhost.js'),
-      import('../traffic.js'),
+      import('./localhost.js'),
+      import('./traffic.js'),
     ]);
     const relayed = withLocalhostNodePortRelays(ctx.cmd.resolved, ctx.nodeIPs, dataplanes, ctx.metrics, ctx.log);
     return withNftablesTrafficCounters(ctx.cmd.serviceTrafficMetrics, relayed, ctx.metrics, ctx.log);
@@ -62,19 +62,19 @@ export const nftablesDriver: ModeDriver = {
     return r.code === 0;
   },
   async withLive(ctx, use) {
-    const { readNftablesRules } = await import('../explainrules.js');
+    const { readNftablesRules } = await import('../../explainrules.js');
     return use(await nftablesSource(await readNftablesRules(ctx.run, ctx.family)));
   },
   holdsDump: isNftablesDump,
   async fromDump(d) {
-    const { nftablesFromDump } = await import('../explainrules.js');
+    const { nftablesFromDump } = await import('../../explainrules.js');
     return { source: await nftablesSource(nftablesFromDump(d.text, d.family, d.file)), localIPs: null };
   },
   saveWith: '{ nft list table ip kube-proxy; nft -j list table ip kube-proxy; } > FILE (ip6 for IPv6)',
 
   diffWantsStatus: (cmd) => cmd.datapathCanary,
   async diff(ctx) {
-    const { diffNftablesFamily } = await import('../diffnft.js');
+    const { diffNftablesFamily } = await import('./diff.js');
     return diffNftablesFamily({ run: ctx.run, family: ctx.family, config: ctx.config, state: ctx.state });
   },
   async runningCanary(run, family) {
@@ -111,17 +111,17 @@ export function nftablesLayout(
 /** The table names its Services (in chain names and comments). */
 async function nftablesSource(fake: NftFake): Promise<ServiceSource> {
   const [{ nftablesAddresses }, { traceNftablesRules }] = await Promise.all([
-    import('../explainservice.js'),
-    import('../explainrules.js'),
+    import('../../explainservice.js'),
+    import('../../explainrules.js'),
   ]);
   return rulesSource('nftables', fake, nftablesAddresses, traceNftablesRules);
 }
 
 async function cleanupNftables(log: Logger): Promise<number> {
   try {
-    const { cleanupNftablesLeftovers } = await import('../../platform/nftables/leftovers.js');
+    const { cleanupNftablesLeftovers } = await import('../../../platform/nftables/leftovers.js');
     await cleanupNftablesLeftovers();
-    const { cleanupTrafficCounters } = await import('../../platform/nftables/traffic.js');
+    const { cleanupTrafficCounters } = await import('../../../platform/nftables/traffic.js');
     await cleanupTrafficCounters(hostRunner);
     return 0;
   } catch (e) {

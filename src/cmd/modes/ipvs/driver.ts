@@ -1,16 +1,16 @@
 // ipvs mode's driver: the kernel's IPVS table, upstream's ipsets and the
 // iptables chains beside them. Deprecated upstream (KEP-5495); its real-kernel
 // tests run in a QEMU guest.
-import type { ResolvedConfig } from '../../core/config/types.js';
-import { hostRunner } from '../../platform/exec.js';
-import type { DrainBounds } from '../../platform/ipvs/graceful.js';
-import type { IpvsModeOptions } from '../../platform/ipvs/dataplane.js';
-import type { Logger } from '../../platform/logger.js';
-import { ipv6Supported } from '../../platform/netinfo.js';
-import type { RunCommand } from '../options.js';
-import type { ModeDriver } from './driver.js';
-import { isIpvsBundle } from './dumps.js';
-import { dumpStatusAddresses, familyHasIptables, statusAddressesFor } from './shared.js';
+import type { ResolvedConfig } from '../../../core/config/types.js';
+import { hostRunner } from '../../../platform/exec.js';
+import type { DrainBounds } from '../../../platform/ipvs/graceful.js';
+import type { IpvsModeOptions } from '../../../platform/ipvs/dataplane.js';
+import type { Logger } from '../../../platform/logger.js';
+import { ipv6Supported } from '../../../platform/netinfo.js';
+import type { RunCommand } from '../../options.js';
+import type { ModeDriver } from '../driver.js';
+import { isIpvsBundle } from '../dumps.js';
+import { dumpStatusAddresses, familyHasIptables, statusAddressesFor } from '../shared.js';
 
 const NO_STATUS = 'the saved state names no Service; add --status FILE (kube-proxy-ts status -o json from that node)';
 
@@ -31,10 +31,10 @@ export const ipvsDriver: ModeDriver = {
 
   async create(d) {
     const [{ IpvsDataplane }, { openKernel }, { procSysctl }, { Conntrack, flushUDPFlows }] = await Promise.all([
-      import('../../platform/ipvs/dataplane.js'),
-      import('../../platform/ipvs/kernel.js'),
-      import('../../platform/iptables/index.js'),
-      import('../../platform/conntrack.js'),
+      import('../../../platform/ipvs/dataplane.js'),
+      import('../../../platform/ipvs/kernel.js'),
+      import('../../../platform/iptables/index.js'),
+      import('../../../platform/conntrack.js'),
     ]);
     const ct = d.conntrack ?? new Conntrack();
     const drainBounds = ipvsDrainBounds(process.env, (msg) => d.log.warn(msg));
@@ -75,20 +75,14 @@ export const ipvsDriver: ModeDriver = {
     return save.code === 0 && /^:KUBE-(NODE-PORT|LOAD-BALANCER) /m.test(save.stdout);
   },
   async withLive(ctx, use) {
-    const [{ readLiveIpvs }, { explainIpvsFake }] = await Promise.all([
-      import('../ipvslive.js'),
-      import('../explainipvs.js'),
-    ]);
+    const [{ readLiveIpvs }, { explainIpvsFake }] = await Promise.all([import('./live.js'), import('./explain.js')]);
     const { addresses } = await statusAddressesFor('ipvs', ctx);
     const { fake } = await readLiveIpvs(ctx.run, ctx.netns, ctx.family);
     return use({ mode: 'ipvs', addresses, trace: (packet, locals) => explainIpvsFake(fake, packet, locals) });
   },
   holdsDump: isIpvsBundle,
   async fromDump(d) {
-    const [{ ipvsFromBundle }, { explainIpvsFake }] = await Promise.all([
-      import('../ipvslive.js'),
-      import('../explainipvs.js'),
-    ]);
+    const [{ ipvsFromBundle }, { explainIpvsFake }] = await Promise.all([import('./live.js'), import('./explain.js')]);
     const bundle = ipvsFromBundle(d.text, d.family, d.file);
     const { addresses } = await dumpStatusAddresses(d, NO_STATUS);
     return {
@@ -100,7 +94,7 @@ export const ipvsDriver: ModeDriver = {
 
   diffWantsStatus: (cmd) => cmd.datapathCanary,
   async diff(ctx) {
-    const { diffIpvsFamily } = await import('../diffipvs.js');
+    const { diffIpvsFamily } = await import('./diff.js');
     return diffIpvsFamily({
       run: ctx.run,
       netns: ctx.netns,
@@ -151,9 +145,9 @@ export function ipvsDrainBounds(
 /** --init-only in IPVS mode: the sysctls and timeouts upstream's NewProxier sets before it returns. */
 async function ipvsInit(cmd: RunCommand, log: Logger): Promise<void> {
   const [{ IpvsKernel }, { ensureIpvsSysctls }, { procSysctl }] = await Promise.all([
-    import('../../platform/ipvs/client.js'),
-    import('../../platform/ipvs/sysctls.js'),
-    import('../../platform/iptables/index.js'),
+    import('../../../platform/ipvs/client.js'),
+    import('../../../platform/ipvs/sysctls.js'),
+    import('../../../platform/iptables/index.js'),
   ]);
   const v = cmd.resolved.ipvs;
   await ensureIpvsSysctls(procSysctl, 'IPv4', v.strictARP, (fields, msg) => log.info(fields, msg));
@@ -177,11 +171,11 @@ async function cleanupIpvs(log: Logger, o: { always: boolean; excludeCIDRs: read
   try {
     // The IPVS generic netlink family first: without it (no ip_vs in the
     // kernel) there is nothing to do, and the rest of IPVS mode stays unloaded.
-    const { IpvsKernel } = await import('../../platform/ipvs/client.js');
+    const { IpvsKernel } = await import('../../../platform/ipvs/client.js');
     (await IpvsKernel.open()).close();
     const [{ openKernel }, { procSysctl }] = await Promise.all([
-      import('../../platform/ipvs/kernel.js'),
-      import('../../platform/iptables/index.js'),
+      import('../../../platform/ipvs/kernel.js'),
+      import('../../../platform/iptables/index.js'),
     ]);
     k = await openKernel(hostRunner, procSysctl);
   } catch (e) {
@@ -189,7 +183,7 @@ async function cleanupIpvs(log: Logger, o: { always: boolean; excludeCIDRs: read
     return 0;
   }
   try {
-    const { cleanupIpvsLeftovers, ipvsLeftoversPresent } = await import('../../platform/ipvs/cleanup.js');
+    const { cleanupIpvsLeftovers, ipvsLeftoversPresent } = await import('../../../platform/ipvs/cleanup.js');
     if (!o.always && !(await ipvsLeftoversPresent(k))) return 0;
     const families = (['IPv4', 'IPv6'] as const).filter((f) => f === 'IPv4' || ipv6Supported());
     const r = await cleanupIpvsLeftovers(k, { families, excludeCIDRs: o.excludeCIDRs });
