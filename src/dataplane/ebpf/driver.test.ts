@@ -238,9 +238,9 @@ test('the per-Service annotation overrides the default algorithm', () => {
   assert.ok(fake.lookup('maglev', L.encodeU32(v.clusterSet)));
 });
 
-test('two services on one ClusterIP:port: the one changed last takes it, and the other is reported', () => {
-  const r = new EbpfPlanner(CONFIG);
-  const mk = (name: string, ep: string) => ({
+/** A Service with port http on 10.96.9.9:80 and one endpoint: two of them clash. */
+function onSharedClusterIP(name: string, ep: string) {
+  return {
     svc: withClusterIP(
       makeService('default', name, (s) => {
         s.spec.ports = [svcPort('http', 80)];
@@ -251,9 +251,13 @@ test('two services on one ClusterIP:port: the one changed last takes it, and the
       s.endpoints = [endpoint(ep, { ready: true })];
       s.ports = [slicePort('http', 80)];
     }),
-  });
-  const a = mk('a', '10.244.1.1');
-  const b = mk('b', '10.244.1.2');
+  };
+}
+
+test('two services on one ClusterIP:port: the one changed last takes it, and the other is reported', () => {
+  const r = new EbpfPlanner(CONFIG);
+  const a = onSharedClusterIP('a', '10.244.1.1');
+  const b = onSharedClusterIP('b', '10.244.1.2');
   const fake = new Fake();
   fake.apply(r.plan({ state: syncStateFromObjects({ services: [a.svc], slices: [a.slice], family: 'IPv4' }) }).ops);
   const res = r.plan({
@@ -275,20 +279,8 @@ test('two services on one ClusterIP:port: the one changed last takes it, and the
 
 test('when the port that took an address:port lets go, the other one serves it again', () => {
   const r = new EbpfPlanner(CONFIG);
-  const mk = (name: string, ep: string) => ({
-    svc: withClusterIP(
-      makeService('default', name, (s) => {
-        s.spec.ports = [svcPort('http', 80)];
-      }),
-      '10.96.9.9',
-    ),
-    slice: makeSlice('default', name, 1, (s) => {
-      s.endpoints = [endpoint(ep, { ready: true })];
-      s.ports = [slicePort('http', 80)];
-    }),
-  });
-  const a = mk('a', '10.244.1.1');
-  const b = mk('b', '10.244.1.2');
+  const a = onSharedClusterIP('a', '10.244.1.1');
+  const b = onSharedClusterIP('b', '10.244.1.2');
   const fake = new Fake();
   const dst = { src: '10.244.5.5', dst: '10.96.9.9', port: 80 };
   fake.apply(r.plan({ state: syncStateFromObjects({ services: [a.svc], slices: [a.slice], family: 'IPv4' }) }).ops);
