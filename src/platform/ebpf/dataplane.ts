@@ -10,7 +10,7 @@
 // sync; without it, its first sync deletes any the family left there.
 // watchDrift() reports, within a second, a map unpinned or a program
 // detached by someone else (node.ts); the full sync that follows pins and
-// attaches again.
+// attaches again, and reads the maps back before it plans.
 import type { Dataplane, DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { LiveEntries } from '../../dataplane/ebpf/driver.js';
 import * as L from '../../dataplane/ebpf/layout.js';
@@ -90,7 +90,14 @@ export class EbpfDataplane implements Dataplane {
       { info: (f, m) => this.event('info', f, m), warn: (f, m) => this.event('warn', f, m) },
     );
     this.unsubscribe = this.node.onChange(() => this.refreshNode());
-    if (this.onDrift) this.unwatchDrift = this.node.onDrift(this.onDrift);
+    const onDrift = this.onDrift;
+    // Someone else touched what we pinned or attached: whatever else they did
+    // to the maps, the full sync that follows plans against what they hold.
+    if (onDrift)
+      this.unwatchDrift = this.node.onDrift((d) => {
+        this.maps.failed();
+        onDrift(d);
+      });
     return this.node;
   }
 
