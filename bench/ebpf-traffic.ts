@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { syncStateFromObjects } from '../src/core/snapshot.js';
 import * as L from '../src/dataplane/ebpf/layout.js';
-import { EbpfRenderer } from '../src/dataplane/ebpf/renderer.js';
+import { EbpfPlanner } from '../src/platform/ebpf/planner.js';
 import { EbpfRuntime } from '../src/platform/ebpf/runtime.js';
 import { testRun } from '../src/platform/ebpf/testrun.js';
 import { buildFrame, TCP_ACK } from '../test/ebpf/frames.js';
@@ -78,8 +78,8 @@ async function main(): Promise<void> {
     nodeName: 'node',
     serviceCIDRs: ['10.96.0.0/12'],
   });
-  const renderer = new EbpfRenderer(PATH_CONFIG, { trafficCounters: true });
-  rt.apply(renderer.render({ state }).ops);
+  const renderer = new EbpfPlanner(PATH_CONFIG, { trafficCounters: true });
+  rt.apply(renderer.plan({ state }).ops);
   const key = L.encodeU32(renderer.idOf('bench/web:http')!);
   const cfgKey = L.encodeU32(0);
   const cfg = L.decodeCfgValue(rt.lookup('cfg', cfgKey)!);

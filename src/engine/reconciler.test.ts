@@ -133,6 +133,26 @@ describe('Reconciler', () => {
     assert.throws(() => r.plan([['a', [{ kind: 'rule' as Kind, key: 'x', value: 'x' }]]], false), { code: 'KPT_BUG' });
   });
 
+  it('names the owners of an object, the one whose value it holds last', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan(
+      [
+        ['a', [o('element', 'k', 'from-a')]],
+        ['b', [o('element', 'k', 'from-b')]],
+      ],
+      false,
+    );
+    assert.deepEqual(r.ownersOf('element', 'k'), ['a', 'b']);
+    r.plan([['a', [o('element', 'k', 'again-a')]]], false);
+    assert.deepEqual(r.ownersOf('element', 'k'), ['b', 'a'], 'asking again makes a the latest');
+    assert.equal(r.applied('element', 'k'), 'again-a');
+    r.plan([['b', []]], false);
+    assert.deepEqual(r.ownersOf('element', 'k'), ['a']);
+    r.plan([['a', []]], false);
+    assert.deepEqual(r.ownersOf('element', 'k'), []);
+    assert.deepEqual(r.ownersOf('chain', 'never'), []);
+  });
+
   it('reports what one owner holds', () => {
     const r = new Reconciler<Kind, string>(spec);
     r.plan([['a', [o('chain', 'ca'), o('element', 'ea')]]], false);

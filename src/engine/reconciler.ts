@@ -121,6 +121,17 @@ export class Reconciler<K extends string, V> {
     return e !== undefined && e.owners !== null;
   }
 
+  /**
+   * The owners that want an object, in the order they asked: without a
+   * merge the last one's value is the object's. A driver that lets one
+   * owner take an object from another reads here whose it was.
+   */
+  ownersOf(kind: K, key: string): readonly string[] {
+    const o = this.entries.get(idOf(kind, key))?.owners;
+    if (o === undefined || o === null) return NONE;
+    return typeof o === 'string' ? [o] : [...o.keys()];
+  }
+
   /** The objects one owner wants, as kind and key. */
   *ownedBy(owner: string): IterableIterator<readonly [K, string]> {
     for (const id of this.owned.get(owner) ?? NONE) {

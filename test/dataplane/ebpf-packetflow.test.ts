@@ -1,17 +1,18 @@
 // The shared packet-flow table (test/cases/packetflow.ts) against the ebpf
-// mode: EbpfRenderer -> Fake -> trace. The ebpf mode takes nftables' side
+// mode: EbpfPlanner (the driver under the reconciler) -> Fake -> trace. The ebpf mode takes nftables' side
 // where the modes differ (REJECT for ports a ClusterIP does not define, DROP
 // for unallocated ServiceCIDR addresses, NodePorts on the primary node IP by
 // default).
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
 import { runPacketFlowTable } from '../cases/runtable.js';
-import { EbpfRenderer, Fake, trace } from '../../src/dataplane/ebpf/index.js';
+import { Fake, trace } from '../../src/dataplane/ebpf/index.js';
+import { EbpfPlanner } from '../../src/platform/ebpf/planner.js';
 
 runPacketFlowTable({
   mode: 'ebpf',
   load: (s) => {
     const fake = new Fake();
-    fake.apply(new EbpfRenderer(scenarioConfig(s, 'ebpf')).render({ state: scenarioSyncState(s) }).ops);
+    fake.apply(new EbpfPlanner(scenarioConfig(s, 'ebpf')).plan({ state: scenarioSyncState(s) }).ops);
     return fake;
   },
   trace: (fake, packet, localIPs) => trace(fake, packet, localIPs),

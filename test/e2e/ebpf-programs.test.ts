@@ -19,7 +19,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import * as L from '../../src/dataplane/ebpf/layout.js';
-import { EbpfRenderer, Fake, trace } from '../../src/dataplane/ebpf/index.js';
+import { Fake, trace } from '../../src/dataplane/ebpf/index.js';
+import { EbpfPlanner } from '../../src/platform/ebpf/planner.js';
 import { defaultObjectPath } from '../../src/platform/ebpf/object.js';
 import { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
 import { TC_ACT, testRun } from '../../src/platform/ebpf/testrun.js';
@@ -255,7 +256,7 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
       if (flows.length === 0) continue;
       test(s.name, () => {
         clear(rt);
-        const ops = new EbpfRenderer(scenarioConfig(s, 'ebpf'), { maglevM: 251 }).render({
+        const ops = new EbpfPlanner(scenarioConfig(s, 'ebpf'), { maglevM: 251 }).plan({
           state: scenarioSyncState(s),
         }).ops;
         const fake = new Fake({ maglevM: 251 });
@@ -269,7 +270,7 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
   test('Maglev: the program picks the endpoint the tracer computes from the flow hash', () => {
     const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ClusterIPGeneral')!;
     clear(rt);
-    const ops = new EbpfRenderer(scenarioConfig(s, 'ebpf'), { algorithm: 'maglev', maglevM: 251 }).render({
+    const ops = new EbpfPlanner(scenarioConfig(s, 'ebpf'), { algorithm: 'maglev', maglevM: 251 }).plan({
       state: scenarioSyncState(s),
     }).ops;
     const fake = new Fake({ maglevM: 251 });
@@ -300,8 +301,8 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
       const st = scenarioSyncState(s);
       const run = (counting: boolean) => {
         clear(rt);
-        const renderer = new EbpfRenderer(scenarioConfig(s, 'ebpf'), { trafficCounters: counting });
-        rt.apply(renderer.render({ state: st }).ops);
+        const renderer = new EbpfPlanner(scenarioConfig(s, 'ebpf'), { trafficCounters: counting });
+        rt.apply(renderer.plan({ state: st }).ops);
         const sp = [...st.services.values()].find((x) => x.clusterIP === c.vip && x.port === 80)!;
         const key = L.encodeU32(renderer.idOf(sp.key)!);
         rt.apply([{ map: 'traffic', op: 'update', key, value: L.encodeTrafficValue({ conns: 0n, bytes: 0n }) }]);
@@ -324,7 +325,7 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
   test('a connection keeps its endpoint; its replies come back from the service address', () => {
     const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ClusterIPGeneral')!;
     clear(rt);
-    rt.apply(new EbpfRenderer(scenarioConfig(s, 'ebpf')).render({ state: scenarioSyncState(s) }).ops);
+    rt.apply(new EbpfPlanner(scenarioConfig(s, 'ebpf')).plan({ state: scenarioSyncState(s) }).ops);
     const ingress = rt.obj.program('kpt_ingress');
     const egress = rt.obj.program('kpt_egress');
     const syn = { src: '10.180.0.2', dst: '172.30.0.42', sport: 41000, dport: 80, proto: 'TCP' as const };

@@ -1,5 +1,5 @@
 // Hand-written map contents for tests of the BPF programs on their own
-// (before and apart from the renderer): small builders that encode one
+// (before and apart from the driver): small builders that encode one
 // entry each, in the JSON form helper.ts takes.
 import * as L from '../../src/dataplane/ebpf/layout.js';
 import type { Protocol } from '../../src/core/types.js';

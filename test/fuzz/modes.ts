@@ -13,6 +13,7 @@ import * as nft from '../../src/dataplane/nftables/index.js';
 import * as ipvs from '../../src/dataplane/ipvs/index.js';
 import * as ebpf from '../../src/dataplane/ebpf/index.js';
 import * as us from '../../src/dataplane/userspace/index.js';
+import { EbpfPlanner } from '../../src/platform/ebpf/planner.js';
 import { VALID_FLOWS } from './hostile.js';
 
 export interface ModeRender {
@@ -122,17 +123,17 @@ const ipvsMode: Mode = {
 const ebpfMode: Mode = {
   name: 'ebpf',
   start(family) {
-    const renderer = new ebpf.EbpfRenderer(config(family, 'ebpf'));
+    const planner = new EbpfPlanner(config(family, 'ebpf'));
     const fake = new ebpf.Fake();
     return {
       sync(state) {
-        fake.apply(renderer.render({ state }).ops);
+        fake.apply(planner.plan({ state }).ops);
       },
     };
   },
   tracer(state) {
     const fake = new ebpf.Fake();
-    fake.apply(new ebpf.EbpfRenderer(config(state.family, 'ebpf')).render({ state: full(state) }).ops);
+    fake.apply(new EbpfPlanner(config(state.family, 'ebpf')).plan({ state: full(state) }).ops);
     return (p) => shown(ebpf.trace(fake, p, localIPs(state.family)));
   },
 };

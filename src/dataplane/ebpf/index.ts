@@ -1,7 +1,7 @@
 // The ebpf mode, pure side (the platform side is src/platform/ebpf; the BPF
 // programs themselves are restricted C in src/bpf). Same shape as every
-// mode (docs/architecture.md): a renderer class, a Fake of the kernel
-// interface and a trace over the Fake.
+// mode (docs/architecture.md): a driver for the one reconciler, a Fake of
+// the kernel interface and a trace over the Fake.
 //
 // The kernel interface is a set of BPF maps that the tc programs read on
 // every new connection: services by (address, port, protocol), endpoint
@@ -11,11 +11,13 @@
 // state: connections (so established flows keep their endpoint) and ClientIP
 // affinity.
 //
-// EbpfRenderer (renderer.ts) turns a SyncState into map operations for one
-// family, diffed against its memory of what it wrote: a one-endpoint change
-// is a handful of writes. After a failed apply the caller calls reset(); the
-// next render is full and diffs against what the kernel holds (needsLive()).
-// Service-port ids and endpoint slots are kept stable, also across a
+// EbpfDriver (driver.ts) says which map entries each service port and the
+// node want (entries.ts builds them), for one family; the one reconciler
+// (src/engine/reconciler.ts, put together with the driver by
+// src/platform/ebpf/planner.ts) keeps who wants what and answers with the
+// writes, in a safe order: a one-endpoint change is a handful of writes.
+// After a failed apply the next plan is full and starts from what the kernel
+// holds. Service-port ids and endpoint slots are kept stable, also across a
 // restart (recovered from the live maps), so a restart rewrites nothing.
 //
 // Fake (fake.ts): the maps in memory with the kernel's semantics (sizes,
@@ -28,10 +30,12 @@
 // Also here: the flow hash and Maglev table (hash.ts), entry formatting
 // (describe.ts), the masquerade table's nft script (masq.ts), and which
 // service ports the per-Service traffic counters count (traffic.ts:
-// kpt_traffic entries, written after the renderer's operations).
+// kpt_traffic entries, written after the driver's operations).
 
-export { EbpfRenderer, assignSlots } from './renderer.js';
-export type { EbpfRenderInput, EbpfRenderResult, EbpfRendererOptions, IfaceInfo, LiveEntries } from './renderer.js';
+export { EbpfDriver, EBPF_SPEC, NODE_OWNER, liveObjects, toMapOps } from './driver.js';
+export type { EbpfDesired, EbpfDesiredInput, EbpfDriverOptions, EbpfMemory, LiveEntries, Skipped } from './driver.js';
+export { assignSlots, nodeEntries, servicePortEntries } from './entries.js';
+export type { IfaceInfo, MapEntry, PortContext } from './entries.js';
 export { Fake, FakeError } from './fake.js';
 export { trace } from './trace.js';
 export type { EbpfTraceOptions, RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';

@@ -1,4 +1,4 @@
-// Per-Service traffic counters, pure side: the renderer's CFG_TRAFFIC switch
+// Per-Service traffic counters, pure side: the driver's CFG_TRAFFIC switch
 // and the kpt_traffic entries TrafficCounterPlan writes into the Fake (the
 // first N service ports in key order, zeroed when they start being counted,
 // left alone by syncs that do not change the selection).
@@ -9,7 +9,7 @@ import type { DataplaneConfig, SyncState } from '../../core/types.js';
 import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../../../test/support/fixtures.js';
 import { Fake } from './fake.js';
 import * as L from './layout.js';
-import { EbpfRenderer } from './renderer.js';
+import { EbpfPlanner } from '../../platform/ebpf/planner.js';
 import { TrafficCounterPlan } from './traffic.js';
 
 const CONFIG: DataplaneConfig = {
@@ -49,16 +49,16 @@ function state(svcs: Record<string, number>, changed?: string[]): SyncState {
   });
 }
 
-/** One family's datapath in memory: renderer, plan, Fake. */
+/** One family's datapath in memory: planner, traffic plan, Fake. */
 function node(max: number) {
   const fake = new Fake();
-  const renderer = new EbpfRenderer(CONFIG, { trafficCounters: true });
+  const planner = new EbpfPlanner(CONFIG, { trafficCounters: true });
   const plan = new TrafficCounterPlan('IPv4', max);
   const sync = (s: SyncState) => {
-    const r = renderer.render({ state: s });
+    const r = planner.plan({ state: s });
     fake.apply(r.ops);
     const live = plan.needsLive() ? fake.dump('traffic').map(([k]) => L.decodeU32(k)) : undefined;
-    const ops = plan.update(s, r.full, (k) => renderer.idOf(k), live);
+    const ops = plan.update(s, r.full, (k) => planner.idOf(k), live);
     fake.apply(ops);
     return ops;
   };
@@ -72,7 +72,7 @@ function node(max: number) {
     );
   /** What the programs do: add to the port's entry. */
   const count = (servicePort: string, conns: bigint, bytes: bigint) => {
-    const id = renderer.idOf(servicePort)!;
+    const id = planner.idOf(servicePort)!;
     const old = L.decodeTrafficValue(fake.lookup('traffic', L.encodeU32(id))!);
     fake.apply([
       {
@@ -83,17 +83,17 @@ function node(max: number) {
       },
     ]);
   };
-  return { fake, renderer, plan, sync, counted, count };
+  return { fake, planner, plan, sync, counted, count };
 }
 
-test('the renderer sets CFG_TRAFFIC only when asked to count', () => {
-  const cfgFlags = (r: EbpfRenderer) => {
+test('the driver sets CFG_TRAFFIC only when asked to count', () => {
+  const cfgFlags = (r: EbpfPlanner) => {
     const f = new Fake();
-    f.apply(r.render({ state: state({ a: 1 }) }).ops);
+    f.apply(r.plan({ state: state({ a: 1 }) }).ops);
     return L.decodeCfgValue(f.lookup('cfg', L.encodeU32(0))!).flags;
   };
-  assert.equal(cfgFlags(new EbpfRenderer(CONFIG, { trafficCounters: true })) & L.CFG_TRAFFIC, L.CFG_TRAFFIC);
-  assert.equal(cfgFlags(new EbpfRenderer(CONFIG)) & L.CFG_TRAFFIC, 0);
+  assert.equal(cfgFlags(new EbpfPlanner(CONFIG, { trafficCounters: true })) & L.CFG_TRAFFIC, L.CFG_TRAFFIC);
+  assert.equal(cfgFlags(new EbpfPlanner(CONFIG)) & L.CFG_TRAFFIC, 0);
 });
 
 test('the first N service ports in key order get a zeroed entry; the rest are untracked and have none', () => {
@@ -135,10 +135,10 @@ test('a port that sorts in pushes the last one out; one that leaves and comes ba
 test("an id handed to another port is recreated, so the new port never inherits the old one's counts", () => {
   const n = node(5);
   n.sync(state({ a: 1, b: 1 }));
-  const idB = n.renderer.idOf('default/b:http');
+  const idB = n.planner.idOf('default/b:http');
   n.count('default/b:http', 4n, 400n);
   n.sync(state({ a: 1, z: 1 }, ['b', 'z']));
-  assert.equal(n.renderer.idOf('default/z:http'), idB, 'the renderer reuses the freed id');
+  assert.equal(n.planner.idOf('default/z:http'), idB, 'the driver reuses the freed id');
   assert.deepEqual(n.counted(), { 'default/a:http': '0/0', 'default/z:http': '0/0' });
 });
 
@@ -146,7 +146,7 @@ test('after a restart the counted ports keep their entries and counts (ids recov
   const n = node(2);
   n.sync(state({ a: 1, b: 1, c: 1 }));
   n.count('default/a:http', 7n, 700n);
-  const renderer = new EbpfRenderer(CONFIG, { trafficCounters: true });
+  const planner = new EbpfPlanner(CONFIG, { trafficCounters: true });
   const plan = new TrafficCounterPlan('IPv4', 2);
   const live = new Map(
     L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [
@@ -154,21 +154,21 @@ test('after a restart the counted ports keep their entries and counts (ids recov
       new Map(n.fake.dump(m).map(([k, v]) => [L.keyOf(k), v])),
     ]),
   );
-  const r = renderer.render({ state: state({ a: 1, b: 1, c: 1 }), live });
+  const r = planner.plan({ state: state({ a: 1, b: 1, c: 1 }), live });
   n.fake.apply(r.ops);
   const ids = n.fake.dump('traffic').map(([k]) => L.decodeU32(k));
   assert.deepEqual(
-    plan.update(state({ a: 1, b: 1, c: 1 }), r.full, (k) => renderer.idOf(k), ids),
+    plan.update(state({ a: 1, b: 1, c: 1 }), r.full, (k) => planner.idOf(k), ids),
     [],
   );
-  const a = L.decodeTrafficValue(n.fake.lookup('traffic', L.encodeU32(renderer.idOf('default/a:http')!))!);
+  const a = L.decodeTrafficValue(n.fake.lookup('traffic', L.encodeU32(planner.idOf('default/a:http')!))!);
   assert.deepEqual(a, { conns: 7n, bytes: 700n });
   // A smaller cap after the restart drops the entries past it.
   const smaller = new TrafficCounterPlan('IPv4', 1);
-  const ops = smaller.update(state({ a: 1, b: 1, c: 1 }), true, (k) => renderer.idOf(k), ids);
+  const ops = smaller.update(state({ a: 1, b: 1, c: 1 }), true, (k) => planner.idOf(k), ids);
   assert.deepEqual(
     ops.map((o) => [o.op, L.decodeU32(o.key)]),
-    [['delete', renderer.idOf('default/b:http')]],
+    [['delete', planner.idOf('default/b:http')]],
   );
 });
 
@@ -189,7 +189,7 @@ test('clearOps deletes only the family of the datapath that stopped counting; a 
   // A huge N still fits the map: both families' entries together stay within its 65536.
   const big = new TrafficCounterPlan('IPv4', 10 ** 9);
   const many = state(Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`s${i}`, 1])));
-  const r = new EbpfRenderer(CONFIG, { trafficCounters: true });
-  r.render({ state: many });
+  const r = new EbpfPlanner(CONFIG, { trafficCounters: true });
+  r.plan({ state: many });
   assert.equal(big.update(many, true, (k) => r.idOf(k), []).length, 40);
 });

@@ -1,23 +1,25 @@
-// EbpfDataplane: the ebpf mode for one IP family. A sync renders this
-// family's map entries (EbpfRenderer), writes only what changed, keeps the
-// family's masquerade table in place, and forgets UDP connection entries
-// whose endpoint is gone (as upstream deletes stale UDP conntrack entries).
-// Programs, maps and the interface watch are shared with the other family
-// (SharedNode). A failed write resets the renderer: the next sync is full
-// and starts from what the maps hold. With countTraffic() (the opt-in
+// EbpfDataplane: the ebpf mode for one IP family. A sync plans this
+// family's map entries (EbpfPlanner: the ebpf driver under the one
+// reconciler), writes only what changed, keeps the family's masquerade table
+// in place, and forgets UDP connection entries whose endpoint is gone (as
+// upstream deletes stale UDP conntrack entries). Programs, maps and the
+// interface watch are shared with the other family (SharedNode). After a
+// failed write the planner is told (failed()): the next sync is full and
+// starts from what the maps hold. With countTraffic() (the opt-in
 // --service-traffic-metrics) the family's kpt_traffic entries follow each
 // sync; without it, its first sync deletes any the family left there.
 // watchDrift() reports, within a second, a map unpinned or a program
 // detached by someone else (node.ts); the full sync that follows pins and
-// attaches again.
+// attaches again, and reads the maps back before it plans.
 import type { Dataplane, DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
-import { EbpfRenderer, type LiveEntries } from '../../dataplane/ebpf/renderer.js';
+import type { LiveEntries } from '../../dataplane/ebpf/driver.js';
 import * as L from '../../dataplane/ebpf/layout.js';
 import { masqueradeTableScript } from '../../dataplane/ebpf/masq.js';
 import { joinHostPort } from '../../core/ip.js';
 import { performance } from 'node:perf_hooks';
 import { run } from '../exec.js';
 import { cleanupEbpfMode } from './cleanup.js';
+import { EbpfPlanner } from './planner.js';
 
 export { cleanupEbpfMode } from './cleanup.js';
 import type { EbpfOptions } from '../../dataplane/ebpf/options.js';
@@ -39,7 +41,7 @@ export interface EbpfDataplaneDeps {
 export class EbpfDataplane implements Dataplane {
   readonly mode = 'ebpf' as const;
   readonly family: IPFamily;
-  private renderer: EbpfRenderer;
+  private maps: EbpfPlanner;
   private traffic: EbpfTrafficCounters | null = null;
   private trafficCleared = false;
   private node: SharedNode | null = null;
@@ -51,7 +53,7 @@ export class EbpfDataplane implements Dataplane {
 
   constructor(private readonly deps: EbpfDataplaneDeps) {
     this.family = deps.config.family;
-    this.renderer = new EbpfRenderer(deps.config, { algorithm: deps.ebpf.algorithm, maglevM: deps.ebpf.maglevM });
+    this.maps = new EbpfPlanner(deps.config, { algorithm: deps.ebpf.algorithm, maglevM: deps.ebpf.maglevM });
   }
 
   /**
@@ -61,7 +63,7 @@ export class EbpfDataplane implements Dataplane {
   countTraffic(max: number): EbpfTrafficCounters {
     if (this.lastState) throw new BugError('countTraffic() must come before the first sync');
     const e = this.deps.ebpf;
-    this.renderer = new EbpfRenderer(this.deps.config, {
+    this.maps = new EbpfPlanner(this.deps.config, {
       algorithm: e.algorithm,
       maglevM: e.maglevM,
       trafficCounters: true,
@@ -88,7 +90,14 @@ export class EbpfDataplane implements Dataplane {
       { info: (f, m) => this.event('info', f, m), warn: (f, m) => this.event('warn', f, m) },
     );
     this.unsubscribe = this.node.onChange(() => this.refreshNode());
-    if (this.onDrift) this.unwatchDrift = this.node.onDrift(this.onDrift);
+    const onDrift = this.onDrift;
+    // Someone else touched what we pinned or attached: whatever else they did
+    // to the maps, the full sync that follows plans against what they hold.
+    if (onDrift)
+      this.unwatchDrift = this.node.onDrift((d) => {
+        this.maps.failed();
+        onDrift(d);
+      });
     return this.node;
   }
 
@@ -113,18 +122,18 @@ export class EbpfDataplane implements Dataplane {
       this.masqReady = true;
     }
     const t0 = performance.now();
-    const r = this.renderer.render({
+    const r = this.maps.plan({
       state,
       localIPs: node.localIPs(this.family),
       ifaces: node.ifaces(),
       netnsCookie: node.cookie,
-      ...(this.renderer.needsLive() ? { live: this.live(node.rt) } : {}),
+      ...(this.maps.needsLive() ? { live: this.live(node.rt) } : {}),
     });
     const t1 = performance.now();
     try {
       node.rt.apply(r.ops);
     } catch (err) {
-      this.renderer.reset();
+      this.maps.failed();
       throw err;
     }
     const t2 = performance.now();
@@ -142,7 +151,7 @@ export class EbpfDataplane implements Dataplane {
   private syncTraffic(rt: EbpfRuntime, state: SyncState, full: boolean): void {
     try {
       if (this.traffic) {
-        const writes = this.traffic.update(rt, state, full, (k) => this.renderer.idOf(k));
+        const writes = this.traffic.update(rt, state, full, (k) => this.maps.idOf(k));
         if (writes) this.event('debug', { writes }, 'per-Service traffic counters updated');
       } else if (!this.trafficCleared) {
         rt.apply(TrafficCounterPlan.clearOps(this.family, trafficIds(rt)));
@@ -157,8 +166,8 @@ export class EbpfDataplane implements Dataplane {
   private refreshNode(): void {
     const node = this.node;
     const last = this.lastState;
-    if (!node || !last || this.renderer.needsLive()) return;
-    const r = this.renderer.render({
+    if (!node || !last || this.maps.needsLive()) return;
+    const r = this.maps.plan({
       state: { ...last, fullSync: false, changedServices: new Set(), changedServicePorts: new Set() },
       localIPs: node.localIPs(this.family),
       ifaces: node.ifaces(),
@@ -167,7 +176,7 @@ export class EbpfDataplane implements Dataplane {
     try {
       node.rt.apply(r.ops);
     } catch (err) {
-      this.renderer.reset();
+      this.maps.failed();
       this.event('warn', { err: String(err) }, 'updating node addresses in the BPF maps failed; next sync is full');
     }
   }

@@ -1,7 +1,7 @@
 // Everything the ebpf mode holds in the kernel for one node: the loaded
-// programs, the pinned maps (a MapStore for the renderer and tracer), the
-// tc attachments on every interface and, optionally, the cgroup socket
-// hooks. Both IP families share one runtime; each family's datapath writes
+// programs, the pinned maps (a MapStore for the planner's writes and the
+// tracer), the tc attachments on every interface and, optionally, the cgroup
+// socket hooks. Both IP families share one runtime; each family's datapath writes
 // only its own keys.
 import type { Drift } from '../../core/types.js';
 import type { MapName } from '../../dataplane/ebpf/layout.js';

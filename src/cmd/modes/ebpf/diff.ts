@@ -1,16 +1,16 @@
 // ebpf side of `diff`: the maps the proxy pinned are read (this family's
-// entries of every map the proxy writes) into a Fake, the real
-// EbpfRenderer renders a full sync against them as the dataplane does after
-// a restart, its operations run on the Fake, and the two are compared entry
-// by entry. Only map reads reach the kernel.
+// entries of every map the proxy writes) into a Fake, the real EbpfPlanner
+// plans a full sync against them as the dataplane does after a restart, its
+// operations run on the Fake, and the two are compared entry by entry. Only
+// map reads reach the kernel.
 import type { DataplaneConfig, IPFamily, SyncState } from '../../../core/types.js';
 import { entryText } from '../../../dataplane/ebpf/describe.js';
 import { Fake } from '../../../dataplane/ebpf/fake.js';
 import * as L from '../../../dataplane/ebpf/layout.js';
 import type { EbpfOptions } from '../../../dataplane/ebpf/options.js';
-import { EbpfRenderer, type LiveEntries } from '../../../dataplane/ebpf/renderer.js';
 import { listIfaces, netnsCookie, openIfaceSource } from '../../../platform/ebpf/ifaces.js';
 import { PinnedMaps } from '../../../platform/ebpf/pinned.js';
+import { EbpfPlanner } from '../../../platform/ebpf/planner.js';
 import { PinDir } from '../../../platform/ebpf/pins.js';
 import type { FamilyDiff } from '../driver.js';
 
@@ -53,14 +53,14 @@ export async function diffEbpfFamily(i: EbpfFamilyInput): Promise<FamilyDiff> {
       [...e].map(([k, v]) => ({ map, op: 'update' as const, key: L.keyBytes(k), value: v })),
     ),
   );
-  const renderer = new EbpfRenderer(i.config, {
+  const planner = new EbpfPlanner(i.config, {
     algorithm: i.ebpf.algorithm,
     maglevM: i.ebpf.maglevM,
     trafficCounters: i.trafficCounters ?? false,
   });
-  const r = renderer.render({
+  const r = planner.plan({
     state: i.state,
-    live: live as LiveEntries,
+    live,
     localIPs: i.localIPs,
     ifaces: listIfaces(),
     netnsCookie: netnsCookie(),

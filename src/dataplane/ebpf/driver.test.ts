@@ -1,5 +1,6 @@
-// EbpfRenderer: what a sync writes (only changes, in a safe order), what it
-// keeps stable (ids, slots), and how it recovers (reset, restart from live).
+// The ebpf driver under the one reconciler (EbpfPlanner puts them together):
+// what a sync writes (only changes, in a safe order), what it keeps stable
+// (ids, slots), and how it recovers (failed(), restart from live).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
@@ -8,7 +9,9 @@ import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } f
 import { Fake } from './fake.js';
 import { maglevTable } from './hash.js';
 import * as L from './layout.js';
-import { assignSlots, EbpfRenderer, type LiveEntries } from './renderer.js';
+import { EbpfPlanner } from '../../platform/ebpf/planner.js';
+import type { LiveEntries } from './driver.js';
+import { assignSlots } from './entries.js';
 import type { MapOp } from './store.js';
 import { trace } from './trace.js';
 
@@ -58,26 +61,26 @@ const count = (ops: readonly MapOp[], map: L.MapName, op: 'update' | 'delete') =
   ops.filter((o) => o.map === map && o.op === op).length;
 
 test('a cold sync writes every entry once; the same state again writes nothing', () => {
-  const r = new EbpfRenderer(CONFIG);
+  const r = new EbpfPlanner(CONFIG);
   const fake = new Fake();
-  const first = r.render({ state: state(3, (i) => [`10.244.1.${i + 10}`]) });
+  const first = r.plan({ state: state(3, (i) => [`10.244.1.${i + 10}`]) });
   fake.apply(first.ops);
   assert.equal(first.full, true);
   assert.equal(count(first.ops, 'svc', 'update'), 3);
   assert.equal(count(first.ops, 'eps', 'update'), 3);
   assert.equal(first.ops.filter((o) => o.op === 'delete').length, 0);
-  const again = r.render({ state: state(3, (i) => [`10.244.1.${i + 10}`]) });
+  const again = r.plan({ state: state(3, (i) => [`10.244.1.${i + 10}`]) });
   assert.deepEqual(again.ops, []);
 });
 
 test('adding one endpoint is two writes (its slot, the count); three with ClientIP affinity (its membership)', () => {
   for (const affinity of [false, true]) {
     const extra = affinity ? { sessionAffinity: 'ClientIP' } : {};
-    const r = new EbpfRenderer(CONFIG);
+    const r = new EbpfPlanner(CONFIG);
     const eps = (k: number) => (i: number) => Array.from({ length: k }, (_, j) => `10.244.${i}.${j + 10}`);
-    r.render({ state: state(50, eps(3), undefined, extra) });
+    r.plan({ state: state(50, eps(3), undefined, extra) });
     const grown = state(50, (i) => (i === 7 ? eps(4)(i) : eps(3)(i)), ['default/web-7'], extra);
-    const ops = r.render({ state: grown }).ops;
+    const ops = r.plan({ state: grown }).ops;
     assert.deepEqual(
       ops.map((o) => `${o.op} ${o.map}`),
       affinity ? ['update eps', 'update members', 'update sets'] : ['update eps', 'update sets'],
@@ -89,12 +92,12 @@ test('adding one endpoint is two writes (its slot, the count); three with Client
 });
 
 test('removing one endpoint moves the last slot into its place before the count shrinks, then frees the tail', () => {
-  const r = new EbpfRenderer(CONFIG);
+  const r = new EbpfPlanner(CONFIG);
   const fake = new Fake();
   const four = ['10.244.1.10', '10.244.1.11', '10.244.1.12', '10.244.1.13'];
   const aff = { sessionAffinity: 'ClientIP' };
-  fake.apply(r.render({ state: state(1, () => four, undefined, aff) }).ops);
-  const ops = r.render({
+  fake.apply(r.plan({ state: state(1, () => four, undefined, aff) }).ops);
+  const ops = r.plan({
     state: state(1, () => four.filter((ip) => ip !== '10.244.1.11'), ['default/web-0'], aff),
   }).ops;
   assert.deepEqual(
@@ -122,10 +125,10 @@ test('assignSlots keeps staying endpoints in place and fills holes with new ones
 });
 
 test('a deleted service goes: its names, services, address and sets, services before sets', () => {
-  const r = new EbpfRenderer(CONFIG);
+  const r = new EbpfPlanner(CONFIG);
   const fake = new Fake();
-  fake.apply(r.render({ state: state(2, (i) => [`10.244.1.${i + 10}`]) }).ops);
-  const ops = r.render({ state: state(1, () => ['10.244.1.10'], ['default/web-1']) }).ops;
+  fake.apply(r.plan({ state: state(2, (i) => [`10.244.1.${i + 10}`]) }).ops);
+  const ops = r.plan({ state: state(1, () => ['10.244.1.10'], ['default/web-1']) }).ops;
   fake.apply(ops);
   const order = ops.map((o) => o.map);
   assert.ok(order.indexOf('svc') < order.indexOf('sets'), order.join(' '));
@@ -134,44 +137,44 @@ test('a deleted service goes: its names, services, address and sets, services be
   assert.equal(fake.lookup('addrs', L.encodeAddrKey('10.96.0.2')), null);
 });
 
-test('after reset the next render diffs against the live entries: a failed half-apply is repaired', () => {
-  const r = new EbpfRenderer(CONFIG);
+test('after failed() the next plan diffs against the live entries: a failed half-apply is repaired', () => {
+  const r = new EbpfPlanner(CONFIG);
   const fake = new Fake();
-  fake.apply(r.render({ state: state(3, (i) => [`10.244.1.${i + 10}`]) }).ops);
+  fake.apply(r.plan({ state: state(3, (i) => [`10.244.1.${i + 10}`]) }).ops);
   const next = state(3, (i) => [`10.244.2.${i + 10}`, `10.244.3.${i + 10}`], [
     'default/web-0',
     'default/web-1',
     'default/web-2',
   ]);
-  const ops = r.render({ state: next }).ops;
+  const ops = r.plan({ state: next }).ops;
   fake.apply(ops.slice(0, 3)); // the apply failed part-way
-  r.reset();
+  r.failed();
   assert.equal(r.needsLive(), true);
-  const repair = r.render({ state: { ...next, fullSync: true }, live: liveOf(fake) });
+  const repair = r.plan({ state: { ...next, fullSync: true }, live: liveOf(fake) });
   fake.apply(repair.ops);
   const fresh = new Fake();
-  fresh.apply(new EbpfRenderer(CONFIG).render({ state: next }).ops);
+  fresh.apply(new EbpfPlanner(CONFIG).plan({ state: next }).ops);
   assert.equal(fake.print(), fresh.print());
 });
 
 test('a restarted proxy adopting the live maps writes nothing when nothing changed, and keeps ids', () => {
   const fake = new Fake();
   const st = state(20, (i) => [`10.244.1.${i + 10}`, `10.244.2.${i + 10}`]);
-  fake.apply(new EbpfRenderer(CONFIG).render({ state: st }).ops);
-  const restarted = new EbpfRenderer(CONFIG);
-  assert.deepEqual(restarted.render({ state: st, live: liveOf(fake) }).ops, []);
+  fake.apply(new EbpfPlanner(CONFIG).plan({ state: st }).ops);
+  const restarted = new EbpfPlanner(CONFIG);
+  assert.deepEqual(restarted.plan({ state: st, live: liveOf(fake) }).ops, []);
   // A service added while it was down gets a new id; nobody else's entries move.
   const more = state(21, (i) => [`10.244.1.${i + 10}`, `10.244.2.${i + 10}`]);
-  const ops = new EbpfRenderer(CONFIG).render({ state: more, live: liveOf(fake) }).ops;
+  const ops = new EbpfPlanner(CONFIG).plan({ state: more, live: liveOf(fake) }).ops;
   assert.ok(ops.every((o) => o.op === 'update'));
   assert.equal(count(ops, 'svc', 'update'), 1);
 });
 
 test('Maglev services carry the table of their endpoints; the tracer names the flow hash choice', () => {
-  const r = new EbpfRenderer(CONFIG, { algorithm: 'maglev', maglevM: 251 });
+  const r = new EbpfPlanner(CONFIG, { algorithm: 'maglev', maglevM: 251 });
   const fake = new Fake({ maglevM: 251 });
   const ips = ['10.244.1.10', '10.244.1.11', '10.244.1.12'];
-  fake.apply(r.render({ state: state(1, () => ips) }).ops);
+  fake.apply(r.plan({ state: state(1, () => ips) }).ops);
   const lut = L.decodeMaglev(fake.lookup('maglev', L.encodeU32(2))!);
   assert.deepEqual(
     lut,
@@ -209,7 +212,7 @@ test('Maglev: removing one of 10 endpoints moves few of the flows of the other n
 });
 
 test('the per-Service annotation overrides the default algorithm', () => {
-  const r = new EbpfRenderer(CONFIG);
+  const r = new EbpfPlanner(CONFIG);
   const fake = new Fake();
   const annotated = syncStateFromObjects({
     services: [
@@ -229,15 +232,15 @@ test('the per-Service annotation overrides the default algorithm', () => {
     ],
     family: 'IPv4',
   });
-  fake.apply(r.render({ state: annotated }).ops);
+  fake.apply(r.plan({ state: annotated }).ops);
   const v = L.decodeSvcValue(fake.lookup('svc', L.encodeSvcKey({ addr: '10.96.7.7', port: 80, proto: 'TCP' }))!);
   assert.equal(v.algo, 'maglev');
   assert.ok(fake.lookup('maglev', L.encodeU32(v.clusterSet)));
 });
 
-test('two services on one ClusterIP:port: the one changed last takes it, and the other is reported', () => {
-  const r = new EbpfRenderer(CONFIG);
-  const mk = (name: string, ep: string) => ({
+/** A Service with port http on 10.96.9.9:80 and one endpoint: two of them clash. */
+function onSharedClusterIP(name: string, ep: string) {
+  return {
     svc: withClusterIP(
       makeService('default', name, (s) => {
         s.spec.ports = [svcPort('http', 80)];
@@ -248,12 +251,16 @@ test('two services on one ClusterIP:port: the one changed last takes it, and the
       s.endpoints = [endpoint(ep, { ready: true })];
       s.ports = [slicePort('http', 80)];
     }),
-  });
-  const a = mk('a', '10.244.1.1');
-  const b = mk('b', '10.244.1.2');
+  };
+}
+
+test('two services on one ClusterIP:port: the one changed last takes it, and the other is reported', () => {
+  const r = new EbpfPlanner(CONFIG);
+  const a = onSharedClusterIP('a', '10.244.1.1');
+  const b = onSharedClusterIP('b', '10.244.1.2');
   const fake = new Fake();
-  fake.apply(r.render({ state: syncStateFromObjects({ services: [a.svc], slices: [a.slice], family: 'IPv4' }) }).ops);
-  const res = r.render({
+  fake.apply(r.plan({ state: syncStateFromObjects({ services: [a.svc], slices: [a.slice], family: 'IPv4' }) }).ops);
+  const res = r.plan({
     state: syncStateFromObjects({
       services: [a.svc, b.svc],
       slices: [a.slice, b.slice],
@@ -270,8 +277,47 @@ test('two services on one ClusterIP:port: the one changed last takes it, and the
   assert.equal(trace(fake, { src: '10.244.5.5', dst: '10.96.9.9', port: 80 }, []).output, '10.244.1.2:80');
 });
 
+test('when the port that took an address:port lets go, the other one serves it again', () => {
+  const r = new EbpfPlanner(CONFIG);
+  const a = onSharedClusterIP('a', '10.244.1.1');
+  const b = onSharedClusterIP('b', '10.244.1.2');
+  const fake = new Fake();
+  const dst = { src: '10.244.5.5', dst: '10.96.9.9', port: 80 };
+  fake.apply(r.plan({ state: syncStateFromObjects({ services: [a.svc], slices: [a.slice], family: 'IPv4' }) }).ops);
+  const both = { services: [a.svc, b.svc], slices: [a.slice, b.slice], family: 'IPv4' as const };
+  fake.apply(r.plan({ state: syncStateFromObjects({ ...both, changedServices: ['default/b'], fullSync: false }) }).ops);
+  assert.equal(trace(fake, dst, []).output, '10.244.1.2:80');
+  const gone = r.plan({
+    state: syncStateFromObjects({
+      services: [a.svc],
+      slices: [a.slice],
+      family: 'IPv4',
+      changedServices: ['default/b'],
+      fullSync: false,
+    }),
+  });
+  fake.apply(gone.ops);
+  assert.ok(
+    gone.ops.some((o) => o.map === 'svc' && o.op === 'update'),
+    'the entry is rewritten, not deleted',
+  );
+  assert.equal(trace(fake, dst, []).output, '10.244.1.1:80');
+});
+
+test("an address both a Service and the node use holds both owners' flags, and keeps the node's when the Service goes", () => {
+  const r = new EbpfPlanner(CONFIG);
+  const fake = new Fake();
+  const flags = () => L.decodeU32(fake.lookup('addrs', L.encodeAddrKey('192.168.0.10'))!);
+  fake.apply(r.plan({ state: state(1, () => ['10.244.1.10'], undefined, { externalIPs: ['192.168.0.10'] }) }).ops);
+  assert.equal(flags(), L.ADDR_LOCAL | L.ADDR_NODEPORT | L.ADDR_SERVICE);
+  const ops = r.plan({ state: state(0, () => [], ['default/web-0']) }).ops;
+  fake.apply(ops);
+  assert.ok(!ops.some((o) => o.map === 'addrs' && o.op === 'delete' && L.decodeAddrKey(o.key) === '192.168.0.10'));
+  assert.equal(flags(), L.ADDR_LOCAL | L.ADDR_NODEPORT);
+});
+
 test('SCTP ports are reported and left out', () => {
-  const r = new EbpfRenderer(CONFIG);
+  const r = new EbpfPlanner(CONFIG);
   const st = syncStateFromObjects({
     services: [
       withClusterIP(
@@ -284,7 +330,7 @@ test('SCTP ports are reported and left out', () => {
     slices: [],
     family: 'IPv4',
   });
-  const res = r.render({ state: st });
+  const res = r.plan({ state: st });
   assert.equal(res.skipped.length, 1);
   assert.equal(count(res.ops, 'svc', 'update'), 0);
 });
