@@ -7,6 +7,7 @@
 // up to 2^63-1 ns (~292 years); we stop at Number.MAX_SAFE_INTEGER ns (~104 days)
 // so that arithmetic stays exact. Larger values are rejected, not rounded.
 
+import { BugError } from '../errors.js';
 import { ProxyError } from '../errors.js';
 
 /** Nanoseconds (Go time.Duration). */
@@ -85,7 +86,7 @@ export function parseDuration(text: string): Duration {
 
 /** Go Duration.String(): "0s", "1.5s", "500ms", "1m30s", "24h0m0s", "2µs". */
 export function formatDuration(d: Duration): string {
-  if (!Number.isSafeInteger(d)) throw new RangeError(`not an integer duration: ${d}`);
+  if (!Number.isSafeInteger(d)) throw new BugError(`not an integer duration: ${d}`);
   if (d === 0) return '0s';
   const neg = d < 0;
   let u = Math.abs(d);

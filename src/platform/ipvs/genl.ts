@@ -4,6 +4,7 @@
 //
 // Byte order: ports are network order, addresses are a 16-byte
 // nf_inet_addr (IPv4 in the first 4 bytes), everything else host order.
+import { BugError } from '../../core/errors.js';
 import { parseIP, formatIP } from '../../core/ip.js';
 import type { IPFamily, Protocol } from '../../core/types.js';
 import type { IpvsOp, RealServer, RealServerStatus, VirtualServer } from '../../dataplane/ipvs/objects.js';
@@ -52,7 +53,7 @@ const PROTO_NAME: Record<number, Protocol> = { 6: 'TCP', 17: 'UDP', 132: 'SCTP' 
 
 function addr16(ip: string): Buffer {
   const p = parseIP(ip);
-  if (!p) throw new TypeError(`not an IP address: ${ip}`);
+  if (!p) throw new BugError(`not an IP address: ${ip}`);
   const b = Buffer.alloc(16);
   Buffer.from(p.bytes).copy(b);
   return b;

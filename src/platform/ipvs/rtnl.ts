@@ -2,6 +2,7 @@
 // addresses bound to it, plus the node's local addresses (NodePort virtual
 // servers are made per node address). One socket, batched acked requests,
 // as `ip link` / `ip addr` would do one process per change.
+import { BugError } from '../../core/errors.js';
 import { parseIP } from '../../core/ip.js';
 import type { IPFamily } from '../../core/types.js';
 import { ProxyError } from '../../core/errors.js';
@@ -141,7 +142,7 @@ export class Rtnl {
     const reqs: Buffer[] = [];
     for (const s of addresses) {
       const ip = parseIP(s);
-      if (!ip) throw new TypeError(`not an IP address: ${s}`);
+      if (!ip) throw new BugError(`not an IP address: ${s}`);
       const v6 = ip.family === 'IPv6';
       const attrs = [attr(IFA.LOCAL, Buffer.from(ip.bytes)), attr(IFA.ADDRESS, Buffer.from(ip.bytes))];
       // No duplicate address detection: a Service address is usable at once.

@@ -18,6 +18,7 @@
 // on every supported host); nf_tables payloads are mostly network order,
 // hence u32be/i32be/u64be. Registers of meta mark, ct state and the like
 // carry host-order values, written with u32le.
+import { ProxyError } from '../../core/errors.js';
 import { NLMSG_HDRLEN } from '../netlink/message.js';
 
 const NLA_F_NESTED = 0x8000;
@@ -91,7 +92,8 @@ export class NlWriter {
 
   close(at: number): this {
     const len = this.length - at;
-    if (len > 0xffff) throw new RangeError(`netlink attribute of ${len} bytes does not fit its 16-bit length`);
+    if (len > 0xffff)
+      throw new ProxyError('KPT_UNSUPPORTED', `netlink attribute of ${len} bytes does not fit its 16-bit length`);
     this.buf.writeUInt16LE(len, at - this.base);
     return this;
   }
