@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { ENDPOINT_LAYOUTS } from '../../src/dataplane/nftables/static.js';
 import { nftFamily, TABLE_NAME } from '../../src/dataplane/nftables/names.js';
-import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { NETLINK_PROTOCOL, openNetlink, type NetlinkSocket } from '../../src/platform/netlink/index.js';
 import { NftablesDataplane, type NftTransport } from '../../src/platform/nftables/dataplane.js';
 import { kitchenSinkSteps, packetFlowCases, richCases, type RichCase } from '../dataplane/nftables-rich.js';
@@ -67,7 +67,7 @@ describe('nftables: the netlink path writes what nft -f writes', { concurrency: 
 
   async function coldCase(layout: (typeof ENDPOINT_LAYOUTS)[number], c: RichCase): Promise<void> {
     clear();
-    const script = new NftablesRenderer(c.config, layout).render(c.state, 0).tx.toString();
+    const script = new NftablesPlanner(c.config, layout).plan(c.state, 0).tx.toString();
     nftIn(NFT_NS, ['-f', '-'], script);
     const vias: NftTransport[] = [];
     const dp = new NftablesDataplane({
