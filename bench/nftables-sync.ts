@@ -97,7 +97,7 @@ interface ProxyMemory {
   afterCold: { rssMiB: number; heapTotalMiB: number; heapUsedMiB: number; externalMiB: number; peakMiB: number };
   /** Peak over cold sync and changes (includes the transient transaction script). */
   peakRssMiB: number;
-  /** Retained after the syncs: renderer memory + SyncState. */
+  /** Retained after the syncs: the planner's memory (reconciler + driver) + SyncState. */
   retainedHeapMiB: number;
   coldMs: number;
   /** CPU of the proxy process (user + system, the kernel's commit work included) for the cold sync and each change. */
@@ -306,7 +306,7 @@ async function child(size: number): Promise<Result> {
     const proxy = JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as ProxyMemory;
     const changes = Number(arg('changes') ?? 5);
     const changeStates = Array.from({ length: changes }, (_, k) => withExtraEndpoint(state, (k * 7919) % size, k));
-    // Render-only time of the same changes, on a renderer of our own.
+    // Render-only time of the same changes (plan + transaction, no kernel), on a planner of our own.
     const changeRenderMs: number[] = [];
     const probe = new NftablesPlanner(CONFIG, LAYOUT);
     probe.plan(state, 0);
