@@ -27,7 +27,7 @@ import { performance } from 'node:perf_hooks';
 import { syncStateFromObjects } from '../src/core/snapshot.js';
 import { categorizeEndpoints } from '../src/core/topology.js';
 import type { DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
-import { NftablesRenderer } from '../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../src/platform/nftables/planner.js';
 import type { EndpointLayout } from '../src/dataplane/nftables/static.js';
 import { DEFAULT_ENDPOINT_LAYOUT } from '../src/dataplane/nftables/static.js';
 import { NftablesDataplane } from '../src/platform/nftables/dataplane.js';
@@ -97,7 +97,7 @@ interface ProxyMemory {
   afterCold: { rssMiB: number; heapTotalMiB: number; heapUsedMiB: number; externalMiB: number; peakMiB: number };
   /** Peak over cold sync and changes (includes the transient transaction script). */
   peakRssMiB: number;
-  /** Retained after the syncs: renderer memory + SyncState. */
+  /** Retained after the syncs: the planner's memory (reconciler + driver) + SyncState. */
   retainedHeapMiB: number;
   coldMs: number;
   /** CPU of the proxy process (user + system, the kernel's commit work included) for the cold sync and each change. */
@@ -306,20 +306,20 @@ async function child(size: number): Promise<Result> {
     const proxy = JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as ProxyMemory;
     const changes = Number(arg('changes') ?? 5);
     const changeStates = Array.from({ length: changes }, (_, k) => withExtraEndpoint(state, (k * 7919) % size, k));
-    // Render-only time of the same changes, on a renderer of our own.
+    // Render-only time of the same changes (plan + transaction, no kernel), on a planner of our own.
     const changeRenderMs: number[] = [];
-    const probe = new NftablesRenderer(CONFIG, LAYOUT);
-    probe.render(state, 0);
+    const probe = new NftablesPlanner(CONFIG, LAYOUT);
+    probe.plan(state, 0);
     for (const st of changeStates) {
       const p0 = performance.now();
-      probe.render(st, 0);
+      probe.plan(st, 0);
       changeRenderMs.push(performance.now() - p0);
     }
     // The floor: upstream's layout through nft -f, cold and one change (--no-floor: skipped, NaN).
-    const up = new NftablesRenderer(CONFIG, 'upstream');
+    const up = new NftablesPlanner(CONFIG, 'upstream');
     const noFloor = process.argv.includes('--no-floor');
-    const floorColdMs = noFloor ? NaN : timeNft(floorNs, up.render(state, 0).tx.toString());
-    const floorChangeMs = noFloor ? NaN : timeNft(floorNs, up.render(withExtraEndpoint(state, 1, 99), 0).tx.toString());
+    const floorColdMs = noFloor ? NaN : timeNft(floorNs, up.plan(state, 0).tx.toString());
+    const floorChangeMs = noFloor ? NaN : timeNft(floorNs, up.plan(withExtraEndpoint(state, 1, 99), 0).tx.toString());
     const benchMaxRssMiB = process.resourceUsage().maxRSS / 1024;
     return {
       size,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { trace, type TracePacket } from '../../src/dataplane/nftables/trace.js';
 import {
   ALT_NODE_IP,
@@ -51,7 +51,7 @@ function load(services: unknown[], slices: unknown[], config: DataplaneConfig = 
   });
   return ENDPOINT_LAYOUTS.map((layout) => {
     const fake = new Fake('ip');
-    fake.run(new NftablesRenderer(config, layout).render(state, 0, null).tx);
+    fake.run(new NftablesPlanner(config, layout).plan(state, 0, null).tx);
     return fake;
   });
 }

@@ -1,5 +1,5 @@
 // Goldens: a full sync of the worked example (nftables-fixtures.ts) through
-// NftablesRenderer -> Fake.dump(), the sorted `add` form that upstream's
+// NftablesPlanner (driver + reconciler) -> Fake.dump(), the sorted `add` form that upstream's
 // TestOverallNFTablesRules compares (knftables' Fake.Dump), once per
 // endpoint layout, the production layout (DEFAULT_ENDPOINT_LAYOUT) first.
 //
@@ -18,7 +18,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { ENDPOINT_LAYOUTS, Fake, NftablesRenderer, type EndpointLayout } from '../../src/dataplane/nftables/index.js';
+import { ENDPOINT_LAYOUTS, Fake, type EndpointLayout } from '../../src/dataplane/nftables/index.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { workedExample } from './nftables-fixtures.js';
 
 const UPDATE = process.env['KPT_UPDATE_GOLDEN'] === '1';
@@ -37,8 +38,8 @@ for (const layout of ENDPOINT_LAYOUTS) {
   test(`full sync of the worked example dumps exactly as the golden (${layout})`, () => {
     const { state, config } = workedExample();
     const fake = new Fake('ip');
-    const r = new NftablesRenderer(config, layout);
-    const { tx, partial } = r.render(state, 0, null);
+    const r = new NftablesPlanner(config, layout);
+    const { tx, partial } = r.plan(state, 0, null);
     assert.equal(partial, false);
     fake.run(tx);
     assertGolden(layout, fake.dump());
@@ -47,11 +48,11 @@ for (const layout of ENDPOINT_LAYOUTS) {
   test(`first sync re-creates base chains once; a second full sync does not (${layout})`, () => {
     const { state, config } = workedExample();
     const fake = new Fake('ip');
-    const r = new NftablesRenderer(config, layout);
-    const first = r.render(state, 0, null).tx;
+    const r = new NftablesPlanner(config, layout);
+    const first = r.plan(state, 0, null).tx;
     fake.run(first);
     assert.match(first.toString(), /^delete chain ip kube-proxy nat-prerouting$/m);
-    const second = r.render(state, 10, null).tx;
+    const second = r.plan(state, 10, null).tx;
     assert.doesNotMatch(second.toString(), /^delete chain/m);
     // Elements are already there: a full sync against our memory re-adds none
     // (except a maps-layout endpoint map, which a full sync always rewrites whole).
@@ -73,8 +74,8 @@ test('the layouts differ only in how service chains pick an endpoint (and in the
 test('nodePortAddresses MatchAll deletes nodeport-ips and dispatches NodePorts by fib', () => {
   const { state, config } = workedExample();
   const fake = new Fake('ip');
-  const r = new NftablesRenderer({ ...config, nodePortAddresses: null });
-  fake.run(r.render(state, 0, null).tx);
+  const r = new NftablesPlanner({ ...config, nodePortAddresses: null });
+  fake.run(r.plan(state, 0, null).tx);
   const dump = fake.dump();
   assert.doesNotMatch(dump, /nodeport-ips/);
   assert.match(

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, Endpoint, SyncState } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { ENDPOINT_SLOTS, endpointMap } from '../../src/dataplane/nftables/serviceport.js';
 import { makeContext } from '../../src/dataplane/nftables/static.js';
 import {
@@ -89,9 +89,9 @@ test('intervals partition 0..720719; equal shares up to 16 endpoints, within one
 
 test('an endpoint change is element-only: flush the map and add the new intervals, no rule or chain', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG, 'maps');
+  const r = new NftablesPlanner(CONFIG, 'maps');
   fake.run(
-    r.render(
+    r.plan(
       state(
         [svc('a', '172.30.0.41'), svc('b', '172.30.0.42')],
         [slice('a', '10.180.0.1'), slice('b', '10.180.0.2')],
@@ -100,7 +100,7 @@ test('an endpoint change is element-only: flush the map and add the new interval
       0,
     ).tx,
   );
-  const change = r.render(
+  const change = r.plan(
     state(
       [svc('a', '172.30.0.41'), svc('b', '172.30.0.42')],
       [slice('a', '10.180.0.1', '10.180.0.3'), slice('b', '10.180.0.2')],
@@ -127,9 +127,9 @@ test('an endpoint change is element-only: flush the map and add the new interval
 
 test('a new service creates its map before the rule that uses it; a deleted one drops the map after flushing the chain', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG, 'maps');
-  fake.run(r.render(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1')], null), 0).tx);
-  const add = r.render(
+  const r = new NftablesPlanner(CONFIG, 'maps');
+  fake.run(r.plan(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1')], null), 0).tx);
+  const add = r.plan(
     state(
       [svc('a', '172.30.0.41'), svc('b', '172.30.0.42')],
       [slice('a', '10.180.0.1'), slice('b', '10.180.0.2')],
@@ -140,7 +140,7 @@ test('a new service creates its map before the rule that uses it; a deleted one 
   const ops = add.tx.operations.map((o) => `${o.verb} ${o.object.kind}`);
   assert.ok(ops.indexOf('add map') < ops.indexOf('add rule'), ops.join(', '));
   fake.run(add.tx); // the Fake refuses a rule naming a missing map
-  const del = r.render(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1')], ['ns/b']), 20);
+  const del = r.plan(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1')], ['ns/b']), 20);
   const dops = del.tx.operations.map((o) => `${o.verb} ${o.object.kind}`);
   assert.ok(
     dops.indexOf('flush chain') >= 0 && dops.indexOf('flush chain') < dops.indexOf('delete map'),
@@ -152,12 +152,12 @@ test('a new service creates its map before the rule that uses it; a deleted one 
 
 test('switching a service to affinity drops its map and uses endpoint chains; back again re-creates it', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG, 'maps');
-  fake.run(r.render(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1', '10.180.0.2')], null), 0).tx);
-  fake.run(r.render(state([svc('a', '172.30.0.41', true)], [slice('a', '10.180.0.1', '10.180.0.2')], ['ns/a']), 10).tx);
+  const r = new NftablesPlanner(CONFIG, 'maps');
+  fake.run(r.plan(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1', '10.180.0.2')], null), 0).tx);
+  fake.run(r.plan(state([svc('a', '172.30.0.41', true)], [slice('a', '10.180.0.1', '10.180.0.2')], ['ns/a']), 10).tx);
   assert.ok(![...fake.sets.keys()].some((n) => n.startsWith('endpoints-')));
   assert.ok([...fake.chains.keys()].some((n) => n.startsWith('endpoint-')));
-  fake.run(r.render(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1', '10.180.0.2')], ['ns/a']), 20).tx);
+  fake.run(r.plan(state([svc('a', '172.30.0.41')], [slice('a', '10.180.0.1', '10.180.0.2')], ['ns/a']), 20).tx);
   assert.equal([...fake.sets.keys()].filter((n) => n.startsWith('endpoints-')).length, 1);
   assert.equal(
     trace(fake, { src: '10.0.0.2', dst: '172.30.0.41', port: 80, protocol: 'UDP' }, [NODE_IP]).output,

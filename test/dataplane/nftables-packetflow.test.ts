@@ -1,23 +1,17 @@
 // The shared packet-flow table (test/cases/packetflow.ts) against the
-// nftables mode: NftablesRenderer -> Fake -> trace, once per endpoint
+// nftables mode: NftablesPlanner -> Fake -> trace, once per endpoint
 // layout, with the nftables expectations (REJECT for wrong ports, DROP for
 // unallocated ServiceCIDR IPs, NodePorts on the primary node IP by default).
 import type { Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
 import { runPacketFlowTable } from '../cases/runtable.js';
-import {
-  ENDPOINT_LAYOUTS,
-  Fake,
-  NftablesRenderer,
-  nftFamily,
-  trace,
-  type EndpointLayout,
-} from '../../src/dataplane/nftables/index.js';
+import { ENDPOINT_LAYOUTS, Fake, nftFamily, trace, type EndpointLayout } from '../../src/dataplane/nftables/index.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { NFTABLES_FLOW_SKIPS } from './nftables-fixtures.js';
 
 export function loadScenario(s: Scenario, layout: EndpointLayout): Fake {
   const fake = new Fake(nftFamily(s.family));
-  fake.run(new NftablesRenderer(scenarioConfig(s, 'nftables'), layout).render(scenarioSyncState(s), 0, null).tx);
+  fake.run(new NftablesPlanner(scenarioConfig(s, 'nftables'), layout).plan(scenarioSyncState(s), 0, null).tx);
   return fake;
 }
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { Transaction } from '../../src/dataplane/nftables/transaction.js';
 import {
   NODE_IP,
@@ -64,11 +64,11 @@ const lines = (tx: Transaction) => tx.toString().trim().split('\n').filter(Boole
 
 test('adding and deleting a one-endpoint service touches only its objects; the chain goes >= 1 s later', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG, 'upstream'); // the expected rule text is the upstream layout's
-  fake.run(r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
+  const r = new NftablesPlanner(CONFIG, 'upstream'); // the expected rule text is the upstream layout's
+  fake.run(r.plan(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
   const baseline = fake.dump();
 
-  const add = r.render(
+  const add = r.plan(
     state(
       [svc('ns1', '172.30.0.41'), svc('ns2', '172.30.0.42')],
       [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')],
@@ -87,7 +87,7 @@ test('adding and deleting a one-endpoint service touches only its objects; the c
   ]);
   fake.run(add.tx);
 
-  const del = r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], ['ns2/svc']), 2000);
+  const del = r.plan(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], ['ns2/svc']), 2000);
   assert.deepEqual(lines(del.tx), [
     'delete element ip kube-proxy cluster-ips { 172.30.0.42 }',
     'delete element ip kube-proxy service-ips { 172.30.0.42 . tcp . 80 }',
@@ -96,10 +96,10 @@ test('adding and deleting a one-endpoint service touches only its objects; the c
   fake.run(del.tx);
   assert.ok(fake.chains.has(chain), 'flushed, not yet deleted');
 
-  const soon = r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], []), 2999);
+  const soon = r.plan(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], []), 2999);
   assert.equal(soon.tx.numOperations, 0);
   fake.run(soon.tx);
-  const later = r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], []), 3000);
+  const later = r.plan(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], []), 3000);
   assert.deepEqual(lines(later.tx), [`delete chain ip kube-proxy ${chain}`]);
   fake.run(later.tx);
   assert.equal(fake.dump(), baseline);
@@ -107,10 +107,10 @@ test('adding and deleting a one-endpoint service touches only its objects; the c
 
 test('an endpoint change rewrites only that service chain; unchanged services are untouched', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG, 'upstream'); // the expected rule text is the upstream layout's
+  const r = new NftablesPlanner(CONFIG, 'upstream'); // the expected rule text is the upstream layout's
   const svcs = [svc('ns1', '172.30.0.41'), svc('ns2', '172.30.0.42')];
-  fake.run(r.render(state(svcs, [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')], null), 0).tx);
-  const tx = r.render(
+  fake.run(r.plan(state(svcs, [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')], null), 0).tx);
+  const tx = r.plan(
     state(svcs, [slice('ns1', '10.180.0.1', '10.180.0.3'), slice('ns2', '10.180.0.2')], ['ns1/svc']),
     10,
   ).tx;
@@ -122,9 +122,9 @@ test('an endpoint change rewrites only that service chain; unchanged services ar
 
 test('losing all endpoints moves the clusterIP from service-ips to no-endpoint-services (delete + add)', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG);
-  fake.run(r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
-  const tx = r.render(state([svc('ns1', '172.30.0.41')], [], ['ns1/svc']), 10).tx;
+  const r = new NftablesPlanner(CONFIG);
+  fake.run(r.plan(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
+  const tx = r.plan(state([svc('ns1', '172.30.0.41')], [], ['ns1/svc']), 10).tx;
   fake.run(tx);
   assert.deepEqual(lines(tx), [
     'add element ip kube-proxy no-endpoint-services { 172.30.0.41 . tcp . 80 comment "ns1/svc:p80" : goto reject-chain }',
@@ -135,11 +135,11 @@ test('losing all endpoints moves the clusterIP from service-ips to no-endpoint-s
 
 test('affinity sets of removed endpoints are deleted in the same transaction, after the chains are flushed', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG);
-  fake.run(r.render(state([svc('ns1', '172.30.0.41', true)], [slice('ns1', '10.180.0.1', '10.180.0.2')], null), 0).tx);
+  const r = new NftablesPlanner(CONFIG);
+  fake.run(r.plan(state([svc('ns1', '172.30.0.41', true)], [slice('ns1', '10.180.0.1', '10.180.0.2')], null), 0).tx);
   const before = [...fake.sets.keys()].filter((n) => n.startsWith('affinity-'));
   assert.equal(before.length, 2);
-  const tx = r.render(state([svc('ns1', '172.30.0.41', true)], [slice('ns1', '10.180.0.1')], ['ns1/svc']), 10).tx;
+  const tx = r.plan(state([svc('ns1', '172.30.0.41', true)], [slice('ns1', '10.180.0.1')], ['ns1/svc']), 10).tx;
   fake.run(tx);
   const after = [...fake.sets.keys()].filter((n) => n.startsWith('affinity-'));
   assert.deepEqual(
@@ -155,24 +155,24 @@ test('affinity sets of removed endpoints are deleted in the same transaction, af
 
 test('after a failed transaction the next sync is full and repairs the table from a read-back snapshot', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG);
+  const r = new NftablesPlanner(CONFIG);
   const svcs = [svc('ns1', '172.30.0.41')];
-  fake.run(r.render(state(svcs, [slice('ns1', '10.180.0.1')], null), 0).tx);
+  fake.run(r.plan(state(svcs, [slice('ns1', '10.180.0.1')], null), 0).tx);
   const good = fake.dump();
   // Someone removes an element behind our back; the next partial sync that deletes it fails.
   const sabotage = new Transaction('ip');
   sabotage.delete({ kind: 'element', set: 'service-ips', key: ['172.30.0.41', 'tcp', '80'] });
   fake.run(sabotage);
-  const failing = r.render(state(svcs, [], ['ns1/svc']), 10).tx;
+  const failing = r.plan(state(svcs, [], ['ns1/svc']), 10).tx;
   assert.throws(
     () => fake.run(failing),
     (e: unknown) => (e as { reason?: string }).reason === 'ENOENT',
   );
   assert.equal(fake.dump().includes('no-endpoint-services { 172.30.0.41'), false, 'all-or-nothing');
-  r.reset();
+  r.failed();
   const st = state(svcs, [slice('ns1', '10.180.0.1')], []);
   assert.equal(r.needsFullSync(st), true);
-  const repair = r.render(st, 20, fake.snapshot());
+  const repair = r.plan(st, 20, fake.snapshot());
   assert.equal(repair.partial, false);
   fake.run(repair.tx);
   assert.equal(fake.dump(), good);
@@ -180,9 +180,9 @@ test('after a failed transaction the next sync is full and repairs the table fro
 
 test('a full sync against a read-back snapshot deletes leftovers and flushes foreign-looking stale chains', () => {
   const fake = new Fake('ip');
-  const r1 = new NftablesRenderer(CONFIG);
+  const r1 = new NftablesPlanner(CONFIG);
   fake.run(
-    r1.render(
+    r1.plan(
       state(
         [svc('ns1', '172.30.0.41'), svc('ns2', '172.30.0.42')],
         [slice('ns1', '10.180.0.1'), slice('ns2', '10.180.0.2')],
@@ -192,12 +192,8 @@ test('a full sync against a read-back snapshot deletes leftovers and flushes for
     ).tx,
   );
   // A restarted proxy (fresh memory) no longer has ns2/svc.
-  const r2 = new NftablesRenderer(CONFIG);
-  const tx = r2.render(
-    state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null),
-    5000,
-    fake.snapshot(),
-  ).tx;
+  const r2 = new NftablesPlanner(CONFIG);
+  const tx = r2.plan(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 5000, fake.snapshot()).tx;
   fake.run(tx);
   const text = tx.toString();
   assert.match(text, /^delete element ip kube-proxy service-ips \{ 172\.30\.0\.42 \. tcp \. 80 \}$/m);
@@ -207,7 +203,7 @@ test('a full sync against a read-back snapshot deletes leftovers and flushes for
     /^add element ip kube-proxy cluster-ips \{ 172\.30\.0\.41 \}$/m,
     'present elements are not re-added',
   );
-  const next = r2.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], []), 6000).tx;
+  const next = r2.plan(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], []), 6000).tx;
   assert.match(next.toString(), /^delete chain ip kube-proxy service-LVARFY3C-ns2\/svc\/tcp\/p80$/m);
   fake.run(next);
 });
@@ -225,11 +221,11 @@ test('an endpoint change of a NodePort service leaves its unchanged external cha
       slice('ns1', ...eps),
     ] as const;
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG, 'upstream'); // one dnat rule per policy chain, as asserted below
+  const r = new NftablesPlanner(CONFIG, 'upstream'); // one dnat rule per policy chain, as asserted below
   const [s1, e1] = np(['10.180.0.1']);
-  fake.run(r.render(state([s1], [e1], null), 0).tx);
+  fake.run(r.plan(state([s1], [e1], null), 0).tx);
   const [s2, e2] = np(['10.180.0.1', '10.180.0.2']);
-  const tx = r.render(state([s2], [e2], ['ns1/svc']), 10).tx;
+  const tx = r.plan(state([s2], [e2], ['ns1/svc']), 10).tx;
   assert.deepEqual(
     lines(tx).map((l) => l.split(' ').slice(0, 5).join(' ')),
     [
@@ -241,19 +237,19 @@ test('an endpoint change of a NodePort service leaves its unchanged external cha
   fake.run(tx);
   // The result is what a full sync from scratch produces.
   const fresh = new Fake('ip');
-  fresh.run(new NftablesRenderer(CONFIG, 'upstream').render(state([s2], [e2], null), 0).tx);
+  fresh.run(new NftablesPlanner(CONFIG, 'upstream').plan(state([s2], [e2], null), 0).tx);
   assert.equal(fake.dump(), fresh.dump());
   // Back to one endpoint and then the service gone: every object goes.
-  fake.run(r.render(state([s1], [e1], ['ns1/svc']), 20).tx);
-  fake.run(r.render(state([], [], ['ns1/svc']), 30).tx);
-  fake.run(r.render(state([], [], []), 2000).tx);
+  fake.run(r.plan(state([s1], [e1], ['ns1/svc']), 20).tx);
+  fake.run(r.plan(state([], [], ['ns1/svc']), 30).tx);
+  fake.run(r.plan(state([], [], []), 2000).tx);
   assert.doesNotMatch(fake.dump(), /ns1\/svc|172\.30\.0\.41/);
 });
 
 test('a ServiceCIDR change turns the next sync into a full one that rewrites the drop rule', () => {
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG);
-  fake.run(r.render(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
+  const r = new NftablesPlanner(CONFIG);
+  fake.run(r.plan(state([svc('ns1', '172.30.0.41')], [slice('ns1', '10.180.0.1')], null), 0).tx);
   const next = syncStateFromObjects({
     services: [svc('ns1', '172.30.0.41')],
     slices: [slice('ns1', '10.180.0.1')],
@@ -264,9 +260,9 @@ test('a ServiceCIDR change turns the next sync into a full one that rewrites the
     changedServices: [],
   });
   assert.equal(r.needsFullSync(next), true);
-  const out = r.render(next, 10);
+  const out = r.plan(next, 10);
   assert.equal(out.partial, false);
   fake.run(out.tx);
   assert.match(fake.dump(), /cluster-ips-check ip daddr \{ 172\.30\.0\.0\/16,172\.31\.0\.0\/16 \} drop/);
-  assert.equal(r.render(next, 20).partial, true);
+  assert.equal(r.plan(next, 20).partial, true);
 });

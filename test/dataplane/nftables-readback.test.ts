@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { MANAGED_SETS } from '../../src/dataplane/nftables/static.js';
 import { parseTableJSON } from '../../src/platform/nftables/readback.js';
 import { workedExample } from './nftables-fixtures.js';
@@ -16,7 +16,7 @@ const json = readFileSync(new URL('./nftables-readback.json', import.meta.url.re
 test('kernel JSON parses into the snapshot the Fake holds', () => {
   const { state, config } = workedExample(true);
   const fake = new Fake('ip');
-  fake.run(new NftablesRenderer(config).render(state, 0).tx);
+  fake.run(new NftablesPlanner(config).plan(state, 0).tx);
   const f = fake.snapshot();
   const k = parseTableJSON(json, 'kube-proxy');
   assert.deepEqual([...k.chains].sort(), [...f.chains].sort());
@@ -35,7 +35,7 @@ test('kernel JSON parses into the snapshot the Fake holds', () => {
 
 test('a full sync against the parsed snapshot writes no element at all', () => {
   const { state, config } = workedExample(true);
-  const tx = new NftablesRenderer(config).render(state, 0, parseTableJSON(json, 'kube-proxy')).tx;
+  const tx = new NftablesPlanner(config).plan(state, 0, parseTableJSON(json, 'kube-proxy')).tx;
   assert.doesNotMatch(tx.toString(), /element/);
 });
 

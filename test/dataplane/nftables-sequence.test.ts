@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import {
   NODE_IP,
   SERVICE_CIDR,
@@ -90,7 +90,7 @@ for (const layout of ENDPOINT_LAYOUTS) {
       const rnd = prng(seed);
       const current = new Map<number, ReturnType<typeof randomService>>();
       const fake = new Fake('ip');
-      const r = new NftablesRenderer(CONFIG, layout);
+      const r = new NftablesPlanner(CONFIG, layout);
       let now = 0;
       const stateOf = (changed: string[] | null) =>
         syncStateFromObjects({
@@ -102,7 +102,7 @@ for (const layout of ENDPOINT_LAYOUTS) {
           fullSync: changed === null,
           ...(changed ? { changedServices: changed } : {}),
         });
-      fake.run(r.render(stateOf(null), now).tx);
+      fake.run(r.plan(stateOf(null), now).tx);
       for (let step = 0; step < 12; step++) {
         const changed: string[] = [];
         for (let k = 0; k < 1 + Math.floor(rnd() * 3); k++) {
@@ -112,11 +112,11 @@ for (const layout of ENDPOINT_LAYOUTS) {
           changed.push(`ns/s${i}`);
         }
         now += 10;
-        fake.run(r.render(stateOf(changed), now).tx);
+        fake.run(r.plan(stateOf(changed), now).tx);
         now += 1500; // let stale chains age, then an empty sync deletes them
-        fake.run(r.render(stateOf([]), now).tx);
+        fake.run(r.plan(stateOf([]), now).tx);
         const fresh = new Fake('ip');
-        fresh.run(new NftablesRenderer(CONFIG, layout).render(stateOf(null), 0).tx);
+        fresh.run(new NftablesPlanner(CONFIG, layout).plan(stateOf(null), 0).tx);
         assert.equal(fake.dump(), fresh.dump(), `seed ${seed} step ${step}`);
       }
     }

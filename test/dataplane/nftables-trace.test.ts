@@ -15,13 +15,13 @@ import { NFTABLES_FLOW_SKIPS } from './nftables-fixtures.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
 import { nftFamily } from '../../src/dataplane/nftables/names.js';
-import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { ENDPOINT_LAYOUTS, type EndpointLayout } from '../../src/dataplane/nftables/static.js';
 import { trace } from '../../src/dataplane/nftables/trace.js';
 
 function loadScenario(s: (typeof PACKET_FLOW_SCENARIOS)[number], layout: EndpointLayout): Fake {
   const fake = new Fake(nftFamily(s.family));
-  fake.run(new NftablesRenderer(scenarioConfig(s, 'nftables'), layout).render(scenarioSyncState(s), 0, null).tx);
+  fake.run(new NftablesPlanner(scenarioConfig(s, 'nftables'), layout).plan(scenarioSyncState(s), 0, null).tx);
   return fake;
 }
 

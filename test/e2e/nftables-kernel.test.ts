@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
 import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { NftablesDataplane, cleanupNftablesLeftovers, nftRunner } from '../../src/platform/nftables/dataplane.js';
 import { parseTableJSON } from '../../src/platform/nftables/readback.js';
 import { FakeClock } from '../support/fakeclock.js';
@@ -144,9 +144,9 @@ test('upstream layout loads on the kernel as the Fake holds it', { timeout: 30_0
   await dp.sync(st);
   assert.equal((await dp.sync(st2)).partial, true);
   const fake = new Fake('ip');
-  const r = new NftablesRenderer(CONFIG, 'upstream');
-  fake.run(r.render(st, 0).tx);
-  fake.run(r.render(st2, 0).tx);
+  const r = new NftablesPlanner(CONFIG, 'upstream');
+  fake.run(r.plan(st, 0).tx);
+  fake.run(r.plan(st2, 0).tx);
   assertKernelMatches(fake);
   assert.deepEqual(vias, ['netlink', 'netlink']);
   // After the kernel took each batch: the cold sync's operations, then the partial one's fewer.
@@ -207,10 +207,10 @@ test(
         onTransaction: (_f, _s, _p, via) => vias.push(via),
       });
       const fake = new Fake('ip6');
-      const r = new NftablesRenderer(cfg6, layout);
+      const r = new NftablesPlanner(cfg6, layout);
       for (const st of [st6(['fd00:244::5', 'fd00:244::7'], null), st6(['fd00:244::5'], ['ns/web6'])]) {
         await dp.sync(st);
-        fake.run(r.render(st, 0).tx);
+        fake.run(r.plan(st, 0).tx);
       }
       assertKernelMatches(fake, 'ip6');
       assert.deepEqual(vias, ['netlink', 'netlink']);
@@ -237,10 +237,10 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
   });
   t.after(() => dp.close());
   const fake = new Fake('ip');
-  const mirror = new NftablesRenderer(CONFIG, 'lean');
+  const mirror = new NftablesPlanner(CONFIG, 'lean');
   const apply = async (st: SyncState) => {
     const out = await dp.sync(st);
-    const m = mirror.render(st, clock.now(), mirror.needsFullSync(st) ? fake.snapshot() : null);
+    const m = mirror.plan(st, clock.now(), mirror.needsFullSync(st) ? fake.snapshot() : null);
     fake.run(m.tx);
     return out;
   };
@@ -322,7 +322,7 @@ test('nftables dataplane on a real kernel', { timeout: 60_000 }, async (t) => {
     const out = await dp.sync(state([web], []));
     assert.equal(out.partial, false);
     const fresh = new Fake('ip');
-    fresh.run(new NftablesRenderer(CONFIG, 'lean').render(state([web], null), clock.now()).tx);
+    fresh.run(new NftablesPlanner(CONFIG, 'lean').plan(state([web], null), clock.now()).tx);
     assertKernelMatches(fresh);
   });
 
@@ -388,10 +388,10 @@ test(
     });
     t.after(() => dp.close());
     const fake = new Fake('ip');
-    const mirror = new NftablesRenderer(CONFIG, 'maps');
+    const mirror = new NftablesPlanner(CONFIG, 'maps');
     const apply = async (st: SyncState) => {
       const out = await dp.sync(st);
-      fake.run(mirror.render(st, clock.now(), mirror.needsFullSync(st) ? fake.snapshot() : null).tx);
+      fake.run(mirror.plan(st, clock.now(), mirror.needsFullSync(st) ? fake.snapshot() : null).tx);
       return out;
     };
     const matches = () => {

@@ -17,7 +17,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ENDPOINT_LAYOUTS } from '../../src/dataplane/nftables/static.js';
 import { nftFamily, TABLE_NAME } from '../../src/dataplane/nftables/names.js';
-import { NftablesRenderer } from '../../src/dataplane/nftables/renderer.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { NftablesDataplane, type NftTransport } from '../../src/platform/nftables/dataplane.js';
 import { kitchenSinkSteps, packetFlowCases, richCases, type RichCase } from '../dataplane/nftables-rich.js';
 import { nftNamespacePair } from '../netns/nftpair.js';
@@ -37,7 +37,7 @@ describe('nftables: the netlink path writes what nft -f writes', { concurrency: 
 
   async function coldCase(layout: (typeof ENDPOINT_LAYOUTS)[number], c: RichCase): Promise<void> {
     clear();
-    const script = new NftablesRenderer(c.config, layout).render(c.state, 0).tx.toString();
+    const script = new NftablesPlanner(c.config, layout).plan(c.state, 0).tx.toString();
     nftIn(NFT_NS, ['-f', '-'], script);
     const vias: NftTransport[] = [];
     const dp = new NftablesDataplane({

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig, IPFamily } from '../../src/core/types.js';
 import { TABLE_NAME } from '../../src/dataplane/nftables/names.js';
-import type { KernelSnapshot } from '../../src/dataplane/nftables/renderer.js';
+import type { KernelSnapshot } from '../../src/dataplane/nftables/driver.js';
 import { NETLINK_PROTOCOL, openNetlink, type NetlinkSocket } from '../../src/platform/netlink/index.js';
 import { NftablesDataplane } from '../../src/platform/nftables/dataplane.js';
 import { readSnapshotNetlink } from '../../src/platform/nftables/nlreadback.js';

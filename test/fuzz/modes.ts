@@ -10,6 +10,7 @@ import type { IPFamily, ProxyMode, SyncState } from '../../src/core/types.js';
 import type { TracePacket } from '../../src/dataplane/trace.js';
 import * as ipt from '../../src/dataplane/iptables/index.js';
 import * as nft from '../../src/dataplane/nftables/index.js';
+import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import * as ipvs from '../../src/dataplane/ipvs/index.js';
 import * as ebpf from '../../src/dataplane/ebpf/index.js';
 import * as us from '../../src/dataplane/userspace/index.js';
@@ -81,18 +82,18 @@ function nftables(layout: nft.EndpointLayout): Mode {
   return {
     name: `nftables (${layout})`,
     start(family) {
-      const renderer = new nft.NftablesRenderer(config(family, 'nftables'), layout);
+      const planner = new NftablesPlanner(config(family, 'nftables'), layout);
       const fake = new nft.Fake(nft.nftFamily(family));
       return {
         sync(state) {
-          const snapshot = renderer.needsFullSync(state) ? fake.snapshot() : null;
-          fake.run(renderer.render(state, 0, snapshot).tx);
+          const snapshot = planner.needsFullSync(state) ? fake.snapshot() : null;
+          fake.run(planner.plan(state, 0, snapshot).tx);
         },
       };
     },
     tracer(state) {
       const fake = new nft.Fake(nft.nftFamily(state.family));
-      fake.run(new nft.NftablesRenderer(config(state.family, 'nftables'), layout).render(full(state), 0, null).tx);
+      fake.run(new NftablesPlanner(config(state.family, 'nftables'), layout).plan(full(state), 0, null).tx);
       return (p) => shown(nft.trace(fake, p, localIPs(state.family)));
     },
   };

@@ -21,7 +21,7 @@ import {
   type Rule,
   type Table,
 } from './objects.js';
-import type { KernelSnapshot } from './renderer.js';
+import type { KernelSnapshot } from './driver.js';
 import type { Transaction } from './transaction.js';
 
 export interface FakeChain {

@@ -1,21 +1,20 @@
 // The nftables mode, pure side (the platform side is src/platform/nftables).
-// Same shape as every mode (docs/architecture.md): a renderer class, a Fake
-// of the kernel interface and a trace over the Fake.
+// Same shape as every mode (docs/architecture.md): a driver for the one
+// reconciler, a Fake of the kernel interface and a trace over the Fake.
 //
-// NftablesRenderer (renderer.ts) turns a SyncState into one Transaction
-// against the `kube-proxy` table of one family, with upstream's chain, set
-// and map names (pkg/proxy/nftables/proxier.go syncProxyRules). One renderer
-// per dataplane; it remembers what the table holds (elements and their
-// owners, service chains, stale chains waiting to be deleted) so a partial
-// sync writes only the changed services. render(state, now, snapshot):
-//   - full when state.fullSync, after reset(), or when an input of the
-//     static rules changed (needsFullSync tells the caller to read the
-//     table back first and pass it as `snapshot`);
-//   - memory advances as the transaction is built: the caller must call
-//     reset() when applying it fails, so the next render is full;
-//   - the endpoint layout ('upstream' | 'lean' | 'maps', static.ts) only
-//     changes the rules inside service chains; DEFAULT_ENDPOINT_LAYOUT is
-//     the production one and the default everywhere.
+// NftablesDriver (driver.ts) says, per Service, which objects of the
+// `kube-proxy` table of one family it wants (service chains with their
+// rules, affinity sets, 'maps'-layout endpoint maps, elements of the shared
+// sets and maps), with upstream's chain, set and map names
+// (pkg/proxy/nftables/proxier.go syncProxyRules), and turns the reconciler's
+// operations into one Transaction (translate.ts: chains before rules, stale
+// chains flushed now and deleted a second later). The reconciler itself
+// (ownership, diff, order, the failure rule) is src/engine/reconciler.ts; the
+// two meet in src/platform/nftables/planner.ts. A full sync also rewrites the
+// static part of the table (static.ts). The endpoint layout ('lean' |
+// 'upstream' | 'maps', static.ts) only changes the objects of service
+// chains; DEFAULT_ENDPOINT_LAYOUT is the production one and the default
+// everywhere.
 //
 // Fake (fake.ts): one nftables table in memory. run(tx) applies a
 // Transaction all-or-nothing with the kernel's refusals that matter to us;
@@ -36,8 +35,8 @@
 // loopback TCP relays a SyncState asks for and the `nft -f` script of our
 // small reject table (`kube-proxy-ts-localhost`) beside upstream's table.
 
-export { NftablesRenderer, EMPTY_SNAPSHOT, STALE_CHAIN_DELAY_MS } from './renderer.js';
-export type { KernelSnapshot, RenderResult } from './renderer.js';
+export { NftablesDriver, EMPTY_SNAPSHOT, NFTABLES_OBJECTS, STALE_CHAIN_DELAY_MS } from './driver.js';
+export type { KernelSnapshot, NftKind, NftValue, RenderResult } from './driver.js';
 export { DEFAULT_ENDPOINT_LAYOUT, ENDPOINT_LAYOUTS, type EndpointLayout } from './static.js';
 export { Fake, FakeError } from './fake.js';
 export type { FakeChain, FakeSet } from './fake.js';

@@ -1,24 +1,27 @@
-// NftablesDataplane: the nftables mode's Dataplane for one IP family. Renders
-// a transaction with the pure NftablesRenderer and applies it atomically as
-// one nf_tables netlink batch (writer.ts, nlencode.ts); full syncs first read
-// the table back over netlink so only differences are written. No `nft`
-// process on the sync path.
+// NftablesDataplane: the nftables mode's Dataplane for one IP family. Plans
+// a transaction with the nftables driver on the one reconciler (planner.ts)
+// and applies it atomically as one nf_tables netlink batch (writer.ts,
+// nlencode.ts); full syncs first read the table back over netlink, and the
+// reconciler adopts it, so only differences are written. No `nft` process on
+// the sync path.
 //
 // The `nft` transport (`nft -f`, and `nft -j list` for the read-back) remains
 // for `kube-proxy-ts diff`, which runs this dataplane against an in-memory
 // copy of the live table through a runner, and as the fallback where netlink
 // sockets are unavailable (no koffi) or a transaction holds an operation the
-// encoder does not know (a bug: reported through onEvent). Any failure makes
-// the next sync full.
+// encoder does not know (a bug: reported through onEvent). Any failure, and
+// any change of the table by another actor, makes the reconciler forget what
+// it knew (failed()), so the next sync is full against the table read back.
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Dataplane } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
 import { nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
-import { EMPTY_SNAPSHOT, NftablesRenderer, type KernelSnapshot } from '../../dataplane/nftables/renderer.js';
+import { EMPTY_SNAPSHOT, type KernelSnapshot } from '../../dataplane/nftables/driver.js';
 import { realClock } from '../clock.js';
 import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
 import { NftMonitor, type NftChange } from './monitor.js';
+import { NftablesPlanner } from './planner.js';
 import { parseTableJSON } from './readback.js';
 import { deleteTableIfPresent, nftRunner, tableExists, type NftRunner } from './leftovers.js';
 import { NftWriter, type NftEvent, type NftTransport } from './writer.js';
@@ -54,7 +57,7 @@ export interface NftablesDataplaneOptions {
 export class NftablesDataplane implements Dataplane {
   readonly mode = 'nftables' as const;
   readonly family: IPFamily;
-  private readonly renderer: NftablesRenderer;
+  private readonly planner: NftablesPlanner;
   private readonly runner: NftRunner;
   private readonly clock: Clock;
   private readonly transport: NftTransport;
@@ -67,7 +70,7 @@ export class NftablesDataplane implements Dataplane {
 
   constructor(private readonly opts: NftablesDataplaneOptions) {
     this.family = opts.config.family;
-    this.renderer = new NftablesRenderer(opts.config, opts.layout ?? DEFAULT_ENDPOINT_LAYOUT);
+    this.planner = new NftablesPlanner(opts.config, opts.layout ?? DEFAULT_ENDPOINT_LAYOUT);
     this.runner = opts.runner ?? nftRunner(opts.netns);
     this.clock = opts.clock ?? realClock;
     this.transport = opts.transport ?? (opts.runner ? 'nft' : 'netlink');
@@ -95,13 +98,13 @@ export class NftablesDataplane implements Dataplane {
   async sync(state: SyncState): Promise<SyncOutcome> {
     try {
       await this.openMonitor();
-      const snapshot = this.renderer.needsFullSync(state) ? await this.readSnapshot() : null;
-      const { tx, partial, counters } = this.renderer.render(state, this.clock.now(), snapshot);
+      const live = this.planner.needsFullSync(state) ? await this.readSnapshot() : null;
+      const { tx, partial, counters } = this.planner.plan(state, this.clock.now(), live);
       if (tx.error) throw tx.error;
       if (tx.numOperations > 0) await this.writer.apply(tx, partial, this.monitor ?? null);
       return { partial, counters };
     } catch (err) {
-      this.renderer.reset();
+      this.planner.failed();
       // A socket left mid-exchange may still hold replies; start afresh.
       this.writer.reset();
       throw err instanceof ProxyError && err.code === 'KPT_SYNC_FAILED'
@@ -126,8 +129,8 @@ export class NftablesDataplane implements Dataplane {
     }
     const ours = (c: NftChange) => c.table === TABLE_NAME;
     this.unsubscribe = this.monitor.subscribe(nftFamily(this.family), ours, (drift) => {
-      // Whatever the renderer remembers of the table may be wrong now.
-      this.renderer.reset();
+      // Whatever the reconciler remembers of the table may be wrong now.
+      this.planner.failed();
       listener(drift);
     });
   }
@@ -142,13 +145,13 @@ export class NftablesDataplane implements Dataplane {
 
   /** Stale chains flushed but not yet deleted (deleted by a sync >= 1 s later). */
   pendingStaleChains(): number {
-    return this.renderer.pendingStaleChains().size;
+    return this.planner.pendingStaleChains().size;
   }
 
   /** Delete this family's kube-proxy table, if present, and nothing else. */
   async cleanup(): Promise<void> {
     await deleteTableIfPresent(this.runner, nftFamily(this.family));
-    this.renderer.reset();
+    this.planner.failed();
   }
 
   private async readSnapshot(): Promise<KernelSnapshot> {
@@ -158,7 +161,7 @@ export class NftablesDataplane implements Dataplane {
     if (!(await tableExists(this.runner, fam))) return EMPTY_SNAPSHOT;
     // Chains, sets and maps only: listing the whole table would also have nft
     // render every rule, costing far more time and memory in a large cluster,
-    // when the renderer needs only names and elements.
+    // when the reconciler needs only names and elements.
     const outs = await Promise.all(['chains', 'sets', 'maps'].map((what) => this.runner(['-j', 'list', what, fam])));
     const parts = outs.map((o) => parseTableJSON(o.stdout, TABLE_NAME));
     return {

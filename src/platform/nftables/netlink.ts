@@ -9,7 +9,7 @@
 // handles netlink requests in order, so its reply arrives after every error
 // of the batch (messages carry no ACK flag; failures are reported anyway).
 import type { NftFamily } from '../../dataplane/nftables/names.js';
-import type { KernelSnapshot } from '../../dataplane/nftables/renderer.js';
+import type { KernelSnapshot } from '../../dataplane/nftables/driver.js';
 import { TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { errorCode, errnoName, NLMSG_ERROR } from '../netlink/message.js';
 import { extAckMessage, NETLINK_PROTOCOL, NetlinkError, openNetlink, type NetlinkSocket } from '../netlink/socket.js';
@@ -69,7 +69,7 @@ export class NftNetlink {
     if (firstError) throw firstError;
   }
 
-  /** What the renderer needs to know of our table (see nlreadback.ts). */
+  /** What the reconciler needs to know of our table (see nlreadback.ts). */
   readSnapshot(family: NftFamily): KernelSnapshot {
     return readSnapshotNetlink(this.sock, family, TABLE_NAME);
   }

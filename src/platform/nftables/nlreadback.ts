@@ -10,8 +10,7 @@
 // into the text the renderer writes; verdicts and comments likewise.
 import { formatIP } from '../../core/ip.js';
 import type { Element } from '../../dataplane/nftables/objects.js';
-import type { KernelSnapshot } from '../../dataplane/nftables/renderer.js';
-import { EMPTY_SNAPSHOT } from '../../dataplane/nftables/renderer.js';
+import { EMPTY_SNAPSHOT, type KernelSnapshot } from '../../dataplane/nftables/driver.js';
 import { MANAGED_SETS } from '../../dataplane/nftables/static.js';
 import type { NftFamily } from '../../dataplane/nftables/names.js';
 import { Attrs, attr, encodeMessage, ERRNO, NLM_F, str, type NetlinkSocket } from '../netlink/index.js';

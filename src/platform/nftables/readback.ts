@@ -1,10 +1,10 @@
 // Reading the kube-proxy table back from the kernel before a full sync
-// (`nft -j list table <family> kube-proxy`), turned into the renderer's
+// (`nft -j list table <family> kube-proxy`), turned into the driver's
 // KernelSnapshot: chain names, set/map names, and the elements of the sets
 // and maps the renderer manages, in the same text form the renderer writes.
 import { normalizeIP } from '../../core/ip.js';
 import type { Element } from '../../dataplane/nftables/objects.js';
-import type { KernelSnapshot } from '../../dataplane/nftables/renderer.js';
+import type { KernelSnapshot } from '../../dataplane/nftables/driver.js';
 import { MANAGED_SETS } from '../../dataplane/nftables/static.js';
 import { ProxyError } from '../../core/errors.js';
 

@@ -1,17 +1,18 @@
 // nftables side of `diff`: the live kube-proxy table is read as the
 // dataplane reads it before a full sync (`nft -j list table` -> the
-// renderer's KernelSnapshot) and into the Fake (listing.ts, for the rules);
-// the real NftablesRenderer renders a full sync against that snapshot, the
+// driver's KernelSnapshot) and into the Fake (listing.ts, for the rules);
+// the real NftablesPlanner plans a full sync against that snapshot, the
 // transaction runs on a copy of the Fake, and the two are compared
 // (tablediff.ts). Only `nft list` commands reach the kernel.
 import type { DataplaneConfig, IPFamily, SyncState } from '../../../core/types.js';
 import { Fake } from '../../../dataplane/nftables/fake.js';
 import { loadNftTable, parseElementsJSON, parseNftListing } from '../../../dataplane/nftables/listing.js';
 import { nftFamily, TABLE_NAME } from '../../../dataplane/nftables/names.js';
-import { EMPTY_SNAPSHOT, NftablesRenderer } from '../../../dataplane/nftables/renderer.js';
+import { EMPTY_SNAPSHOT } from '../../../dataplane/nftables/driver.js';
 import { diffNftTables, nftDiffText } from '../../../dataplane/nftables/tablediff.js';
 import { realClock } from '../../../platform/clock.js';
 import type { CommandRunner } from '../../../platform/exec.js';
+import { NftablesPlanner } from '../../../platform/nftables/planner.js';
 import { parseTableJSON } from '../../../platform/nftables/readback.js';
 import type { FamilyDiff } from '../driver.js';
 import { nftablesLayout } from './driver.js';
@@ -39,8 +40,8 @@ export async function diffNftablesFamily(i: NftablesFamilyInput): Promise<Family
     before = loadNftTable(fam, listing, elements);
     after = loadNftTable(fam, listing, elements);
   }
-  // The renderer and layout the proxy would use (KPT_NFTABLES_LAYOUT included).
-  const { tx } = new NftablesRenderer(i.config, nftablesLayout()).render(i.state, realClock.now(), snapshot);
+  // The planner and layout the proxy would use (KPT_NFTABLES_LAYOUT included).
+  const { tx } = new NftablesPlanner(i.config, nftablesLayout()).plan(i.state, realClock.now(), snapshot);
   after.run(tx);
   const diffs = diffNftTables(before, after);
   const added = diffs.reduce((n, d) => n + d.lines.filter((l) => l.op === '+').length, 0);
