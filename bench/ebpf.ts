@@ -36,13 +36,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import * as readline from 'node:readline';
-import { syncStateFromObjects } from '../src/core/snapshot.js';
-import { categorizeEndpoints } from '../src/core/topology.js';
-import type { Dataplane, Endpoint, SyncState } from '../src/core/types.js';
+import type { Dataplane, SyncState } from '../src/core/types.js';
 import { deleteNamespaceSync, trackChild, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
-import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
 import { writeChart } from './lib/chart.js';
 import { BACKEND, PATH_CONFIG, VIP } from './lib/ebpfpath.js';
+import { buildState, withExtraEndpoint } from './lib/ebpfstate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const OUT = join(here, 'out');
@@ -57,70 +55,6 @@ const num = (name: string, dflt: number) => Number(arg(name, String(dflt)));
 // ---------------- the node side: a dataplane fed SyncStates ----------------
 
 const CONFIG = PATH_CONFIG;
-
-/** n bulk Services (172.30/16, one endpoint each) and the measured one, last in name order. */
-function buildState(n: number): SyncState {
-  const services = [];
-  const slices = [];
-  for (let i = 0; i < n; i++) {
-    services.push(
-      withClusterIP(
-        makeService('bulk', `svc${i}`, (s) => {
-          s.spec.ports = [svcPort('p80', 80, 'TCP', { targetPort: 8080 })];
-        }),
-        `172.30.${i >> 8}.${i & 255}`,
-      ),
-    );
-    slices.push(
-      makeSlice('bulk', `svc${i}`, 1, (s) => {
-        s.endpoints = [endpoint(`10.${128 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`, { nodeName: 'n1', ready: true })];
-        s.ports = [slicePort('p80', 8080)];
-      }),
-    );
-  }
-  const ports = [80, 81, 82];
-  services.push(
-    withClusterIP(
-      makeService('zz', 'measured', (s) => {
-        s.spec.ports = ports.map((p) => svcPort(`p${p}`, p, 'TCP', { targetPort: p + 8000 }));
-      }),
-      VIP,
-    ),
-  );
-  slices.push(
-    makeSlice('zz', 'measured', 1, (s) => {
-      s.endpoints = [endpoint(BACKEND, { nodeName: 'n1', ready: true })];
-      s.ports = ports.map((p) => slicePort(`p${p}`, p + 8000));
-    }),
-  );
-  return syncStateFromObjects({
-    services,
-    slices,
-    family: 'IPv4',
-    nodeName: 'n0',
-    serviceCIDRs: ['10.96.0.0/16', '172.30.0.0/16'],
-  });
-}
-
-/** The state after one more endpoint for bulk service i (what the engine would hand over). */
-function withExtraEndpoint(base: SyncState, i: number, round: number): SyncState {
-  const key = `bulk/svc${i}:p80`;
-  const sp = base.services.get(key)!;
-  const eps = base.endpoints.get(key)!;
-  const ip = `10.250.${round & 255}.${i & 255}`;
-  const extra: Endpoint = { ...eps[0]!, ip, key: `${ip}:8080`, nodeName: 'n3' };
-  const next = [...eps, extra].sort((a, b) => (a.key < b.key ? -1 : 1));
-  const endpoints = new Map(base.endpoints).set(key, next);
-  const categorized = new Map(base.categorized).set(key, categorizeEndpoints(next, sp, 'n0', {}));
-  return {
-    ...base,
-    endpoints,
-    categorized,
-    changedServices: new Set([sp.serviceKey]),
-    changedServicePorts: new Set([key]),
-    fullSync: false,
-  };
-}
 
 async function makeDataplane(mode: Mode): Promise<Dataplane> {
   if (mode === 'ebpf') {
