@@ -131,6 +131,7 @@ const HELPERS = {
   putChars,
   putBytes,
   addrText,
+  getU64,
   getChars,
   tooShort,
 };
@@ -184,13 +185,14 @@ function compileDecoder(name: string, fields: readonly Field[], size: number): (
     if (f.prop === null) continue;
     const o = f.offset;
     const end = o + f.size;
+    const at = (i: number) => `x[${o + i}]`;
     const get = {
-      u8: `x[${o}]`,
-      u16: `d.getUint16(${o}, true)`,
-      be16: `d.getUint16(${o}, false)`,
-      u32: `d.getUint32(${o}, true)`,
-      be32: `d.getUint32(${o}, false)`,
-      u64: `d.getBigUint64(${o}, true)`,
+      u8: at(0),
+      u16: `(${at(0)} | ${at(1)} << 8)`,
+      be16: `(${at(0)} << 8 | ${at(1)})`,
+      u32: `((${at(0)} | ${at(1)} << 8 | ${at(2)} << 16 | ${at(3)} << 24) >>> 0)`,
+      be32: `((${at(0)} << 24 | ${at(1)} << 16 | ${at(2)} << 8 | ${at(3)}) >>> 0)`,
+      u64: `getU64(x, ${o})`,
       addr: `addrText(x.subarray(${o}, ${end}))`,
     }[f.type as string];
     const array = f.type.startsWith('char') ? `getChars(x, ${o}, ${end})` : `x.slice(${o}, ${end})`;
@@ -198,7 +200,6 @@ function compileDecoder(name: string, fields: readonly Field[], size: number): (
   }
   const body = [
     `if (x.length < ${size}) tooShort(${JSON.stringify(name)}, x.length, ${size});`,
-    'const d = new DataView(x.buffer, x.byteOffset, x.byteLength);',
     `return {\n${props.join('\n')}\n};`,
   ];
   return compile(body.join('\n'));
@@ -208,8 +209,20 @@ function tooShort(name: string, got: number, want: number): never {
   throw new ProxyError('KPT_INPUT_INVALID', `struct ${name}: ${got} bytes, want ${want}`);
 }
 
+// 64-bit fields go through one 8-byte scratch buffer rather than a DataView
+// made for each value. Its byte order is the host's, which is the order the
+// programs' __u64 fields are in.
+const scratch64 = new BigUint64Array(1);
+const scratch8 = new Uint8Array(scratch64.buffer);
+
 function putU64(b: Uint8Array, off: number, n: bigint): void {
-  new DataView(b.buffer, b.byteOffset, b.byteLength).setBigUint64(off, n, true);
+  scratch64[0] = n;
+  b.set(scratch8, off);
+}
+
+function getU64(b: Uint8Array, off: number): bigint {
+  for (let i = 0; i < 8; i++) scratch8[i] = b[off + i]!;
+  return scratch64[0]!;
 }
 
 /** NUL-terminated within the field: at most len-1 characters, ASCII (Kubernetes names are DNS labels). */
