@@ -143,37 +143,26 @@ function compile<T>(body: string): T {
   return new Function(...HELPER_NAMES, `'use strict'; return (x) => {\n${body}\n};`)(...HELPER_FNS) as T;
 }
 
+/** The helper that writes each fixed-size field type (u8 is written inline). */
+const PUT: Readonly<Record<string, string>> = {
+  u16: 'putU16',
+  be16: 'putBe16',
+  u32: 'putU32',
+  be32: 'putBe32',
+  u64: 'putU64',
+  addr: 'putAddr',
+};
+
 function compileEncoder(fields: readonly Field[], size: number): (v: object) => Uint8Array {
   const lines = [`const b = new Uint8Array(${size});`];
   for (const f of fields) {
     if (f.prop === null) continue;
     const v = `x.${f.prop}`;
     const o = f.offset;
-    switch (f.type) {
-      case 'u8':
-        lines.push(`b[${o}] = ${v};`);
-        break;
-      case 'u16':
-        lines.push(`putU16(b, ${o}, ${v});`);
-        break;
-      case 'be16':
-        lines.push(`putBe16(b, ${o}, ${v});`);
-        break;
-      case 'u32':
-        lines.push(`putU32(b, ${o}, ${v});`);
-        break;
-      case 'be32':
-        lines.push(`putBe32(b, ${o}, ${v});`);
-        break;
-      case 'u64':
-        lines.push(`putU64(b, ${o}, ${v});`);
-        break;
-      case 'addr':
-        lines.push(`putAddr(b, ${o}, ${v});`);
-        break;
-      default:
-        lines.push(`${f.type.startsWith('char') ? 'putChars' : 'putBytes'}(b, ${o}, ${f.size}, ${v});`);
-    }
+    const put = PUT[f.type];
+    if (f.type === 'u8') lines.push(`b[${o}] = ${v};`);
+    else if (put) lines.push(`${put}(b, ${o}, ${v});`);
+    else lines.push(`${f.type.startsWith('char') ? 'putChars' : 'putBytes'}(b, ${o}, ${f.size}, ${v});`);
   }
   lines.push('return b;');
   return compile(lines.join('\n'));
