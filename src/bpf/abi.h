@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
  * The contract between the BPF programs and the proxy: the layout of every
- * map key and value, and the meaning of every flag. The TypeScript mirror is
- * src/dataplane/ebpf/layout.ts; test/e2e/ebpf-programs.test.ts reads the BTF
- * of the compiled object and fails when the two disagree on a size or an
- * offset. Change both together, and bump KPT_ABI_VERSION so that a proxy
- * with a new layout never adopts maps pinned by an old one.
+ * map key and value, and the meaning of every flag. Each struct is described
+ * once more in src/dataplane/ebpf/abi.ts (field names, order and types);
+ * src/dataplane/ebpf/abi.test.ts reads the BTF of the compiled object and
+ * fails when the two disagree on a field, an offset or a size, or when a map
+ * uses a struct abi.ts does not describe. Change both together, and bump
+ * KPT_ABI_VERSION (and ABI_VERSION in abi.ts) so that a proxy with a new
+ * layout never adopts maps pinned by an old one.
  *
  * Addresses are 16 bytes for both families: IPv4 as an IPv4-mapped IPv6
  * address (::ffff:a.b.c.d), so one set of maps serves both families and the

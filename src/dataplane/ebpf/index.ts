@@ -6,8 +6,11 @@
 // The kernel interface is a set of BPF maps that the tc programs read on
 // every new connection: services by (address, port, protocol), endpoint
 // sets by slot, Maglev tables, source ranges, the node's addresses, the
-// local-pod detector and per-family settings (layout.ts, mirroring
-// src/bpf/abi.h byte for byte). Two maps are the programs' own runtime
+// local-pod detector and per-family settings. Their keys and values are the
+// structs of src/bpf/abi.h, each described once in abi.ts (struct.ts derives
+// offsets, encoders and decoders; abi.test.ts checks every description
+// against the compiled object's BTF); layout.ts converts the proxy's types
+// to and from them. Two maps are the programs' own runtime
 // state: connections (so established flows keep their endpoint) and ClientIP
 // affinity.
 //

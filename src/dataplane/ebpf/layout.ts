@@ -1,57 +1,23 @@
-// The byte layout of every map key and value of the BPF programs: the
-// TypeScript side of src/bpf/abi.h. Sizes and field offsets are checked
-// against the BTF of the compiled object (test/e2e/ebpf-programs.test.ts).
+// The proxy's view of the BPF maps' keys and values: its own types (service
+// addresses as text, protocols by name, LPM prefixes in the address's family)
+// turned into the structs of src/bpf/abi.h and back. The byte layout itself is
+// not here: abi.ts describes each struct once and struct.ts derives the
+// offsets, encoders and decoders from that description; abi.test.ts checks
+// the descriptions against the BTF of the compiled object.
 //
 // Conventions (as in abi.h): addresses are 16 bytes, IPv4 as IPv4-mapped
 // IPv6 (::ffff:a.b.c.d); ports are big-endian (network order); every other
 // integer is little-endian (host order on the platforms we build for),
 // except the svc_id inside LPM keys, which is big-endian so that it forms
 // the leading bytes the trie matches first.
-import { formatIP, parseIP } from '../../core/ip.js';
 import type { IPFamily, Protocol } from '../../core/types.js';
-import { ProxyError } from '../../core/errors.js';
+import * as A from './abi.js';
+import { addrText, isMapped, putAddr, putU16, putU32 } from './struct.js';
 
-export const ABI_VERSION = 1;
-
-export type MapKind = 'hash' | 'lru_hash' | 'lpm_trie' | 'array' | 'percpu_array' | 'percpu_hash';
-
-export interface MapSpec {
-  readonly name: string;
-  readonly kind: MapKind;
-  readonly keySize: number;
-  readonly valueSize: number;
-  /** Entries written by the proxy (rendered), as opposed to runtime state the programs write. */
-  readonly rendered: boolean;
-}
-
-/** Every map, by its short name (the C name without the kpt_ prefix). */
-export const MAPS = {
-  svc: { name: 'kpt_svc', kind: 'hash', keySize: 20, valueSize: 20, rendered: true },
-  addrs: { name: 'kpt_addrs', kind: 'hash', keySize: 16, valueSize: 4, rendered: true },
-  sets: { name: 'kpt_sets', kind: 'hash', keySize: 4, valueSize: 8, rendered: true },
-  eps: { name: 'kpt_eps', kind: 'hash', keySize: 8, valueSize: 20, rendered: true },
-  members: { name: 'kpt_members', kind: 'hash', keySize: 24, valueSize: 4, rendered: true },
-  maglev: { name: 'kpt_maglev', kind: 'hash', keySize: 4, valueSize: 2 * 16381, rendered: true },
-  affinity: { name: 'kpt_affinity', kind: 'lru_hash', keySize: 20, valueSize: 32, rendered: false },
-  lbSrc: { name: 'kpt_lb_src', kind: 'lpm_trie', keySize: 24, valueSize: 1, rendered: true },
-  podCidrs: { name: 'kpt_pod_cidrs', kind: 'lpm_trie', keySize: 20, valueSize: 1, rendered: true },
-  svcCidrs: { name: 'kpt_svc_cidrs', kind: 'lpm_trie', keySize: 20, valueSize: 1, rendered: true },
-  ifaces: { name: 'kpt_ifaces', kind: 'hash', keySize: 8, valueSize: 4, rendered: true },
-  cfg: { name: 'kpt_cfg', kind: 'array', keySize: 4, valueSize: 16, rendered: true },
-  ct: { name: 'kpt_ct', kind: 'lru_hash', keySize: 40, valueSize: 48, rendered: false },
-  sock: { name: 'kpt_sock', kind: 'lru_hash', keySize: 32, valueSize: 20, rendered: false },
-  names: { name: 'kpt_names', kind: 'hash', keySize: 4, valueSize: 160, rendered: true },
-  stats: { name: 'kpt_stats', kind: 'percpu_array', keySize: 4, valueSize: 8, rendered: false },
-  traffic: { name: 'kpt_traffic', kind: 'percpu_hash', keySize: 4, valueSize: 16, rendered: false },
-} as const satisfies Record<string, MapSpec>;
-
-export type MapName = keyof typeof MAPS;
-export const MAP_NAMES = Object.keys(MAPS) as MapName[];
-
-/** The Maglev value is maglevM 16-bit slots; the loader sizes the map to match. */
-export function maglevValueSize(m: number): number {
-  return 2 * m;
-}
+export { ABI_VERSION, MAPS, MAP_NAMES, maglevValueSize } from './abi.js';
+export type { MapKind, MapName, MapSpec } from './abi.js';
+export { addrBytes, addrText } from './struct.js';
+type MapName = A.MapName;
 
 // ---- enums (abi.h) ----------------------------------------------------
 
@@ -97,140 +63,13 @@ export function familyIndex(f: IPFamily): number {
 
 // ---- addresses ----------------------------------------------------------
 
-/** The 16-byte form of an IP (IPv4 mapped); throws on a non-address. */
-export function addrBytes(ip: string): Uint8Array {
-  const p = parseIP(ip);
-  if (!p) throw new ProxyError('KPT_INPUT_INVALID', `not an IP address: ${JSON.stringify(ip)}`);
-  if (p.family === 'IPv6') return p.bytes;
-  const out = new Uint8Array(16);
-  out[10] = 0xff;
-  out[11] = 0xff;
-  out.set(p.bytes, 12);
-  return out;
-}
-
 /** The "any" address of a family, the key of NodePort entries. */
 export function anyAddr(family: IPFamily): string {
   return family === 'IPv4' ? '0.0.0.0' : '::';
 }
 
-function isMapped(b: Uint8Array): boolean {
-  for (let i = 0; i < 10; i++) if (b[i] !== 0) return false;
-  return b[10] === 0xff && b[11] === 0xff;
-}
-
-/** Text of a 16-byte address (IPv4-mapped shown as IPv4). */
-export function addrText(b: Uint8Array): string {
-  return isMapped(b) ? formatIP(b.subarray(12, 16)) : formatIP(b.subarray(0, 16));
-}
-
 export function addrFamily(b: Uint8Array): IPFamily {
   return isMapped(b) ? 'IPv4' : 'IPv6';
-}
-
-// ---- a tiny cursor over a fixed-size buffer -----------------------------
-
-/**
- * Writes little-endian and network-order fields into a fresh buffer. Hot in
- * full renders (tens of thousands of entries): no DataView, and IPv4
- * addresses are written without going through the generic parser.
- */
-class W {
-  readonly b: Uint8Array;
-  constructor(size: number) {
-    this.b = new Uint8Array(size);
-  }
-  addr(off: number, ip: string): this {
-    if (!putIPv4Mapped(this.b, off, ip)) this.b.set(addrBytes(ip), off);
-    return this;
-  }
-  u8(off: number, n: number): this {
-    this.b[off] = n;
-    return this;
-  }
-  u16(off: number, n: number): this {
-    this.b[off] = n & 0xff;
-    this.b[off + 1] = (n >>> 8) & 0xff;
-    return this;
-  }
-  be16(off: number, n: number): this {
-    this.b[off] = (n >>> 8) & 0xff;
-    this.b[off + 1] = n & 0xff;
-    return this;
-  }
-  u32(off: number, n: number): this {
-    this.b[off] = n & 0xff;
-    this.b[off + 1] = (n >>> 8) & 0xff;
-    this.b[off + 2] = (n >>> 16) & 0xff;
-    this.b[off + 3] = (n >>> 24) & 0xff;
-    return this;
-  }
-  be32(off: number, n: number): this {
-    this.b[off] = (n >>> 24) & 0xff;
-    this.b[off + 1] = (n >>> 16) & 0xff;
-    this.b[off + 2] = (n >>> 8) & 0xff;
-    this.b[off + 3] = n & 0xff;
-    return this;
-  }
-  u64(off: number, n: bigint): this {
-    new DataView(this.b.buffer).setBigUint64(off, n, true);
-    return this;
-  }
-}
-
-/**
- * A canonical dotted quad ("10.1.2.3", as every address in a SyncState is)
- * written as ::ffff:a.b.c.d at off; false for anything else (the caller then
- * uses the generic parser, which also reports what is not an address).
- */
-function putIPv4Mapped(b: Uint8Array, off: number, ip: string): boolean {
-  let part = 0;
-  let digits = 0;
-  let i = 12;
-  for (let c = 0; c < ip.length; c++) {
-    const ch = ip.charCodeAt(c);
-    if (ch >= 48 && ch <= 57) {
-      part = part * 10 + (ch - 48);
-      if (++digits > 3 || part > 255) return false;
-    } else if (ch === 46 && digits > 0 && i < 15) {
-      b[off + i++] = part;
-      part = 0;
-      digits = 0;
-    } else return false;
-  }
-  if (digits === 0 || i !== 15) return false;
-  b[off + 15] = part;
-  b[off + 10] = 0xff;
-  b[off + 11] = 0xff;
-  return true;
-}
-
-class R {
-  private readonly v: DataView;
-  constructor(readonly b: Uint8Array) {
-    this.v = new DataView(b.buffer, b.byteOffset, b.byteLength);
-  }
-  addr(off: number): string {
-    return addrText(this.b.subarray(off, off + 16));
-  }
-  u8(off: number): number {
-    return this.v.getUint8(off);
-  }
-  u16(off: number): number {
-    return this.v.getUint16(off, true);
-  }
-  be16(off: number): number {
-    return this.v.getUint16(off, false);
-  }
-  u32(off: number): number {
-    return this.v.getUint32(off, true);
-  }
-  be32(off: number): number {
-    return this.v.getUint32(off, false);
-  }
-  u64(off: number): bigint {
-    return this.v.getBigUint64(off, true);
-  }
 }
 
 // ---- svc ----------------------------------------------------------------
@@ -242,11 +81,11 @@ export interface SvcKey {
   readonly proto: Protocol;
 }
 export function encodeSvcKey(k: SvcKey): Uint8Array {
-  return new W(20).addr(0, k.addr).be16(16, k.port).u8(18, PROTO_NUMBER[k.proto]).b;
+  return A.SVC_KEY.encode({ addr: k.addr, port: k.port, proto: PROTO_NUMBER[k.proto] });
 }
 export function decodeSvcKey(b: Uint8Array): SvcKey {
-  const r = new R(b);
-  return { addr: r.addr(0), port: r.be16(16), proto: protoName(r.u8(18)) ?? 'TCP' };
+  const r = A.SVC_KEY.decode(b);
+  return { addr: r.addr, port: r.port, proto: protoName(r.proto) ?? 'TCP' };
 }
 
 export interface SvcValue {
@@ -259,87 +98,66 @@ export interface SvcValue {
   readonly algo: LbAlgorithm;
 }
 export function encodeSvcValue(v: SvcValue): Uint8Array {
-  return new W(20)
-    .u32(0, v.svcId)
-    .u32(4, v.clusterSet)
-    .u32(8, v.localSet)
-    .u32(12, v.affinitySecs)
-    .u16(16, v.flags)
-    .u8(18, KIND[v.kind])
-    .u8(19, ALGO[v.algo]).b;
+  return A.SVC_VALUE.encode({ ...v, kind: KIND[v.kind], algo: ALGO[v.algo] });
 }
 export function decodeSvcValue(b: Uint8Array): SvcValue {
-  const r = new R(b);
-  const kindN = r.u8(18);
-  const kind = (Object.keys(KIND) as SvcKind[]).find((k) => KIND[k] === kindN) ?? 'clusterIP';
-  return {
-    svcId: r.u32(0),
-    clusterSet: r.u32(4),
-    localSet: r.u32(8),
-    affinitySecs: r.u32(12),
-    flags: r.u16(16),
-    kind,
-    algo: r.u8(19) === ALGO.maglev ? 'maglev' : 'random',
-  };
+  const r = A.SVC_VALUE.decode(b);
+  const kind = (Object.keys(KIND) as SvcKind[]).find((k) => KIND[k] === r.kind) ?? 'clusterIP';
+  return { ...r, kind, algo: r.algo === ALGO.maglev ? 'maglev' : 'random' };
 }
 
 // ---- addrs, sets, eps, members -----------------------------------------
 
-export const encodeAddrKey = (ip: string): Uint8Array => new W(16).addr(0, ip).b;
+/** The key of kpt_addrs is a bare union kpt_addr. */
+export function encodeAddrKey(ip: string): Uint8Array {
+  const b = new Uint8Array(16);
+  putAddr(b, 0, ip);
+  return b;
+}
 export const decodeAddrKey = (b: Uint8Array): string => addrText(b);
-export const encodeU32 = (n: number): Uint8Array => new W(4).u32(0, n).b;
-export const decodeU32 = (b: Uint8Array): number => new R(b).u32(0);
-export const encodeU8 = (n: number): Uint8Array => new W(1).u8(0, n).b;
+export function encodeU32(n: number): Uint8Array {
+  const b = new Uint8Array(4);
+  putU32(b, 0, n);
+  return b;
+}
+export const decodeU32 = (b: Uint8Array): number =>
+  new DataView(b.buffer, b.byteOffset, b.byteLength).getUint32(0, true);
+export const encodeU8 = (n: number): Uint8Array => new Uint8Array([n]);
 
-export function encodeSetValue(count: number): Uint8Array {
-  return new W(8).u32(0, count).b;
-}
-export function decodeSetValue(b: Uint8Array): { count: number } {
-  return { count: new R(b).u32(0) };
-}
+export const encodeSetValue = (count: number): Uint8Array => A.SET_VALUE.encode({ count });
+export const decodeSetValue = (b: Uint8Array): { count: number } => ({ count: A.SET_VALUE.decode(b).count });
 
 export interface EpKey {
   readonly setId: number;
   readonly slot: number;
 }
-export const encodeEpKey = (k: EpKey): Uint8Array => new W(8).u32(0, k.setId).u32(4, k.slot).b;
-export function decodeEpKey(b: Uint8Array): EpKey {
-  const r = new R(b);
-  return { setId: r.u32(0), slot: r.u32(4) };
-}
+export const encodeEpKey = (k: EpKey): Uint8Array => A.EP_KEY.encode(k);
+export const decodeEpKey = (b: Uint8Array): EpKey => A.EP_KEY.decode(b);
 
 export interface EpValue {
   readonly addr: string;
   readonly port: number;
 }
-export const encodeEpValue = (v: EpValue): Uint8Array => new W(20).addr(0, v.addr).be16(16, v.port).b;
-export function decodeEpValue(b: Uint8Array): EpValue {
-  const r = new R(b);
-  return { addr: r.addr(0), port: r.be16(16) };
-}
+export const encodeEpValue = (v: EpValue): Uint8Array => A.EP_VALUE.encode(v);
+export const decodeEpValue = (b: Uint8Array): EpValue => A.EP_VALUE.decode(b);
 
 export interface MemberKey {
   readonly setId: number;
   readonly addr: string;
   readonly port: number;
 }
-export const encodeMemberKey = (k: MemberKey): Uint8Array =>
-  new W(24).u32(0, k.setId).be16(4, k.port).addr(8, k.addr).b;
-export function decodeMemberKey(b: Uint8Array): MemberKey {
-  const r = new R(b);
-  return { setId: r.u32(0), port: r.be16(4), addr: r.addr(8) };
-}
+export const encodeMemberKey = (k: MemberKey): Uint8Array => A.MEMBER_KEY.encode(k);
+export const decodeMemberKey = (b: Uint8Array): MemberKey => A.MEMBER_KEY.decode(b);
 
-/** Maglev value: one 16-bit slot index per table entry. */
+/** Maglev value (__u16[maglev_m], sized by value_size): one slot index per table entry. */
 export function encodeMaglev(table: readonly number[]): Uint8Array {
-  const w = new W(2 * table.length);
-  table.forEach((slot, i) => w.u16(2 * i, slot));
-  return w.b;
+  const b = new Uint8Array(2 * table.length);
+  for (let i = 0; i < table.length; i++) putU16(b, 2 * i, table[i]!);
+  return b;
 }
 export function decodeMaglev(b: Uint8Array): number[] {
-  const r = new R(b);
   const out: number[] = [];
-  for (let i = 0; i + 1 < b.length; i += 2) out.push(r.u16(i));
+  for (let i = 0; i + 1 < b.length; i += 2) out.push(b[i]! | (b[i + 1]! << 8));
   return out;
 }
 
@@ -349,22 +167,15 @@ export interface AffKey {
   readonly client: string;
   readonly svcId: number;
 }
-export const encodeAffKey = (k: AffKey): Uint8Array => new W(20).addr(0, k.client).u32(16, k.svcId).b;
-export function decodeAffKey(b: Uint8Array): AffKey {
-  const r = new R(b);
-  return { client: r.addr(0), svcId: r.u32(16) };
-}
+export const encodeAffKey = (k: AffKey): Uint8Array => A.AFF_KEY.encode(k);
+export const decodeAffKey = (b: Uint8Array): AffKey => A.AFF_KEY.decode(b);
 export interface AffValue {
   readonly addr: string;
   readonly port: number;
   readonly lastNs: bigint;
 }
-export const encodeAffValue = (v: AffValue): Uint8Array =>
-  new W(32).addr(0, v.addr).be16(16, v.port).u64(24, v.lastNs).b;
-export function decodeAffValue(b: Uint8Array): AffValue {
-  const r = new R(b);
-  return { addr: r.addr(0), port: r.be16(16), lastNs: r.u64(24) };
-}
+export const encodeAffValue = (v: AffValue): Uint8Array => A.AFF_VALUE.encode(v);
+export const decodeAffValue = (b: Uint8Array): AffValue => A.AFF_VALUE.decode(b);
 
 // ---- LPM keys -------------------------------------------------------------
 
@@ -372,6 +183,7 @@ export function decodeAffValue(b: Uint8Array): AffValue {
 export function lpmBits(family: IPFamily, prefix: number): number {
   return family === 'IPv4' ? 96 + prefix : prefix;
 }
+const familyOfText = (addr: string): IPFamily => (addr.includes(':') ? 'IPv6' : 'IPv4');
 
 export interface LpmKey {
   /** Network address of the CIDR. */
@@ -380,31 +192,25 @@ export interface LpmKey {
   readonly prefix: number;
 }
 export function encodeLpmKey(k: LpmKey): Uint8Array {
-  const fam: IPFamily = k.addr.includes(':') ? 'IPv6' : 'IPv4';
-  return new W(20).u32(0, lpmBits(fam, k.prefix)).addr(4, k.addr).b;
+  return A.LPM_KEY.encode({ prefixlen: lpmBits(familyOfText(k.addr), k.prefix), addr: k.addr });
 }
 export function decodeLpmKey(b: Uint8Array): LpmKey {
-  const r = new R(b);
-  const addr = r.addr(4);
-  const bits = r.u32(0);
-  return { addr, prefix: addr.includes(':') ? bits : bits - 96 };
+  const r = A.LPM_KEY.decode(b);
+  return { addr: r.addr, prefix: familyOfText(r.addr) === 'IPv6' ? r.prefixlen : r.prefixlen - 96 };
 }
 
 export interface LpmSvcKey extends LpmKey {
   readonly svcId: number;
 }
 export function encodeLpmSvcKey(k: LpmSvcKey): Uint8Array {
-  const fam: IPFamily = k.addr.includes(':') ? 'IPv6' : 'IPv4';
-  return new W(24)
-    .u32(0, 32 + lpmBits(fam, k.prefix))
-    .be32(4, k.svcId)
-    .addr(8, k.addr).b;
+  // The svc_id's 32 bits lead the prefix.
+  const prefixlen = 32 + lpmBits(familyOfText(k.addr), k.prefix);
+  return A.LPM_SVC_KEY.encode({ prefixlen, svcId: k.svcId, addr: k.addr });
 }
 export function decodeLpmSvcKey(b: Uint8Array): LpmSvcKey {
-  const r = new R(b);
-  const addr = r.addr(8);
-  const bits = r.u32(0) - 32;
-  return { svcId: r.be32(4), addr, prefix: addr.includes(':') ? bits : bits - 96 };
+  const r = A.LPM_SVC_KEY.decode(b);
+  const bits = r.prefixlen - 32;
+  return { svcId: r.svcId, addr: r.addr, prefix: familyOfText(r.addr) === 'IPv6' ? bits : bits - 96 };
 }
 
 // ---- ifaces ---------------------------------------------------------------
@@ -413,10 +219,11 @@ export interface IfaceKey {
   readonly ifindex: number;
   readonly family: IPFamily;
 }
-export const encodeIfaceKey = (k: IfaceKey): Uint8Array => new W(8).u32(0, k.ifindex).u32(4, familyIndex(k.family)).b;
+export const encodeIfaceKey = (k: IfaceKey): Uint8Array =>
+  A.IFACE_KEY.encode({ ifindex: k.ifindex, family: familyIndex(k.family) });
 export function decodeIfaceKey(b: Uint8Array): IfaceKey {
-  const r = new R(b);
-  return { ifindex: r.u32(0), family: r.u32(4) === 0 ? 'IPv4' : 'IPv6' };
+  const r = A.IFACE_KEY.decode(b);
+  return { ifindex: r.ifindex, family: r.family === 0 ? 'IPv4' : 'IPv6' };
 }
 
 // ---- cfg ------------------------------------------------------------------
@@ -426,12 +233,8 @@ export interface CfgValue {
   readonly flags: number;
   readonly netnsCookie: bigint;
 }
-export const encodeCfgValue = (v: CfgValue): Uint8Array =>
-  new W(16).u32(0, v.mark).u32(4, v.flags).u64(8, v.netnsCookie).b;
-export function decodeCfgValue(b: Uint8Array): CfgValue {
-  const r = new R(b);
-  return { mark: r.u32(0), flags: r.u32(4), netnsCookie: r.u64(8) };
-}
+export const encodeCfgValue = (v: CfgValue): Uint8Array => A.CFG_VALUE.encode(v);
+export const decodeCfgValue = (b: Uint8Array): CfgValue => A.CFG_VALUE.decode(b);
 
 // ---- traffic (per-CPU: values read back summed over the CPUs) -------------
 
@@ -439,11 +242,8 @@ export interface TrafficValue {
   readonly conns: bigint;
   readonly bytes: bigint;
 }
-export const encodeTrafficValue = (v: TrafficValue): Uint8Array => new W(16).u64(0, v.conns).u64(8, v.bytes).b;
-export function decodeTrafficValue(b: Uint8Array): TrafficValue {
-  const r = new R(b);
-  return { conns: r.u64(0), bytes: r.u64(8) };
-}
+export const encodeTrafficValue = (v: TrafficValue): Uint8Array => A.TRAFFIC_VALUE.encode(v);
+export const decodeTrafficValue = (b: Uint8Array): TrafficValue => A.TRAFFIC_VALUE.decode(b);
 
 // ---- ct -------------------------------------------------------------------
 
@@ -454,17 +254,10 @@ export interface CtKey {
   readonly dport: number;
   readonly proto: Protocol;
 }
-export const encodeCtKey = (k: CtKey): Uint8Array =>
-  new W(40).addr(0, k.saddr).addr(16, k.daddr).be16(32, k.sport).be16(34, k.dport).u8(36, PROTO_NUMBER[k.proto]).b;
+export const encodeCtKey = (k: CtKey): Uint8Array => A.CT_KEY.encode({ ...k, proto: PROTO_NUMBER[k.proto] });
 export function decodeCtKey(b: Uint8Array): CtKey {
-  const r = new R(b);
-  return {
-    saddr: r.addr(0),
-    daddr: r.addr(16),
-    sport: r.be16(32),
-    dport: r.be16(34),
-    proto: protoName(r.u8(36)) ?? 'TCP',
-  };
+  const r = A.CT_KEY.decode(b);
+  return { ...r, proto: protoName(r.proto) ?? 'TCP' };
 }
 export interface CtValue {
   readonly addr: string;
@@ -475,38 +268,18 @@ export interface CtValue {
   readonly svcId: number;
   readonly createdNs: bigint;
 }
-export function encodeCtValue(v: CtValue): Uint8Array {
-  const w = new W(48).addr(0, v.addr).be16(32, v.port).u8(34, v.flags).u32(36, v.svcId).u64(40, v.createdNs);
-  if (v.nat !== null) w.addr(16, v.nat);
-  return w.b;
-}
+/** Without CT_SNAT the nat field is zeros (::). */
+export const encodeCtValue = (v: CtValue): Uint8Array => A.CT_VALUE.encode({ ...v, nat: v.nat ?? '::' });
 export function decodeCtValue(b: Uint8Array): CtValue {
-  const r = new R(b);
-  const flags = r.u8(34);
-  return {
-    addr: r.addr(0),
-    nat: flags & CT_SNAT ? r.addr(16) : null,
-    port: r.be16(32),
-    flags,
-    svcId: r.u32(36),
-    createdNs: r.u64(40),
-  };
+  const r = A.CT_VALUE.decode(b);
+  return { ...r, nat: r.flags & CT_SNAT ? r.nat : null };
 }
 
 // ---- names ----------------------------------------------------------------
 
-const NAME_LEN = 160;
-export function encodeName(name: string): Uint8Array {
-  const out = new Uint8Array(NAME_LEN);
-  // Kubernetes names, namespaces and port names are ASCII (DNS labels).
-  const n = Math.min(name.length, NAME_LEN - 1);
-  for (let i = 0; i < n; i++) out[i] = name.charCodeAt(i) & 0x7f;
-  return out;
-}
-export function decodeName(b: Uint8Array): string {
-  const end = b.indexOf(0);
-  return keyOf(b.subarray(0, end < 0 ? b.length : end));
-}
+/** "namespace/name:port", cut to what fits before the NUL. */
+export const encodeName = (name: string): Uint8Array => A.NAME_VALUE.encode({ name });
+export const decodeName = (b: Uint8Array): string => A.NAME_VALUE.decode(b).name;
 
 // ---- generic ----------------------------------------------------------------
 

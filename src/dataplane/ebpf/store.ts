@@ -1,6 +1,6 @@
 // The interface between the ebpf renderer/tracer and a set of BPF maps,
 // real (src/platform/ebpf) or fake (fake.ts): raw keys and values in the
-// layout of layout.ts.
+// layout of src/bpf/abi.h (abi.ts describes it, layout.ts encodes them).
 import type { MapName } from './layout.js';
 
 export interface MapOp {

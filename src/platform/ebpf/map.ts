@@ -1,6 +1,6 @@
 // One BPF map, by file descriptor: element reads and writes, batched where
 // the kernel supports it, and a full dump. Keys and values are raw bytes in
-// the layout of src/dataplane/ebpf/layout.ts. Per-CPU maps (their values are
+// the layout of src/bpf/abi.h (src/dataplane/ebpf/abi.ts). Per-CPU maps (their values are
 // 64-bit counters) read as the sum over every possible CPU, field by field,
 // and a write puts the value on the first CPU and zero on the others, so
 // that what is written reads back unchanged.
