@@ -133,6 +133,17 @@ describe('Reconciler', () => {
     assert.throws(() => r.plan([['a', [{ kind: 'rule' as Kind, key: 'x', value: 'x' }]]], false), { code: 'KPT_BUG' });
   });
 
+  it('the same key under two kinds is two objects', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    const p = r.plan([['a', [o('set', 'x', 'as-set'), o('chain', 'x', 'as-chain')]]], false);
+    assert.deepEqual(show(p.ops), ['put set x=as-set', 'put chain x=as-chain']);
+    assert.equal(r.size, 2);
+    assert.equal(r.applied('chain', 'x'), 'as-chain');
+    assert.deepEqual(show(r.plan([['a', [o('set', 'x', 'as-set')]]], false).ops), ['delete chain x']);
+    assert.equal(r.applied('set', 'x'), 'as-set');
+    assert.equal(r.applied('element', 'x'), undefined);
+  });
+
   it('reports what one owner holds', () => {
     const r = new Reconciler<Kind, string>(spec);
     r.plan([['a', [o('chain', 'ca'), o('element', 'ea')]]], false);

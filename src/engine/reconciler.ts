@@ -36,6 +36,8 @@ export interface Plan<K extends string, V> {
 interface Entry<K extends string, V> {
   readonly kind: K;
   readonly key: string;
+  /** The kind's place in ObjectSpec.order (and its table in Reconciler.byKind). */
+  readonly rank: number;
   /** undefined: not in the datapath; null: there, content unknown. */
   applied: V | null | undefined;
   /** Who wants it: nobody, one owner (whose value is `want`), or several with their values. */
@@ -43,17 +45,22 @@ interface Entry<K extends string, V> {
   want: V | undefined;
 }
 
-const NONE: readonly string[] = Object.freeze([]);
+const NONE: readonly never[] = Object.freeze([]);
 
 export class Reconciler<K extends string, V> {
-  private readonly entries = new Map<string, Entry<K, V>>();
-  /** Owner -> the ids (kind + key) of the objects it wants. */
-  private readonly owned = new Map<string, readonly string[]>();
+  /**
+   * Entries by kind (ObjectSpec.order's index), then by key: no id string
+   * per object is built or kept (at 10k Services that is ~30k strings).
+   */
+  private readonly byKind: Map<string, Entry<K, V>>[];
+  /** Owner -> the entries of the objects it wants. */
+  private readonly owned = new Map<string, readonly Entry<K, V>[]>();
   private readonly rank: ReadonlyMap<K, number>;
   private known = false;
 
   constructor(private readonly spec: ObjectSpec<K, V>) {
     this.rank = new Map(spec.order.map((k, i) => [k, i]));
+    this.byKind = spec.order.map(() => new Map());
   }
 
   /** True until the first plan and after failed(): the next plan is full and wants adopt() first. */
@@ -67,13 +74,13 @@ export class Reconciler<K extends string, V> {
    * (full) plan deletes what no owner asks for again.
    */
   adopt(live: Iterable<LiveObject<K, V>>): void {
-    this.entries.clear();
-    this.owned.clear();
+    this.clear();
     for (const o of live) {
-      this.rankOf(o.kind);
-      this.entries.set(idOf(o.kind, o.key), {
+      const rank = this.rankOf(o.kind);
+      this.byKind[rank]!.set(o.key, {
         kind: o.kind,
         key: o.key,
+        rank,
         applied: o.value,
         owners: null,
         want: undefined,
@@ -84,8 +91,7 @@ export class Reconciler<K extends string, V> {
 
   /** After an apply failed: forget everything; the next plan is full. */
   failed(): void {
-    this.entries.clear();
-    this.owned.clear();
+    this.clear();
     this.known = false;
   }
 
@@ -96,7 +102,7 @@ export class Reconciler<K extends string, V> {
    */
   plan(changes: Iterable<readonly [string, readonly Keyed<K, V>[]]>, full: boolean): Plan<K, V> {
     full ||= !this.known;
-    const touched = new Set<string>();
+    const touched = new Set<Entry<K, V>>();
     const listed = full ? new Set<string>() : null;
     for (const [owner, objects] of changes) {
       listed?.add(owner);
@@ -104,7 +110,7 @@ export class Reconciler<K extends string, V> {
     }
     if (listed !== null) {
       for (const owner of [...this.owned.keys()]) if (!listed.has(owner)) this.want(owner, [], touched);
-      for (const [id, e] of this.entries) if (e.owners === null) touched.add(id);
+      for (const m of this.byKind) for (const e of m.values()) if (e.owners === null) touched.add(e);
     }
     this.known = true;
     return { ops: this.diff(touched), full };
@@ -112,21 +118,18 @@ export class Reconciler<K extends string, V> {
 
   /** What the datapath holds for an object as far as we know (undefined: absent; null: unknown content). */
   applied(kind: K, key: string): V | null | undefined {
-    return this.entries.get(idOf(kind, key))?.applied;
+    return this.entry(kind, key)?.applied;
   }
 
   /** Whether some owner wants this object now. */
   wanted(kind: K, key: string): boolean {
-    const e = this.entries.get(idOf(kind, key));
+    const e = this.entry(kind, key);
     return e !== undefined && e.owners !== null;
   }
 
   /** The objects one owner wants, as kind and key. */
   *ownedBy(owner: string): IterableIterator<readonly [K, string]> {
-    for (const id of this.owned.get(owner) ?? NONE) {
-      const e = this.entries.get(id);
-      if (e) yield [e.kind, e.key];
-    }
+    for (const e of this.owned.get(owner) ?? NONE) yield [e.kind, e.key];
   }
 
   /** Owners that want at least one object. */
@@ -136,50 +139,59 @@ export class Reconciler<K extends string, V> {
 
   /** Objects remembered (applied or wanted). */
   get size(): number {
-    return this.entries.size;
+    let n = 0;
+    for (const m of this.byKind) n += m.size;
+    return n;
+  }
+
+  private entry(kind: K, key: string): Entry<K, V> | undefined {
+    const r = this.rank.get(kind);
+    return r === undefined ? undefined : this.byKind[r]!.get(key);
+  }
+
+  private clear(): void {
+    for (const m of this.byKind) m.clear();
+    this.owned.clear();
   }
 
   /** Replace what one owner wants, recording every object whose owners changed. */
-  private want(owner: string, objects: readonly Keyed<K, V>[], touched: Set<string>): void {
+  private want(owner: string, objects: readonly Keyed<K, V>[], touched: Set<Entry<K, V>>): void {
     const old = this.owned.get(owner);
-    const ids: string[] = [];
+    const mine: Entry<K, V>[] = [];
     for (const o of objects) {
-      const id = idOf(o.kind, o.key);
-      let e = this.entries.get(id);
+      const rank = this.rankOf(o.kind);
+      const m = this.byKind[rank]!;
+      let e = m.get(o.key);
       if (!e) {
-        this.rankOf(o.kind);
-        e = { kind: o.kind, key: o.key, applied: undefined, owners: null, want: undefined };
-        this.entries.set(id, e);
+        e = { kind: o.kind, key: o.key, rank, applied: undefined, owners: null, want: undefined };
+        m.set(o.key, e);
       }
       addOwner(e, owner, o.value);
-      ids.push(id);
-      touched.add(id);
+      mine.push(e);
+      touched.add(e);
     }
     if (old !== undefined) {
-      const keep = ids.length > 0 ? new Set(ids) : null;
-      for (const id of old) {
-        if (keep?.has(id)) continue;
-        const e = this.entries.get(id);
-        if (e) removeOwner(e, owner);
-        touched.add(id);
+      const keep = mine.length > 0 ? new Set(mine) : null;
+      for (const e of old) {
+        if (keep?.has(e)) continue;
+        removeOwner(e, owner);
+        touched.add(e);
       }
     }
-    if (ids.length > 0) this.owned.set(owner, ids);
+    if (mine.length > 0) this.owned.set(owner, mine);
     else this.owned.delete(owner);
   }
 
-  private diff(touched: Set<string>): ObjectOp<K, V>[] {
+  private diff(touched: Set<Entry<K, V>>): ObjectOp<K, V>[] {
     const n = this.spec.order.length;
     const puts: ObjectOp<K, V>[][] = Array.from({ length: n }, () => []);
     const deletes: ObjectOp<K, V>[][] = Array.from({ length: n }, () => []);
-    for (const id of touched) {
-      const e = this.entries.get(id);
-      if (!e) continue;
-      const r = this.rank.get(e.kind)!;
+    for (const e of touched) {
+      const r = e.rank;
       const value = this.valueOf(e);
       if (value === undefined) {
         if (e.applied !== undefined) deletes[r]!.push({ op: 'delete', kind: e.kind, key: e.key, before: e.applied });
-        this.entries.delete(id);
+        this.byKind[r]!.delete(e.key);
         continue;
       }
       if (e.applied === undefined) puts[r]!.push({ op: 'put', kind: e.kind, key: e.key, value });
@@ -204,10 +216,6 @@ export class Reconciler<K extends string, V> {
     if (r === undefined) throw new BugError(`object kind ${kind} is not in the driver's order`);
     return r;
   }
-}
-
-function idOf(kind: string, key: string): string {
-  return `${kind}\u0000${key}`;
 }
 
 function addOwner<K extends string, V>(e: Entry<K, V>, owner: string, value: V): void {
