@@ -19,8 +19,9 @@ import type { EndpointSlice, Service } from '../src/core/api.js';
 import { nodeInfoFromNode } from '../src/core/nodeinfo.js';
 import { buildSyncState } from '../src/core/snapshot.js';
 import type { Dataplane, DataplaneConfig } from '../src/core/types.js';
-import { DEFAULT_IPTABLES_OPTIONS, IptablesRenderer } from '../src/dataplane/iptables/renderer.js';
+import { DEFAULT_IPTABLES_OPTIONS } from '../src/dataplane/iptables/renderer.js';
 import { FamilyState } from '../src/engine/familystate.js';
+import { IptablesPlanner } from '../src/platform/iptables/planner.js';
 import type { V8CallFrame, V8CpuProfile } from '../src/platform/pprof/convert.js';
 import { service, slice } from '../test/cases/fixtures.js';
 import { median } from './lib/cluster.js';
@@ -78,13 +79,7 @@ function workload(n: number): number {
     serviceCIDRs: [],
     previous: null,
   });
-  const out = new IptablesRenderer().render({
-    state,
-    config: CONFIG,
-    options: DEFAULT_IPTABLES_OPTIONS,
-    previous: null,
-    existingNatChains: null,
-  });
+  const out = new IptablesPlanner().plan({ state, config: CONFIG, options: DEFAULT_IPTABLES_OPTIONS }, true);
   return out.natRulesTotal;
 }
 

@@ -24,7 +24,7 @@ export interface Phase {
   readonly totalS: number;
   /** Renderer wall time (single-threaded, CPU-bound). */
   readonly renderS: number;
-  /** Renderer CPU time (process.cpuUsage around IptablesRenderer.render). */
+  /** Renderer CPU time (process.cpuUsage around the planner: reconcile and render). */
   readonly renderCpuS: number;
   /** CPU of the proxy process during the sync (render, spawn, I/O). */
   readonly selfCpuS: number;

@@ -2,7 +2,7 @@
 // endpoints (the worked example) byte for byte, plus layout variants (IPv6,
 // detectors, options).
 //
-// Provenance: iptables-golden-worked.txt is generated from IptablesRenderer
+// Provenance: iptables-golden-worked.txt is generated from the iptables driver
 // (`KPT_UPDATE_GOLDEN=1` rewrites it; review the diff before committing) and
 // was reviewed line by line against upstream's own expectation for the same
 // kind of Service: ns3/svc3 of TestOverallIPTablesRules
@@ -14,10 +14,13 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { DataplaneConfig } from '../../src/core/types.js';
-import { DEFAULT_IPTABLES_OPTIONS, IptablesRenderer } from '../../src/dataplane/iptables/index.js';
+import { DEFAULT_IPTABLES_OPTIONS, type IptablesRenderInput } from '../../src/dataplane/iptables/index.js';
+import { IptablesPlanner } from '../../src/platform/iptables/planner.js';
 
-/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
-const renderer = new IptablesRenderer();
+/** One planner for the file, as one dataplane keeps one (its memo spans the renders). */
+const planner = new IptablesPlanner();
+/** A full sync starting from an empty nat table. */
+const fullRender = (input: IptablesRenderInput) => planner.plan(input, true, []);
 
 const GOLDEN = new URL('./iptables-golden-worked.txt', import.meta.url.replace('/dist/', '/'));
 
@@ -71,19 +74,17 @@ function workedState() {
 }
 
 test('the worked example is rendered byte for byte as the golden', () => {
-  const r = renderer.render({
+  const r = fullRender({
     state: workedState(),
     config: WORKED_CONFIG,
     options: DEFAULT_IPTABLES_OPTIONS,
-    previous: null,
-    existingNatChains: [],
   });
   if (process.env['KPT_UPDATE_GOLDEN'] === '1') writeFileSync(GOLDEN, r.restoreText);
   assert.equal(r.restoreText, readFileSync(GOLDEN, 'utf8'));
   assert.equal(r.partial, false);
   assert.equal(r.filterRules, 4);
   assert.equal(r.natRules, 17);
-  assert.deepEqual([...r.natChainsActive].sort(), [
+  assert.deepEqual([...planner.chains()].sort(), [
     'KUBE-EXT-CDGGSHYLG3RE2FKL',
     'KUBE-SEP-2RIJ5GIYXEFH6G4D',
     'KUBE-SEP-AFGSLHOD2HFNCBX4',
@@ -92,11 +93,9 @@ test('the worked example is rendered byte for byte as the golden', () => {
 });
 
 test('options: no --random-fully, be_liberal drops the INVALID rule, no nfacct counters', () => {
-  const r = renderer.render({
+  const r = fullRender({
     state: workedState(),
     config: WORKED_CONFIG,
-    previous: null,
-    existingNatChains: [],
     options: {
       ...DEFAULT_IPTABLES_OPTIONS,
       randomFully: false,
@@ -107,11 +106,9 @@ test('options: no --random-fully, be_liberal drops the INVALID rule, no nfacct c
   assert.match(r.restoreText, /-j MASQUERADE\n/);
   assert.doesNotMatch(r.restoreText, /INVALID/);
   assert.doesNotMatch(r.restoreText, /nfacct/);
-  const r2 = renderer.render({
+  const r2 = fullRender({
     state: workedState(),
     config: WORKED_CONFIG,
-    previous: null,
-    existingNatChains: [],
     options: {
       ...DEFAULT_IPTABLES_OPTIONS,
       nfacct: { ctStateInvalidDropped: false, localhostNodePortsAccepted: true },
@@ -122,23 +119,19 @@ test('options: no --random-fully, be_liberal drops the INVALID rule, no nfacct c
 
 test('local detectors: bridge, prefix and none', () => {
   const render = (localDetector: DataplaneConfig['localDetector']) =>
-    renderer.render({
+    fullRender({
       state: workedState(),
       config: { ...WORKED_CONFIG, localDetector },
       options: DEFAULT_IPTABLES_OPTIONS,
-      previous: null,
-      existingNatChains: [],
     }).restoreText;
   assert.match(render({ kind: 'bridge', interfaceName: 'cbr0' }), /--dport 80 ! -i cbr0 -j KUBE-MARK-MASQ\n/);
   assert.match(render({ kind: 'prefix', interfacePrefix: 'veth' }), /--dport 80 ! -i veth\+ -j KUBE-MARK-MASQ\n/);
   const none = render({ kind: 'none' });
   assert.doesNotMatch(none, /-A KUBE-SVC-CDGGSHYLG3RE2FKL -m comment --comment "default\/web:http cluster IP"/);
-  const all = renderer.render({
+  const all = fullRender({
     state: workedState(),
     config: { ...WORKED_CONFIG, masqueradeAll: true },
     options: DEFAULT_IPTABLES_OPTIONS,
-    previous: null,
-    existingNatChains: [],
   }).restoreText;
   assert.match(
     all,
@@ -148,12 +141,10 @@ test('local detectors: bridge, prefix and none', () => {
 
 test('nodePortAddresses: per-IP jumps, loopback only with localhost NodePorts, MatchAll variants', () => {
   const render = (cfg: Partial<DataplaneConfig>) =>
-    renderer.render({
+    fullRender({
       state: workedState(),
       config: { ...WORKED_CONFIG, localIPs: ['127.0.0.1', '192.168.0.10', '10.1.0.1'], ...cfg },
       options: DEFAULT_IPTABLES_OPTIONS,
-      previous: null,
-      existingNatChains: [],
     });
   const np =
     '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"';
@@ -194,10 +185,8 @@ test('IPv6 family: no KUBE-FIREWALL, ! -d ::1/128, [ip]:port endpoints', () => {
     },
   ];
   const state = syncStateFromObjects({ services, slices, family: 'IPv6', nodeIPs: { IPv6: '2001:db8::1' } });
-  const r = renderer.render({
+  const r = fullRender({
     state,
-    previous: null,
-    existingNatChains: [],
     options: DEFAULT_IPTABLES_OPTIONS,
     config: {
       family: 'IPv6',

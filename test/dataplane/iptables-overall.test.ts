@@ -8,13 +8,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import { DEFAULT_IPTABLES_OPTIONS, Fake, IptablesRenderer } from '../../src/dataplane/iptables/index.js';
+import { DEFAULT_IPTABLES_OPTIONS, Fake, type IptablesRenderInput } from '../../src/dataplane/iptables/index.js';
+import { IptablesPlanner } from '../../src/platform/iptables/planner.js';
 import { LOCAL, service, slice } from '../cases/fixtures.js';
 import { scenarioConfig } from '../cases/resolve.js';
 import { sortRestoreText } from '../support/sortrules.js';
 
-/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
-const renderer = new IptablesRenderer();
+/** One planner for the file, as one dataplane keeps one (its memo spans the renders). */
+const planner = new IptablesPlanner();
+/** A full sync starting from an empty nat table. */
+const fullRender = (input: IptablesRenderInput) => planner.plan(input, true, []);
 
 const EXPECTED = `*filter
 :KUBE-NODEPORTS - [0:0]
@@ -175,12 +178,10 @@ const config = scenarioConfig(
 );
 
 test('TestOverallIPTablesRules (upstream golden, sorted like sortIPTablesRules)', () => {
-  const r = renderer.render({
+  const r = fullRender({
     state: overallState(),
     config,
     options: { ...DEFAULT_IPTABLES_OPTIONS, randomFully: false },
-    previous: null,
-    existingNatChains: [],
   });
   const got = sortRestoreText(r.restoreText.replaceAll('0x00004000', '0x4000'));
   assert.equal(got, EXPECTED);

@@ -1,5 +1,5 @@
 // The shared packet-flow table (test/cases/packetflow.ts) against the
-// iptables mode: IptablesRenderer -> Fake (restore + jump rules) -> trace.
+// iptables mode: IptablesPlanner (driver + reconciler) -> Fake (restore + jump rules) -> trace.
 
 import assert from 'node:assert/strict';
 import type { Scenario } from '../cases/packetflow.js';
@@ -9,20 +9,22 @@ import {
   DEFAULT_IPTABLES_OPTIONS,
   Fake,
   IPTABLES_JUMP_CHAINS,
-  IptablesRenderer,
   jumpRuleArgs,
   trace,
 } from '../../src/dataplane/iptables/index.js';
+import { IptablesPlanner } from '../../src/platform/iptables/planner.js';
 
 /** Render a scenario and load it into a fake like the platform would. */
 export function loadScenario(s: Scenario): Fake {
-  const render = new IptablesRenderer().render({
-    state: scenarioSyncState(s),
-    config: scenarioConfig(s, 'iptables'),
-    options: DEFAULT_IPTABLES_OPTIONS,
-    previous: null,
-    existingNatChains: [],
-  });
+  const render = new IptablesPlanner().plan(
+    {
+      state: scenarioSyncState(s),
+      config: scenarioConfig(s, 'iptables'),
+      options: DEFAULT_IPTABLES_OPTIONS,
+    },
+    true,
+    [],
+  );
   assert.deepEqual(render.skipped, []);
   const fake = new Fake();
   fake.restore(render.restoreText, { noflush: true });

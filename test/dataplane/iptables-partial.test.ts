@@ -13,18 +13,15 @@ import {
   Fake,
   IPTABLES_JUMP_CHAINS,
   jumpRuleArgs,
-  IptablesRenderer,
-  staleChains,
-  type IptablesMemory,
+  IptablesDriver,
   type IptablesRender,
 } from '../../src/dataplane/iptables/index.js';
+import { Reconciler } from '../../src/engine/reconciler.js';
+import { IptablesPlanner } from '../../src/platform/iptables/planner.js';
 import { endpointChainName, serviceChainName } from '../../src/dataplane/iptables/names.js';
 import { LOCAL, LOCAL_IPS_V4, service, slice } from '../cases/fixtures.js';
 import { scenarioConfig } from '../cases/resolve.js';
 import { trace as tracePacket } from '../../src/dataplane/iptables/trace.js';
-
-/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
-const renderer = new IptablesRenderer();
 
 const config = scenarioConfig(
   { name: 'p', refs: [], family: 'IPv4', setup: { services: [], slices: [] }, flows: [] },
@@ -39,9 +36,10 @@ const slice1 = slice('svc1', p80, [{ ip: '10.180.0.1', node: LOCAL }]);
 const slice2a = slice('svc2', p80, [{ ip: '10.180.0.2' }]);
 const slice2b = slice('svc2', p80, [{ ip: '10.180.0.2' }, { ip: '10.180.0.3' }]);
 
+/** One dataplane's planner and the table it writes. */
 class Syncer {
   readonly fake = new Fake();
-  memory: IptablesMemory | null = null;
+  readonly planner = new IptablesPlanner();
   last: IptablesRender | null = null;
 
   sync(services: Service[], slices: EndpointSlice[], changed: string[], fullSync: boolean): IptablesRender {
@@ -53,21 +51,23 @@ class Syncer {
       fullSync,
       changedServices: changed,
     });
-    const r = renderer.render({
-      state,
-      config,
-      options: DEFAULT_IPTABLES_OPTIONS,
-      previous: this.memory,
-      existingNatChains: chainsFromSave(this.fake.save('nat'), 'nat'),
-    });
-    this.fake.restore(r.restoreText);
+    const r = this.planner.plan(
+      { state, config, options: DEFAULT_IPTABLES_OPTIONS },
+      fullSync,
+      chainsFromSave(this.fake.save('nat'), 'nat'),
+    );
+    try {
+      this.fake.restore(r.restoreText);
+    } catch (e) {
+      this.planner.failed();
+      throw e;
+    }
     if (!r.partial) {
       for (const j of IPTABLES_JUMP_CHAINS) {
         if (!j.onlyIfChainRendered || r.filterChains.includes(j.to))
           this.fake.ensureRule('prepend', j.table, j.from, jumpRuleArgs(j));
       }
     }
-    this.memory = r.memory;
     this.last = r;
     return r;
   }
@@ -100,7 +100,7 @@ test('a partial sync writes only the changed service chains, and keeps the rest 
   );
   assert.equal(filterSection(part.restoreText), filterSection(full.restoreText), 'filter table always complete');
   assert.ok(part.natRulesTotal > part.natRules);
-  assert.ok(part.natChainsActive.has(svc1Chain), 'unchanged chains stay active');
+  assert.ok([...s.planner.chains()].includes(svc1Chain), 'unchanged chains stay active');
   assert.equal(trace(s.fake, '172.30.0.41'), '10.180.0.1:80');
   assert.equal(trace(s.fake, '172.30.0.42'), '10.180.0.2:80, 10.180.0.3:80');
 });
@@ -136,8 +136,16 @@ test("a deleted service's chains are declared and deleted, and its traffic no lo
 });
 
 test('stale chains are found from memory even without iptables-save, and only ours', () => {
+  // Stale: our service chains in the live list that no Service wants.
+  const driver = new IptablesDriver();
+  const reconciler = new Reconciler(driver.spec);
+  reconciler.adopt(driver.live(['KUBE-SVC-B', 'KUBE-SERVICES', 'MY-CHAIN', 'KUBE-SEP-A', 'KUBE-SVC-A']));
+  const ops = reconciler.plan([['ns1/a', [{ kind: 'chain', key: 'KUBE-SVC-A', value: 1 }]]], true).ops;
   assert.deepEqual(
-    staleChains(['KUBE-SVC-B', 'KUBE-SERVICES', 'MY-CHAIN', 'KUBE-SEP-A', 'KUBE-SVC-A'], new Set(['KUBE-SVC-A'])),
+    ops
+      .filter((op) => op.op === 'delete')
+      .map((op) => op.key)
+      .sort(),
     ['KUBE-SEP-A', 'KUBE-SVC-B'],
   );
   const s = new Syncer();
@@ -150,13 +158,7 @@ test('stale chains are found from memory even without iptables-save, and only ou
     fullSync: false,
     changedServices: ['ns1/svc2'],
   });
-  const r = renderer.render({
-    state,
-    config,
-    options: DEFAULT_IPTABLES_OPTIONS,
-    previous: s.memory,
-    existingNatChains: null,
-  });
+  const r = s.planner.plan({ state, config, options: DEFAULT_IPTABLES_OPTIONS }, false, null);
   assert.equal(r.deletedChains.length, 3);
 });
 
@@ -168,30 +170,18 @@ test('no memory (first sync or after a failure) or fullSync means a full nat sec
     fullSync: false,
     changedServices: [],
   });
-  const r = renderer.render({
-    state,
-    config,
-    options: DEFAULT_IPTABLES_OPTIONS,
-    previous: null,
-    existingNatChains: [],
-  });
+  const planner = new IptablesPlanner();
+  const input = (st: typeof state) => ({ state: st, config, options: DEFAULT_IPTABLES_OPTIONS });
+  const r = planner.plan(input(state), false, []);
   assert.equal(r.partial, false);
   assert.ok(r.restoreText.includes(`:${serviceChainName('ns1/svc1:p80', 'TCP')} - [0:0]`));
-  const r2 = renderer.render({
-    state: { ...state, fullSync: true },
-    config,
-    options: DEFAULT_IPTABLES_OPTIONS,
-    previous: r.memory,
-    existingNatChains: [],
-  });
+  const r2 = planner.plan(input({ ...state, fullSync: true }), true, []);
   assert.equal(r2.partial, false);
-  const r3 = renderer.render({
-    state,
-    config,
-    options: DEFAULT_IPTABLES_OPTIONS,
-    previous: r.memory,
-    existingNatChains: [],
-  });
+  const r3 = planner.plan(input(state), false, []);
   assert.equal(r3.partial, true);
   assert.equal(r3.natRulesTotal, r.natRules, 'total nat rules count what is in the kernel');
+  planner.failed();
+  const r4 = planner.plan(input(state), false, []);
+  assert.equal(r4.partial, false, 'after a failure');
+  assert.equal(r4.restoreText, r.restoreText);
 });

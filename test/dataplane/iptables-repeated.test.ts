@@ -9,19 +9,14 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { EndpointSlice, Service } from '../../src/core/api.js';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import {
-  chainsFromSave,
-  DEFAULT_IPTABLES_OPTIONS,
-  Fake,
-  IptablesRenderer,
-  type IptablesMemory,
-} from '../../src/dataplane/iptables/index.js';
+import { chainsFromSave, DEFAULT_IPTABLES_OPTIONS, Fake } from '../../src/dataplane/iptables/index.js';
+import { IptablesPlanner } from '../../src/platform/iptables/planner.js';
 import { service, slice } from '../cases/fixtures.js';
 import { scenarioConfig } from '../cases/resolve.js';
 import { sortRestoreText } from '../support/sortrules.js';
 
-/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
-const renderer = new IptablesRenderer();
+/** One planner for the file, as one dataplane keeps one (its memo and reconciler span the syncs). */
+const planner = new IptablesPlanner();
 
 const config = scenarioConfig(
   { name: 'r', refs: [], family: 'IPv4', setup: { services: [], slices: [] }, flows: [] },
@@ -103,7 +98,6 @@ const svc3TwoEps =
 
 test('TestSyncProxyRulesRepeated', () => {
   const fake = new Fake();
-  let memory: IptablesMemory | null = null;
   const sync = (services: Service[], slices: EndpointSlice[], changed: string[]) => {
     const state = syncStateFromObjects({
       services,
@@ -113,18 +107,11 @@ test('TestSyncProxyRulesRepeated', () => {
       fullSync: false,
       changedServices: changed,
     });
-    const r = renderer.render({
-      state,
-      config,
-      options,
-      previous: memory,
-      existingNatChains: chainsFromSave(fake.save('nat'), 'nat'),
-    });
+    const r = planner.plan({ state, config, options }, false, chainsFromSave(fake.save('nat'), 'nat'));
     try {
       fake.restore(r.restoreText);
-      memory = r.memory;
     } catch (e) {
-      memory = null; // a failed restore makes the next sync full
+      planner.failed(); // a failed restore makes the next sync full
       throw e;
     }
     return { r, text: sortRestoreText(r.restoreText.replaceAll('0x00004000', '0x4000')) };

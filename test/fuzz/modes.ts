@@ -9,6 +9,7 @@ import { LOCAL_IPS_V4, LOCAL_IPS_V6 } from '../cases/fixtures.js';
 import type { IPFamily, ProxyMode, SyncState } from '../../src/core/types.js';
 import type { TracePacket } from '../../src/dataplane/trace.js';
 import * as ipt from '../../src/dataplane/iptables/index.js';
+import { IptablesPlanner } from '../../src/platform/iptables/planner.js';
 import * as nft from '../../src/dataplane/nftables/index.js';
 import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import * as ipvs from '../../src/dataplane/ipvs/index.js';
@@ -45,20 +46,16 @@ function loadIptables(fake: ipt.Fake, render: ipt.IptablesRender): void {
 const iptables: Mode = {
   name: 'iptables',
   start(family) {
-    const renderer = new ipt.IptablesRenderer();
+    const planner = new IptablesPlanner();
     const fake = new ipt.Fake();
-    let memory: ipt.IptablesRender['memory'] | null = null;
     return {
       sync(state) {
-        const r = renderer.render({
-          state,
-          config: config(family, 'iptables'),
-          options: ipt.DEFAULT_IPTABLES_OPTIONS,
-          previous: memory,
-          existingNatChains: [],
-        });
+        const r = planner.plan(
+          { state, config: config(family, 'iptables'), options: ipt.DEFAULT_IPTABLES_OPTIONS },
+          state.fullSync,
+          ipt.chainsFromSave(fake.save('nat'), 'nat'),
+        );
         loadIptables(fake, r);
-        memory = r.memory;
       },
     };
   },
@@ -66,13 +63,11 @@ const iptables: Mode = {
     const fake = new ipt.Fake();
     loadIptables(
       fake,
-      new ipt.IptablesRenderer().render({
-        state: full(state),
-        config: config(state.family, 'iptables'),
-        options: ipt.DEFAULT_IPTABLES_OPTIONS,
-        previous: null,
-        existingNatChains: [],
-      }),
+      new IptablesPlanner().plan(
+        { state: full(state), config: config(state.family, 'iptables'), options: ipt.DEFAULT_IPTABLES_OPTIONS },
+        true,
+        [],
+      ),
     );
     return (p) => shown(ipt.trace(fake, p, localIPs(state.family)));
   },

@@ -73,10 +73,11 @@ export function savedTable(save: string, table: string): SavedTable {
 
 /**
  * The first difference between the nat table in `save` and what the last
- * successful restore left (`expectedChains`: its natChainsActive), as a
- * sentence for the log; null when nothing is missing.
+ * successful restore left (`expectedChains`: the service chains the
+ * reconciler knows, or any chains), as a sentence for the log; null when
+ * nothing is missing.
  */
-export function natDrift(save: string | SavedTable, expectedChains: ReadonlySet<string>): string | null {
+export function natDrift(save: string | SavedTable, expectedChains: Iterable<string>): string | null {
   const nat = typeof save === 'string' ? savedTable(save, 'nat') : save;
   for (const j of NAT_JUMPS) {
     const found = nat.lines.some((l) => l.startsWith(`-A ${j.from} `) && l.endsWith(` -j ${j.to}`));

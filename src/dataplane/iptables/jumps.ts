@@ -2,13 +2,11 @@
 // iptablesJumpChains in pkg/proxy/iptables/proxier.go, plus the KUBE-FIREWALL
 // jumps). The platform inserts them at position 1 with `iptables -t <table> -I <from> 1 <args>` (after
 // checking with -C) on full syncs only, after the restore that creates the
-// target chains. Also the helpers to read iptables-save output.
+// target chains. Also the helper to read iptables-save's chain list.
 //
 // The `--comment` texts are upstream's, byte for byte: iptables-save shows
 // them, and operators, their tools and `kube-proxy-ts explain` match on
 // them. Keep them identical; they are facts of compatibility, not our prose.
-
-import { isServiceChainName } from './names.js';
 
 export type IptablesTableName = 'filter' | 'nat' | 'mangle';
 
@@ -88,14 +86,6 @@ export function chainsFromSave(saveText: string, table: IptablesTableName): stri
     }
   }
   return out;
-}
-
-/** Our service chains present in `existing` but not `active`, sorted (stale). */
-export function staleChains(existing: Iterable<string>, active: ReadonlySet<string>): string[] {
-  const out = new Set<string>();
-  // active.has first: nearly every existing chain is still active (cheaper than the prefix test).
-  for (const c of existing) if (!active.has(c) && isServiceChainName(c)) out.add(c);
-  return [...out].sort();
 }
 
 /** Upstream kubeProxyCanaryChain: created in mangle, nat and filter by the monitor. */

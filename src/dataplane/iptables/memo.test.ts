@@ -7,10 +7,8 @@ import type { EndpointSlice, Service } from '../../core/api.js';
 import { syncStateFromObjects } from '../../core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../core/types.js';
 import { LOCAL_IPS_V4, service, slice } from '../../../test/cases/fixtures.js';
-import { DEFAULT_IPTABLES_OPTIONS, IptablesRenderer, type IptablesMemory } from './renderer.js';
-
-/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
-const renderer = new IptablesRenderer();
+import { IptablesPlanner } from '../../platform/iptables/planner.js';
+import { DEFAULT_IPTABLES_OPTIONS } from './renderer.js';
 
 const CONFIG: DataplaneConfig = {
   family: 'IPv4',
@@ -77,20 +75,22 @@ function engineLike(prev: SyncState, next: SyncState, changedKey: string): SyncS
   return { ...next, services, endpoints, categorized };
 }
 
-const render = (s: SyncState, previous: IptablesMemory | null, config = CONFIG) =>
-  renderer.render({ state: s, config, options: DEFAULT_IPTABLES_OPTIONS, previous, existingNatChains: null });
+/** A sync of `s` by one dataplane's planner (full when the state says so, or on its first sync). */
+const render = (planner: IptablesPlanner, s: SyncState, config = CONFIG) =>
+  planner.plan({ state: s, config, options: DEFAULT_IPTABLES_OPTIONS }, s.fullSync);
 
 test('a partial render reusing memoised services equals one of fresh objects', () => {
   const first = state(false, true);
-  const full = render(first, null);
-  const reused = render(engineLike(first, state(true, false), 'ns1/plain:p80'), full.memory);
-  const fresh = render(state(true, false), render(state(false, true), null).memory);
+  const a = new IptablesPlanner();
+  render(a, first);
+  const reused = render(a, engineLike(first, state(true, false), 'ns1/plain:p80'));
+  const b = new IptablesPlanner();
+  render(b, state(false, true));
+  const fresh = render(b, state(true, false));
   assert.ok(reused.partial);
   assert.equal(reused.restoreText, fresh.restoreText);
-  assert.deepEqual(
-    { ...reused, natChainsActive: [...reused.natChainsActive], memory: null },
-    { ...fresh, natChainsActive: [...fresh.natChainsActive], memory: null },
-  );
+  assert.deepEqual({ ...reused }, { ...fresh });
+  assert.deepEqual([...a.chains()], [...b.chains()]);
   // The unchanged services' own chains are not rewritten, but their top-level rules are.
   assert.match(reused.restoreText, /-A KUBE-SERVICES .*ns1\/sticky:p80 cluster IP/);
   assert.doesNotMatch(reused.restoreText, /--to-destination 10\.4\.0\.1:80/);
@@ -99,27 +99,27 @@ test('a partial render reusing memoised services equals one of fresh objects', (
 
 test('a full render of the same objects is byte-identical every time (memo hits included)', () => {
   const s = state(false, true);
-  const a = render(s, null);
-  const b = render(s, a.memory);
-  const c = render(state(false, true), null);
+  const planner = new IptablesPlanner();
+  const a = render(planner, s);
+  const b = render(planner, s);
+  const c = render(planner, state(false, true));
   assert.equal(b.restoreText, a.restoreText);
   assert.equal(c.restoreText, a.restoreText);
 });
 
 test('a changed render context invalidates memoised lines', () => {
   const s = state(false, true);
-  const base = render(s, null);
+  const planner = new IptablesPlanner();
+  render(planner, s);
   const cfg = { ...CONFIG, masqueradeAll: true, localDetector: { kind: 'none' as const }, localhostNodePorts: false };
   const partialState = { ...s, fullSync: false, changedServices: new Set<string>() };
-  const reused = render(partialState, base.memory, cfg);
-  const fresh = render(
-    { ...state(false, true), fullSync: false, changedServices: new Set<string>() },
-    render(state(false, true), null, cfg).memory,
-    cfg,
-  );
+  const reused = render(planner, partialState, cfg);
+  const other = new IptablesPlanner();
+  render(other, state(false, true), cfg);
+  const fresh = render(other, { ...state(false, true), fullSync: false, changedServices: new Set<string>() }, cfg);
   assert.equal(reused.restoreText, fresh.restoreText);
   assert.notEqual(
     reused.restoreText,
-    render({ ...s, changedServices: new Set<string>(), fullSync: false }, base.memory).restoreText,
+    render(planner, { ...s, changedServices: new Set<string>(), fullSync: false }).restoreText,
   );
 });

@@ -76,7 +76,7 @@ export interface ServicePortChainNames {
  * object lives: unchanged services keep their object across syncs
  * (src/core/snapshot.ts), and a deleted or updated Service's object is
  * released, so the memory never outgrows the live services. One per
- * IptablesRenderer, which owns it like the rest of its memory. A port's
+ * IptablesDriver, which owns it like the memo. A port's
  * endpoint names are reset when they outgrow MAX_ENDPOINTS_PER_PORT (endpoint
  * churn on a long-lived Service).
  */

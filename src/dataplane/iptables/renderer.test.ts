@@ -6,11 +6,12 @@ import { syncStateFromObjects } from '../../core/snapshot.js';
 import type { DataplaneConfig, ServicePort, SyncState } from '../../core/types.js';
 import { Fake } from './fake.js';
 import { localChainName, serviceChainName } from './names.js';
-import { DEFAULT_IPTABLES_OPTIONS, IptablesRenderer } from './renderer.js';
+import { IptablesPlanner } from '../../platform/iptables/planner.js';
+import { DEFAULT_IPTABLES_OPTIONS } from './renderer.js';
 import { probability } from './restore.js';
 
-/** One renderer for the file, as one dataplane keeps one (its memo spans the renders). */
-const renderer = new IptablesRenderer();
+/** One planner for the file, as one dataplane keeps one (its memo spans the renders). */
+const planner = new IptablesPlanner();
 
 const config: DataplaneConfig = {
   family: 'IPv4',
@@ -44,7 +45,7 @@ function sliceJSON(name: string, eps: Array<{ ip: string; node?: string }>) {
 const state = (services: unknown[], slices: unknown[]) =>
   syncStateFromObjects({ services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' } });
 const render = (s: SyncState, opts = DEFAULT_IPTABLES_OPTIONS) => {
-  const r = renderer.render({ state: s, config, options: opts, previous: null, existingNatChains: [] });
+  const r = planner.plan({ state: s, config, options: opts }, true, []);
   new Fake().restore(r.restoreText); // always valid restore input
   return r;
 };

@@ -1,6 +1,9 @@
-// IptablesRenderer: the pure core of the iptables mode's sync (upstream's
-// syncProxyRules in pkg/proxy/iptables/proxier.go without the I/O). See
-// index.ts for the contract. Output order is upstream's, byte for byte:
+// The iptables mode's restore text (upstream's syncProxyRules in
+// pkg/proxy/iptables/proxier.go without the I/O): the rules every sync
+// writes whole (filter table, top-level nat chains) and the assembly of one
+// `iptables-restore` input from the rendered service ports. Which service
+// chains are written or deleted is not decided here but by the one
+// reconciler, through driver.ts. Output order is upstream's, byte for byte:
 // filter chain lines, filter rules, then nat chain lines and nat rules.
 //
 // The `--comment` texts are upstream's, byte for byte: iptables-save shows
@@ -8,11 +11,8 @@
 // them. Keep them identical; they are facts of compatibility, not our prose.
 
 import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../core/ip.js';
-import { noEndpointCategories } from '../../core/topology.js';
 import type { DataplaneConfig, IPFamily, LocalDetector, ServicePort, SyncState } from '../../core/types.js';
-import { staleChains } from './jumps.js';
-import { ServicePortMemo } from './memo.js';
-import { ChainNamer } from './names.js';
+import type { ChainNamer } from './names.js';
 import { LineBuffer, chainLine } from './restore.js';
 import {
   KUBE_EXTERNAL_SERVICES,
@@ -20,8 +20,8 @@ import {
   KUBE_NODEPORTS,
   KUBE_PROXY_FIREWALL,
   KUBE_SERVICES,
+  type RenderedServicePort,
   type ServiceRenderContext,
-  renderServicePort,
 } from './servicerules.js';
 
 export const KUBE_FORWARD = 'KUBE-FORWARD';
@@ -47,20 +47,10 @@ export const DEFAULT_IPTABLES_OPTIONS: IptablesOptions = {
   largeClusterThreshold: 1000,
 };
 
-/** What a render must remember for the next (partial) one. */
-export interface IptablesMemory {
-  readonly family: IPFamily;
-  readonly natChainsActive: ReadonlySet<string>;
-}
-
 export interface IptablesRenderInput {
   readonly state: SyncState;
   readonly config: DataplaneConfig;
   readonly options: IptablesOptions;
-  /** Memory of the last successful restore; null forces a full sync. */
-  readonly previous: IptablesMemory | null;
-  /** Chains of `iptables-save -t nat`; null skips the iptables-save based stale cleanup. */
-  readonly existingNatChains: readonly string[] | null;
 }
 
 export interface SkippedServicePort {
@@ -82,8 +72,8 @@ export interface IptablesRender {
   readonly largeClusterMode: boolean;
   /** Filter chains declared (KUBE-FIREWALL only for IPv4 + localhost NodePorts). */
   readonly filterChains: readonly string[];
-  /** Every nat chain that exists after this restore (written or kept). */
-  readonly natChainsActive: ReadonlySet<string>;
+  /** Service chains in the nat table after this restore (written or kept). */
+  readonly natChains: number;
   /** Stale chains deleted with -X, sorted. */
   readonly deletedChains: readonly string[];
   /** Filter rules written (upstream sync_proxy_rules_iptables_last, table filter). */
@@ -94,7 +84,6 @@ export interface IptablesRender {
   readonly natRulesTotal: number;
   readonly noLocalEndpoints: { readonly internal: number; readonly external: number };
   readonly skipped: readonly SkippedServicePort[];
-  readonly memory: IptablesMemory;
 }
 
 interface DetectorArgs {
@@ -124,7 +113,7 @@ function matchAll(cfg: DataplaneConfig): boolean {
 }
 
 /** Upstream: localhost NodePorts need IPv4 and a nodePortAddresses containing IPv4 loopback. */
-function localhostNodePortsOn(cfg: DataplaneConfig): boolean {
+export function localhostNodePortsOn(cfg: DataplaneConfig): boolean {
   if (cfg.family !== 'IPv4' || !cfg.localhostNodePorts) return false;
   if (matchAll(cfg)) return true;
   return (cfg.nodePortAddresses ?? []).some((c) => {
@@ -133,38 +122,39 @@ function localhostNodePortsOn(cfg: DataplaneConfig): boolean {
   });
 }
 
-function validate(svc: ServicePort, family: IPFamily): string | null {
+/** Why a service port cannot be rendered, or null. */
+export function invalidServicePort(svc: ServicePort, family: IPFamily): string | null {
   if (svc.family !== family) return `family ${svc.family} in a ${family} render`;
   if (parseIP(svc.clusterIP)?.family !== family) return `bad clusterIP ${svc.clusterIP}`;
   if (!Number.isInteger(svc.port) || svc.port < 1 || svc.port > 65535) return `bad port ${svc.port}`;
   return null;
 }
 
-/**
- * One per dataplane (per IP family). Its memory is the memo of rendered
- * service ports (memo.ts), which only makes renders cheaper: a render's bytes
- * depend on its input alone. What a partial render needs from the last
- * successful one (IptablesMemory) is returned to the caller, which passes it
- * back as `previous` only once the restore succeeded.
- */
-export class IptablesRenderer {
-  private readonly memo = new ServicePortMemo();
-  private readonly names = new ChainNamer();
-
-  render(input: IptablesRenderInput): IptablesRender {
-    return renderWith(this.memo, this.names, input);
-  }
+/** What one sync's restore input is built from, besides its service ports (driver.ts). */
+export interface RestoreFrame {
+  readonly config: DataplaneConfig;
+  readonly options: IptablesOptions;
+  /** localhostNodePortsOn(config). */
+  readonly lnp: boolean;
+  readonly largeClusterMode: boolean;
+  readonly partial: boolean;
+  readonly skipped: readonly SkippedServicePort[];
 }
 
-/** A port the state has no categories for renders as one without endpoints (one object, so the memo can hit). */
-const NOT_CATEGORIZED = noEndpointCategories(false, false);
-
-function renderWith(memo: ServicePortMemo, names: ChainNamer, input: IptablesRenderInput): IptablesRender {
-  const { state, config, options } = input;
-  const family = config.family;
-  const ipv6 = family === 'IPv6';
-  const partial = !state.fullSync && input.previous !== null && input.previous.family === family;
-  const lnp = localhostNodePortsOn(config);
+/**
+ * The restore input, in upstream's order: the filter section whole, then
+ * the nat section with the top-level chains whole, the own chains of the
+ * ports marked in `write` (declared, which flushes them, and refilled; their
+ * `own` text must be there) and the `deleted` chains (declared and `-X`'d,
+ * sorted). `ports` are in service-port key order.
+ */
+export function renderRestore(
+  frame: RestoreFrame,
+  ports: readonly RenderedServicePort[],
+  write: readonly boolean[],
+  deleted: readonly string[],
+): IptablesRender {
+  const { config, options, lnp } = frame;
   const mark = `0x${config.masqueradeMark.toString(16).padStart(8, '0')}`;
 
   const filterChains = [KUBE_SERVICES, KUBE_EXTERNAL_SERVICES, KUBE_FORWARD, KUBE_NODEPORTS, KUBE_PROXY_FIREWALL];
@@ -208,43 +198,24 @@ function renderWith(memo: ServicePortMemo, names: ChainNamer, input: IptablesRen
     );
   }
 
-  let totalEndpoints = 0;
-  for (const key of state.services.keys()) totalEndpoints += state.endpoints.get(key)?.length ?? 0;
-  const largeClusterMode = totalEndpoints > options.largeClusterThreshold;
-  const ctx = renderContext(config, options, lnp, largeClusterMode, state.node.nodeIPs[family] ?? null, names);
-
   // Per-service chunks in service-key order; one join at the end.
   const natChainLines: string[] = [];
   const natRuleChunks: string[] = [];
   const filterChunks: string[] = [];
-  const active = new Set<string>();
-  const skipped: SkippedServicePort[] = [];
+  let natChains = 0;
   let natWritten = 0;
   let natSkipped = 0;
   let filterCount = 0;
   let noLocalInternal = 0;
   let noLocalExternal = 0;
-
-  for (const key of sortedKeys(state.services)) {
-    const svc = state.services.get(key)!;
-    const cat = state.categorized.get(key) ?? NOT_CATEGORIZED;
-    const writeOwn = !partial || state.changedServices.has(svc.serviceKey);
-    let r = writeOwn ? null : memo.recall(svc, cat, ctx.key);
-    if (r === null) {
-      const bad = validate(svc, family);
-      if (bad !== null) {
-        skipped.push({ key, reason: bad });
-        continue;
-      }
-      r = renderServicePort(ctx, svc, cat, writeOwn);
-      memo.remember(svc, cat, ctx.key, r);
-    }
+  for (let i = 0; i < ports.length; i++) {
+    const r = ports[i]!;
     if (r.filter !== '') filterChunks.push(r.filter);
     filterCount += r.filterCount;
     if (r.natTop !== '') natRuleChunks.push(r.natTop);
     natWritten += r.natTopCount;
-    for (const c of r.chains) active.add(c);
-    if (writeOwn) {
+    natChains += r.chains.length;
+    if (write[i] === true) {
       for (const c of r.chains) natChainLines.push(chainLine(c));
       if (r.own !== '') natRuleChunks.push(r.own!);
       natWritten += r.ownCount;
@@ -255,18 +226,12 @@ function renderWith(memo: ServicePortMemo, names: ChainNamer, input: IptablesRen
     if (r.noLocalExternal) noLocalExternal++;
   }
 
-  // Stale = in the kernel's list or the last render's, and not active now (sorted, unique).
-  const stale = staleChains(input.existingNatChains ?? [], active);
-  const deletedChains =
-    input.previous === null
-      ? stale
-      : [...new Set([...stale, ...staleChains(input.previous.natChainsActive, active)])].sort();
   const natTail = new LineBuffer();
-  for (const c of deletedChains) {
+  for (const c of deleted) {
     natChainLines.push(chainLine(c));
     natTail.write('-X', c);
   }
-  writeNodePortsJump(natTail, config, lnp, ipv6);
+  writeNodePortsJump(natTail, config, lnp, config.family === 'IPv6');
   const filterTail = new LineBuffer();
   writeForwardRules(filterTail, options, mark);
 
@@ -276,28 +241,28 @@ function renderWith(memo: ServicePortMemo, names: ChainNamer, input: IptablesRen
   for (const c of [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ]) parts.push(chainLine(c), '\n');
   for (const l of natChainLines) parts.push(l, '\n');
   parts.push(natHead.text(), ...natRuleChunks, natTail.text(), 'COMMIT\n');
-  const natRules = natHead.count + natWritten + natTail.count - deletedChains.length;
+  const natRules = natHead.count + natWritten + natTail.count - deleted.length;
   let joined: string | undefined;
   return {
     restoreParts: parts,
     get restoreText(): string {
       return (joined ??= parts.join(''));
     },
-    partial,
-    largeClusterMode,
+    partial: frame.partial,
+    largeClusterMode: frame.largeClusterMode,
     filterChains,
-    natChainsActive: active,
-    deletedChains,
+    natChains,
+    deletedChains: deleted,
     filterRules: filterHead.count + filterCount + filterTail.count,
     natRules,
     natRulesTotal: natRules + natSkipped,
     noLocalEndpoints: { internal: noLocalInternal, external: noLocalExternal },
-    skipped,
-    memory: { family, natChainsActive: active },
+    skipped: frame.skipped,
   };
 }
 
-function renderContext(
+/** Everything every service port's render needs to know about this sync. */
+export function renderContext(
   cfg: DataplaneConfig,
   options: IptablesOptions,
   lnp: boolean,
@@ -331,7 +296,7 @@ function renderContext(
 }
 
 /** Map keys sorted; buildSyncState already inserts in order, so usually no sort is needed. */
-function sortedKeys(m: ReadonlyMap<string, unknown>): string[] {
+export function sortedKeys(m: ReadonlyMap<string, unknown>): string[] {
   const keys = [...m.keys()];
   for (let i = 1; i < keys.length; i++) if (keys[i - 1]! > keys[i]!) return keys.sort();
   return keys;

@@ -4,21 +4,25 @@
 //   1. on a partial sync, checks the KUBE-PROXY-CANARY chains (mangle, nat,
 //      filter); any one missing means the ruleset was wiped (e.g. a firewall
 //      reload), so this sync becomes full (upstream ipt.Monitor);
-//   2. reads `iptables-save -t nat` for stale-chain cleanup (every sync, or at
-//      most once per syncPeriod in large-cluster mode, like upstream); on a
-//      partial sync, if it shows that another actor removed our nat rules
+//   2. reads `iptables-save -t nat` (every sync, or at most once per
+//      syncPeriod in large-cluster mode, like upstream's stale-chain cleanup):
+//      a full sync starts from its chain list, so stale chains are deleted; on
+//      a partial sync, if it shows that another actor removed our nat rules
 //      (a missing jump or chain, an emptied KUBE-POSTROUTING: natDrift), this
 //      sync becomes full, so a `iptables -t nat -F` is repaired by the next
 //      periodic sync at the latest (upstream waits for its hourly full sync);
-//   3. renders; on a full sync adds the canary declarations to the input;
-//      adds the whole-table cache request when it is cheaper (restore.ts);
+//   3. plans and renders (planner.ts); on a full sync adds the canary
+//      declarations to the input; adds the whole-table cache request when it
+//      is cheaper (restore.ts);
 //   4. sets route_localnet=1 once when localhost NodePorts are served;
 //   5. on a full sync, checks the jump rules from the built-in chains (-C);
 //   6. applies with `iptables-restore -w --noflush --counters`: one atomic
 //      transaction per table (chains, rules and canaries together);
 //   7. inserts the missing jump rules (`-I FROM 1`, upstream order) with one
 //      more small restore.
-// Any failure forgets the render memory, so the next sync is full.
+// Which service chains are written and which are deleted is the one
+// reconciler's decision (planner.ts); any failure calls its failed(), so
+// the next sync is full and starts from the live chain list.
 //
 // Between syncs, on the nf_tables backend, watchDrift() reports changes by
 // others to our chains and jumps within a second (driftwatch.ts); the engine
@@ -32,8 +36,6 @@ import {
   natDrift,
   SavedTableReader,
   type SavedTable,
-  IptablesRenderer,
-  type IptablesMemory,
   type IptablesOptions,
   type IptablesRender,
   type JumpChain,
@@ -44,6 +46,7 @@ import { Iptables, type Table } from './iptables.js';
 import { insertAfterHeaders, wholeTableCachePays } from './restore.js';
 import type { CommandRunner } from '../exec.js';
 import { IptablesDriftWatch, restoreSections } from './driftwatch.js';
+import { IptablesPlanner } from './planner.js';
 import type { Sysctl } from './sysctl.js';
 
 export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
@@ -113,8 +116,7 @@ export class IptablesDataplane implements Dataplane {
   readonly mode = 'iptables' as const;
   readonly family: IPFamily;
   readonly ipt: Iptables;
-  private readonly renderer = new IptablesRenderer();
-  private memory: IptablesMemory | null = null;
+  private readonly planner = new IptablesPlanner();
   private features: Promise<IptablesFeatures> | null = null;
   private lastLargeClusterMode = false;
   private lastStaleCleanup = Number.NEGATIVE_INFINITY;
@@ -151,7 +153,7 @@ export class IptablesDataplane implements Dataplane {
     try {
       return await this.syncOnce(state);
     } catch (e) {
-      this.memory = null;
+      this.planner.failed();
       throw e instanceof ProxyError && e.code === 'KPT_SYNC_FAILED'
         ? e
         : new ProxyError('KPT_SYNC_FAILED', `iptables ${this.family} sync failed: ${String(e)}`, { cause: e });
@@ -162,7 +164,7 @@ export class IptablesDataplane implements Dataplane {
     const clock = this.o.clock;
     const features = await this.detect();
     await this.openMonitor(features);
-    let full = state.fullSync || this.memory === null;
+    let full = state.fullSync || this.planner.needsLive();
     let canaryMissing = false;
     if (!full && !(await this.canariesPresent())) {
       full = true;
@@ -175,8 +177,8 @@ export class IptablesDataplane implements Dataplane {
     }
     const natSave = await this.natSaveForStaleCleanup();
     let drifted = false;
-    if (!full && natSave !== null && this.memory !== null) {
-      const why = natDrift(natSave, this.memory.natChainsActive);
+    if (!full && natSave !== null) {
+      const why = natDrift(natSave, this.planner.chains());
       if (why !== null) {
         full = drifted = true;
         this.o.onEvent?.(
@@ -186,16 +188,13 @@ export class IptablesDataplane implements Dataplane {
         );
       }
     }
-    const existingNatChains = natSave === null ? null : [...natSave.chains];
     const t0 = clock.monotonic();
     const cpu0 = process.cpuUsage();
-    const render = this.renderer.render({
-      state,
-      config: this.o.config,
-      options: { ...features.options, ...this.o.options },
-      previous: full ? null : this.memory,
-      existingNatChains,
-    });
+    const render = this.planner.plan(
+      { state, config: this.o.config, options: { ...features.options, ...this.o.options } },
+      full,
+      natSave?.chains ?? null,
+    );
     // The canaries ride in the same atomic restore (declaring an empty chain is idempotent).
     const whole = this.useWholeTableCache(features, render);
     const input = restoreInput(render.restoreParts, { canaries: full, wholeTableCache: whole });
@@ -206,7 +205,6 @@ export class IptablesDataplane implements Dataplane {
       await this.o.sysctl.set(ROUTE_LOCALNET, '1');
       this.routeLocalnetSet = true;
     }
-    this.memory = null; // until the restore is known to have succeeded
     // Checked before the restore, while a first sync's tables are still small.
     const missingJumps = full ? await this.missingJumpRules(render, natSave) : [];
     const t2a = clock.monotonic();
@@ -223,7 +221,6 @@ export class IptablesDataplane implements Dataplane {
       const jumps = jumpRestoreInput(missingJumps);
       await this.ownChange(() => this.ipt.restore(jumps, { noflush: true, counters: false }), restoreSections([jumps]));
     }
-    this.memory = render.memory;
     this.lastLargeClusterMode = render.largeClusterMode;
     for (const s of render.skipped)
       this.o.onEvent?.('warn', { service: s.key, reason: s.reason }, 'service port skipped');
@@ -264,8 +261,8 @@ export class IptablesDataplane implements Dataplane {
     if (!listener) return;
     const o = { family: this.family, nftBackend: features.nftBackend, netns: this.o.netns, onEvent: this.o.onEvent };
     await this.drift.open(o, (drift) => {
-      // A partial render from memory would trust chains that may be gone.
-      this.memory = null;
+      // A partial sync would trust chains that may be gone.
+      this.planner.failed();
       listener(drift);
     });
   }
@@ -289,7 +286,7 @@ export class IptablesDataplane implements Dataplane {
    */
   private async natSaveForStaleCleanup(): Promise<SavedTable | null> {
     const now = this.o.clock.monotonic();
-    if (this.lastLargeClusterMode && this.memory !== null && now - this.lastStaleCleanup < this.o.syncPeriodMs)
+    if (this.lastLargeClusterMode && !this.planner.needsLive() && now - this.lastStaleCleanup < this.o.syncPeriodMs)
       return null;
     this.lastStaleCleanup = now;
     const reader = new SavedTableReader('nat');
@@ -305,7 +302,7 @@ export class IptablesDataplane implements Dataplane {
     // Chains named: every active chain on a full sync; on a partial one the
     // top-level chains still jump to every service chain, so about one name
     // per rule written.
-    const chainNames = Math.min(r.natChainsActive.size + r.deletedChains.length, commands);
+    const chainNames = Math.min(r.natChains + r.deletedChains.length, commands);
     return wholeTableCachePays({ commands, chainNames, tableRules: Math.max(r.natRulesTotal, 1) });
   }
 
@@ -332,7 +329,7 @@ export class IptablesDataplane implements Dataplane {
   async cleanup(): Promise<void> {
     const f = await this.detect().catch(() => null);
     const res = await cleanupLeftovers(this.ipt, { wholeTableCache: f?.nftBackend ?? false });
-    this.memory = null;
+    this.planner.failed();
     if (res.errors.length > 0) {
       throw new ProxyError('KPT_EXEC_FAILED', `iptables ${this.family} cleanup: ${res.errors.length} step(s) failed`, {
         cause: res.errors[0],
