@@ -108,6 +108,13 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     armFaultInjection(faultDir);
   }
 
+  // Loaded only when asked for: a proxy without profiling never opens an inspector session. Without a
+  // metrics server there is nowhere to serve profiles, so heap sampling is not started either. Started
+  // before anything else is built, so a heap profile covers the proxy's start-up, as Go's does.
+  const pprof =
+    config.enableProfiling && config.metricsBindAddress.trim() !== ''
+      ? (await import('../platform/pprof/routes.js')).startProfiling({ log })
+      : undefined;
   const driver = modeDriver(mode);
   const why = (await driver.unsupportedReason?.()) ?? null;
   if (why) {
@@ -267,12 +274,6 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
     onListenRetry: (err) => nodeEvent('Warning', 'FailedToStartProxierHealthcheck', err.message),
   });
-  // Loaded only when asked for: a proxy without profiling never opens an inspector session. Without a
-  // metrics server there is nowhere to serve profiles, so heap sampling is not started either.
-  const pprof =
-    config.enableProfiling && config.metricsBindAddress.trim() !== ''
-      ? (await import('../platform/pprof/routes.js')).startProfiling({ log })
-      : undefined;
   const metricsSrv = startMetricsServer({
     bindAddress: config.metricsBindAddress,
     metrics,
