@@ -63,7 +63,8 @@ describe('nftables localhost NodePorts (KEP-6032) on the real kernel', { concurr
     );
     const { value: replies, ms } = await env.waitFor('both pods through 127.0.0.1', async () => {
       const rs = await env.sendMany('node1', 'tcp', '127.0.0.1', NP, 8, { timeoutMs: 500 });
-      return podsOf(rs).join(',') === 'node1-a,node2-a' ? rs : undefined;
+      // A batch sent while the relay came up can hold refusals from before it listened: wait for a whole one.
+      return rs.every((r) => r.ok) && podsOf(rs).join(',') === 'node1-a,node2-a' ? rs : undefined;
     });
     console.log(`nftables: localhost NodePort served ${ms} ms after the Service was created`);
     const n1 = env.cluster.node('node1').ns;
