@@ -20,7 +20,6 @@ import { ProxyError } from '../core/errors.js';
 import { ipFamilyOf, normalizeIP } from '../core/ip.js';
 import type { IPFamily } from '../core/types.js';
 import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
-import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';
 import { explanationText, type Explanation } from './explainview.js';
 import type { StatusDoc } from '../engine/statusview.js';
 import { explainFromDump, readDump, serviceSourceFromDump, statusFromFile, type StatusAnswer } from './explaindump.js';
@@ -37,9 +36,8 @@ import {
   type SaveRequest,
   type ServiceRequest,
 } from './explainargs.js';
-import { DUMP_ORDER, detectMode as detectLiveMode, modeDriver, SUPPORTED_MODES } from './modes/index.js';
+import { DUMP_ORDER, detectMode, modeDriver, SUPPORTED_MODES } from './modes/index.js';
 import type { LiveContext } from './modes/driver.js';
-import type { ProxyMode } from '../core/types.js';
 
 export {
   EXPLAIN_USAGE,
@@ -57,15 +55,6 @@ export async function kernelLocalIPs(run: CommandRunner, family: IPFamily): Prom
     .flatMap((l) => (l.addr_info ?? []).map((a) => normalizeIP(a.local)))
     .filter((x): x is string => x !== null);
   return [...new Set(ips)];
-}
-
-/** Which mode's state the host or namespace holds (MODES' detection order), or null. */
-export function detectMode(
-  run: CommandRunner,
-  family: IPFamily,
-  pinRoot: string = DEFAULT_EBPF_OPTIONS.pinRoot,
-): Promise<ProxyMode | null> {
-  return detectLiveMode(run, family, pinRoot);
 }
 
 /**

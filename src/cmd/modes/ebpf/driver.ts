@@ -6,7 +6,7 @@ import { BugError } from '../../../core/errors.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { ModeDriver } from '../driver.js';
 import { isEbpfDump } from '../dumps.js';
-import { familyInKernel } from '../shared.js';
+import { familyInKernel } from '../common.js';
 
 export const ebpfDriver: ModeDriver = {
   mode: 'ebpf',

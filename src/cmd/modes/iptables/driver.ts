@@ -7,7 +7,7 @@ import type { Fake as IptablesFake } from '../../../dataplane/iptables/fake.js';
 import type { ServiceSource } from '../../explainservice.js';
 import type { ModeDriver } from '../driver.js';
 import { isIptablesDump } from '../dumps.js';
-import { familyHasIptables, rulesSource } from '../shared.js';
+import { familyHasIptables, rulesSource } from '../common.js';
 
 export const iptablesDriver: ModeDriver = {
   mode: 'iptables',

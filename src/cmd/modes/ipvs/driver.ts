@@ -10,7 +10,7 @@ import { ipv6Supported } from '../../../platform/netinfo.js';
 import type { RunCommand } from '../../options.js';
 import type { ModeDriver } from '../driver.js';
 import { isIpvsBundle } from '../dumps.js';
-import { dumpStatusAddresses, familyHasIptables, statusAddressesFor } from '../shared.js';
+import { dumpStatusAddresses, familyHasIptables, statusAddressesFor } from '../common.js';
 
 const NO_STATUS = 'the saved state names no Service; add --status FILE (kube-proxy-ts status -o json from that node)';
 

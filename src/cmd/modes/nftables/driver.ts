@@ -10,7 +10,7 @@ import type { Fake as NftFake } from '../../../dataplane/nftables/fake.js';
 import type { ServiceSource } from '../../explainservice.js';
 import type { ModeDriver } from '../driver.js';
 import { isNftablesDump } from '../dumps.js';
-import { familyInKernel, rulesSource } from '../shared.js';
+import { familyInKernel, rulesSource } from '../common.js';
 
 export const nftablesDriver: ModeDriver = {
   mode: 'nftables',

@@ -4,7 +4,7 @@ import type { IPFamily } from '../../../core/types.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { ModeDriver } from '../driver.js';
 import { isUserspaceDump } from '../dumps.js';
-import { dumpStatusAddresses, familyInKernel, statusAddressesFor } from '../shared.js';
+import { dumpStatusAddresses, familyInKernel, statusAddressesFor } from '../common.js';
 
 const NO_STATUS = 'the saved state names no Service; add --status FILE (kube-proxy-ts status -o json from that node)';
 const fam = (family: IPFamily) => (family === 'IPv4' ? 'ip' : 'ip6');
