@@ -88,7 +88,6 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
   const locals = req.localIPs ?? (await kernelLocalIPs(run, family));
   const mode = req.mode ?? (await detectMode(run, family, req.pinRoot));
   if (mode === null) throw new ProxyError('KPT_NOT_FOUND', NO_RULES);
-  let asked: Promise<StatusAnswer> | null = null;
   const ctx: LiveContext = {
     run,
     netns: req.netns,
@@ -96,11 +95,17 @@ export async function explain(req: ExplainRequest, run: CommandRunner): Promise<
     pinRoot: req.pinRoot,
     service: null,
     sport: req.sport,
-    status: () =>
-      (asked ??=
-        req.statusFile === null ? proxyStatus(run, req.address) : Promise.resolve(statusFromFile(req.statusFile))),
+    status: statusOnce(req, run),
   };
   return modeDriver(mode).withLive(ctx, (source) => source.trace(packet, locals));
+}
+
+/** The proxy's status, from --status FILE or asked of the running proxy, at most once. */
+function statusOnce(req: ExplainRequest | ServiceRequest, run: CommandRunner): () => Promise<StatusAnswer> {
+  let asked: Promise<StatusAnswer> | null = null;
+  return () =>
+    (asked ??=
+      req.statusFile === null ? proxyStatus(run, req.address) : Promise.resolve(statusFromFile(req.statusFile)));
 }
 
 /**
@@ -115,10 +120,7 @@ export async function explainServiceRequest(req: ServiceRequest, run: CommandRun
     const text = readDump(req.from);
     families = DUMP_ORDER.find((d) => d.holdsDump(text))?.dumpFamilies?.(text) ?? families;
   }
-  let asked: Promise<StatusAnswer> | null = null;
-  const status = () =>
-    (asked ??=
-      req.statusFile === null ? proxyStatus(run, req.address) : Promise.resolve(statusFromFile(req.statusFile)));
+  const status = statusOnce(req, run);
   const out: ServiceExplanation[] = [];
   const errors: string[] = [];
   for (const family of families) {
