@@ -145,4 +145,50 @@ describe('Reconciler', () => {
     );
     assert.deepEqual([...r.ownedBy('nobody')], []);
   });
+
+  it('counts and lists the wanted objects of a kind, shared ones once, adopted-but-unwanted ones not', () => {
+    const r = new Reconciler<'addr' | 'rule', number>({
+      order: ['addr', 'rule'],
+      same: (a, b) => a === b,
+      merge: (_k, vs) => Math.max(...vs),
+    });
+    const wanted = (kind: 'addr' | 'rule') => [...r.wantedOf(kind)].map((o) => `${o.key}=${o.value}`).sort();
+    r.adopt([
+      { kind: 'addr', key: 'live', value: 1 },
+      { kind: 'addr', key: 'a', value: 1 },
+    ]);
+    assert.equal(r.countOf('addr'), 0, 'adopted objects belong to nobody yet');
+    assert.deepEqual(wanted('addr'), []);
+    r.plan(
+      [
+        [
+          'x',
+          [
+            { kind: 'addr', key: 'a', value: 1 },
+            { kind: 'rule', key: 'r', value: 7 },
+          ],
+        ],
+        [
+          'y',
+          [
+            { kind: 'addr', key: 'a', value: 3 },
+            { kind: 'addr', key: 'b', value: 2 },
+          ],
+        ],
+      ],
+      true,
+    );
+    assert.equal(r.countOf('addr'), 2, 'the shared address counts once; the unwanted live one is gone');
+    assert.equal(r.countOf('rule'), 1);
+    assert.deepEqual(wanted('addr'), ['a=3', 'b=2'], 'the merged value');
+    r.plan([['y', []]], false);
+    assert.equal(r.countOf('addr'), 1, 'x still wants a');
+    assert.deepEqual(wanted('addr'), ['a=1']);
+    r.plan([['x', [{ kind: 'addr', key: 'a', value: 1 }]]], false);
+    assert.equal(r.countOf('rule'), 0);
+    assert.equal(r.countOf('addr'), 1, 'asked again: still one');
+    r.failed();
+    assert.equal(r.countOf('addr'), 0);
+    assert.deepEqual(wanted('addr'), []);
+  });
 });

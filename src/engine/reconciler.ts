@@ -50,10 +50,13 @@ export class Reconciler<K extends string, V> {
   /** Owner -> the ids (kind + key) of the objects it wants. */
   private readonly owned = new Map<string, readonly string[]>();
   private readonly rank: ReadonlyMap<K, number>;
+  /** Per kind (by rank): how many objects some owner wants. */
+  private readonly wantedCount: number[];
   private known = false;
 
   constructor(private readonly spec: ObjectSpec<K, V>) {
     this.rank = new Map(spec.order.map((k, i) => [k, i]));
+    this.wantedCount = spec.order.map(() => 0);
   }
 
   /** True until the first plan and after failed(): the next plan is full and wants adopt() first. */
@@ -69,6 +72,7 @@ export class Reconciler<K extends string, V> {
   adopt(live: Iterable<LiveObject<K, V>>): void {
     this.entries.clear();
     this.owned.clear();
+    this.wantedCount.fill(0);
     for (const o of live) {
       this.rankOf(o.kind);
       this.entries.set(idOf(o.kind, o.key), {
@@ -86,6 +90,7 @@ export class Reconciler<K extends string, V> {
   failed(): void {
     this.entries.clear();
     this.owned.clear();
+    this.wantedCount.fill(0);
     this.known = false;
   }
 
@@ -129,6 +134,21 @@ export class Reconciler<K extends string, V> {
     }
   }
 
+  /** How many objects of this kind some owner wants (kept as owners come and go, so it costs nothing to ask). */
+  countOf(kind: K): number {
+    return this.wantedCount[this.rankOf(kind)]!;
+  }
+
+  /**
+   * Every object of this kind that some owner wants, with its (merged)
+   * value. A walk over everything remembered: for what is asked rarely
+   * (a check, a summary), not for each object of a plan.
+   */
+  *wantedOf(kind: K): IterableIterator<Keyed<K, V>> {
+    for (const e of this.entries.values())
+      if (e.kind === kind && e.owners !== null) yield { kind, key: e.key, value: this.valueOf(e)! };
+  }
+
   /** Owners that want at least one object. */
   owners(): IterableIterator<string> {
     return this.owned.keys();
@@ -151,6 +171,7 @@ export class Reconciler<K extends string, V> {
         e = { kind: o.kind, key: o.key, applied: undefined, owners: null, want: undefined };
         this.entries.set(id, e);
       }
+      if (e.owners === null) this.wantedCount[this.rank.get(e.kind)!]!++;
       addOwner(e, owner, o.value);
       ids.push(id);
       touched.add(id);
@@ -160,7 +181,10 @@ export class Reconciler<K extends string, V> {
       for (const id of old) {
         if (keep?.has(id)) continue;
         const e = this.entries.get(id);
-        if (e) removeOwner(e, owner);
+        if (e && e.owners !== null) {
+          removeOwner(e, owner);
+          if (e.owners === null) this.wantedCount[this.rank.get(e.kind)!]!--;
+        }
         touched.add(id);
       }
     }
