@@ -191,4 +191,38 @@ describe('Reconciler', () => {
     assert.equal(r.countOf('addr'), 0);
     assert.deepEqual(wanted('addr'), []);
   });
+
+  it('adopt over an earlier memory takes only what the datapath holds now', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan([['svc', [o('chain', 'kept'), o('chain', 'lost'), o('element', 'changed', 'v1')]]], false);
+    // The datapath lost one chain and holds another value for the element; one object is someone's leftover.
+    r.adopt([
+      { kind: 'chain', key: 'kept', value: 'kept' },
+      { kind: 'element', key: 'changed', value: 'v0' },
+      { kind: 'element', key: 'stray', value: 'x' },
+    ]);
+    assert.equal(r.applied('chain', 'lost'), undefined, 'forgotten: the datapath does not hold it');
+    assert.equal(r.wanted('chain', 'kept'), false, 'adopted objects belong to nobody until asked again');
+    assert.deepEqual([...r.owners()], []);
+    const p = r.plan([['svc', [o('chain', 'kept'), o('chain', 'lost'), o('element', 'changed', 'v1')]]], true);
+    assert.deepEqual(show(p.ops), ['put chain lost=lost', 'put element changed=v1 (was v0)', 'delete element stray']);
+    assert.equal(r.size, 3);
+  });
+
+  it('a plan of many owners touches each object once, and owners listed again keep what they still want', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    const owners = Array.from(
+      { length: 50 },
+      (_, i) => [`o${i}`, [o('set', 'shared'), o('element', `e${i}`)]] as const,
+    );
+    const first = r.plan(owners, true);
+    assert.equal(first.ops.length, 51, 'the shared set is put once');
+    const again = r.plan(
+      owners.map(([k, objs]) => [k, k === 'o7' ? [objs[0]!] : objs] as const),
+      true,
+    );
+    assert.deepEqual(show(again.ops), ['delete element e7']);
+    assert.equal(r.countOf('set'), 1);
+    assert.equal(r.countOf('element'), 49);
+  });
 });
