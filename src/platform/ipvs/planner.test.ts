@@ -1,16 +1,24 @@
-// IpvsDriver with the reconciler, beyond the packet-flow table: partial
-// syncs touch only what changed, shared members stay while any owner needs
-// them, options and bad input. What a sync wants is read from the
-// reconciler (wantedOf); what it changes, from the plan's ops.
+// IpvsPlanner (the IPVS driver on the one reconciler), beyond the
+// packet-flow table: partial syncs touch only what changed, shared members
+// stay while any owner needs them, options and bad input. What a sync wants
+// is read from the planner (wanted); what it changes, from the reconciler's
+// ops; each plan is also applied to a Fake.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
 import type { ObjectOp } from '../../core/objects.js';
 import type { DataplaneConfig, SyncState } from '../../core/types.js';
 import { IpvsFakeLoader } from '../../../test/support/ipvsload.js';
-import { Fake } from './fake.js';
-import { virtualServerKey, type IpvsKind, type IpvsValue, type VirtualServer } from './objects.js';
-import type { IpvsOptions } from './renderer.js';
+import {
+  Fake,
+  isSetKind,
+  virtualServerKey,
+  type IpsetName,
+  type IpvsKind,
+  type IpvsOptions,
+  type IpvsValue,
+  type VirtualServer,
+} from '../../dataplane/ipvs/index.js';
 
 const config: DataplaneConfig = {
   family: 'IPv4',
@@ -49,11 +57,10 @@ function slice(name: string, ips: string[], ports = [{ name: 'p', port: 80 }], n
     ports: ports.map((p) => ({ protocol: 'TCP', ...p })),
   };
 }
-/** A driver and a reconciler, loading a Fake as the dataplane loads the kernel. */
+/** A planner, loading a Fake as the dataplane loads the kernel. */
 function harness(options?: IpvsOptions) {
   const loader = new IpvsFakeLoader(new Fake({ nodeAddresses: config.localIPs }), config, options);
-  const r = loader.reconciler;
-  const wanted = (kind: IpvsKind) => [...r.wantedOf(kind)];
+  const wanted = (kind: IpvsKind) => [...loader.planner.wanted(kind)];
   return {
     loader,
     sync: (st: SyncState, nodeAddresses?: readonly string[]) => loader.sync(st, nodeAddresses),
@@ -64,10 +71,9 @@ function harness(options?: IpvsOptions) {
       wanted('rs')
         .filter((o) => o.key.startsWith(`${vsKey}/`))
         .map((o) => (o.value as { rs: { address: string } }).rs.address),
-    members: (set: string) =>
-      wanted('entry').flatMap((o) => (o.key.startsWith(`${set} `) ? [o.key.slice(set.length + 1)] : [])),
+    members: (set: IpsetName) => wanted(set).map((o) => o.key),
     binds: () => wanted('bind').map((o) => o.key),
-    rules: () => loader.driver.rulesText(r.wantedOf('rule')),
+    rules: () => loader.planner.rules(),
   };
 }
 
@@ -84,12 +90,7 @@ const touchedVS = (ops: readonly Op[]) => [
 /** Set name -> members an op list adds or removes. */
 function touchedEntries(ops: readonly Op[]): Map<string, string[]> {
   const out = new Map<string, string[]>();
-  for (const op of ops) {
-    if (op.kind !== 'entry') continue;
-    const sp = op.key.indexOf(' ');
-    const set = op.key.slice(0, sp);
-    out.set(set, [...(out.get(set) ?? []), op.key.slice(sp + 1)]);
-  }
+  for (const op of ops) if (isSetKind(op.kind)) out.set(op.kind, [...(out.get(op.kind) ?? []), op.key]);
   return out;
 }
 const touchedAddresses = (ops: readonly Op[]) => ops.filter((op) => op.kind === 'bind').map((op) => op.key);
@@ -111,15 +112,15 @@ test('a partial sync re-renders only the changed Service and touches only its vi
   const services = Array.from({ length: 50 }, (_, i) => svc(`s${i}`, { ip: `172.30.0.${i + 1}` }));
   const slices = services.map((_, i) => slice(`s${i}`, [`10.180.0.${i + 1}`]));
   const full = h.sync(state(services, slices));
-  assert.equal(full.desired.full, true);
-  assert.equal(full.plan.rulesChanged, true, 'a full sync writes everything');
-  assert.equal(h.loader.reconciler.countOf('vs'), 50);
+  assert.equal(full.full, true);
+  assert.notEqual(full.rules, null, 'a full sync writes the rules too');
+  assert.equal(h.loader.planner.count('vs'), 50);
   assert.equal(h.members('KUBE-CLUSTER-IP').length, 50);
   assert.equal(h.members('KUBE-IPVS-IPS').length, 50);
 
   slices[7] = slice('s7', ['10.180.0.8', '10.180.9.9']);
   const p = h.sync(state(services, slices, { full: false, changed: ['ns/s7'] }));
-  assert.equal(p.desired.full, false);
+  assert.equal(p.full, false);
   assert.deepEqual(touchedVS(p.ops), ['TCP/172.30.0.8:80']);
   assert.deepEqual(h.realServers('TCP/172.30.0.8:80').sort(), ['10.180.0.8', '10.180.9.9']);
   // The new local endpoint joins the hairpin set; nothing else moved.
@@ -158,12 +159,12 @@ test('NodePorts get a virtual server per node address (not loopback); an address
   assert.deepEqual([...h.vss().keys()].sort(), ['TCP/172.30.0.5:80', 'TCP/192.168.0.2:30080', 'TCP/192.168.1.2:30080']);
   assert.deepEqual(h.members('KUBE-NODE-PORT-TCP'), ['30080']);
   const b = h.sync(state([np], [], { full: false, changed: [] }), ['192.168.0.2', '127.0.0.1']);
-  assert.equal(b.desired.full, true, 'node addresses changed: full render');
+  assert.equal(b.full, true, 'node addresses changed: full render');
   assert.deepEqual([...h.vss().keys()].sort(), ['TCP/172.30.0.5:80', 'TCP/192.168.0.2:30080']);
   // Another nodePortAddresses: a driver of that configuration over the same kernel (its first sync is full).
   const cl = new IpvsFakeLoader(h.loader.fake, { ...config, nodePortAddresses: ['192.168.1.0/24'] });
   cl.sync(state([np], [], { full: false, changed: [] }), ['192.168.0.2', '192.168.1.2']);
-  assert.deepEqual([...cl.reconciler.wantedOf('vs')].map((o) => o.key).sort(), [
+  assert.deepEqual([...cl.planner.wanted('vs')].map((o) => o.key).sort(), [
     'TCP/172.30.0.5:80',
     'TCP/192.168.1.2:30080',
   ]);
@@ -221,8 +222,8 @@ test('a service port it cannot render is skipped and reported; the others are re
   const services = new Map(st.services);
   services.set('ns/bad:p', bad);
   const out = h.sync({ ...st, services });
-  assert.deepEqual(out.desired.skipped, [{ key: 'ns/bad:p', reason: 'bad clusterIP fd00::1' }]);
-  assert.equal(h.loader.reconciler.countOf('vs'), 1);
+  assert.deepEqual(out.skipped, [{ key: 'ns/bad:p', reason: 'bad clusterIP fd00::1' }]);
+  assert.equal(h.loader.planner.count('vs'), 1);
 });
 
 test("an endpoint change leaves the rules' text as it was (no restore), whichever Service changed", () => {
@@ -242,7 +243,7 @@ test("an endpoint change leaves the rules' text as it was (no restore), whicheve
   assert.match(full.rules!, /KUBE-IPVS-OUT-FILTER -s 198\.51\.100\.1 /);
   slices[0] = slice('s0', ['10.180.0.1', '10.180.9.9']);
   const p = h.sync(state(services, slices, { full: false, changed: ['ns/s0'] }));
-  assert.equal(p.desired.full, false);
+  assert.equal(p.full, false);
   assert.equal(p.rules, null, 'no rule came or went: no restore');
   assert.equal(h.rules(), full.rules);
 });
