@@ -19,13 +19,13 @@
 //
 //   npx tsc -p tsconfig.json && node --expose-gc dist/bench/ipvs-fake-sync.js [--sizes 1000,10000] [--reps 3] [--changes 15]
 import { performance } from 'node:perf_hooks';
-import type { DataplaneConfig, SyncState } from '../src/core/types.js';
+import type { SyncState } from '../src/core/types.js';
 import { Fake } from '../src/dataplane/ipvs/fake.js';
 import { FakeClock } from '../test/support/fakeclock.js';
 import type { CommandRunner } from '../src/platform/exec.js';
 import { IpvsDataplane } from '../src/platform/ipvs/dataplane.js';
 import { fakeKernel } from '../src/platform/ipvs/kernel.js';
-import { ipvsBenchState } from './lib/ipvsstate.js';
+import { IPVS_BENCH_CONFIG as CONFIG, ipvsBenchState } from './lib/ipvsstate.js';
 
 const arg = (name: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -35,15 +35,6 @@ const SIZES = (arg('sizes') ?? '1000,10000').split(',').map(Number);
 const CHANGES = Number(arg('changes') ?? 15);
 const REPS = Number(arg('reps') ?? 3);
 
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.244.0.0/16'] },
-  nodePortAddresses: ['10.1.0.1/32'],
-  localhostNodePorts: false,
-  localIPs: ['10.1.0.1', '10.2.0.1'],
-};
 /** Only `iptables --version` is run (feature detection); everything else goes to the Fake. */
 const run: CommandRunner = async () => ({ stdout: 'iptables v1.8.9 (nf_tables)\n', stderr: '', code: 0 });
 

@@ -24,7 +24,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import type { Dataplane, DataplaneConfig, SyncState } from '../src/core/types.js';
+import type { Dataplane, SyncState } from '../src/core/types.js';
 import { realClock } from '../src/platform/clock.js';
 import { IptablesDataplane } from '../src/platform/iptables/dataplane.js';
 import { netnsRunner } from '../src/platform/exec.js';
@@ -39,7 +39,7 @@ import type { IpvsOp, VirtualServer } from '../src/dataplane/ipvs/objects.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
 import { newPrefix } from '../test/netns/names.js';
 import { writeChart } from './lib/chart.js';
-import { ipvsBenchState } from './lib/ipvsstate.js';
+import { IPVS_BENCH_CONFIG as CONFIG, ipvsBenchState } from './lib/ipvsstate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const REPO = here.includes(join('dist', 'bench')) ? join(here, '..', '..') : join(here, '..');
@@ -60,16 +60,6 @@ interface Results {
   readonly clients: Record<string, number>;
   readonly guest: { kernel: string; cpus: number };
 }
-
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.244.0.0/16'] },
-  nodePortAddresses: ['10.1.0.1/32'],
-  localhostNodePorts: false,
-  localIPs: ['10.1.0.1', '10.2.0.1'],
-};
 
 /** n ClusterIP Services x 5 endpoints; Service 0 points at the real server 10.2.0.2:8080. */
 function state(n: number, changed = false, full = true): SyncState {

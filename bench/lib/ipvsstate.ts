@@ -1,8 +1,19 @@
-// The SyncState both IPVS benchmarks sync (ipvs-sync.ts in the QEMU guest,
-// ipvs-fake-sync.ts on this machine): n ClusterIP Services x 5 endpoints on
-// another node, so the two measure the same work.
+// The configuration and SyncState both IPVS benchmarks sync (ipvs-sync.ts in
+// the QEMU guest, ipvs-fake-sync.ts on this machine): n ClusterIP Services x
+// 5 endpoints on another node, so the two measure the same work.
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import type { SyncState } from '../../src/core/types.js';
+import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
+
+/** The node is 10.1.0.1 (client side) and 10.2.0.1 (server side); NodePorts only on the first. */
+export const IPVS_BENCH_CONFIG: DataplaneConfig = {
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.244.0.0/16'] },
+  nodePortAddresses: ['10.1.0.1/32'],
+  localhostNodePorts: false,
+  localIPs: ['10.1.0.1', '10.2.0.1'],
+};
 
 export interface IpvsBenchState {
   readonly full: boolean;
