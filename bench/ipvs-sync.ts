@@ -24,8 +24,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { syncStateFromObjects } from '../src/core/snapshot.js';
-import type { Dataplane, DataplaneConfig, SyncState } from '../src/core/types.js';
+import type { Dataplane, SyncState } from '../src/core/types.js';
 import { realClock } from '../src/platform/clock.js';
 import { IptablesDataplane } from '../src/platform/iptables/dataplane.js';
 import { netnsRunner } from '../src/platform/exec.js';
@@ -40,6 +39,7 @@ import type { IpvsOp, VirtualServer } from '../src/dataplane/ipvs/objects.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
 import { newPrefix } from '../test/netns/names.js';
 import { writeChart } from './lib/chart.js';
+import { IPVS_BENCH_CONFIG as CONFIG, ipvsBenchState } from './lib/ipvsstate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const REPO = here.includes(join('dist', 'bench')) ? join(here, '..', '..') : join(here, '..');
@@ -61,48 +61,9 @@ interface Results {
   readonly guest: { kernel: string; cpus: number };
 }
 
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.244.0.0/16'] },
-  nodePortAddresses: ['10.1.0.1/32'],
-  localhostNodePorts: false,
-  localIPs: ['10.1.0.1', '10.2.0.1'],
-};
-
 /** n ClusterIP Services x 5 endpoints; Service 0 points at the real server 10.2.0.2:8080. */
 function state(n: number, changed = false, full = true): SyncState {
-  const services = [];
-  const slices = [];
-  for (let i = 0; i < n; i++) {
-    const name = `s${i}`;
-    services.push({
-      metadata: { namespace: 'bench', name },
-      spec: {
-        clusterIP: `10.96.${(i >> 8) & 255}.${i & 255}`,
-        ports: [{ name: 'p', port: 80, protocol: 'TCP', targetPort: 8080 }],
-      },
-    });
-    const eps =
-      i === 0 ? ['10.2.0.2'] : Array.from({ length: 5 }, (_, e) => `10.${100 + e}.${(i >> 8) & 255}.${i & 255}`);
-    if (changed && i === n >> 1) eps[0] = '10.250.0.1';
-    slices.push({
-      metadata: { namespace: 'bench', name: `${name}-1`, labels: { 'kubernetes.io/service-name': name } },
-      addressType: 'IPv4',
-      endpoints: eps.map((ip) => ({ addresses: [ip], conditions: { ready: true }, nodeName: 'other' })),
-      ports: [{ name: 'p', port: 8080, protocol: 'TCP' }],
-    });
-  }
-  return syncStateFromObjects({
-    services: services as never,
-    slices: slices as never,
-    family: 'IPv4',
-    nodeName: 'node',
-    nodeIPs: { IPv4: '10.1.0.1' },
-    fullSync: full,
-    changedServices: changed ? [`bench/s${n >> 1}`] : undefined,
-  });
+  return ipvsBenchState(n, { full, first: ['10.2.0.2'], change: changed ? '10.250.0.1' : undefined });
 }
 
 const sh = (ns: string, ...args: string[]) => execFileSync('ip', ['netns', 'exec', ns, ...args], { encoding: 'utf8' });

@@ -176,4 +176,84 @@ describe('Reconciler', () => {
     );
     assert.deepEqual([...r.ownedBy('nobody')], []);
   });
+
+  it('counts and lists the wanted objects of a kind, shared ones once, adopted-but-unwanted ones not', () => {
+    const r = new Reconciler<'addr' | 'rule', number>({
+      order: ['addr', 'rule'],
+      same: (a, b) => a === b,
+      merge: (_k, vs) => Math.max(...vs),
+    });
+    const wanted = (kind: 'addr' | 'rule') => [...r.wantedOf(kind)].map((o) => `${o.key}=${o.value}`).sort();
+    r.adopt([
+      { kind: 'addr', key: 'live', value: 1 },
+      { kind: 'addr', key: 'a', value: 1 },
+    ]);
+    assert.equal(r.countOf('addr'), 0, 'adopted objects belong to nobody yet');
+    assert.deepEqual(wanted('addr'), []);
+    r.plan(
+      [
+        [
+          'x',
+          [
+            { kind: 'addr', key: 'a', value: 1 },
+            { kind: 'rule', key: 'r', value: 7 },
+          ],
+        ],
+        [
+          'y',
+          [
+            { kind: 'addr', key: 'a', value: 3 },
+            { kind: 'addr', key: 'b', value: 2 },
+          ],
+        ],
+      ],
+      true,
+    );
+    assert.equal(r.countOf('addr'), 2, 'the shared address counts once; the unwanted live one is gone');
+    assert.equal(r.countOf('rule'), 1);
+    assert.deepEqual(wanted('addr'), ['a=3', 'b=2'], 'the merged value');
+    r.plan([['y', []]], false);
+    assert.equal(r.countOf('addr'), 1, 'x still wants a');
+    assert.deepEqual(wanted('addr'), ['a=1']);
+    r.plan([['x', [{ kind: 'addr', key: 'a', value: 1 }]]], false);
+    assert.equal(r.countOf('rule'), 0);
+    assert.equal(r.countOf('addr'), 1, 'asked again: still one');
+    r.failed();
+    assert.equal(r.countOf('addr'), 0);
+    assert.deepEqual(wanted('addr'), []);
+  });
+
+  it('adopt over an earlier memory takes only what the datapath holds now', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan([['svc', [o('chain', 'kept'), o('chain', 'lost'), o('element', 'changed', 'v1')]]], false);
+    // The datapath lost one chain and holds another value for the element; one object is someone's leftover.
+    r.adopt([
+      { kind: 'chain', key: 'kept', value: 'kept' },
+      { kind: 'element', key: 'changed', value: 'v0' },
+      { kind: 'element', key: 'stray', value: 'x' },
+    ]);
+    assert.equal(r.applied('chain', 'lost'), undefined, 'forgotten: the datapath does not hold it');
+    assert.equal(r.wanted('chain', 'kept'), false, 'adopted objects belong to nobody until asked again');
+    assert.deepEqual([...r.owners()], []);
+    const p = r.plan([['svc', [o('chain', 'kept'), o('chain', 'lost'), o('element', 'changed', 'v1')]]], true);
+    assert.deepEqual(show(p.ops), ['put chain lost=lost', 'put element changed=v1 (was v0)', 'delete element stray']);
+    assert.equal(r.size, 3);
+  });
+
+  it('a plan of many owners touches each object once, and owners listed again keep what they still want', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    const owners = Array.from(
+      { length: 50 },
+      (_, i) => [`o${i}`, [o('set', 'shared'), o('element', `e${i}`)]] as const,
+    );
+    const first = r.plan(owners, true);
+    assert.equal(first.ops.length, 51, 'the shared set is put once');
+    const again = r.plan(
+      owners.map(([k, objs]) => [k, k === 'o7' ? [objs[0]!] : objs] as const),
+      true,
+    );
+    assert.deepEqual(show(again.ops), ['delete element e7']);
+    assert.equal(r.countOf('set'), 1);
+    assert.equal(r.countOf('element'), 49);
+  });
 });

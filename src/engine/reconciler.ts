@@ -33,34 +33,42 @@ export interface Plan<K extends string, V> {
   readonly full: boolean;
 }
 
-interface Entry<K extends string, V> {
-  readonly kind: K;
+interface Entry<V> {
   readonly key: string;
-  /** The kind's place in ObjectSpec.order (and its table in Reconciler.byKind). */
+  /** The kind's index in ObjectSpec.order (the kind itself is spec.order[rank]). */
   readonly rank: number;
   /** undefined: not in the datapath; null: there, content unknown. */
   applied: V | null | undefined;
   /** Who wants it: nobody, one owner (whose value is `want`), or several with their values. */
   owners: null | string | Map<string, V>;
   want: V | undefined;
+  /**
+   * The stamp of the last want() that listed or released it: above the
+   * current plan's base means already in its touched list, equal to the
+   * running want()'s stamp means that owner still wants it. Marks instead
+   * of per-plan and per-owner Sets keep a plan of many objects cheap.
+   */
+  mark: number;
 }
 
-const NONE: readonly never[] = Object.freeze([]);
+const NONE: readonly Entry<never>[] = Object.freeze([]);
+const NO_OWNERS: readonly string[] = Object.freeze([]);
 
 export class Reconciler<K extends string, V> {
-  /**
-   * Entries by kind (ObjectSpec.order's index), then by key: no id string
-   * per object is built or kept (at 10k Services that is ~30k strings).
-   */
-  private readonly byKind: Map<string, Entry<K, V>>[];
-  /** Owner -> the entries of the objects it wants. */
-  private readonly owned = new Map<string, readonly Entry<K, V>[]>();
+  /** Per kind (by rank): key -> entry. One map per kind, so lookups need no composed id. */
+  private readonly entries: Map<string, Entry<V>>[];
+  /** Owner -> the objects it wants. */
+  private readonly owned = new Map<string, readonly Entry<V>[]>();
   private readonly rank: ReadonlyMap<K, number>;
+  /** Per kind (by rank): how many objects some owner wants. */
+  private readonly wantedCount: number[];
   private known = false;
+  private stamp = 0;
 
   constructor(private readonly spec: ObjectSpec<K, V>) {
     this.rank = new Map(spec.order.map((k, i) => [k, i]));
-    this.byKind = spec.order.map(() => new Map());
+    this.wantedCount = spec.order.map(() => 0);
+    this.entries = spec.order.map(() => new Map());
   }
 
   /** True until the first plan and after failed(): the next plan is full and wants adopt() first. */
@@ -74,24 +82,34 @@ export class Reconciler<K extends string, V> {
    * (full) plan deletes what no owner asks for again.
    */
   adopt(live: Iterable<LiveObject<K, V>>): void {
-    this.clear();
+    this.owned.clear();
+    this.wantedCount.fill(0);
+    // Entries still remembered are reused (a periodic full sync adopts what it already knows): no
+    // garbage, and the maps keep their size; those the datapath no longer holds are dropped below.
+    const s = ++this.stamp;
+    let kind: K | undefined;
+    let r = -1;
+    let map: Map<string, Entry<V>> | undefined;
     for (const o of live) {
-      const rank = this.rankOf(o.kind);
-      this.byKind[rank]!.set(o.key, {
-        kind: o.kind,
-        key: o.key,
-        rank,
-        applied: o.value,
-        owners: null,
-        want: undefined,
-      });
+      if (o.kind !== kind) {
+        r = this.rankOf((kind = o.kind));
+        map = this.entries[r]!;
+      }
+      const e = map!.get(o.key);
+      if (e) {
+        e.applied = o.value;
+        e.owners = null;
+        e.want = undefined;
+        e.mark = s;
+      } else map!.set(o.key, { key: o.key, rank: r, applied: o.value, owners: null, want: undefined, mark: s });
     }
+    for (const m of this.entries) for (const [key, e] of m) if (e.mark !== s) m.delete(key);
     this.known = true;
   }
 
   /** After an apply failed: forget everything; the next plan is full. */
   failed(): void {
-    this.clear();
+    this.forget();
     this.known = false;
   }
 
@@ -102,28 +120,35 @@ export class Reconciler<K extends string, V> {
    */
   plan(changes: Iterable<readonly [string, readonly Keyed<K, V>[]]>, full: boolean): Plan<K, V> {
     full ||= !this.known;
-    const touched = new Set<Entry<K, V>>();
+    const base = this.stamp;
+    const touched: Entry<V>[] = [];
     const listed = full ? new Set<string>() : null;
     for (const [owner, objects] of changes) {
       listed?.add(owner);
-      this.want(owner, objects, touched);
+      this.want(owner, objects, base, touched);
     }
     if (listed !== null) {
-      for (const owner of [...this.owned.keys()]) if (!listed.has(owner)) this.want(owner, [], touched);
-      for (const m of this.byKind) for (const e of m.values()) if (e.owners === null) touched.add(e);
+      for (const owner of [...this.owned.keys()]) if (!listed.has(owner)) this.want(owner, [], base, touched);
+      for (const m of this.entries)
+        for (const e of m.values())
+          if (e.owners === null && e.mark <= base) {
+            e.mark = base + 1;
+            touched.push(e);
+          }
     }
+    this.stamp++;
     this.known = true;
     return { ops: this.diff(touched), full };
   }
 
   /** What the datapath holds for an object as far as we know (undefined: absent; null: unknown content). */
   applied(kind: K, key: string): V | null | undefined {
-    return this.entry(kind, key)?.applied;
+    return this.entryOf(kind, key)?.applied;
   }
 
   /** Whether some owner wants this object now. */
   wanted(kind: K, key: string): boolean {
-    const e = this.entry(kind, key);
+    const e = this.entryOf(kind, key);
     return e !== undefined && e.owners !== null;
   }
 
@@ -133,14 +158,29 @@ export class Reconciler<K extends string, V> {
    * owner take an object from another reads here whose it was.
    */
   ownersOf(kind: K, key: string): readonly string[] {
-    const o = this.entry(kind, key)?.owners;
-    if (o === undefined || o === null) return NONE;
+    const o = this.entryOf(kind, key)?.owners;
+    if (o === undefined || o === null) return NO_OWNERS;
     return typeof o === 'string' ? [o] : [...o.keys()];
   }
 
   /** The objects one owner wants, as kind and key. */
   *ownedBy(owner: string): IterableIterator<readonly [K, string]> {
-    for (const e of this.owned.get(owner) ?? NONE) yield [e.kind, e.key];
+    for (const e of this.owned.get(owner) ?? NONE) yield [this.spec.order[e.rank]!, e.key];
+  }
+
+  /** How many objects of this kind some owner wants (kept as owners come and go, so it costs nothing to ask). */
+  countOf(kind: K): number {
+    return this.wantedCount[this.rankOf(kind)]!;
+  }
+
+  /**
+   * Every object of this kind that some owner wants, with its (merged)
+   * value. A walk over the kind's objects: for what is asked rarely (a
+   * check, a summary), not for each object of a plan.
+   */
+  *wantedOf(kind: K): IterableIterator<Keyed<K, V>> {
+    for (const e of this.entries[this.rankOf(kind)]!.values())
+      if (e.owners !== null) yield { kind, key: e.key, value: this.valueOf(e)! };
   }
 
   /** Owners that want at least one object. */
@@ -151,63 +191,77 @@ export class Reconciler<K extends string, V> {
   /** Objects remembered (applied or wanted). */
   get size(): number {
     let n = 0;
-    for (const m of this.byKind) n += m.size;
+    for (const m of this.entries) n += m.size;
     return n;
   }
 
-  private entry(kind: K, key: string): Entry<K, V> | undefined {
-    const r = this.rank.get(kind);
-    return r === undefined ? undefined : this.byKind[r]!.get(key);
-  }
-
-  private clear(): void {
-    for (const m of this.byKind) m.clear();
+  private forget(): void {
+    for (const m of this.entries) m.clear();
     this.owned.clear();
+    this.wantedCount.fill(0);
   }
 
-  /** Replace what one owner wants, recording every object whose owners changed. */
-  private want(owner: string, objects: readonly Keyed<K, V>[], touched: Set<Entry<K, V>>): void {
+  private entryOf(kind: K, key: string): Entry<V> | undefined {
+    const r = this.rank.get(kind);
+    return r === undefined ? undefined : this.entries[r]!.get(key);
+  }
+
+  /** Replace what one owner wants, recording in `touched` every object whose owners changed. */
+  private want(owner: string, objects: readonly Keyed<K, V>[], base: number, touched: Entry<V>[]): void {
     const old = this.owned.get(owner);
-    const mine: Entry<K, V>[] = [];
+    const s = ++this.stamp;
+    const list: Entry<V>[] = [];
+    let kind: K | undefined;
+    let r = -1;
+    let map: Map<string, Entry<V>> | undefined;
     for (const o of objects) {
-      const rank = this.rankOf(o.kind);
-      const m = this.byKind[rank]!;
-      let e = m.get(o.key);
-      if (!e) {
-        e = { kind: o.kind, key: o.key, rank, applied: undefined, owners: null, want: undefined };
-        m.set(o.key, e);
+      if (o.kind !== kind) {
+        r = this.rankOf((kind = o.kind));
+        map = this.entries[r]!;
       }
+      let e = map!.get(o.key);
+      if (!e) {
+        e = { key: o.key, rank: r, applied: undefined, owners: null, want: undefined, mark: 0 };
+        map!.set(o.key, e);
+      }
+      if (e.owners === null) this.wantedCount[r]!++;
       addOwner(e, owner, o.value);
-      mine.push(e);
-      touched.add(e);
+      if (e.mark <= base) touched.push(e);
+      e.mark = s;
+      list.push(e);
     }
     if (old !== undefined) {
-      const keep = mine.length > 0 ? new Set(mine) : null;
       for (const e of old) {
-        if (keep?.has(e)) continue;
-        removeOwner(e, owner);
-        touched.add(e);
+        if (e.mark === s) continue;
+        if (e.owners !== null) {
+          removeOwner(e, owner);
+          if (e.owners === null) this.wantedCount[e.rank]!--;
+        }
+        if (e.mark <= base) touched.push(e);
+        e.mark = s;
       }
     }
-    if (mine.length > 0) this.owned.set(owner, mine);
+    if (list.length > 0) this.owned.set(owner, list);
     else this.owned.delete(owner);
   }
 
-  private diff(touched: Set<Entry<K, V>>): ObjectOp<K, V>[] {
-    const n = this.spec.order.length;
+  private diff(touched: readonly Entry<V>[]): ObjectOp<K, V>[] {
+    const order = this.spec.order;
+    const n = order.length;
     const puts: ObjectOp<K, V>[][] = Array.from({ length: n }, () => []);
     const deletes: ObjectOp<K, V>[][] = Array.from({ length: n }, () => []);
     for (const e of touched) {
       const r = e.rank;
+      const kind = order[r]!;
       const value = this.valueOf(e);
       if (value === undefined) {
-        if (e.applied !== undefined) deletes[r]!.push({ op: 'delete', kind: e.kind, key: e.key, before: e.applied });
-        this.byKind[r]!.delete(e.key);
+        if (e.applied !== undefined) deletes[r]!.push({ op: 'delete', kind, key: e.key, before: e.applied });
+        this.entries[r]!.delete(e.key);
         continue;
       }
-      if (e.applied === undefined) puts[r]!.push({ op: 'put', kind: e.kind, key: e.key, value });
+      if (e.applied === undefined) puts[r]!.push({ op: 'put', kind, key: e.key, value });
       else if (e.applied === null || !this.spec.same(e.applied, value))
-        puts[r]!.push({ op: 'put', kind: e.kind, key: e.key, value, before: e.applied });
+        puts[r]!.push({ op: 'put', kind, key: e.key, value, before: e.applied });
       e.applied = value;
     }
     const ops: ObjectOp<K, V>[] = [];
@@ -216,10 +270,10 @@ export class Reconciler<K extends string, V> {
     return ops;
   }
 
-  private valueOf(e: Entry<K, V>): V | undefined {
+  private valueOf(e: Entry<V>): V | undefined {
     if (e.owners === null || typeof e.owners === 'string') return e.want;
     const values = [...e.owners.values()];
-    return this.spec.merge ? this.spec.merge(e.kind, values) : values[values.length - 1];
+    return this.spec.merge ? this.spec.merge(this.spec.order[e.rank]!, values) : values[values.length - 1];
   }
 
   private rankOf(kind: K): number {
@@ -229,7 +283,7 @@ export class Reconciler<K extends string, V> {
   }
 }
 
-function addOwner<K extends string, V>(e: Entry<K, V>, owner: string, value: V): void {
+function addOwner<V>(e: Entry<V>, owner: string, value: V): void {
   if (e.owners === null || e.owners === owner) {
     e.owners = owner;
     e.want = value;
@@ -242,7 +296,7 @@ function addOwner<K extends string, V>(e: Entry<K, V>, owner: string, value: V):
   e.want = undefined;
 }
 
-function removeOwner<K extends string, V>(e: Entry<K, V>, owner: string): void {
+function removeOwner<V>(e: Entry<V>, owner: string): void {
   if (e.owners === null) return;
   if (typeof e.owners === 'string') {
     if (e.owners === owner) {

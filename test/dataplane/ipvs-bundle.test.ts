@@ -10,7 +10,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { runPacketFlowTable } from '../cases/runtable.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
-import { Fake, IpvsRenderer, loadRender, trace } from '../../src/dataplane/ipvs/index.js';
+import { Fake, trace } from '../../src/dataplane/ipvs/index.js';
+import { loadState } from '../support/ipvsload.js';
 import { ipvsFromBundle } from '../../src/cmd/modes/ipvs/live.js';
 import { isIpvsBundle } from '../../src/cmd/modes/dumps.js';
 import { hasCode } from '../../src/core/errors.js';
@@ -57,8 +58,7 @@ runPacketFlowTable({
   label: 'ipvs (read back from a saved bundle)',
   load: (s) => {
     const fake = new Fake({ nodeAddresses: [...LOCAL_IPS_V4, ...LOCAL_IPS_V6] });
-    const render = new IpvsRenderer().render({ state: scenarioSyncState(s), config: scenarioConfig(s, 'ipvs') });
-    loadRender(fake, render, s.family);
+    loadState(fake, scenarioSyncState(s), scenarioConfig(s, 'ipvs'));
     const text = toolBundle(fake);
     assert.ok(isIpvsBundle(text));
     const back = ipvsFromBundle(text, s.family, 'bundle').fake;
@@ -105,7 +105,7 @@ test('explain --from BUNDLE --status FILE --service: the Service addresses from 
   const scenario = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ExternalTrafficPolicyLocal')!;
   const st = scenarioSyncState(scenario);
   const fake = new Fake({ nodeAddresses: LOCAL_IPS_V4 });
-  loadRender(fake, new IpvsRenderer().render({ state: st, config: scenarioConfig(scenario, 'ipvs') }), 'IPv4');
+  loadState(fake, st, scenarioConfig(scenario, 'ipvs'));
   const status = statusAfterSync('ipvs', st);
   const dir = mkdtempSync(join(tmpdir(), 'kpt-ipvs-bundle-'));
   try {

@@ -17,6 +17,7 @@ import * as ebpf from '../../src/dataplane/ebpf/index.js';
 import * as us from '../../src/dataplane/userspace/index.js';
 import { EbpfPlanner } from '../../src/platform/ebpf/planner.js';
 import { VALID_FLOWS } from './hostile.js';
+import { IpvsFakeLoader, loadState } from '../support/ipvsload.js';
 
 export interface ModeRender {
   sync(state: SyncState): void;
@@ -97,21 +98,19 @@ function nftables(layout: nft.EndpointLayout): Mode {
 const ipvsMode: Mode = {
   name: 'ipvs',
   start(family) {
-    const renderer = new ipvs.IpvsRenderer();
-    const fake = new ipvs.Fake({ nodeAddresses: [...LOCAL_IPS_V4, ...LOCAL_IPS_V6] });
+    const loader = new IpvsFakeLoader(
+      new ipvs.Fake({ nodeAddresses: [...LOCAL_IPS_V4, ...LOCAL_IPS_V6] }),
+      config(family, 'ipvs'),
+    );
     return {
       sync(state) {
-        ipvs.loadRender(fake, renderer.render({ state, config: config(family, 'ipvs') }), family);
+        loader.sync(state);
       },
     };
   },
   tracer(state) {
     const fake = new ipvs.Fake({ nodeAddresses: [...LOCAL_IPS_V4, ...LOCAL_IPS_V6] });
-    ipvs.loadRender(
-      fake,
-      new ipvs.IpvsRenderer().render({ state: full(state), config: config(state.family, 'ipvs') }),
-      state.family,
-    );
+    loadState(fake, full(state), config(state.family, 'ipvs'));
     return (p) => shown(ipvs.trace(fake, p, localIPs(state.family)));
   },
 };

@@ -35,8 +35,8 @@ import {
   type VirtualServer,
 } from './objects.js';
 import { canonicalEntry, ipsetCreateArgs, type IpsetType } from './ipsets.js';
-import { planSync, type CurrentVirtualServer, type IpvsCurrent } from './plan.js';
-import type { IpvsRender } from './renderer.js';
+import type { CurrentVirtualServer, IpvsCurrent } from './live.js';
+import type { IpvsPlan } from './plan.js';
 
 export const ERRNO = { ENOENT: 2, ESRCH: 3, EEXIST: 17, EINVAL: 22, EADDRNOTAVAIL: 99 } as const;
 
@@ -365,16 +365,14 @@ function matchSetNames(text: string): string[] {
   return out;
 }
 
-/** What a Fake holds, in the shape planSync compares against. */
+/** What a Fake holds, in the shape the reconciler adopts (live.ts). */
 export function currentOf(fake: Fake, family: IPFamily): IpvsCurrent {
   const virtualServers = new Map<string, CurrentVirtualServer>();
   for (const vs of fake.listServices()) {
     if (vs.family !== family) continue;
     virtualServers.set(virtualServerKey(vs), {
       vs,
-      dests: new Map(
-        fake.listDests(vs).map((d) => [realServerKey(d), { address: d.address, port: d.port, weight: d.weight }]),
-      ),
+      dests: fake.listDests(vs).map((d) => ({ address: d.address, port: d.port, weight: d.weight })),
     });
   }
   const ipsets = new Map<string, ReadonlySet<string>>();
@@ -387,17 +385,15 @@ export function currentOf(fake: Fake, family: IPFamily): IpvsCurrent {
 }
 
 /**
- * Load a render into a Fake the simple way: every unwanted real server is
- * deleted at once (no draining), every virtual server not in the render
- * deleted. For the packet-flow table and tests; the platform's dataplane
- * drains real servers instead.
+ * Apply a plan to a Fake the simple way: every unwanted real server is
+ * deleted at once (no draining). `rules`: the restore text to write (with
+ * the jump rules), or null to leave the rules alone. For the packet-flow
+ * table and tests; the platform's dataplane drains real servers instead.
  */
-export function loadRender(fake: Fake, render: IpvsRender, family: IPFamily): void {
+export function applyPlan(fake: Fake, plan: IpvsPlan, rules: string | null): void {
   fake.ensureDummy();
-  const plan = planSync(render, currentOf(fake, family), { family, owned: () => true });
   fake.ipsetRestore(plan.ipsetScript);
   fake.changeAddresses(true, plan.addAddresses);
-  fake.changeAddresses(false, plan.delAddresses);
   const ops: IpvsOp[] = [
     ...plan.ops,
     ...plan.revived.map((r) => ({ op: 'edit-dest' as const, vs: r.vs, rs: r.rs })),
@@ -405,6 +401,9 @@ export function loadRender(fake: Fake, render: IpvsRender, family: IPFamily): vo
   ];
   const failures = fake.applyIpvs(ops);
   if (failures.length) throw new ProxyError('KPT_SYNC_FAILED', `IPVS refused ${failures.length} request(s)`);
-  fake.iptablesRestore(render.iptables, { noflush: true });
-  for (const jc of IPVS_JUMP_CHAINS) fake.iptables.ensureRule('prepend', jc.table, jc.from, jumpRuleArgs(jc));
+  if (rules !== null) {
+    fake.iptablesRestore(rules, { noflush: true });
+    for (const jc of IPVS_JUMP_CHAINS) fake.iptables.ensureRule('prepend', jc.table, jc.from, jumpRuleArgs(jc));
+  }
+  fake.changeAddresses(false, plan.delAddresses);
 }

@@ -1,53 +1,60 @@
 // The IPVS mode, pure side (the platform side is src/platform/ipvs). Same
-// shape as every mode (docs/architecture.md): a renderer class, a Fake of the
-// kernel interface and a trace over the Fake.
+// shape as every mode (docs/architecture.md): a driver for the one
+// reconciler, a Fake of the kernel interface and a trace over the Fake.
 //
-// IpvsRenderer (renderer.ts) turns a SyncState into the desired kernel state
-// for one IP family, in upstream's layout (pkg/proxy/ipvs/proxier.go): the
-// virtual servers with their real servers (objects.ts), the Service
-// addresses for kube-ipvs0, the members of upstream's ipsets (ipsets.ts) and
-// the iptables restore input that matches them (rules.ts). It remembers each
-// service port's contribution, so a partial sync re-renders only
-// state.changedServices and lists in `touched` what may have changed; its
-// memory describes what should be, so a failed apply needs no reset (the
-// next, full, sync compares with the kernel). Never throws on bad data.
+// IpvsDriver (driver.ts) says which keyed objects (objects.ts, IpvsKind)
+// each owner wants for one IP family, in upstream's layout
+// (pkg/proxy/ipvs/proxier.go): the node wants every ipset; each Service
+// wants, for each of its ports (renderer.ts), its virtual servers with their
+// real servers, its addresses on kube-ipvs0, its members of upstream's
+// ipsets (ipsets.ts) and markers for the iptables rules (rules.ts) that
+// depend on them. It remembers nothing of what was applied: the reconciler
+// (src/engine/reconciler.ts) owns ownership, the diff, the order and the
+// failure rule. Never throws on bad data.
 //
-// planSync (plan.ts) compares a render with what the kernel holds and lists
-// the changes: IPVS requests, an ipset restore script, address changes, and
-// the real servers to drain (the platform sets them to weight 0 and deletes
-// them once drained). Virtual servers that are not ours are never touched.
+// planOps (plan.ts) turns the reconciler's ops into the platform's requests:
+// IPVS requests, an ipset restore script, address changes, whether the rules
+// must be written again, and the real servers to drain (the platform sets
+// them to weight 0 and deletes them once drained). liveObjects (live.ts)
+// turns what the kernel holds into the objects the reconciler adopts; only
+// ours: virtual servers of others are never touched.
 //
 // Fake (fake.ts): the kernel interface in memory (IPVS table with errno
 // refusals, ipsets with ipset's restore semantics, the dummy link and its
 // addresses, the iptables Fake with xt_set's check that matched sets exist,
-// sysctls, timeouts); dump() prints it as the tools do. loadRender() puts a
-// render into a Fake for the packet-flow table.
+// sysctls, timeouts); dump() prints it as the tools do. applyPlan() puts a
+// plan into a Fake for the packet-flow table.
 //
 // trace (trace.ts): follows a new connection's first packet through what a
 // Fake holds along the kernel's hooks (nat, filter, IPVS, POSTROUTING) and
 // reports the candidate real servers, REJECT/DROP/ACCEPT and masquerade.
 
-export { IpvsRenderer, DEFAULT_IPVS_OPTIONS } from './renderer.js';
-export type {
-  IpvsOptions,
-  IpvsRender,
-  IpvsRenderInput,
-  IpvsTouched,
-  DesiredVirtualServer,
-  SkippedServicePort,
-} from './renderer.js';
-export { Fake, currentOf, loadRender, type FakeOpFailure } from './fake.js';
+export { IpvsDriver, IPVS_SPEC, NODE_OWNER, renderedVirtualServers, setsWithMembers } from './driver.js';
+export type { IpvsDesired, IpvsRenderInput } from './driver.js';
+export { DEFAULT_IPVS_OPTIONS } from './renderer.js';
+export type { IpvsOptions, SkippedServicePort } from './renderer.js';
+export { Fake, currentOf, applyPlan, type FakeOpFailure } from './fake.js';
 export { trace } from './trace.js';
 export type { RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
-export { planSync, destKey } from './plan.js';
-export type { IpvsPlan, IpvsCurrent, CurrentVirtualServer, RetiredRealServer, PlanOptions } from './plan.js';
+export { planOps } from './plan.js';
+export type { IpvsPlan, RetiredRealServer, PlanOptions } from './plan.js';
+export { liveObjects, ownedVirtualServer, excludedVirtualServer } from './live.js';
+export type { IpvsCurrent, CurrentVirtualServer, Ownership } from './live.js';
 export {
   IPVS_SCHEDULERS,
   SVC_FLAG,
   FWD_MASQ,
+  PRESENT,
+  IPVS_KINDS,
+  isSetKind,
+  destKey,
   realServerKey,
   virtualServerKey,
   sameVirtualServer,
+  sameIpvsValue,
+  type IpvsKind,
+  type IpvsObject,
+  type IpvsValue,
   type IpvsOp,
   type IpvsScheduler,
   type RealServer,

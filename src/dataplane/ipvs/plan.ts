@@ -1,38 +1,24 @@
-// planSync: what must change to go from what the kernel holds (IpvsCurrent)
-// to a render (IpvsRender): IPVS requests, an `ipset restore` script, the
-// addresses to add to and remove from kube-ipvs0, and the real servers that
-// are no longer wanted (the caller drains those gracefully instead of
-// deleting them here). A full plan compares everything; a partial one only
-// the render's `touched` keys, so a one-endpoint change at 10k Services is a
-// handful of requests. Virtual servers that are not wanted are deleted only
-// when `owned` says they are ours: a virtual server of someone else (another
-// load balancer on this node, an --ipvs-exclude-cidrs range) is never touched.
-import { ipsetCreateArgs, IPSETS, ipsetName } from './ipsets.js';
+// planOps: the reconciler's ops for IPVS mode's objects (driver.ts) turned
+// into what the platform applies: IPVS requests, an `ipset restore` script,
+// the addresses to add to and remove from kube-ipvs0, whether the rules'
+// restore text must be written again, and the real servers that are no
+// longer wanted (the caller drains those gracefully instead of deleting them
+// here; a real server wanted again while it drains gets its weight back).
+// Virtual servers the caller may not delete (--ipvs-exclude-cidrs) are left,
+// with their real servers.
+import type { ObjectOp } from '../../core/objects.js';
+import type { IPFamily } from '../../core/types.js';
+import { renderedVirtualServers, type IpvsDesired } from './driver.js';
+import { ipsetCreateArgs, ipsetName } from './ipsets.js';
 import {
   realServerKey,
-  sameVirtualServer,
   virtualServerKey,
+  type IpvsKind,
   type IpvsOp,
+  type IpvsValue,
   type RealServer,
   type VirtualServer,
 } from './objects.js';
-import type { IpvsRender } from './renderer.js';
-import type { IPFamily } from '../../core/types.js';
-
-/** One virtual server as the kernel holds it. */
-export interface CurrentVirtualServer {
-  readonly vs: VirtualServer;
-  /** By realServerKey. */
-  readonly dests: ReadonlyMap<string, RealServer>;
-}
-
-export interface IpvsCurrent {
-  readonly virtualServers: ReadonlyMap<string, CurrentVirtualServer>;
-  /** Sets that exist, with their members. */
-  readonly ipsets: ReadonlyMap<string, ReadonlySet<string>>;
-  /** Addresses on kube-ipvs0. */
-  readonly addresses: ReadonlySet<string>;
-}
 
 /** A real server the render no longer wants. */
 export interface RetiredRealServer {
@@ -45,7 +31,7 @@ export interface RetiredRealServer {
 }
 
 export interface IpvsPlan {
-  /** Services and wanted real servers: adds, edits, and deletes of virtual servers. */
+  /** Services and wanted real servers: adds, edits, then deletes of virtual servers. */
   readonly ops: readonly IpvsOp[];
   /** Real servers to drain (weight 0, then delete): the caller's graceful termination. */
   readonly retired: readonly RetiredRealServer[];
@@ -55,97 +41,104 @@ export interface IpvsPlan {
   readonly ipsetScript: string;
   readonly addAddresses: readonly string[];
   readonly delAddresses: readonly string[];
+  /** A `rule` object came or went (whether a set has members is asked of the reconciler). */
+  readonly rulesChanged: boolean;
 }
 
 export interface PlanOptions {
   readonly family: IPFamily;
-  /** May this virtual server, not in the render, be deleted? */
-  readonly owned: (vs: VirtualServer) => boolean;
+  /** The render the ops were planned from. */
+  readonly desired: Pick<IpvsDesired, 'owners' | 'lingering'>;
+  /**
+   * Real servers being drained, by destKey: the kernel holds them at weight
+   * 0 though no owner wants them. One wanted again is revived, not added;
+   * one of a virtual server this render re-rendered is retired again (its
+   * endpoint may have gone since: a UDP one is then deleted at once).
+   */
+  readonly draining?: ReadonlyMap<string, { readonly vs: VirtualServer; readonly rs: RealServer }>;
+  /** May this virtual server, no longer wanted, be deleted? Default: yes. */
+  readonly deletable?: (vs: VirtualServer) => boolean;
 }
 
-/** The key of a real server within the whole table. */
-export function destKey(vs: VirtualServer, rs: Pick<RealServer, 'address' | 'port'>): string {
-  return `${virtualServerKey(vs)}/${realServerKey(rs)}`;
-}
+type Op = ObjectOp<IpvsKind, IpvsValue>;
 
-export function planSync(render: IpvsRender, current: IpvsCurrent, o: PlanOptions): IpvsPlan {
-  const ops: IpvsOp[] = [];
+export function planOps(objectOps: readonly Op[], o: PlanOptions): IpvsPlan {
+  const adds: IpvsOp[] = [];
+  const deletes: IpvsOp[] = [];
   const retired: RetiredRealServer[] = [];
   const revived: Array<{ vs: VirtualServer; rs: RealServer }> = [];
-  const touched = render.touched;
-
-  const vsKeys = touched
-    ? touched.virtualServers
-    : new Set([...render.virtualServers.keys(), ...current.virtualServers.keys()]);
-  const deletes: IpvsOp[] = [];
-  for (const key of vsKeys) {
-    const want = render.virtualServers.get(key);
-    const have = current.virtualServers.get(key);
-    if (!want) {
-      if (have && o.owned(have.vs)) {
-        deletes.push({ op: 'del-service', vs: have.vs });
-        for (const rs of have.dests.values()) retired.push({ vs: have.vs, rs, lingering: false, vsKept: false });
-      }
-      continue;
-    }
-    if (!have) ops.push({ op: 'add-service', vs: want.vs });
-    else if (!sameVirtualServer(have.vs, want.vs)) ops.push({ op: 'edit-service', vs: want.vs });
-    const wanted = new Set<string>();
-    for (const rs of want.realServers) {
-      const rk = realServerKey(rs);
-      wanted.add(rk);
-      const d = have?.dests.get(rk);
-      if (!d) ops.push({ op: 'add-dest', vs: want.vs, rs });
-      else if (d.weight !== rs.weight) revived.push({ vs: want.vs, rs });
-    }
-    // Real servers already draining are reported again: their endpoint may have gone since (UDP: delete now).
-    for (const [rk, d] of have?.dests ?? []) {
-      if (wanted.has(rk)) continue;
-      retired.push({ vs: want.vs, rs: d, lingering: want.lingering.has(rk), vsKept: true });
-    }
-  }
-  // Deleting a virtual server first would refuse nothing, but adds go first
-  // so a renamed address never leaves a gap with neither old nor new.
-  ops.push(...deletes);
-
-  return {
-    ops,
-    retired,
-    revived,
-    ipsetScript: ipsetScript(render, current, o.family),
-    ...addressChanges(render, current),
-  };
-}
-
-function ipsetScript(render: IpvsRender, current: IpvsCurrent, family: IPFamily): string {
-  const lines: string[] = [];
-  for (const s of IPSETS) {
-    const name = ipsetName(s.name, family);
-    const want = render.ipsets.get(name) ?? new Set<string>();
-    const have = current.ipsets.get(name);
-    if (!have) lines.push(`create ${name} ${ipsetCreateArgs(s.type, family)} -exist`);
-    const candidates = render.touched ? (render.touched.entries.get(name) ?? []) : new Set([...want, ...(have ?? [])]);
-    for (const e of candidates) {
-      const w = want.has(e);
-      const h = have?.has(e) ?? false;
-      if (w && !h) lines.push(`add ${name} ${e} -exist`);
-      else if (!w && h) lines.push(`del ${name} ${e} -exist`);
-    }
-  }
-  return lines.length ? `${lines.join('\n')}\n` : '';
-}
-
-function addressChanges(render: IpvsRender, current: IpvsCurrent) {
+  const creates: string[] = [];
+  const members: string[] = [];
+  const gone: string[] = [];
   const addAddresses: string[] = [];
   const delAddresses: string[] = [];
-  const candidates = render.touched
-    ? render.touched.addresses
-    : new Set([...render.bindAddresses, ...current.addresses]);
-  for (const a of candidates) {
-    const w = render.bindAddresses.has(a);
-    const h = current.addresses.has(a);
-    if (w && !h) addAddresses.push(a);
-    else if (!w && h) delAddresses.push(a);
+  let rulesChanged = false;
+  /** Virtual servers going (their real servers go with them). */
+  const vsGone = new Set<string>();
+  for (const op of objectOps) if (op.op === 'delete' && op.kind === 'vs') vsGone.add(op.key);
+  const draining = o.draining !== undefined && o.draining.size > 0 ? o.draining : null;
+  /** Real servers this plan decides on (only needed to leave them out of the draining ones). */
+  const decided = draining ? new Set<string>() : null;
+
+  for (const op of objectOps) {
+    const v = op.op === 'put' ? op.value : op.before;
+    switch (op.kind) {
+      case 'set':
+        if (v?.t !== 'set') break;
+        if (op.op === 'put') creates.push(`create ${op.key} ${ipsetCreateArgs(v.type, o.family)} -exist`);
+        else gone.push(`destroy ${op.key}`);
+        break;
+      case 'bind':
+        (op.op === 'put' ? addAddresses : delAddresses).push(op.key);
+        break;
+      case 'rule':
+        rulesChanged = true;
+        break;
+      case 'vs':
+        if (v?.t !== 'vs') break;
+        if (op.op === 'put') adds.push({ op: op.before === undefined ? 'add-service' : 'edit-service', vs: v.vs });
+        else if (o.deletable?.(v.vs) ?? true) deletes.push({ op: 'del-service', vs: v.vs });
+        break;
+      case 'rs': {
+        if (v?.t !== 'rs') break;
+        decided?.add(op.key);
+        if (op.op === 'put') {
+          const was = op.before?.t === 'rs' ? op.before.rs : draining?.get(op.key)?.rs;
+          if (was === undefined) adds.push({ op: 'add-dest', vs: v.vs, rs: v.rs });
+          else revived.push({ vs: v.vs, rs: v.rs });
+          break;
+        }
+        const vsKey = virtualServerKey(v.vs);
+        const lingering = o.desired.lingering.get(vsKey)?.has(realServerKey(v.rs)) ?? false;
+        retired.push({ vs: v.vs, rs: v.rs, lingering, vsKept: !vsGone.has(vsKey) });
+        break;
+      }
+      default: {
+        // A set member: the kind is the set.
+        const name = ipsetName(op.kind, o.family);
+        if (op.op === 'put') members.push(`add ${name} ${op.key} -exist`);
+        else gone.push(`del ${name} ${op.key} -exist`);
+      }
+    }
   }
-  return { addAddresses, delAddresses };
+  // Draining real servers of re-rendered virtual servers are reported again: their endpoint may have gone since.
+  const rendered = draining ? renderedVirtualServers(o.desired.owners) : null;
+  for (const [key, d] of draining ?? []) {
+    const vsKey = virtualServerKey(d.vs);
+    if (decided!.has(key) || !rendered!.has(vsKey)) continue;
+    const rs = { ...d.rs, weight: 0 };
+    const lingering = o.desired.lingering.get(vsKey)?.has(realServerKey(rs)) ?? false;
+    retired.push({ vs: d.vs, rs, lingering, vsKept: true });
+  }
+  const script = [...creates, ...members, ...gone];
+  return {
+    // Adds go first so a renamed address never leaves a gap with neither old nor new.
+    ops: [...adds, ...deletes],
+    retired,
+    revived,
+    ipsetScript: script.length ? `${script.join('\n')}\n` : '',
+    addAddresses,
+    delAddresses,
+    rulesChanged,
+  };
 }

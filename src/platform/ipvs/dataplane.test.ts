@@ -163,6 +163,67 @@ test('a real server wanted again while it drains gets its weight back', async ()
   assert.equal(await dp.checkDraining(), 0, 'no longer draining');
 });
 
+test('a draining UDP real server whose endpoint then goes is deleted at once, and its conntrack flushed', async () => {
+  const { fake, dp, flushed } = setup();
+  await dp.sync(state({ dns: [{ ip: '10.180.0.1' }, { ip: '10.180.0.2' }] }, { protocol: 'UDP' }));
+  const partial = { protocol: 'UDP' as const, full: false, changed: ['ns/dns'] };
+  await dp.sync(state({ dns: [{ ip: '10.180.0.1' }, { ip: '10.180.0.2', terminating: true }] }, partial));
+  assert.deepEqual(dests(fake, '172.30.0.1', 'UDP'), ['10.180.0.1:1', '10.180.0.2:0'], 'terminating: drains');
+  await dp.sync(state({ dns: [{ ip: '10.180.0.1' }] }, partial));
+  assert.deepEqual(dests(fake, '172.30.0.1', 'UDP'), ['10.180.0.1:1'], 'gone: deleted without waiting');
+  assert.deepEqual(flushed, ['172.30.0.1:80->10.180.0.2:80']);
+  assert.equal(await dp.checkDraining(), 0, 'nothing left draining');
+});
+
+test('a full sync every sync period reads the kernel back and repairs what others changed unseen', async () => {
+  const { fake, dp, clock } = setup();
+  const eps = { a: [{ ip: '10.180.0.1' }, { ip: '10.180.0.2' }] };
+  await dp.sync(state(eps));
+  // A real server and a set member removed by hand: nothing watches those.
+  fake.applyIpvs([{ op: 'del-dest', vs: fake.listServices()[0]!, rs: { address: '10.180.0.2', port: 80, weight: 1 } }]);
+  fake.ipsetRestore('del KUBE-CLUSTER-IP 172.30.0.1,tcp:80\n');
+  const quiet = await dp.sync(state(eps, { full: false, changed: [] }));
+  assert.equal(quiet.partial, true);
+  assert.deepEqual(dests(fake, '172.30.0.1'), ['10.180.0.1:1'], 'a partial sync trusts its memory');
+  clock.advance(30_000);
+  const periodic = await dp.sync(state(eps, { full: false, changed: [] }));
+  assert.equal(periodic.partial, false);
+  assert.deepEqual(dests(fake, '172.30.0.1'), ['10.180.0.1:1', '10.180.0.2:1']);
+  assert.deepEqual([...fake.members('KUBE-CLUSTER-IP')!], ['172.30.0.1,tcp:80']);
+});
+
+test("a Service's virtual server on a node address (an externalIP the node holds) goes with the Service", async () => {
+  const { fake, dp } = setup();
+  const withExternal = (services: unknown[], full: boolean) =>
+    syncStateFromObjects({
+      services: services as never,
+      slices: [],
+      family: 'IPv4',
+      nodeName: 'test-node',
+      nodeIPs: { IPv4: '192.168.0.2' },
+      fullSync: full,
+      changedServices: ['ns/ext'],
+    });
+  const ext = {
+    metadata: { namespace: 'ns', name: 'ext' },
+    spec: {
+      clusterIP: '172.30.0.9',
+      externalIPs: ['192.168.0.2'],
+      ports: [{ name: 'p', port: 8443, protocol: 'TCP' }],
+    },
+  };
+  await dp.sync(withExternal([ext], true));
+  const keys = () =>
+    fake
+      .listServices()
+      .map((v) => `${v.address}:${v.port}`)
+      .sort();
+  assert.deepEqual(keys(), ['172.30.0.9:8443', '192.168.0.2:8443']);
+  assert.deepEqual(fake.dummyAddresses(), ['172.30.0.9'], 'the node address is not bound on kube-ipvs0');
+  await dp.sync(withExternal([], false));
+  assert.deepEqual(keys(), []);
+});
+
 test('full syncs delete only our stale virtual servers: others and --ipvs-exclude-cidrs stay', async () => {
   const { fake, dp } = setup();
   const foreign = (address: string, port = 80): VirtualServer => ({

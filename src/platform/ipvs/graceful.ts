@@ -13,9 +13,9 @@
 //
 // Decisions are pure (decide()); the dataplane applies them.
 import type { Protocol } from '../../core/types.js';
-import { destKey, type RetiredRealServer } from '../../dataplane/ipvs/plan.js';
+import type { RetiredRealServer } from '../../dataplane/ipvs/plan.js';
 import type { RealServer, RealServerStatus, VirtualServer } from '../../dataplane/ipvs/objects.js';
-import { realServerKey, virtualServerKey } from '../../dataplane/ipvs/objects.js';
+import { destKey, realServerKey, virtualServerKey } from '../../dataplane/ipvs/objects.js';
 
 export interface DrainBounds {
   /** Longest wait for TCP and SCTP real servers, ms. */
@@ -46,6 +46,11 @@ export class GracefulTermination {
 
   get size(): number {
     return this.list.size;
+  }
+
+  /** What is draining, by destKey: the kernel holds these at weight 0 though nothing wants them. */
+  draining(): ReadonlyMap<string, Draining> {
+    return this.list;
   }
 
   /**
