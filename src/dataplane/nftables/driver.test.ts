@@ -1,7 +1,8 @@
 // The nftables driver on its own: what it wants per owner, what it adopts
 // from a read-back table, when two values are the same, and how operations
 // become a transaction (the whole path through the reconciler is covered by
-// test/dataplane/nftables-*.test.ts).
+// partial.test.ts, sequence.test.ts and maps.test.ts beside it, and by the
+// goldens and the packet-flow table under test/dataplane).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';

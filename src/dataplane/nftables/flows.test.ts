@@ -1,14 +1,14 @@
 // Packet flows through renderer -> Fake -> tracer with nftables' own fixtures
 // (the addresses of docs/packet-flows.md). The shared mode-agnostic table runs in
-// nftables-packetflow.test.ts; these cover nft specifics and the tracer.
-import { ENDPOINT_LAYOUTS, type EndpointLayout } from '../../src/dataplane/nftables/static.js';
+// test/dataplane/nftables-packetflow.test.ts; these cover nft specifics and the tracer.
+import { ENDPOINT_LAYOUTS, type EndpointLayout } from './static.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import type { DataplaneConfig } from '../../src/core/types.js';
-import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
-import { trace, type TracePacket } from '../../src/dataplane/nftables/trace.js';
+import { syncStateFromObjects } from '../../core/snapshot.js';
+import type { DataplaneConfig } from '../../core/types.js';
+import { Fake } from './fake.js';
+import { NftablesPlanner } from '../../platform/nftables/planner.js';
+import { trace, type TracePacket } from './trace.js';
 import {
   ALT_NODE_IP,
   EXTERNAL_CLIENT,
@@ -26,7 +26,7 @@ import {
   svcPort,
   withClusterIP,
   withLoadBalancerIngress,
-} from '../support/fixtures.js';
+} from '../../../test/support/fixtures.js';
 
 const LOCAL_IPS = ['127.0.0.1', NODE_IP, ALT_NODE_IP, EXTERNAL_IP];
 const CONFIG: DataplaneConfig = {

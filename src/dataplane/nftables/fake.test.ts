@@ -1,8 +1,8 @@
 // The Fake enforces the kernel refusals the renderer must respect.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Fake, FakeError } from '../../src/dataplane/nftables/fake.js';
-import { Transaction } from '../../src/dataplane/nftables/transaction.js';
+import { Fake, FakeError } from './fake.js';
+import { Transaction } from './transaction.js';
 
 function base(): Transaction {
   return new Transaction('ip')

@@ -4,11 +4,11 @@
 // stale chain deletion, and recovery after a failed transaction.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import type { DataplaneConfig, SyncState } from '../../src/core/types.js';
-import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
-import { Transaction } from '../../src/dataplane/nftables/transaction.js';
+import { syncStateFromObjects } from '../../core/snapshot.js';
+import type { DataplaneConfig, SyncState } from '../../core/types.js';
+import { Fake } from './fake.js';
+import { NftablesPlanner } from '../../platform/nftables/planner.js';
+import { Transaction } from './transaction.js';
 import {
   NODE_IP,
   SERVICE_CIDR,
@@ -20,7 +20,7 @@ import {
   slicePort,
   svcPort,
   withClusterIP,
-} from '../support/fixtures.js';
+} from '../../../test/support/fixtures.js';
 
 const CONFIG: DataplaneConfig = {
   family: 'IPv4',

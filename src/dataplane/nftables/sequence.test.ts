@@ -3,13 +3,13 @@
 // from scratch. Random but seeded sequences of Services with NodePorts,
 // external IPs, LB source ranges, affinity, traffic policies and endpoints
 // coming and going; both endpoint layouts.
-import { ENDPOINT_LAYOUTS } from '../../src/dataplane/nftables/static.js';
+import { ENDPOINT_LAYOUTS } from './static.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import type { DataplaneConfig } from '../../src/core/types.js';
-import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
+import { syncStateFromObjects } from '../../core/snapshot.js';
+import type { DataplaneConfig } from '../../core/types.js';
+import { Fake } from './fake.js';
+import { NftablesPlanner } from '../../platform/nftables/planner.js';
 import {
   NODE_IP,
   SERVICE_CIDR,
@@ -22,7 +22,7 @@ import {
   svcPort,
   withClusterIP,
   withLoadBalancerIngress,
-} from '../support/fixtures.js';
+} from '../../../test/support/fixtures.js';
 
 const CONFIG: DataplaneConfig = {
   family: 'IPv4',

@@ -1,7 +1,7 @@
 // The path the pure nftables tracer (src/dataplane/nftables/trace.ts, used by
 // `explain` and the packet-flow tests) records, on every flow of the
 // shared packet-flow table, all endpoint layouts (the outputs themselves are
-// checked against the expectations by nftables-packetflow.test.ts):
+// checked against the expectations by test/dataplane/nftables-packetflow.test.ts):
 //   - DNAT candidates are the output's endpoints, their probabilities add up
 //     to 1 and are equal for a Service's endpoints;
 //   - the steps are the matched rules (a rule matched twice in a row, update
@@ -9,15 +9,15 @@
 //   - the verdict agrees with the output.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PACKET_FLOW_SCENARIOS } from '../cases/packetflow.js';
-import { casesFor } from '../cases/runtable.js';
-import { NFTABLES_FLOW_SKIPS } from './nftables-fixtures.js';
-import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
-import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { nftFamily } from '../../src/dataplane/nftables/names.js';
-import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
-import { ENDPOINT_LAYOUTS, type EndpointLayout } from '../../src/dataplane/nftables/static.js';
-import { trace } from '../../src/dataplane/nftables/trace.js';
+import { PACKET_FLOW_SCENARIOS } from '../../../test/cases/packetflow.js';
+import { casesFor } from '../../../test/cases/runtable.js';
+import { NFTABLES_FLOW_SKIPS } from '../../../test/dataplane/nftables-fixtures.js';
+import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../../../test/cases/resolve.js';
+import { Fake } from './fake.js';
+import { nftFamily } from './names.js';
+import { NftablesPlanner } from '../../platform/nftables/planner.js';
+import { ENDPOINT_LAYOUTS, type EndpointLayout } from './static.js';
+import { trace } from './trace.js';
 
 function loadScenario(s: (typeof PACKET_FLOW_SCENARIOS)[number], layout: EndpointLayout): Fake {
   const fake = new Fake(nftFamily(s.family));

@@ -1,12 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { base32, sha256 } from '../../src/core/hash.js';
-import {
-  hashAndTruncate,
-  servicePortChainNameBase,
-  servicePortEndpointChainNameBase,
-} from '../../src/dataplane/nftables/names.js';
-import type { ServicePortName } from '../../src/core/types.js';
+import { base32, sha256 } from '../../core/hash.js';
+import { hashAndTruncate, servicePortChainNameBase, servicePortEndpointChainNameBase } from './names.js';
+import type { ServicePortName } from '../../core/types.js';
 
 const spn = (namespace: string, name: string, port: string): ServicePortName => ({
   namespace,

@@ -4,12 +4,12 @@
 // service switching to affinity drops its map.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import type { DataplaneConfig, Endpoint, SyncState } from '../../src/core/types.js';
-import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
-import { ENDPOINT_SLOTS, endpointMap } from '../../src/dataplane/nftables/serviceport.js';
-import { makeContext } from '../../src/dataplane/nftables/static.js';
+import { syncStateFromObjects } from '../../core/snapshot.js';
+import type { DataplaneConfig, Endpoint, SyncState } from '../../core/types.js';
+import { Fake } from './fake.js';
+import { NftablesPlanner } from '../../platform/nftables/planner.js';
+import { ENDPOINT_SLOTS, endpointMap } from './serviceport.js';
+import { makeContext } from './static.js';
 import {
   NODE_IP,
   SERVICE_CIDR,
@@ -21,8 +21,8 @@ import {
   slicePort,
   svcPort,
   withClusterIP,
-} from '../support/fixtures.js';
-import { trace } from '../../src/dataplane/nftables/trace.js';
+} from '../../../test/support/fixtures.js';
+import { trace } from './trace.js';
 
 const CONFIG: DataplaneConfig = {
   family: 'IPv4',

@@ -4,10 +4,10 @@
 // and address sets holding prefixes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { Fake } from '../../src/dataplane/nftables/fake.js';
-import type { NftObject } from '../../src/dataplane/nftables/objects.js';
-import { trace, type HookChains } from '../../src/dataplane/nftables/trace.js';
-import { Transaction } from '../../src/dataplane/nftables/transaction.js';
+import { Fake } from './fake.js';
+import type { NftObject } from './objects.js';
+import { trace, type HookChains } from './trace.js';
+import { Transaction } from './transaction.js';
 
 const NODE = '192.168.0.2';
 const LOCAL = ['127.0.0.1', NODE];
