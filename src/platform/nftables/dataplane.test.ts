@@ -3,10 +3,10 @@
 // sync full. The kernel behaviour itself is covered by test/e2e/nftables-kernel.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ExecError, type ExecResult } from '../../src/platform/exec.js';
-import { NftablesDataplane, type NftRunner } from '../../src/platform/nftables/dataplane.js';
-import { FakeClock } from '../support/fakeclock.js';
-import { workedExample } from './nftables-fixtures.js';
+import { ExecError, type ExecResult } from '../exec.js';
+import { NftablesDataplane, type NftRunner } from './dataplane.js';
+import { FakeClock } from '../../../test/support/fakeclock.js';
+import { workedExample } from '../../../test/dataplane/nftables-fixtures.js';
 
 function scripted(tableListed: boolean, failScripts = 0) {
   const calls: string[] = [];

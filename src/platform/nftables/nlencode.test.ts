@@ -8,12 +8,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import type { NftFamily } from '../../src/dataplane/nftables/names.js';
-import type { Operation } from '../../src/dataplane/nftables/objects.js';
-import { Attrs } from '../../src/platform/netlink/attr.js';
-import { parseMessages } from '../../src/platform/netlink/message.js';
-import { encodeBatch, UnencodableError } from '../../src/platform/nftables/nlencode.js';
-import type { SetSchema } from '../../src/platform/nftables/nlset.js';
+import type { NftFamily } from '../../dataplane/nftables/names.js';
+import type { Operation } from '../../dataplane/nftables/objects.js';
+import { Attrs } from '../netlink/attr.js';
+import { parseMessages } from '../netlink/message.js';
+import { encodeBatch, UnencodableError } from './nlencode.js';
+import type { SetSchema } from './nlset.js';
 
 const fixture = (name: string) => readFileSync(new URL(`./${name}`, import.meta.url.replace('/dist/', '/')), 'utf8');
 

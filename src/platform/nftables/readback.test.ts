@@ -5,11 +5,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
-import { MANAGED_SETS } from '../../src/dataplane/nftables/static.js';
-import { parseTableJSON } from '../../src/platform/nftables/readback.js';
-import { workedExample } from './nftables-fixtures.js';
+import { Fake } from '../../dataplane/nftables/fake.js';
+import { NftablesPlanner } from './planner.js';
+import { MANAGED_SETS } from '../../dataplane/nftables/static.js';
+import { parseTableJSON } from './readback.js';
+import { workedExample } from '../../../test/dataplane/nftables-fixtures.js';
 
 const json = readFileSync(new URL('./nftables-readback.json', import.meta.url.replace('/dist/', '/')), 'utf8');
 
