@@ -1,7 +1,8 @@
 // The iptables driver's own contract (driver.ts): which owners a draft lists
 // and with which chains and values, which live chains are ours, and how the
 // reconciler's operations become restore text. Whole renders are pinned by
-// the goldens and the partial-sync tests under test/dataplane.
+// the goldens under test/dataplane and the partial-sync tests beside it
+// (partial.test.ts, repeated.test.ts).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';

@@ -7,13 +7,13 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { EndpointSlice, Service } from '../../src/core/api.js';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import { chainsFromSave, DEFAULT_IPTABLES_OPTIONS, Fake } from '../../src/dataplane/iptables/index.js';
-import { IptablesPlanner } from '../../src/platform/iptables/planner.js';
-import { service, slice } from '../cases/fixtures.js';
-import { scenarioConfig } from '../cases/resolve.js';
-import { sortRestoreText } from '../support/sortrules.js';
+import type { EndpointSlice, Service } from '../../core/api.js';
+import { syncStateFromObjects } from '../../core/snapshot.js';
+import { chainsFromSave, DEFAULT_IPTABLES_OPTIONS, Fake } from './index.js';
+import { IptablesPlanner } from '../../platform/iptables/planner.js';
+import { service, slice } from '../../../test/cases/fixtures.js';
+import { scenarioConfig } from '../../../test/cases/resolve.js';
+import { sortRestoreText } from '../../../test/support/sortrules.js';
 
 /** One planner for the file, as one dataplane keeps one (its memo and reconciler span the syncs). */
 const planner = new IptablesPlanner();

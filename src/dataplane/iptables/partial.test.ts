@@ -5,8 +5,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Service, EndpointSlice } from '../../src/core/api.js';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
+import type { Service, EndpointSlice } from '../../core/api.js';
+import { syncStateFromObjects } from '../../core/snapshot.js';
 import {
   chainsFromSave,
   DEFAULT_IPTABLES_OPTIONS,
@@ -15,13 +15,13 @@ import {
   jumpRuleArgs,
   IptablesDriver,
   type IptablesRender,
-} from '../../src/dataplane/iptables/index.js';
-import { Reconciler } from '../../src/engine/reconciler.js';
-import { IptablesPlanner } from '../../src/platform/iptables/planner.js';
-import { endpointChainName, serviceChainName } from '../../src/dataplane/iptables/names.js';
-import { LOCAL, LOCAL_IPS_V4, service, slice } from '../cases/fixtures.js';
-import { scenarioConfig } from '../cases/resolve.js';
-import { trace as tracePacket } from '../../src/dataplane/iptables/trace.js';
+} from './index.js';
+import { Reconciler } from '../../engine/reconciler.js';
+import { IptablesPlanner } from '../../platform/iptables/planner.js';
+import { endpointChainName, serviceChainName } from './names.js';
+import { LOCAL, LOCAL_IPS_V4, service, slice } from '../../../test/cases/fixtures.js';
+import { scenarioConfig } from '../../../test/cases/resolve.js';
+import { trace as tracePacket } from './trace.js';
 
 const config = scenarioConfig(
   { name: 'p', refs: [], family: 'IPv4', setup: { services: [], slices: [] }, flows: [] },
