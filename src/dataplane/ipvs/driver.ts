@@ -29,7 +29,7 @@ import {
   type PortSink,
   type RenderContext,
   type SkippedServicePort,
-} from './renderer.js';
+} from './serviceport.js';
 import { renderIpvsRules, type NoNodeAccess } from './rules.js';
 import type { IpsetType } from './ipsets.js';
 

@@ -31,8 +31,8 @@
 
 export { IpvsDriver, IPVS_SPEC, NODE_OWNER, renderedVirtualServers, setsWithMembers } from './driver.js';
 export type { IpvsDesired, IpvsRenderInput } from './driver.js';
-export { DEFAULT_IPVS_OPTIONS } from './renderer.js';
-export type { IpvsOptions, SkippedServicePort } from './renderer.js';
+export { DEFAULT_IPVS_OPTIONS } from './serviceport.js';
+export type { IpvsOptions, SkippedServicePort } from './serviceport.js';
 export { Fake, currentOf, applyPlan, type FakeOpFailure } from './fake.js';
 export { trace } from './trace.js';
 export type { RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
