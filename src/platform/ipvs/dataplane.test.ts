@@ -114,6 +114,38 @@ test('a first sync writes virtual servers, kube-ipvs0 addresses, ipsets, rules w
   assert.equal(fake.sysctls.get('net/ipv4/conf/all/arp_announce'), '2');
 });
 
+test('a Service address is bound on kube-ipvs0 only once its virtual server and real servers exist', async () => {
+  const fake = new Fake({ nodeAddresses: ['127.0.0.1', '192.168.0.2'] });
+  const kernel = fakeKernel(fake);
+  // What the kernel held each time an address was bound: an address bound first would, for a moment,
+  // deliver the Service's packets to the node's own sockets.
+  const atBind: string[] = [];
+  const link = {
+    ...kernel.link,
+    changeAddresses: (index: number, add: boolean, addrs: readonly string[]) => {
+      if (add)
+        for (const a of addrs) {
+          const rs = fake.listServices().some((vs) => vs.address === a) ? dests(fake, a) : null;
+          atBind.push(`${a}: ${rs === null ? 'no virtual server' : rs.join(',')}`);
+        }
+      return kernel.link.changeAddresses(index, add, addrs);
+    },
+  };
+  const dp = new IpvsDataplane({
+    config,
+    ipvs: ipvsOpts,
+    kernel: { ...kernel, link },
+    run,
+    clock: new FakeClock(),
+    syncPeriodMs: 30_000,
+    flushUDP: async () => {},
+  });
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }] }));
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }], b: [{ ip: '10.180.0.2' }] }, { full: false, changed: ['ns/b'] }));
+  assert.deepEqual(atBind, ['172.30.0.1: 10.180.0.1:1', '172.30.0.2: 10.180.0.2:1']);
+  assert.deepEqual(fake.dummyAddresses().sort(), ['172.30.0.1', '172.30.0.2']);
+});
+
 test('a partial sync sends only the changed real servers; a removed TCP one drains at weight 0, then goes', async () => {
   const { fake, dp, clock } = setup();
   const names = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`s${i}`, [{ ip: `10.180.0.${i + 1}` }]]));

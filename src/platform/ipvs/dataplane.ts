@@ -12,10 +12,11 @@
 //      changed and nothing watches (a real server removed by hand);
 //      partial syncs plan against the reconciler's memory;
 //   3. plan, and apply in the order the kernel needs: ipsets (sets exist
-//      before rules match them), addresses, IPVS requests in one netlink
-//      batch, iptables-restore (full syncs, or when a rule came or went or a
-//      set filled or emptied), jump rules (full syncs), and last the
-//      addresses that go;
+//      before rules match them), IPVS requests in one netlink batch, the
+//      new kube-ipvs0 addresses (after their virtual servers, as upstream's
+//      syncService binds after it adds one), iptables-restore (full syncs,
+//      or when a rule came or went or a set filled or emptied), jump rules
+//      (full syncs), and last the addresses that go;
 //   4. real servers that are no longer wanted are drained (graceful.ts); a
 //      timer checks the draining ones while there are any.
 // Only our virtual servers are adopted (ownedVirtualServer, or one a Service
@@ -196,8 +197,6 @@ export class IpvsDataplane implements Dataplane {
 
     const errors: string[] = [];
     if (plan.ipsetScript) await k.ipset.restore(plan.ipsetScript);
-    for (const f of k.link.changeAddresses(this.dummyIndex, true, plan.addAddresses))
-      errors.push(`bind ${f.address}: ${f.error}`);
 
     const drain = this.graceful.retire(plan.retired, clock.now());
     for (const v of plan.revived) this.graceful.revive(v.vs, v.rs);
@@ -213,6 +212,11 @@ export class IpvsDataplane implements Dataplane {
     for (const op of ops)
       if (op.op === 'del-service' && !failed.has(op)) this.graceful.forgetVirtualServer(virtualServerKey(op.vs));
     await this.flushDeletedUDP(drain, drainOps, failed);
+    // Bound only now that its virtual server (and its real servers) exist: an address on kube-ipvs0
+    // without one is the node's own, so a packet sent to it meanwhile would reach the node's sockets
+    // (a DNS server listening on 0.0.0.0, say) and leave an un-NATed conntrack entry behind.
+    for (const f of k.link.changeAddresses(this.dummyIndex, true, plan.addAddresses))
+      errors.push(`bind ${f.address}: ${f.error}`);
 
     const t3 = clock.monotonic();
     if (rules !== null) {
