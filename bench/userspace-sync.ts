@@ -1,0 +1,251 @@
+// Benchmark (never a test): userspace mode syncs at 1k/10k Services x 2
+// endpoints (one TCP port each, every 10th a NodePort): the cold sync (every
+// listener opened, the redirect table written), one-endpoint changes (a
+// partial SyncState, as the engine hands it over: changedServices = that
+// Service) and a full resync of an unchanged state (the hourly sync). Prints
+// a table and writes bench/out/userspace-sync.{json,svg,png}. Run as root:
+//
+//   node --import tsx bench/userspace-sync.ts [--sizes 1000,10000] [--changes 7]
+//
+// The proxy side runs in a child process started with `ip netns exec` in a
+// fresh namespace kpt-ussync-<pid>-<rand> (its listeners bind there, its
+// table is written there over netlink), fed a SyncState the parent built and
+// serialised, so its heap holds only what a proxy holds. Times are wall and
+// CPU of that process (user + system: the kernel's work on our sockets and
+// netlink batches runs in our syscalls); on the shared machine read the CPU.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { deserialize, serialize } from 'node:v8';
+import { syncStateFromObjects } from '../src/core/snapshot.js';
+import { categorizeEndpoints } from '../src/core/topology.js';
+import type { DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
+import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
+import {
+  endpoint,
+  makeNode,
+  makeService,
+  makeSlice,
+  slicePort,
+  svcPort,
+  withClusterIP,
+} from '../test/support/fixtures.js';
+import { writeChart } from './lib/chart.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const COMPILED = here.includes(join('bench', 'out'));
+const REPO = COMPILED ? here.slice(0, here.indexOf(join('bench', 'out'))) : join(here, '..');
+const OUT = process.env['KPT_BENCH_OUT'] ?? join(REPO, 'bench', 'out');
+const arg = (name: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+};
+const CHANGES = Number(arg('changes') ?? 7);
+const MiB = 1024 * 1024;
+
+const CONFIG: DataplaneConfig = {
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
+  nodePortAddresses: null,
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', '192.168.0.10'],
+};
+
+interface Timing {
+  wallMs: number;
+  cpuMs: number;
+}
+
+interface ProxyResult {
+  cold: Timing;
+  changes: Timing[];
+  full: Timing;
+  /** Retained heap after the syncs and a forced GC: the SyncState plus the dataplane's memory. */
+  retainedHeapMiB: number;
+  /** The SyncState alone (before the first sync). */
+  stateHeapMiB: number;
+  peakRssMiB: number;
+}
+
+const gc = () => (globalThis as { gc?: () => void }).gc?.();
+
+async function timed(f: () => Promise<unknown>): Promise<Timing> {
+  const u = process.cpuUsage();
+  const t = performance.now();
+  await f();
+  const d = process.cpuUsage(u);
+  return { wallMs: performance.now() - t, cpuMs: (d.user + d.system) / 1000 };
+}
+
+/** The proxy process, inside the namespace. */
+async function proxyChild(file: string): Promise<ProxyResult> {
+  const { UserspaceDataplane } = await import('../src/platform/userspace/dataplane.js');
+  const state = deserialize(readFileSync(file)) as SyncState;
+  rmSync(file, { force: true });
+  gc();
+  const stateHeapMiB = process.memoryUsage().heapUsed / MiB;
+  const dp = new UserspaceDataplane({ config: CONFIG });
+  const cold = await timed(() => dp.sync(state));
+  const changes: Timing[] = [];
+  let last = state;
+  for (let r = 0; r < CHANGES; r++) {
+    last = withExtraEndpoint(state, (r * 7919) % state.services.size, r);
+    const st = last;
+    changes.push(await timed(() => dp.sync(st)));
+  }
+  const full = await timed(() => dp.sync({ ...last, fullSync: true }));
+  gc();
+  const retainedHeapMiB = process.memoryUsage().heapUsed / MiB;
+  const peakRssMiB = process.resourceUsage().maxRSS / 1024;
+  await dp.cleanup();
+  return { cold, changes, full, retainedHeapMiB, stateHeapMiB, peakRssMiB };
+}
+
+const epIP = (i: number, k: number) => `10.${128 + k * 32 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+
+function buildState(n: number): SyncState {
+  const services = [];
+  const slices = [];
+  for (let i = 0; i < n; i++) {
+    services.push(
+      withClusterIP(
+        makeService('ns', `svc${i}`, (s) => {
+          s.spec.ports = [
+            svcPort('p80', 80, 'TCP', {
+              targetPort: 8080,
+              ...(i % 10 === 0 ? { nodePort: 30000 + ((i / 10) % 2700) } : {}),
+            }),
+          ];
+          if (i % 10 === 0) s.spec.type = 'NodePort';
+        }),
+        `10.96.${i >> 8}.${i & 255}`,
+      ),
+    );
+    slices.push(
+      makeSlice('ns', `svc${i}`, 1, (s) => {
+        s.endpoints = [endpoint(epIP(i, 0), { nodeName: 'n1' }), endpoint(epIP(i, 1), { nodeName: 'n2' })];
+        s.ports = [slicePort('p80', 8080)];
+      }),
+    );
+  }
+  return syncStateFromObjects({
+    services,
+    slices,
+    family: 'IPv4',
+    nodeName: 'n0',
+    node: makeNode('n0', { internalIPs: ['192.168.0.10'] }),
+    serviceCIDRs: ['10.96.0.0/12'],
+  });
+}
+
+/** The state after one more endpoint for service `i`, as the engine would hand it over (partial). */
+function withExtraEndpoint(base: SyncState, i: number, round: number): SyncState {
+  const key = `ns/svc${i}:p80`;
+  const sp = base.services.get(key)!;
+  const eps = base.endpoints.get(key)!;
+  const extra: Endpoint = { ...eps[0]!, ip: `10.250.${round}.${i & 255}`, key: `10.250.${round}.${i & 255}:8080` };
+  const next = [...eps, extra].sort((a, b) => (a.key < b.key ? -1 : 1));
+  return {
+    ...base,
+    endpoints: new Map(base.endpoints).set(key, next),
+    categorized: new Map(base.categorized).set(key, categorizeEndpoints(next, sp, 'n0', {})),
+    changedServices: new Set([sp.serviceKey]),
+    changedServicePorts: new Set([key]),
+    fullSync: false,
+  };
+}
+
+/** The node flags on bin/kube-proxy-ts's `#!/usr/bin/env -S node ...` line. */
+function binaryNodeFlags(): string[] {
+  const first = readFileSync(join(REPO, 'bin', 'kube-proxy-ts'), 'utf8').split('\n')[0]!;
+  return (/\bnode\b(.*)$/.exec(first)?.[1]?.trim() ?? '').split(' ').filter(Boolean);
+}
+
+function runSize(size: number, self: string[]): ProxyResult {
+  const file = join(tmpdir(), `kpt-ussync-${process.pid}.state`);
+  writeFileSync(file, serialize(buildState(size)));
+  const ns = `kpt-ussync-${process.pid}-${randomBytes(2).toString('hex')}`;
+  trackNamespace(ns);
+  try {
+    execFileSync('ip', ['netns', 'add', ns]);
+    const args = ['--expose-gc', ...binaryNodeFlags(), ...self, '--proxy', file, '--changes', String(CHANGES)];
+    const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, ...args], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      maxBuffer: 1 << 26,
+    });
+    if (r.status !== 0) throw new Error(`proxy process for ${size} failed`);
+    return JSON.parse(r.stdout.toString().trim().split('\n').pop()!) as ProxyResult;
+  } finally {
+    rmSync(file, { force: true });
+    deleteNamespaceSync(ns);
+    untrackNamespace(ns);
+  }
+}
+
+/** The children run compiled JavaScript (no tsx loader in the proxy's heap), as the other sync benches. */
+function compiledSelf(): string[] {
+  const self = fileURLToPath(import.meta.url);
+  if (self.endsWith('.js')) return [self];
+  const dist = join(OUT, 'dist');
+  spawnSync('npx', ['tsc', '-p', join(REPO, 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], {
+    stdio: 'ignore',
+  });
+  const js = join(dist, 'bench', 'userspace-sync.js');
+  if (existsSync(js)) return [js];
+  console.log('note: tsc emitted nothing; the proxy runs under tsx');
+  return ['--import', 'tsx', self];
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+const f = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
+
+function main(): void {
+  const sizes = (arg('sizes') ?? '1000,10000').split(',').map(Number);
+  const self = compiledSelf();
+  const results = sizes.map((size) => ({ size, ...runSize(size, self) }));
+  const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+  console.log(`load average at the end ${load}`);
+  console.log(
+    '| Services | cold sync: wall; cpu | 1-endpoint change: median wall; median cpu | full resync: wall; cpu | heap retained (SyncState part) | peak RSS |',
+  );
+  console.log('|---|---|---|---|---|---|');
+  for (const r of results) {
+    console.log(
+      `| ${r.size} | ${f(r.cold.wallMs)}; ${f(r.cold.cpuMs)} | ${f(median(r.changes.map((c) => c.wallMs)))}; ${f(median(r.changes.map((c) => c.cpuMs)))} | ${f(r.full.wallMs)}; ${f(r.full.cpuMs)} | ${r.retainedHeapMiB.toFixed(1)} MiB (${r.stateHeapMiB.toFixed(1)} MiB) | ${r.peakRssMiB.toFixed(0)} MiB |`,
+    );
+  }
+  mkdirSync(OUT, { recursive: true });
+  writeFileSync(join(OUT, 'userspace-sync.json'), JSON.stringify(results, null, 2));
+  const png = writeChart(join(OUT, 'userspace-sync'), {
+    title: 'userspace mode: cold sync, one-endpoint change, full resync (CPU seconds, log scale)',
+    yLabel: 'CPU seconds',
+    log: true,
+    series: ['cold sync', '1-endpoint change (median)', 'full resync'],
+    groups: results.map((r) => ({
+      label: `${r.size / 1000}k Services`,
+      values: [r.cold.cpuMs / 1000, median(r.changes.map((c) => c.cpuMs)) / 1000, r.full.cpuMs / 1000],
+    })),
+  });
+  console.log(png ? `chart: ${png}` : 'chart: SVG only (no rsvg-convert)');
+}
+
+if (arg('proxy') !== undefined) {
+  proxyChild(arg('proxy')!).then(
+    (r) => {
+      console.log(JSON.stringify(r));
+      process.exit(0);
+    },
+    (e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
+} else {
+  main();
+}
