@@ -1,21 +1,25 @@
 // Loading a packet-flow scenario into the userspace Fake the way UserspaceDataplane syncs:
-// plan, open the listeners, render the table for their ports, apply it.
+// the driver's objects planned by the reconciler, the listeners opened, then the
+// table's transaction for their ports, applied.
 import type { Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
 import type { DataplaneConfig, IPFamily } from '../../src/core/types.js';
 import type { Transaction } from '../../src/dataplane/nftables/transaction.js';
-import { Fake, UserspaceRenderer, type UserspacePlan } from '../../src/dataplane/userspace/index.js';
+import { listenerWork, UserspaceDriver } from '../../src/dataplane/userspace/driver.js';
+import { Fake, type UserspacePlan } from '../../src/dataplane/userspace/index.js';
+import { Reconciler } from '../../src/engine/reconciler.js';
 
 /** `config` changes the scenario's resolved config (knobs the table does not cover). */
 export function loadScenario(
   s: Scenario,
   config: (c: DataplaneConfig) => DataplaneConfig = (c) => c,
 ): { fake: Fake; tx: Transaction; script: string } {
-  const renderer = new UserspaceRenderer(config(scenarioConfig(s, 'userspace')));
-  const plan = renderer.plan(scenarioSyncState(s));
+  const driver = new UserspaceDriver(config(scenarioConfig(s, 'userspace')));
+  const plan = new Reconciler(driver.spec).plan(driver.desired(scenarioSyncState(s), true), true);
+  const work = listenerWork(plan.ops);
   const fake = new Fake(s.family === 'IPv4' ? 'ip' : 'ip6');
-  const ports = new Map([...plan.listeners.values()].map((spec) => [spec.key, fake.listen(spec)]));
-  const tx = renderer.render(plan, ports);
+  for (const spec of work.open) fake.listen(spec);
+  const { tx } = driver.transaction(work.portals, (k) => fake.listeners.get(k)?.port, true);
   fake.run(tx);
   return { fake, tx, script: tx.toString() };
 }
