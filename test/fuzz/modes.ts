@@ -13,6 +13,7 @@ import * as nft from '../../src/dataplane/nftables/index.js';
 import * as ipvs from '../../src/dataplane/ipvs/index.js';
 import * as ebpf from '../../src/dataplane/ebpf/index.js';
 import * as us from '../../src/dataplane/userspace/index.js';
+import { Reconciler } from '../../src/engine/reconciler.js';
 import { VALID_FLOWS } from './hostile.js';
 
 export interface ModeRender {
@@ -148,8 +149,23 @@ function loadUserspace(state: SyncState): us.Fake {
 
 const userspace: Mode = {
   name: 'userspace',
-  start() {
-    return { sync: (state) => void loadUserspace(state) };
+  // As UserspaceDataplane: the reconciler plans, a full sync adopts the open listeners first (their
+  // content unknown here, so each is handed its spec again), listeners open before the table's
+  // transaction and close after it.
+  start(family) {
+    const driver = new us.UserspaceDriver(config(family, 'userspace'));
+    const reconciler = new Reconciler(driver.spec);
+    const fake = new us.Fake(family === 'IPv4' ? 'ip' : 'ip6');
+    return {
+      sync(state) {
+        const isFull = state.fullSync || reconciler.needsLive();
+        if (isFull) reconciler.adopt([...fake.listeners.keys()].map((key) => ({ kind: 'listener', key, value: null })));
+        const work = us.listenerWork(reconciler.plan(driver.desired(state, isFull), isFull).ops);
+        for (const spec of [...work.open, ...work.update]) fake.listen(spec);
+        fake.run(driver.transaction(work.portals, (k) => fake.listeners.get(k)?.port, isFull).tx);
+        for (const key of work.close) fake.close(key);
+      },
+    };
   },
   tracer(state) {
     const fake = loadUserspace(full(state));
