@@ -128,6 +128,18 @@ describe('Reconciler', () => {
     assert.deepEqual(show(p.ops), ['put chain ca=ca'], 'without adopt the datapath is taken as empty');
   });
 
+  it('an owner asking again keeps what it lists, in any order, and withdraws only what it left out', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan([['a', [o('chain', 'c1'), o('element', 'e1'), o('element', 'e2')]]], false);
+    assert.deepEqual(show(r.plan([['a', [o('chain', 'c1'), o('element', 'e1'), o('element', 'e2')]]], false).ops), []);
+    assert.deepEqual(show(r.plan([['a', [o('element', 'e2'), o('chain', 'c1'), o('element', 'e1')]]], false).ops), []);
+    assert.deepEqual(show(r.plan([['a', [o('element', 'e2'), o('element', 'e1')]]], false).ops), ['delete chain c1']);
+    assert.deepEqual(
+      [...r.ownedBy('a')].map(([, k]) => k),
+      ['e2', 'e1'],
+    );
+  });
+
   it('refuses a kind the spec does not order', () => {
     const r = new Reconciler<Kind, string>(spec);
     assert.throws(() => r.plan([['a', [{ kind: 'rule' as Kind, key: 'x', value: 'x' }]]], false), { code: 'KPT_BUG' });

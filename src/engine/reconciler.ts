@@ -155,7 +155,7 @@ export class Reconciler<K extends string, V> {
       ids.push(id);
       touched.add(id);
     }
-    if (old !== undefined) {
+    if (old !== undefined && !sameIds(old, ids)) {
       const keep = ids.length > 0 ? new Set(ids) : null;
       for (const id of old) {
         if (keep?.has(id)) continue;
@@ -204,6 +204,13 @@ export class Reconciler<K extends string, V> {
     if (r === undefined) throw new BugError(`object kind ${kind} is not in the driver's order`);
     return r;
   }
+}
+
+/** Whether an owner asks for the same objects in the same order as before (the common case: nothing to withdraw). */
+function sameIds(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 function idOf(kind: string, key: string): string {
