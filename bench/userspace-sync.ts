@@ -91,6 +91,8 @@ async function proxyChild(file: string): Promise<ProxyResult> {
   gc();
   const stateHeapMiB = process.memoryUsage().heapUsed / MiB;
   const dp = new UserspaceDataplane({ config: CONFIG });
+  // As in the proxy, which always watches for drift (the table's nf_tables events, the listener checks).
+  dp.watchDrift(() => {});
   const cold = await timed(() => dp.sync(state));
   const changes: Timing[] = [];
   let last = state;

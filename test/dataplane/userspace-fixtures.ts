@@ -19,7 +19,7 @@ export function loadScenario(
   const work = listenerWork(plan.ops);
   const fake = new Fake(s.family === 'IPv4' ? 'ip' : 'ip6');
   for (const spec of work.open) fake.listen(spec);
-  const { tx } = driver.transaction(work.portals, (k) => fake.listeners.get(k)?.port, true);
+  const { tx } = driver.transaction(work.portals, (k) => fake.listeners.get(k)?.port, 'replace');
   fake.run(tx);
   return { fake, tx, script: tx.toString() };
 }

@@ -149,20 +149,21 @@ function loadUserspace(state: SyncState): us.Fake {
 
 const userspace: Mode = {
   name: 'userspace',
-  // As UserspaceDataplane: the reconciler plans, a full sync adopts the open listeners first (their
-  // content unknown here, so each is handed its spec again), listeners open before the table's
-  // transaction and close after it.
+  // As UserspaceDataplane with its drift watch: the reconciler plans; the first sync adopts (no
+  // listener is open yet) and replaces the table, later full ones rewrite its static part in place;
+  // listeners open before the table's transaction and close after it.
   start(family) {
     const driver = new us.UserspaceDriver(config(family, 'userspace'));
     const reconciler = new Reconciler(driver.spec);
     const fake = new us.Fake(family === 'IPv4' ? 'ip' : 'ip6');
     return {
       sync(state) {
-        const isFull = state.fullSync || reconciler.needsLive();
-        if (isFull) reconciler.adopt([...fake.listeners.keys()].map((key) => ({ kind: 'listener', key, value: null })));
-        const work = us.listenerWork(reconciler.plan(driver.desired(state, isFull), isFull).ops);
+        const replace = reconciler.needsLive();
+        const full = state.fullSync || replace;
+        const work = us.listenerWork(reconciler.plan(driver.desired(state, full), full).ops);
         for (const spec of [...work.open, ...work.update]) fake.listen(spec);
-        fake.run(driver.transaction(work.portals, (k) => fake.listeners.get(k)?.port, isFull).tx);
+        const write = replace ? 'replace' : full ? 'refresh' : 'elements';
+        fake.run(driver.transaction(work.portals, (k) => fake.listeners.get(k)?.port, write).tx);
         for (const key of work.close) fake.close(key);
       },
     };

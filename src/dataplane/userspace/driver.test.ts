@@ -123,7 +123,7 @@ describe('userspace driver', () => {
     const r = reconciler();
     r.plan(desiredObjects(state([]), true).owners, true);
     const back = r.plan(desiredObjects(state(['10.180.0.1'], { changed: ['ns1/a'] }), false).owners, false);
-    const { tx, unserved } = portalTransaction(back.ops, port, CFG, false);
+    const { tx, unserved } = portalTransaction(back.ops, port, CFG, 'elements');
     assert.deepEqual(unserved, []);
     assert.deepEqual(tx.toString().trimEnd().split('\n'), [
       'delete element ip kube-proxy-userspace no-endpoint-services { 172.30.0.41 . tcp . 80 }',
@@ -137,15 +137,29 @@ describe('userspace driver', () => {
       desiredObjects(state(['10.180.0.1'], { changed: ['ns1/b'], withB: false }), false).owners,
       false,
     );
-    assert.deepEqual(portalTransaction(gone.ops, port, CFG, false).tx.toString().trimEnd().split('\n'), [
+    assert.deepEqual(portalTransaction(gone.ops, port, CFG, 'elements').tx.toString().trimEnd().split('\n'), [
       'delete element ip kube-proxy-userspace no-endpoint-services { 172.30.0.42 . tcp . 80 }',
     ]);
+  });
+
+  it('a full sync with memory rewrites the static part in place and changes only the changed elements', () => {
+    const r = reconciler();
+    r.plan(desiredObjects(state(['10.180.0.1']), true).owners, true);
+    const again = r.plan(desiredObjects(state(['10.180.0.1'], { withB: false }), true).owners, true);
+    const lines = portalTransaction(again.ops, port, CFG, 'refresh').tx.toString().trimEnd().split('\n');
+    assert.equal(lines[0], 'add table ip kube-proxy-userspace { comment "rules for kube-proxy-ts userspace mode" ; }');
+    assert.ok(!lines.some((l) => l.startsWith('delete table')));
+    assert.ok(lines.includes('flush chain ip kube-proxy-userspace portals-container'));
+    assert.deepEqual(
+      lines.filter((l) => l.includes(' element ')),
+      ['delete element ip kube-proxy-userspace no-endpoint-services { 172.30.0.42 . tcp . 80 }'],
+    );
   });
 
   it('a portal whose listener has no port is refused and reported unserved', () => {
     const r = reconciler();
     const plan = r.plan(desiredObjects(state(['10.180.0.1']), true).owners, true);
-    const { tx, unserved } = portalTransaction(plan.ops, () => undefined, CFG, true);
+    const { tx, unserved } = portalTransaction(plan.ops, () => undefined, CFG, 'replace');
     assert.deepEqual(unserved, ['172.30.0.41 . tcp . 80', '192.168.99.11 . tcp . 80', 'tcp . 30080']);
     assert.match(tx.toString(), /no-endpoint-services \{ 172\.30\.0\.41 \. tcp \. 80 : goto reject-chain \}/);
   });
@@ -153,7 +167,7 @@ describe('userspace driver', () => {
   it('an address two Services claim goes to the first in key order, also after the other changes', () => {
     const r = reconciler();
     const first = r.plan(desiredObjects(state(['10.180.0.1'], { bExternal: true }), true).owners, true);
-    const tx = portalTransaction(first.ops, port, CFG, true).tx.toString();
+    const tx = portalTransaction(first.ops, port, CFG, 'replace').tx.toString();
     assert.match(tx, /service-portals \{ 192\.168\.99\.11 \. tcp \. 80 : 40001 \}/);
     assert.doesNotMatch(tx, /no-endpoint-services \{ 192\.168\.99\.11 /);
     const again = r.plan(
@@ -164,7 +178,7 @@ describe('userspace driver', () => {
     const aGone = r.plan([['ns1/a', []]], false);
     assert.ok(show(aGone.ops).includes('put portal 192.168.99.11 . tcp . 80 (changed)'), 'b takes the address over');
     assert.match(
-      portalTransaction(aGone.ops, port, CFG, false).tx.toString(),
+      portalTransaction(aGone.ops, port, CFG, 'elements').tx.toString(),
       /no-endpoint-services \{ 192\.168\.99\.11 /,
     );
   });
@@ -183,7 +197,7 @@ describe('userspace driver', () => {
         s.name,
       );
       assert.equal(
-        driver.transaction(ops, (k) => given.get(k), true).tx.toString(),
+        driver.transaction(ops, (k) => given.get(k), 'replace').tx.toString(),
         renderRules(plan, given, config).toString(),
         s.name,
       );

@@ -16,19 +16,23 @@
 // listener closes.
 //
 // A listener's port is the applier's state, not part of any value: a
-// listener keeps its port while it is open, and a listener is only opened
-// again (on a new port) in a sync that also writes its portals: one that
-// puts the portal anew, or a full one. So a portal whose value is unchanged
+// listener keeps its port while it is open, and is only opened again (on a
+// new port) in a sync that also writes its portals: after it was closed
+// (its portals were refused meanwhile, so they are put anew), or after it
+// died (drift: the table is replaced). So a portal whose value is unchanged
 // still points at the right port.
 //
-// A full sync replaces the table whole (renderStatic, then every portal's
-// element). What the reconciler adopts before a full plan is therefore the
-// listeners the process holds and no portal at all: that is what the table
-// holds once the transaction has deleted it. A partial sync deletes and adds
-// only the elements of portals whose target changed. If a listener fails to
-// open, its portals are refused and the applier calls failed(), so the next
-// sync is full and tries again; hence, in a partial sync, a portal that sends
-// to a listener is known to sit in a redirect map.
+// How the table is written (TableWrite): when the reconciler needs the live
+// state (the first sync, after a failure or drift), the table is replaced
+// whole, and what the reconciler adopts first is the listeners the process
+// holds and no portal at all: that is what the table holds once the
+// transaction has deleted it. Otherwise the reconciler's memory is the
+// table, and a sync deletes and adds only the elements of portals whose
+// target changed (a full sync also rewrites the static chains in place). If
+// a listener fails to open, its portals are refused and the applier calls
+// failed(), so the next sync replaces the table and tries again; hence, when
+// elements are changed, a portal that sends to a listener is known to sit in
+// a redirect map.
 import { BugError } from '../../core/errors.js';
 import type { Keyed, ObjectDriver, ObjectOp, ObjectSpec } from '../../core/objects.js';
 import type { DataplaneConfig, Endpoint, SyncState } from '../../core/types.js';
@@ -147,9 +151,9 @@ export class UserspaceDriver implements ObjectDriver<UserspaceKind, UserspaceVal
   transaction(
     ops: readonly UserspaceOp[],
     port: (listener: string) => number | undefined,
-    full: boolean,
+    write: TableWrite,
   ): { tx: Transaction; unserved: string[] } {
-    return portalTransaction(ops, port, this.config, full);
+    return portalTransaction(ops, port, this.config, write);
   }
 }
 
@@ -175,26 +179,36 @@ export function listenerWork(ops: readonly UserspaceOp[]): ListenerWork {
 }
 
 /**
+ * How a sync writes the table:
+ *   replace   the whole table anew: renderStatic, then an element for every
+ *             portal (the plan must have been made right after adopt(), so
+ *             that every wanted portal is a put; deletes and earlier values
+ *             do not matter, the table was deleted);
+ *   refresh   the static part rewritten in place (chains flushed and filled
+ *             again), then the changed portals' elements, as `elements`;
+ *   elements  only the changed portals' elements: the element each changed
+ *             or removed portal had is deleted (found by its earlier target),
+ *             the new ones are added.
+ */
+export type TableWrite = 'replace' | 'refresh' | 'elements';
+
+/**
  * The table's transaction for a plan's portal operations. `port` gives an
- * open listener's port (after the plan's listeners were opened). A full
- * plan gives the whole table: renderStatic, then an element for every portal
- * (the table is replaced, so deletes and earlier values do not matter). A
- * partial one deletes the element each changed or removed portal had (found
- * by its earlier target) and adds the new ones. `unserved`: portals sent to
- * a listener without a port, written as refusals.
+ * open listener's port (after the plan's listeners were opened).
+ * `unserved`: portals sent to a listener without a port, written as refusals.
  */
 export function portalTransaction(
   ops: readonly UserspaceOp[],
   port: (listener: string) => number | undefined,
   config: DataplaneConfig,
-  full: boolean,
+  write: TableWrite,
 ): { tx: Transaction; unserved: string[] } {
-  const tx = full ? renderStatic(config) : userspaceTransaction(config.family);
+  const tx = write === 'elements' ? userspaceTransaction(config.family) : renderStatic(config, write === 'replace');
   const adds: Element[] = [];
   const unserved: string[] = [];
   for (const op of ops) {
     if (op.kind !== 'portal') continue;
-    if (!full && op.before !== undefined) tx.delete(portalSlot(op.key, redirected(op.key, op.before)));
+    if (write !== 'replace' && op.before !== undefined) tx.delete(portalSlot(op.key, redirected(op.key, op.before)));
     if (op.op === 'delete') continue;
     const { target } = op.value as PortalValue;
     const p = target.kind === 'listener' ? port(target.listener) : undefined;

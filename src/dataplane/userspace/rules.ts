@@ -30,7 +30,7 @@
 import { parseCIDR } from '../../core/ip.js';
 import type { DataplaneConfig, IPFamily } from '../../core/types.js';
 import { nftFamily } from '../nftables/names.js';
-import type { Element } from '../nftables/objects.js';
+import type { Chain, Element, NftSet } from '../nftables/objects.js';
 import { Transaction } from '../nftables/transaction.js';
 import type { PortalSpec, PortalTarget, UserspacePlan } from './plan.js';
 
@@ -94,27 +94,33 @@ export function renderRules(
 }
 
 /**
- * Everything of the table but the portals' elements: the table itself
- * (replaced: add, delete, add), its chains and rules, its maps (empty) and
- * the NodePort address set. It depends on the config only.
+ * Everything of the table but the portals' elements: the table itself, its
+ * chains and rules, its maps and the NodePort address set. It depends on the
+ * config only. `replace`: the table is deleted first and built anew (its
+ * maps empty); else it is rewritten in place: each chain flushed and its
+ * rules added again, the maps kept with their elements, the address set
+ * refilled.
  */
-export function renderStatic(config: DataplaneConfig): Transaction {
+export function renderStatic(config: DataplaneConfig, replace = true): Transaction {
   const fam = nftFamily(config.family);
   const addrType = config.family === 'IPv4' ? 'ipv4_addr' : 'ipv6_addr';
   const loopback = config.family === 'IPv4' ? '127.0.0.0/8' : '::1';
   const tx = userspaceTransaction(config.family);
   const rule = (chain: string, text: string) => tx.add({ kind: 'rule', chain, rule: text });
-  tx.add({ kind: 'table' })
-    .delete({ kind: 'table' })
-    .add({ kind: 'table', comment: TABLE_COMMENT })
-    .add({ kind: 'chain', name: C.portalsContainer, type: 'nat', hook: 'prerouting', priority: -100 })
-    .add({ kind: 'chain', name: C.portalsHost, type: 'nat', hook: 'output', priority: -100 })
-    .add({ kind: 'chain', name: C.nodePortsContainer })
-    .add({ kind: 'chain', name: C.nodePortsHost })
-    .add({ kind: 'chain', name: C.filterInput, type: 'filter', hook: 'input', priority: -110 })
-    .add({ kind: 'chain', name: C.filterForward, type: 'filter', hook: 'forward', priority: -110 })
-    .add({ kind: 'chain', name: C.filterOutput, type: 'filter', hook: 'output', priority: -110 })
-    .add({ kind: 'chain', name: C.reject });
+  if (replace) tx.add({ kind: 'table' }).delete({ kind: 'table' });
+  tx.add({ kind: 'table', comment: TABLE_COMMENT });
+  const chains: Chain[] = [
+    { kind: 'chain', name: C.portalsContainer, type: 'nat', hook: 'prerouting', priority: -100 },
+    { kind: 'chain', name: C.portalsHost, type: 'nat', hook: 'output', priority: -100 },
+    { kind: 'chain', name: C.nodePortsContainer },
+    { kind: 'chain', name: C.nodePortsHost },
+    { kind: 'chain', name: C.filterInput, type: 'filter', hook: 'input', priority: -110 },
+    { kind: 'chain', name: C.filterForward, type: 'filter', hook: 'forward', priority: -110 },
+    { kind: 'chain', name: C.filterOutput, type: 'filter', hook: 'output', priority: -110 },
+    { kind: 'chain', name: C.reject },
+  ];
+  for (const c of chains) tx.add(c);
+  if (!replace) for (const c of chains) tx.flush(c);
   rule(C.reject, 'reject');
   tx.add({ kind: 'map', name: SERVICE_PORTALS, type: `${addrType} . inet_proto . inet_service : inet_service` })
     .add({ kind: 'map', name: NODEPORT_PORTALS, type: 'inet_proto . inet_service : inet_service' })
@@ -132,7 +138,9 @@ export function renderStatic(config: DataplaneConfig): Transaction {
   const npMatch = nodePortMatch(config, fam, loopback);
   if (npMatch !== null) {
     if (npMatch.set.length > 0) {
-      tx.add({ kind: 'set', name: NODEPORT_IPS, type: addrType, flags: ['interval'] });
+      const set: NftSet = { kind: 'set', name: NODEPORT_IPS, type: addrType, flags: ['interval'] };
+      tx.add(set);
+      if (!replace) tx.flush(set);
       for (const cidr of npMatch.set) tx.add({ kind: 'element', set: NODEPORT_IPS, key: [cidr] });
     }
     rule(C.portalsContainer, `fib daddr type local ${npMatch.cond}jump ${C.nodePortsContainer}`);
@@ -204,7 +212,9 @@ export function portalSlot(key: string, redirected: boolean): Element {
  */
 export function portalElement(key: string, target: PortalTarget, port: number | undefined): Element {
   const value = port !== undefined ? String(port) : target.kind === 'drop' ? 'drop' : `goto ${C.reject}`;
-  return { ...portalSlot(key, port !== undefined), value: [value] };
+  const { set, key: fields } = portalSlot(key, port !== undefined);
+  // Built as a literal, not spread: the netlink encoder reads every element, and one shape keeps that fast.
+  return { kind: 'element', set, key: fields, value: [value] };
 }
 
 const MAP_ORDER = [SERVICE_PORTALS, NODEPORT_PORTALS, NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS];

@@ -2,21 +2,23 @@
 // objects (listeners, and the portals of its redirect table) go through the
 // one reconciler (src/engine/reconciler.ts) with the mode's driver
 // (src/dataplane/userspace/driver.ts). Each sync:
-//   1. full (asked for, or the reconciler needs the live state after a
-//      failure or drift): adopts the listeners this process holds, and no
-//      portal, as the full transaction replaces the table whole;
-//   2. plans: what the changed Services (all of them when full) want;
+//   1. when the reconciler needs the live state (the first sync, after a
+//      failure or drift), or on a full sync without the drift watch (which
+//      then is the only repair): adopts the listeners this process holds,
+//      and no portal, as the transaction replaces the table whole;
+//   2. plans what the changed Services (all of them when full) want;
 //   3. opens new listeners and hands changed endpoint sets to the ones that
 //      stay (no restart: same port, open relays kept), resetting relays to
 //      endpoints that were removed;
 //   4. writes the table's transaction atomically (one netlink batch, or
-//      `nft -f`, ../nftables/writer.ts): the whole table when full, else the
-//      changed portals' elements;
+//      `nft -f`, ../nftables/writer.ts): the whole table when replacing,
+//      else the changed portals' elements (a full sync also rewrites the
+//      static chains in place);
 //   5. only then closes listeners no longer wanted (and their relays), so a
 //      redirect never points at a port that was already closed.
-// Any failure calls the reconciler's failed() (the next sync is full), and
-// so does a listener that would not open (its portals are refused until the
-// next, full, sync opens it).
+// Any failure calls the reconciler's failed() (the next sync replaces the
+// table), and so does a listener that would not open (its portals are
+// refused until the next sync opens it).
 //
 // watchDrift() reports what others break between syncs: a change to the
 // redirect table (nf_tables events, ../nftables/monitor.ts), and, checked
@@ -206,8 +208,9 @@ export class UserspaceDataplane implements Dataplane {
 
   async sync(state: SyncState): Promise<SyncOutcome> {
     await this.startWatch();
-    const full = state.fullSync || this.reconciler.needsLive();
-    if (full) this.reconciler.adopt(this.liveListeners());
+    const replace = this.reconciler.needsLive() || (state.fullSync && this.monitor === null);
+    const full = state.fullSync || replace;
+    if (replace) this.reconciler.adopt(this.liveListeners());
     const want = this.driver.wanted(state, full);
     for (const s of want.skipped)
       this.onEvent('debug', { servicePort: s.servicePortKey, reason: s.reason }, 'service port skipped');
@@ -218,7 +221,8 @@ export class UserspaceDataplane implements Dataplane {
     try {
       for (const spec of work.open) await this.open(spec);
       for (const spec of work.update) relaysReset += await this.update(spec);
-      const r = this.driver.transaction(work.portals, (k) => this.entries.get(k)?.port, full);
+      const write = replace ? 'replace' : full ? 'refresh' : 'elements';
+      const r = this.driver.transaction(work.portals, (k) => this.entries.get(k)?.port, write);
       unserved = r.unserved;
       if (r.tx.numOperations > 0) await this.writer.apply(r.tx, !full, this.monitor);
       for (const key of work.close) {
