@@ -140,6 +140,22 @@ describe('Reconciler', () => {
     );
   });
 
+  it('an unchanged object asked again remembers the newer value, alone or shared', () => {
+    type V = { readonly v: number; readonly n: number };
+    const r = new Reconciler<'addr', V>({ order: ['addr'], same: (a, b) => a.v === b.v });
+    const at = (v: number, n: number) => ({ kind: 'addr' as const, key: 'k', value: { v, n } });
+    r.plan([['a', [at(1, 1)]]], false);
+    assert.deepEqual(r.plan([['a', [at(1, 2)]]], true).ops, []);
+    assert.deepEqual(r.applied('addr', 'k'), { v: 1, n: 2 });
+    assert.deepEqual(r.plan([['b', [at(1, 3)]]], false).ops, []);
+    assert.deepEqual(r.applied('addr', 'k'), { v: 1, n: 3 });
+    assert.deepEqual(r.plan([['a', [at(2, 4)]]], false).ops, [
+      { op: 'put', kind: 'addr', key: 'k', value: { v: 2, n: 4 }, before: { v: 1, n: 3 } },
+    ]);
+    assert.deepEqual(r.plan([['b', []]], false).ops, []);
+    assert.deepEqual(r.applied('addr', 'k'), { v: 2, n: 4 });
+  });
+
   it('refuses a kind the spec does not order', () => {
     const r = new Reconciler<Kind, string>(spec);
     assert.throws(() => r.plan([['a', [{ kind: 'rule' as Kind, key: 'x', value: 'x' }]]], false), { code: 'KPT_BUG' });

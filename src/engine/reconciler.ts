@@ -150,12 +150,20 @@ export class Reconciler<K extends string, V> {
         this.rankOf(o.kind);
         e = { kind: o.kind, key: o.key, applied: undefined, owners: null, want: undefined };
         this.entries.set(id, e);
+      } else if (e.owners === owner && e.applied != null && this.spec.same(e.applied, o.value)) {
+        // Its only owner asks again for what is applied: what diff() would conclude (no operation, the
+        // new value remembered), without queueing it there. The bulk of a full plan over valid memory.
+        e.want = o.value;
+        e.applied = o.value;
+        ids.push(id);
+        continue;
       }
       addOwner(e, owner, o.value);
       ids.push(id);
       touched.add(id);
     }
-    if (old !== undefined && !sameIds(old, ids)) {
+    if (old !== undefined && sameIds(old, ids)) return;
+    if (old !== undefined) {
       const keep = ids.length > 0 ? new Set(ids) : null;
       for (const id of old) {
         if (keep?.has(id)) continue;
