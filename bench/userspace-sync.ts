@@ -5,7 +5,10 @@
 // Service) and a full resync of an unchanged state (the hourly sync). Prints
 // a table and writes bench/out/userspace-sync.{json,svg,png}. Run as root:
 //
-//   node --import tsx bench/userspace-sync.ts [--sizes 1000,10000] [--changes 7]
+//   node --import tsx bench/userspace-sync.ts [--sizes 1000,10000] [--changes 7] [--fulls 3]
+//
+// The changes come first, then `--fulls` full resyncs, each after one more
+// change (as an hourly resync follows partial syncs); medians are printed.
 //
 // The proxy side runs in a child process started with `ip netns exec` in a
 // fresh namespace kpt-ussync-<pid>-<rand> (its listeners bind there, its
@@ -45,6 +48,7 @@ const arg = (name: string) => {
   return i >= 0 ? process.argv[i + 1] : undefined;
 };
 const CHANGES = Number(arg('changes') ?? 7);
+const FULLS = Number(arg('fulls') ?? 3);
 const MiB = 1024 * 1024;
 
 const CONFIG: DataplaneConfig = {
@@ -65,7 +69,7 @@ interface Timing {
 interface ProxyResult {
   cold: Timing;
   changes: Timing[];
-  full: Timing;
+  fulls: Timing[];
   /** Retained heap after the syncs and a forced GC: the SyncState plus the dataplane's memory. */
   retainedHeapMiB: number;
   /** The SyncState alone (before the first sync). */
@@ -95,18 +99,21 @@ async function proxyChild(file: string): Promise<ProxyResult> {
   dp.watchDrift(() => {});
   const cold = await timed(() => dp.sync(state));
   const changes: Timing[] = [];
-  let last = state;
   for (let r = 0; r < CHANGES; r++) {
-    last = withExtraEndpoint(state, (r * 7919) % state.services.size, r);
-    const st = last;
+    const st = withExtraEndpoint(state, (r * 7919) % state.services.size, r);
     changes.push(await timed(() => dp.sync(st)));
   }
-  const full = await timed(() => dp.sync({ ...last, fullSync: true }));
+  const fulls: Timing[] = [];
+  for (let r = CHANGES; r < CHANGES + FULLS; r++) {
+    const st = withExtraEndpoint(state, (r * 7919) % state.services.size, r);
+    await dp.sync(st);
+    fulls.push(await timed(() => dp.sync({ ...st, fullSync: true })));
+  }
   gc();
   const retainedHeapMiB = process.memoryUsage().heapUsed / MiB;
   const peakRssMiB = process.resourceUsage().maxRSS / 1024;
   await dp.cleanup();
-  return { cold, changes, full, retainedHeapMiB, stateHeapMiB, peakRssMiB };
+  return { cold, changes, fulls, retainedHeapMiB, stateHeapMiB, peakRssMiB };
 }
 
 const epIP = (i: number, k: number) => `10.${128 + k * 32 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
@@ -176,7 +183,17 @@ function runSize(size: number, self: string[]): ProxyResult {
   trackNamespace(ns);
   try {
     execFileSync('ip', ['netns', 'add', ns]);
-    const args = ['--expose-gc', ...binaryNodeFlags(), ...self, '--proxy', file, '--changes', String(CHANGES)];
+    const args = [
+      '--expose-gc',
+      ...binaryNodeFlags(),
+      ...self,
+      '--proxy',
+      file,
+      '--changes',
+      String(CHANGES),
+      '--fulls',
+      String(FULLS),
+    ];
     const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, ...args], {
       stdio: ['ignore', 'pipe', 'inherit'],
       maxBuffer: 1 << 26,
@@ -214,12 +231,12 @@ function main(): void {
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   console.log(`load average at the end ${load}`);
   console.log(
-    '| Services | cold sync: wall; cpu | 1-endpoint change: median wall; median cpu | full resync: wall; cpu | heap retained (SyncState part) | peak RSS |',
+    '| Services | cold sync: wall; cpu | 1-endpoint change: median wall; median cpu | full resync: median wall; median cpu | heap retained (SyncState part) | peak RSS |',
   );
   console.log('|---|---|---|---|---|---|');
   for (const r of results) {
     console.log(
-      `| ${r.size} | ${f(r.cold.wallMs)}; ${f(r.cold.cpuMs)} | ${f(median(r.changes.map((c) => c.wallMs)))}; ${f(median(r.changes.map((c) => c.cpuMs)))} | ${f(r.full.wallMs)}; ${f(r.full.cpuMs)} | ${r.retainedHeapMiB.toFixed(1)} MiB (${r.stateHeapMiB.toFixed(1)} MiB) | ${r.peakRssMiB.toFixed(0)} MiB |`,
+      `| ${r.size} | ${f(r.cold.wallMs)}; ${f(r.cold.cpuMs)} | ${f(median(r.changes.map((c) => c.wallMs)))}; ${f(median(r.changes.map((c) => c.cpuMs)))} | ${f(median(r.fulls.map((c) => c.wallMs)))}; ${f(median(r.fulls.map((c) => c.cpuMs)))} | ${r.retainedHeapMiB.toFixed(1)} MiB (${r.stateHeapMiB.toFixed(1)} MiB) | ${r.peakRssMiB.toFixed(0)} MiB |`,
     );
   }
   mkdirSync(OUT, { recursive: true });
@@ -228,10 +245,14 @@ function main(): void {
     title: 'userspace mode: cold sync, one-endpoint change, full resync (CPU seconds, log scale)',
     yLabel: 'CPU seconds',
     log: true,
-    series: ['cold sync', '1-endpoint change (median)', 'full resync'],
+    series: ['cold sync', '1-endpoint change (median)', 'full resync (median)'],
     groups: results.map((r) => ({
       label: `${r.size / 1000}k Services`,
-      values: [r.cold.cpuMs / 1000, median(r.changes.map((c) => c.cpuMs)) / 1000, r.full.cpuMs / 1000],
+      values: [
+        r.cold.cpuMs / 1000,
+        median(r.changes.map((c) => c.cpuMs)) / 1000,
+        median(r.fulls.map((c) => c.cpuMs)) / 1000,
+      ],
     })),
   });
   console.log(png ? `chart: ${png}` : 'chart: SVG only (no rsvg-convert)');

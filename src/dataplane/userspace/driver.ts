@@ -39,7 +39,7 @@ import type { DataplaneConfig, Endpoint, SyncState } from '../../core/types.js';
 import type { Element } from '../nftables/objects.js';
 import type { Transaction } from '../nftables/transaction.js';
 import { planServicePort, type ListenerSpec, type PortalTarget } from './plan.js';
-import { byMap, portalElement, portalSlot, portalTargets, renderStatic, userspaceTransaction } from './rules.js';
+import { byMap, portalElement, portalKeys, portalSlot, renderStatic, userspaceTransaction } from './rules.js';
 
 export type UserspaceKind = 'listener' | 'portal';
 
@@ -114,13 +114,17 @@ export function desiredObjects(state: SyncState, full: boolean): DesiredObjects 
       return;
     }
     for (const l of p.listeners) objects.push({ kind: 'listener', key: l.key, value: l });
-    // The ClusterIP's portal comes first and uses the internal target, the others the external one.
-    let value = null as PortalValue | null;
-    for (const [portal, target] of portalTargets(p.portal)) {
-      if (value?.target !== target) value = { servicePortKey: key, target };
+    const internal: PortalValue = { servicePortKey: key, target: p.portal.internal };
+    let external: PortalValue | null = null;
+    const keys = portalKeys(p.portal);
+    for (let i = 0; i < keys.length; i++) {
+      const portal = keys[i]!;
       // One owner wants each key once; within a Service, the first port that claims it wins.
-      if (objects.some((o) => o.kind === 'portal' && o.key === portal)) continue;
-      objects.push({ kind: 'portal', key: portal, value });
+      if (claimed(objects, portal)) continue;
+      if (i > 0 && external === null)
+        external =
+          p.portal.external === p.portal.internal ? internal : { servicePortKey: key, target: p.portal.external! };
+      objects.push({ kind: 'portal', key: portal, value: i === 0 ? internal : external! });
     }
   };
   if (full) for (const key of state.services.keys()) add(key);
@@ -130,6 +134,11 @@ export function desiredObjects(state: SyncState, full: boolean): DesiredObjects 
     else for (const [key, sp] of state.services) if (state.changedServices.has(sp.serviceKey)) add(key);
   }
   return { owners: [...byService], skipped };
+}
+
+function claimed(objects: readonly UserspaceObject[], portal: string): boolean {
+  for (const o of objects) if (o.kind === 'portal' && o.key === portal) return true;
+  return false;
 }
 
 /** The userspace mode's ObjectDriver (see the top of this file). */

@@ -83,28 +83,49 @@ export function planUserspace(state: SyncState): UserspacePlan {
 export function planServicePort(sp: ServicePort, cat: CategorizedEndpoints | undefined): ServicePortPlan {
   if (sp.protocol !== 'TCP' && sp.protocol !== 'UDP')
     return { skipped: `protocol ${sp.protocol} is not supported by the userspace relay` };
-  const protocol = sp.protocol;
-  const hasAny = cat?.hasAnyEndpoints ?? false;
   const listeners: ListenerSpec[] = [];
-  const target = (local: boolean): PortalTarget => {
-    const eps = (local ? cat?.localEndpoints : cat?.clusterEndpoints) ?? [];
-    if (!hasAny) return { kind: 'reject' };
-    if (eps.length === 0) return local ? { kind: 'drop' } : { kind: 'reject' };
-    const spec = listenerFor(sp, protocol, local ? 'local' : 'cluster', eps);
-    if (!listeners.some((l) => l.key === spec.key)) listeners.push(spec);
-    return { kind: 'listener', listener: spec.key };
-  };
+  const internal = portalTarget(sp, sp.protocol, cat, sp.internalPolicyLocal, listeners);
+  // The same policy means the same endpoint set, hence the same target (and listener).
+  const external = !sp.externallyAccessible
+    ? null
+    : sp.externalPolicyLocal === sp.internalPolicyLocal
+      ? internal
+      : portalTarget(sp, sp.protocol, cat, sp.externalPolicyLocal, listeners);
   const portal: PortalSpec = {
     servicePortKey: sp.key,
-    protocol,
+    protocol: sp.protocol,
     port: sp.port,
     clusterIP: sp.clusterIP,
-    internal: target(sp.internalPolicyLocal),
-    externalIPs: [...sp.externalIPs, ...sp.loadBalancerVIPs],
+    internal,
+    externalIPs:
+      sp.loadBalancerVIPs.length === 0
+        ? sp.externalIPs
+        : sp.externalIPs.length === 0
+          ? sp.loadBalancerVIPs
+          : [...sp.externalIPs, ...sp.loadBalancerVIPs],
     nodePort: sp.nodePort,
-    external: sp.externallyAccessible ? target(sp.externalPolicyLocal) : null,
+    external,
   };
   return { listeners, portal };
+}
+
+const REJECT: PortalTarget = Object.freeze({ kind: 'reject' });
+const DROP: PortalTarget = Object.freeze({ kind: 'drop' });
+
+/** Where the portals of one traffic policy send new flows; a listener target adds its listener to `listeners`. */
+function portalTarget(
+  sp: ServicePort,
+  protocol: 'TCP' | 'UDP',
+  cat: CategorizedEndpoints | undefined,
+  local: boolean,
+  listeners: ListenerSpec[],
+): PortalTarget {
+  if (!(cat?.hasAnyEndpoints ?? false)) return REJECT;
+  const eps = (local ? cat?.localEndpoints : cat?.clusterEndpoints) ?? [];
+  if (eps.length === 0) return local ? DROP : REJECT;
+  const spec = listenerFor(sp, protocol, local ? 'local' : 'cluster', eps);
+  listeners.push(spec);
+  return { kind: 'listener', listener: spec.key };
 }
 
 function listenerFor(

@@ -84,11 +84,12 @@ export function renderRules(
   const seen = new Set<string>();
   const elements: Element[] = [];
   for (const p of plan.portals)
-    for (const [key, target] of portalTargets(p)) {
-      if (seen.has(key)) continue;
+    portalKeys(p).forEach((key, i) => {
+      if (seen.has(key)) return;
       seen.add(key);
+      const target = i === 0 ? p.internal : p.external!;
       elements.push(portalElement(key, target, portOf(target, ports)));
-    }
+    });
   for (const e of byMap(elements)) tx.add(e);
   return tx;
 }
@@ -168,17 +169,19 @@ function nodePortMatch(config: DataplaneConfig, fam: string, loopback: string): 
 }
 
 /**
- * The portals of one service port, each as its element's key text and its
- * target: the ClusterIP, then the externalIPs and LB VIPs, then the NodePort.
- * A Service address is `ip . proto . port`, a NodePort `proto . nodePort`
- * (two fields: that is how portalElement tells the maps apart).
+ * The portals of one service port as their elements' key text: the ClusterIP
+ * first (it uses the internal target), then the externalIPs and LB VIPs,
+ * then the NodePort (these use the external target; none when the port is
+ * not externally accessible). A Service address is `ip . proto . port`, a
+ * NodePort `proto . nodePort` (two fields: that is how portalSlot tells the
+ * maps apart).
  */
-export function portalTargets(p: PortalSpec): Array<readonly [string, PortalTarget]> {
+export function portalKeys(p: PortalSpec): string[] {
   const proto = p.protocol === 'TCP' ? 'tcp' : 'udp';
-  const out: Array<readonly [string, PortalTarget]> = [[`${p.clusterIP} . ${proto} . ${p.port}`, p.internal]];
+  const out = [`${p.clusterIP} . ${proto} . ${p.port}`];
   if (!p.external) return out;
-  for (const ip of p.externalIPs) out.push([`${ip} . ${proto} . ${p.port}`, p.external]);
-  if (p.nodePort > 0) out.push([`${proto} . ${p.nodePort}`, p.external]);
+  for (const ip of p.externalIPs) out.push(`${ip} . ${proto} . ${p.port}`);
+  if (p.nodePort > 0) out.push(`${proto} . ${p.nodePort}`);
   return out;
 }
 
