@@ -36,6 +36,8 @@ export interface Plan<K extends string, V> {
 interface Entry<K extends string, V> {
   readonly kind: K;
   readonly key: string;
+  /** The kind's place in ObjectSpec.order. */
+  readonly rank: number;
   /** undefined: not in the datapath; null: there, content unknown. */
   applied: V | null | undefined;
   /** Who wants it: nobody, one owner (whose value is `want`), or several with their values. */
@@ -70,10 +72,10 @@ export class Reconciler<K extends string, V> {
     this.entries.clear();
     this.owned.clear();
     for (const o of live) {
-      this.rankOf(o.kind);
       this.entries.set(idOf(o.kind, o.key), {
         kind: o.kind,
         key: o.key,
+        rank: this.rankOf(o.kind),
         applied: o.value,
         owners: null,
         want: undefined,
@@ -96,7 +98,7 @@ export class Reconciler<K extends string, V> {
    */
   plan(changes: Iterable<readonly [string, readonly Keyed<K, V>[]]>, full: boolean): Plan<K, V> {
     full ||= !this.known;
-    const touched = new Set<string>();
+    const touched = new Set<Entry<K, V>>();
     const listed = full ? new Set<string>() : null;
     for (const [owner, objects] of changes) {
       listed?.add(owner);
@@ -104,7 +106,7 @@ export class Reconciler<K extends string, V> {
     }
     if (listed !== null) {
       for (const owner of [...this.owned.keys()]) if (!listed.has(owner)) this.want(owner, [], touched);
-      for (const [id, e] of this.entries) if (e.owners === null) touched.add(id);
+      for (const e of this.entries.values()) if (e.owners === null) touched.add(e);
     }
     this.known = true;
     return { ops: this.diff(touched), full };
@@ -140,15 +142,14 @@ export class Reconciler<K extends string, V> {
   }
 
   /** Replace what one owner wants, recording every object whose owners changed. */
-  private want(owner: string, objects: readonly Keyed<K, V>[], touched: Set<string>): void {
+  private want(owner: string, objects: readonly Keyed<K, V>[], touched: Set<Entry<K, V>>): void {
     const old = this.owned.get(owner);
     const ids: string[] = [];
     for (const o of objects) {
       const id = idOf(o.kind, o.key);
       let e = this.entries.get(id);
       if (!e) {
-        this.rankOf(o.kind);
-        e = { kind: o.kind, key: o.key, applied: undefined, owners: null, want: undefined };
+        e = { kind: o.kind, key: o.key, rank: this.rankOf(o.kind), applied: undefined, owners: null, want: undefined };
         this.entries.set(id, e);
       } else if (e.owners === owner && e.applied != null && this.spec.same(e.applied, o.value)) {
         // Its only owner asks again for what is applied: what diff() would conclude (no operation, the
@@ -160,7 +161,7 @@ export class Reconciler<K extends string, V> {
       }
       addOwner(e, owner, o.value);
       ids.push(id);
-      touched.add(id);
+      touched.add(e);
     }
     if (old !== undefined && sameIds(old, ids)) return;
     if (old !== undefined) {
@@ -168,26 +169,25 @@ export class Reconciler<K extends string, V> {
       for (const id of old) {
         if (keep?.has(id)) continue;
         const e = this.entries.get(id);
-        if (e) removeOwner(e, owner);
-        touched.add(id);
+        if (!e) continue;
+        removeOwner(e, owner);
+        touched.add(e);
       }
     }
     if (ids.length > 0) this.owned.set(owner, ids);
     else this.owned.delete(owner);
   }
 
-  private diff(touched: Set<string>): ObjectOp<K, V>[] {
+  private diff(touched: Set<Entry<K, V>>): ObjectOp<K, V>[] {
     const n = this.spec.order.length;
     const puts: ObjectOp<K, V>[][] = Array.from({ length: n }, () => []);
     const deletes: ObjectOp<K, V>[][] = Array.from({ length: n }, () => []);
-    for (const id of touched) {
-      const e = this.entries.get(id);
-      if (!e) continue;
-      const r = this.rank.get(e.kind)!;
+    for (const e of touched) {
+      const r = e.rank;
       const value = this.valueOf(e);
       if (value === undefined) {
         if (e.applied !== undefined) deletes[r]!.push({ op: 'delete', kind: e.kind, key: e.key, before: e.applied });
-        this.entries.delete(id);
+        this.entries.delete(idOf(e.kind, e.key));
         continue;
       }
       if (e.applied === undefined) puts[r]!.push({ op: 'put', kind: e.kind, key: e.key, value });
