@@ -150,7 +150,7 @@ function loadUserspace(state: SyncState): us.Fake {
 const userspace: Mode = {
   name: 'userspace',
   // As UserspaceDataplane with its drift watch: the reconciler plans; the first sync adopts (no
-  // listener is open yet) and replaces the table, later full ones rewrite its static part in place;
+  // listener is open yet) and replaces the table, later ones, full or not, change its elements;
   // listeners open before the table's transaction and close after it.
   start(family) {
     const driver = new us.UserspaceDriver(config(family, 'userspace'));
@@ -162,7 +162,7 @@ const userspace: Mode = {
         const full = state.fullSync || replace;
         const work = us.listenerWork(reconciler.plan(driver.desired(state, full), full).ops);
         for (const spec of [...work.open, ...work.update]) fake.listen(spec);
-        const write = replace ? 'replace' : full ? 'refresh' : 'elements';
+        const write = replace ? 'replace' : 'elements';
         fake.run(driver.transaction(work.portals, (k) => fake.listeners.get(k)?.port, write).tx);
         for (const key of work.close) fake.close(key);
       },

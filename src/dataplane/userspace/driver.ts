@@ -27,8 +27,9 @@
 // whole, and what the reconciler adopts first is the listeners the process
 // holds and no portal at all: that is what the table holds once the
 // transaction has deleted it. Otherwise the reconciler's memory is the
-// table, and a sync deletes and adds only the elements of portals whose
-// target changed (a full sync also rewrites the static chains in place). If
+// table, and a sync, full or partial, deletes and adds only the elements of
+// portals whose target changed: the static chains depend on the config
+// alone, and a change to them by anyone else is drift. If
 // a listener fails to open, its portals are refused and the applier calls
 // failed(), so the next sync replaces the table and tries again; hence, when
 // elements are changed, a portal that sends to a listener is known to sit in
@@ -193,13 +194,11 @@ export function listenerWork(ops: readonly UserspaceOp[]): ListenerWork {
  *             portal (the plan must have been made right after adopt(), so
  *             that every wanted portal is a put; deletes and earlier values
  *             do not matter, the table was deleted);
- *   refresh   the static part rewritten in place (chains flushed and filled
- *             again), then the changed portals' elements, as `elements`;
  *   elements  only the changed portals' elements: the element each changed
  *             or removed portal had is deleted (found by its earlier target),
  *             the new ones are added.
  */
-export type TableWrite = 'replace' | 'refresh' | 'elements';
+export type TableWrite = 'replace' | 'elements';
 
 /**
  * The table's transaction for a plan's portal operations. `port` gives an
@@ -212,12 +211,12 @@ export function portalTransaction(
   config: DataplaneConfig,
   write: TableWrite,
 ): { tx: Transaction; unserved: string[] } {
-  const tx = write === 'elements' ? userspaceTransaction(config.family) : renderStatic(config, write === 'replace');
+  const tx = write === 'replace' ? renderStatic(config) : userspaceTransaction(config.family);
   const adds: Element[] = [];
   const unserved: string[] = [];
   for (const op of ops) {
     if (op.kind !== 'portal') continue;
-    if (write !== 'replace' && op.before !== undefined) tx.delete(portalSlot(op.key, redirected(op.key, op.before)));
+    if (write === 'elements' && op.before !== undefined) tx.delete(portalSlot(op.key, redirected(op.key, op.before)));
     if (op.op === 'delete') continue;
     const { target } = op.value as PortalValue;
     const p = target.kind === 'listener' ? port(target.listener) : undefined;

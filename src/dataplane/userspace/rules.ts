@@ -1,8 +1,9 @@
 // The userspace mode's kernel rules: one nftables table of its own per
 // family (`ip kube-proxy-userspace` / `ip6 kube-proxy-userspace`), built of
-// the nftables mode's objects. A full sync replaces it whole and atomically
-// (one Transaction: add, delete, add, renderStatic, then every portal's
-// element); a partial one changes only the elements of the portals that
+// the nftables mode's objects. The first sync (and the first after a
+// failure or drift) replaces it whole and atomically (one Transaction:
+// renderStatic's add, delete, add and static part, then every portal's
+// element); later syncs change only the elements of the portals that
 // changed (driver.ts). Owning a table means no jump rules in foreign chains,
 // and cleanup is one `delete table`.
 //
@@ -30,7 +31,7 @@
 import { parseCIDR } from '../../core/ip.js';
 import type { DataplaneConfig, IPFamily } from '../../core/types.js';
 import { nftFamily } from '../nftables/names.js';
-import type { Chain, Element, NftSet } from '../nftables/objects.js';
+import type { Element } from '../nftables/objects.js';
 import { Transaction } from '../nftables/transaction.js';
 import type { PortalSpec, PortalTarget, UserspacePlan } from './plan.js';
 
@@ -95,33 +96,27 @@ export function renderRules(
 }
 
 /**
- * Everything of the table but the portals' elements: the table itself, its
- * chains and rules, its maps and the NodePort address set. It depends on the
- * config only. `replace`: the table is deleted first and built anew (its
- * maps empty); else it is rewritten in place: each chain flushed and its
- * rules added again, the maps kept with their elements, the address set
- * refilled.
+ * Everything of the table but the portals' elements: the table itself
+ * (replaced: add, delete, add), its chains and rules, its maps (empty) and
+ * the NodePort address set. It depends on the config only.
  */
-export function renderStatic(config: DataplaneConfig, replace = true): Transaction {
+export function renderStatic(config: DataplaneConfig): Transaction {
   const fam = nftFamily(config.family);
   const addrType = config.family === 'IPv4' ? 'ipv4_addr' : 'ipv6_addr';
   const loopback = config.family === 'IPv4' ? '127.0.0.0/8' : '::1';
   const tx = userspaceTransaction(config.family);
   const rule = (chain: string, text: string) => tx.add({ kind: 'rule', chain, rule: text });
-  if (replace) tx.add({ kind: 'table' }).delete({ kind: 'table' });
-  tx.add({ kind: 'table', comment: TABLE_COMMENT });
-  const chains: Chain[] = [
-    { kind: 'chain', name: C.portalsContainer, type: 'nat', hook: 'prerouting', priority: -100 },
-    { kind: 'chain', name: C.portalsHost, type: 'nat', hook: 'output', priority: -100 },
-    { kind: 'chain', name: C.nodePortsContainer },
-    { kind: 'chain', name: C.nodePortsHost },
-    { kind: 'chain', name: C.filterInput, type: 'filter', hook: 'input', priority: -110 },
-    { kind: 'chain', name: C.filterForward, type: 'filter', hook: 'forward', priority: -110 },
-    { kind: 'chain', name: C.filterOutput, type: 'filter', hook: 'output', priority: -110 },
-    { kind: 'chain', name: C.reject },
-  ];
-  for (const c of chains) tx.add(c);
-  if (!replace) for (const c of chains) tx.flush(c);
+  tx.add({ kind: 'table' })
+    .delete({ kind: 'table' })
+    .add({ kind: 'table', comment: TABLE_COMMENT })
+    .add({ kind: 'chain', name: C.portalsContainer, type: 'nat', hook: 'prerouting', priority: -100 })
+    .add({ kind: 'chain', name: C.portalsHost, type: 'nat', hook: 'output', priority: -100 })
+    .add({ kind: 'chain', name: C.nodePortsContainer })
+    .add({ kind: 'chain', name: C.nodePortsHost })
+    .add({ kind: 'chain', name: C.filterInput, type: 'filter', hook: 'input', priority: -110 })
+    .add({ kind: 'chain', name: C.filterForward, type: 'filter', hook: 'forward', priority: -110 })
+    .add({ kind: 'chain', name: C.filterOutput, type: 'filter', hook: 'output', priority: -110 })
+    .add({ kind: 'chain', name: C.reject });
   rule(C.reject, 'reject');
   tx.add({ kind: 'map', name: SERVICE_PORTALS, type: `${addrType} . inet_proto . inet_service : inet_service` })
     .add({ kind: 'map', name: NODEPORT_PORTALS, type: 'inet_proto . inet_service : inet_service' })
@@ -139,9 +134,7 @@ export function renderStatic(config: DataplaneConfig, replace = true): Transacti
   const npMatch = nodePortMatch(config, fam, loopback);
   if (npMatch !== null) {
     if (npMatch.set.length > 0) {
-      const set: NftSet = { kind: 'set', name: NODEPORT_IPS, type: addrType, flags: ['interval'] };
-      tx.add(set);
-      if (!replace) tx.flush(set);
+      tx.add({ kind: 'set', name: NODEPORT_IPS, type: addrType, flags: ['interval'] });
       for (const cidr of npMatch.set) tx.add({ kind: 'element', set: NODEPORT_IPS, key: [cidr] });
     }
     rule(C.portalsContainer, `fib daddr type local ${npMatch.cond}jump ${C.nodePortsContainer}`);

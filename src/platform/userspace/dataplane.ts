@@ -12,8 +12,8 @@
 //      endpoints that were removed;
 //   4. writes the table's transaction atomically (one netlink batch, or
 //      `nft -f`, ../nftables/writer.ts): the whole table when replacing,
-//      else the changed portals' elements (a full sync also rewrites the
-//      static chains in place);
+//      else the changed portals' elements (with the drift watch on, a change
+//      by anyone else is reported, and the sync that follows replaces);
 //   5. only then closes listeners no longer wanted (and their relays), so a
 //      redirect never points at a port that was already closed.
 // Any failure calls the reconciler's failed() (the next sync replaces the
@@ -221,7 +221,7 @@ export class UserspaceDataplane implements Dataplane {
     try {
       for (const spec of work.open) await this.open(spec);
       for (const spec of work.update) relaysReset += await this.update(spec);
-      const write = replace ? 'replace' : full ? 'refresh' : 'elements';
+      const write = replace ? 'replace' : 'elements';
       const r = this.driver.transaction(work.portals, (k) => this.entries.get(k)?.port, write);
       unserved = r.unserved;
       if (r.tx.numOperations > 0) await this.writer.apply(r.tx, !full, this.monitor);
