@@ -36,7 +36,7 @@
 // a redirect map.
 import { BugError } from '../../core/errors.js';
 import type { Keyed, ObjectDriver, ObjectOp, ObjectSpec } from '../../core/objects.js';
-import type { DataplaneConfig, Endpoint, SyncState } from '../../core/types.js';
+import type { DataplaneConfig, Endpoint, ServicePort, SyncState } from '../../core/types.js';
 import type { Element } from '../nftables/objects.js';
 import type { Transaction } from '../nftables/transaction.js';
 import { planServicePort, type ListenerSpec, type PortalTarget } from './plan.js';
@@ -100,8 +100,7 @@ export interface DesiredObjects {
 export function desiredObjects(state: SyncState, full: boolean): DesiredObjects {
   const byService = new Map<string, UserspaceObject[]>();
   const skipped: Array<{ servicePortKey: string; reason: string }> = [];
-  const add = (key: string) => {
-    const sp = state.services.get(key);
+  const add = (key: string, sp: ServicePort | undefined) => {
     if (!sp) return;
     let objects = byService.get(sp.serviceKey);
     if (objects === undefined) {
@@ -128,11 +127,11 @@ export function desiredObjects(state: SyncState, full: boolean): DesiredObjects 
       objects.push({ kind: 'portal', key: portal, value: i === 0 ? internal : external! });
     }
   };
-  if (full) for (const key of state.services.keys()) add(key);
+  if (full) for (const [key, sp] of state.services) add(key, sp);
   else {
     for (const svc of state.changedServices) byService.set(svc, []);
-    if (state.changedServicePorts) for (const key of state.changedServicePorts) add(key);
-    else for (const [key, sp] of state.services) if (state.changedServices.has(sp.serviceKey)) add(key);
+    if (state.changedServicePorts) for (const key of state.changedServicePorts) add(key, state.services.get(key));
+    else for (const [key, sp] of state.services) if (state.changedServices.has(sp.serviceKey)) add(key, sp);
   }
   return { owners: [...byService], skipped };
 }
