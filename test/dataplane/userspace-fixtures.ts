@@ -1,27 +1,36 @@
 // Loading a packet-flow scenario into the userspace Fake the way UserspaceDataplane syncs:
-// the driver's objects planned by the reconciler, the listeners opened, then the
+// planned by its planner (the driver under the one reconciler), the listeners opened, then the
 // table's transaction for their ports, applied.
 import type { Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
-import type { DataplaneConfig, IPFamily } from '../../src/core/types.js';
+import type { DataplaneConfig, IPFamily, SyncState } from '../../src/core/types.js';
 import type { Transaction } from '../../src/dataplane/nftables/transaction.js';
-import { listenerWork, UserspaceDriver } from '../../src/dataplane/userspace/driver.js';
 import { Fake, type UserspacePlan } from '../../src/dataplane/userspace/index.js';
-import { Reconciler } from '../../src/engine/reconciler.js';
+import { UserspacePlanner } from '../../src/platform/userspace/planner.js';
 
 /** `config` changes the scenario's resolved config (knobs the table does not cover). */
 export function loadScenario(
   s: Scenario,
   config: (c: DataplaneConfig) => DataplaneConfig = (c) => c,
 ): { fake: Fake; tx: Transaction; script: string } {
-  const driver = new UserspaceDriver(config(scenarioConfig(s, 'userspace')));
-  const plan = new Reconciler(driver.spec).plan(driver.desired(scenarioSyncState(s), true), true);
-  const work = listenerWork(plan.ops);
   const fake = new Fake(s.family === 'IPv4' ? 'ip' : 'ip6');
-  for (const spec of work.open) fake.listen(spec);
-  const { tx } = driver.transaction(work.portals, (k) => fake.listeners.get(k)?.port, 'replace');
-  fake.run(tx);
+  const tx = syncFake(new UserspacePlanner(config(scenarioConfig(s, 'userspace'))), fake, scenarioSyncState(s));
   return { fake, tx, script: tx.toString() };
+}
+
+/**
+ * One sync into the Fake as UserspaceDataplane does it with its drift watch on: listeners
+ * opened or updated, the table's transaction applied, then listeners closed. The listeners
+ * adopted when the table is replaced are the Fake's, their content unknown (each is updated).
+ */
+export function syncFake(planner: UserspacePlanner, fake: Fake, state: SyncState): Transaction {
+  const live = () => [...fake.listeners.keys()].map((key) => ({ kind: 'listener' as const, key, value: null }));
+  const plan = planner.plan(state, live, true);
+  for (const spec of [...plan.work.open, ...plan.work.update]) fake.listen(spec);
+  const { tx } = planner.transaction(plan, (k) => fake.listeners.get(k)?.port);
+  fake.run(tx);
+  for (const key of plan.work.close) fake.close(key);
+  return tx;
 }
 
 /** Config changes that give the table another shape than the packet-flow scenarios' configs. */

@@ -14,8 +14,8 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import type { IPFamily } from '../../src/core/types.js';
 import { nftFamily } from '../../src/dataplane/nftables/names.js';
-import { listenerWork, TABLE_NAME, UserspaceDriver } from '../../src/dataplane/userspace/index.js';
-import { Reconciler } from '../../src/engine/reconciler.js';
+import { TABLE_NAME } from '../../src/dataplane/userspace/index.js';
+import { UserspacePlanner } from '../../src/platform/userspace/planner.js';
 import { nftRunner } from '../../src/platform/nftables/leftovers.js';
 import { NftWriter, type NftTransport } from '../../src/platform/nftables/writer.js';
 import { service, slice } from '../cases/fixtures.js';
@@ -70,7 +70,7 @@ describe('userspace: the netlink path writes what nft -f writes', { concurrency:
         ['full again, b removed: elements only', [], [ep], false],
         ['a gets them back', [ep], [ep], false],
       ];
-      const driver = new UserspaceDriver({
+      const planner = new UserspacePlanner({
         family,
         masqueradeMark: 0x4000,
         masqueradeAll: false,
@@ -79,13 +79,11 @@ describe('userspace: the netlink path writes what nft -f writes', { concurrency:
         localhostNodePorts: true,
         localIPs: [],
       });
-      const reconciler = new Reconciler(driver.spec);
       const ports = new Map<string, number>();
       const writer = new NftWriter({ family, runner: nftRunner(NL_NS), transport: 'netlink', netns: NL_NS });
       try {
         for (const [what, aEps, bEps, withB] of steps) {
           const full = what.startsWith('full');
-          const write = what.startsWith('full:') ? 'replace' : 'elements';
           const state = syncStateFromObjects({
             services: [
               service('a', { clusterIP: a('172.30.0.41'), type: 'NodePort', externalIPs: [a('192.168.99.11')] }, [
@@ -118,11 +116,12 @@ describe('userspace: the netlink path writes what nft -f writes', { concurrency:
             family: family as IPFamily,
             ...(full ? {} : { fullSync: false, changedServices: ['ns1/a', 'ns1/b'] }),
           });
-          const work = listenerWork(reconciler.plan(driver.desired(state, full), full).ops);
-          for (const l of work.open) ports.set(l.key, 40000 + ports.size);
-          const { tx } = driver.transaction(work.portals, (k) => ports.get(k), write);
+          const plan = planner.plan(state, () => [], true);
+          assert.equal(plan.write, what.startsWith('full:') ? 'replace' : 'elements', what);
+          for (const l of plan.work.open) ports.set(l.key, 40000 + ports.size);
+          const { tx } = planner.transaction(plan, (k) => ports.get(k));
           assert.ok(tx.numOperations > 0, what);
-          if (write === 'elements')
+          if (plan.write === 'elements')
             assert.match(tx.toString(), /^((add|delete) element .*\n)+$/, `${what}: elements only`);
           nftIn(NFT_NS, ['-f', '-'], tx.toString());
           await writer.apply(tx, !full, null);

@@ -13,7 +13,8 @@ import * as nft from '../../src/dataplane/nftables/index.js';
 import * as ipvs from '../../src/dataplane/ipvs/index.js';
 import * as ebpf from '../../src/dataplane/ebpf/index.js';
 import * as us from '../../src/dataplane/userspace/index.js';
-import { Reconciler } from '../../src/engine/reconciler.js';
+import { UserspacePlanner } from '../../src/platform/userspace/planner.js';
+import { syncFake } from '../dataplane/userspace-fixtures.js';
 import { VALID_FLOWS } from './hostile.js';
 
 export interface ModeRender {
@@ -149,24 +150,10 @@ function loadUserspace(state: SyncState): us.Fake {
 
 const userspace: Mode = {
   name: 'userspace',
-  // As UserspaceDataplane with its drift watch: the reconciler plans; the first sync adopts (no
-  // listener is open yet) and replaces the table, later ones, full or not, change its elements;
-  // listeners open before the table's transaction and close after it.
   start(family) {
-    const driver = new us.UserspaceDriver(config(family, 'userspace'));
-    const reconciler = new Reconciler(driver.spec);
+    const planner = new UserspacePlanner(config(family, 'userspace'));
     const fake = new us.Fake(family === 'IPv4' ? 'ip' : 'ip6');
-    return {
-      sync(state) {
-        const replace = reconciler.needsLive();
-        const full = state.fullSync || replace;
-        const work = us.listenerWork(reconciler.plan(driver.desired(state, full), full).ops);
-        for (const spec of [...work.open, ...work.update]) fake.listen(spec);
-        const write = replace ? 'replace' : 'elements';
-        fake.run(driver.transaction(work.portals, (k) => fake.listeners.get(k)?.port, write).tx);
-        for (const key of work.close) fake.close(key);
-      },
-    };
+    return { sync: (state) => void syncFake(planner, fake, state) };
   },
   tracer(state) {
     const fake = loadUserspace(full(state));

@@ -10,7 +10,9 @@
 // translation of the reconciler's operations into listener work and the
 // table's Transaction (the whole table on a full sync, changed elements on a
 // partial one). A listener's port is chosen when it opens, so the portals'
-// elements are written after the listeners opened.
+// elements are written after the listeners opened. UserspacePlanner
+// (src/platform/userspace/planner.ts) joins it to the reconciler for the
+// dataplane and the tests.
 //
 // UserspaceRenderer (renderer.ts): plan(state) decides the listeners (one per
 // service port and endpoint set) and the portals (ClusterIP, externalIPs,

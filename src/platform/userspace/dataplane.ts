@@ -2,19 +2,20 @@
 // objects (listeners, and the portals of its redirect table) go through the
 // one reconciler (src/engine/reconciler.ts) with the mode's driver
 // (src/dataplane/userspace/driver.ts). Each sync:
-//   1. when the reconciler needs the live state (the first sync, after a
-//      failure or drift), or on a full sync without the drift watch (which
-//      then is the only repair): adopts the listeners this process holds,
-//      and no portal, as the transaction replaces the table whole;
-//   2. plans what the changed Services (all of them when full) want;
-//   3. opens new listeners and hands changed endpoint sets to the ones that
+//   1. plans (planner.ts): when the reconciler needs the live state (the
+//      first sync, after a failure or drift), or on a full sync without the
+//      drift watch (which then is the only repair), it adopts the listeners
+//      this process holds, and no portal, as the transaction replaces the
+//      table whole; then what the changed Services (all of them when full)
+//      want;
+//   2. opens new listeners and hands changed endpoint sets to the ones that
 //      stay (no restart: same port, open relays kept), resetting relays to
 //      endpoints that were removed;
-//   4. writes the table's transaction atomically (one netlink batch, or
+//   3. writes the table's transaction atomically (one netlink batch, or
 //      `nft -f`, ../nftables/writer.ts): the whole table when replacing,
 //      else the changed portals' elements (with the drift watch on, a change
 //      by anyone else is reported, and the sync that follows replaces);
-//   5. only then closes listeners no longer wanted (and their relays), so a
+//   4. only then closes listeners no longer wanted (and their relays), so a
 //      redirect never points at a port that was already closed.
 // Any failure calls the reconciler's failed() (the next sync replaces the
 // table), and so does a listener that would not open (its portals are
@@ -30,21 +31,17 @@
 import { binding } from './bindings.js';
 import type { DataplaneConfig, Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
-import {
-  listenerWork,
-  UserspaceDriver,
-  type UserspaceKind,
-  type UserspaceValue,
-} from '../../dataplane/userspace/driver.js';
+import type { UserspaceKind, UserspaceValue } from '../../dataplane/userspace/driver.js';
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import type { ListenerSpec } from '../../dataplane/userspace/plan.js';
 import { renderCleanup, TABLE_NAME } from '../../dataplane/userspace/rules.js';
-import { Reconciler, type LiveObject } from '../../engine/reconciler.js';
+import type { LiveObject } from '../../engine/reconciler.js';
 import { nftFamily } from '../../dataplane/nftables/names.js';
 import { realClock } from '../clock.js';
 import { nftRunner, type NftRunner } from '../nftables/leftovers.js';
 import { NftMonitor, type NftChange } from '../nftables/monitor.js';
 import { NftWriter, type NftTransport } from '../nftables/writer.js';
+import { UserspacePlanner } from './planner.js';
 import { openSocketState, type SocketState } from './sockstate.js';
 
 export { cleanupUserspaceLeftovers } from './leftovers.js';
@@ -102,8 +99,8 @@ export class UserspaceDataplane implements Dataplane {
   readonly family: IPFamily;
   /** The listeners this process holds: the live half of the datapath (the table is the other). */
   private readonly entries = new Map<string, Entry>();
-  private readonly driver: UserspaceDriver;
-  private readonly reconciler: Reconciler<UserspaceKind, UserspaceValue>;
+  /** The driver under the one reconciler: what each sync does to listeners and table. */
+  private readonly planner: UserspacePlanner;
   private readonly runner: NftRunner;
   private readonly writer: NftWriter;
   private readonly clock: Clock;
@@ -120,8 +117,7 @@ export class UserspaceDataplane implements Dataplane {
 
   constructor(private readonly opts: UserspaceDataplaneOptions) {
     this.family = opts.config.family;
-    this.driver = new UserspaceDriver(opts.config);
-    this.reconciler = new Reconciler(this.driver.spec);
+    this.planner = new UserspacePlanner(opts.config);
     this.runner = opts.runner ?? nftRunner(opts.netns);
     this.clock = opts.clock ?? realClock;
     this.onEvent = opts.onEvent ?? (() => {});
@@ -152,7 +148,7 @@ export class UserspaceDataplane implements Dataplane {
     const ours = (c: NftChange) => c.table === TABLE_NAME;
     const forget = (drift: Drift) => {
       // What the reconciler remembers of the table may be wrong now.
-      this.reconciler.failed();
+      this.planner.failed();
       onDrift(drift);
     };
     this.unsubscribe = this.monitor?.subscribe(nftFamily(this.family), ours, forget) ?? null;
@@ -202,29 +198,25 @@ export class UserspaceDataplane implements Dataplane {
       dead.push(`${key} port ${e.port} (${why})`);
     }
     if (dead.length === 0) return;
-    this.reconciler.failed();
+    this.planner.failed();
     onDrift({ reason: 'listener_closed', detail: `${dead.length} listener(s): ${dead.slice(0, 3).join(', ')}` });
   }
 
   async sync(state: SyncState): Promise<SyncOutcome> {
     await this.startWatch();
-    const replace = this.reconciler.needsLive() || (state.fullSync && this.monitor === null);
-    const full = state.fullSync || replace;
-    if (replace) this.reconciler.adopt(this.liveListeners());
-    const want = this.driver.wanted(state, full);
-    for (const s of want.skipped)
+    const plan = this.planner.plan(state, () => this.liveListeners(), this.monitor !== null);
+    for (const s of plan.skipped)
       this.onEvent('debug', { servicePort: s.servicePortKey, reason: s.reason }, 'service port skipped');
-    const work = listenerWork(this.reconciler.plan(want.owners, full).ops);
+    const { work } = plan;
     let relaysReset = 0;
     let closed = 0;
     let unserved: string[];
     try {
       for (const spec of work.open) await this.open(spec);
       for (const spec of work.update) relaysReset += await this.update(spec);
-      const write = replace ? 'replace' : 'elements';
-      const r = this.driver.transaction(work.portals, (k) => this.entries.get(k)?.port, write);
+      const r = this.planner.transaction(plan, (k) => this.entries.get(k)?.port);
       unserved = r.unserved;
-      if (r.tx.numOperations > 0) await this.writer.apply(r.tx, !full, this.monitor);
+      if (r.tx.numOperations > 0) await this.writer.apply(r.tx, !plan.full, this.monitor);
       for (const key of work.close) {
         const e = this.entries.get(key);
         if (!e) continue;
@@ -233,20 +225,20 @@ export class UserspaceDataplane implements Dataplane {
         closed++;
       }
     } catch (err) {
-      this.reconciler.failed();
+      this.planner.failed();
       // A socket left mid-exchange may still hold replies; start afresh.
       this.writer.reset();
       throw err;
     }
-    // Their listeners did not open (logged), so they are refused; the next sync is full and tries again.
-    if (unserved.length > 0) this.reconciler.failed();
+    // Their listeners did not open (logged), so they are refused; the next sync replaces and tries again.
+    if (unserved.length > 0) this.planner.failed();
     return {
-      partial: !full,
+      partial: !plan.full,
       counters: {
         listeners: this.entries.size,
         listenersClosed: closed,
         relaysReset,
-        skippedServicePorts: want.skipped.length,
+        skippedServicePorts: plan.skipped.length,
         ...this.stats(),
       },
     };
@@ -320,7 +312,7 @@ export class UserspaceDataplane implements Dataplane {
   /** Close every listener and relay; the rules stay (as after a stop of upstream's proxy). */
   async close(): Promise<void> {
     this.writer.reset();
-    this.reconciler.failed();
+    this.planner.failed();
     if (this.checkTimer) clearInterval(this.checkTimer);
     this.checkTimer = null;
     this.unsubscribe?.();
