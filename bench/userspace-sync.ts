@@ -18,26 +18,17 @@
 // netlink batches runs in our syscalls); on the shared machine read the CPU.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { deserialize, serialize } from 'node:v8';
-import { syncStateFromObjects } from '../src/core/snapshot.js';
-import { categorizeEndpoints } from '../src/core/topology.js';
-import type { DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
+import type { DataplaneConfig, SyncState } from '../src/core/types.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
-import {
-  endpoint,
-  makeNode,
-  makeService,
-  makeSlice,
-  slicePort,
-  svcPort,
-  withClusterIP,
-} from '../test/support/fixtures.js';
 import { writeChart } from './lib/chart.js';
+import { binaryNodeFlags, compiledScript, printResult } from './lib/compiled.js';
+import { buildState, withExtraEndpoint } from './lib/syncstate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const COMPILED = here.includes(join('bench', 'out'));
@@ -100,12 +91,12 @@ async function proxyChild(file: string): Promise<ProxyResult> {
   const cold = await timed(() => dp.sync(state));
   const changes: Timing[] = [];
   for (let r = 0; r < CHANGES; r++) {
-    const st = withExtraEndpoint(state, (r * 7919) % state.services.size, r);
+    const st = withChange(state, (r * 7919) % state.services.size, r);
     changes.push(await timed(() => dp.sync(st)));
   }
   const fulls: Timing[] = [];
   for (let r = CHANGES; r < CHANGES + FULLS; r++) {
-    const st = withExtraEndpoint(state, (r * 7919) % state.services.size, r);
+    const st = withChange(state, (r * 7919) % state.services.size, r);
     await dp.sync(st);
     fulls.push(await timed(() => dp.sync({ ...st, fullSync: true })));
   }
@@ -116,64 +107,9 @@ async function proxyChild(file: string): Promise<ProxyResult> {
   return { cold, changes, fulls, retainedHeapMiB, stateHeapMiB, peakRssMiB };
 }
 
-const epIP = (i: number, k: number) => `10.${128 + k * 32 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
-
-function buildState(n: number): SyncState {
-  const services = [];
-  const slices = [];
-  for (let i = 0; i < n; i++) {
-    services.push(
-      withClusterIP(
-        makeService('ns', `svc${i}`, (s) => {
-          s.spec.ports = [
-            svcPort('p80', 80, 'TCP', {
-              targetPort: 8080,
-              ...(i % 10 === 0 ? { nodePort: 30000 + ((i / 10) % 2700) } : {}),
-            }),
-          ];
-          if (i % 10 === 0) s.spec.type = 'NodePort';
-        }),
-        `10.96.${i >> 8}.${i & 255}`,
-      ),
-    );
-    slices.push(
-      makeSlice('ns', `svc${i}`, 1, (s) => {
-        s.endpoints = [endpoint(epIP(i, 0), { nodeName: 'n1' }), endpoint(epIP(i, 1), { nodeName: 'n2' })];
-        s.ports = [slicePort('p80', 8080)];
-      }),
-    );
-  }
-  return syncStateFromObjects({
-    services,
-    slices,
-    family: 'IPv4',
-    nodeName: 'n0',
-    node: makeNode('n0', { internalIPs: ['192.168.0.10'] }),
-    serviceCIDRs: ['10.96.0.0/12'],
-  });
-}
-
-/** The state after one more endpoint for service `i`, as the engine would hand it over (partial). */
-function withExtraEndpoint(base: SyncState, i: number, round: number): SyncState {
-  const key = `ns/svc${i}:p80`;
-  const sp = base.services.get(key)!;
-  const eps = base.endpoints.get(key)!;
-  const extra: Endpoint = { ...eps[0]!, ip: `10.250.${round}.${i & 255}`, key: `10.250.${round}.${i & 255}:8080` };
-  const next = [...eps, extra].sort((a, b) => (a.key < b.key ? -1 : 1));
-  return {
-    ...base,
-    endpoints: new Map(base.endpoints).set(key, next),
-    categorized: new Map(base.categorized).set(key, categorizeEndpoints(next, sp, 'n0', {})),
-    changedServices: new Set([sp.serviceKey]),
-    changedServicePorts: new Set([key]),
-    fullSync: false,
-  };
-}
-
-/** The node flags on bin/kube-proxy-ts's `#!/usr/bin/env -S node ...` line. */
-function binaryNodeFlags(): string[] {
-  const first = readFileSync(join(REPO, 'bin', 'kube-proxy-ts'), 'utf8').split('\n')[0]!;
-  return (/\bnode\b(.*)$/.exec(first)?.[1]?.trim() ?? '').split(' ').filter(Boolean);
+/** One more endpoint for service `i`, with the changed service ports the engine's state carries. */
+function withChange(base: SyncState, i: number, round: number): SyncState {
+  return { ...withExtraEndpoint(base, i, round), changedServicePorts: new Set([`ns/svc${i}:p80`]) };
 }
 
 function runSize(size: number, self: string[]): ProxyResult {
@@ -185,7 +121,7 @@ function runSize(size: number, self: string[]): ProxyResult {
     execFileSync('ip', ['netns', 'add', ns]);
     const args = [
       '--expose-gc',
-      ...binaryNodeFlags(),
+      ...binaryNodeFlags(REPO),
       ...self,
       '--proxy',
       file,
@@ -207,26 +143,13 @@ function runSize(size: number, self: string[]): ProxyResult {
   }
 }
 
-/** The children run compiled JavaScript (no tsx loader in the proxy's heap), as the other sync benches. */
-function compiledSelf(): string[] {
-  const self = fileURLToPath(import.meta.url);
-  if (self.endsWith('.js')) return [self];
-  const dist = join(OUT, 'dist');
-  spawnSync('npx', ['tsc', '-p', join(REPO, 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], {
-    stdio: 'ignore',
-  });
-  const js = join(dist, 'bench', 'userspace-sync.js');
-  if (existsSync(js)) return [js];
-  console.log('note: tsc emitted nothing; the proxy runs under tsx');
-  return ['--import', 'tsx', self];
-}
-
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 const f = (ms: number) => (ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms.toFixed(1)} ms`);
 
 function main(): void {
   const sizes = (arg('sizes') ?? '1000,10000').split(',').map(Number);
-  const self = compiledSelf();
+  // The proxy runs compiled JavaScript, as in the other sync benches: no tsx loader in its heap.
+  const self = compiledScript(import.meta.url, REPO, OUT);
   const results = sizes.map((size) => ({ size, ...runSize(size, self) }));
   const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
   console.log(`load average at the end ${load}`);
@@ -258,17 +181,5 @@ function main(): void {
   console.log(png ? `chart: ${png}` : 'chart: SVG only (no rsvg-convert)');
 }
 
-if (arg('proxy') !== undefined) {
-  proxyChild(arg('proxy')!).then(
-    (r) => {
-      console.log(JSON.stringify(r));
-      process.exit(0);
-    },
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-} else {
-  main();
-}
+if (arg('proxy') !== undefined) printResult(proxyChild(arg('proxy')!));
+else main();
