@@ -1,12 +1,24 @@
 // Loading a packet-flow scenario into the userspace Fake the way UserspaceDataplane syncs:
 // planned by its planner (the driver under the one reconciler), the listeners opened, then the
 // table's transaction for their ports, applied.
+import { NODE_IP } from '../cases/fixtures.js';
 import type { Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
 import type { DataplaneConfig, IPFamily, SyncState } from '../../src/core/types.js';
 import type { Transaction } from '../../src/dataplane/nftables/transaction.js';
 import { Fake, type UserspacePlan } from '../../src/dataplane/userspace/index.js';
 import { UserspacePlanner } from '../../src/platform/userspace/planner.js';
+
+/** The config of the driver's and planner's unit tests: IPv4, NodePorts on every local address. */
+export const UNIT_CONFIG: DataplaneConfig = {
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'none' },
+  nodePortAddresses: null,
+  localhostNodePorts: true,
+  localIPs: ['127.0.0.1', NODE_IP],
+};
 
 /** `config` changes the scenario's resolved config (knobs the table does not cover). */
 export function loadScenario(

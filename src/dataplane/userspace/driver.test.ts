@@ -4,10 +4,11 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
-import type { DataplaneConfig, SyncState } from '../../core/types.js';
+import type { SyncState } from '../../core/types.js';
 import { Reconciler } from '../../engine/reconciler.js';
 import { NODE_IP, service, slice } from '../../../test/cases/fixtures.js';
 import { PACKET_FLOW_SCENARIOS } from '../../../test/cases/packetflow.js';
+import { UNIT_CONFIG } from '../../../test/dataplane/userspace-fixtures.js';
 import { scenarioConfig, scenarioSyncState } from '../../../test/cases/resolve.js';
 import {
   desiredObjects,
@@ -21,15 +22,7 @@ import {
 import { listenerKey, planUserspace } from './plan.js';
 import { renderRules } from './rules.js';
 
-const CFG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'none' },
-  nodePortAddresses: null,
-  localhostNodePorts: true,
-  localIPs: ['127.0.0.1', NODE_IP],
-};
+const CFG = UNIT_CONFIG;
 const LA = listenerKey('ns1/a:p', 'TCP', 'cluster');
 
 /** Service a (ClusterIP 172.30.0.41, NodePort 30080, externalIP 192.168.99.11) with these endpoints; b without any. */

@@ -3,20 +3,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
-import type { DataplaneConfig, SyncState } from '../../core/types.js';
+import type { SyncState } from '../../core/types.js';
 import { listenerKey } from '../../dataplane/userspace/plan.js';
 import { service, slice } from '../../../test/cases/fixtures.js';
+import { UNIT_CONFIG } from '../../../test/dataplane/userspace-fixtures.js';
 import { UserspacePlanner } from './planner.js';
 
-const CFG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'none' },
-  nodePortAddresses: null,
-  localhostNodePorts: true,
-  localIPs: ['127.0.0.1'],
-};
+const CFG = UNIT_CONFIG;
 const LA = listenerKey('ns1/a:p', 'TCP', 'cluster');
 
 const state = (eps: string[], full = true): SyncState =>
