@@ -90,8 +90,6 @@ interface Entry {
   readonly lb: RoundRobin;
   readonly listener: TcpListener | UdpListener;
   readonly port: number;
-  /** What it serves now: adopted as the listener's live value before a full plan. */
-  spec: ListenerSpec;
 }
 
 export class UserspaceDataplane implements Dataplane {
@@ -245,7 +243,9 @@ export class UserspaceDataplane implements Dataplane {
   }
 
   private *liveListeners(): IterableIterator<LiveObject<UserspaceKind, UserspaceValue>> {
-    for (const [key, e] of this.entries) yield { kind: 'listener', key, value: e.spec };
+    // Content unknown: the reconciler then hands each its endpoints again (an update), as the table is
+    // replaced only after a failure or drift. Not keeping each listener's spec keeps the heap small.
+    for (const key of this.entries.keys()) yield { kind: 'listener', key, value: null };
   }
 
   /** Hand a changed spec to the open listener. Returns relays reset because their endpoint left. */
@@ -257,7 +257,6 @@ export class UserspaceDataplane implements Dataplane {
       return 0;
     }
     const keys = spec.endpoints.map((ep) => ep.key);
-    e.spec = spec;
     e.lb.setEndpoints(keys, spec.stickyMs);
     e.lb.cleanupStale();
     return e.listener.closeConnectionsNotIn(new Set(keys));
@@ -281,7 +280,7 @@ export class UserspaceDataplane implements Dataplane {
           );
     try {
       const port = await listener.listen(this.bindAddress());
-      this.entries.set(spec.key, { lb, listener, port, spec });
+      this.entries.set(spec.key, { lb, listener, port });
       this.onEvent('debug', { listener: spec.key, port, endpoints: keys.length }, 'userspace listener opened');
     } catch (err) {
       this.onEvent('error', { listener: spec.key, err: String(err) }, 'userspace listener failed to open');
