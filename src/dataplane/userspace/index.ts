@@ -8,18 +8,19 @@
 // (src/engine/reconciler.ts): per Service, a listener per service port and
 // endpoint set and a portal per Service address and NodePort; and the
 // translation of the reconciler's operations into listener work and the
-// table's Transaction (the whole table on a full sync, changed elements on a
-// partial one). A listener's port is chosen when it opens, so the portals'
+// table's Transaction (the whole table when it is replaced: the first sync,
+// after a failure or drift; else the changed portals' elements, full sync or
+// partial). A listener's port is chosen when it opens, so the portals'
 // elements are written after the listeners opened. UserspacePlanner
 // (src/platform/userspace/planner.ts) joins it to the reconciler for the
-// dataplane and the tests.
+// dataplane, `kube-proxy-ts diff` and the tests.
 //
 // UserspaceRenderer (renderer.ts): plan(state) decides the listeners (one per
 // service port and endpoint set) and the portals (ClusterIP, externalIPs,
 // LB VIPs, NodePort) with their targets (plan.ts); render(plan, ports)
 // writes the whole `kube-proxy-userspace` nftables table that redirects
 // each portal to its listener's port, or refuses it, as one Transaction
-// (rules.ts), as a full sync does. No memory.
+// (rules.ts), as the sync that replaces the table writes it. No memory.
 //
 // Fake (fake.ts): the mode's kernel interface in memory: its nftables table
 // (an nftables Fake of that table: run(tx) applies a Transaction

@@ -5,9 +5,10 @@
 //                      where each portal sends new flows (plan.ts);
 //   render(plan, ports) the whole redirect table for the ports the listeners
 //                      got, as one nftables Transaction (rules.ts).
-// It keeps no memory. `kube-proxy-ts diff` and the tests use it to see a
-// whole table; the dataplane syncs through the driver and the reconciler
-// (driver.ts), whose full transaction is this one (driver.test.ts).
+// It keeps no memory. The tests use it to see a whole table; the dataplane
+// and `kube-proxy-ts diff` plan through the driver and the reconciler
+// (driver.ts, src/platform/userspace/planner.ts), whose full transaction is
+// this one (driver.test.ts).
 import type { DataplaneConfig, SyncState } from '../../core/types.js';
 import type { Transaction } from '../nftables/transaction.js';
 import { planUserspace, type UserspacePlan } from './plan.js';
