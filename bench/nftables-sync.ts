@@ -18,30 +18,21 @@
 // RSS holds no benchmark input objects (see ProxyMemory).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { deserialize, serialize } from 'node:v8';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { syncStateFromObjects } from '../src/core/snapshot.js';
-import { categorizeEndpoints } from '../src/core/topology.js';
-import type { DataplaneConfig, Endpoint, SyncState } from '../src/core/types.js';
+import type { DataplaneConfig, SyncState } from '../src/core/types.js';
 import { NftablesPlanner } from '../src/platform/nftables/planner.js';
 import type { EndpointLayout } from '../src/dataplane/nftables/static.js';
 import { DEFAULT_ENDPOINT_LAYOUT } from '../src/dataplane/nftables/static.js';
 import { NftablesDataplane } from '../src/platform/nftables/dataplane.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
-import {
-  endpoint,
-  makeNode,
-  makeService,
-  makeSlice,
-  slicePort,
-  svcPort,
-  withClusterIP,
-} from '../test/support/fixtures.js';
 import { writeChart } from './lib/chart.js';
+import { binaryNodeFlags, compiledScript, printResult } from './lib/compiled.js';
+import { buildState, withExtraEndpoint } from './lib/syncstate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // Compiled into bench/out/dist/bench/ (see compiledChild), output still goes to bench/out.
@@ -118,11 +109,6 @@ const cpuMs = (from: NodeJS.CpuUsage) => {
 
 const MiB = 1024 * 1024;
 
-/** The node flags on bin/kube-proxy-ts's `#!/usr/bin/env -S node ...` line. */
-function binaryNodeFlags(): string {
-  const first = readFileSync(join(REPO, 'bin', 'kube-proxy-ts'), 'utf8').split('\n')[0]!;
-  return /\bnode\b(.*)$/.exec(first)?.[1]?.trim() ?? '';
-}
 const gc = () => (globalThis as { gc?: () => void }).gc?.();
 
 async function proxyChild(file: string): Promise<ProxyMemory> {
@@ -207,60 +193,6 @@ function dropNs(ns: string): void {
   untrackNamespace(ns);
 }
 
-const epIP = (i: number, k: number) => `10.${128 + k * 32 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
-
-function buildState(n: number): SyncState {
-  const services = [];
-  const slices = [];
-  for (let i = 0; i < n; i++) {
-    services.push(
-      withClusterIP(
-        makeService('ns', `svc${i}`, (s) => {
-          s.spec.ports = [
-            svcPort('p80', 80, 'TCP', {
-              targetPort: 8080,
-              ...(i % 10 === 0 ? { nodePort: 30000 + ((i / 10) % 2700) } : {}),
-            }),
-          ];
-          if (i % 10 === 0) s.spec.type = 'NodePort';
-        }),
-        `10.96.${i >> 8}.${i & 255}`,
-      ),
-    );
-    slices.push(
-      makeSlice('ns', `svc${i}`, 1, (s) => {
-        s.endpoints = [endpoint(epIP(i, 0), { nodeName: 'n1' }), endpoint(epIP(i, 1), { nodeName: 'n2' })];
-        s.ports = [slicePort('p80', 8080)];
-      }),
-    );
-  }
-  return syncStateFromObjects({
-    services,
-    slices,
-    family: 'IPv4',
-    nodeName: 'n0',
-    node: makeNode('n0', { internalIPs: ['192.168.0.10'] }),
-    serviceCIDRs: ['10.96.0.0/12'],
-  });
-}
-
-/** The state after one more endpoint for service `i` (what the engine would hand over). */
-function withExtraEndpoint(base: SyncState, i: number, round: number): SyncState {
-  const key = `ns/svc${i}:p80`;
-  const sp = base.services.get(key)!;
-  const eps = base.endpoints.get(key)!;
-  const extra: Endpoint = {
-    ...eps[0]!,
-    ip: `10.250.${round}.${i & 255}`,
-    key: `10.250.${round}.${i & 255}:8080`,
-    nodeName: 'n3',
-  };
-  const next = [...eps, extra].sort((a, b) => (a.key < b.key ? -1 : 1));
-  const endpoints = new Map(base.endpoints).set(key, next);
-  const categorized = new Map(base.categorized).set(key, categorizeEndpoints(next, sp, 'n0', {}));
-  return { ...base, endpoints, categorized, changedServices: new Set([sp.serviceKey]), fullSync: false };
-}
-
 function timeNft(ns: string, script: string): number {
   const t0 = performance.now();
   const r = spawnSync('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], {
@@ -284,7 +216,7 @@ async function child(size: number): Promise<Result> {
     writeFileSync(file, serialize(state));
     // --proxy-node-flags "--max-semi-space-size=1 ...": V8 flags for the proxy process only;
     // without it, those of bin/kube-proxy-ts's #! line, as the real proxy runs.
-    const flags = (arg('proxy-node-flags') ?? binaryNodeFlags()).split(' ').filter(Boolean);
+    const flags = arg('proxy-node-flags')?.split(' ').filter(Boolean) ?? binaryNodeFlags(REPO);
     const r = spawnSync(
       process.execPath,
       [
@@ -341,28 +273,11 @@ async function child(size: number): Promise<Result> {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
-/**
- * Children run compiled JavaScript when possible (as bench/iptables-sync.ts):
- * under tsx a process carries the loader (~35 MiB RSS), which would distort
- * the proxy's RSS. Falls back to tsx if tsc emits nothing.
- */
-function compiledChild(): string[] {
-  const self = fileURLToPath(import.meta.url);
-  if (self.endsWith('.js')) return [self];
-  const dist = join(OUT, 'dist');
-  spawnSync('npx', ['tsc', '-p', join(REPO, 'tsconfig.json'), '--outDir', dist, '--sourceMap', 'false'], {
-    stdio: 'ignore',
-  });
-  const js = join(dist, 'bench', 'nftables-sync.js');
-  if (existsSync(js)) return [js];
-  console.log('note: tsc emitted nothing; the children run under tsx (RSS +~35 MiB)');
-  return ['--import', 'tsx', self];
-}
-
 function main(): void {
   const sizes = (arg('sizes') ?? '1000,10000,20000').split(',').map(Number);
   const results: Result[] = [];
-  const childArgs = compiledChild();
+  // Compiled JavaScript when possible, as bench/iptables-sync.ts: under tsx the children would carry the loader.
+  const childArgs = compiledScript(import.meta.url, REPO, OUT);
   for (const size of sizes) {
     const r = spawnSync(
       process.execPath,
@@ -412,28 +327,6 @@ function main(): void {
   rmSync(join(OUT, 'nftables-sync.tmp'), { force: true });
 }
 
-if (arg('proxy') !== undefined) {
-  proxyChild(arg('proxy')!).then(
-    (r) => {
-      console.log(JSON.stringify(r));
-      process.exit(0);
-    },
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-} else if (arg('child') !== undefined) {
-  child(Number(arg('child'))).then(
-    (r) => {
-      console.log(JSON.stringify(r));
-      process.exit(0);
-    },
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-} else {
-  main();
-}
+if (arg('proxy') !== undefined) printResult(proxyChild(arg('proxy')!));
+else if (arg('child') !== undefined) printResult(child(Number(arg('child'))));
+else main();

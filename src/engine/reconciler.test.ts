@@ -128,6 +128,34 @@ describe('Reconciler', () => {
     assert.deepEqual(show(p.ops), ['put chain ca=ca'], 'without adopt the datapath is taken as empty');
   });
 
+  it('an owner asking again keeps what it lists, in any order, and withdraws only what it left out', () => {
+    const r = new Reconciler<Kind, string>(spec);
+    r.plan([['a', [o('chain', 'c1'), o('element', 'e1'), o('element', 'e2')]]], false);
+    assert.deepEqual(show(r.plan([['a', [o('chain', 'c1'), o('element', 'e1'), o('element', 'e2')]]], false).ops), []);
+    assert.deepEqual(show(r.plan([['a', [o('element', 'e2'), o('chain', 'c1'), o('element', 'e1')]]], false).ops), []);
+    assert.deepEqual(show(r.plan([['a', [o('element', 'e2'), o('element', 'e1')]]], false).ops), ['delete chain c1']);
+    assert.deepEqual(
+      [...r.ownedBy('a')].map(([, k]) => k),
+      ['e2', 'e1'],
+    );
+  });
+
+  it('an unchanged object asked again remembers the newer value, alone or shared', () => {
+    type V = { readonly v: number; readonly n: number };
+    const r = new Reconciler<'addr', V>({ order: ['addr'], same: (a, b) => a.v === b.v });
+    const at = (v: number, n: number) => ({ kind: 'addr' as const, key: 'k', value: { v, n } });
+    r.plan([['a', [at(1, 1)]]], false);
+    assert.deepEqual(r.plan([['a', [at(1, 2)]]], true).ops, []);
+    assert.deepEqual(r.applied('addr', 'k'), { v: 1, n: 2 });
+    assert.deepEqual(r.plan([['b', [at(1, 3)]]], false).ops, []);
+    assert.deepEqual(r.applied('addr', 'k'), { v: 1, n: 3 });
+    assert.deepEqual(r.plan([['a', [at(2, 4)]]], false).ops, [
+      { op: 'put', kind: 'addr', key: 'k', value: { v: 2, n: 4 }, before: { v: 1, n: 3 } },
+    ]);
+    assert.deepEqual(r.plan([['b', []]], false).ops, []);
+    assert.deepEqual(r.applied('addr', 'k'), { v: 2, n: 4 });
+  });
+
   it('refuses a kind the spec does not order', () => {
     const r = new Reconciler<Kind, string>(spec);
     assert.throws(() => r.plan([['a', [{ kind: 'rule' as Kind, key: 'x', value: 'x' }]]], false), { code: 'KPT_BUG' });

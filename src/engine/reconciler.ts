@@ -210,11 +210,14 @@ export class Reconciler<K extends string, V> {
   private want(owner: string, objects: readonly Keyed<K, V>[], base: number, touched: Entry<V>[]): void {
     const old = this.owned.get(owner);
     const s = ++this.stamp;
-    const list: Entry<V>[] = [];
+    // The old list is kept while the owner asks for the same objects in the same order (every owner
+    // of a full plan over valid memory); a new one is stored trimmed, as it lives as long as the owner.
+    let list: Entry<V>[] | undefined = old !== undefined && old.length === objects.length ? undefined : [];
     let kind: K | undefined;
     let r = -1;
     let map: Map<string, Entry<V>> | undefined;
-    for (const o of objects) {
+    for (let i = 0; i < objects.length; i++) {
+      const o = objects[i]!;
       if (o.kind !== kind) {
         r = this.rankOf((kind = o.kind));
         map = this.entries[r]!;
@@ -223,13 +226,23 @@ export class Reconciler<K extends string, V> {
       if (!e) {
         e = { key: o.key, rank: r, applied: undefined, owners: null, want: undefined, mark: 0 };
         map!.set(o.key, e);
+      } else if (e.owners === owner && e.mark <= base && e.applied != null && this.spec.same(e.applied, o.value)) {
+        // Its only owner asks again for what is applied: what diff() would conclude (no operation,
+        // the newer value remembered), settled here instead of queued for it.
+        e.want = e.applied = o.value;
+        e.mark = s;
+        if (list !== undefined) list.push(e);
+        else if (old![i] !== e) list = [...old!.slice(0, i), e];
+        continue;
       }
       if (e.owners === null) this.wantedCount[r]!++;
       addOwner(e, owner, o.value);
       if (e.mark <= base) touched.push(e);
       e.mark = s;
-      list.push(e);
+      if (list !== undefined) list.push(e);
+      else if (old![i] !== e) list = [...old!.slice(0, i), e];
     }
+    if (list === undefined) return;
     if (old !== undefined) {
       for (const e of old) {
         if (e.mark === s) continue;
@@ -241,7 +254,7 @@ export class Reconciler<K extends string, V> {
         e.mark = s;
       }
     }
-    if (list.length > 0) this.owned.set(owner, list);
+    if (list.length > 0) this.owned.set(owner, list.slice());
     else this.owned.delete(owner);
   }
 

@@ -1,23 +1,48 @@
 // Loading a packet-flow scenario into the userspace Fake the way UserspaceDataplane syncs:
-// plan, open the listeners, render the table for their ports, apply it.
+// planned by its planner (the driver under the one reconciler), the listeners opened, then the
+// table's transaction for their ports, applied.
+import { NODE_IP } from '../cases/fixtures.js';
 import type { Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioSyncState } from '../cases/resolve.js';
-import type { DataplaneConfig, IPFamily } from '../../src/core/types.js';
+import type { DataplaneConfig, IPFamily, SyncState } from '../../src/core/types.js';
 import type { Transaction } from '../../src/dataplane/nftables/transaction.js';
-import { Fake, UserspaceRenderer, type UserspacePlan } from '../../src/dataplane/userspace/index.js';
+import { Fake, type UserspacePlan } from '../../src/dataplane/userspace/index.js';
+import { UserspacePlanner } from '../../src/platform/userspace/planner.js';
+
+/** The config of the driver's and planner's unit tests: IPv4, NodePorts on every local address. */
+export const UNIT_CONFIG: DataplaneConfig = {
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'none' },
+  nodePortAddresses: null,
+  localhostNodePorts: true,
+  localIPs: ['127.0.0.1', NODE_IP],
+};
 
 /** `config` changes the scenario's resolved config (knobs the table does not cover). */
 export function loadScenario(
   s: Scenario,
   config: (c: DataplaneConfig) => DataplaneConfig = (c) => c,
 ): { fake: Fake; tx: Transaction; script: string } {
-  const renderer = new UserspaceRenderer(config(scenarioConfig(s, 'userspace')));
-  const plan = renderer.plan(scenarioSyncState(s));
   const fake = new Fake(s.family === 'IPv4' ? 'ip' : 'ip6');
-  const ports = new Map([...plan.listeners.values()].map((spec) => [spec.key, fake.listen(spec)]));
-  const tx = renderer.render(plan, ports);
-  fake.run(tx);
+  const tx = syncFake(new UserspacePlanner(config(scenarioConfig(s, 'userspace'))), fake, scenarioSyncState(s));
   return { fake, tx, script: tx.toString() };
+}
+
+/**
+ * One sync into the Fake as UserspaceDataplane does it with its drift watch on: listeners
+ * opened or updated, the table's transaction applied, then listeners closed. The listeners
+ * adopted when the table is replaced are the Fake's, their content unknown (each is updated).
+ */
+export function syncFake(planner: UserspacePlanner, fake: Fake, state: SyncState): Transaction {
+  const live = () => [...fake.listeners.keys()].map((key) => ({ kind: 'listener' as const, key, value: null }));
+  const plan = planner.plan(state, live, true);
+  for (const spec of [...plan.work.open, ...plan.work.update]) fake.listen(spec);
+  const { tx } = planner.transaction(plan, (k) => fake.listeners.get(k)?.port);
+  fake.run(tx);
+  for (const key of plan.work.close) fake.close(key);
+  return tx;
 }
 
 /** Config changes that give the table another shape than the packet-flow scenarios' configs. */

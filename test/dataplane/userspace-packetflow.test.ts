@@ -1,6 +1,6 @@
 // The shared packet-flow table (test/cases/packetflow.ts) against the
-// userspace mode: UserspaceRenderer.plan -> listeners opened in the Fake ->
-// UserspaceRenderer.render -> Fake.run (userspace-fixtures.ts) -> trace. The relay terminates every
+// userspace mode: the driver's objects planned by the reconciler -> listeners opened in the
+// Fake -> the table's transaction -> Fake.run (userspace-fixtures.ts) -> trace. The relay terminates every
 // connection, so some of the table's promises do not hold for this mode;
 // each is listed below with the reason (README "What userspace mode does not do").
 import { runPacketFlowTable } from '../cases/runtable.js';

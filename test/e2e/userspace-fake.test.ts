@@ -1,7 +1,7 @@
 // The userspace Fake (its table: the nftables Fake of kube-proxy-userspace)
 // against the real nft, inside one throw-away network namespace
 // (kpt-usf-<pid>-<rand>), never the root one: for every scenario of the
-// shared packet-flow table, the transaction UserspaceRenderer writes is
+// shared packet-flow table, the transaction a full sync writes is
 // applied to both (nft -f of its text), and the kernel's table must hold what
 // the Fake holds (chains with their rule counts, every map and set with its
 // elements). A few transactions the Fake refuses are refused by nft too. This is what lets the

@@ -16,6 +16,8 @@ import * as ipvs from '../../src/dataplane/ipvs/index.js';
 import * as ebpf from '../../src/dataplane/ebpf/index.js';
 import * as us from '../../src/dataplane/userspace/index.js';
 import { EbpfPlanner } from '../../src/platform/ebpf/planner.js';
+import { UserspacePlanner } from '../../src/platform/userspace/planner.js';
+import { syncFake } from '../dataplane/userspace-fixtures.js';
 import { VALID_FLOWS } from './hostile.js';
 import { IpvsFakeLoader, loadState } from '../support/ipvsload.js';
 
@@ -144,8 +146,10 @@ function loadUserspace(state: SyncState): us.Fake {
 
 const userspace: Mode = {
   name: 'userspace',
-  start() {
-    return { sync: (state) => void loadUserspace(state) };
+  start(family) {
+    const planner = new UserspacePlanner(config(family, 'userspace'));
+    const fake = new us.Fake(family === 'IPv4' ? 'ip' : 'ip6');
+    return { sync: (state) => void syncFake(planner, fake, state) };
   },
   tracer(state) {
     const fake = loadUserspace(full(state));

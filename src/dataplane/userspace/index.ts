@@ -4,12 +4,23 @@
 // and a trace over the Fake. Its nftables table is built, modelled and
 // walked with the nftables mode's objects, Fake and tracer.
 //
+// UserspaceDriver (driver.ts): the mode's objects for the one reconciler
+// (src/engine/reconciler.ts): per Service, a listener per service port and
+// endpoint set and a portal per Service address and NodePort; and the
+// translation of the reconciler's operations into listener work and the
+// table's Transaction (the whole table when it is replaced: the first sync,
+// after a failure or drift; else the changed portals' elements, full sync or
+// partial). A listener's port is chosen when it opens, so the portals'
+// elements are written after the listeners opened. UserspacePlanner
+// (src/platform/userspace/planner.ts) joins it to the reconciler for the
+// dataplane, `kube-proxy-ts diff` and the tests.
+//
 // UserspaceRenderer (renderer.ts): plan(state) decides the listeners (one per
 // service port and endpoint set) and the portals (ClusterIP, externalIPs,
 // LB VIPs, NodePort) with their targets (plan.ts); render(plan, ports)
-// writes the `kube-proxy-userspace` nftables table that redirects each
-// portal to its listener's port, or refuses it, as one Transaction
-// (rules.ts). No memory: every sync rewrites the whole table.
+// writes the whole `kube-proxy-userspace` nftables table that redirects
+// each portal to its listener's port, or refuses it, as one Transaction
+// (rules.ts), as the sync that replaces the table writes it. No memory.
 //
 // Fake (fake.ts): the mode's kernel interface in memory: its nftables table
 // (an nftables Fake of that table: run(tx) applies a Transaction
@@ -25,11 +36,20 @@
 // ClientIP affinity, shared by the real relays.
 
 export { UserspaceRenderer } from './renderer.js';
+export { desiredObjects, listenerWork, portalTransaction, UserspaceDriver, USERSPACE_SPEC } from './driver.js';
+export type { PortalValue, UserspaceKind, UserspaceObject, UserspaceOp, UserspaceValue } from './driver.js';
 export { Fake, FIRST_FAKE_PORT } from './fake.js';
 export type { FakeListener } from './fake.js';
 export { trace, USERSPACE_HOOKS } from './trace.js';
 export type { RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
-export type { EndpointSetKind, ListenerSpec, PortalSpec, PortalTarget, UserspacePlan } from './plan.js';
-export { listenerKey } from './plan.js';
+export type {
+  EndpointSetKind,
+  ListenerSpec,
+  PortalSpec,
+  PortalTarget,
+  ServicePortPlan,
+  UserspacePlan,
+} from './plan.js';
+export { listenerKey, planServicePort } from './plan.js';
 export { CHAINS, NODEPORT_PORTALS, SERVICE_PORTALS, TABLE_NAME, userspaceTransaction } from './rules.js';
 export { RoundRobin } from './loadbalancer.js';

@@ -23,7 +23,8 @@ export class RoundRobin {
   private eps: readonly string[] = [];
   private index = 0;
   private stickyMs = 0;
-  private readonly affinity = new Map<string, Affinity>();
+  /** Made when affinity is first recorded: a listener without ClientIP affinity never needs it. */
+  private affinity: Map<string, Affinity> | null = null;
 
   constructor(private readonly clock: Clock) {}
 
@@ -39,7 +40,7 @@ export class RoundRobin {
 
   /** Number of remembered client affinities (expired ones included until cleanup). */
   affinityCount(): number {
-    return this.affinity.size;
+    return this.affinity?.size ?? 0;
   }
 
   /** Replace the endpoint set and the affinity timeout (0 disables affinity). */
@@ -47,11 +48,13 @@ export class RoundRobin {
     const changed = endpoints.length !== this.eps.length || endpoints.some((e, i) => e !== this.eps[i]);
     if (stickyMs !== this.stickyMs) {
       this.stickyMs = stickyMs;
-      if (stickyMs <= 0) this.affinity.clear();
+      if (stickyMs <= 0) this.affinity = null;
     }
     if (!changed) return;
-    const keep = new Set(endpoints);
-    for (const [ip, a] of this.affinity) if (!keep.has(a.endpoint)) this.affinity.delete(ip);
+    if (this.affinity !== null) {
+      const keep = new Set(endpoints);
+      for (const [ip, a] of this.affinity) if (!keep.has(a.endpoint)) this.affinity.delete(ip);
+    }
     this.eps = [...endpoints];
     this.index = this.eps.length === 0 ? 0 : this.index % this.eps.length;
   }
@@ -61,7 +64,7 @@ export class RoundRobin {
     if (this.eps.length === 0) return null;
     const now = this.clock.monotonic();
     if (this.stickyMs > 0 && !resetAffinity) {
-      const a = this.affinity.get(clientIP);
+      const a = this.affinity?.get(clientIP);
       if (a && now - a.lastUsed < this.stickyMs) {
         a.lastUsed = now;
         return a.endpoint;
@@ -69,7 +72,7 @@ export class RoundRobin {
     }
     const ep = this.eps[this.index]!;
     this.index = (this.index + 1) % this.eps.length;
-    if (this.stickyMs > 0) this.affinity.set(clientIP, { endpoint: ep, lastUsed: now });
+    if (this.stickyMs > 0) (this.affinity ??= new Map()).set(clientIP, { endpoint: ep, lastUsed: now });
     return ep;
   }
 
@@ -77,6 +80,7 @@ export class RoundRobin {
   cleanupStale(): number {
     const now = this.clock.monotonic();
     let n = 0;
+    if (this.affinity === null) return 0;
     for (const [ip, a] of this.affinity) {
       if (now - a.lastUsed >= this.stickyMs) {
         this.affinity.delete(ip);

@@ -1,8 +1,9 @@
 // What the userspace mode needs for one SyncState: which listeners (one per
 // service port and endpoint set) must exist with which endpoints, and where
 // each portal (ClusterIP, externalIPs, LB VIPs, NodePort) sends new flows.
-// Pure; the platform side opens the listeners and the renderer (rules.ts)
-// writes the redirect rules.
+// Pure, per service port (planServicePort, which the driver asks per Service)
+// or for the whole state (planUserspace); the platform side opens the
+// listeners and rules.ts writes the redirect elements.
 //
 // A listener cannot learn which address a redirected flow was sent to (Node
 // has no SO_ORIGINAL_DST), so traffic that must use a different endpoint set
@@ -10,7 +11,7 @@
 // under internalTrafficPolicy Local, external traffic (NodePort, externalIPs,
 // LB VIPs) under externalTrafficPolicy Local, everything else the cluster set.
 // Two portals that use the same set share one listener.
-import type { Endpoint, Protocol, ServicePort, SyncState } from '../../core/types.js';
+import type { CategorizedEndpoints, Endpoint, Protocol, ServicePort, SyncState } from '../../core/types.js';
 
 export type EndpointSetKind = 'cluster' | 'local';
 
@@ -56,38 +57,75 @@ export function listenerKey(spKey: string, protocol: Protocol, set: EndpointSetK
   return `${spKey}/${protocol}/${set}`;
 }
 
+/** What one service port needs: its listeners (0-2) and its portal; or why it cannot be served. */
+export type ServicePortPlan =
+  | { readonly listeners: readonly ListenerSpec[]; readonly portal: PortalSpec; readonly skipped?: undefined }
+  | { readonly skipped: string };
+
 /** Build the plan. Never throws on odd input; unsupported ports land in `skipped`. */
 export function planUserspace(state: SyncState): UserspacePlan {
   const listeners = new Map<string, ListenerSpec>();
   const portals: PortalSpec[] = [];
   const skipped: Array<{ servicePortKey: string; reason: string }> = [];
   for (const [key, sp] of state.services) {
-    if (sp.protocol !== 'TCP' && sp.protocol !== 'UDP') {
-      skipped.push({ servicePortKey: key, reason: `protocol ${sp.protocol} is not supported by the userspace relay` });
+    const p = planServicePort(sp, state.categorized.get(key));
+    if (p.skipped !== undefined) {
+      skipped.push({ servicePortKey: key, reason: p.skipped });
       continue;
     }
-    const cat = state.categorized.get(key);
-    const hasAny = cat?.hasAnyEndpoints ?? false;
-    const target = (local: boolean): PortalTarget => {
-      const eps = (local ? cat?.localEndpoints : cat?.clusterEndpoints) ?? [];
-      if (!hasAny) return { kind: 'reject' };
-      if (eps.length === 0) return local ? { kind: 'drop' } : { kind: 'reject' };
-      const spec = listenerFor(sp, sp.protocol as 'TCP' | 'UDP', local ? 'local' : 'cluster', eps);
-      listeners.set(spec.key, spec);
-      return { kind: 'listener', listener: spec.key };
-    };
-    portals.push({
-      servicePortKey: key,
-      protocol: sp.protocol,
-      port: sp.port,
-      clusterIP: sp.clusterIP,
-      internal: target(sp.internalPolicyLocal),
-      externalIPs: [...sp.externalIPs, ...sp.loadBalancerVIPs],
-      nodePort: sp.nodePort,
-      external: sp.externallyAccessible ? target(sp.externalPolicyLocal) : null,
-    });
+    for (const l of p.listeners) listeners.set(l.key, l);
+    portals.push(p.portal);
   }
   return { listeners, portals, skipped };
+}
+
+/** One service port's part of the plan (the driver asks per Service, planUserspace for all). */
+export function planServicePort(sp: ServicePort, cat: CategorizedEndpoints | undefined): ServicePortPlan {
+  if (sp.protocol !== 'TCP' && sp.protocol !== 'UDP')
+    return { skipped: `protocol ${sp.protocol} is not supported by the userspace relay` };
+  const listeners: ListenerSpec[] = [];
+  const internal = portalTarget(sp, sp.protocol, cat, sp.internalPolicyLocal, listeners);
+  // The same policy means the same endpoint set, hence the same target (and listener).
+  const external = !sp.externallyAccessible
+    ? null
+    : sp.externalPolicyLocal === sp.internalPolicyLocal
+      ? internal
+      : portalTarget(sp, sp.protocol, cat, sp.externalPolicyLocal, listeners);
+  const portal: PortalSpec = {
+    servicePortKey: sp.key,
+    protocol: sp.protocol,
+    port: sp.port,
+    clusterIP: sp.clusterIP,
+    internal,
+    externalIPs:
+      sp.loadBalancerVIPs.length === 0
+        ? sp.externalIPs
+        : sp.externalIPs.length === 0
+          ? sp.loadBalancerVIPs
+          : [...sp.externalIPs, ...sp.loadBalancerVIPs],
+    nodePort: sp.nodePort,
+    external,
+  };
+  return { listeners, portal };
+}
+
+const REJECT: PortalTarget = Object.freeze({ kind: 'reject' });
+const DROP: PortalTarget = Object.freeze({ kind: 'drop' });
+
+/** Where the portals of one traffic policy send new flows; a listener target adds its listener to `listeners`. */
+function portalTarget(
+  sp: ServicePort,
+  protocol: 'TCP' | 'UDP',
+  cat: CategorizedEndpoints | undefined,
+  local: boolean,
+  listeners: ListenerSpec[],
+): PortalTarget {
+  if (!(cat?.hasAnyEndpoints ?? false)) return REJECT;
+  const eps = (local ? cat?.localEndpoints : cat?.clusterEndpoints) ?? [];
+  if (eps.length === 0) return local ? DROP : REJECT;
+  const spec = listenerFor(sp, protocol, local ? 'local' : 'cluster', eps);
+  listeners.push(spec);
+  return { kind: 'listener', listener: spec.key };
 }
 
 function listenerFor(

@@ -1,12 +1,14 @@
 // UserspaceRenderer: the userspace mode's renderer class, the same shape as
-// the other modes' (docs/architecture.md). A sync is two pure steps with the
-// platform's listener work in between:
+// the other modes' (docs/architecture.md): the whole table for a whole
+// state, in two pure steps with the listeners' ports in between:
 //   plan(state)        which listeners must exist with which endpoints, and
 //                      where each portal sends new flows (plan.ts);
 //   render(plan, ports) the whole redirect table for the ports the listeners
 //                      got, as one nftables Transaction (rules.ts).
-// It keeps no memory between syncs: every sync rewrites the whole table, and
-// the listeners (the state that does persist) live in the platform side.
+// It keeps no memory. The tests use it to see a whole table; the dataplane
+// and `kube-proxy-ts diff` plan through the driver and the reconciler
+// (driver.ts, src/platform/userspace/planner.ts), whose full transaction is
+// this one (driver.test.ts).
 import type { DataplaneConfig, SyncState } from '../../core/types.js';
 import type { Transaction } from '../nftables/transaction.js';
 import { planUserspace, type UserspacePlan } from './plan.js';

@@ -1,8 +1,11 @@
 // The userspace mode's kernel rules: one nftables table of its own per
-// family (`ip kube-proxy-userspace` / `ip6 kube-proxy-userspace`), rewritten
-// whole and atomically by every sync (one Transaction of the nftables mode's
-// objects: add, delete, add). Owning a table means no jump rules in foreign
-// chains, and cleanup is one `delete table`.
+// family (`ip kube-proxy-userspace` / `ip6 kube-proxy-userspace`), built of
+// the nftables mode's objects. The first sync (and the first after a
+// failure or drift) replaces it whole and atomically (one Transaction:
+// renderStatic's add, delete, add and static part, then every portal's
+// element); later syncs change only the elements of the portals that
+// changed (driver.ts). Owning a table means no jump rules in foreign chains,
+// and cleanup is one `delete table`.
 //
 // The chains play the roles of old upstream's KUBE-PORTALS-CONTAINER /
 // KUBE-PORTALS-HOST / KUBE-NODEPORT-CONTAINER / KUBE-NODEPORT-HOST:
@@ -30,7 +33,7 @@ import type { DataplaneConfig, IPFamily } from '../../core/types.js';
 import { nftFamily } from '../nftables/names.js';
 import type { Element } from '../nftables/objects.js';
 import { Transaction } from '../nftables/transaction.js';
-import type { PortalTarget, UserspacePlan } from './plan.js';
+import type { PortalSpec, PortalTarget, UserspacePlan } from './plan.js';
 
 export const TABLE_NAME = 'kube-proxy-userspace';
 export const TABLE_COMMENT = 'rules for kube-proxy-ts userspace mode';
@@ -75,6 +78,29 @@ export function renderRules(
   ports: ReadonlyMap<string, number>,
   config: DataplaneConfig,
 ): Transaction {
+  const tx = renderStatic(config);
+  // A map rejects duplicate keys in one transaction, and a key both
+  // redirected and refused would be refused (filter runs first): when a
+  // Service address is claimed twice, the first portal wins.
+  const seen = new Set<string>();
+  const elements: Element[] = [];
+  for (const p of plan.portals)
+    portalKeys(p).forEach((key, i) => {
+      if (seen.has(key)) return;
+      seen.add(key);
+      const target = i === 0 ? p.internal : p.external!;
+      elements.push(portalElement(key, target, portOf(target, ports)));
+    });
+  for (const e of byMap(elements)) tx.add(e);
+  return tx;
+}
+
+/**
+ * Everything of the table but the portals' elements: the table itself
+ * (replaced: add, delete, add), its chains and rules, its maps (empty) and
+ * the NodePort address set. It depends on the config only.
+ */
+export function renderStatic(config: DataplaneConfig): Transaction {
   const fam = nftFamily(config.family);
   const addrType = config.family === 'IPv4' ? 'ipv4_addr' : 'ipv6_addr';
   const loopback = config.family === 'IPv4' ? '127.0.0.0/8' : '::1';
@@ -115,7 +141,6 @@ export function renderRules(
     rule(C.portalsHost, `fib daddr type local ${npMatch.cond}jump ${C.nodePortsHost}`);
     rule(C.filterInput, `${npMatch.cond}meta l4proto . th dport vmap @${NO_ENDPOINT_NODEPORTS}`);
   }
-  for (const e of collectElements(plan, ports)) tx.add(e);
   return tx;
 }
 
@@ -136,34 +161,63 @@ function nodePortMatch(config: DataplaneConfig, fam: string, loopback: string): 
   return { cond: `${fam} daddr @${NODEPORT_IPS} `, set: [...new Set(cidrs)].sort() };
 }
 
-/** The portal maps' elements, map by map: redirects to listener ports, then refusals. */
-function collectElements(plan: UserspacePlan, ports: ReadonlyMap<string, number>): Element[] {
-  const bucket = (map: string) => ({ map, elements: [] as Element[] });
-  const servicePortals = bucket(SERVICE_PORTALS);
-  const nodePortPortals = bucket(NODEPORT_PORTALS);
-  const noEndpointServices = bucket(NO_ENDPOINT_SERVICES);
-  const noEndpointNodePorts = bucket(NO_ENDPOINT_NODEPORTS);
-  // A map rejects duplicate keys in one transaction, and a key both
-  // redirected and refused would be refused (filter runs first): when a
-  // Service address is claimed twice, the first portal wins.
-  const seen = new Set<string>();
-  type Bucket = ReturnType<typeof bucket>;
-  const add = (redirects: Bucket, refusals: Bucket, key: string[], target: PortalTarget) => {
-    const id = key.join(' . ');
-    if (seen.has(id)) return;
-    seen.add(id);
-    const port = target.kind === 'listener' ? ports.get(target.listener) : undefined;
-    const [to, value] =
-      port !== undefined ? [redirects, String(port)] : [refusals, target.kind === 'drop' ? 'drop' : `goto ${C.reject}`];
-    to.elements.push({ kind: 'element', set: to.map, key, value: [value] });
-  };
-  for (const p of plan.portals) {
-    const proto = p.protocol.toLowerCase();
-    const port = String(p.port);
-    add(servicePortals, noEndpointServices, [p.clusterIP, proto, port], p.internal);
-    if (!p.external) continue;
-    for (const ip of p.externalIPs) add(servicePortals, noEndpointServices, [ip, proto, port], p.external);
-    if (p.nodePort > 0) add(nodePortPortals, noEndpointNodePorts, [proto, String(p.nodePort)], p.external);
-  }
-  return [servicePortals, nodePortPortals, noEndpointServices, noEndpointNodePorts].flatMap((b) => b.elements);
+/**
+ * The portals of one service port as their elements' key text: the ClusterIP
+ * first (it uses the internal target), then the externalIPs and LB VIPs,
+ * then the NodePort (these use the external target; none when the port is
+ * not externally accessible). A Service address is `ip . proto . port`, a
+ * NodePort `proto . nodePort` (two fields: that is how portalSlot tells the
+ * maps apart).
+ */
+export function portalKeys(p: PortalSpec): string[] {
+  const proto = p.protocol === 'TCP' ? 'tcp' : 'udp';
+  const out = [`${p.clusterIP} . ${proto} . ${p.port}`];
+  if (!p.external) return out;
+  for (const ip of p.externalIPs) out.push(`${ip} . ${proto} . ${p.port}`);
+  if (p.nodePort > 0) out.push(`${proto} . ${p.nodePort}`);
+  return out;
+}
+
+/** The port a portal redirects to: its listener's, when the listener has one. */
+export function portOf(target: PortalTarget, ports: ReadonlyMap<string, number>): number | undefined {
+  return target.kind === 'listener' ? ports.get(target.listener) : undefined;
+}
+
+/**
+ * Where a portal's element sits and its key: a redirect map when it is
+ * redirected (its listener has a port), else a refusal map; NodePort or
+ * Service address by the key's two or three fields. A delete names only this.
+ */
+export function portalSlot(key: string, redirected: boolean): Element {
+  const fields = key.split(' . ');
+  const nodePort = fields.length === 2;
+  const set = redirected
+    ? nodePort
+      ? NODEPORT_PORTALS
+      : SERVICE_PORTALS
+    : nodePort
+      ? NO_ENDPOINT_NODEPORTS
+      : NO_ENDPOINT_SERVICES;
+  return { kind: 'element', set, key: fields };
+}
+
+/**
+ * A portal's element: redirected to its listener's port, or, with no port
+ * (no endpoints, none under a Local policy, or a listener that did not
+ * open), refused: REJECT, or DROP under a Local policy.
+ */
+export function portalElement(key: string, target: PortalTarget, port: number | undefined): Element {
+  const value = port !== undefined ? String(port) : target.kind === 'drop' ? 'drop' : `goto ${C.reject}`;
+  const { set, key: fields } = portalSlot(key, port !== undefined);
+  // Built as a literal, not spread: the netlink encoder reads every element, and one shape keeps that fast.
+  return { kind: 'element', set, key: fields, value: [value] };
+}
+
+const MAP_ORDER = [SERVICE_PORTALS, NODEPORT_PORTALS, NO_ENDPOINT_SERVICES, NO_ENDPOINT_NODEPORTS];
+
+/** Portal elements map by map (redirects, NodePort redirects, refusals, NodePort refusals), each in its given order. */
+export function byMap(elements: readonly Element[]): Element[] {
+  const buckets = MAP_ORDER.map(() => [] as Element[]);
+  for (const e of elements) buckets[MAP_ORDER.indexOf(e.set)]!.push(e);
+  return buckets.flat();
 }

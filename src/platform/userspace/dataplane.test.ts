@@ -14,6 +14,7 @@ import { FakeClock } from '../../../test/support/fakeclock.js';
 import { service, slice } from '../../../test/cases/fixtures.js';
 import { UserspaceDataplane } from './dataplane.js';
 import type { NftRunner } from '../nftables/dataplane.js';
+import { ExecError } from '../exec.js';
 
 const CFG: DataplaneConfig = {
   family: 'IPv4',
@@ -330,5 +331,69 @@ describe('UserspaceDataplane relays (loopback)', () => {
     await dp.sync(state([]));
     assert.equal(dp.listenerPort(TCP_KEY), undefined);
     assert.match(scripts.at(-1)!, /172\.30\.0\.41 \. tcp \. 80 : goto reject-chain/);
+  });
+});
+
+describe('UserspaceDataplane syncs through the reconciler (loopback, recording nft)', () => {
+  const scripts: string[] = [];
+  let failNext = false;
+  const runner: NftRunner = async (args, input) => {
+    if (failNext) {
+      failNext = false;
+      throw new ExecError('nft', args, { stdout: '', stderr: 'Error: injected', code: 1 });
+    }
+    scripts.push(input ?? '');
+    return { stdout: '', stderr: '', code: 0 };
+  };
+  const dp = new UserspaceDataplane({ config: CFG, runner, bindAddress: '127.0.0.1' });
+  after(() => dp.close());
+
+  const st = (aEps: string[], changed?: string[], withU = false): SyncState =>
+    syncStateFromObjects({
+      services: [
+        service('a', { clusterIP: '172.30.0.41' }, [{ name: 'p', port: 80 }]),
+        ...(withU ? [service('u', { clusterIP: '172.30.0.42' }, [{ name: 'p', port: 53, protocol: 'UDP' }])] : []),
+      ],
+      slices: [
+        slice(
+          'a',
+          [{ name: 'p', port: 9 }],
+          aEps.map((ip) => ({ ip })),
+        ),
+        ...(withU ? [slice('u', [{ name: 'p', port: 9, protocol: 'UDP' }], [{ ip: '127.0.0.2' }])] : []),
+      ],
+      family: 'IPv4',
+      ...(changed ? { fullSync: false, changedServices: changed } : {}),
+    });
+  const wholeTable = (s: string) => s.startsWith('add table ip kube-proxy-userspace\ndelete table');
+
+  it('a partial sync writes only the changed portals, and nothing for an endpoint change', async () => {
+    assert.equal((await dp.sync(st(['127.0.0.2']))).partial, false);
+    assert.ok(wholeTable(scripts.at(-1)!));
+    const lport = dp.listenerPort(TCP_KEY)!;
+    const n = scripts.length;
+    const moved = await dp.sync(st(['127.0.0.3'], ['ns1/a']));
+    assert.equal(moved.partial, true);
+    assert.equal(scripts.length, n, 'the endpoints changed in the listener; the table did not');
+    assert.equal(dp.listenerPort(TCP_KEY), lport);
+    await dp.sync(st(['127.0.0.3'], ['ns1/u'], true));
+    const uport = dp.listenerPort(UDP_KEY)!;
+    assert.equal(
+      scripts.at(-1),
+      `add element ip kube-proxy-userspace service-portals { 172.30.0.42 . udp . 53 : ${uport} }\n`,
+    );
+  });
+
+  it('after a failed write the next sync is full, and keeps the listeners it holds', async () => {
+    const lport = dp.listenerPort(TCP_KEY)!;
+    const uport = dp.listenerPort(UDP_KEY)!;
+    failNext = true;
+    await assert.rejects(dp.sync(st([], ['ns1/a'], true)));
+    const after = await dp.sync(st(['127.0.0.3'], ['ns1/u'], true));
+    assert.equal(after.partial, false);
+    assert.ok(wholeTable(scripts.at(-1)!));
+    assert.match(scripts.at(-1)!, new RegExp(`172\\.30\\.0\\.41 \\. tcp \\. 80 : ${lport}`));
+    assert.match(scripts.at(-1)!, new RegExp(`172\\.30\\.0\\.42 \\. udp \\. 53 : ${uport}`));
+    assert.deepEqual([dp.listenerPort(TCP_KEY), dp.listenerPort(UDP_KEY)], [lport, uport]);
   });
 });

@@ -1,35 +1,47 @@
-// UserspaceDataplane: the userspace mode's Dataplane for one IP family.
-// Each sync:
-//   1. plans listeners and portals (pure UserspaceRenderer.plan),
-//   2. opens listeners that are new and hands changed endpoint sets to the
-//      ones that stay (no restart: same port, open relays kept), resetting
-//      relays to endpoints that were removed,
-//   3. writes the redirect table atomically (UserspaceRenderer.render: one
-//      nftables Transaction, applied as the nftables mode applies its own:
-//      one netlink batch, or `nft -f`, ../nftables/writer.ts),
-//   4. only then closes listeners no longer planned (and their relays), so a
+// UserspaceDataplane: the userspace mode's Dataplane for one IP family. Its
+// objects (listeners, and the portals of its redirect table) go through the
+// one reconciler (src/engine/reconciler.ts) with the mode's driver
+// (src/dataplane/userspace/driver.ts). Each sync:
+//   1. plans (planner.ts): when the reconciler needs the live state (the
+//      first sync, after a failure or drift), or on a full sync without the
+//      drift watch (which then is the only repair), it adopts the listeners
+//      this process holds, and no portal, as the transaction replaces the
+//      table whole; then what the changed Services (all of them when full)
+//      want;
+//   2. opens new listeners and hands changed endpoint sets to the ones that
+//      stay (no restart: same port, open relays kept), resetting relays to
+//      endpoints that were removed;
+//   3. writes the table's transaction atomically (one netlink batch, or
+//      `nft -f`, ../nftables/writer.ts): the whole table when replacing,
+//      else the changed portals' elements (with the drift watch on, a change
+//      by anyone else is reported, and the sync that follows replaces);
+//   4. only then closes listeners no longer wanted (and their relays), so a
 //      redirect never points at a port that was already closed.
-// A failed rule write rejects (the engine makes the next sync full); every
-// sync rewrites the whole table, so syncs are never partial.
+// Any failure calls the reconciler's failed() (the next sync replaces the
+// table), and so does a listener that would not open (its portals are
+// refused until the next sync opens it).
 //
 // watchDrift() reports what others break between syncs: a change to the
 // redirect table (nf_tables events, ../nftables/monitor.ts), and, checked
 // every second, a listener that no longer listens (a TCP socket destroyed
 // with `ss -K` says so only through SO_ACCEPTCONN, sockstate.ts; a UDP one
-// through an error). A dead listener is dropped at once, so the full sync
-// that follows opens a new one and points the redirect at it.
+// through an error). A dead listener is dropped at once, and either makes
+// the reconciler forget, so the full sync that follows opens a new listener
+// and points the redirect at it.
 import { binding } from './bindings.js';
 import type { DataplaneConfig, Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
+import type { UserspaceKind, UserspaceValue } from '../../dataplane/userspace/driver.js';
 import { RoundRobin } from '../../dataplane/userspace/loadbalancer.js';
 import type { ListenerSpec } from '../../dataplane/userspace/plan.js';
-import { UserspaceRenderer } from '../../dataplane/userspace/renderer.js';
-import { TABLE_NAME } from '../../dataplane/userspace/rules.js';
+import { renderCleanup, TABLE_NAME } from '../../dataplane/userspace/rules.js';
+import type { LiveObject } from '../../engine/reconciler.js';
 import { nftFamily } from '../../dataplane/nftables/names.js';
 import { realClock } from '../clock.js';
 import { nftRunner, type NftRunner } from '../nftables/leftovers.js';
 import { NftMonitor, type NftChange } from '../nftables/monitor.js';
 import { NftWriter, type NftTransport } from '../nftables/writer.js';
+import { UserspacePlanner } from './planner.js';
 import { openSocketState, type SocketState } from './sockstate.js';
 
 export { cleanupUserspaceLeftovers } from './leftovers.js';
@@ -83,8 +95,10 @@ interface Entry {
 export class UserspaceDataplane implements Dataplane {
   readonly mode = 'userspace' as const;
   readonly family: IPFamily;
+  /** The listeners this process holds: the live half of the datapath (the table is the other). */
   private readonly entries = new Map<string, Entry>();
-  private readonly renderer: UserspaceRenderer;
+  /** The driver under the one reconciler: what each sync does to listeners and table. */
+  private readonly planner: UserspacePlanner;
   private readonly runner: NftRunner;
   private readonly writer: NftWriter;
   private readonly clock: Clock;
@@ -101,7 +115,7 @@ export class UserspaceDataplane implements Dataplane {
 
   constructor(private readonly opts: UserspaceDataplaneOptions) {
     this.family = opts.config.family;
-    this.renderer = new UserspaceRenderer(opts.config);
+    this.planner = new UserspacePlanner(opts.config);
     this.runner = opts.runner ?? nftRunner(opts.netns);
     this.clock = opts.clock ?? realClock;
     this.onEvent = opts.onEvent ?? (() => {});
@@ -130,7 +144,12 @@ export class UserspaceDataplane implements Dataplane {
     const onDrift = this.onDrift;
     this.monitor = await NftMonitor.open(this.opts.netns);
     const ours = (c: NftChange) => c.table === TABLE_NAME;
-    this.unsubscribe = this.monitor?.subscribe(nftFamily(this.family), ours, onDrift) ?? null;
+    const forget = (drift: Drift) => {
+      // What the reconciler remembers of the table may be wrong now.
+      this.planner.failed();
+      onDrift(drift);
+    };
+    this.unsubscribe = this.monitor?.subscribe(nftFamily(this.family), ours, forget) ?? null;
     this.sockets = await openSocketState();
     if (!this.monitor || !this.sockets)
       this.onEvent(
@@ -176,53 +195,76 @@ export class UserspaceDataplane implements Dataplane {
       else e.listener.retire();
       dead.push(`${key} port ${e.port} (${why})`);
     }
-    if (dead.length > 0)
-      onDrift({ reason: 'listener_closed', detail: `${dead.length} listener(s): ${dead.slice(0, 3).join(', ')}` });
+    if (dead.length === 0) return;
+    this.planner.failed();
+    onDrift({ reason: 'listener_closed', detail: `${dead.length} listener(s): ${dead.slice(0, 3).join(', ')}` });
   }
 
   async sync(state: SyncState): Promise<SyncOutcome> {
     await this.startWatch();
-    const plan = this.renderer.plan(state);
+    const plan = this.planner.plan(state, () => this.liveListeners(), this.monitor !== null);
     for (const s of plan.skipped)
       this.onEvent('debug', { servicePort: s.servicePortKey, reason: s.reason }, 'service port skipped');
-    let resetRelays = 0;
-    for (const spec of plan.listeners.values()) resetRelays += await this.ensure(spec);
-    const ports = new Map<string, number>();
-    for (const [k, e] of this.entries) if (plan.listeners.has(k)) ports.set(k, e.port);
+    const { work } = plan;
+    let relaysReset = 0;
+    let closed = 0;
+    let unserved: string[];
     try {
-      await this.writer.apply(this.renderer.render(plan, ports), false, this.monitor);
+      for (const spec of work.open) await this.open(spec);
+      for (const spec of work.update) relaysReset += await this.update(spec);
+      const r = this.planner.transaction(plan, (k) => this.entries.get(k)?.port);
+      unserved = r.unserved;
+      if (r.tx.numOperations > 0) await this.writer.apply(r.tx, !plan.full, this.monitor);
+      for (const key of work.close) {
+        const e = this.entries.get(key);
+        if (!e) continue;
+        this.entries.delete(key);
+        await e.listener.close();
+        closed++;
+      }
     } catch (err) {
+      this.planner.failed();
+      // A socket left mid-exchange may still hold replies; start afresh.
       this.writer.reset();
       throw err;
     }
-    let closed = 0;
-    for (const [k, e] of [...this.entries]) {
-      if (plan.listeners.has(k)) continue;
-      this.entries.delete(k);
-      await e.listener.close();
-      closed++;
-    }
+    // Their listeners did not open (logged), so they are refused; the next sync replaces and tries again.
+    if (unserved.length > 0) this.planner.failed();
     return {
-      partial: false,
+      partial: !plan.full,
       counters: {
         listeners: this.entries.size,
         listenersClosed: closed,
-        relaysReset: resetRelays,
+        relaysReset,
         skippedServicePorts: plan.skipped.length,
         ...this.stats(),
       },
     };
   }
 
-  /** Open a listener for spec, or update the existing one. Returns relays reset because their endpoint left. */
-  private async ensure(spec: ListenerSpec): Promise<number> {
-    const keys = spec.endpoints.map((e) => e.key);
-    const existing = this.entries.get(spec.key);
-    if (existing) {
-      existing.lb.setEndpoints(keys, spec.stickyMs);
-      existing.lb.cleanupStale();
-      return existing.listener.closeConnectionsNotIn(new Set(keys));
+  private *liveListeners(): IterableIterator<LiveObject<UserspaceKind, UserspaceValue>> {
+    // Content unknown: the reconciler then hands each its endpoints again (an update), as the table is
+    // replaced only after a failure or drift. Not keeping each listener's spec keeps the heap small.
+    for (const key of this.entries.keys()) yield { kind: 'listener', key, value: null };
+  }
+
+  /** Hand a changed spec to the open listener. Returns relays reset because their endpoint left. */
+  private async update(spec: ListenerSpec): Promise<number> {
+    const e = this.entries.get(spec.key);
+    // Dropped by the listener check since the plan (which then made the next sync full): open it again now.
+    if (!e) {
+      await this.open(spec);
+      return 0;
     }
+    const keys = spec.endpoints.map((ep) => ep.key);
+    e.lb.setEndpoints(keys, spec.stickyMs);
+    e.lb.cleanupStale();
+    return e.listener.closeConnectionsNotIn(new Set(keys));
+  }
+
+  /** Open a listener for spec; on failure it stays closed (logged) and its portals are refused. */
+  private async open(spec: ListenerSpec): Promise<void> {
+    const keys = spec.endpoints.map((e) => e.key);
     const lb = new RoundRobin(this.clock);
     lb.setEndpoints(keys, spec.stickyMs);
     const listener =
@@ -241,11 +283,9 @@ export class UserspaceDataplane implements Dataplane {
       this.entries.set(spec.key, { lb, listener, port });
       this.onEvent('debug', { listener: spec.key, port, endpoints: keys.length }, 'userspace listener opened');
     } catch (err) {
-      // Its portals are rejected by the renderer (no port); the next sync tries again.
       this.onEvent('error', { listener: spec.key, err: String(err) }, 'userspace listener failed to open');
       await listener.close().catch(() => {});
     }
-    return 0;
   }
 
   private bindAddress(): string {
@@ -271,6 +311,7 @@ export class UserspaceDataplane implements Dataplane {
   /** Close every listener and relay; the rules stay (as after a stop of upstream's proxy). */
   async close(): Promise<void> {
     this.writer.reset();
+    this.planner.failed();
     if (this.checkTimer) clearInterval(this.checkTimer);
     this.checkTimer = null;
     this.unsubscribe?.();
@@ -284,6 +325,6 @@ export class UserspaceDataplane implements Dataplane {
   /** Close everything and remove our table. */
   async cleanup(): Promise<void> {
     await this.close();
-    await this.runner(['-f', '-'], this.renderer.cleanup().toString());
+    await this.runner(['-f', '-'], renderCleanup(this.family).toString());
   }
 }

@@ -169,10 +169,14 @@ function onShutdownDone(this: WriteReq, status: number): void {
   if (++s.relay.ended === 2) s.owner.finish(s.relay);
 }
 
+/** The relays of a listener that has accepted none: read, never written (accept() makes a Set of its own). */
+const NO_RELAYS: ReadonlySet<Relay> = new Set();
+
 export class TcpListener {
   private readonly server: TcpHandle;
-  private readonly relays = new Set<Relay>();
-  private readonly dialTimer = new DialTimer();
+  // Made on first use: most listeners of a large node are idle, and each empty Set or timer costs heap.
+  private relays: Set<Relay> = NO_RELAYS as Set<Relay>;
+  private dialTimer: DialTimer | null = null;
   private closed = false;
   private boundPort = 0;
   /** Connections accepted since start (for metrics and tests). */
@@ -253,7 +257,7 @@ export class TcpListener {
 
   /** Stop accepting and reset every relay (also those a retired listener left running). */
   close(): Promise<void> {
-    this.dialTimer.clear();
+    this.dialTimer?.clear();
     for (const r of this.relays) this.resetRelay(r);
     if (this.closed) return Promise.resolve();
     this.closed = true;
@@ -268,6 +272,7 @@ export class TcpListener {
     this.accepted++;
     client.setNoDelay(true);
     const relay: Relay = { client, up: null, endpoint: '', dialSeq: 0, connected: false, done: false, ended: 0 };
+    if (this.relays === NO_RELAYS) this.relays = new Set();
     this.relays.add(relay);
     this.dial(relay, 0);
   }
@@ -301,7 +306,7 @@ export class TcpListener {
     req.port = port;
     const err = host.includes(':') ? up.connect6(req, host, port) : up.connect(req, host, port);
     if (err !== 0) return this.retry(relay, attempt, errName(err));
-    this.dialTimer.watch(this.dialTimeouts[attempt]!, () => {
+    (this.dialTimer ??= new DialTimer()).watch(this.dialTimeouts[attempt]!, () => {
       if (!relay.done && relay.dialSeq === seq && !relay.connected) this.retry(relay, attempt, 'timeout');
     });
   }

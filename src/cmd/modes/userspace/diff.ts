@@ -3,8 +3,9 @@
 //     sockets listening on the ports it redirects to (ss);
 //   - the running proxy: which endpoints each listener relays to, asked
 //     through its status document on the metrics address, as `explain` does.
-// What a sync would write: the real UserspaceRenderer plans the listeners and
-// renders the table, with each listener on the port it is listening on now
+// What a sync would write: the real UserspacePlanner (the driver under the one
+// reconciler) plans, as a fresh proxy's first sync does, every listener to open
+// and the whole table, with each listener on the port it is listening on now
 // (a listener keeps its port across syncs) or, when it is not listening, on a
 // new port, shown as "<new port>". The table is compared line by line
 // (chains, rules, map elements) and the listeners port by port with their
@@ -13,15 +14,11 @@
 import type { DataplaneConfig, IPFamily, SyncState } from '../../../core/types.js';
 import { Fake } from '../../../dataplane/nftables/fake.js';
 import { nftFamily, type NftFamily } from '../../../dataplane/nftables/names.js';
-import {
-  NODEPORT_PORTALS,
-  SERVICE_PORTALS,
-  TABLE_NAME,
-  UserspaceRenderer,
-  type UserspacePlan,
-} from '../../../dataplane/userspace/index.js';
+import { NODEPORT_PORTALS, SERVICE_PORTALS, TABLE_NAME, type PortalValue } from '../../../dataplane/userspace/index.js';
+import type { ListenerWork } from '../../../dataplane/userspace/driver.js';
 import type { StatusDoc } from '../../../engine/statusview.js';
 import type { CommandRunner } from '../../../platform/exec.js';
+import { UserspacePlanner } from '../../../platform/userspace/planner.js';
 import type { FamilyDiff } from '../driver.js';
 import { setDiff } from '../ipvs/diff.js';
 import { listenersFrom, userspaceTableFromListing } from './explain.js';
@@ -66,32 +63,26 @@ async function liveTable(run: CommandRunner, fam: NftFamily): Promise<Fake> {
  * (returned in `fresh`, never a port a live listener uses).
  */
 function plannedPorts(
-  plan: UserspacePlan,
+  work: ListenerWork,
   live: Fake,
   listening: ReadonlySet<string>,
 ): { ports: Map<string, number>; fresh: Set<number> } {
-  const liveValue = (map: string, key: string) => live.sets.get(map)?.elements.get(key)?.value?.[0];
   const ports = new Map<string, number>();
-  for (const p of plan.portals) {
-    const proto = p.protocol.toLowerCase();
-    const claims: Array<[string | undefined, string]> = [
-      [liveValue(SERVICE_PORTALS, `${p.clusterIP} . ${proto} . ${p.port}`), 'internal'],
-      ...p.externalIPs.map((ip): [string | undefined, string] => [
-        liveValue(SERVICE_PORTALS, `${ip} . ${proto} . ${p.port}`),
-        'external',
-      ]),
-      [p.nodePort > 0 ? liveValue(NODEPORT_PORTALS, `${proto} . ${p.nodePort}`) : undefined, 'external'],
-    ];
-    for (const [value, which] of claims) {
-      const target = which === 'internal' ? p.internal : p.external;
-      if (value === undefined || target?.kind !== 'listener' || ports.has(target.listener)) continue;
-      if (listening.has(`${proto}/${value}`)) ports.set(target.listener, Number(value));
-    }
+  // A portal's key is its element's key text (`ip . proto . port`, or `proto . nodePort`), as nft lists it.
+  for (const op of work.portals) {
+    if (op.op !== 'put') continue;
+    const { target } = op.value as PortalValue;
+    if (target.kind !== 'listener' || ports.has(target.listener)) continue;
+    const fields = op.key.split(' . ');
+    const nodePort = fields.length === 2;
+    const value = live.sets.get(nodePort ? NODEPORT_PORTALS : SERVICE_PORTALS)?.elements.get(op.key)?.value?.[0];
+    if (value !== undefined && listening.has(`${fields[nodePort ? 0 : 1]}/${value}`))
+      ports.set(target.listener, Number(value));
   }
   const taken = new Set(ports.values());
   const fresh = new Set<number>();
   let next = 1;
-  for (const key of plan.listeners.keys()) {
+  for (const { key } of work.open) {
     if (ports.has(key)) continue;
     while (taken.has(next) || listening.has(`tcp/${next}`) || listening.has(`udp/${next}`)) next++;
     ports.set(key, next);
@@ -133,11 +124,12 @@ export async function diffUserspaceFamily(i: UserspaceFamilyInput): Promise<Fami
   const fam = nftFamily(i.family);
   const before = await liveTable(i.run, fam);
   const listening = await listeningPorts(i.run);
-  const renderer = new UserspaceRenderer(i.config);
-  const plan = renderer.plan(i.state);
-  const { ports, fresh } = plannedPorts(plan, before, listening);
+  const planner = new UserspacePlanner(i.config);
+  // A planner of its own needs the live state: it plans the whole table, and every listener as one to open.
+  const plan = planner.plan(i.state, () => [], false);
+  const { ports, fresh } = plannedPorts(plan.work, before, listening);
   const after = new Fake(fam, TABLE_NAME);
-  after.run(renderer.render(plan, ports));
+  after.run(planner.transaction(plan, (k) => ports.get(k)).tx);
 
   // Listeners: the live ones are the ports the table redirects to that something listens on.
   const withEndpoints = i.status !== null;
@@ -147,7 +139,7 @@ export async function diffUserspaceFamily(i: UserspaceFamilyInput): Promise<Fami
     .filter((l) => listening.has(`${l.protocol.toLowerCase()}/${l.port}`))
     .map((l) => listenerLine(l.protocol.toLowerCase(), String(l.port), l.endpoints));
   // A listener to be opened has no port yet: it is named by its Service port and endpoint set instead.
-  const planned = [...plan.listeners.values()].map((l) => {
+  const planned = plan.work.open.map((l) => {
     const port = ports.get(l.key)!;
     const endpoints = l.endpoints.map((e) => e.key);
     const proto = l.protocol.toLowerCase();

@@ -1,6 +1,6 @@
 // Reading the userspace table back from `nft list ruleset` (explain, diff):
-// userspace-listing.txt is what nft 1.0.6 listed after loading the
-// transactions the renderer writes for portalPlan (userspace-fixtures.ts) and
+// listing.txt is what nft 1.0.6 listed after loading the
+// transactions the renderer writes for portalPlan (test/dataplane/userspace-fixtures.ts) and
 // the configs below, both families, in a
 // throw-away network namespace. Read back into an nftables Fake, each table
 // must hold exactly what the renderer's transaction leaves in the Fake: nft's
@@ -9,15 +9,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import type { DataplaneConfig } from '../../src/core/types.js';
-import { Fake } from '../../src/dataplane/nftables/fake.js';
-import { nftFamily } from '../../src/dataplane/nftables/names.js';
-import { renderRules } from '../../src/dataplane/userspace/rules.js';
-import { TABLE_NAME } from '../../src/dataplane/userspace/index.js';
-import { userspaceTableFromListing } from '../../src/cmd/modes/userspace/explain.js';
-import { PORTAL_PORTS, portalPlan } from './userspace-fixtures.js';
+import type { DataplaneConfig } from '../../../core/types.js';
+import { Fake } from '../../../dataplane/nftables/fake.js';
+import { nftFamily } from '../../../dataplane/nftables/names.js';
+import { renderRules } from '../../../dataplane/userspace/rules.js';
+import { TABLE_NAME } from '../../../dataplane/userspace/index.js';
+import { userspaceTableFromListing } from './explain.js';
+import { PORTAL_PORTS, portalPlan } from '../../../../test/dataplane/userspace-fixtures.js';
 
-const LISTING = readFileSync(new URL('./userspace-listing.txt', import.meta.url.replace('/dist/', '/')), 'utf8');
+const LISTING = readFileSync(new URL('./listing.txt', import.meta.url.replace('/dist/', '/')), 'utf8');
 
 for (const family of ['IPv4', 'IPv6'] as const) {
   test(`${family}: the listed table reads back as what the renderer wrote`, () => {

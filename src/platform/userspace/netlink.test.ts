@@ -6,14 +6,14 @@
 // test/e2e/userspace-parity.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { nftFamily, type NftFamily } from '../../src/dataplane/nftables/names.js';
-import type { Operation } from '../../src/dataplane/nftables/objects.js';
-import { TABLE_NAME } from '../../src/dataplane/userspace/index.js';
-import { encodeBatch, UnencodableError } from '../../src/platform/nftables/nlencode.js';
-import { compileRule } from '../../src/platform/nftables/nlrule.js';
-import { TYPE, type SetSchema } from '../../src/platform/nftables/nlset.js';
-import { PACKET_FLOW_SCENARIOS } from '../cases/packetflow.js';
-import { loadScenario, TABLE_KNOBS } from './userspace-fixtures.js';
+import { nftFamily, type NftFamily } from '../../dataplane/nftables/names.js';
+import type { Operation } from '../../dataplane/nftables/objects.js';
+import { TABLE_NAME } from '../../dataplane/userspace/index.js';
+import { encodeBatch, UnencodableError } from '../nftables/nlencode.js';
+import { compileRule } from '../nftables/nlrule.js';
+import { TYPE, type SetSchema } from '../nftables/nlset.js';
+import { PACKET_FLOW_SCENARIOS } from '../../../test/cases/packetflow.js';
+import { loadScenario, TABLE_KNOBS } from '../../../test/dataplane/userspace-fixtures.js';
 
 test('every packet-flow scenario under every knob encodes as one batch', () => {
   for (const s of PACKET_FLOW_SCENARIOS)

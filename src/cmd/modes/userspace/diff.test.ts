@@ -4,12 +4,12 @@
 // and a redirect to a port nobody listens on as a listener to open.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { syncStateFromObjects } from '../../src/core/snapshot.js';
-import type { DataplaneConfig } from '../../src/core/types.js';
-import type { CommandRunner } from '../../src/platform/exec.js';
-import { diffUserspaceFamily } from '../../src/cmd/modes/userspace/diff.js';
-import { NODE_IP, service, slice } from '../cases/fixtures.js';
-import { statusAfterSync } from '../cases/status.js';
+import { syncStateFromObjects } from '../../../core/snapshot.js';
+import type { DataplaneConfig } from '../../../core/types.js';
+import type { CommandRunner } from '../../../platform/exec.js';
+import { diffUserspaceFamily } from './diff.js';
+import { NODE_IP, service, slice } from '../../../../test/cases/fixtures.js';
+import { statusAfterSync } from '../../../../test/cases/status.js';
 
 const config: DataplaneConfig = {
   family: 'IPv4',
