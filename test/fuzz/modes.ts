@@ -136,11 +136,10 @@ const ebpfMode: Mode = {
 };
 
 function loadUserspace(state: SyncState): us.Fake {
-  const renderer = new us.UserspaceRenderer(config(state.family, 'userspace'));
-  const plan = renderer.plan(state);
+  const plan = us.planUserspace(state);
   const fake = new us.Fake(state.family === 'IPv4' ? 'ip' : 'ip6');
   const ports = new Map([...plan.listeners.values()].map((spec) => [spec.key, fake.listen(spec)]));
-  fake.run(renderer.render(plan, ports));
+  fake.run(us.renderRules(plan, ports, config(state.family, 'userspace')));
   return fake;
 }
 

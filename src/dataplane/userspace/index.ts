@@ -1,7 +1,7 @@
 // The userspace mode, pure side (the platform side, with the listeners and
 // the TCP/UDP relays, is src/platform/userspace). Same shape as every mode
-// (docs/architecture.md): a renderer class, a Fake of the kernel interface
-// and a trace over the Fake. Its nftables table is built, modelled and
+// (docs/architecture.md): a driver for the one reconciler, a Fake of the
+// kernel interface and a trace over the Fake. Its nftables table is built, modelled and
 // walked with the nftables mode's objects, Fake and tracer.
 //
 // UserspaceDriver (driver.ts): the mode's objects for the one reconciler
@@ -15,12 +15,12 @@
 // (src/platform/userspace/planner.ts) joins it to the reconciler for the
 // dataplane, `kube-proxy-ts diff` and the tests.
 //
-// UserspaceRenderer (renderer.ts): plan(state) decides the listeners (one per
-// service port and endpoint set) and the portals (ClusterIP, externalIPs,
-// LB VIPs, NodePort) with their targets (plan.ts); render(plan, ports)
-// writes the whole `kube-proxy-userspace` nftables table that redirects
-// each portal to its listener's port, or refuses it, as one Transaction
-// (rules.ts), as the sync that replaces the table writes it. No memory.
+// planUserspace (plan.ts) decides, for a whole state, the listeners (one
+// per service port and endpoint set) and the portals (ClusterIP,
+// externalIPs, LB VIPs, NodePort) with their targets; renderRules (rules.ts)
+// writes the whole `kube-proxy-userspace` table for the ports the listeners
+// got, as one Transaction: what the driver's full transaction must equal
+// (driver.test.ts), and the whole table the tests and the fuzz load.
 //
 // Fake (fake.ts): the mode's kernel interface in memory: its nftables table
 // (an nftables Fake of that table: run(tx) applies a Transaction
@@ -35,7 +35,6 @@
 // RoundRobin (loadbalancer.ts): the endpoint choice of one listener, with
 // ClientIP affinity, shared by the real relays.
 
-export { UserspaceRenderer } from './renderer.js';
 export { desiredObjects, listenerWork, portalTransaction, UserspaceDriver, USERSPACE_SPEC } from './driver.js';
 export type { PortalValue, UserspaceKind, UserspaceObject, UserspaceOp, UserspaceValue } from './driver.js';
 export { Fake, FIRST_FAKE_PORT } from './fake.js';
@@ -50,6 +49,6 @@ export type {
   ServicePortPlan,
   UserspacePlan,
 } from './plan.js';
-export { listenerKey, planServicePort } from './plan.js';
-export { CHAINS, NODEPORT_PORTALS, SERVICE_PORTALS, TABLE_NAME, userspaceTransaction } from './rules.js';
+export { listenerKey, planServicePort, planUserspace } from './plan.js';
+export { CHAINS, NODEPORT_PORTALS, renderRules, SERVICE_PORTALS, TABLE_NAME, userspaceTransaction } from './rules.js';
 export { RoundRobin } from './loadbalancer.js';

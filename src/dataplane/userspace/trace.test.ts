@@ -7,7 +7,8 @@ import { syncStateFromObjects } from '../../core/snapshot.js';
 import type { DataplaneConfig } from '../../core/types.js';
 import { LOCAL, LOCAL_IPS_V4, NODE_IP, service, slice } from '../../../test/cases/fixtures.js';
 import { Fake } from './fake.js';
-import { UserspaceRenderer } from './renderer.js';
+import { planUserspace } from './plan.js';
+import { renderRules } from './rules.js';
 import { userspaceTransaction } from './rules.js';
 import { trace } from './trace.js';
 
@@ -23,8 +24,7 @@ const CFG: DataplaneConfig = {
 const POD = '10.0.0.2';
 
 function load(): { fake: Fake; ports: Map<string, number> } {
-  const r = new UserspaceRenderer(CFG);
-  const plan = r.plan(
+  const plan = planUserspace(
     syncStateFromObjects({
       services: [
         service('web', { type: 'NodePort', clusterIP: '172.30.0.41' }, [{ name: 'p', port: 80, nodePort: 30080 }]),
@@ -37,7 +37,7 @@ function load(): { fake: Fake; ports: Map<string, number> } {
   );
   const fake = new Fake('ip');
   const ports = new Map([...plan.listeners.values()].map((s) => [s.key, fake.listen(s)]));
-  fake.run(r.render(plan, ports));
+  fake.run(renderRules(plan, ports, CFG));
   return { fake, ports };
 }
 
