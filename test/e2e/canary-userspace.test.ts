@@ -1,0 +1,77 @@
+// userspace mode: the datapath canary turns /healthz and a health-check node
+// port to 503 when traffic to what the proxy programmed stops getting through
+// in ways no sync and no drift watch notices. The canary's connection takes
+// the mode's whole path: the redirect table sends it to the canary's
+// listener, whose relay connects on to the canary endpoint. Two breaks: a
+// foreign table whose output hook, before our redirect, drops the canary's
+// ClusterIP; a foreign input hook that drops in front of the endpoint (the
+// relay's own connection). Both undone, health turns back.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { E2EEnv } from '../netns/e2e.js';
+import { CanaryProbe, CANARY_VIP, startCanaryCluster } from '../netns/canary.js';
+import { nsRun } from '../netns/spawn.js';
+
+const HC_PORT = 32163;
+
+describe(
+  'userspace mode: the datapath canary fails health when traffic does not get through',
+  { concurrency: false },
+  () => {
+    let env: E2EEnv;
+    let probe: CanaryProbe;
+    const node2 = () => env.cluster.node('node2');
+    const nft = (script: string) => nsRun(node2().ns, ['nft', '-f', '-'], { input: script });
+
+    before(async () => {
+      ({ env, probe } = await startCanaryCluster('userspace', {
+        healthCheckNodePort: HC_PORT,
+        nodePort: 30263,
+        clusterIP: '10.96.62.12',
+      }));
+    });
+
+    after(async () => {
+      probe?.print('canary-userspace');
+      await env?.dispose();
+    });
+
+    it('the canary is a portal of the redirect table, kept out of the service ports /statusz lists', async () => {
+      await probe.waitHealthy('healthy at start', 30_000);
+      const table = (await nsRun(node2().ns, ['nft', 'list', 'table', 'ip', 'kube-proxy-userspace'])).stdout;
+      assert.match(table, new RegExp(`${CANARY_VIP.replaceAll('.', '\\.')} \\. tcp \\. 10257 : \\d+`));
+      const r = await (await env.cluster.agent('node2')).http('http://127.0.0.1:10249/statusz?format=json', 3000);
+      const doc = JSON.parse(r.body ?? '{}') as { proxy: { servicePorts: Array<{ servicePort: string }> } };
+      assert.ok(doc.proxy.servicePorts.length > 0);
+      assert.ok(doc.proxy.servicePorts.every((s) => !s.servicePort.includes('canary/datapath')));
+    });
+
+    it('a foreign table whose output hook drops the ClusterIP before our redirect', async () => {
+      const { down, up } = await probe.measure({
+        what: `table ip foreign: output hook at priority raw drops ${CANARY_VIP}`,
+        fault: () =>
+          nft(`table ip foreign {
+  chain out { type filter hook output priority raw; policy accept; ip daddr ${CANARY_VIP} tcp dport 10257 drop; }
+}
+`),
+        undo: () => nft('delete table ip foreign\n'),
+      });
+      assert.ok(down > 0 && up > 0);
+    });
+
+    it("a foreign input hook that drops the relay's connection in front of the endpoint", async () => {
+      const endpoint = (await probe.canaryEndpoint())!;
+      const [ip, port] = endpoint.split(':');
+      const { down, up } = await probe.measure({
+        what: `table ip foreign: input hook drops ${endpoint}`,
+        fault: () =>
+          nft(`table ip foreign {
+  chain in { type filter hook input priority filter - 10; policy accept; ip daddr ${ip} tcp dport ${port} drop; }
+}
+`),
+        undo: () => nft('delete table ip foreign\n'),
+      });
+      assert.ok(down > 0 && up > 0);
+    });
+  },
+);
