@@ -10,6 +10,7 @@ import { nftFamily, type NftFamily } from '../../src/dataplane/nftables/names.js
 import type { Operation } from '../../src/dataplane/nftables/objects.js';
 import { TABLE_NAME } from '../../src/dataplane/userspace/index.js';
 import { encodeBatch, UnencodableError } from '../../src/platform/nftables/nlencode.js';
+import { parseRule } from '../../src/dataplane/nftables/ruleparse.js';
 import { compileRule } from '../../src/platform/nftables/nlrule.js';
 import { TYPE, type SetSchema } from '../../src/platform/nftables/nlset.js';
 import { PACKET_FLOW_SCENARIOS } from '../cases/packetflow.js';
@@ -28,7 +29,9 @@ test('every packet-flow scenario under every knob encodes as one batch', () => {
 
 /** A rule's expressions as `nft --debug=netlink` prints them, in short. */
 function exprs(rule: string, family: NftFamily): string[] {
-  const c = compileRule(rule, family);
+  const body = parseRule(rule);
+  assert.ok(body, rule);
+  const c = compileRule(body, family);
   assert.ok(c, rule);
   return c.exprs.map((e) => {
     switch (e.k) {
