@@ -4,7 +4,7 @@
 // rule's text and whose compiled expressions are exactly those of that text
 // read back (ruleparse.ts, the path of text-only rules). So the netlink
 // encoding of a body cannot drift from the text `nft -f`, the Fake and the
-// tracer see.
+// tracer see. The userspace mode's table likewise.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { nftFamily } from '../../src/dataplane/nftables/names.js';
@@ -14,7 +14,9 @@ import { parseRule } from '../../src/dataplane/nftables/ruleparse.js';
 import type { Transaction } from '../../src/dataplane/nftables/transaction.js';
 import { compileRule } from '../../src/platform/nftables/nlrule.js';
 import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
+import { PACKET_FLOW_SCENARIOS } from '../cases/packetflow.js';
 import { packetFlowCases, richCases } from './nftables-rich.js';
+import { loadScenario, TABLE_KNOBS } from './userspace-fixtures.js';
 
 function checkRules(tx: Transaction, where: string): number {
   let n = 0;
@@ -41,6 +43,13 @@ test('every rendered nftables rule: body printed is the text, body compiled is t
       rules += checkRules(tx, `${c.name} (${layout})`);
     }
   assert.ok(rules > 1000, `${rules} rules`);
+});
+
+test("the userspace mode's table: the same for every packet-flow scenario under every knob", () => {
+  let rules = 0;
+  for (const s of PACKET_FLOW_SCENARIOS)
+    for (const knob of TABLE_KNOBS) rules += checkRules(loadScenario(s, knob.config).tx, `${s.name} (${knob.name})`);
+  assert.ok(rules > 100, `${rules} rules`);
 });
 
 test('a body with a value of the other family or out of range does not compile', () => {
