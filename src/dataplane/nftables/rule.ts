@@ -135,12 +135,13 @@ function itemText(i: Item): string {
   }
 }
 
-/** The rule's `nft -f` text (without chain and comment). */
+/**
+ * The rule's `nft -f` text (without chain and comment). Joined, so the text
+ * kept on the rule is one flat string rather than a rope of its pieces (a
+ * full sync holds every rule's text until the batch is written).
+ */
 export function ruleText(body: RuleBody): string {
-  if (body.length === 1) return itemText(body[0]!);
-  let s = itemText(body[0]!);
-  for (let n = 1; n < body.length; n++) s += ' ' + itemText(body[n]!);
-  return s;
+  return body.length === 1 ? itemText(body[0]!) : body.map(itemText).join(' ');
 }
 
 /** A rule object carrying its body and, for every reader of text, the body's text. */
@@ -156,7 +157,11 @@ export const ctStateNew: Item = { k: 'ctStateNew' };
 export const ctStatusDnat: Item = { k: 'ctStatusDnat' };
 export const reject: Item = { k: 'reject' };
 export const drop: Item = { k: 'drop' };
-export const fibLocal = (dir: Dir): Item => ({ k: 'fibLocal', dir });
+const FIB_LOCAL: Readonly<Record<Dir, Item>> = {
+  saddr: { k: 'fibLocal', dir: 'saddr' },
+  daddr: { k: 'fibLocal', dir: 'daddr' },
+};
+export const fibLocal = (dir: Dir): Item => FIB_LOCAL[dir];
 /** One address or prefix (no braces). */
 export const addr = (fam: NftFamily, dir: Dir, a: string, neq = false): Item => ({
   k: 'addr',
@@ -189,10 +194,21 @@ export const addrIn = (fam: NftFamily, dir: Dir, set: string, neq = false): Item
 });
 export const lookup = (fields: readonly Field[], set: string): Item => ({ k: 'lookup', fields, set, vmap: false });
 export const vmap = (fields: readonly Field[], map: string): Item => ({ k: 'lookup', fields, set: map, vmap: true });
-export const l4proto = (...protos: string[]): Item => ({ k: 'l4proto', protos });
+// A full sync holds every rule's body until its batch is written, so the
+// items that recur in thousands of rules are shared constants, not copies.
+const L4PROTO: Readonly<Record<string, Item>> = Object.fromEntries(
+  ['tcp', 'udp', 'sctp'].map((p) => [p, { k: 'l4proto', protos: [p] }]),
+);
+/** `meta l4proto P` */
+export const l4proto = (p: string): Item => L4PROTO[p] ?? { k: 'l4proto', protos: [p] };
+/** `meta l4proto { P, ... }` */
+export const l4protos = (protos: readonly string[]): Item => ({ k: 'l4proto', protos });
 export const iifname = (name: string, prefix: boolean, neq = false): Item => ({ k: 'iifname', neq, name, prefix });
 export const markAnd = (mask: number, value: number): Item => ({ k: 'markAnd', mask, value });
-export const numgen = (mod: number, value: number): Item => ({ k: 'numgen', mod, value });
+/** The cascade's `numgen random mod K 0` for the endpoint counts most Services have. */
+const NUMGEN_0: readonly Item[] = Array.from({ length: 33 }, (_, mod) => ({ k: 'numgen', mod, value: 0 }));
+export const numgen = (mod: number, value: number): Item =>
+  value === 0 && mod < NUMGEN_0.length ? NUMGEN_0[mod]! : { k: 'numgen', mod, value };
 export const markSet = (op: 'or' | 'xor', mark: number): Item => ({ k: 'markSet', op, mark });
 export const masquerade = (fullyRandom: boolean): Item => ({ k: 'masquerade', fullyRandom });
 export const jump = (chain: string): Item => ({ k: 'jump', chain });
@@ -205,6 +221,15 @@ export const dnatNumgenMap = (fam: NftFamily, mod: number, map: string): Item =>
   mod,
   map,
 });
+export const dnatNumgenList = (
+  fam: NftFamily,
+  mod: number,
+  entries: ReadonlyArray<{ readonly key: number; readonly addr: string; readonly port: number }>,
+): Item => ({ k: 'dnatNumgenList', fam, mod, entries });
+export const numgenVmap = (
+  mod: number,
+  entries: ReadonlyArray<{ readonly key: number; readonly verdict: 'goto' | 'jump'; readonly chain: string }>,
+): Item => ({ k: 'numgenVmap', mod, entries });
 export const redirectMap = (fields: readonly Field[], map: string): Item => ({ k: 'redirectMap', fields, map });
 export const dnatSaddrMap = (fam: NftFamily, fields: readonly Field[], map: string): Item => ({
   k: 'dnatSaddrMap',

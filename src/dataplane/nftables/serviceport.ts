@@ -210,8 +210,7 @@ function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps
         },
       ];
     const entries = eps.map((ep, i) => ({ key: i, addr: ep.ip, port: ep.port }));
-    const pick: R.Item = { k: 'dnatNumgenList', fam: ctx.ipX, mod: eps.length, entries };
-    return [{ name: chain, rules: [rule(chain, [proto, pick])] }];
+    return [{ name: chain, rules: [rule(chain, [proto, R.dnatNumgenList(ctx.ipX, eps.length, entries)])] }];
   }
   const rules: Rule[] = [];
   const out: ChainContent[] = [];
@@ -228,7 +227,7 @@ function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps
     rules.push(...cascade(names.map((n) => [R.goto(N.ENDPOINT_CHAIN_PREFIX + n)])).map((r) => rule(chain, r)));
   } else {
     const entries = names.map((n, i) => ({ key: i, verdict: 'goto' as const, chain: N.ENDPOINT_CHAIN_PREFIX + n }));
-    rules.push(rule(chain, [{ k: 'numgenVmap', mod: eps.length, entries }]));
+    rules.push(rule(chain, [R.numgenVmap(eps.length, entries)]));
   }
   eps.forEach((ep, i) => {
     const epChain = N.ENDPOINT_CHAIN_PREFIX + names[i];

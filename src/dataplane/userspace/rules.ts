@@ -97,7 +97,7 @@ export function renderRules(
     .add({ kind: 'map', name: NODEPORT_PORTALS, type: 'inet_proto . inet_service : inet_service' })
     .add({ kind: 'map', name: NO_ENDPOINT_SERVICES, type: `${addrType} . inet_proto . inet_service : verdict` })
     .add({ kind: 'map', name: NO_ENDPOINT_NODEPORTS, type: 'inet_proto . inet_service : verdict' });
-  const tcpUdp = R.l4proto('tcp', 'udp');
+  const tcpUdp = R.l4protos(['tcp', 'udp']);
   const svcKey = R.daddrProtoPort(fam);
   rule(C.portalsContainer, [tcpUdp, R.redirectMap(svcKey, SERVICE_PORTALS)]);
   rule(C.portalsHost, [tcpUdp, R.dnatSaddrMap(fam, svcKey, SERVICE_PORTALS)]);

@@ -177,7 +177,7 @@ export class BatchEncoder {
         // (written by hand) is read back into one.
         const body = o.body ?? parseRule(o.rule);
         const c = body === null ? null : compileRule(body, this.family);
-        if (!c) throw bad(`rule outside the encoder's grammar: ${o.rule}`);
+        if (!c) throw bad(`rule outside the encoder's grammar (or its family): ${o.rule}`);
         const ids = c.anon.map((a) => {
           const id = ++this.setId;
           this.begin(NFT_MSG.NEWSET, NLM_F.CREATE, index);
