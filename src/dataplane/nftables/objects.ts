@@ -49,8 +49,8 @@ export interface NftMap {
 
 /**
  * A rule. `rule` is its text, opaque to the transaction and the fake (as in
- * knftables); the renderers also give its `body` (rule.ts), of which the text
- * is the printout, and the netlink encoder compiles the body. Rules read back
+ * knftables). The renderers' rules have a `body` (rule.ts), which the netlink
+ * encoder compiles, and print their text from it when read. Rules read back
  * from the kernel (listing.ts) and hand-written ones carry text only.
  */
 export interface Rule {

@@ -144,12 +144,30 @@ export function ruleText(body: RuleBody): string {
   return body.length === 1 ? itemText(body[0]!) : body.map(itemText).join(' ');
 }
 
-/** A rule object carrying its body and, for every reader of text, the body's text. */
+/**
+ * A rendered rule: its body, and its text printed when read. The text is not
+ * kept: a full sync holds every rule until its batch is written, and the
+ * netlink path reads only the body (the driver's chain memory, `nft -f`, the
+ * Fake and the tracer print it when they need it).
+ */
+class BodyRule implements Rule {
+  readonly kind = 'rule';
+  declare readonly comment?: string;
+  constructor(
+    readonly chain: string,
+    readonly body: RuleBody,
+    comment: string | undefined,
+  ) {
+    if (comment !== undefined) this.comment = comment;
+  }
+  get rule(): string {
+    return ruleText(this.body);
+  }
+}
+
+/** A rule object of a body (its `rule` text printed on demand). */
 export function rule(chain: string, body: RuleBody, comment?: string): Rule {
-  const text = ruleText(body);
-  return comment === undefined
-    ? { kind: 'rule', chain, rule: text, body }
-    : { kind: 'rule', chain, rule: text, body, comment };
+  return new BodyRule(chain, body, comment);
 }
 
 // Constructors: the renderers read as the text they produce.
