@@ -135,13 +135,12 @@ function itemText(i: Item): string {
   }
 }
 
-/**
- * The rule's `nft -f` text (without chain and comment). Joined, so the text
- * kept on the rule is one flat string rather than a rope of its pieces (a
- * full sync holds every rule's text until the batch is written).
- */
+/** The rule's `nft -f` text (without chain and comment). */
 export function ruleText(body: RuleBody): string {
-  return body.length === 1 ? itemText(body[0]!) : body.map(itemText).join(' ');
+  if (body.length === 0) return '';
+  let s = itemText(body[0]!);
+  for (let n = 1; n < body.length; n++) s += ` ${itemText(body[n]!)}`;
+  return s;
 }
 
 /**
