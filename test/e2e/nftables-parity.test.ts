@@ -1,7 +1,7 @@
 // The nf_tables netlink path writes exactly what `nft -f` writes, on the real
 // kernel, in two throw-away namespaces side by side (kpt-<pid>-<rand>-nft,
 // -nl): for every endpoint layout, both families, the rich fixture set
-// (nftables-rich.ts: every Service feature under every config
+// (test/support/nftables-rich.ts: every Service feature under every config
 // knob) and every packet-flow scenario.
 //
 // "Exactly": `nft list table` prints the same text, and the kernel's own dump
@@ -19,7 +19,7 @@ import { ENDPOINT_LAYOUTS } from '../../src/dataplane/nftables/static.js';
 import { nftFamily, TABLE_NAME } from '../../src/dataplane/nftables/names.js';
 import { NftablesPlanner } from '../../src/platform/nftables/planner.js';
 import { NftablesDataplane, type NftTransport } from '../../src/platform/nftables/dataplane.js';
-import { kitchenSinkSteps, packetFlowCases, richCases, type RichCase } from './nftables-rich.js';
+import { kitchenSinkSteps, packetFlowCases, richCases, type RichCase } from '../support/nftables-rich.js';
 import { nftNamespacePair } from '../netns/nftpair.js';
 import { FakeClock } from '../support/fakeclock.js';
 

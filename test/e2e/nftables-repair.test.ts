@@ -17,7 +17,7 @@ import { execFileSync } from 'node:child_process';
 import { nftFamily, TABLE_NAME, type NftFamily } from '../../src/dataplane/nftables/names.js';
 import { NftablesDataplane } from '../../src/platform/nftables/dataplane.js';
 import { MONITOR_POLL_MS, NftMonitor } from '../../src/platform/nftables/monitor.js';
-import { kitchenSinkSteps, richCases } from './nftables-rich.js';
+import { kitchenSinkSteps, richCases } from '../support/nftables-rich.js';
 import { deleteNamespaceSync, trackNamespace, untrackNamespace } from '../netns/cleanup.js';
 import { E2EEnv } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';

@@ -2,6 +2,7 @@
 // their exact text in an `nft -f` script. The same text is what Fake.dump()
 // prints, so a dump is itself a loadable script.
 import type { NftFamily } from './names.js';
+import type { RuleBody } from './rule.js';
 
 export type ChainType = 'filter' | 'nat' | 'route';
 export type ChainHook = 'prerouting' | 'input' | 'forward' | 'output' | 'postrouting';
@@ -46,11 +47,17 @@ export interface NftMap {
   readonly comment?: string;
 }
 
-/** A rule; its text is opaque to the transaction and the fake (as in knftables). */
+/**
+ * A rule. `rule` is its text, opaque to the transaction and the fake (as in
+ * knftables). The renderers' rules have a `body` (rule.ts), which the netlink
+ * encoder compiles, and print their text from it when read. Rules read back
+ * from the kernel (listing.ts) and hand-written ones carry text only.
+ */
 export interface Rule {
   readonly kind: 'rule';
   readonly chain: string;
   readonly rule: string;
+  readonly body?: RuleBody;
   readonly comment?: string;
 }
 

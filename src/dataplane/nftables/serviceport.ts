@@ -5,9 +5,11 @@
 // element comments are upstream's, byte for byte (see static.ts).
 import type { CategorizedEndpoints, Endpoint, ServicePort } from '../../core/types.js';
 import { servicePortPolicy } from '../policy.js';
-import { cidrContains, joinHostPort, parseCIDR } from '../../core/ip.js';
+import { cidrContains, parseCIDR } from '../../core/ip.js';
 import * as N from './names.js';
 import type { Element, NftMap, NftSet, Rule } from './objects.js';
+import * as R from './rule.js';
+import { rule } from './rule.js';
 import type { RenderContext } from './static.js';
 
 export interface ChainContent {
@@ -42,10 +44,6 @@ function el(set: string, key: string[], value?: string, comment?: string): Eleme
     ...(value !== undefined ? { value: [value] } : {}),
     ...(comment !== undefined ? { comment } : {}),
   };
-}
-
-function rule(chain: string, text: string, comment?: string): Rule {
-  return comment === undefined ? { kind: 'rule', chain, rule: text } : { kind: 'rule', chain, rule: text, comment };
 }
 
 export function renderServicePort(
@@ -157,7 +155,7 @@ function firewallRule(ctx: RenderContext, svc: ServicePort, fwChain: string): Ru
   // A VIP is often also a local address (via a route); a request from this
   // node to it loops back with the VIP as source, which must be let through.
   if (allowFromNode) sources.push(...svc.loadBalancerVIPs);
-  return rule(fwChain, `${ctx.ipX} saddr != { ${sources.join(', ')} } drop`);
+  return rule(fwChain, [R.addrList(ctx.ipX, 'saddr', sources, true), R.drop]);
 }
 
 function externalRules(
@@ -167,21 +165,22 @@ function externalRules(
   clusterPolicyChain: string,
   policyChain: string | null,
 ): Rule[] {
-  const M = `mark set mark or ${ctx.masqMark}`;
+  const M = R.markSet('or', ctx.masqMark);
   const out: Rule[] = [];
   if (!svc.externalPolicyLocal) {
     // Endpoints may be on other nodes: masquerade so replies come back here.
-    out.push(rule(chain, M, 'masquerade'));
+    out.push(rule(chain, [M], 'masquerade'));
   } else {
     // Pod -> external destination is treated like going out to the LB and
     // back: subject to neither traffic policy.
     if (ctx.ifLocal !== null)
-      out.push(rule(chain, `${ctx.ifLocal} goto ${clusterPolicyChain}`, 'short-circuit pod traffic'));
+      out.push(rule(chain, [ctx.ifLocal, R.goto(clusterPolicyChain)], 'short-circuit pod traffic'));
     // The host picks the (local) external IP as source: masquerade it.
-    out.push(rule(chain, `fib saddr type local ${M}`, 'masquerade local traffic'));
-    out.push(rule(chain, `fib saddr type local goto ${clusterPolicyChain}`, 'short-circuit local traffic'));
+    const fromHost = R.fibLocal('saddr');
+    out.push(rule(chain, [fromHost, M], 'masquerade local traffic'));
+    out.push(rule(chain, [fromHost, R.goto(clusterPolicyChain)], 'short-circuit local traffic'));
   }
-  if (policyChain !== null) out.push(rule(chain, `goto ${policyChain}`));
+  if (policyChain !== null) out.push(rule(chain, [R.goto(policyChain)]));
   return out;
 }
 
@@ -191,19 +190,14 @@ function externalRules(
  * client in the endpoint's affinity set.
  */
 function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps: readonly Endpoint[]): ChainContent[] {
-  const proto = N.nftProtocol(svc.name);
+  const proto = R.l4proto(N.nftProtocol(svc.name));
   const lean = ctx.layout !== 'upstream';
   if (svc.stickyMaxAgeSeconds <= 0 && ctx.layout === 'maps') {
     const m = N.ENDPOINTS_MAP_PREFIX + chain;
     return [
       {
         name: chain,
-        rules: [
-          rule(
-            chain,
-            `meta l4proto ${proto} dnat ${ctx.ipX} addr . port to numgen random mod ${ENDPOINT_SLOTS} map @${m}`,
-          ),
-        ],
+        rules: [rule(chain, [proto, R.dnatNumgenMap(ctx.ipX, ENDPOINT_SLOTS, m)])],
       },
     ];
   }
@@ -212,45 +206,36 @@ function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps
       return [
         {
           name: chain,
-          rules: cascade(eps.map((ep) => `meta l4proto ${proto} dnat to ${joinHostPort(ep.ip, ep.port)}`)).map((r) =>
-            rule(chain, r),
-          ),
+          rules: cascade(eps.map((ep) => [proto, R.dnat(ep.ip, ep.port)])).map((r) => rule(chain, r)),
         },
       ];
-    const entries = eps.map((ep, i) => `${i} : ${ep.ip} . ${ep.port}`).join(' , ');
-    return [
-      {
-        name: chain,
-        rules: [
-          rule(
-            chain,
-            `meta l4proto ${proto} dnat ${ctx.ipX} addr . port to numgen random mod ${eps.length} map { ${entries} }`,
-          ),
-        ],
-      },
-    ];
+    const entries = eps.map((ep, i) => ({ key: i, addr: ep.ip, port: ep.port }));
+    return [{ name: chain, rules: [rule(chain, [proto, R.dnatNumgenList(ctx.ipX, eps.length, entries)])] }];
   }
   const rules: Rule[] = [];
   const out: ChainContent[] = [];
   const names = eps.map((ep) => N.servicePortEndpointChainNameBase(svc.name, ep.ip, ep.port));
   eps.forEach((_, i) => {
     rules.push(
-      rule(chain, `${ctx.ipX} saddr @${N.AFFINITY_SET_PREFIX}${names[i]} goto ${N.ENDPOINT_CHAIN_PREFIX}${names[i]}`),
+      rule(chain, [
+        R.addrIn(ctx.ipX, 'saddr', N.AFFINITY_SET_PREFIX + names[i]),
+        R.goto(N.ENDPOINT_CHAIN_PREFIX + names[i]),
+      ]),
     );
   });
   if (lean) {
-    rules.push(...cascade(names.map((n) => `goto ${N.ENDPOINT_CHAIN_PREFIX}${n}`)).map((r) => rule(chain, r)));
+    rules.push(...cascade(names.map((n) => [R.goto(N.ENDPOINT_CHAIN_PREFIX + n)])).map((r) => rule(chain, r)));
   } else {
-    const vmap = names.map((n, i) => `${i} : goto ${N.ENDPOINT_CHAIN_PREFIX}${n}`).join(' , ');
-    rules.push(rule(chain, `numgen random mod ${eps.length} vmap { ${vmap} }`));
+    const entries = names.map((n, i) => ({ key: i, verdict: 'goto' as const, chain: N.ENDPOINT_CHAIN_PREFIX + n }));
+    rules.push(rule(chain, [R.numgenVmap(eps.length, entries)]));
   }
   eps.forEach((ep, i) => {
     const epChain = N.ENDPOINT_CHAIN_PREFIX + names[i];
     out.push({
       name: epChain,
       rules: [
-        rule(epChain, `update @${N.AFFINITY_SET_PREFIX}${names[i]} { ${ctx.ipX} saddr }`),
-        rule(epChain, `meta l4proto ${proto} dnat to ${joinHostPort(ep.ip, ep.port)}`),
+        rule(epChain, [R.updateSaddr(ctx.ipX, N.AFFINITY_SET_PREFIX + names[i])]),
+        rule(epChain, [proto, R.dnat(ep.ip, ep.port)]),
       ],
     });
   });
@@ -263,9 +248,9 @@ function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps
  * Uniform choice without an anonymous map: statement i runs with probability
  * 1/(N-i) given that the earlier ones did not, i.e. 1/N each.
  */
-function cascade(statements: readonly string[]): string[] {
+function cascade(statements: readonly R.RuleBody[]): R.RuleBody[] {
   const n = statements.length;
-  return statements.map((s, i) => (n - i > 1 ? `numgen random mod ${n - i} 0 ${s}` : s));
+  return statements.map((s, i) => (n - i > 1 ? [R.numgen(n - i, 0), ...s] : s));
 }
 
 /** lcm(1..16): numgen slots of a 'maps'-layout endpoint map. */

@@ -4,7 +4,9 @@
 import type { DataplaneConfig, IPFamily } from '../../core/types.js';
 import { cidrContains, isLoopback, isZeroCIDR, parseCIDR } from '../../core/ip.js';
 import * as N from './names.js';
-import type { Chain, ChainHook, ChainType, NftMap, NftSet, Rule } from './objects.js';
+import type { Chain, ChainHook, ChainType, NftMap, NftSet } from './objects.js';
+import * as R from './rule.js';
+import { rule } from './rule.js';
 import type { Transaction } from './transaction.js';
 
 export interface RenderContext {
@@ -12,11 +14,11 @@ export interface RenderContext {
   /** "ip" or "ip6": the table family and the address-match keyword. */
   readonly ipX: N.NftFamily;
   readonly addrType: 'ipv4_addr' | 'ipv6_addr';
-  /** Mark in upstream's "%#08x" form: 0x00004000. */
-  readonly masqMark: string;
+  /** The masquerade mark (written as 0x00004000, rule.ts markText). */
+  readonly masqMark: number;
   /** Match for "from a local pod", or null without a local detector. */
-  readonly ifLocal: string | null;
-  readonly ifNotLocal: string | null;
+  readonly ifLocal: R.Item | null;
+  readonly ifNotLocal: R.Item | null;
   readonly nodeIP: string | undefined;
   readonly layout: EndpointLayout;
 }
@@ -66,30 +68,31 @@ export function makeContext(
 ): RenderContext {
   const ipX = N.nftFamily(config.family);
   const det = config.localDetector;
-  let ifLocal: string | null = null;
-  let ifNotLocal: string | null = null;
+  let ifLocal: R.Item | null = null;
+  let ifNotLocal: R.Item | null = null;
   if (det.kind === 'cidr') {
     const cidrs = det.cidrs
       .map((c) => parseCIDR(c))
       .filter((c) => c !== null && c.family === config.family)
       .map((c) => c!.text);
     if (cidrs.length > 0) {
-      const set = cidrs.length === 1 ? cidrs[0]! : `{ ${cidrs.join(', ')} }`;
-      ifLocal = `${ipX} saddr ${set}`;
-      ifNotLocal = `${ipX} saddr != ${set}`;
+      const match = (neq: boolean) =>
+        cidrs.length === 1 ? R.addr(ipX, 'saddr', cidrs[0]!, neq) : R.addrList(ipX, 'saddr', cidrs, neq);
+      ifLocal = match(false);
+      ifNotLocal = match(true);
     }
   } else if (det.kind === 'bridge') {
-    ifLocal = `iifname ${JSON.stringify(det.interfaceName)}`;
-    ifNotLocal = `iifname != ${JSON.stringify(det.interfaceName)}`;
+    ifLocal = R.iifname(det.interfaceName, false);
+    ifNotLocal = R.iifname(det.interfaceName, false, true);
   } else if (det.kind === 'prefix') {
-    ifLocal = `iifname ${JSON.stringify(det.interfacePrefix + '*')}`;
-    ifNotLocal = `iifname != ${JSON.stringify(det.interfacePrefix + '*')}`;
+    ifLocal = R.iifname(det.interfacePrefix, true);
+    ifNotLocal = R.iifname(det.interfacePrefix, true, true);
   }
   return {
     family: config.family,
     ipX,
     addrType: config.family === 'IPv4' ? 'ipv4_addr' : 'ipv6_addr',
-    masqMark: `0x${(config.masqueradeMark >>> 0).toString(16).padStart(8, '0')}`,
+    masqMark: config.masqueradeMark >>> 0,
     ifLocal,
     ifNotLocal,
     nodeIP,
@@ -212,10 +215,6 @@ export function nodePortIPs(config: DataplaneConfig): string[] | null {
   return config.localIPs.filter((ip) => !isLoopback(ip) && cidrs.some((c) => cidrContains(c!, ip))).sort();
 }
 
-function rule(chain: string, text: string, comment?: string): Rule {
-  return comment === undefined ? { kind: 'rule', chain, rule: text } : { kind: 'rule', chain, rule: text, comment };
-}
-
 export interface StaticOptions {
   readonly config: DataplaneConfig;
   readonly serviceCIDRs: readonly string[];
@@ -242,69 +241,38 @@ export function writeStatic(tx: Transaction, ctx: RenderContext, opts: StaticOpt
   const npIPs = nodePortIPs(opts.config);
   if (npIPs === null) tx.delete(staticSets(ctx)[1]!);
 
-  for (const [from, to, ctNew] of JUMPS) tx.add(rule(from, `${ctNew ? 'ct state new ' : ''}jump ${to}`));
+  for (const [from, to, ctNew] of JUMPS) tx.add(rule(from, ctNew ? [R.ctStateNew, R.jump(to)] : [R.jump(to)]));
 
   const M = ctx.masqMark;
+  const fields = R.daddrProtoPort(ipX);
+  const clusterIP = R.addrIn(ipX, 'daddr', N.CLUSTER_IPS_SET);
   if (opts.config.masqueradeAll) {
-    tx.add(
-      rule(
-        N.SERVICES_CHAIN,
-        `${ipX} daddr @${N.CLUSTER_IPS_SET} mark set mark or ${M}`,
-        'masquerade all clusterIP traffic',
-      ),
-    );
+    tx.add(rule(N.SERVICES_CHAIN, [clusterIP, R.markSet('or', M)], 'masquerade all clusterIP traffic'));
   } else if (ctx.ifNotLocal !== null) {
     tx.add(
       rule(
         N.SERVICES_CHAIN,
-        `${ipX} daddr @${N.CLUSTER_IPS_SET} ${ctx.ifNotLocal} mark set mark or ${M}`,
+        [clusterIP, ctx.ifNotLocal, R.markSet('or', M)],
         'masquerade clusterIP traffic from outside cluster',
       ),
     );
   }
-  tx.add(rule(N.SERVICES_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.SERVICE_IPS_MAP}`));
-  const noLocalhost = ipX === 'ip' ? 'ip daddr != 127.0.0.0/8' : 'ip6 daddr != ::1';
+  tx.add(rule(N.SERVICES_CHAIN, [R.vmap(fields, N.SERVICE_IPS_MAP)]));
+  const noLocalhost = ipX === 'ip' ? R.addr('ip', 'daddr', '127.0.0.0/8', true) : R.addr('ip6', 'daddr', '::1', true);
   if (npIPs === null) {
-    tx.add(
-      rule(
-        N.SERVICES_CHAIN,
-        `fib daddr type local ${noLocalhost} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS_MAP}`,
-      ),
-    );
-    tx.add(
-      rule(
-        N.NODEPORT_ENDPOINTS_CHECK_CHAIN,
-        `${noLocalhost} meta l4proto . th dport vmap @${N.NO_ENDPOINT_NODEPORTS_MAP}`,
-      ),
-    );
+    tx.add(rule(N.SERVICES_CHAIN, [R.fibLocal('daddr'), noLocalhost, R.vmap(R.PROTO_PORT, N.SERVICE_NODEPORTS_MAP)]));
+    tx.add(rule(N.NODEPORT_ENDPOINTS_CHECK_CHAIN, [noLocalhost, R.vmap(R.PROTO_PORT, N.NO_ENDPOINT_NODEPORTS_MAP)]));
   } else {
-    tx.add(
-      rule(
-        N.SERVICES_CHAIN,
-        `${ipX} daddr @${N.NODEPORT_IPS_SET} meta l4proto . th dport vmap @${N.SERVICE_NODEPORTS_MAP}`,
-      ),
-    );
-    tx.add(
-      rule(
-        N.NODEPORT_ENDPOINTS_CHECK_CHAIN,
-        `${ipX} daddr @${N.NODEPORT_IPS_SET} meta l4proto . th dport vmap @${N.NO_ENDPOINT_NODEPORTS_MAP}`,
-      ),
-    );
+    const nodePortIP = R.addrIn(ipX, 'daddr', N.NODEPORT_IPS_SET);
+    tx.add(rule(N.SERVICES_CHAIN, [nodePortIP, R.vmap(R.PROTO_PORT, N.SERVICE_NODEPORTS_MAP)]));
+    tx.add(rule(N.NODEPORT_ENDPOINTS_CHECK_CHAIN, [nodePortIP, R.vmap(R.PROTO_PORT, N.NO_ENDPOINT_NODEPORTS_MAP)]));
   }
-  tx.add(rule(N.MASQUERADING_CHAIN, `mark and ${M} != 0 mark set mark xor ${M} masquerade fully-random`));
+  tx.add(rule(N.MASQUERADING_CHAIN, [R.markAnd(M, 0), R.markSet('xor', M), R.masquerade(true)]));
+  const hairpin: readonly R.Field[] = [`${ipX} saddr`, `${ipX} daddr`, 'meta l4proto', 'th dport'];
   tx.add(
-    rule(
-      N.MASQUERADING_CHAIN,
-      `ct status dnat ${ipX} saddr . ${ipX} daddr . meta l4proto . th dport @${N.HAIRPIN_CONNECTIONS_SET} masquerade fully-random`,
-    ),
+    rule(N.MASQUERADING_CHAIN, [R.ctStatusDnat, R.lookup(hairpin, N.HAIRPIN_CONNECTIONS_SET), R.masquerade(true)]),
   );
-  tx.add(
-    rule(
-      N.CLUSTER_IPS_CHECK_CHAIN,
-      `${ipX} daddr @${N.CLUSTER_IPS_SET} reject`,
-      'Reject traffic to invalid ports of ClusterIPs',
-    ),
-  );
+  tx.add(rule(N.CLUSTER_IPS_CHECK_CHAIN, [clusterIP, R.reject], 'Reject traffic to invalid ports of ClusterIPs'));
   const cidrs = opts.serviceCIDRs
     .map((c) => parseCIDR(c))
     .filter((c) => c !== null && c.family === ctx.family)
@@ -313,15 +281,13 @@ export function writeStatic(tx: Transaction, ctx: RenderContext, opts: StaticOpt
     tx.add(
       rule(
         N.CLUSTER_IPS_CHECK_CHAIN,
-        `${ipX} daddr { ${cidrs.join(',')} } drop`,
+        [R.addrList(ipX, 'daddr', cidrs, false, ','), R.drop],
         'Drop traffic to unallocated ClusterIPs',
       ),
     );
   }
-  tx.add(
-    rule(N.SERVICE_ENDPOINTS_CHECK_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.NO_ENDPOINT_SERVICES_MAP}`),
-  );
-  tx.add(rule(N.FIREWALL_CHECK_CHAIN, `${ipX} daddr . meta l4proto . th dport vmap @${N.FIREWALL_IPS_MAP}`));
-  tx.add(rule(N.REJECT_CHAIN, 'reject'));
+  tx.add(rule(N.SERVICE_ENDPOINTS_CHECK_CHAIN, [R.vmap(fields, N.NO_ENDPOINT_SERVICES_MAP)]));
+  tx.add(rule(N.FIREWALL_CHECK_CHAIN, [R.vmap(fields, N.FIREWALL_IPS_MAP)]));
+  tx.add(rule(N.REJECT_CHAIN, [R.reject]));
   return npIPs;
 }

@@ -68,7 +68,7 @@ function validate(verb: Verb, o: NftObject): string | null {
   if (o.kind === 'table') return null;
   const name = o.kind === 'rule' ? o.chain : o.kind === 'element' ? o.set : o.name;
   if (!NAME_RE.test(name) || name.length > 256) return `invalid name ${JSON.stringify(name)}`;
-  if (o.kind === 'rule' && verb === 'add' && o.rule.trim() === '') return 'empty rule';
+  if (o.kind === 'rule' && verb === 'add' && (o.body ? o.body.length === 0 : o.rule.trim() === '')) return 'empty rule';
   if (o.kind === 'rule' && verb !== 'add') return 'rules can only be added (chains are flushed instead)';
   if (o.kind === 'element' && o.key.length === 0) return 'element without key';
   if (o.kind === 'chain' && (o.type === undefined) !== (o.hook === undefined)) return 'base chains need type and hook';

@@ -30,8 +30,9 @@
 // endpoints but none under its Local policy (upstream 2.11).
 import { parseCIDR } from '../../core/ip.js';
 import type { DataplaneConfig, IPFamily } from '../../core/types.js';
-import { nftFamily } from '../nftables/names.js';
+import { nftFamily, type NftFamily } from '../nftables/names.js';
 import type { Element } from '../nftables/objects.js';
+import * as R from '../nftables/rule.js';
 import { Transaction } from '../nftables/transaction.js';
 import type { PortalSpec, PortalTarget, UserspacePlan } from './plan.js';
 
@@ -105,7 +106,7 @@ export function renderStatic(config: DataplaneConfig): Transaction {
   const addrType = config.family === 'IPv4' ? 'ipv4_addr' : 'ipv6_addr';
   const loopback = config.family === 'IPv4' ? '127.0.0.0/8' : '::1';
   const tx = userspaceTransaction(config.family);
-  const rule = (chain: string, text: string) => tx.add({ kind: 'rule', chain, rule: text });
+  const rule = (chain: string, body: R.RuleBody) => tx.add(R.rule(chain, body));
   tx.add({ kind: 'table' })
     .delete({ kind: 'table' })
     .add({ kind: 'table', comment: TABLE_COMMENT })
@@ -117,19 +118,19 @@ export function renderStatic(config: DataplaneConfig): Transaction {
     .add({ kind: 'chain', name: C.filterForward, type: 'filter', hook: 'forward', priority: -110 })
     .add({ kind: 'chain', name: C.filterOutput, type: 'filter', hook: 'output', priority: -110 })
     .add({ kind: 'chain', name: C.reject });
-  rule(C.reject, 'reject');
+  rule(C.reject, [R.reject]);
   tx.add({ kind: 'map', name: SERVICE_PORTALS, type: `${addrType} . inet_proto . inet_service : inet_service` })
     .add({ kind: 'map', name: NODEPORT_PORTALS, type: 'inet_proto . inet_service : inet_service' })
     .add({ kind: 'map', name: NO_ENDPOINT_SERVICES, type: `${addrType} . inet_proto . inet_service : verdict` })
     .add({ kind: 'map', name: NO_ENDPOINT_NODEPORTS, type: 'inet_proto . inet_service : verdict' });
-  const svcPort = `${fam} daddr . meta l4proto . th dport map @${SERVICE_PORTALS}`;
-  const npPort = `meta l4proto . th dport map @${NODEPORT_PORTALS}`;
-  rule(C.portalsContainer, `meta l4proto { tcp, udp } redirect to : ${svcPort}`);
-  rule(C.portalsHost, `meta l4proto { tcp, udp } dnat to ${fam} saddr : ${svcPort}`);
-  rule(C.nodePortsContainer, `meta l4proto { tcp, udp } redirect to : ${npPort}`);
-  rule(C.nodePortsHost, `meta l4proto { tcp, udp } dnat to ${fam} saddr : ${npPort}`);
+  const tcpUdp = R.l4protos(['tcp', 'udp']);
+  const svcKey = R.daddrProtoPort(fam);
+  rule(C.portalsContainer, [tcpUdp, R.redirectMap(svcKey, SERVICE_PORTALS)]);
+  rule(C.portalsHost, [tcpUdp, R.dnatSaddrMap(fam, svcKey, SERVICE_PORTALS)]);
+  rule(C.nodePortsContainer, [tcpUdp, R.redirectMap(R.PROTO_PORT, NODEPORT_PORTALS)]);
+  rule(C.nodePortsHost, [tcpUdp, R.dnatSaddrMap(fam, R.PROTO_PORT, NODEPORT_PORTALS)]);
   for (const chain of [C.filterInput, C.filterForward, C.filterOutput])
-    rule(chain, `${fam} daddr . meta l4proto . th dport vmap @${NO_ENDPOINT_SERVICES}`);
+    rule(chain, [R.vmap(svcKey, NO_ENDPOINT_SERVICES)]);
   // Which local destinations count as NodePort addresses (upstream nodePortAddresses).
   const npMatch = nodePortMatch(config, fam, loopback);
   if (npMatch !== null) {
@@ -137,28 +138,32 @@ export function renderStatic(config: DataplaneConfig): Transaction {
       tx.add({ kind: 'set', name: NODEPORT_IPS, type: addrType, flags: ['interval'] });
       for (const cidr of npMatch.set) tx.add({ kind: 'element', set: NODEPORT_IPS, key: [cidr] });
     }
-    rule(C.portalsContainer, `fib daddr type local ${npMatch.cond}jump ${C.nodePortsContainer}`);
-    rule(C.portalsHost, `fib daddr type local ${npMatch.cond}jump ${C.nodePortsHost}`);
-    rule(C.filterInput, `${npMatch.cond}meta l4proto . th dport vmap @${NO_ENDPOINT_NODEPORTS}`);
+    const local = R.fibLocal('daddr');
+    rule(C.portalsContainer, [local, ...npMatch.cond, R.jump(C.nodePortsContainer)]);
+    rule(C.portalsHost, [local, ...npMatch.cond, R.jump(C.nodePortsHost)]);
+    rule(C.filterInput, [...npMatch.cond, R.vmap(R.PROTO_PORT, NO_ENDPOINT_NODEPORTS)]);
   }
   return tx;
 }
 
 /**
- * The condition (with trailing space) that selects NodePort destinations
- * among local ones, plus the set it uses; null when no address of this
- * family may serve NodePorts.
+ * The condition that selects NodePort destinations among local ones, plus
+ * the set it uses; null when no address of this family may serve NodePorts.
  */
-function nodePortMatch(config: DataplaneConfig, fam: string, loopback: string): { cond: string; set: string[] } | null {
+function nodePortMatch(
+  config: DataplaneConfig,
+  fam: NftFamily,
+  loopback: string,
+): { cond: R.RuleBody; set: string[] } | null {
   if (config.nodePortAddresses === null) {
-    return { cond: config.localhostNodePorts ? '' : `${fam} daddr != ${loopback} `, set: [] };
+    return { cond: config.localhostNodePorts ? [] : [R.addr(fam, 'daddr', loopback, true)], set: [] };
   }
   const cidrs = config.nodePortAddresses
     .map((c) => parseCIDR(c))
     .filter((c) => c !== null && c.family === config.family)
     .map((c) => c!.text);
   if (cidrs.length === 0) return null;
-  return { cond: `${fam} daddr @${NODEPORT_IPS} `, set: [...new Set(cidrs)].sort() };
+  return { cond: [R.addrIn(fam, 'daddr', NODEPORT_IPS)], set: [...new Set(cidrs)].sort() };
 }
 
 /**

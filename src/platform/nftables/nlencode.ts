@@ -13,6 +13,7 @@
 // would otherwise queue 200k acks.
 import { isEndpointsMapName, TABLE_NAME, type NftFamily } from '../../dataplane/nftables/names.js';
 import type { Chain, Element, NftMap, NftSet, Operation } from '../../dataplane/nftables/objects.js';
+import { parseRule } from '../../dataplane/nftables/ruleparse.js';
 import { NLM_F } from '../netlink/message.js';
 import { writeExpr } from './nlexpr.js';
 import { compileRule } from './nlrule.js';
@@ -172,8 +173,11 @@ export class BatchEncoder {
         return this.set(op, o, index);
       case 'rule': {
         if (op.verb !== 'add') throw bad('rules are only added');
-        const c = compileRule(o.rule, this.family);
-        if (!c) throw bad(`rule outside the encoder's grammar: ${o.rule}`);
+        // The renderers give the body; a rule that comes as text only
+        // (written by hand) is read back into one.
+        const body = o.body ?? parseRule(o.rule);
+        const c = body === null ? null : compileRule(body, this.family);
+        if (!c) throw bad(`rule outside the encoder's grammar (or its family): ${o.rule}`);
         const ids = c.anon.map((a) => {
           const id = ++this.setId;
           this.begin(NFT_MSG.NEWSET, NLM_F.CREATE, index);

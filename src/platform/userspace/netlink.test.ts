@@ -10,6 +10,7 @@ import { nftFamily, type NftFamily } from '../../dataplane/nftables/names.js';
 import type { Operation } from '../../dataplane/nftables/objects.js';
 import { TABLE_NAME } from '../../dataplane/userspace/index.js';
 import { encodeBatch, UnencodableError } from '../nftables/nlencode.js';
+import { parseRule } from '../../dataplane/nftables/ruleparse.js';
 import { compileRule } from '../nftables/nlrule.js';
 import { TYPE, type SetSchema } from '../nftables/nlset.js';
 import { PACKET_FLOW_SCENARIOS } from '../../../test/cases/packetflow.js';
@@ -28,7 +29,9 @@ test('every packet-flow scenario under every knob encodes as one batch', () => {
 
 /** A rule's expressions as `nft --debug=netlink` prints them, in short. */
 function exprs(rule: string, family: NftFamily): string[] {
-  const c = compileRule(rule, family);
+  const body = parseRule(rule);
+  assert.ok(body, rule);
+  const c = compileRule(body, family);
   assert.ok(c, rule);
   return c.exprs.map((e) => {
     switch (e.k) {

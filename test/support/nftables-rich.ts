@@ -1,7 +1,8 @@
 // A rich nftables fixture set for the netlink-vs-`nft -f` parity proof: every
 // Service feature the renderer writes, in both families, under every config
-// knob that changes the static rules. Used by the real-kernel tests beside it:
-// nftables-parity.test.ts and nftables-repair.test.ts.
+// knob that changes the static rules. Used by the real-kernel tests
+// (test/e2e/nftables-parity and nftables-repair) and by the rule-body check
+// (src/platform/nftables/rulebody.test.ts).
 //
 // One "kitchen sink" SyncState per family holds: ClusterIP over TCP, UDP and
 // SCTP; many endpoints (unequal 'maps' intervals); sessionAffinity ClientIP
