@@ -3,6 +3,7 @@
 // entry each, in the JSON form helper.ts takes.
 import * as L from '../../src/dataplane/ebpf/layout.js';
 import type { Protocol } from '../../src/core/types.js';
+import { masqueradeTable } from '../../src/dataplane/ebpf/masq.js';
 
 export interface HexOp {
   readonly map: L.MapName;
@@ -64,15 +65,7 @@ export function lbSrc(svcId: number, addrIP: string, prefix: number): HexOp {
   return up('lbSrc', L.encodeLpmSvcKey({ svcId, addr: addrIP, prefix }), L.encodeU8(1));
 }
 
-/** The kernel-side masquerade table of the ebpf mode, as the tests install it by hand. */
+/** The kernel-side masquerade table of the ebpf mode (the dataplane's own), for tests that install it by hand. */
 export function masqTable(family: 'ip' | 'ip6', mark = 0x4000): string {
-  const m = `0x${mark.toString(16)}`;
-  return [
-    `table ${family} kube-proxy-ebpf {`,
-    '  chain masquerading {',
-    '    type nat hook postrouting priority srcnat; policy accept;',
-    `    meta mark & ${m} == ${m} meta mark set meta mark ^ ${m} masquerade fully-random`,
-    '  }',
-    '}',
-  ].join('\n');
+  return masqueradeTable(family === 'ip' ? 'IPv4' : 'IPv6', mark).toString();
 }

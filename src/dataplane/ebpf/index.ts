@@ -31,7 +31,7 @@
 // packet, over a Fake or the live maps, with every candidate endpoint.
 //
 // Also here: the flow hash and Maglev table (hash.ts), entry formatting
-// (describe.ts), the masquerade table's nft script (masq.ts), and which
+// (describe.ts), the masquerade table as an nftables transaction (masq.ts), and which
 // service ports the per-Service traffic counters count (traffic.ts:
 // kpt_traffic entries, written after the driver's operations).
 
@@ -45,6 +45,6 @@ export type { EbpfTraceOptions, RuleSource, TraceCandidate, TraceResult, TraceSt
 export type { MapOp, MapReader, MapStore } from './store.js';
 export { flowHash, maglevTable, isMaglevSize } from './hash.js';
 export { entryText } from './describe.js';
-export { masqueradeTableScript, deleteMasqueradeTableScript, MASQ_TABLE } from './masq.js';
+export { masqueradeTable, deleteMasqueradeTable, MASQ_CHAIN, MASQ_TABLE } from './masq.js';
 export { TrafficCounterPlan, TRAFFIC_MAX_PER_FAMILY } from './traffic.js';
 export type { TrafficSlot } from './traffic.js';

@@ -4,36 +4,36 @@
 // are masqueraded (the same decisions as upstream's KUBE-MARK-MASQ rules)
 // and set the mark on their packets; source NAT itself, its port choice and
 // the translation of replies stay with the kernel's connection tracker.
+//
+// Built of the nftables mode's objects and rule bodies (its masquerading rule
+// is the same one), so the nftables Fake, tracer and writer read it too.
 import type { IPFamily } from '../../core/types.js';
+import { nftFamily } from '../nftables/names.js';
+import * as R from '../nftables/rule.js';
+import { Transaction } from '../nftables/transaction.js';
 
 export const MASQ_TABLE = 'kube-proxy-ebpf';
-
-export function nftFamilyOf(family: IPFamily): 'ip' | 'ip6' {
-  return family === 'IPv4' ? 'ip' : 'ip6';
-}
+export const MASQ_CHAIN = 'masquerading';
 
 /**
- * An `nft -f` script that (re)creates the table atomically: adding and
- * deleting first makes it work whether or not the table exists.
+ * The transaction that (re)creates the table atomically: adding and deleting
+ * first makes it work whether or not the table exists.
  */
-export function masqueradeTableScript(family: IPFamily, mark: number): string {
-  const f = nftFamilyOf(family);
-  const m = `0x${mark.toString(16)}`;
-  return [
-    `add table ${f} ${MASQ_TABLE}`,
-    `delete table ${f} ${MASQ_TABLE}`,
-    `table ${f} ${MASQ_TABLE} {`,
-    `  comment "kube-proxy-ts ebpf mode: masquerade what the BPF programs marked"`,
-    '  chain masquerading {',
-    '    type nat hook postrouting priority srcnat; policy accept;',
-    `    meta mark & ${m} == ${m} meta mark set meta mark ^ ${m} masquerade fully-random comment "kubernetes service traffic requiring SNAT"`,
-    '  }',
-    '}',
-    '',
-  ].join('\n');
+export function masqueradeTable(family: IPFamily, mark: number): Transaction {
+  const tx = deleteMasqueradeTable(family);
+  tx.add({ kind: 'table', comment: 'kube-proxy-ts ebpf mode: masquerade what the BPF programs marked' });
+  tx.add({ kind: 'chain', name: MASQ_CHAIN, type: 'nat', hook: 'postrouting', priority: 100 });
+  tx.add(
+    R.rule(
+      MASQ_CHAIN,
+      [R.markAnd(mark >>> 0, 0), R.markSet('xor', mark >>> 0), R.masquerade(true)],
+      'kubernetes service traffic requiring SNAT',
+    ),
+  );
+  return tx;
 }
 
-export function deleteMasqueradeTableScript(family: IPFamily): string {
-  const f = nftFamilyOf(family);
-  return `add table ${f} ${MASQ_TABLE}\ndelete table ${f} ${MASQ_TABLE}\n`;
+/** The transaction that removes the table, present or not. */
+export function deleteMasqueradeTable(family: IPFamily): Transaction {
+  return new Transaction(nftFamily(family), MASQ_TABLE).add({ kind: 'table' }).delete({ kind: 'table' });
 }

@@ -5,7 +5,7 @@
 // under our root, and a cls_bpf filter is ours only at our priority and
 // handle with a program named kpt_*.
 import { existsSync } from 'node:fs';
-import { deleteMasqueradeTableScript } from '../../dataplane/ebpf/masq.js';
+import { deleteMasqueradeTable } from '../../dataplane/ebpf/masq.js';
 import { run } from '../exec.js';
 import { TcAttacher, DIRECTIONS, removeOurTcFilter } from './attach.js';
 import { detachCgroup } from './cgroup.js';
@@ -40,7 +40,7 @@ export async function cleanupEbpfMode(pinRoot: string = DEFAULT_PIN_ROOT): Promi
   const r = await cleanupEbpf(pinRoot);
   for (const f of ['IPv4', 'IPv6'] as const) {
     // No nft on this host means no table of ours either.
-    await run('nft', ['-f', '-'], { input: deleteMasqueradeTableScript(f), allowFailure: true }).catch(() => {});
+    await run('nft', ['-f', '-'], { input: deleteMasqueradeTable(f).toString(), allowFailure: true }).catch(() => {});
   }
   return r.removed;
 }

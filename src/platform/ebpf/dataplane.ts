@@ -14,7 +14,7 @@
 import type { Dataplane, DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { LiveEntries } from '../../dataplane/ebpf/driver.js';
 import * as L from '../../dataplane/ebpf/layout.js';
-import { masqueradeTableScript } from '../../dataplane/ebpf/masq.js';
+import { masqueradeTable } from '../../dataplane/ebpf/masq.js';
 import { joinHostPort } from '../../core/ip.js';
 import { performance } from 'node:perf_hooks';
 import { run } from '../exec.js';
@@ -118,7 +118,9 @@ export class EbpfDataplane implements Dataplane {
         );
     }
     if (!this.masqReady || state.fullSync) {
-      await run('nft', ['-f', '-'], { input: masqueradeTableScript(this.family, this.deps.config.masqueradeMark) });
+      await run('nft', ['-f', '-'], {
+        input: masqueradeTable(this.family, this.deps.config.masqueradeMark).toString(),
+      });
       this.masqReady = true;
     }
     const t0 = performance.now();
