@@ -29,6 +29,8 @@ export interface NftSet {
   readonly type: string;
   readonly flags?: readonly string[];
   readonly timeoutSeconds?: number;
+  /** Each element counts the packets and bytes that match it (the traffic counters' sets). */
+  readonly counter?: boolean;
   readonly comment?: string;
 }
 
@@ -105,6 +107,7 @@ function setProps(s: NftSet | NftMap): string {
   let props = s.kind === 'map' && s.typeOf !== undefined ? ` typeof ${s.typeOf} ;` : ` type ${s.type} ;`;
   if (s.flags && s.flags.length > 0) props += ` flags ${s.flags.join(',')} ;`;
   if (s.kind === 'set' && s.timeoutSeconds !== undefined) props += ` timeout ${s.timeoutSeconds}s ;`;
+  if (s.kind === 'set' && s.counter === true) props += ' counter ;';
   if (s.comment !== undefined) props += ` comment ${quote(s.comment)} ;`;
   return ` {${props} }`;
 }

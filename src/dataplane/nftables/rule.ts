@@ -16,6 +16,7 @@ export type Dir = 'saddr' | 'daddr';
 export type Item =
   // matches
   | { readonly k: 'ctStateNew' }
+  | { readonly k: 'ctDirOriginal' }
   | { readonly k: 'ctStatusDnat' }
   | { readonly k: 'fibLocal'; readonly dir: Dir }
   /** `ip daddr [!=] X`, or `{ X<sep>Y }` when `sep` is set (one element still in braces then). */
@@ -82,6 +83,8 @@ export function markText(m: number): string {
 
 function itemText(i: Item): string {
   switch (i.k) {
+    case 'ctDirOriginal':
+      return 'ct direction original';
     case 'ctStateNew':
       return 'ct state new';
     case 'ctStatusDnat':
@@ -171,6 +174,8 @@ export function rule(chain: string, body: RuleBody, comment?: string): Rule {
 
 // Constructors: the renderers read as the text they produce.
 export const ctStateNew: Item = { k: 'ctStateNew' };
+/** Only the traffic counters' table matches it; that table is written with `nft -f`. */
+export const ctDirectionOriginal: Item = { k: 'ctDirOriginal' };
 export const ctStatusDnat: Item = { k: 'ctStatusDnat' };
 export const reject: Item = { k: 'reject' };
 export const drop: Item = { k: 'drop' };

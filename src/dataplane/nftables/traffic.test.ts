@@ -4,7 +4,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
 import { service, slice } from '../../../test/cases/fixtures.js';
-import { planTrafficCounters, trafficElementsScript, trafficTableScript } from './traffic.js';
+import { Fake } from './fake.js';
+import { planTrafficCounters, trafficElements, trafficTable, TRAFFIC_TABLE } from './traffic.js';
 import { parseCountedElements } from '../../platform/nftables/traffic.js';
 
 const state = (names: string[]) =>
@@ -39,15 +40,15 @@ test('planTrafficCounters: every address and the node port of the first N servic
     'ns1/b:http nodeport-conns tcp . 30082',
   ]);
   assert.match(
-    trafficTableScript('IPv4', p),
+    trafficTable('IPv4', p).toString(),
     /set ip kube-proxy-ts-traffic conns \{ type ipv4_addr . inet_proto . inet_service ; counter ; \}/,
   );
 });
 
-test('trafficElementsScript changes only the elements that differ', () => {
+test('trafficElements changes only the elements that differ', () => {
   const before = planTrafficCounters(state(['a', 'b']), 1).elements;
   const after = planTrafficCounters(state(['a', 'b']), 2).elements;
-  const s = trafficElementsScript('IPv4', before, after);
+  const s = trafficElements('IPv4', before, after).toString();
   // b's six elements are added, a's stay as they are.
   assert.ok(
     s
@@ -57,8 +58,31 @@ test('trafficElementsScript changes only the elements that differ', () => {
     s,
   );
   assert.equal(s.split('\n').filter(Boolean).length, 6);
-  assert.equal(trafficElementsScript('IPv4', after, after), '');
-  assert.match(trafficElementsScript('IPv4', after, before), /^delete element ip kube-proxy-ts-traffic /m);
+  assert.equal(trafficElements('IPv4', after, after).toString(), '');
+  assert.match(trafficElements('IPv4', after, before).toString(), /^delete element ip kube-proxy-ts-traffic /m);
+});
+
+test('the nftables Fake takes the counters table and its element changes as the kernel does', () => {
+  const p1 = planTrafficCounters(state(['a', 'b']), 1);
+  const p2 = planTrafficCounters(state(['a', 'b']), 2);
+  const fake = new Fake('ip', TRAFFIC_TABLE);
+  fake.run(trafficTable('IPv4', p1));
+  assert.equal(fake.listElements('conns').length, 2);
+  assert.deepEqual([...fake.chains.keys()].sort(), ['output', 'prerouting']);
+  assert.deepEqual(
+    fake.chains.get('prerouting')!.rules.map((r) => r.rule),
+    [
+      'ct state new ip daddr . meta l4proto . th dport @conns',
+      'ct direction original ip daddr . meta l4proto . th dport @bytes',
+      'ct state new fib daddr type local meta l4proto . th dport @nodeport-conns',
+      'ct direction original fib daddr type local meta l4proto . th dport @nodeport-bytes',
+    ],
+  );
+  fake.run(trafficElements('IPv4', p1.elements, p2.elements));
+  assert.equal(fake.listElements('conns').length, 4);
+  assert.equal(fake.listElements('nodeport-bytes').length, 2);
+  fake.run(trafficElements('IPv4', p2.elements, p1.elements));
+  assert.equal(fake.listElements('bytes').length, 2);
 });
 
 test('parseCountedElements reads nft -j element counters', () => {

@@ -9,10 +9,14 @@
 // Node ports are keyed by protocol and port and counted for local
 // destinations only. At most `max` Service ports are counted
 // (selectCountedServicePorts, shared with the ebpf mode); the rest are left
-// out and reported as untracked. Pure.
+// out and reported as untracked. Built of the nftables mode's objects and
+// rule bodies, so its Fake and tracer read the table too. Pure.
 
 import type { IPFamily, SyncState } from '../../core/types.js';
 import { selectCountedServicePorts } from '../traffic.js';
+import { nftFamily } from './names.js';
+import * as R from './rule.js';
+import { Transaction } from './transaction.js';
 
 export const TRAFFIC_TABLE = 'kube-proxy-ts-traffic';
 
@@ -56,44 +60,44 @@ export function planTrafficCounters(state: SyncState, max: number): TrafficPlan 
 }
 
 /** The whole table, created from nothing (counters start at zero). */
-export function trafficTableScript(family: IPFamily, plan: TrafficPlan): string {
-  const fam = family === 'IPv4' ? 'ip' : 'ip6';
+export function trafficTable(family: IPFamily, plan: TrafficPlan): Transaction {
+  const fam = nftFamily(family);
   const addr = family === 'IPv4' ? 'ipv4_addr' : 'ipv6_addr';
-  const t = `${fam} ${TRAFFIC_TABLE}`;
-  const lines = [
-    `add table ${t}`,
-    `delete table ${t}`,
-    `add table ${t} { comment "per-Service traffic counters of kube-proxy-ts" ; }`,
-    `add set ${t} conns { type ${addr} . inet_proto . inet_service ; counter ; }`,
-    `add set ${t} bytes { type ${addr} . inet_proto . inet_service ; counter ; }`,
-    `add set ${t} nodeport-conns { type inet_proto . inet_service ; counter ; }`,
-    `add set ${t} nodeport-bytes { type inet_proto . inet_service ; counter ; }`,
-  ];
-  for (const [chain, hook] of [
-    ['prerouting', 'prerouting'],
-    ['output', 'output'],
-  ] as const) {
-    lines.push(`add chain ${t} ${chain} { type filter hook ${hook} priority -110 ; }`);
-    const svc = `${fam} daddr . meta l4proto . th dport`;
-    lines.push(`add rule ${t} ${chain} ct state new ${svc} @conns`);
-    lines.push(`add rule ${t} ${chain} ct direction original ${svc} @bytes`);
-    lines.push(`add rule ${t} ${chain} ct state new fib daddr type local meta l4proto . th dport @nodeport-conns`);
-    lines.push(
-      `add rule ${t} ${chain} ct direction original fib daddr type local meta l4proto . th dport @nodeport-bytes`,
-    );
+  const tx = new Transaction(fam, TRAFFIC_TABLE)
+    .add({ kind: 'table' })
+    .delete({ kind: 'table' })
+    .add({ kind: 'table', comment: 'per-Service traffic counters of kube-proxy-ts' });
+  for (const name of ['conns', 'bytes'])
+    tx.add({ kind: 'set', name, type: `${addr} . inet_proto . inet_service`, counter: true });
+  for (const name of ['nodeport-conns', 'nodeport-bytes'])
+    tx.add({ kind: 'set', name, type: 'inet_proto . inet_service', counter: true });
+  const svc = R.daddrProtoPort(fam);
+  const local = R.fibLocal('daddr');
+  for (const hook of ['prerouting', 'output'] as const) {
+    tx.add({ kind: 'chain', name: hook, type: 'filter', hook, priority: -110 });
+    tx.add(R.rule(hook, [R.ctStateNew, R.lookup(svc, 'conns')]));
+    tx.add(R.rule(hook, [R.ctDirectionOriginal, R.lookup(svc, 'bytes')]));
+    tx.add(R.rule(hook, [R.ctStateNew, local, R.lookup(R.PROTO_PORT, 'nodeport-conns')]));
+    tx.add(R.rule(hook, [R.ctDirectionOriginal, local, R.lookup(R.PROTO_PORT, 'nodeport-bytes')]));
   }
-  return lines.join('\n') + '\n' + trafficElementsScript(family, new Map(), plan.elements);
+  return elementChanges(tx, new Map(), plan.elements);
 }
 
-/** Element changes only, so the counters of the elements that stay keep counting. */
-export function trafficElementsScript(
+/** Element changes only, so the counters of the elements that stay keep counting (no operation: none). */
+export function trafficElements(
   family: IPFamily,
   before: ReadonlyMap<string, TrafficElement>,
   after: ReadonlyMap<string, TrafficElement>,
-): string {
-  const t = `${family === 'IPv4' ? 'ip' : 'ip6'} ${TRAFFIC_TABLE}`;
-  const lines: string[] = [];
-  for (const [id, e] of before) if (!after.has(id)) lines.push(`delete element ${t} ${e.set} { ${e.key} }`);
-  for (const [id, e] of after) if (!before.has(id)) lines.push(`add element ${t} ${e.set} { ${e.key} }`);
-  return lines.length > 0 ? lines.join('\n') + '\n' : '';
+): Transaction {
+  return elementChanges(new Transaction(nftFamily(family), TRAFFIC_TABLE), before, after);
+}
+
+function elementChanges(
+  tx: Transaction,
+  before: ReadonlyMap<string, TrafficElement>,
+  after: ReadonlyMap<string, TrafficElement>,
+): Transaction {
+  for (const [id, e] of before) if (!after.has(id)) tx.delete({ kind: 'element', set: e.set, key: e.key.split(' . ') });
+  for (const [id, e] of after) if (!before.has(id)) tx.add({ kind: 'element', set: e.set, key: e.key.split(' . ') });
+  return tx;
 }

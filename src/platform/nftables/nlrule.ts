@@ -55,6 +55,10 @@ class Compiler {
     switch (i.k) {
       case 'ctStateNew':
         return this.ctBit(CT.STATE, 0x8);
+      case 'ctDirOriginal':
+        // Only the traffic counters' table matches on it, and that table is written with nft -f: not
+        // compiled here, so a batch holding it is refused rather than encoded unchecked.
+        return false;
       case 'ctStatusDnat':
         return this.ctBit(CT.STATUS, 0x20);
       case 'fibLocal':

@@ -9,8 +9,8 @@ import { withSidecar } from '../sidecar.js';
 import type { Dataplane, IPFamily, SyncState } from '../../core/types.js';
 import {
   planTrafficCounters,
-  trafficElementsScript,
-  trafficTableScript,
+  trafficElements,
+  trafficTable,
   TRAFFIC_TABLE,
   type TrafficElement,
 } from '../../dataplane/nftables/traffic.js';
@@ -35,10 +35,11 @@ export class ServiceTrafficCounters implements TrafficSource {
   async update(state: SyncState): Promise<void> {
     const plan = planTrafficCounters(state, this.max);
     try {
-      const script =
+      const script = (
         this.elements === null
-          ? trafficTableScript(this.family, plan)
-          : trafficElementsScript(this.family, this.elements, plan.elements);
+          ? trafficTable(this.family, plan)
+          : trafficElements(this.family, this.elements, plan.elements)
+      ).toString();
       if (script !== '') await this.run('nft', ['-f', '-'], { input: script });
       this.elements = plan.elements;
       this.untrackedPorts = plan.untracked;
