@@ -9,6 +9,7 @@
 // that the table sends there. Without the proxy the walk still ends at the
 // listener, and a note says the endpoints are unknown.
 
+import { CANARY_SERVICE_PORT_KEY } from '../../../core/canary.js';
 import { ProxyError } from '../../../core/errors.js';
 import { joinHostPort } from '../../../core/ip.js';
 import type { IPFamily } from '../../../core/types.js';
@@ -41,6 +42,7 @@ export function userspaceTableFromListing(text: string, fam: NftFamily): NftFake
  */
 export function listenersFrom(table: NftFake, status: StatusDoc | null, family: IPFamily): Map<string, FakeListener> {
   const byPort = new Map<string, FakeListener>();
+  const canary = status?.families.find((f) => f.family === family)?.canary;
   const portals: Array<{ map: string; address: (key: readonly string[]) => string }> = [
     { map: SERVICE_PORTALS, address: ([ip, , port]) => joinHostPort(ip!, Number(port)) },
     { map: NODEPORT_PORTALS, address: ([, port]) => `*:${port}` },
@@ -53,6 +55,11 @@ export function listenersFrom(table: NftFake, status: StatusDoc | null, family: 
       if (byPort.has(id)) continue;
       const addr = address(fields);
       const sp = status?.servicePorts.find((s) => s.family === family && s.addresses.some((a) => a.address === addr));
+      if (!sp && canary?.endpoint && canary.service === addr) {
+        // The status document lists the proxy's own canary under its family, not among the service ports.
+        byPort.set(id, { key: `${CANARY_SERVICE_PORT_KEY} cluster`, protocol, port, endpoints: [canary.endpoint] });
+        continue;
+      }
       const kind = sp?.addresses.find((a) => a.address === addr)?.traffic;
       const endpoints = sp?.traffic.find((x) => x.traffic === kind)?.endpoints ?? [];
       byPort.set(id, { key: sp ? `${sp.servicePort} ${kind}` : addr, protocol, port, endpoints });
