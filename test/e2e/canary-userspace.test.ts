@@ -9,7 +9,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { E2EEnv } from '../netns/e2e.js';
-import { CanaryProbe, CANARY_VIP, startCanaryCluster } from '../netns/canary.js';
+import { CanaryProbe, CANARY_VIP, foreignInputDrop, foreignOutputDrop, startCanaryCluster } from '../netns/canary.js';
 import { nsRun } from '../netns/spawn.js';
 
 const HC_PORT = 32163;
@@ -21,7 +21,6 @@ describe(
     let env: E2EEnv;
     let probe: CanaryProbe;
     const node2 = () => env.cluster.node('node2');
-    const nft = (script: string) => nsRun(node2().ns, ['nft', '-f', '-'], { input: script });
 
     before(async () => {
       ({ env, probe } = await startCanaryCluster('userspace', {
@@ -47,30 +46,12 @@ describe(
     });
 
     it('a foreign table whose output hook drops the ClusterIP before our redirect', async () => {
-      const { down, up } = await probe.measure({
-        what: `table ip foreign: output hook at priority raw drops ${CANARY_VIP}`,
-        fault: () =>
-          nft(`table ip foreign {
-  chain out { type filter hook output priority raw; policy accept; ip daddr ${CANARY_VIP} tcp dport 10257 drop; }
-}
-`),
-        undo: () => nft('delete table ip foreign\n'),
-      });
+      const { down, up } = await probe.measure(foreignOutputDrop(node2().ns));
       assert.ok(down > 0 && up > 0);
     });
 
     it("a foreign input hook that drops the relay's connection in front of the endpoint", async () => {
-      const endpoint = (await probe.canaryEndpoint())!;
-      const [ip, port] = endpoint.split(':');
-      const { down, up } = await probe.measure({
-        what: `table ip foreign: input hook drops ${endpoint}`,
-        fault: () =>
-          nft(`table ip foreign {
-  chain in { type filter hook input priority filter - 10; policy accept; ip daddr ${ip} tcp dport ${port} drop; }
-}
-`),
-        undo: () => nft('delete table ip foreign\n'),
-      });
+      const { down, up } = await probe.measure(await foreignInputDrop(probe, node2().ns));
       assert.ok(down > 0 && up > 0);
     });
   },

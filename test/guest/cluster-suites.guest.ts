@@ -1,7 +1,8 @@
 // The cluster behaviour suites in ipvs mode, in the QEMU guest: the same
 // test/e2e/cluster-services.test.ts and cluster-lifecycle.test.ts cases that
 // iptables and nftables pass on the host, with real TCP and UDP, and the ipvs
-// mode's repair cases (test/e2e/ipvs-repair.test.ts). They run in
+// mode's repair cases (test/e2e/ipvs-repair.test.ts) and its datapath canary
+// (test/e2e/canary-ipvs.test.ts). They run in
 // this one process on one shared cluster (KPT_E2E_SHARED): building a cluster
 // of namespaces with its API server and proxies takes minutes under emulation.
 // The lifecycle suite goes last: its final case runs --cleanup on node2.
@@ -12,5 +13,6 @@ process.env['KPT_E2E_SHARED'] = '1';
 const { E2EEnv } = await import('../netns/e2e.js');
 await import('../e2e/cluster-services.test.js');
 await import('../e2e/ipvs-repair.test.js');
+await import('../e2e/canary-ipvs.test.js');
 await import('../e2e/cluster-lifecycle.test.js');
 after(() => E2EEnv.disposeShared());

@@ -9,6 +9,7 @@ import { E2EEnv } from './e2e.js';
 import { endpointSlice, service, webPorts } from './fixtures.js';
 import type { ProxyMode } from '../../src/core/types.js';
 import { HEALTHZ_PORT } from './proxy.js';
+import { nsRun } from './spawn.js';
 
 /** The canary's ClusterIP (src/core/canary.ts). */
 export const CANARY_VIP = '169.254.255.253';
@@ -163,4 +164,43 @@ export async function startCanaryCluster(
     endpointSlice('canary-lb', [{ pod: env.cluster.pod('node2-a') }], ports, 'canary-lb-v4'),
   );
   return { env, probe: new CanaryProbe(env, 'node2', o.healthCheckNodePort) };
+}
+
+const nft = (ns: string, script: string) => nsRun(ns, ['nft', '-f', '-'], { input: script });
+
+/**
+ * A foreign table whose output hook, at priority raw (before any NAT or IPVS
+ * sees the packet), drops the canary's ClusterIP: nothing the proxy wrote changes.
+ */
+export function foreignOutputDrop(ns: string): CanaryBreak {
+  return {
+    what: `table ip foreign: output hook at priority raw drops ${CANARY_VIP}`,
+    fault: () =>
+      nft(
+        ns,
+        `table ip foreign {
+  chain out { type filter hook output priority raw; policy accept; ip daddr ${CANARY_VIP} tcp dport 10257 drop; }
+}
+`,
+      ),
+    undo: () => nft(ns, 'delete table ip foreign\n'),
+  };
+}
+
+/** A foreign input hook that drops what reaches the canary's endpoint (the proxy's listener). */
+export async function foreignInputDrop(probe: CanaryProbe, ns: string): Promise<CanaryBreak> {
+  const endpoint = (await probe.canaryEndpoint())!;
+  const [ip, port] = endpoint.split(':');
+  return {
+    what: `table ip foreign: input hook drops ${endpoint}`,
+    fault: () =>
+      nft(
+        ns,
+        `table ip foreign {
+  chain in { type filter hook input priority filter - 10; policy accept; ip daddr ${ip} tcp dport ${port} drop; }
+}
+`,
+      ),
+    undo: () => nft(ns, 'delete table ip foreign\n'),
+  };
 }

@@ -18,7 +18,7 @@ export const ipvsDriver: ModeDriver = {
   mode: 'ipvs',
   // Upstream's IPVS proxier counts its failed iptables-restore runs.
   failureCounter: 'iptables-restore',
-  canary: false,
+  canary: true,
   countsTraffic: false,
   familyWorks: familyHasIptables,
   init: ipvsInit,
