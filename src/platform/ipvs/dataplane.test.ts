@@ -146,6 +146,34 @@ test('a Service address is bound on kube-ipvs0 only once its virtual server and 
   assert.deepEqual(fake.dummyAddresses().sort(), ['172.30.0.1', '172.30.0.2']);
 });
 
+test("a new Service's rules are written before its virtual servers exist", async () => {
+  const fake = new Fake({ nodeAddresses: ['127.0.0.1', '192.168.0.2'] });
+  const kernel = fakeKernel(fake);
+  // Whether the NodePort rules matched the NodePort set when IPVS was asked for the virtual servers: if not,
+  // a first packet to the new NodePort is served by the rules of before (not masqueraded, say).
+  const atApply: boolean[] = [];
+  const ipvs = {
+    ...kernel.ipvs,
+    apply: (ops: Parameters<typeof kernel.ipvs.apply>[0]) => {
+      if (ops.some((o) => o.op === 'add-service' && o.vs.port === 30000))
+        atApply.push(fake.iptables.save('nat').includes('--match-set KUBE-NODE-PORT-TCP'));
+      return kernel.ipvs.apply(ops);
+    },
+  };
+  const dp = new IpvsDataplane({
+    config,
+    ipvs: ipvsOpts,
+    kernel: { ...kernel, ipvs },
+    run,
+    clock: new FakeClock(),
+    syncPeriodMs: 30_000,
+    flushUDP: async () => {},
+  });
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }] }));
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }] }, { full: false, changed: ['ns/a'], nodePort: true }));
+  assert.deepEqual(atApply, [true]);
+});
+
 test('a partial sync sends only the changed real servers; a removed TCP one drains at weight 0, then goes', async () => {
   const { fake, dp, clock } = setup();
   const names = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`s${i}`, [{ ip: `10.180.0.${i + 1}` }]]));

@@ -12,11 +12,12 @@
 //      changed and nothing watches (a real server removed by hand);
 //      partial syncs plan against the reconciler's memory;
 //   3. plan, and apply in the order the kernel needs: ipsets (sets exist
-//      before rules match them), IPVS requests in one netlink batch, the
-//      new kube-ipvs0 addresses (after their virtual servers, as upstream's
-//      syncService binds after it adds one), iptables-restore (full syncs,
-//      or when a rule came or went or a set filled or emptied), jump rules
-//      (full syncs), and last the addresses that go;
+//      before rules match them), iptables-restore (full syncs, or when a
+//      rule came or went or a set filled or emptied) and jump rules (full
+//      syncs), so the rules are in place before the virtual servers they
+//      steer; IPVS requests in one netlink batch, the new kube-ipvs0
+//      addresses (after their virtual servers, as upstream's syncService
+//      binds after it adds one), and last the addresses that go;
 //   4. real servers that are no longer wanted are drained (graceful.ts); a
 //      timer checks the draining ones while there are any.
 // Only our virtual servers are adopted (ownedVirtualServer, or one a Service
@@ -197,6 +198,18 @@ export class IpvsDataplane implements Dataplane {
 
     const errors: string[] = [];
     if (plan.ipsetScript) await k.ipset.restore(plan.ipsetScript);
+    // The rules before the virtual servers they steer: a new Service's first packets then already meet
+    // its rules (an externalTrafficPolicy Local NodePort is not masqueraded, a source range applies),
+    // instead of IPVS serving them by the rules of a moment before.
+    const tRules = clock.monotonic();
+    if (rules !== null) {
+      await this.ownChange(
+        () => k.iptables(this.family).restore(rules, { noflush: true, counters: true }),
+        restoreSections([rules]),
+      );
+    }
+    if (full) await this.ensureJumps(k);
+    const iptablesMs = clock.monotonic() - tRules;
 
     const drain = this.graceful.retire(plan.retired, clock.now());
     for (const v of plan.revived) this.graceful.revive(v.vs, v.rs);
@@ -219,14 +232,6 @@ export class IpvsDataplane implements Dataplane {
       errors.push(`bind ${f.address}: ${f.error}`);
 
     const t3 = clock.monotonic();
-    if (rules !== null) {
-      await this.ownChange(
-        () => k.iptables(this.family).restore(rules, { noflush: true, counters: true }),
-        restoreSections([rules]),
-      );
-    }
-    if (full) await this.ensureJumps(k);
-    const t4 = clock.monotonic();
 
     for (const f of k.link.changeAddresses(this.dummyIndex, false, plan.delAddresses))
       errors.push(`unbind ${f.address}: ${f.error}`);
@@ -250,8 +255,8 @@ export class IpvsDataplane implements Dataplane {
         skipped: skipped.length,
         readBackMs: t1 - t0,
         planMs: t2 - t1,
-        ipvsMs: t3 - t2,
-        iptablesMs: t4 - t3,
+        ipvsMs: t3 - t2 - iptablesMs,
+        iptablesMs,
       },
     };
   }
