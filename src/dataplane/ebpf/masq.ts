@@ -23,13 +23,7 @@ export function masqueradeTable(family: IPFamily, mark: number): Transaction {
   const tx = deleteMasqueradeTable(family);
   tx.add({ kind: 'table', comment: 'kube-proxy-ts ebpf mode: masquerade what the BPF programs marked' });
   tx.add({ kind: 'chain', name: MASQ_CHAIN, type: 'nat', hook: 'postrouting', priority: 100 });
-  tx.add(
-    R.rule(
-      MASQ_CHAIN,
-      [R.markAnd(mark >>> 0, 0), R.markSet('xor', mark >>> 0), R.masquerade(true)],
-      'kubernetes service traffic requiring SNAT',
-    ),
-  );
+  tx.add(R.rule(MASQ_CHAIN, R.masqueradeMarked(mark >>> 0), 'kubernetes service traffic requiring SNAT'));
   return tx;
 }
 

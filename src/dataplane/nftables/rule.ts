@@ -233,6 +233,8 @@ export const numgen = (mod: number, value: number): Item =>
   value === 0 && mod < NUMGEN_0.length ? NUMGEN_0[mod]! : { k: 'numgen', mod, value };
 export const markSet = (op: 'or' | 'xor', mark: number): Item => ({ k: 'markSet', op, mark });
 export const masquerade = (fullyRandom: boolean): Item => ({ k: 'masquerade', fullyRandom });
+/** Masquerade (fully-random) what carries the masquerade mark, clearing the mark: upstream's masquerading rule. */
+export const masqueradeMarked = (mark: number): RuleBody => [markAnd(mark, 0), markSet('xor', mark), masquerade(true)];
 export const jump = (chain: string): Item => ({ k: 'jump', chain });
 export const goto = (chain: string): Item => ({ k: 'goto', chain });
 export const dnat = (a: string, port: number): Item => ({ k: 'dnat', addr: a, port });

@@ -267,7 +267,7 @@ export function writeStatic(tx: Transaction, ctx: RenderContext, opts: StaticOpt
     tx.add(rule(N.SERVICES_CHAIN, [nodePortIP, R.vmap(R.PROTO_PORT, N.SERVICE_NODEPORTS_MAP)]));
     tx.add(rule(N.NODEPORT_ENDPOINTS_CHECK_CHAIN, [nodePortIP, R.vmap(R.PROTO_PORT, N.NO_ENDPOINT_NODEPORTS_MAP)]));
   }
-  tx.add(rule(N.MASQUERADING_CHAIN, [R.markAnd(M, 0), R.markSet('xor', M), R.masquerade(true)]));
+  tx.add(rule(N.MASQUERADING_CHAIN, R.masqueradeMarked(M)));
   const hairpin: readonly R.Field[] = [`${ipX} saddr`, `${ipX} daddr`, 'meta l4proto', 'th dport'];
   tx.add(
     rule(N.MASQUERADING_CHAIN, [R.ctStatusDnat, R.lookup(hairpin, N.HAIRPIN_CONNECTIONS_SET), R.masquerade(true)]),
