@@ -38,10 +38,7 @@ describe(
       await probe.waitHealthy('healthy at start', 30_000);
       const save = (await nsRun(node2().ns, ['iptables-save', '-t', 'nat'])).stdout;
       assert.match(save, new RegExp(`-A KUBE-SERVICES -d ${CANARY_VIP}/32 .*-j KUBE-SVC-`));
-      const r = await (await env.cluster.agent('node2')).http('http://127.0.0.1:10249/statusz?format=json', 3000);
-      const doc = JSON.parse(r.body ?? '{}') as { proxy: { servicePorts: Array<{ servicePort: string }> } };
-      assert.ok(doc.proxy.servicePorts.length > 0);
-      assert.ok(doc.proxy.servicePorts.every((s) => !s.servicePort.includes('canary/datapath')));
+      await probe.assertCanaryUnlisted();
     });
 
     it('a foreign DROP in raw OUTPUT, before our nat rules', async () => {

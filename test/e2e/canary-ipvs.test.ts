@@ -41,10 +41,7 @@ if (RUN)
         await probe.waitHealthy('healthy at start', 60_000);
         const addrs = (await nsRun(node2().ns, ['ip', '-4', 'addr', 'show', 'dev', 'kube-ipvs0'])).stdout;
         assert.match(addrs, new RegExp(`inet ${CANARY_VIP.replaceAll('.', '\\.')}/32`));
-        const r = await (await env.cluster.agent('node2')).http('http://127.0.0.1:10249/statusz?format=json', 3000);
-        const doc = JSON.parse(r.body ?? '{}') as { proxy: { servicePorts: Array<{ servicePort: string }> } };
-        assert.ok(doc.proxy.servicePorts.length > 0);
-        assert.ok(doc.proxy.servicePorts.every((s) => !s.servicePort.includes('canary/datapath')));
+        await probe.assertCanaryUnlisted();
       });
 
       it('a foreign table whose output hook drops the ClusterIP before IPVS', async () => {

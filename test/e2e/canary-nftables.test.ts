@@ -37,10 +37,7 @@ describe(
       await probe.waitHealthy('healthy at start', 30_000);
       const table = (await nsRun(node2().ns, ['nft', 'list', 'table', 'ip', 'kube-proxy'])).stdout;
       assert.match(table, new RegExp(`${CANARY_VIP.replaceAll('.', '\\.')} \\. tcp \\. 10257 : goto service-`));
-      const r = await (await env.cluster.agent('node2')).http('http://127.0.0.1:10249/statusz?format=json', 3000);
-      const doc = JSON.parse(r.body ?? '{}') as { proxy: { servicePorts: Array<{ servicePort: string }> } };
-      assert.ok(doc.proxy.servicePorts.length > 0);
-      assert.ok(doc.proxy.servicePorts.every((s) => !s.servicePort.includes('canary/datapath')));
+      await probe.assertCanaryUnlisted();
     });
 
     it('a foreign table whose output hook drops the ClusterIP before our nat', async () => {

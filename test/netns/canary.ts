@@ -65,6 +65,14 @@ export class CanaryProbe {
     return doc.proxy.families.find((f) => f.family === 'IPv4')?.canary ?? null;
   }
 
+  /** /statusz lists the user's service ports and leaves the proxy's own canary out of them. */
+  async assertCanaryUnlisted(): Promise<void> {
+    const r = await (await this.env.cluster.agent(this.node)).http('http://127.0.0.1:10249/statusz?format=json', 3000);
+    const doc = JSON.parse(r.body ?? '{}') as { proxy: { servicePorts: Array<{ servicePort: string }> } };
+    assert.ok(doc.proxy.servicePorts.length > 0);
+    assert.ok(doc.proxy.servicePorts.every((s) => !s.servicePort.includes('canary/datapath')));
+  }
+
   /** The canary's endpoint ip:port (the proxy's listener), as /statusz reports it. */
   async canaryEndpoint(): Promise<string | null> {
     const c = await this.canary();
