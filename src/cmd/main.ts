@@ -33,6 +33,7 @@ export async function main(argv: string[]): Promise<number> {
   // Our own read-only tools; every other argv is upstream kube-proxy's command line.
   if (argv[0] === 'explain') return (await import('./explain.js')).runExplain(argv.slice(1));
   if (argv[0] === 'diff') return (await import('./diff.js')).runDiff(argv.slice(1));
+  if (argv[0] === 'migrate') return (await import('./migrate.js')).runMigrate(argv.slice(1));
   if (argv[0] === 'status') return (await import('./status.js')).runStatus(argv.slice(1));
   let cmd: ParsedCommand;
   try {

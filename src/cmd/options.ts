@@ -119,7 +119,7 @@ iptables, nftables, IPVS or eBPF rules in the kernel, or through its own relay
 
 Usage:
   kube-proxy-ts [flags]
-  kube-proxy-ts explain | diff | status [flags]   (each has its own --help)
+  kube-proxy-ts explain | diff | migrate | status [flags]   (each has its own --help)
 
 Flags:
 `;
