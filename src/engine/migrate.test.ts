@@ -151,7 +151,7 @@ describe('migrate findings', () => {
     const web = fs.filter((f) => f.service === 'ns/web');
     assert.match(
       web.find((f) => f.kind === 'kube-ipvs0')!.change,
-      /^10\.96\.0\.10, 203\.0\.113\.5 stop being addresses/,
+      /^10\.96\.0\.10, 203\.0\.113\.5 stop being an address/,
     );
     assert.deepEqual(
       web.filter((f) => f.kind === 'listener').map((f) => /listens on (\S+)/.exec(f.change)![1]),
@@ -160,6 +160,8 @@ describe('migrate findings', () => {
     const dns = fs.filter((f) => f.service === 'ns/dns' && f.kind === 'listener');
     assert.equal(dns.length, 1, 'the UDP wildcard at 53; not the TCP one, not a node address');
     assert.match(dns[0]!.change, /0\.0\.0\.0:53\/UDP, the port of ns\/dns:dns/);
+    assert.equal(dns[0]!.changes, false, 'IPVS takes the port before the process, today as after');
+    assert.equal(web.find((f) => f.kind === 'listener')!.changes, true);
     const dummy = fs.find((f) => f.kind === 'kube-ipvs0' && f.service === null)!;
     assert.equal(dummy.changes, false);
     assert.match(dummy.change, /3 address/);

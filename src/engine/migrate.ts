@@ -180,12 +180,14 @@ function scheduler(input: MigrateInput, svc: string, sps: readonly ServicePort[]
   const out: Finding[] = [];
   const honoursAnnotation = input.to !== 'iptables';
   const defaultChoice =
-    input.to === 'ebpf' ? `${input.ebpfAlgorithm === 'maglev' ? 'maglev' : 'random'} (--ebpf-lb-algorithm)` : 'random';
+    input.to === 'ebpf'
+      ? `${input.ebpfAlgorithm === 'maglev' ? 'maglev' : 'at random'} (--ebpf-lb-algorithm)`
+      : 'at random, each endpoint equally likely';
   for (const sched of schedulersOf(input, sps)) {
     const value = SCHEDULER_EQUIVALENT[sched];
     // The ebpf mode's own default already keeps mh.
     if (input.to === 'ebpf' && value === 'maglev' && input.ebpfAlgorithm === 'maglev') continue;
-    const change = `IPVS scheduler ${sched} picks its endpoints; ${input.to} mode picks ${defaultChoice}, each endpoint equally`;
+    const change = `IPVS scheduler ${sched} picks its endpoints; ${input.to} mode's choice is ${defaultChoice}`;
     let action: string;
     if (value !== undefined && honoursAnnotation)
       action = `annotate the Service ${LB_ALGORITHM_ANNOTATION}=${value} to keep ${sched}`;
@@ -221,8 +223,8 @@ function kubeIpvs0(input: MigrateInput, svc: string, sps: readonly ServicePort[]
       service: svc,
       changes: true,
       change:
-        `${addrs.join(', ')} stop being addresses of this node (kube-ipvs0): they no longer answer ping ` +
-        `and are not listed by ip addr; ${input.to} mode reaches the Service by rules alone`,
+        `${addrs.join(', ')} ${addrs.length === 1 ? 'stops' : 'stop'} being an address of this node (kube-ipvs0): ` +
+        `no ping reply, not listed by ip addr; ${input.to} mode reaches the Service by rules alone`,
       action: 'clients that ping the Service or look for its address on the node must check the Service another way',
     },
   ];
@@ -248,15 +250,17 @@ function kubeIpvs0(input: MigrateInput, svc: string, sps: readonly ServicePort[]
       (p) => p.port === l.port && p.protocol === l.protocol && (family === 'IPv6' || p.family === 'IPv4'),
     );
     if (!sp) continue;
+    // IPVS takes the Service's port on its addresses before any socket, and KUBE-IPVS-FILTER refuses
+    // the other ports there, so the process is not reached through them today either: a note.
     out.push({
       kind: 'listener',
       service: svc,
-      changes: true,
+      changes: false,
       change:
-        `a node process listens on ${hostPort(l.address, l.port)}/${l.protocol}, the port of ${sp.key}: in IPVS mode ` +
-        `the Service's addresses are the node's, so what the virtual servers do not take reaches it; ` +
-        `after the move it is reached on the node's own addresses only`,
-      action: 'if clients reach this process through a Service address, point them at a node address',
+        `a node process listens on ${hostPort(l.address, l.port)}/${l.protocol}, the port of ${sp.key}; the Service's ` +
+        'addresses are local in IPVS mode, but IPVS takes this port on them before the process does, ' +
+        `as ${input.to} mode will`,
+      action: 'nothing, unless clients expect this process behind the Service address',
     });
   }
   return out;
@@ -271,8 +275,8 @@ function trafficPolicies(input: MigrateInput, svc: string, sps: readonly Service
       service: svc,
       changes: true,
       change:
-        'externalTrafficPolicy: Local: traffic from pods and from the node to its NodePorts, external IPs and ' +
-        `load-balancer IPs goes to local endpoints only in IPVS mode; in ${input.to} mode to any endpoint of the cluster`,
+        "externalTrafficPolicy: Local: traffic from this node's pods to its NodePorts, external IPs and " +
+        `load-balancer IPs goes to endpoints on this node only in IPVS mode; in ${input.to} mode to any endpoint of the cluster`,
       action: 'nothing, unless clients inside the cluster rely on reaching an endpoint on their own node',
     });
     const noLocal = etp.filter((sp) => hasNoLocalEndpoint(input, sp));
