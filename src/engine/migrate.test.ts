@@ -6,7 +6,7 @@ import type { EndpointSlice, Node, Service } from '../core/api.js';
 import { defaultV1Alpha1, v1alpha1ToResolved, type ResolvedConfig } from '../core/config/index.js';
 import { syncStateFromObjects } from '../core/snapshot.js';
 import type { ProxyMode } from '../core/types.js';
-import { migrationFindings, type Finding, type MigrateTarget, type NodeFacts } from './migrate.js';
+import { MODE_TRAITS, migrationFindings, type Finding, type MigrateTarget, type NodeFacts } from './migrate.js';
 
 const NODE_IP = '192.168.0.10';
 const OTHER_IP = '10.1.0.10';
@@ -226,7 +226,7 @@ describe('migrate findings', () => {
     assert.match(back[0]!.change, /newly served .*10\.1\.0\.10, 127\.0\.0\.1/);
   });
 
-  it('to ebpf: SCTP ports are not served; a health-check node port loses its accept rule', () => {
+  it('to ebpf: SCTP ports are not served; a health-check node port loses its accept rule (from iptables, not nftables)', () => {
     const s = [
       svc('sctp', { clusterIP: '10.96.0.50', ports: [{ name: 's', port: 9, protocol: 'SCTP', targetPort: 9 }] }),
       svc('lb', {
@@ -239,9 +239,31 @@ describe('migrate findings', () => {
     ];
     const pinned = config((c) => (c.nodePortAddresses = ['primary']));
     const fs = findings('iptables', 'ebpf', s, { config: pinned });
-    assert.deepEqual(kinds(fs, 'ns/sctp'), ['ebpf-sctp']);
-    assert.deepEqual(kinds(fs, 'ns/lb'), ['ebpf-health-check-node-port']);
-    assert.match(fs.find((f) => f.kind === 'ebpf-health-check-node-port')!.change, /32000\/TCP/);
+    assert.deepEqual(kinds(fs, 'ns/sctp'), ['sctp']);
+    assert.deepEqual(kinds(fs, 'ns/lb'), ['health-check-node-port']);
+    assert.match(fs.find((f) => f.kind === 'health-check-node-port')!.change, /32000\/TCP/);
     assert.deepEqual(kinds(findings('nftables', 'ebpf', s, { config: pinned }), 'ns/lb'), []);
+  });
+
+  it('the endpoint choice of modes other than IPVS: userspace round-robin, ebpf maglev', () => {
+    const s = [svc('a', { clusterIP: '10.96.0.1' })];
+    const us = findings('userspace', 'nftables', s).find((f) => f.kind === 'scheduler')!;
+    assert.match(us.change, /userspace mode's round-robin/);
+    assert.match(us.action, /lb-algorithm=round-robin/);
+    const eb = findings('ebpf', 'nftables', s, { ebpfAlgorithm: 'maglev' }).find((f) => f.kind === 'scheduler')!;
+    assert.match(eb.action, /lb-algorithm=maglev/);
+    assert.deepEqual(kinds(findings('ebpf', 'nftables', s)), [], 'random to random');
+    assert.deepEqual(kinds(findings('iptables', 'nftables', s)), []);
+  });
+
+  it('every mode has its traits, and a move between two modes with the same traits finds nothing', () => {
+    assert.deepEqual(Object.keys(MODE_TRAITS).sort(), ['ebpf', 'iptables', 'ipvs', 'nftables', 'userspace']);
+    const np = svc('np', {
+      clusterIP: '10.96.0.40',
+      type: 'NodePort',
+      ports: [{ name: 'http', port: 80, protocol: 'TCP', targetPort: 8080, nodePort: 30400 }],
+    });
+    const pinned = config((c) => (c.nodePortAddresses = ['primary']));
+    assert.deepEqual(findings('nftables', 'ebpf', [np], { config: pinned }), []);
   });
 });

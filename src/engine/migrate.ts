@@ -9,11 +9,15 @@
 // The differences are the ones docs/migration.md and docs/compatibility.md
 // describe in prose; a mode pair with none of them yields no findings. A
 // finding with `changes: false` is a note: worth knowing, nothing breaks.
+// Modes are compared through their traits (migratetraits.ts), never by name.
 import { nftablesLocalhostNodePorts, nodePortAddressesForFamily } from '../core/config/nodeport.js';
 import type { ResolvedConfig } from '../core/config/types.js';
 import { cidrContains, isLoopback, normalizeIP, parseCIDR, parseIP } from '../core/ip.js';
 import { LB_ALGORITHM_ANNOTATION } from '../core/serviceport.js';
 import type { IPFamily, Protocol, ProxyMode, ServicePort, SyncState } from '../core/types.js';
+import { MODE_TRAITS } from './migratetraits.js';
+
+export { MODE_TRAITS, type ModeTraits } from './migratetraits.js';
 
 /** The modes a node can move to with this check. */
 export const MIGRATE_TARGETS = ['iptables', 'nftables', 'ebpf'] as const;
@@ -27,8 +31,8 @@ export type FindingKind =
   | 'nodeport-addresses'
   | 'external-traffic-policy'
   | 'internal-traffic-policy'
-  | 'ebpf-sctp'
-  | 'ebpf-health-check-node-port';
+  | 'sctp'
+  | 'health-check-node-port';
 
 export interface Finding {
   readonly kind: FindingKind;
@@ -94,29 +98,27 @@ const SCHEDULER_EQUIVALENT: Readonly<Record<string, string>> = {
 const WILDCARD = new Set(['0.0.0.0', '::']);
 
 export function migrationFindings(input: MigrateInput): Finding[] {
-  const { from, to } = input;
-  if (from === to) return [];
+  if (input.from === input.to) return [];
+  const [from, to] = [MODE_TRAITS[input.from], MODE_TRAITS[input.to]];
   const out: Finding[] = [];
   const ports = servicePortsByService(input.states);
-  if (from === 'ipvs') {
-    out.push(...strictArp(input));
-    const dummy = input.node.ipvsAddresses;
-    if (dummy !== null)
-      out.push({
-        kind: 'kube-ipvs0',
-        service: null,
-        changes: false,
-        change: `kube-ipvs0 holds ${dummy.length} address(es); ${input.to} mode removes the interface after its first complete sync`,
-        action: 'nothing; tools that read Service addresses from ip addr stop seeing them',
-      });
-    for (const [svc, sps] of ports) {
-      out.push(...scheduler(input, svc, sps));
-      out.push(...kubeIpvs0(input, svc, sps));
-      out.push(...trafficPolicies(input, svc, sps));
-    }
+  if (from.setsStrictARP && !to.setsStrictARP) out.push(...strictArp(input));
+  const dummy = input.node.ipvsAddresses;
+  if (from.bindsServiceAddresses && !to.bindsServiceAddresses && dummy !== null)
+    out.push({
+      kind: 'kube-ipvs0',
+      service: null,
+      changes: false,
+      change: `kube-ipvs0 holds ${dummy.length} address(es); ${input.to} mode removes the interface when it takes over`,
+      action: 'nothing; tools that read Service addresses from ip addr stop seeing them',
+    });
+  for (const [svc, sps] of ports) {
+    out.push(...endpointChoice(input, svc, sps));
+    if (from.bindsServiceAddresses && !to.bindsServiceAddresses) out.push(...kubeIpvs0(input, svc, sps));
+    if (from.localPolicy === 'ipvs' && to.localPolicy !== 'ipvs') out.push(...trafficPolicies(input, svc, sps));
+    out.push(...nodePortAddresses(input, svc, sps));
+    out.push(...lostServing(input, svc, sps));
   }
-  for (const [svc, sps] of ports) out.push(...nodePortAddresses(input, svc, sps));
-  if (to === 'ebpf') for (const [svc, sps] of ports) out.push(...ebpfDifferences(input, svc, sps));
   return out;
 }
 
@@ -162,7 +164,7 @@ function strictArp(input: MigrateInput): Finding[] {
   return [];
 }
 
-/** The scheduler each port's virtual servers use: the live table where it has them, else the configuration. */
+/** The IPVS scheduler of each port's virtual servers: the live table where it has them, else the configuration. */
 function schedulersOf(input: MigrateInput, sps: readonly ServicePort[]): string[] {
   const configured = input.config.ipvs.scheduler || 'rr';
   const live = input.node.virtualServers;
@@ -174,22 +176,41 @@ function schedulersOf(input: MigrateInput, sps: readonly ServicePort[]): string[
   return [...seen].sort();
 }
 
-function scheduler(input: MigrateInput, svc: string, sps: readonly ServicePort[]): Finding[] {
-  const annotated = input.annotations.get(svc);
-  if (annotated !== undefined) return [];
-  const out: Finding[] = [];
-  const honoursAnnotation = input.to !== 'iptables';
-  const defaultChoice =
-    input.to === 'ebpf'
+/** A mode's choice for a Service without the annotation, as the IPVS scheduler that does the same (null: at random). */
+function choiceOf(
+  input: MigrateInput,
+  mode: ProxyMode,
+  sps: readonly ServicePort[],
+): { sched: string; what: string }[] {
+  switch (MODE_TRAITS[mode].endpointChoice) {
+    case 'ipvs-scheduler':
+      return schedulersOf(input, sps).map((sched) => ({ sched, what: `IPVS scheduler ${sched}` }));
+    case 'round-robin':
+      return [{ sched: 'rr', what: `${mode} mode's round-robin` }];
+    case 'ebpf-flag':
+      return input.ebpfAlgorithm === 'maglev'
+        ? [{ sched: 'mh', what: `${mode} mode's maglev (--ebpf-lb-algorithm)` }]
+        : [];
+    default:
+      return [];
+  }
+}
+
+function endpointChoice(input: MigrateInput, svc: string, sps: readonly ServicePort[]): Finding[] {
+  if (input.annotations.has(svc)) return [];
+  const to = MODE_TRAITS[input.to];
+  const kept = new Set(choiceOf(input, input.to, sps).map((c) => c.sched));
+  const toChoice =
+    to.endpointChoice === 'ebpf-flag'
       ? `${input.ebpfAlgorithm === 'maglev' ? 'maglev' : 'at random'} (--ebpf-lb-algorithm)`
       : 'at random, each endpoint equally likely';
-  for (const sched of schedulersOf(input, sps)) {
+  const out: Finding[] = [];
+  for (const { sched, what } of choiceOf(input, input.from, sps)) {
+    if (kept.has(sched)) continue;
     const value = SCHEDULER_EQUIVALENT[sched];
-    // The ebpf mode's own default already keeps mh.
-    if (input.to === 'ebpf' && value === 'maglev' && input.ebpfAlgorithm === 'maglev') continue;
-    const change = `IPVS scheduler ${sched} picks its endpoints; ${input.to} mode's choice is ${defaultChoice}`;
+    const change = `${what} picks its endpoints; ${input.to} mode's choice is ${toChoice}`;
     let action: string;
-    if (value !== undefined && honoursAnnotation)
+    if (value !== undefined && to.lbAnnotation)
       action = `annotate the Service ${LB_ALGORITHM_ANNOTATION}=${value} to keep ${sched}`;
     else if (value !== undefined)
       action =
@@ -324,9 +345,9 @@ function nodePortServed(
   nodeIP: string | null,
 ): Set<string> {
   const config = input.config;
-  // nftables and ebpf modes take the node's primary addresses when nodePortAddresses is not set.
+  const traits = MODE_TRAITS[mode];
   const list =
-    config.nodePortAddresses.length === 0 && (mode === 'nftables' || mode === 'ebpf')
+    config.nodePortAddresses.length === 0 && traits.nodePortDefault === 'primary'
       ? ['primary']
       : config.nodePortAddresses;
   const cidrs = nodePortAddressesForFamily(list, family, nodeIP);
@@ -336,11 +357,15 @@ function nodePortServed(
     if (!ip || ip.family !== family || isLoopback(ip) || (family === 'IPv6' && a.startsWith('fe80:'))) continue;
     if (cidrs === null || cidrs.some((c) => cidrContains(parseCIDR(c)!, ip))) out.add(ip.text);
   }
-  // Loopback: iptables mode (IPv4, localhostNodePorts) with route_localnet, nftables mode's TCP relay.
-  if (mode === 'iptables' && family === 'IPv4' && (config.iptables.localhostNodePorts ?? true)) {
+  if (
+    traits.loopbackNodePorts === 'route-localnet' &&
+    family === 'IPv4' &&
+    (config.iptables.localhostNodePorts ?? true)
+  ) {
     if (cidrs === null || cidrs.some((c) => cidrContains(parseCIDR(c)!, '127.0.0.1'))) out.add('127.0.0.1');
   }
-  if (mode === 'nftables' && protocol === 'TCP') {
+  if (traits.loopbackNodePorts === 'relay' && protocol === 'TCP') {
+    // The relay's rule (the gate, the opt-in) as nftables mode decides it.
     const lo = nftablesLocalhostNodePorts({ ...config, mode: 'nftables', nodePortAddresses: list }, family, nodeIP);
     if (lo === 'serve') out.add(family === 'IPv4' ? '127.0.0.1' : '::1');
   }
@@ -352,8 +377,8 @@ function nodePortAddresses(input: MigrateInput, svc: string, sps: readonly Servi
   const gained = new Map<string, Set<string>>();
   for (const sp of sps) {
     if (sp.nodePort === 0) continue;
-    // SCTP NodePorts in ebpf mode are a finding of their own.
-    if (input.to === 'ebpf' && sp.protocol === 'SCTP') continue;
+    // SCTP NodePorts in a mode without SCTP are a finding of their own.
+    if (!MODE_TRAITS[input.to].servesSCTP && sp.protocol === 'SCTP') continue;
     const state = input.states.find((s) => s.family === sp.family);
     const nodeIP = normalizeIP(state?.node.nodeIPs[sp.family]) ?? null;
     const before = nodePortServed(input, input.from, sp.family, sp.protocol, nodeIP);
@@ -371,7 +396,7 @@ function nodePortAddresses(input: MigrateInput, svc: string, sps: readonly Servi
       change: `NodePorts no longer served on some node addresses: ${describe(lost)}`,
       action:
         `if clients use those addresses, list them in nodePortAddresses (${input.to} mode serves ` +
-        `${input.config.nodePortAddresses.length > 0 ? input.config.nodePortAddresses.join(', ') : input.to === 'iptables' ? 'every node address' : 'the primary addresses'}); ` +
+        `${input.config.nodePortAddresses.length > 0 ? input.config.nodePortAddresses.join(', ') : MODE_TRAITS[input.to].nodePortDefault === 'all' ? 'every node address' : 'the primary addresses'}); ` +
         'else point the clients at the primary address',
     });
   if (gained.size > 0)
@@ -394,26 +419,27 @@ function add(m: Map<string, Set<string>>, k: string, v: string): void {
 const describe = (m: Map<string, Set<string>>): string =>
   [...m].map(([port, addrs]) => `${port} on ${[...addrs].sort().join(', ')}`).join('; ');
 
-function ebpfDifferences(input: MigrateInput, svc: string, sps: readonly ServicePort[]): Finding[] {
+/** What the new mode does not serve or accept that the old one did (ebpf: SCTP, the health-check accept rule). */
+function lostServing(input: MigrateInput, svc: string, sps: readonly ServicePort[]): Finding[] {
+  const [from, to] = [MODE_TRAITS[input.from], MODE_TRAITS[input.to]];
   const out: Finding[] = [];
   const sctp = sps.filter((sp) => sp.protocol === 'SCTP');
-  if (sctp.length > 0)
+  if (sctp.length > 0 && from.servesSCTP && !to.servesSCTP)
     out.push({
-      kind: 'ebpf-sctp',
+      kind: 'sctp',
       service: svc,
       changes: true,
-      change: `${keys(sctp)}: SCTP service ports are not served in ebpf mode (skipped and reported)`,
-      action: 'keep this node in a netfilter mode while it serves SCTP Services',
+      change: `${keys(sctp)}: SCTP service ports are not served in ${input.to} mode (skipped and reported)`,
+      action: 'keep this node in a mode that serves SCTP while it has SCTP Services',
     });
-  // iptables and IPVS modes accept the health-check node port in their filter rules; nftables and ebpf do not.
   const hc = [...new Set(sps.filter((sp) => sp.healthCheckNodePort > 0).map((sp) => sp.healthCheckNodePort))];
-  if (hc.length > 0 && (input.from === 'iptables' || input.from === 'ipvs'))
+  if (hc.length > 0 && from.acceptsHealthCheckNodePort && !to.acceptsHealthCheckNodePort)
     out.push({
-      kind: 'ebpf-health-check-node-port',
+      kind: 'health-check-node-port',
       service: svc,
       changes: true,
       change:
-        `health-check node port ${hc.join(', ')}/TCP: ${input.from} mode writes a rule accepting it, ebpf mode ` +
+        `health-check node port ${hc.join(', ')}/TCP: ${input.from} mode writes a rule accepting it, ${input.to} mode ` +
         'none, so a node firewall that drops unknown ports hides the health check from the load balancer',
       action: 'open the port in the node firewall, if it has one',
     });

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { splitDiffArgs } from '../../src/cmd/diff.js';
 import { parseExplainArgs } from '../../src/cmd/explain.js';
+import { splitMigrateArgs } from '../../src/cmd/migrate.js';
 import { parseCommandLine } from '../../src/cmd/options.js';
 import { mergePatch } from '../apiserver/http.js';
 import { DEPLOY_DIR, loadManifests, only, type Container, type DaemonSet, type PodSpec } from './manifests.js';
@@ -176,15 +177,15 @@ describe('migration: the guide', () => {
     }
   });
 
-  it("its `kube-proxy` command lines parse with the proxy's own command line (diff and explain with theirs)", async () => {
+  it("its `kube-proxy` command lines parse with the proxy's own command line (diff, explain and migrate with theirs)", async () => {
     const cmds = shLines.filter((l) => /^kube-proxy(-ts)? /.test(l));
     assert.ok(cmds.length > 0);
-    // The config file the guide names is read as an empty KubeProxyConfiguration.
+    // The config files the guide names (kubeadm's, the DaemonSet's) are read as an empty KubeProxyConfiguration.
     const readFile = (path: string) =>
-      path === '/var/lib/kube-proxy/config.conf'
+      path === '/var/lib/kube-proxy/config.conf' || path === '/var/lib/kube-proxy-ts/config.conf'
         ? Promise.resolve('apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\n')
         : Promise.reject(new Error('no file'));
-    const sub = { explain: 0, diff: 0 };
+    const sub = { explain: 0, diff: 0, migrate: 0 };
     for (const l of cmds) {
       const argv = l.split(/\s+/).slice(1);
       if (argv[0] === 'explain') {
@@ -192,11 +193,21 @@ describe('migration: the guide', () => {
         assert.notEqual(parseExplainArgs(argv.slice(1)), 'help', l);
         continue;
       }
-      if (argv[0] === 'diff') sub.diff++;
-      const proxyArgs = argv[0] === 'diff' ? splitDiffArgs(argv.slice(1)).rest : argv;
+      let proxyArgs = argv;
+      if (argv[0] === 'diff') {
+        sub.diff++;
+        proxyArgs = splitDiffArgs(argv.slice(1)).rest;
+      } else if (argv[0] === 'migrate') {
+        sub.migrate++;
+        proxyArgs = splitMigrateArgs(argv.slice(1)).rest;
+      }
       const cmd = await parseCommandLine(proxyArgs, { readFile });
       assert.equal(cmd.kind, 'run', l);
     }
-    assert.deepEqual(sub, { explain: 2, diff: 2 }, 'the IPVS-to-nftables section checks a node before and after');
+    assert.deepEqual(
+      sub,
+      { explain: 2, diff: 2, migrate: 1 },
+      'the IPVS-to-nftables section checks a node with migrate, and with diff and explain before and after',
+    );
   });
 });

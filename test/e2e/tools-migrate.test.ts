@@ -10,7 +10,7 @@
 //     output notes the node's live mode), and in the QEMU guest a node that
 //     really runs IPVS mode (test/guest/migrate.guest.ts): schedulers,
 //     kube-ipvs0, both listeners, the traffic policy Local Services (exit 1);
-//   - to ebpf: the health-check node port;
+//   - to ebpf: the health-check node port (without an accept rule there too);
 //   - a move to the mode it is in: nothing changes (exit 0); bad --to: exit 2;
 //   - nothing on the node changed: rules, sockets, addresses, sysctls.
 import { after, before, describe, it } from 'node:test';
@@ -159,12 +159,17 @@ for (const mode of E2E_MODES.filter((m) => m === 'iptables' || m === 'ipvs'))
         assert.match(dummy.change, /kube-ipvs0 holds \d+ address/);
         return;
       }
-      // iptables: NodePorts on 127.0.0.1 (localhostNodePorts) are no longer served; nothing of IPVS's.
+      // iptables: NodePorts on 127.0.0.1 (localhostNodePorts) are no longer served, the health-check node
+      // port loses its accept rule; nothing of IPVS's.
       const np = rep.findings.filter((f) => f.kind === 'nodeport-addresses');
       assert.deepEqual(np.map((f) => f.service).sort(), ['default/local', 'default/web']);
       assert.match(np.find((f) => f.service === 'default/web')!.change, /30700\/TCP on [^;]*127\.0\.0\.1/);
+      assert.match(
+        rep.findings.find((f) => f.kind === 'health-check-node-port' && f.service === 'default/local')!.change,
+        /32720\/TCP: iptables mode writes a rule accepting it, nftables mode none/,
+      );
       assert.deepEqual(
-        rep.findings.filter((f) => f.kind !== 'nodeport-addresses'),
+        rep.findings.filter((f) => f.kind !== 'nodeport-addresses' && f.kind !== 'health-check-node-port'),
         [],
         'iptables and nftables modes treat traffic policies, addresses and listeners alike',
       );
@@ -192,17 +197,17 @@ for (const mode of E2E_MODES.filter((m) => m === 'iptables' || m === 'ipvs'))
         assert.match(text.stdout, /^# note: the node holds iptables mode's state; .*--proxy-mode iptables$/m);
       });
 
-    it('to ebpf: the health-check node port loses its accept rule', async () => {
+    it('to ebpf: the health-check node port loses its accept rule there too', async () => {
       const r = await tool(ns, ['--to', 'ebpf', '--output', 'json', ...flags]);
       assert.equal(r.code, 1, r.stderr);
       const rep = JSON.parse(r.stdout) as MigrateReport;
       assert.match(
-        rep.findings.find((f) => f.kind === 'ebpf-health-check-node-port' && f.service === 'default/local')!.change,
+        rep.findings.find((f) => f.kind === 'health-check-node-port' && f.service === 'default/local')!.change,
         /32720\/TCP/,
       );
     });
 
-    it('to the mode it runs (iptables): nothing changes (exit 0); a bad --to is exit 2', async () => {
+    it('a bad --to is exit 2; to the mode it runs (in iptables mode): nothing changes (exit 0)', async () => {
       if (mode === 'iptables') {
         const same = await tool(ns, ['--to', mode, ...flags]);
         assert.equal(same.code, 0, `${same.stdout}\n${same.stderr}`);
