@@ -27,7 +27,7 @@ async function tool(ns: string, args: string[]): Promise<{ code: number; stdout:
   return { code: r.code, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** What migrate must leave as it was: rules (no counters), listening sockets, addresses, links, ARP sysctls. */
+/** What migrate must leave as it was: rules (no counters), listening sockets, addresses, links, ARP sysctls, IPVS. */
 async function nodeState(ns: string): Promise<string> {
   const out: string[] = [];
   for (const argv of [
@@ -38,6 +38,8 @@ async function nodeState(ns: string): Promise<string> {
     ['ip', '-o', 'addr', 'show'],
     ['ip', '-o', 'link', 'show'],
     ['sysctl', 'net.ipv4.conf.all.arp_ignore', 'net.ipv4.conf.all.arp_announce'],
+    // IPVS mode (the guest): the virtual and real servers, without the connection counters.
+    ['sh', '-c', "cat /proc/net/ip_vs 2>/dev/null | awk '{print $1, $2, $3, $4}'"],
   ]) {
     const r = await nsRun(ns, argv, { allowFailure: true });
     out.push(
