@@ -44,6 +44,9 @@ struct bpf_ct_opts {
 extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *skb, struct bpf_sock_tuple *tuple, __u32 tuple__sz,
 					 struct bpf_ct_opts *opts, __u32 opts__sz) __ksym;
 extern void bpf_ct_release(struct nf_conn *ct) __ksym;
+/* The options' size before conntrack zones were added (6.1 accepts only this one; later kernels accept
+ * both). Without zones the fields after `dir` are not needed. */
+#define CT_OPTS_OLD_SZ 12
 
 #define IP_CT_DIR_ORIGINAL 0
 #define IP_CT_DIR_REPLY 1
@@ -85,7 +88,7 @@ static __always_inline int kernel_ct(struct __sk_buff *skb, const struct pkt *p)
 		t.ipv6.dport = p->dport;
 		tsz = sizeof(t.ipv6);
 	}
-	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &t, tsz, &o, sizeof(o));
+	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &t, tsz, &o, CT_OPTS_OLD_SZ);
 	if (!ct)
 		return CT_NONE;
 	int dir = o.dir;

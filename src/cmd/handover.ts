@@ -26,6 +26,9 @@ import type { Logger } from '../platform/logger.js';
 import { DETECTION_ORDER } from './modes/index.js';
 import type { CleanupOptions } from './modes/driver.js';
 
+/** Logged when every other mode's state is gone (tests wait for it). */
+export const HANDOVER_DONE = "Handover done: no other mode's state is left";
+
 /** Resolves once every family has completed a sync. */
 export class FirstSyncs {
   private readonly waiting: Set<IPFamily>;
@@ -72,6 +75,7 @@ export async function handOver(
     if (!(await sleep(o.drainMs, signal))) return false;
   }
   for (const d of others) await d.cleanupLeftovers(mode, log, o);
+  log.info({ mode }, HANDOVER_DONE);
   return true;
 }
 
