@@ -24,7 +24,10 @@ import type { IPFamily, ProxyMode } from '../core/types.js';
 import { nullObserver, type ProxierObserver } from '../engine/observer.js';
 import type { Logger } from '../platform/logger.js';
 import { DETECTION_ORDER } from './modes/index.js';
-import type { CleanupOptions } from './modes/driver.js';
+import type { CleanupOptions, ModeDriver } from './modes/driver.js';
+
+/** What the handover asks of a mode's driver. */
+export type HandoverDriver = Pick<ModeDriver, 'mode' | 'retire' | 'cleanupLeftovers'>;
 
 /** Logged when every other mode's state is gone (tests wait for it). */
 export const HANDOVER_DONE = "Handover done: no other mode's state is left";
@@ -54,29 +57,44 @@ export interface HandoverOptions extends CleanupOptions {
 }
 
 /**
- * Remove every other mode's state, the running mode having synced. Returns
- * false when `signal` ended a drain first (the state then stays, and the
- * next start hands over again).
+ * The running mode has synced: retire every other mode and wait out the
+ * drain when one carries its own connections. Returns false when `signal`
+ * ended the drain (the state then stays, and the next start hands over
+ * again); then removeOthers() removes it.
  */
-export async function handOver(
+export async function retireOthers(
   mode: ProxyMode,
   log: Logger,
   o: HandoverOptions,
   signal: AbortSignal,
+  drivers: readonly HandoverDriver[] = DETECTION_ORDER,
 ): Promise<boolean> {
-  const others = DETECTION_ORDER.filter((d) => d.mode !== mode);
   const retired: ProxyMode[] = [];
-  for (const d of others) if (await d.retire?.(log, o)) retired.push(d.mode);
+  for (const d of drivers) if (d.mode !== mode && (await d.retire?.(log, o))) retired.push(d.mode);
   if (retired.length > 0 && o.drainMs > 0) {
     log.info(
       { modes: retired, drainSeconds: o.drainMs / 1000 },
       'Previous mode takes no new connections; its established ones drain before its state is removed',
     );
-    if (!(await sleep(o.drainMs, signal))) return false;
+    return sleep(o.drainMs, signal);
   }
-  for (const d of others) await d.cleanupLeftovers(mode, log, o);
+  return !signal.aborted;
+}
+
+/**
+ * Remove every other mode's state. The caller runs it between two syncs of
+ * the running mode (in the sync runner), so that the drift watches, which
+ * tell the running mode's own writes from others' by when they happen, do
+ * not take these writes for a change to our rules.
+ */
+export async function removeOthers(
+  mode: ProxyMode,
+  log: Logger,
+  o: CleanupOptions,
+  drivers: readonly HandoverDriver[] = DETECTION_ORDER,
+): Promise<void> {
+  for (const d of drivers) if (d.mode !== mode) await d.cleanupLeftovers(mode, log, o);
   log.info({ mode }, HANDOVER_DONE);
-  return true;
 }
 
 /** True when the time passed, false when the signal came first. */

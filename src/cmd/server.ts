@@ -45,7 +45,7 @@ import {
 import { CANARY_SERVICE_PORT_KEY, CANARY_VIP4 } from '../core/canary.js';
 import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/eventrecorder.js';
 import { zpageOptions } from './zpages.js';
-import { FirstSyncs, handOver } from './handover.js';
+import { FirstSyncs, removeOthers, retireOthers } from './handover.js';
 import { armFaultInjection } from '../platform/faults.js';
 
 const NS_PER_S = 1e9;
@@ -199,12 +199,25 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
   });
 
+  // The handover (src/cmd/handover.ts): other modes' state goes once this mode serves every Service.
+  const handoverOptions = {
+    ebpfPinRoot: cmd.ebpf.pinRoot,
+    excludeCIDRs: config.ipvs.excludeCIDRs,
+    drainMs: cmd.handoverDrainMs,
+  };
+  let removeOthersPending = false;
   const runner = new BoundedFrequencyRunner(
     'sync-runner',
     async () => {
       await proxier!.syncProxyRules();
       await svcHealth.syncServices(proxier!.healthCheckNodePorts());
       svcHealth.syncEndpoints(proxier!.localReadyEndpoints());
+      if (removeOthersPending) {
+        removeOthersPending = false;
+        await removeOthers(mode, log, handoverOptions).catch((err: unknown) =>
+          log.error({ err: String(err) }, "Removing other modes' state failed; the next start tries again"),
+        );
+      }
     },
     {
       minInterval: cmd.timing.minSyncPeriodMs,
@@ -311,15 +324,15 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   );
 
   runner.loop();
-  let handover: Promise<unknown> = Promise.resolve();
   if (!cmd.serviceProxyName)
-    void firstSyncs.done.then(() => {
-      if (abort.signal.aborted) return;
-      const o = { ebpfPinRoot: cmd.ebpf.pinRoot, excludeCIDRs: config.ipvs.excludeCIDRs, drainMs: cmd.handoverDrainMs };
-      handover = handOver(mode, log, o, abort.signal).catch((err: unknown) =>
-        log.error({ err: String(err) }, "Removing other modes' state failed; the next start tries again"),
-      );
-    });
+    void firstSyncs.done
+      .then(() => retireOthers(mode, log, handoverOptions, abort.signal))
+      .then((drained) => {
+        if (!drained) return;
+        removeOthersPending = true; // by the runner, between two syncs
+        runner.run();
+      })
+      .catch((err: unknown) => log.error({ err: String(err) }, "Retiring other modes' state failed"));
   for (const c of canaries.values()) c.canary.start();
   const sources = source.run(
     {
@@ -341,7 +354,6 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   nodeWatch.cancel();
   configWatch?.close();
   await runner.stop();
-  await handover; // a drain ends at once; a removal under way finishes
   // A failure event (e.g. the healthz port taken) should reach the API server before we exit.
   await Promise.race([events?.flush(), new Promise((r) => setTimeout(r, 2000).unref())]);
   await Promise.allSettled([

@@ -114,11 +114,14 @@ describe(
       // Through the node's bpffs holder where there is one: the same view the proxy has.
       const argv = ['sh', '-c', script];
       const out = (bpf ? await bpf.exec(argv, { allowFailure: true }) : await nsRun(node1().ns, argv)).stdout;
-      const part = (name: string) =>
-        (out.split(`@${name}\n`)[1] ?? '')
-          .split(/\n@/)[0]!
-          .split('\n')
-          .filter((l) => l.trim() !== '');
+      const sections = new Map<string, string[]>();
+      let current: string[] = [];
+      for (const line of out.split('\n')) {
+        const head = /^@(\w+)$/.exec(line);
+        if (head) sections.set(head[1]!, (current = []));
+        else if (line.trim() !== '') current.push(line);
+      }
+      const part = (name: string) => sections.get(name) ?? [];
       switch (mode) {
         case 'iptables':
         case 'ipvs': {

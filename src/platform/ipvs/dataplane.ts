@@ -50,7 +50,7 @@ import {
   type RealServer,
   type VirtualServer,
 } from '../../dataplane/ipvs/index.js';
-import { IptablesDriftWatch, restoreSections } from '../iptables/driftwatch.js';
+import { IptablesDriftWatch, iptablesModeOnly, restoreSections } from '../iptables/driftwatch.js';
 import { parseIptablesVersion, supportsRandomFully } from '../iptables/features.js';
 import { isNftBackend } from '../iptables/restore.js';
 import { iptablesModeChains } from '../iptables/cleanup.js';
@@ -117,7 +117,7 @@ export class IpvsDataplane implements Dataplane {
   private onDrift: ((drift: Drift) => void) | null = null;
   private driftTimer: TimerHandle | null = null;
   /** The nf_tables watch of our iptables chains. */
-  private readonly chainWatch = new IptablesDriftWatch();
+  private readonly chainWatch = new IptablesDriftWatch(iptablesModeOnly);
   private nftBackend = false;
   private lock: Promise<unknown> = Promise.resolve();
   private closed = false;
