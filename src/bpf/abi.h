@@ -228,6 +228,7 @@ enum stat_index {
 	STAT_DROP = 3,
 	STAT_SOCK = 4,      /* connects/sendmsgs balanced at the socket */
 	STAT_REPLY_SKIP = 5, /* datagrams to a NodePort left alone because they are replies */
+	STAT_NETFILTER = 6,  /* packets of connections netfilter translated, left to it */
 	STAT_MAX = 8,
 };
 

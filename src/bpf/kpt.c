@@ -27,8 +27,8 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* The kernel connection tracker, asked only about datagrams to a NodePort
- * on a node address that have no connection entry of ours. */
+/* The kernel connection tracker, asked only about packets to a Service that
+ * have no connection entry of ours and do not open a TCP connection. */
 struct nf_conn {
 	__u64 opaque; /* never read; a struct (not a forward declaration) so libbpf matches the kernel's prototype */
 };
@@ -44,7 +44,11 @@ struct bpf_ct_opts {
 extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *skb, struct bpf_sock_tuple *tuple, __u32 tuple__sz,
 					 struct bpf_ct_opts *opts, __u32 opts__sz) __ksym;
 extern void bpf_ct_release(struct nf_conn *ct) __ksym;
+/* The options' size before conntrack zones were added (6.1 accepts only this one; later kernels accept
+ * both). Without zones the fields after `dir` are not needed. */
+#define CT_OPTS_OLD_SZ 12
 
+#define IP_CT_DIR_ORIGINAL 0
 #define IP_CT_DIR_REPLY 1
 #define CT_FALLTHROUGH 1000 /* ct_translate: treat the packet as a new flow */
 
@@ -63,19 +67,13 @@ static __always_inline int pure_syn(const struct pkt *p)
 	return (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 }
 
-/*
- * A packet to one of the node's own addresses that has no connection entry
- * may still belong to a connection the kernel knows: a reply to the node's
- * own socket, or to a masqueraded flow. Such a packet is not a new NodePort
- * flow. TCP says so itself (only a bare SYN opens a connection); for UDP the
- * kernel's connection tracker is asked.
- */
-static __always_inline int known_reply(struct __sk_buff *skb, const struct pkt *p)
+/* What the kernel's connection tracker knows of the packet's tuple: CT_NONE,
+ * or the direction of the connection it was seen in. */
+#define CT_NONE (-1)
+static __always_inline int kernel_ct(struct __sk_buff *skb, const struct pkt *p)
 {
-	if (p->proto == IPPROTO_TCP)
-		return !pure_syn(p);
 	struct bpf_sock_tuple t = {};
-	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = IPPROTO_UDP };
+	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = p->proto };
 	__u32 tsz;
 	if (!p->v6) {
 		t.ipv4.saddr = p->saddr.w[3];
@@ -90,12 +88,43 @@ static __always_inline int known_reply(struct __sk_buff *skb, const struct pkt *
 		t.ipv6.dport = p->dport;
 		tsz = sizeof(t.ipv6);
 	}
-	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &t, tsz, &o, sizeof(o));
+	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &t, tsz, &o, CT_OPTS_OLD_SZ);
 	if (!ct)
-		return 0;
-	int reply = o.dir == IP_CT_DIR_REPLY;
+		return CT_NONE;
+	int dir = o.dir;
 	bpf_ct_release(ct);
-	return reply;
+	return dir;
+}
+
+/*
+ * A packet to one of the node's own addresses that has no connection entry
+ * may still belong to a connection the kernel knows: a reply to the node's
+ * own socket, or to a masqueraded flow. Such a packet is not a new NodePort
+ * flow. TCP says so itself (only a bare SYN opens a connection); for UDP the
+ * kernel's connection tracker is asked.
+ */
+static __always_inline int known_reply(struct __sk_buff *skb, const struct pkt *p)
+{
+	if (p->proto == IPPROTO_TCP)
+		return !pure_syn(p);
+	return kernel_ct(skb, p) == IP_CT_DIR_REPLY;
+}
+
+/*
+ * A packet entering the node for a Service, of a connection that netfilter
+ * translated: another mode's (iptables, nftables or IPVS) before this one
+ * took over the node. Conntrack knows the connection by its Service address
+ * only then: a connection we balanced reaches netfilter already translated.
+ * Its conntrack entry carries the translation, so the packet is left to
+ * netfilter; balancing it again could send the rest of a connection to
+ * another endpoint. A bare TCP SYN opens a new connection and is never
+ * asked about.
+ */
+static __always_inline int netfilter_flow(struct __sk_buff *skb, const struct pkt *p)
+{
+	if ((p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP) || (p->proto == IPPROTO_TCP && pure_syn(p)))
+		return 0;
+	return kernel_ct(skb, p) == IP_CT_DIR_ORIGINAL;
 }
 
 /* A packet of a connection we already balanced. */
@@ -143,8 +172,8 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 	return route_send(skb, &f, route_lookup(skb, p, 0, &f));
 }
 
-static __always_inline struct svc_value *find_service(struct __sk_buff *skb, const struct pkt *p, int *verdict,
-						      __u32 *addr_flags)
+static __always_inline struct svc_value *find_service(struct __sk_buff *skb, const struct pkt *p, int ingress,
+						      int *verdict, __u32 *addr_flags)
 {
 	__u32 *af = bpf_map_lookup_elem(&kpt_addrs, &p->daddr);
 	*verdict = TC_ACT_UNSPEC;
@@ -166,6 +195,10 @@ static __always_inline struct svc_value *find_service(struct __sk_buff *skb, con
 	}
 	if ((flags & ADDR_LOCAL) && known_reply(skb, p)) {
 		stat_inc(STAT_REPLY_SKIP);
+		return 0;
+	}
+	if (ingress && netfilter_flow(skb, p)) {
+		stat_inc(STAT_NETFILTER);
 		return 0;
 	}
 	return svc;
@@ -216,7 +249,7 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 {
 	int verdict;
 	__u32 af;
-	struct svc_value *svc = find_service(skb, p, &verdict, &af);
+	struct svc_value *svc = find_service(skb, p, ingress, &verdict, &af);
 	if (!svc) {
 		if (verdict == -2) {
 			stat_inc(STAT_REJECT);

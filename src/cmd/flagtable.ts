@@ -46,6 +46,7 @@ export interface CommandOptions {
   manifestsDir: string;
   serviceTrafficMetrics: number;
   datapathCanary: boolean;
+  handoverDrainPeriod: Duration;
   healthzPort: number;
   metricsPort: number;
   hostnameOverride: string;
@@ -182,6 +183,14 @@ export const COMMAND_FLAGS: readonly FlagSpec[] = [
     to: 'opts.datapathCanary',
     usage:
       "kube-proxy-ts only (not upstream): program a canary Service of the proxy's own (ClusterIP 169.254.255.253, which no user's Service can have) pointing at a listener of the proxy on the node's address, connect to it through the datapath every 5 s, and answer 503 on /healthz and on health-check node ports while 3 probes in a row fail, until 2 succeed. In the modes where it is proven (docs/compatibility.md). false turns it off.",
+  },
+  {
+    name: 'handover-drain-period',
+    kind: 'duration',
+    scope: 'option',
+    to: 'opts.handoverDrainPeriod',
+    usage:
+      "kube-proxy-ts only: when the proxy starts in another mode than the node's rules were written by, it programs its own first and removes the previous mode's only after its first complete sync. A previous ebpf or ipvs mode translates its established connections itself, so its state stays this long (taking no new connections) before it goes; 0 removes it at once.",
   },
   {
     name: 'ebpf-pin-path',

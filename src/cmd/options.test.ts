@@ -466,3 +466,10 @@ test('written YAML is v1alpha1 with every defaulted field', async () => {
     assert.ok(yaml.split('\n').includes(line), line);
   }
 });
+
+test('--handover-drain-period: 1m by default, any duration, never negative', async () => {
+  assert.equal((await run([])).handoverDrainMs, 60_000);
+  assert.equal((await run(['--handover-drain-period=2s'])).handoverDrainMs, 2000);
+  assert.equal((await run(['--handover-drain-period=0'])).handoverDrainMs, 0);
+  await rejects(['--handover-drain-period=-1s'], 'KPT_FLAG_INVALID', /--handover-drain-period: must not be negative/);
+});

@@ -42,6 +42,7 @@ import { platformApplyDefaults, resolvedToV1Alpha1, timingOf, v1alpha1ToResolved
 import { ConfigValidationError } from '../core/config/field.js';
 import { appendPortIfNeeded } from '../core/config/hostport.js';
 import type { KubeProxyConfigurationV1Alpha1, ResolvedConfig, ResolvedTiming } from '../core/config/types.js';
+import { MILLISECOND } from '../core/config/duration.js';
 import { validateConfig } from '../core/config/validate.js';
 import { ProxyError } from '../core/errors.js';
 import type { ProxyMode } from '../core/types.js';
@@ -94,6 +95,8 @@ export interface RunCommand {
   readonly serviceTrafficMetrics: number;
   /** Our --datapath-canary: probe the datapath through a canary Service of our own (src/core/canary.ts). */
   readonly datapathCanary: boolean;
+  /** Our --handover-drain-period, in ms: how long a previous ebpf or ipvs mode's state drains (src/cmd/handover.ts). */
+  readonly handoverDrainMs: number;
   /** Our --ebpf-* flags, checked (used by the ebpf mode). */
   readonly ebpf: EbpfFlags;
   /** Every flag with its value in this process (/flagz). */
@@ -196,10 +199,17 @@ export async function parseCommandLine(
     ...(opts.manifestsDir ? { manifestsDir: opts.manifestsDir } : {}),
     serviceTrafficMetrics: opts.serviceTrafficMetrics,
     datapathCanary: opts.datapathCanary,
+    handoverDrainMs: drainMs(opts.handoverDrainPeriod),
     ebpf: ebpfFlags(opts),
     flagz: flagzValues(flags.values),
     version,
   };
+}
+
+function drainMs(d: number): number {
+  if (d < 0)
+    throw new ProxyError('KPT_FLAG_INVALID', `invalid argument for --handover-drain-period: must not be negative`);
+  return Math.round(d / MILLISECOND);
 }
 
 /** Our ebpf mode's flags, as EbpfOptions minus what is derived at start (the connection map size). */

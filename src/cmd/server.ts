@@ -29,14 +29,7 @@ import { localIPs } from '../platform/netinfo.js';
 import { ServiceHealthServer } from '../platform/servicehealth.js';
 import { setupConntrack } from '../platform/sysctl.js';
 import { writeFile } from 'node:fs/promises';
-import {
-  cleanupOtherModes,
-  createDataplane,
-  familiesFor,
-  MODE_DEFAULTED,
-  modeDriver,
-  SUPPORTED_MODES,
-} from './modes/index.js';
+import { createDataplane, familiesFor, MODE_DEFAULTED, modeDriver, SUPPORTED_MODES } from './modes/index.js';
 import type { RunCommand } from './options.js';
 import { startupNode } from './node.js';
 import { openSource } from './sources.js';
@@ -52,6 +45,7 @@ import {
 import { CANARY_SERVICE_PORT_KEY, CANARY_VIP4 } from '../core/canary.js';
 import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/eventrecorder.js';
 import { zpageOptions } from './zpages.js';
+import { FirstSyncs, removeOthers, retireOthers } from './handover.js';
 import { armFaultInjection } from '../platform/faults.js';
 
 const NS_PER_S = 1e9;
@@ -122,13 +116,13 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     return 1;
   }
   const setupWarnings = await platformSetup(cmd, log);
-  // A side-by-side trial shares the node with another proxy: never remove its rules.
+  // A side-by-side trial shares the node with another proxy: never remove its rules. Otherwise
+  // other modes' state goes once this mode serves every Service (the handover, below).
   if (cmd.serviceProxyName)
     log.info(
       { serviceProxyName: cmd.serviceProxyName },
       "Serving only Services claimed with service-proxy-name; leaving other proxies' rules alone",
     );
-  else await cleanupOtherModes(mode, log, { ebpfPinRoot: cmd.ebpf.pinRoot, excludeCIDRs: config.ipvs.excludeCIDRs });
 
   const nodeName = resolveNodeName(config.hostnameOverride, hostname());
   const source = await openSource(cmd, nodeName, log);
@@ -205,12 +199,25 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
   });
 
+  // The handover (src/cmd/handover.ts): other modes' state goes once this mode serves every Service.
+  const handoverOptions = {
+    ebpfPinRoot: cmd.ebpf.pinRoot,
+    excludeCIDRs: config.ipvs.excludeCIDRs,
+    drainMs: cmd.handoverDrainMs,
+  };
+  let removeOthersPending = false;
   const runner = new BoundedFrequencyRunner(
     'sync-runner',
     async () => {
       await proxier!.syncProxyRules();
       await svcHealth.syncServices(proxier!.healthCheckNodePorts());
       svcHealth.syncEndpoints(proxier!.localReadyEndpoints());
+      if (removeOthersPending) {
+        removeOthersPending = false;
+        await removeOthers(mode, log, handoverOptions).catch((err: unknown) =>
+          log.error({ err: String(err) }, "Removing other modes' state failed; the next start tries again"),
+        );
+      }
     },
     {
       minInterval: cmd.timing.minSyncPeriodMs,
@@ -242,6 +249,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     },
   });
   const syncStatus = new SyncStatusRecorder(clock, families);
+  const firstSyncs = new FirstSyncs(families);
   proxier = new Proxier({
     nodeName,
     dataplanes,
@@ -252,6 +260,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       loggingObserver(log),
       syncFailureObserver(driver.failureCounter, metrics),
       syncStatus.observer,
+      firstSyncs.observer,
       repairEventObserver((reason, action, note) => events?.eventf(nodeRef(nodeName), 'Warning', reason, action, note)),
     ),
     requestSync: () => runner.run(),
@@ -315,6 +324,15 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   );
 
   runner.loop();
+  if (!cmd.serviceProxyName)
+    void firstSyncs.done
+      .then(() => retireOthers(mode, log, handoverOptions, abort.signal))
+      .then((drained) => {
+        if (!drained) return;
+        removeOthersPending = true; // by the runner, between two syncs
+        runner.run();
+      })
+      .catch((err: unknown) => log.error({ err: String(err) }, "Retiring other modes' state failed"));
   for (const c of canaries.values()) c.canary.start();
   const sources = source.run(
     {

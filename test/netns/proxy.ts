@@ -73,13 +73,28 @@ export class ProxyProcess {
   constructor(
     readonly cluster: NetnsCluster,
     readonly node: NodeInfo,
-    readonly mode: E2EMode,
+    private currentMode: E2EMode,
     readonly kubeconfig: string,
     private extra: string[] = [],
     readonly dropFlags: string[] = [],
     /** Extra environment (e.g. KPT_FAULT_DIR for the fault tests). */
     readonly env: NodeJS.ProcessEnv = {},
   ) {}
+
+  get mode(): E2EMode {
+    return this.currentMode;
+  }
+
+  /**
+   * Stop, then start in another mode (a mode switch on the node), with these extra flags; the node's
+   * bpffs, if any, stays.
+   */
+  async switchMode(mode: E2EMode, extraArgs: string[] = [...this.extra], timeoutMs = 30000): Promise<void> {
+    await this.stop();
+    this.currentMode = mode;
+    this.extra = extraArgs;
+    await this.start(timeoutMs);
+  }
 
   flags(): string[] {
     const defaults = [
@@ -159,9 +174,12 @@ export class ProxyProcess {
     );
   }
 
-  /** ebpf mode: the argv prefix entering the node's network and bpffs mount namespaces. */
+  /**
+   * ebpf mode, and any mode after it (which finds its pins): the argv prefix entering the node's
+   * network and bpffs mount namespaces.
+   */
   private async enter(): Promise<string[] | undefined> {
-    if (this.mode !== 'ebpf') return undefined;
+    if (this.mode !== 'ebpf' && !this.bpffs) return undefined;
     this.bpffs ??= await BpfNode.start(this.node.ns);
     return this.bpffs.enter();
   }

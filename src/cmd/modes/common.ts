@@ -77,3 +77,17 @@ export const familyInKernel = (family: IPFamily): Promise<boolean> =>
     () => true,
     () => family === 'IPv4',
   );
+
+/** iptables mode's own chains (KUBE-NODEPORTS, KUBE-SVC-*...) exist in either family. */
+export async function iptablesModeLeftovers(): Promise<boolean> {
+  const { Iptables, iptablesModeChains } = await import('../../platform/iptables/index.js');
+  for (const family of ['IPv4', 'IPv6'] as const satisfies readonly IPFamily[]) {
+    try {
+      const save = await new Iptables(family, hostRunner).save('nat');
+      if (iptablesModeChains(save)) return true;
+    } catch {
+      // no ip6tables: nothing of that family
+    }
+  }
+  return false;
+}

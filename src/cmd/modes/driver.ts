@@ -124,8 +124,17 @@ export interface ModeDriver {
 
   /** Remove everything the mode created (--cleanup); the number of failed steps. */
   cleanup(log: Logger, o: CleanupOptions): Promise<number>;
-  /** At start of the `running` mode: remove this mode's leftovers (never the running mode's own state). */
+  /**
+   * After the `running` mode's first complete sync (src/cmd/handover.ts): remove this mode's leftovers,
+   * never the running mode's own state, even where the two share names.
+   */
   cleanupLeftovers(running: ProxyMode, log: Logger, o: CleanupOptions): Promise<void>;
+  /**
+   * For a mode whose state carries its established connections itself (not conntrack): stop it taking
+   * new ones, so that they drain while it stays. True when such state is present: the handover then
+   * waits --handover-drain-period before cleanupLeftovers.
+   */
+  retire?(log: Logger, o: CleanupOptions): Promise<boolean>;
 
   /** Whether the host (or namespace) holds this mode's state; asked in MODES' detection order. */
   detect(run: CommandRunner, family: IPFamily, pinRoot: string): Promise<boolean>;

@@ -107,13 +107,3 @@ export async function cleanupAll(log: Logger, o: CleanupOptions = {}): Promise<n
   log.info({ errors }, 'Cleanup finished');
   return errors;
 }
-
-/**
- * At start: remove what other modes may have left (upstream runs the same).
- * Each driver decides what of its state is another mode's leftover (iptables
- * and IPVS modes share chain names: each removes the other's state only when
- * it is there, a switch between them, never on a restart).
- */
-export async function cleanupOtherModes(mode: ProxyMode, log: Logger, o: CleanupOptions = {}): Promise<void> {
-  for (const d of DETECTION_ORDER) await d.cleanupLeftovers(mode, log, o);
-}

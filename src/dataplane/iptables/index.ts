@@ -46,7 +46,7 @@ export type { IptablesOptions, IptablesRenderInput, IptablesRender, SkippedServi
 export { DEFAULT_IPTABLES_OPTIONS } from './renderer.js';
 export { IptablesDriver, IptablesDraft, IPTABLES_OBJECTS } from './driver.js';
 export type { ChainGeneration, ChainObject, ChainOp, IptablesKind, LiveChain } from './driver.js';
-export type { JumpChain } from './jumps.js';
+export type { JumpChain, SharedRules } from './jumps.js';
 export { natDrift, savedTable, SavedTableReader, type SavedTable } from './drift.js';
 export {
   IPTABLES_JUMP_CHAINS,
@@ -54,6 +54,7 @@ export {
   KUBE_PROXY_CANARY,
   jumpRuleArgs,
   chainsFromSave,
+  sharedJump,
 } from './jumps.js';
 export {
   servicePortChainHash,

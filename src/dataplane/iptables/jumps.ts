@@ -101,3 +101,24 @@ export const IPTABLES_TOP_LEVEL_CHAINS: Readonly<Record<'filter' | 'nat', readon
   filter: ['KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FORWARD', 'KUBE-NODEPORTS', 'KUBE-PROXY-FIREWALL'],
   nat: ['KUBE-SERVICES', 'KUBE-NODEPORTS', 'KUBE-POSTROUTING', 'KUBE-MARK-MASQ'],
 };
+
+/**
+ * What another mode that shares these tables keeps using: iptables and IPVS
+ * modes both write nat KUBE-SERVICES, KUBE-POSTROUTING and KUBE-MARK-MASQ,
+ * filter KUBE-FORWARD and KUBE-PROXY-FIREWALL, and some of the same jump
+ * rules. Removing one mode's leftovers after the other has taken over
+ * (src/cmd/handover.ts) must leave these alone: they are the running mode's.
+ */
+export interface SharedRules {
+  readonly nat: readonly string[];
+  readonly filter: readonly string[];
+  readonly jumps: readonly JumpChain[];
+}
+
+/** Whether `jc` is one of `shared`'s jump rules: the same table, built-in chain and rule spec. */
+export function sharedJump(jc: JumpChain, shared: SharedRules | undefined): boolean {
+  const spec = jumpRuleArgs(jc).join(' ');
+  return (
+    shared?.jumps.some((s) => s.table === jc.table && s.from === jc.from && jumpRuleArgs(s).join(' ') === spec) ?? false
+  );
+}

@@ -5,7 +5,9 @@
 // under our root, and a cls_bpf filter is ours only at our priority and
 // handle with a program named kpt_*.
 import { existsSync } from 'node:fs';
-import { deleteMasqueradeTable } from '../../dataplane/ebpf/masq.js';
+import { deleteMasqueradeTable, MASQ_TABLE } from '../../dataplane/ebpf/masq.js';
+import { nftFamily } from '../../dataplane/nftables/names.js';
+import { nftRunner, tableExists } from '../nftables/leftovers.js';
 import { run } from '../exec.js';
 import { TcAttacher, DIRECTIONS, removeOurTcFilter } from './attach.js';
 import { detachCgroup } from './cgroup.js';
@@ -38,9 +40,12 @@ export async function cleanupEbpf(pinRoot: string): Promise<EbpfCleanupResult> {
 /** --cleanup and other modes' start: our programs, pins and masquerade tables. */
 export async function cleanupEbpfMode(pinRoot: string = DEFAULT_PIN_ROOT): Promise<string[]> {
   const r = await cleanupEbpf(pinRoot);
+  const nft = nftRunner();
   for (const f of ['IPv4', 'IPv6'] as const) {
-    // No nft on this host means no table of ours either.
-    await run('nft', ['-f', '-'], { input: deleteMasqueradeTable(f).toString(), allowFailure: true }).catch(() => {});
+    // No nft on this host means no table of ours either. Asked first: a write where nothing is ours
+    // would be a commit the running mode's drift watch sees.
+    const ours = await tableExists(nft, nftFamily(f), MASQ_TABLE).catch(() => false);
+    if (ours) await run('nft', ['-f', '-'], { input: deleteMasqueradeTable(f).toString(), allowFailure: true });
   }
   return r.removed;
 }

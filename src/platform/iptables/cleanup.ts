@@ -10,13 +10,16 @@
 //   - mangle: KUBE-PROXY-CANARY.
 // Chains with other names (KUBE-MARK-DROP, KUBE-FIREWALL, KUBE-KUBELET-CANARY,
 // anything foreign) and rules in built-in chains other than our exact jumps
-// survive. Failures are collected, not thrown, so one bad table does not stop
+// survive. With `keep` (a handover to IPVS mode, which shares some of these
+// names), IPVS mode's chains and jump rules survive too. Failures are collected, not thrown, so one bad table does not stop
 // the others (upstream returns encounteredError).
 import {
   IPTABLES_JUMP_CHAINS,
   chainsFromSave,
   isServiceChainName,
   jumpRuleArgs,
+  sharedJump,
+  type SharedRules,
 } from '../../dataplane/iptables/index.js';
 import type { Iptables } from './iptables.js';
 import { withWholeTableCache } from './restore.js';
@@ -51,20 +54,30 @@ export function deleteChainsInput(table: string, chains: readonly string[]): str
 }
 
 /** Which chains of one table cleanup removes, given the table's existing chains. */
-export function chainsToRemove(table: 'nat' | 'filter', existing: readonly string[]): string[] {
-  const have = new Set(existing);
+export function chainsToRemove(table: 'nat' | 'filter', existing: readonly string[], keep?: SharedRules): string[] {
+  const kept = new Set(keep?.[table] ?? []);
+  const have = new Set(existing.filter((c) => !kept.has(c)));
   if (table === 'filter') return FILTER_CHAINS_TO_REMOVE.filter((c) => have.has(c));
   const out: string[] = NAT_CHAINS_TO_REMOVE.filter((c) => have.has(c));
   for (const c of [...have].sort()) if (isServiceChainName(c)) out.push(c);
   return out;
 }
 
-export async function cleanupLeftovers(ipt: Iptables, opts: { wholeTableCache: boolean }): Promise<CleanupResult> {
+/** iptables mode's own state (service chains, KUBE-NODEPORTS), which IPVS mode never creates. */
+export function iptablesModeChains(natSave: string): boolean {
+  return /^:(KUBE-NODEPORTS|KUBE-SVC-|KUBE-SEP-|KUBE-EXT-|KUBE-SVL-|KUBE-FW-)/m.test(natSave);
+}
+
+export async function cleanupLeftovers(
+  ipt: Iptables,
+  opts: { wholeTableCache: boolean; keep?: SharedRules },
+): Promise<CleanupResult> {
   const errors: unknown[] = [];
   let jumpRulesDeleted = 0;
   let chainsDeleted = 0;
   for (const jc of IPTABLES_JUMP_CHAINS) {
     if (jc.onlyIfChainRendered) continue; // KUBE-FIREWALL: kubelet's too, upstream leaves it
+    if (sharedJump(jc, opts.keep)) continue;
     try {
       if (await ipt.deleteRule(jc.table, jc.from, jumpRuleArgs(jc))) jumpRulesDeleted++;
     } catch (e) {
@@ -73,7 +86,7 @@ export async function cleanupLeftovers(ipt: Iptables, opts: { wholeTableCache: b
   }
   for (const table of ['nat', 'filter'] as const) {
     try {
-      const chains = chainsToRemove(table, chainsFromSave(await ipt.save(table), table));
+      const chains = chainsToRemove(table, chainsFromSave(await ipt.save(table), table), opts.keep);
       if (chains.length === 0) continue;
       let input = deleteChainsInput(table, chains);
       // Deleting 60k chains hits the same iptables-nft list cost as creating them.

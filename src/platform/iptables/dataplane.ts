@@ -45,7 +45,7 @@ import { detectFeatures, type IptablesFeatures } from './features.js';
 import { Iptables, type Table } from './iptables.js';
 import { insertAfterHeaders, wholeTableCachePays } from './restore.js';
 import type { CommandRunner } from '../exec.js';
-import { IptablesDriftWatch, restoreSections } from './driftwatch.js';
+import { IptablesDriftWatch, ipvsModeOnly, restoreSections } from './driftwatch.js';
 import { IptablesPlanner } from './planner.js';
 import type { Sysctl } from './sysctl.js';
 
@@ -123,7 +123,7 @@ export class IptablesDataplane implements Dataplane {
   private routeLocalnetSet = false;
   /** watchDrift()'s listener, and the nf_tables watch of our chains. */
   private onDrift: ((drift: Drift) => void) | null = null;
-  private readonly drift = new IptablesDriftWatch();
+  private readonly drift = new IptablesDriftWatch(ipvsModeOnly);
 
   constructor(private readonly o: IptablesDataplaneOptions) {
     this.family = o.config.family;

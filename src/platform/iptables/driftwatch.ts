@@ -27,11 +27,33 @@ const OURS = 'KUBE-';
 const KUBELETS: ReadonlySet<string> = new Set(['KUBE-KUBELET-CANARY', 'KUBE-IPTABLES-HINT']);
 const ours = (chain: string) => chain.startsWith(OURS) && !KUBELETS.has(chain);
 
-/** The monitor's filter for the iptables mode (see above). */
-export function iptablesChangeIsOurs(c: NftChange): boolean {
+/**
+ * The chains only the other of the two modes that share the KUBE-* names writes: when a
+ * handover removes that mode's leftovers (src/cmd/handover.ts), the running mode's watch
+ * must not take those deletions for changes to its own rules.
+ */
+export type OtherModesChain = (table: string, chain: string) => boolean;
+
+/** Chains only iptables mode writes (an IPVS mode's watch ignores them). */
+export const iptablesModeOnly: OtherModesChain = (table, chain) =>
+  /^KUBE-(SVC|SEP|EXT|FW|SVL)-/.test(chain) ||
+  chain === 'KUBE-NODEPORTS' ||
+  chain === 'KUBE-EXTERNAL-SERVICES' ||
+  (table === 'filter' && chain === 'KUBE-SERVICES');
+
+/** Chains only IPVS mode writes (an iptables mode's watch ignores them). */
+export const ipvsModeOnly: OtherModesChain = (_table, chain) =>
+  chain === 'KUBE-NODE-PORT' ||
+  chain === 'KUBE-LOAD-BALANCER' ||
+  chain === 'KUBE-SOURCE-RANGES-FIREWALL' ||
+  chain.startsWith('KUBE-IPVS-');
+
+/** The monitor's filter for the iptables mode (see above), leaving out the other mode's chains. */
+export function iptablesChangeIsOurs(c: NftChange, others: OtherModesChain = () => false): boolean {
   if (!IPTABLES_TABLES.has(c.table)) return false;
-  if (c.tableDeleted || ours(c.name)) return true;
-  return c.what === 'delete rule' && c.jumpTargets().some(ours);
+  const mine = (chain: string) => ours(chain) && !others(c.table, chain);
+  if (c.tableDeleted || mine(c.name)) return true;
+  return c.what === 'delete rule' && c.jumpTargets().some(mine);
 }
 
 /**
@@ -58,6 +80,9 @@ export function restoreSections(parts: readonly string[]): number {
  * ownChange(); stop() ends it for good (cleanup, close).
  */
 export class IptablesDriftWatch {
+  /** others: the chains of the mode that shares our names, which are not ours. */
+  constructor(private readonly others: OtherModesChain = () => false) {}
+
   /** null: stopped, or no events on this backend; undefined: not opened yet. */
   private monitor: NftMonitor | null | undefined = undefined;
   private unsubscribe: (() => void) | null = null;
@@ -81,7 +106,11 @@ export class IptablesDriftWatch {
       );
       return;
     }
-    this.unsubscribe = this.monitor.subscribe(o.family === 'IPv4' ? 'ip' : 'ip6', iptablesChangeIsOurs, onDrift);
+    this.unsubscribe = this.monitor.subscribe(
+      o.family === 'IPv4' ? 'ip' : 'ip6',
+      (c) => iptablesChangeIsOurs(c, this.others),
+      onDrift,
+    );
   }
 
   /** Our own restore, kept out of the watch; at most `commits` nf_tables commits. */

@@ -4,6 +4,13 @@ export { IptablesDataplane, ROUTE_LOCALNET, type IptablesDataplaneOptions } from
 export { IptablesPlanner } from './planner.js';
 export { Iptables, type Table, type RestoreFlags } from './iptables.js';
 export { type Sysctl, procSysctl, runnerSysctl } from './sysctl.js';
-export { cleanupLeftovers, chainsToRemove, deleteChainsInput, CANARY_CHAIN, type CleanupResult } from './cleanup.js';
+export {
+  cleanupLeftovers,
+  chainsToRemove,
+  iptablesModeChains,
+  deleteChainsInput,
+  CANARY_CHAIN,
+  type CleanupResult,
+} from './cleanup.js';
 export { detectFeatures, parseIptablesVersion, supportsRandomFully, type IptablesFeatures } from './features.js';
 export { withWholeTableCache, wholeTableCachePays, isNftBackend, WHOLE_TABLE_COST_FACTOR } from './restore.js';

@@ -9,11 +9,13 @@
 //     NodePort on a node address whose port is in our NodePort sets; never
 //     one inside --ipvs-exclude-cidrs, never another tool's;
 //   - kube-ipvs0 itself.
+// With `keep` (a handover to iptables mode, which shares the chain names
+// above), iptables mode's chains and jump rules survive.
 // Failures are collected, not thrown, so one part does not stop the others.
 import { ProxyError } from '../../core/errors.js';
 import { cidrContains, parseCIDR, parseIP } from '../../core/ip.js';
 import type { IPFamily } from '../../core/types.js';
-import { chainsFromSave, jumpRuleArgs } from '../../dataplane/iptables/jumps.js';
+import { chainsFromSave, jumpRuleArgs, sharedJump, type SharedRules } from '../../dataplane/iptables/jumps.js';
 import {
   allIpsetNames,
   IPSET,
@@ -38,6 +40,8 @@ export interface IpvsCleanupResult {
 export interface IpvsCleanupOptions {
   readonly families: readonly IPFamily[];
   readonly excludeCIDRs?: readonly string[];
+  /** The running mode's rules, left in place. */
+  readonly keep?: SharedRules;
 }
 
 /** True when anything IPVS mode makes is present (a cheap check before a mode-switch cleanup). */
@@ -84,11 +88,13 @@ export async function cleanupIpvsLeftovers(k: IpvsKernelDeps, o: IpvsCleanupOpti
   for (const family of o.families) {
     const ipt = k.iptables(family);
     for (const jc of IPVS_JUMP_CHAINS) {
+      if (sharedJump(jc, o.keep)) continue;
       if (await attempt(() => ipt.deleteRule(jc.table, jc.from, jumpRuleArgs(jc)), false)) jumpRules++;
     }
     for (const table of ['nat', 'filter'] as const) {
       const existing = new Set(chainsFromSave(await attempt(() => ipt.save(table), ''), table));
-      const mine = IPVS_CHAINS[table].filter((c) => existing.has(c));
+      const kept = new Set(o.keep?.[table] ?? []);
+      const mine = IPVS_CHAINS[table].filter((c) => existing.has(c) && !kept.has(c));
       if (mine.length === 0) continue;
       // Declaring a chain flushes it, so every rule between our chains is gone before the -X lines.
       const input = [`*${table}`, ...mine.map((c) => `:${c} - [0:0]`), ...mine.map((c) => `-X ${c}`), 'COMMIT', ''];

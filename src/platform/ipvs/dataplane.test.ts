@@ -174,6 +174,67 @@ test("a new Service's rules are written before its virtual servers exist", async
   assert.deepEqual(atApply, [true]);
 });
 
+test('taking over from iptables mode, IPVS serves and binds before our rules replace its KUBE-SERVICES', async () => {
+  const fake = new Fake({ nodeAddresses: ['127.0.0.1', '192.168.0.2'] });
+  const kernel = fakeKernel(fake);
+  // iptables mode's state, as a proxy in iptables mode left it: its KUBE-SERVICES DNATs every Service.
+  const leftover = [
+    '*nat',
+    ':KUBE-SERVICES - [0:0]',
+    ':KUBE-SVC-AAAAAAAAAAAAAAAA - [0:0]',
+    '-A KUBE-SERVICES -d 172.30.0.1/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-AAAAAAAAAAAAAAAA',
+    'COMMIT',
+    '',
+  ].join('\n');
+  await kernel.iptables('IPv4').restore(leftover, { noflush: true, counters: false });
+  const seen: Array<{ at: string; iptablesServes: boolean; bound: number }> = [];
+  const look = (at: string) =>
+    seen.push({
+      at,
+      iptablesServes: fake.iptables.save('nat').includes('-j KUBE-SVC-AAAAAAAAAAAAAAAA'),
+      bound: fake.dummyAddresses().length,
+    });
+  const ipvs = {
+    ...kernel.ipvs,
+    apply: (ops: Parameters<typeof kernel.ipvs.apply>[0]) => {
+      if (ops.length > 0) look('ipvs');
+      return kernel.ipvs.apply(ops);
+    },
+  };
+  const ipt = (f: Parameters<typeof kernel.iptables>[0]) => {
+    const real = kernel.iptables(f);
+    return {
+      ...real,
+      restore: (text: string, o: Parameters<typeof real.restore>[1]) => {
+        if (text.includes(':KUBE-SERVICES')) look('rules');
+        return real.restore(text, o);
+      },
+    };
+  };
+  const dp = new IpvsDataplane({
+    config,
+    ipvs: ipvsOpts,
+    kernel: { ...kernel, ipvs, iptables: ipt },
+    run,
+    clock: new FakeClock(),
+    syncPeriodMs: 30_000,
+    flushUDP: async () => {},
+  });
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }] }));
+  assert.deepEqual(seen, [
+    { at: 'ipvs', iptablesServes: true, bound: 0 },
+    { at: 'rules', iptablesServes: true, bound: 1 },
+  ]);
+  assert.ok(!fake.iptables.save('nat').includes('-j KUBE-SVC-AAAAAAAAAAAAAAAA'), 'our KUBE-SERVICES replaced its');
+  // Later syncs keep the usual order: rules first.
+  seen.length = 0;
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }], b: [{ ip: '10.180.0.2' }] }));
+  assert.deepEqual(
+    seen.map((x) => x.at),
+    ['rules', 'ipvs'],
+  );
+});
+
 test('a partial sync sends only the changed real servers; a removed TCP one drains at weight 0, then goes', async () => {
   const { fake, dp, clock } = setup();
   const names = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`s${i}`, [{ ip: `10.180.0.${i + 1}` }]]));
@@ -348,6 +409,49 @@ test('cleanup removes kube-ipvs0, our virtual servers, sets, chains and jumps, a
   );
   assert.doesNotMatch(fake.iptables.save('filter'), /KUBE-/);
   assert.equal(r.virtualServers, 2, 'the ClusterIP and the NodePort');
+});
+
+test('after iptables mode took over, cleanup leaves the chains and jumps it shares with IPVS mode', async () => {
+  const { fake, dp } = setup();
+  await dp.sync(state({ a: [{ ip: '10.180.0.1' }] }, { nodePort: true }));
+  // iptables mode's first sync: its restore declares (and so rewrites) the chains it writes.
+  const taken = [
+    '*nat',
+    ':KUBE-SERVICES - [0:0]',
+    ':KUBE-POSTROUTING - [0:0]',
+    ':KUBE-MARK-MASQ - [0:0]',
+    ':KUBE-SVC-AAAAAAAAAAAAAAAA - [0:0]',
+    '-A KUBE-SERVICES -d 172.30.0.1/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-AAAAAAAAAAAAAAAA',
+    '-A KUBE-MARK-MASQ -j MARK --or-mark 0x4000',
+    'COMMIT',
+    '*filter',
+    ':KUBE-FORWARD - [0:0]',
+    ':KUBE-PROXY-FIREWALL - [0:0]',
+    'COMMIT',
+    '',
+  ].join('\n');
+  fake.iptables.restore(taken, { noflush: true });
+  const { IPTABLES_JUMP_CHAINS } = await import('../../dataplane/iptables/jumps.js');
+  const { NAT_CHAINS_TO_REMOVE, FILTER_CHAINS_TO_REMOVE } = await import('../iptables/cleanup.js');
+  const keep = { nat: NAT_CHAINS_TO_REMOVE, filter: FILTER_CHAINS_TO_REMOVE, jumps: IPTABLES_JUMP_CHAINS };
+  const r = await cleanupIpvsLeftovers(fakeKernel(fake), { families: ['IPv4'], keep });
+  assert.deepEqual(r.errors, []);
+  const nat = fake.iptables.save('nat');
+  for (const kept of [
+    '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-A OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+    '-A POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING',
+    '-j KUBE-SVC-AAAAAAAAAAAAAAAA',
+    ':KUBE-MARK-MASQ',
+  ])
+    assert.ok(nat.includes(kept), `${kept} kept:\n${nat}`);
+  assert.doesNotMatch(nat, /KUBE-NODE-PORT|KUBE-LOAD-BALANCER/);
+  const filter = fake.iptables.save('filter');
+  assert.match(filter, /-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD/);
+  assert.match(filter, /:KUBE-PROXY-FIREWALL/);
+  assert.doesNotMatch(filter, /KUBE-IPVS-FILTER|KUBE-SOURCE-RANGES-FIREWALL|kube-proxy firewall rules/);
+  assert.equal(fake.hasDummy(), false);
+  assert.deepEqual(fake.setNames(), []);
 });
 
 test('the drift watch reports a cleared table and a removed address once each; a full sync repairs both', async () => {

@@ -50,9 +50,10 @@ import {
   type RealServer,
   type VirtualServer,
 } from '../../dataplane/ipvs/index.js';
-import { IptablesDriftWatch, restoreSections } from '../iptables/driftwatch.js';
+import { IptablesDriftWatch, iptablesModeOnly, restoreSections } from '../iptables/driftwatch.js';
 import { parseIptablesVersion, supportsRandomFully } from '../iptables/features.js';
 import { isNftBackend } from '../iptables/restore.js';
+import { iptablesModeChains } from '../iptables/cleanup.js';
 import { Iptables } from '../iptables/iptables.js';
 import type { CommandRunner } from '../exec.js';
 import { jumpRestoreInput, ruleLine } from '../iptables/dataplane.js';
@@ -106,6 +107,8 @@ export class IpvsDataplane implements Dataplane {
   /** The driver on the reconciler; made once iptables' features are known. Forgets (failed()) on any failure or drift. */
   private planner: IpvsPlanner | null = null;
   private lastFull = Number.NEGATIVE_INFINITY;
+  /** Until the first sync: it may take over from iptables mode (syncOnce). */
+  private firstSync = true;
   private nodeAddresses: string[] = [];
   private dummyIndex = 0;
   private readonly graceful: GracefulTermination;
@@ -114,7 +117,7 @@ export class IpvsDataplane implements Dataplane {
   private onDrift: ((drift: Drift) => void) | null = null;
   private driftTimer: TimerHandle | null = null;
   /** The nf_tables watch of our iptables chains. */
-  private readonly chainWatch = new IptablesDriftWatch();
+  private readonly chainWatch = new IptablesDriftWatch(iptablesModeOnly);
   private nftBackend = false;
   private lock: Promise<unknown> = Promise.resolve();
   private closed = false;
@@ -198,18 +201,26 @@ export class IpvsDataplane implements Dataplane {
 
     const errors: string[] = [];
     if (plan.ipsetScript) await k.ipset.restore(plan.ipsetScript);
+    let iptablesMs = 0;
+    const writeRules = async () => {
+      const tRules = clock.monotonic();
+      if (rules !== null) {
+        await this.ownChange(
+          () => k.iptables(this.family).restore(rules, { noflush: true, counters: true }),
+          restoreSections([rules]),
+        );
+      }
+      if (full) await this.ensureJumps(k);
+      iptablesMs = clock.monotonic() - tRules;
+    };
     // The rules before the virtual servers they steer: a new Service's first packets then already meet
     // its rules (an externalTrafficPolicy Local NodePort is not masqueraded, a source range applies),
-    // instead of IPVS serving them by the rules of a moment before.
-    const tRules = clock.monotonic();
-    if (rules !== null) {
-      await this.ownChange(
-        () => k.iptables(this.family).restore(rules, { noflush: true, counters: true }),
-        restoreSections([rules]),
-      );
-    }
-    if (full) await this.ensureJumps(k);
-    const iptablesMs = clock.monotonic() - tRules;
+    // instead of IPVS serving them by the rules of a moment before. Except when taking over from
+    // iptables mode: our rules replace its KUBE-SERVICES, which DNATs every Service until then, so
+    // IPVS must be ready first (src/cmd/handover.ts).
+    const ipvsFirst = this.firstSync && iptablesModeChains(await k.iptables(this.family).save('nat'));
+    if (ipvsFirst) this.o.onEvent?.('info', { family: this.family }, 'Taking over from iptables mode: IPVS first');
+    else await writeRules();
 
     const drain = this.graceful.retire(plan.retired, clock.now());
     for (const v of plan.revived) this.graceful.revive(v.vs, v.rs);
@@ -231,6 +242,7 @@ export class IpvsDataplane implements Dataplane {
     for (const f of k.link.changeAddresses(this.dummyIndex, true, plan.addAddresses))
       errors.push(`bind ${f.address}: ${f.error}`);
 
+    if (ipvsFirst) await writeRules();
     const t3 = clock.monotonic();
 
     for (const f of k.link.changeAddresses(this.dummyIndex, false, plan.delAddresses))
@@ -244,6 +256,7 @@ export class IpvsDataplane implements Dataplane {
       );
     }
     if (full) this.lastFull = t0;
+    this.firstSync = false;
     this.armDrainCheck();
     this.armDriftCheck();
     return {

@@ -1,7 +1,8 @@
 // The userspace mode's tables seen from outside the mode (--cleanup and the
 // other modes' start-up), apart from the relay code so that path loads little.
-import { renderCleanup } from '../../dataplane/userspace/rules.js';
-import { nftRunner, type NftRunner } from '../nftables/leftovers.js';
+import { nftFamily } from '../../dataplane/nftables/names.js';
+import { renderCleanup, TABLE_NAME } from '../../dataplane/userspace/rules.js';
+import { nftRunner, tableExists, type NftRunner } from '../nftables/leftovers.js';
 
 /**
  * Remove the userspace mode's tables of both families (for --cleanup and mode
@@ -11,7 +12,9 @@ export async function cleanupUserspaceLeftovers(runner: NftRunner = nftRunner())
   const errors: unknown[] = [];
   for (const fam of ['IPv4', 'IPv6'] as const) {
     try {
-      await runner(['-f', '-'], renderCleanup(fam).toString());
+      // Asked first: a write where nothing is ours would be a commit the running mode's drift watch sees.
+      if (await tableExists(runner, nftFamily(fam), TABLE_NAME))
+        await runner(['-f', '-'], renderCleanup(fam).toString());
     } catch (err) {
       errors.push(err);
     }

@@ -33,6 +33,18 @@ export const ebpfDriver: ModeDriver = {
   async cleanupLeftovers(running, log, o) {
     if (running !== 'ebpf') await cleanupEbpf(log, o.ebpfPinRoot);
   },
+  async retire(log, o) {
+    // The connection map translates established flows both ways; conntrack has no NAT for them.
+    try {
+      const { stopNewFlows } = await import('../../../platform/ebpf/retire.js');
+      const removed = stopNewFlows(o.ebpfPinRoot);
+      if (removed !== null) log.info({ addresses: removed }, 'ebpf programs take no new connections');
+      return removed !== null;
+    } catch (e) {
+      log.error({ err: String(e) }, 'could not stop the ebpf programs taking new connections');
+      return false;
+    }
+  },
 
   async detect(_run, _family, pinRoot) {
     const { PinnedMaps } = await import('../../../platform/ebpf/pinned.js');

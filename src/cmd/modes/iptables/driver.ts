@@ -1,13 +1,13 @@
 // iptables mode's driver: iptables-restore of upstream's chains, traced and
 // diffed through the iptables Fake.
 import { hostRunner } from '../../../platform/exec.js';
-import type { IPFamily } from '../../../core/types.js';
 import type { Logger } from '../../../platform/logger.js';
 import type { Fake as IptablesFake } from '../../../dataplane/iptables/fake.js';
+import type { SharedRules } from '../../../dataplane/iptables/jumps.js';
 import type { ServiceSource } from '../../explainservice.js';
 import type { ModeDriver } from '../driver.js';
 import { isIptablesDump } from '../dumps.js';
-import { familyHasIptables, rulesSource } from '../common.js';
+import { familyHasIptables, iptablesModeLeftovers, rulesSource } from '../common.js';
 
 export const iptablesDriver: ModeDriver = {
   mode: 'iptables',
@@ -30,10 +30,12 @@ export const iptablesDriver: ModeDriver = {
 
   cleanup: (log) => cleanupIptables(log),
   async cleanupLeftovers(running, log) {
-    // IPVS mode shares iptables mode's chain names: it removes them only when they are iptables mode's own.
     if (running === 'iptables') return;
-    if (running === 'ipvs' && !(await iptablesModeLeftovers())) return;
-    await cleanupIptables(log);
+    if (running !== 'ipvs') return void (await cleanupIptables(log));
+    // IPVS mode shares some chain names and jump rules: only what is iptables mode's alone goes.
+    if (!(await iptablesModeLeftovers())) return;
+    const { IPVS_CHAINS, IPVS_JUMP_CHAINS } = await import('../../../dataplane/ipvs/rules.js');
+    await cleanupIptables(log, { ...IPVS_CHAINS, jumps: IPVS_JUMP_CHAINS });
   },
 
   async detect(run, family) {
@@ -84,13 +86,13 @@ async function iptablesSource(fake: IptablesFake): Promise<ServiceSource> {
   return rulesSource('iptables', fake, iptablesAddresses, traceIptablesRules);
 }
 
-async function cleanupIptables(log: Logger): Promise<number> {
+async function cleanupIptables(log: Logger, keep?: SharedRules): Promise<number> {
   const { cleanupLeftovers, Iptables } = await import('../../../platform/iptables/index.js');
   let errors = 0;
   for (const family of ['IPv4', 'IPv6'] as const) {
     const ipt = new Iptables(family, hostRunner);
     try {
-      const r = await cleanupLeftovers(ipt, { wholeTableCache: true });
+      const r = await cleanupLeftovers(ipt, { wholeTableCache: true, ...(keep ? { keep } : {}) });
       for (const e of r.errors) log.error({ family, err: String(e) }, 'iptables cleanup step failed');
       errors += r.errors.length;
       if (r.chainsDeleted + r.jumpRulesDeleted > 0)
@@ -101,18 +103,4 @@ async function cleanupIptables(log: Logger): Promise<number> {
     }
   }
   return errors;
-}
-
-/** iptables mode's own chains (KUBE-NODEPORTS, KUBE-SVC-*...) exist in either family. */
-async function iptablesModeLeftovers(): Promise<boolean> {
-  const { Iptables } = await import('../../../platform/iptables/index.js');
-  for (const family of ['IPv4', 'IPv6'] as const satisfies readonly IPFamily[]) {
-    try {
-      const save = await new Iptables(family, hostRunner).save('nat');
-      if (/^:(KUBE-NODEPORTS|KUBE-SVC-|KUBE-SEP-|KUBE-EXT-|KUBE-SVL-|KUBE-FW-)/m.test(save)) return true;
-    } catch {
-      // no ip6tables: nothing of that family
-    }
-  }
-  return false;
 }

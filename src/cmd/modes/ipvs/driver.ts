@@ -3,7 +3,9 @@
 // tests run in a QEMU guest.
 import type { ResolvedConfig } from '../../../core/config/types.js';
 import { hostRunner } from '../../../platform/exec.js';
+import type { SharedRules } from '../../../dataplane/iptables/jumps.js';
 import type { DrainBounds } from '../../../platform/ipvs/graceful.js';
+import type { IpvsKernelDeps } from '../../../platform/ipvs/kernel.js';
 import type { IpvsModeOptions } from '../../../platform/ipvs/dataplane.js';
 import type { Logger } from '../../../platform/logger.js';
 import { ipv6Supported } from '../../../platform/netinfo.js';
@@ -65,7 +67,20 @@ export const ipvsDriver: ModeDriver = {
 
   cleanup: (log, o) => cleanupIpvs(log, { always: true, excludeCIDRs: o.excludeCIDRs ?? [] }),
   async cleanupLeftovers(running, log, o) {
-    if (running !== 'ipvs') await cleanupIpvs(log, { always: false, excludeCIDRs: o.excludeCIDRs ?? [] });
+    if (running === 'ipvs') return;
+    // iptables mode writes some of the same chains and jump rules: after a handover they are its own.
+    const keep = running === 'iptables' ? await iptablesRules() : undefined;
+    await cleanupIpvs(log, { always: false, excludeCIDRs: o.excludeCIDRs ?? [], ...(keep ? { keep } : {}) });
+  },
+  async retire(log) {
+    // Nothing to stop: every other mode translates a new connection before IPVS sees it (netfilter's
+    // DNAT hooks run before IPVS's, and the ebpf programs before netfilter). Established IPVS
+    // connections are not new to conntrack, so they keep going through IPVS while its state stays.
+    const present = await withIpvsKernel(log, async (k) => {
+      const { ipvsLeftoversPresent } = await import('../../../platform/ipvs/cleanup.js');
+      return ipvsLeftoversPresent(k);
+    });
+    return present ?? false;
   },
 
   async detect(run, family) {
@@ -161,12 +176,8 @@ async function ipvsInit(cmd: RunCommand, log: Logger): Promise<void> {
   }
 }
 
-/**
- * IPVS mode's state: only when the kernel has IPVS and something of ours is
- * there (`always`: --cleanup). Runs before the iptables cleanup, whose chains
- * it shares, so the rules matching our ipsets are gone before the sets.
- */
-async function cleanupIpvs(log: Logger, o: { always: boolean; excludeCIDRs: readonly string[] }): Promise<number> {
+/** Run `use` with the IPVS kernel interfaces; null (and nothing run) when the kernel has no IPVS. */
+async function withIpvsKernel<T>(log: Logger, use: (k: IpvsKernelDeps) => Promise<T>): Promise<T | null> {
   let k;
   try {
     // The IPVS generic netlink family first: without it (no ip_vs in the
@@ -179,14 +190,41 @@ async function cleanupIpvs(log: Logger, o: { always: boolean; excludeCIDRs: read
     ]);
     k = await openKernel(hostRunner, procSysctl);
   } catch (e) {
-    log.debug({ err: String(e) }, 'ipvs cleanup skipped: no IPVS here');
-    return 0;
+    log.debug({ err: String(e) }, 'no IPVS here: nothing of IPVS mode to look at');
+    return null;
   }
   try {
+    return await use(k);
+  } finally {
+    k.close();
+  }
+}
+
+/** iptables mode's chains and jump rules, which IPVS mode's cleanup leaves to a running iptables mode. */
+async function iptablesRules(): Promise<SharedRules> {
+  const { NAT_CHAINS_TO_REMOVE, FILTER_CHAINS_TO_REMOVE } = await import('../../../platform/iptables/cleanup.js');
+  const { IPTABLES_JUMP_CHAINS } = await import('../../../dataplane/iptables/jumps.js');
+  return { nat: NAT_CHAINS_TO_REMOVE, filter: FILTER_CHAINS_TO_REMOVE, jumps: IPTABLES_JUMP_CHAINS };
+}
+
+/**
+ * IPVS mode's state: only when the kernel has IPVS and something of ours is
+ * there (`always`: --cleanup). Runs before the iptables cleanup, whose chains
+ * it shares, so the rules matching our ipsets are gone before the sets.
+ */
+async function cleanupIpvs(
+  log: Logger,
+  o: { always: boolean; excludeCIDRs: readonly string[]; keep?: SharedRules },
+): Promise<number> {
+  const errors = await withIpvsKernel(log, async (k) => {
     const { cleanupIpvsLeftovers, ipvsLeftoversPresent } = await import('../../../platform/ipvs/cleanup.js');
     if (!o.always && !(await ipvsLeftoversPresent(k))) return 0;
     const families = (['IPv4', 'IPv6'] as const).filter((f) => f === 'IPv4' || ipv6Supported());
-    const r = await cleanupIpvsLeftovers(k, { families, excludeCIDRs: o.excludeCIDRs });
+    const r = await cleanupIpvsLeftovers(k, {
+      families,
+      excludeCIDRs: o.excludeCIDRs,
+      ...(o.keep ? { keep: o.keep } : {}),
+    });
     for (const e of r.errors) log.error({ err: String(e) }, 'ipvs cleanup step failed');
     if (r.virtualServers + r.chains + r.ipsets > 0 || r.link)
       log.info(
@@ -194,7 +232,6 @@ async function cleanupIpvs(log: Logger, o: { always: boolean; excludeCIDRs: read
         'Removed IPVS state',
       );
     return r.errors.length;
-  } finally {
-    k.close();
-  }
+  });
+  return errors ?? 0;
 }
