@@ -5,6 +5,13 @@
 // nf_tables' `jhash` expression over a byte string (nftJhash), so the
 // tracers can follow a flow to the endpoint the kernel will pick.
 
+/**
+ * The seed of every client hash (KPT_HASH_SEED in src/bpf/lb.h, `seed` of
+ * nftables' jhash): fixed, so every node hashes a client alike (nft picks a
+ * random seed when none is given).
+ */
+export const CLIENT_HASH_SEED = 0x6b707473;
+
 const rol = (x: number, k: number) => ((x << k) | (x >>> (32 - k))) >>> 0;
 
 /** lookup3 (the kernel's jhash)'s mix and final rounds, on uint32 values held in doubles. */

@@ -4,11 +4,11 @@
 // lookup table the proxy computes for such a service's endpoints (shared
 // with the nftables mode: src/dataplane/maglev.ts).
 import { addrBytes } from './layout.js';
-import { jhashFinal as final, jhashMix as mix } from '../maglev.js';
+import { CLIENT_HASH_SEED, jhashFinal as final, jhashMix as mix } from '../maglev.js';
 
 export { isMaglevSize, maglevTable } from '../maglev.js';
 
-const SEED = 0x6b707473;
+const SEED = CLIENT_HASH_SEED;
 
 /** The four 32-bit words of an address as the programs load them (little-endian host). */
 function words(ip: string): number[] {
