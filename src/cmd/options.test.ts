@@ -466,3 +466,13 @@ test('written YAML is v1alpha1 with every defaulted field', async () => {
     assert.ok(yaml.split('\n').includes(line), line);
   }
 });
+
+test('--ebpf-lb-algorithm takes the four algorithms and refuses anything else', async () => {
+  for (const a of ['random', 'round-robin', 'maglev', 'source-hash'])
+    assert.equal((await run([`--ebpf-lb-algorithm=${a}`])).ebpf.algorithm, a);
+  await rejects(
+    ['--ebpf-lb-algorithm=rr'],
+    'KPT_FLAG_INVALID',
+    /--ebpf-lb-algorithm: "rr": must be one of random, round-robin, maglev, source-hash/,
+  );
+});

@@ -7,7 +7,8 @@
 //     endpoint leaves, its flows move and the others keep their endpoint
 //     (except the few buckets the table itself reassigns, counted);
 //   - source-hash: every port of a client gets one endpoint, the same through
-//     either node, and a client whose endpoint stays keeps it.
+//     either node, and a client whose endpoint stays keeps it;
+//   - --ipvs-scheduler rr: the proxy says at start which annotation keeps it.
 // The predictions use the same pure code the proxy fills its tables with
 // (src/dataplane/maglev.ts) and the hash each datapath computes, so a
 // mismatch means the kernel does not pick as the proxy planned.
@@ -217,5 +218,12 @@ for (const mode of MODES)
         assert.deepEqual(two, Array(4).fill(afterwards(c2, 0)), `${c2} through ${via}`);
         if (before(c2, 0) !== leaving) assert.equal(two[0], before(c2, 0), `${c2} keeps its endpoint`);
       }
+    });
+
+    it('a proxy started with --ipvs-scheduler says which annotation value keeps that scheduler', async () => {
+      const proxy = await env.replaceProxy('node2', ['--ipvs-scheduler', 'rr']);
+      const note = /applies to ipvs mode only; annotate Services with kube-proxy-ts\/lb-algorithm: round-robin/;
+      await env.waitFor('the start-up note', async () => (note.test(proxy.log()) ? true : undefined));
+      await env.replaceProxy('node2', []);
     });
   });

@@ -78,7 +78,9 @@ export function normalizeNftRule(text: string): string {
       .replace(/\bmeta mark set meta mark \^ /g, 'mark set mark xor ')
       .replace(/\bmeta mark & /g, 'mark and ')
       // nft prints `dnat ip addr . port to numgen ...` as `dnat ip to numgen ...`.
-      .replace(/\bdnat (ip6?) to numgen /g, 'dnat $1 addr . port to numgen ')
+      .replace(/\bdnat (ip6?) to (numgen|jhash) /g, 'dnat $1 addr . port to $2 ')
+      // After `meta l4proto tcp` nft names the hashed port `tcp sport`.
+      .replace(/\bjhash (ip6?) saddr \. (?:tcp|udp|sctp) sport /g, 'jhash $1 saddr . th sport ')
       // The userspace table's port maps: `redirect to :ip daddr ...`, `dnat to ip saddr:ip daddr ...`.
       .replace(/\bredirect to :(?=\S)/g, 'redirect to : ')
       .replace(/\b(dnat to ip6? saddr):(?=\S)/g, '$1 : ')
