@@ -8,6 +8,8 @@
 //     (except the few buckets the table itself reassigns, counted);
 //   - source-hash: every port of a client gets one endpoint, the same through
 //     either node, and a client whose endpoint stays keeps it;
+//   - ClientIP affinity still wins: later flows of a client keep the endpoint
+//     its first flow was hashed to;
 //   - --ipvs-scheduler rr: the proxy says at start which annotation keeps it.
 // The predictions use the same pure code the proxy fills its tables with
 // (src/dataplane/maglev.ts) and the hash each datapath computes, so a
@@ -218,6 +220,40 @@ for (const mode of MODES)
         assert.deepEqual(two, Array(4).fill(afterwards(c2, 0)), `${c2} through ${via}`);
         if (before(c2, 0) !== leaving) assert.equal(two[0], before(c2, 0), `${c2} keeps its endpoint`);
       }
+    });
+
+    it('ClientIP affinity still wins: the Maglev endpoint of the first flow keeps the client', async () => {
+      const extIP = '192.168.122.13';
+      const client = env.cluster.external.ip;
+      await env.apply(
+        annotated(
+          service({
+            name: 'lb-aff',
+            clusterIP: '10.96.22.13',
+            ports: webPorts(),
+            externalIPs: [extIP],
+            sessionAffinity: 'ClientIP',
+            affinityTimeoutSeconds: 300,
+          }),
+          'maglev',
+        ),
+        endpointSlice('lb-aff', eps(ALL), webPorts()),
+      );
+      const predict = predictor(mode, 'maglev', podsOf(ALL), 5353);
+      await env.cluster.routeVia('ext', `${extIP}/32`, 'node1');
+      // The first flow the rules see is balanced by the hash, and remembered.
+      const first = await env.waitFor('node1 serves lb-aff', async () => {
+        const r = await env.send('ext', 'udp', extIP, 53, { localPort: 46000, timeoutMs: 500 });
+        return r.ok ? r.reply.pod : undefined;
+      });
+      assert.equal(first.value, predict(client, 46000));
+      const ports = range(46001, 12);
+      const later = await udpPicks(extIP, 'node1', ports);
+      assert.deepEqual(later, Array(12).fill(first.value), 'every later flow of the client');
+      assert.ok(
+        ports.some((p) => predict(client, p) !== first.value),
+        'without affinity some of these ports would go elsewhere',
+      );
     });
 
     it('a proxy started with --ipvs-scheduler says which annotation value keeps that scheduler', async () => {
