@@ -56,7 +56,9 @@ enum svc_flags {
 
 enum lb_algo {
 	ALGO_RANDOM = 0,
-	ALGO_MAGLEV = 1,
+	ALGO_MAGLEV = 1,      /* Maglev table, hash of the client address and port */
+	ALGO_ROUND_ROBIN = 2, /* the set's rr_next, advanced atomically */
+	ALGO_SOURCE_HASH = 3, /* Maglev table, hash of the client address alone */
 };
 
 struct svc_value {
@@ -81,8 +83,8 @@ enum addr_flags {
 /* ---- endpoint sets ---------------------------------------------------- */
 
 struct set_value {
-	__u32 count; /* slots 0 .. count-1 of eps are in use */
-	__u32 pad;
+	__u32 count;   /* slots 0 .. count-1 of eps are in use */
+	__u32 rr_next; /* round-robin: the next turn; the proxy writes 0 with each new count */
 };
 
 struct ep_key {

@@ -49,19 +49,20 @@ struct lb_result {
 
 #define KPT_HASH_SEED 0x6b707473 /* fixed, so every node maps a flow to the same Maglev entry */
 
-/* Hash of the flow (saddr, daddr, ports, protocol) as 12 words; the tracer
- * computes the same value (src/dataplane/ebpf/hash.ts). */
-static __always_inline __u32 flow_hash(const struct pkt *p)
+/* Hash of the client: its address and, unless addr_only, its source port
+ * (Maglev), or its address alone (source hashing). Nothing of the service
+ * address is in it, so a flow entering through any node (a NodePort on each
+ * node's own address) hashes alike. The tracer computes the same value
+ * (src/dataplane/ebpf/hash.ts). */
+static __always_inline __u32 client_hash(const struct pkt *p, int addr_only)
 {
 	__u32 a, b, c;
-	a = b = c = 0xdeadbeef + (12 << 2) + KPT_HASH_SEED;
+	a = b = c = 0xdeadbeef + ((addr_only ? 4 : 5) << 2) + KPT_HASH_SEED;
 	a += p->saddr.w[0]; b += p->saddr.w[1]; c += p->saddr.w[2];
 	jmix(a, b, c);
-	a += p->saddr.w[3]; b += p->daddr.w[0]; c += p->daddr.w[1];
-	jmix(a, b, c);
-	a += p->daddr.w[2]; b += p->daddr.w[3]; c += ((__u32)p->sport << 16) | p->dport;
-	jmix(a, b, c);
-	a += p->proto;
+	a += p->saddr.w[3];
+	if (!addr_only)
+		b += p->sport;
 	jfinal(a, b, c);
 	return c;
 }
@@ -122,23 +123,29 @@ static __always_inline int affinity_hit(const struct svc_value *svc, __u32 set_i
 	return 1;
 }
 
-static __always_inline int pick_slot(const struct svc_value *svc, __u32 set_id, __u32 count, const struct pkt *p,
-				     __u32 *slot)
+static __always_inline int pick_slot(const struct svc_value *svc, __u32 set_id, struct set_value *set,
+				     const struct pkt *p, __u32 *slot)
 {
-	if (svc->algo == ALGO_MAGLEV) {
+	if (svc->algo == ALGO_MAGLEV || svc->algo == ALGO_SOURCE_HASH) {
 		__u16 *lut = bpf_map_lookup_elem(&kpt_maglev, &set_id);
 		if (!lut)
 			return -1;
 		__u32 m = maglev_m; /* a constant to the verifier: .rodata is frozen */
-		__u32 idx = flow_hash(p) % m;
+		__u32 idx = client_hash(p, svc->algo == ALGO_SOURCE_HASH) % m;
 		/* The verifier does not bound a remainder; this comparison does.
 		 * The empty asm keeps clang from deleting it as redundant. */
 		asm volatile("" : "+r"(idx));
 		if (idx >= m)
 			return -1;
 		*slot = lut[idx];
+	} else if (svc->algo == ALGO_ROUND_ROBIN) {
+		/* One counter per endpoint set in the map value, shared by every CPU:
+		 * the atomic add hands out each turn exactly once, so connections
+		 * opened one after another cycle through the slots in order, however
+		 * the CPUs take them. (Only the wrap at 2^32 skips part of a cycle.) */
+		*slot = __sync_fetch_and_add(&set->rr_next, 1) % set->count;
 	} else {
-		*slot = bpf_get_prandom_u32() % count;
+		*slot = bpf_get_prandom_u32() % set->count;
 	}
 	return 0;
 }
@@ -157,7 +164,7 @@ static __always_inline int choose(const struct svc_value *svc, __u32 set_id, con
 	if (svc->affinity_secs && affinity_hit(svc, set_id, p, &res->ep, now))
 		goto remember;
 	__u32 slot;
-	if (pick_slot(svc, set_id, set->count, p, &slot) < 0)
+	if (pick_slot(svc, set_id, set, p, &slot) < 0)
 		return V_DROP;
 	struct ep_key ek = { .set_id = set_id, .slot = slot };
 	struct ep_value *ep = bpf_map_lookup_elem(&kpt_eps, &ek);

@@ -15,6 +15,7 @@
 
 import { ProxyError } from '../core/errors.js';
 import type { IPFamily } from '../core/types.js';
+import type { LbAlgorithm } from '../core/lbalgorithm.js';
 import { Fake as IptablesFake } from '../dataplane/iptables/fake.js';
 import { trace as traceIptables } from '../dataplane/iptables/trace.js';
 import { loadNftTable, parseElementsJSON, parseNftListing, tableBlock } from '../dataplane/nftables/listing.js';
@@ -146,6 +147,7 @@ function ruleExplanation(
 ): Explanation {
   const service = steps.map((s) => s.service).find((x) => x !== null) ?? null;
   const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
+  const algorithm = mode === 'nftables' ? steps.map((s) => nftAlgorithm(s.rule)).find((a) => a !== null) : undefined;
   return {
     mode,
     packet: { src: packet.src, dst: packet.dst, port: packet.port, protocol: packet.protocol ?? 'TCP' },
@@ -155,6 +157,15 @@ function ruleExplanation(
     masquerade: r.masq && r.verdict === 'DNAT',
     steps: steps.map(({ service: _s, ...step }) => step),
     notUnderstood: r.notUnderstood,
-    summary: summarize(service, r.verdict, candidates, r.masq),
+    summary: summarize(service, r.verdict, candidates, r.masq, algorithm ?? 'random'),
+    ...(algorithm ? { algorithm } : {}),
   };
+}
+
+/** The choice an nftables endpoint rule makes, when it is not upstream's numgen random (serviceport.ts). */
+function nftAlgorithm(rule: string): LbAlgorithm | null {
+  if (/\bnumgen inc mod /.test(rule)) return 'round-robin';
+  if (/\bjhash ip6? saddr \. th sport mod /.test(rule)) return 'maglev';
+  if (/\bjhash ip6? saddr mod /.test(rule)) return 'source-hash';
+  return null;
 }

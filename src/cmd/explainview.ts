@@ -2,6 +2,7 @@
 // mode tracers (src/dataplane/<mode>/trace.ts) are turned into one
 // Explanation so the text and JSON outputs look the same for every mode.
 
+import type { LbAlgorithm } from '../core/lbalgorithm.js';
 import type { Protocol } from '../core/types.js';
 
 export interface ExplainStep {
@@ -35,7 +36,17 @@ export interface Explanation {
   readonly summary: string;
   /** What the tool could not find out (e.g. userspace endpoints without the proxy). */
   readonly notes?: readonly string[];
+  /** How the endpoint is chosen, when not at random (the annotation kube-proxy-ts/lb-algorithm). */
+  readonly algorithm?: LbAlgorithm;
 }
+
+/** How each algorithm picks, for the summary. */
+const HOW: Readonly<Record<LbAlgorithm, string>> = {
+  random: 'at random',
+  'round-robin': 'in turn (round-robin)',
+  maglev: 'by the client address and port (maglev)',
+  'source-hash': 'by the client address (source-hash)',
+};
 
 /** "ns/name:port" from a kube-proxy rule comment such as "ns1/s0:http cluster IP". */
 export function serviceFromComment(comment: string | null): string | null {
@@ -51,6 +62,7 @@ export function summarize(
   verdict: ExplainVerdict,
   candidates: readonly ExplainCandidate[],
   masq: boolean,
+  algorithm: LbAlgorithm = 'random',
 ): string {
   const who = service ?? 'the packet';
   switch (verdict) {
@@ -67,7 +79,9 @@ export function summarize(
         .map((c) => (candidates.length > 1 ? `${c.endpoint} (${pct(c.probability)})` : c.endpoint))
         .join(', ');
       const one =
-        candidates.length === 1 ? `DNAT to ${eps}` : `DNAT to one of ${candidates.length} endpoints at random: ${eps}`;
+        candidates.length > 1
+          ? `DNAT to one of ${candidates.length} endpoints ${HOW[algorithm]}: ${eps}`
+          : `DNAT to ${eps}${algorithm === 'random' ? '' : ` (${algorithm})`}`;
       return `${who}: ${one}; ${masq ? 'masqueraded (SNAT to the node address)' : 'not masqueraded'}`;
     }
   }
@@ -88,6 +102,7 @@ export function explanationText(e: Explanation): string {
   }
   lines.push('', `Service:    ${e.service ?? '-'}`);
   lines.push(`Verdict:    ${e.verdict}`);
+  if (e.algorithm) lines.push(`Balancing:  ${e.algorithm}`);
   for (const c of e.candidates) lines.push(`  endpoint ${c.endpoint}  probability ${pct(c.probability)}`);
   lines.push(`Masquerade: ${e.masquerade ? 'yes' : 'no'}`);
   lines.push('', e.summary);

@@ -214,7 +214,7 @@ export const COMMAND_FLAGS: readonly FlagSpec[] = [
     scope: 'option',
     to: 'opts.ebpfLbAlgorithm',
     usage:
-      "kube-proxy-ts only, ebpf mode: how a new connection's endpoint is chosen: 'random' or 'maglev' (consistent hashing, the same choice on every node). A Service can choose for itself with the annotation kube-proxy-ts/lb-algorithm.",
+      "kube-proxy-ts only, ebpf mode: how a new connection's endpoint is chosen: 'random', 'round-robin' (each node cycles through the endpoints), 'maglev' (consistent hashing of the client address and port, the same choice on every node) or 'source-hash' (the client address alone decides, the same choice on every node). A Service (in nftables mode too) can choose for itself with the annotation kube-proxy-ts/lb-algorithm.",
   },
   {
     name: 'ebpf-maglev-table-size',

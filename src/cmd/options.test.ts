@@ -473,3 +473,13 @@ test('--handover-drain-period: 1m by default, any duration, never negative', asy
   assert.equal((await run(['--handover-drain-period=0'])).handoverDrainMs, 0);
   await rejects(['--handover-drain-period=-1s'], 'KPT_FLAG_INVALID', /--handover-drain-period: must not be negative/);
 });
+
+test('--ebpf-lb-algorithm takes the four algorithms and refuses anything else', async () => {
+  for (const a of ['random', 'round-robin', 'maglev', 'source-hash'])
+    assert.equal((await run([`--ebpf-lb-algorithm=${a}`])).ebpf.algorithm, a);
+  await rejects(
+    ['--ebpf-lb-algorithm=rr'],
+    'KPT_FLAG_INVALID',
+    /--ebpf-lb-algorithm: "rr": must be one of random, round-robin, maglev, source-hash/,
+  );
+});

@@ -46,6 +46,7 @@ import { MILLISECOND } from '../core/config/duration.js';
 import { validateConfig } from '../core/config/validate.js';
 import { ProxyError } from '../core/errors.js';
 import type { ProxyMode } from '../core/types.js';
+import { isLbAlgorithm, LB_ALGORITHMS } from '../core/lbalgorithm.js';
 import { isMaglevSize } from '../dataplane/ebpf/hash.js';
 import type { EbpfOptions } from '../dataplane/ebpf/options.js';
 import { splitArgs } from './argv.js';
@@ -221,8 +222,8 @@ function ebpfFlags(o: CommandOptions): EbpfFlags {
   };
   if (o.ebpfAttach !== 'auto' && o.ebpfAttach !== 'tcx' && o.ebpfAttach !== 'tc')
     bad('ebpf-attach', `${JSON.stringify(o.ebpfAttach)}: must be tcx, tc or auto`);
-  if (o.ebpfLbAlgorithm !== 'random' && o.ebpfLbAlgorithm !== 'maglev')
-    bad('ebpf-lb-algorithm', `${JSON.stringify(o.ebpfLbAlgorithm)}: must be random or maglev`);
+  if (!isLbAlgorithm(o.ebpfLbAlgorithm))
+    bad('ebpf-lb-algorithm', `${JSON.stringify(o.ebpfLbAlgorithm)}: must be one of ${LB_ALGORITHMS.join(', ')}`);
   if (!isMaglevSize(o.ebpfMaglevTableSize))
     bad('ebpf-maglev-table-size', `${o.ebpfMaglevTableSize}: must be a prime between 3 and 65521`);
   if (!o.ebpfPinPath.startsWith('/')) bad('ebpf-pin-path', `${JSON.stringify(o.ebpfPinPath)}: must be absolute`);

@@ -9,6 +9,7 @@ import { hostname } from 'node:os';
 import { featureGateEnabled } from '../core/config/features.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { resolveNodeName } from '../core/config/nodename.js';
+import { ipvsSchedulerNote } from '../core/lbalgorithm.js';
 import type { Dataplane, IPFamily } from '../core/types.js';
 import { healthObserver, healthTimeoutFor, ProxyHealthState } from '../engine/health.js';
 import { NodeChangeWatch } from '../engine/nodewatch.js';
@@ -142,6 +143,8 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const { nodeIPs, podCIDRs } = detected;
   log.info({ nodeName, nodeIPs, mode }, 'Starting kube-proxy-ts');
   if (cmd.modeDefaulted) log.warn({ mode, reason: MODE_DEFAULTED.reason }, MODE_DEFAULTED.note);
+  const scheduler = driver.lbAlgorithm ? ipvsSchedulerNote(config.ipvs.scheduler) : null;
+  if (scheduler) log.info({ scheduler: scheduler.scheduler, lbAlgorithm: scheduler.equivalent }, scheduler.message);
   if (driver.deprecation) log.error({}, driver.deprecation.log);
 
   const clock = realClock;

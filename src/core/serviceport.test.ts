@@ -316,3 +316,27 @@ test('objectKey validates namespace and name', () => {
   assert.equal(objectKey({ metadata: { namespace: 'ns1', name: 'a/b' } }), null);
   assert.equal(objectKey({ metadata: { namespace: '', name: 'x' } }), null);
 });
+
+test('kube-proxy-ts/lb-algorithm: the four values are kept; anything else is reported and the default used', () => {
+  const annotated = (v: unknown) =>
+    intake(
+      basic((s) => {
+        (s.metadata as { annotations?: Record<string, unknown> }).annotations = { 'kube-proxy-ts/lb-algorithm': v };
+      }),
+    );
+  assert.equal(intake(basic()).only!.lbAlgorithm, undefined);
+  for (const a of ['random', 'round-robin', 'maglev', 'source-hash']) {
+    const r = annotated(a);
+    assert.deepEqual(r.skips, []);
+    assert.equal(r.only!.lbAlgorithm, a);
+  }
+  for (const bad of ['rr', 'Maglev', '', 7, null]) {
+    const r = annotated(bad);
+    assert.equal(r.only!.lbAlgorithm, undefined, String(bad));
+    assert.equal(r.skips.length, 1, String(bad));
+    assert.match(
+      r.skips[0]!,
+      /invalid kube-proxy-ts\/lb-algorithm annotation .*random, round-robin, maglev, source-hash/,
+    );
+  }
+});

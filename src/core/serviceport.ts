@@ -8,6 +8,7 @@ import { LABEL_SERVICE_PROXY_NAME } from './api.js';
 import { parseCIDR, parseIP, specialIPReason } from './ip.js';
 import type { IPFamily, Protocol, ServicePort, ServicePortName } from './types.js';
 import { namespacedName, servicePortNameString } from './types.js';
+import { isLbAlgorithm, LB_ALGORITHMS, type LbAlgorithm } from './lbalgorithm.js';
 
 /** Receives one reason per dropped entry; `key` is the Service key when known. */
 export type SkipReporter = (key: string, reason: string) => void;
@@ -164,17 +165,19 @@ interface ServiceCommon {
   readonly internalPolicyLocal: boolean;
   readonly healthCheckNodePort: number;
   readonly trafficDistribution: string;
-  readonly lbAlgorithm: 'random' | 'maglev' | undefined;
+  readonly lbAlgorithm: LbAlgorithm | undefined;
 }
 
-/** Our per-Service choice of endpoint selection for the ebpf mode. */
+/** Our per-Service choice of endpoint selection for the nftables and ebpf modes. */
 export const LB_ALGORITHM_ANNOTATION = 'kube-proxy-ts/lb-algorithm';
 
-function lbAlgorithm(svc: Service, report: (r: string) => void): 'random' | 'maglev' | undefined {
+function lbAlgorithm(svc: Service, report: (r: string) => void): LbAlgorithm | undefined {
   const a = (svc.metadata as { annotations?: Record<string, unknown> }).annotations?.[LB_ALGORITHM_ANNOTATION];
   if (a === undefined) return undefined;
-  if (a === 'random' || a === 'maglev') return a;
-  report(`invalid ${LB_ALGORITHM_ANNOTATION} annotation ${JSON.stringify(a)} (random or maglev); using the default`);
+  if (isLbAlgorithm(a)) return a;
+  report(
+    `invalid ${LB_ALGORITHM_ANNOTATION} annotation ${JSON.stringify(a)} (${LB_ALGORITHMS.join(', ')}); using the default`,
+  );
   return undefined;
 }
 

@@ -5,6 +5,7 @@
 // Everything here is readonly data. A datapath receives a SyncState snapshot and
 // must not mutate it.
 
+import type { LbAlgorithm } from './lbalgorithm.js';
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
 export type IPFamily = 'IPv4' | 'IPv6';
 export type ProxyMode = 'iptables' | 'nftables' | 'ipvs' | 'userspace' | 'ebpf';
@@ -59,10 +60,11 @@ export interface ServicePort {
   readonly healthCheckNodePort: number;
   readonly trafficDistribution: string;
   /**
-   * Our annotation kube-proxy-ts/lb-algorithm ("random" or "maglev"), set
-   * only when the Service carries a valid one; honoured by the ebpf mode.
+   * Our annotation kube-proxy-ts/lb-algorithm (src/core/lbalgorithm.ts), set
+   * only when the Service carries a valid one; honoured by the nftables and
+   * ebpf modes.
    */
-  readonly lbAlgorithm?: 'random' | 'maglev';
+  readonly lbAlgorithm?: LbAlgorithm;
   /** nodePort != 0 || any LB VIP || any externalIP. */
   readonly externallyAccessible: boolean;
   /** !internalPolicyLocal || externallyAccessible. */

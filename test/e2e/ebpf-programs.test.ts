@@ -13,8 +13,11 @@
 //     client packet of it add to the service port's kpt_traffic entry (L3
 //     bytes), replies and uncounted ports add nothing; without it, nothing;
 //   - Maglev: the program picks exactly the endpoint the tracer computes
-//     from the flow hash; a connection keeps its endpoint and its replies
-//     are translated back.
+//     from the client hash; a connection keeps its endpoint and its replies
+//     are translated back;
+//   - round-robin: each new connection takes the set's next slot (the
+//     kernel's counter, read by the tracer), cycling; source-hash: every
+//     port of one client gets the endpoint the tracer computes.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from '../../src/dataplane/ebpf/layout.js';
@@ -104,7 +107,7 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
     }
   });
 
-  test('Maglev: the program picks the endpoint the tracer computes from the flow hash', () => {
+  test('Maglev: the program picks the endpoint the tracer computes from the client hash', () => {
     const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ClusterIPGeneral')!;
     clear(rt);
     const ops = new EbpfPlanner(scenarioConfig(s, 'ebpf'), { algorithm: 'maglev', maglevM: 251 }).plan({
@@ -126,6 +129,61 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
       seen.add(want.output);
     }
     assert.equal(seen.size, 2, 'both endpoints get flows');
+  });
+
+  /** ClusterIPGeneral (two endpoints) planned with this default algorithm, in the kernel and a Fake. */
+  const loadWith = (algorithm: L.LbAlgorithm) => {
+    const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ClusterIPGeneral')!;
+    clear(rt);
+    const ops = new EbpfPlanner(scenarioConfig(s, 'ebpf'), { algorithm, maglevM: 251 }).plan({
+      state: scenarioSyncState(s),
+    }).ops;
+    const fake = new Fake({ maglevM: 251 });
+    fake.apply(ops);
+    rt.apply(ops);
+    return { fake, localIPs: scenarioLocalIPs(s) };
+  };
+  const runIngress = (src: string, sport: number) => {
+    const out = parseFrame(
+      testRun(rt.obj.program('kpt_ingress'), {
+        frame: buildFrame({ src, dst: '172.30.0.42', sport, dport: 80, proto: 'TCP' }),
+      }).frame,
+    );
+    return `${out.dst}:${out.dport}`;
+  };
+
+  test('round-robin: each new connection takes the next slot, as the tracer reads it from the set', () => {
+    const { fake, localIPs } = loadWith('round-robin');
+    const svc = L.decodeSvcValue(fake.lookup('svc', L.encodeSvcKey({ addr: '172.30.0.42', port: 80, proto: 'TCP' }))!);
+    assert.equal(svc.algo, 'round-robin');
+    const key = L.encodeU32(svc.clusterSet);
+    const picks: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const live = rt.lookup('sets', key)!;
+      assert.equal(L.decodeSetValue(live).rrNext, i, 'one turn per new connection');
+      fake.apply([{ map: 'sets', op: 'update', key, value: live }]);
+      const want = trace(fake, { src: '10.180.0.2', dst: '172.30.0.42', port: 80 }, localIPs, { sport: 31000 + i });
+      assert.equal(want.candidates.length, 1);
+      const got = runIngress('10.180.0.2', 31000 + i);
+      assert.equal(got, want.output, `connection ${i}`);
+      picks.push(got);
+    }
+    assert.notEqual(picks[0], picks[1]);
+    picks.forEach((p, i) => assert.equal(p, picks[i % 2], `cycling order: ${picks.join(' ')}`));
+  });
+
+  test('source-hash: the client address alone picks the endpoint, as the tracer computes it', () => {
+    const { fake, localIPs } = loadWith('source-hash');
+    const seen = new Set<string>();
+    for (let c = 2; c < 22; c++) {
+      const src = `10.180.0.${c}`;
+      const want = trace(fake, { src, dst: '172.30.0.42', port: 80 }, localIPs);
+      assert.equal(want.candidates.length, 1, 'no source port needed');
+      for (const sport of [32000, 40000 + c, 61000])
+        assert.equal(runIngress(src, sport), want.output, `${src}:${sport}`);
+      seen.add(want.output);
+    }
+    assert.equal(seen.size, 2, 'both endpoints get clients');
   });
 
   test('traffic counters: conns and L3 bytes of the client direction, only with CFG_TRAFFIC and an entry', () => {

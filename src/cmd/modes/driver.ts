@@ -106,6 +106,8 @@ export interface ModeDriver {
   readonly failureCounter: SyncFailureCounterKind | null;
   /** Whether the proxy's datapath canary (--datapath-canary) is supported. */
   readonly canary: boolean;
+  /** Whether the Service annotation kube-proxy-ts/lb-algorithm chooses endpoints in this mode. */
+  readonly lbAlgorithm?: boolean;
 
   /** Why this host cannot run the mode (null: it can); checked before anything is changed. */
   unsupportedReason?(): Promise<string | null>;

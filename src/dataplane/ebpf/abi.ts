@@ -19,7 +19,7 @@ export const SVC_VALUE = defineStruct('svc_value', {
   kind: 'u8',
   algo: 'u8',
 });
-export const SET_VALUE = defineStruct('set_value', { count: 'u32', pad: 'u32' });
+export const SET_VALUE = defineStruct('set_value', { count: 'u32', rr_next: 'u32' });
 export const EP_KEY = defineStruct('ep_key', { set_id: 'u32', slot: 'u32' });
 export const EP_VALUE = defineStruct('ep_value', { addr: 'addr', port: 'be16', pad: 'u16' });
 export const MEMBER_KEY = defineStruct('member_key', { set_id: 'u32', port: 'be16', pad: 'u16', addr: 'addr' });

@@ -95,8 +95,11 @@ export function valueText(map: L.MapName, v: Uint8Array): string {
     }
     case 'addrs':
       return flagNames(L.decodeU32(v), ADDR_FLAG_NAMES);
-    case 'sets':
-      return `count ${L.decodeSetValue(v).count}`;
+    case 'sets': {
+      // rr_next: the round-robin turn the programs hand out next (0 as the proxy writes a set).
+      const d = L.decodeSetValue(v);
+      return `count ${d.count}${d.rrNext ? ` rr-next ${d.rrNext}` : ''}`;
+    }
     case 'eps': {
       const d = L.decodeEpValue(v);
       return hostPort(d.addr, d.port);

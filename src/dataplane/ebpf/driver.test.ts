@@ -340,3 +340,52 @@ function liveOf(f: Fake): LiveEntries {
     L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [m, new Map(f.dump(m).map(([k, v]) => [L.keyOf(k), v]))]),
   );
 }
+
+test('round-robin and source-hash: the set starts its turn at slot 0; source-hash reads a Maglev table', () => {
+  const annotatedState = (algorithm: string) =>
+    syncStateFromObjects({
+      services: [
+        withClusterIP(
+          makeService('default', 'lb', (s) => {
+            s.metadata.annotations = { 'kube-proxy-ts/lb-algorithm': algorithm };
+            s.spec.ports = [svcPort('http', 80)];
+          }),
+          '10.96.7.8',
+        ),
+      ],
+      slices: [
+        makeSlice('default', 'lb', 1, (s) => {
+          s.endpoints = ['10.244.1.10', '10.244.1.11', '10.244.2.10'].map((ip) => endpoint(ip, { ready: true }));
+          s.ports = [slicePort('http', 80)];
+        }),
+      ],
+      family: 'IPv4',
+    });
+  const pkt = { src: '10.244.5.5', dst: '10.96.7.8', port: 80 };
+  for (const algorithm of ['round-robin', 'source-hash'] as const) {
+    const fake = new Fake();
+    fake.apply(new EbpfPlanner(CONFIG).plan({ state: annotatedState(algorithm) }).ops);
+    const v = L.decodeSvcValue(fake.lookup('svc', L.encodeSvcKey({ addr: '10.96.7.8', port: 80, proto: 'TCP' }))!);
+    assert.equal(v.algo, algorithm);
+    const set = fake.lookup('sets', L.encodeU32(v.clusterSet))!;
+    assert.deepEqual(L.decodeSetValue(set), { count: 3, rrNext: 0 });
+    assert.equal(fake.lookup('maglev', L.encodeU32(v.clusterSet)) !== null, algorithm === 'source-hash');
+    const picks = [0, 1, 2, 3, 4].map((turn) => {
+      // The programs advance rr_next; the tracer reads the turn it holds.
+      fake.apply([{ map: 'sets', op: 'update', key: L.encodeU32(v.clusterSet), value: setWithTurn(set, turn) }]);
+      const r = trace(fake, pkt, CONFIG.localIPs, { sport: 40000 + turn });
+      assert.equal(r.candidates.length, 1, `${algorithm}: one endpoint`);
+      return r.output;
+    });
+    if (algorithm === 'round-robin') {
+      assert.equal(new Set(picks.slice(0, 3)).size, 3, picks.join(' '));
+      assert.deepEqual(picks.slice(3), picks.slice(0, 2), 'cycling');
+    } else assert.equal(new Set(picks).size, 1, `one client address, one endpoint: ${picks.join(' ')}`);
+  }
+});
+
+function setWithTurn(set: Uint8Array, turn: number): Uint8Array {
+  const b = Uint8Array.from(set);
+  new DataView(b.buffer).setUint32(4, turn, true);
+  return b;
+}

@@ -8,6 +8,7 @@ import { cidrContains, isLoopback, joinHostPort, parseCIDR, parseIP } from '../.
 import type { Keyed } from '../../core/objects.js';
 import type { DataplaneConfig, Endpoint, IPFamily, ServicePort, SyncState } from '../../core/types.js';
 import { servicePortPolicy } from '../policy.js';
+import { usesMaglevTable } from '../../core/lbalgorithm.js';
 import { maglevTable } from './hash.js';
 import * as L from './layout.js';
 
@@ -45,8 +46,7 @@ const entry = (kind: L.MapName, key: Uint8Array, value: Uint8Array): MapEntry =>
 export function servicePortEntries(sp: ServicePort, id: number, state: SyncState, ctx: PortContext): MapEntry[] {
   const out: MapEntry[] = [entry('names', L.encodeU32(id), L.encodeName(sp.key))];
   const policy = servicePortPolicy(sp, state.categorized.get(sp.key));
-  const algo: L.LbAlgorithm =
-    sp.lbAlgorithm === 'maglev' || sp.lbAlgorithm === 'random' ? sp.lbAlgorithm : ctx.algorithm;
+  const algo: L.LbAlgorithm = sp.lbAlgorithm ?? ctx.algorithm;
   const cluster = sp.usesClusterEndpoints ? policy.clusterEndpoints : [];
   const local = sp.usesLocalEndpoints ? policy.localEndpoints : [];
   const clusterSet = cluster.length ? L.clusterSetOf(id) : 0;
@@ -130,7 +130,7 @@ function setEntries(
     if (members) out.push(entry('members', L.encodeMemberKey({ setId, addr: e.ip, port: e.port }), L.encodeU32(slot)));
   });
   out.push(entry('sets', L.encodeU32(setId), L.encodeSetValue(slots.length)));
-  if (algo === 'maglev') {
+  if (usesMaglevTable(algo)) {
     // The table is computed over the endpoints in a fixed order, not slot order (which
     // depends on each node's history), so every node maps a flow to the same endpoint.
     const canonical = [...slots].sort();

@@ -43,7 +43,7 @@ export { Fake, FakeError } from './fake.js';
 export { trace } from './trace.js';
 export type { EbpfTraceOptions, RuleSource, TraceCandidate, TraceResult, TraceStep } from './trace.js';
 export type { MapOp, MapReader, MapStore } from './store.js';
-export { flowHash, maglevTable, isMaglevSize } from './hash.js';
+export { clientHash, maglevTable, isMaglevSize } from './hash.js';
 export { entryText } from './describe.js';
 export { masqueradeTable, deleteMasqueradeTable, MASQ_CHAIN, MASQ_TABLE } from './masq.js';
 export { TrafficCounterPlan, TRAFFIC_MAX_PER_FAMILY } from './traffic.js';

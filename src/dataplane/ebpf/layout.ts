@@ -11,6 +11,7 @@
 // except the svc_id inside LPM keys, which is big-endian so that it forms
 // the leading bytes the trie matches first.
 import type { IPFamily, Protocol } from '../../core/types.js';
+import type { LbAlgorithm } from '../../core/lbalgorithm.js';
 import * as A from './abi.js';
 import { addrText, isMapped, putAddr, putU16, putU32 } from './struct.js';
 
@@ -26,8 +27,9 @@ export type SvcKind = keyof typeof KIND;
 export const SVC_NO_ENDPOINTS = 1 << 0;
 export const SVC_LOCAL_POLICY = 1 << 1;
 export const SVC_SOURCE_RANGES = 1 << 2;
-export const ALGO = { random: 0, maglev: 1 } as const;
-export type LbAlgorithm = keyof typeof ALGO;
+/** enum lb_algo of abi.h. */
+export const ALGO: Readonly<Record<LbAlgorithm, number>> = { random: 0, maglev: 1, 'round-robin': 2, 'source-hash': 3 };
+export type { LbAlgorithm };
 
 export const ADDR_LOCAL = 1 << 0;
 export const ADDR_NODEPORT = 1 << 1;
@@ -103,7 +105,8 @@ export function encodeSvcValue(v: SvcValue): Uint8Array {
 export function decodeSvcValue(b: Uint8Array): SvcValue {
   const r = A.SVC_VALUE.decode(b);
   const kind = (Object.keys(KIND) as SvcKind[]).find((k) => KIND[k] === r.kind) ?? 'clusterIP';
-  return { ...r, kind, algo: r.algo === ALGO.maglev ? 'maglev' : 'random' };
+  const algo = (Object.keys(ALGO) as LbAlgorithm[]).find((a) => ALGO[a] === r.algo) ?? 'random';
+  return { ...r, kind, algo };
 }
 
 // ---- addrs, sets, eps, members -----------------------------------------
@@ -124,8 +127,12 @@ export const decodeU32 = (b: Uint8Array): number =>
   new DataView(b.buffer, b.byteOffset, b.byteLength).getUint32(0, true);
 export const encodeU8 = (n: number): Uint8Array => new Uint8Array([n]);
 
-export const encodeSetValue = (count: number): Uint8Array => A.SET_VALUE.encode({ count });
-export const decodeSetValue = (b: Uint8Array): { count: number } => ({ count: A.SET_VALUE.decode(b).count });
+/** A set as the proxy writes it: rr_next 0, so a new endpoint list starts its round-robin cycle at slot 0. */
+export const encodeSetValue = (count: number): Uint8Array => A.SET_VALUE.encode({ count, rrNext: 0 });
+export const decodeSetValue = (b: Uint8Array): { count: number; rrNext: number } => {
+  const d = A.SET_VALUE.decode(b);
+  return { count: d.count, rrNext: d.rrNext };
+};
 
 export interface EpKey {
   readonly setId: number;

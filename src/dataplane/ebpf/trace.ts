@@ -16,7 +16,7 @@ import { joinHostPort } from '../../core/ip.js';
 import type { Protocol } from '../../core/types.js';
 import { traceResult, type TraceFunction, type TraceOptions, type TracePacket, type TraceResultOf } from '../trace.js';
 import { entryText } from './describe.js';
-import { flowHash } from './hash.js';
+import { clientHash } from './hash.js';
 import * as L from './layout.js';
 import type { MapReader } from './store.js';
 
@@ -191,18 +191,13 @@ function choose(
     const d = L.decodeEpValue(v);
     return joinHostPort(d.addr, d.port);
   };
-  if (svc.algo === 'maglev') {
+  if (svc.algo === 'maglev' || svc.algo === 'source-hash') {
     const lutRaw = w.look('maglev', L.encodeU32(setId));
     if (!lutRaw) return [];
     const lut = L.decodeMaglev(lutRaw);
-    if (opts.sport !== undefined) {
-      const h = flowHash({
-        src: packet.src,
-        dst: packet.dst,
-        sport: opts.sport,
-        dport: packet.port,
-        proto: packet.protocol,
-      });
+    const addrOnly = svc.algo === 'source-hash';
+    if (opts.sport !== undefined || addrOnly) {
+      const h = clientHash({ src: packet.src, sport: opts.sport ?? 0 }, addrOnly);
       const slot = lut[h % lut.length]!;
       const e = ep(slot);
       return e ? [{ endpoint: e, probability: 1, setId, slot }] : [];
@@ -215,6 +210,12 @@ function choose(
       if (e) out.push({ endpoint: e, probability: n / lut.length, setId, slot });
     }
     return out;
+  }
+  if (svc.algo === 'round-robin') {
+    // The set's next turn, as the programs read it (and then advance it).
+    const slot = L.decodeSetValue(setRaw!).rrNext % count;
+    const e = ep(slot);
+    return e ? [{ endpoint: e, probability: 1, setId, slot }] : [];
   }
   const out: TraceCandidate[] = [];
   for (let slot = 0; slot < count; slot++) {

@@ -78,7 +78,12 @@ export function normalizeNftRule(text: string): string {
       .replace(/\bmeta mark set meta mark \^ /g, 'mark set mark xor ')
       .replace(/\bmeta mark & /g, 'mark and ')
       // nft prints `dnat ip addr . port to numgen ...` as `dnat ip to numgen ...`.
-      .replace(/\bdnat (ip6?) to numgen /g, 'dnat $1 addr . port to numgen ')
+      // A Maglev DNAT: nft folds `meta l4proto tcp` into the hashed port, printed `tcp sport`.
+      .replace(
+        /^dnat (ip6?) to jhash (ip6?) saddr \. (tcp|udp|sctp) sport /,
+        'meta l4proto $3 dnat $1 addr . port to jhash $2 saddr . th sport ',
+      )
+      .replace(/\bdnat (ip6?) to (numgen|jhash) /g, 'dnat $1 addr . port to $2 ')
       // The userspace table's port maps: `redirect to :ip daddr ...`, `dnat to ip saddr:ip daddr ...`.
       .replace(/\bredirect to :(?=\S)/g, 'redirect to : ')
       .replace(/\b(dnat to ip6? saddr):(?=\S)/g, '$1 : ')

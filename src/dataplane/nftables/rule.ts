@@ -52,17 +52,19 @@ export type Item =
   | { readonly k: 'updateSaddr'; readonly fam: NftFamily; readonly set: string }
   /** `dnat ip addr . port to numgen random mod MOD map @map` */
   | { readonly k: 'dnatNumgenMap'; readonly fam: NftFamily; readonly mod: number; readonly map: string }
-  /** `dnat ip addr . port to numgen random mod MOD map { K : ADDR . PORT , ... }` */
+  /** `dnat ip addr . port to PICK map { K : ADDR . PORT , ... }` (PICK: numgen random mod MOD unless `pick`) */
   | {
       readonly k: 'dnatNumgenList';
       readonly fam: NftFamily;
       readonly mod: number;
+      readonly pick?: Pick;
       readonly entries: ReadonlyArray<{ readonly key: number; readonly addr: string; readonly port: number }>;
     }
-  /** `numgen random mod MOD vmap { K : goto CHAIN , ... }` */
+  /** `PICK vmap { K : goto CHAIN , ... }` (PICK: numgen random mod MOD unless `pick`) */
   | {
       readonly k: 'numgenVmap';
       readonly mod: number;
+      readonly pick?: Pick;
       readonly entries: ReadonlyArray<{
         readonly key: number;
         readonly verdict: 'goto' | 'jump';
@@ -75,6 +77,25 @@ export type Item =
   | { readonly k: 'dnatSaddrMap'; readonly fam: NftFamily; readonly fields: readonly Field[]; readonly map: string };
 
 export type RuleBody = readonly Item[];
+
+/**
+ * What picks the entry of an endpoint choice: `numgen random mod N`
+ * (upstream's), `numgen inc mod N` (round-robin: one counter per rule,
+ * advanced atomically) or `jhash FAM saddr [. th sport] mod N seed S`
+ * (Maglev and source hashing: the client decides, the same on every node).
+ */
+export type Pick =
+  | { readonly k: 'random' }
+  | { readonly k: 'inc' }
+  | { readonly k: 'jhash'; readonly fam: NftFamily; readonly sport: boolean; readonly seed: number };
+
+export const PICK_RANDOM: Pick = { k: 'random' };
+
+export function pickText(p: Pick | undefined, mod: number): string {
+  if (p === undefined || p.k === 'random') return `numgen random mod ${mod}`;
+  if (p.k === 'inc') return `numgen inc mod ${mod}`;
+  return `jhash ${p.fam} saddr${p.sport ? ' . th sport' : ''} mod ${mod} seed ${markText(p.seed)}`;
+}
 
 /** A mark as the renderers have always written it: 0x and eight hex digits. */
 export function markText(m: number): string {
@@ -125,11 +146,11 @@ function itemText(i: Item): string {
       return `dnat ${i.fam} addr . port to numgen random mod ${i.mod} map @${i.map}`;
     case 'dnatNumgenList': {
       const entries = i.entries.map((e) => `${e.key} : ${e.addr} . ${e.port}`).join(' , ');
-      return `dnat ${i.fam} addr . port to numgen random mod ${i.mod} map { ${entries} }`;
+      return `dnat ${i.fam} addr . port to ${pickText(i.pick, i.mod)} map { ${entries} }`;
     }
     case 'numgenVmap': {
       const entries = i.entries.map((e) => `${e.key} : ${e.verdict} ${e.chain}`).join(' , ');
-      return `numgen random mod ${i.mod} vmap { ${entries} }`;
+      return `${pickText(i.pick, i.mod)} vmap { ${entries} }`;
     }
     case 'redirectMap':
       return `redirect to : ${i.fields.join(' . ')} map @${i.map}`;
@@ -249,11 +270,13 @@ export const dnatNumgenList = (
   fam: NftFamily,
   mod: number,
   entries: ReadonlyArray<{ readonly key: number; readonly addr: string; readonly port: number }>,
-): Item => ({ k: 'dnatNumgenList', fam, mod, entries });
+  pick: Pick = PICK_RANDOM,
+): Item => ({ k: 'dnatNumgenList', fam, mod, entries, ...(pick.k === 'random' ? {} : { pick }) });
 export const numgenVmap = (
   mod: number,
   entries: ReadonlyArray<{ readonly key: number; readonly verdict: 'goto' | 'jump'; readonly chain: string }>,
-): Item => ({ k: 'numgenVmap', mod, entries });
+  pick: Pick = PICK_RANDOM,
+): Item => ({ k: 'numgenVmap', mod, entries, ...(pick.k === 'random' ? {} : { pick }) });
 export const redirectMap = (fields: readonly Field[], map: string): Item => ({ k: 'redirectMap', fields, map });
 export const dnatSaddrMap = (fam: NftFamily, fields: readonly Field[], map: string): Item => ({
   k: 'dnatSaddrMap',

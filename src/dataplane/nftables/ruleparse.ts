@@ -3,7 +3,7 @@
 // netlink encoder's tests, a text-only producer) and nothing we render.
 // It knows exactly the grammar of rule.ts and returns null for anything else.
 import type { NftFamily } from './names.js';
-import type { Dir, Field, Item, RuleBody } from './rule.js';
+import type { Dir, Field, Item, Pick, RuleBody } from './rule.js';
 
 /** Words, quoted strings, braces and commas. */
 function tokenize(text: string): string[] {
@@ -87,6 +87,8 @@ class Parser {
       case 'mark':
         return this.peek() === 'and' ? this.markAnd() : this.markSet();
       case 'numgen':
+      case 'jhash':
+        this.i--;
         return this.numgen();
       case 'masquerade': {
         const fullyRandom = this.peek() === 'fully-random';
@@ -211,17 +213,34 @@ class Parser {
     return mark !== null && (op === 'or' || op === 'xor') && this.push({ k: 'markSet', op, mark });
   }
 
-  private numgenMod(): number | null {
-    if (!this.expect('random', 'mod')) return null;
-    return this.num();
+  /** numgen random|inc mod N, or jhash FAM saddr [. th sport] mod N seed S (random: pick undefined). */
+  private pick(): { mod: number; pick: Pick | undefined } | null {
+    const w = this.take();
+    if (w === 'numgen') {
+      const how = this.take();
+      if ((how !== 'random' && how !== 'inc') || !this.expect('mod')) return null;
+      const mod = this.num();
+      return mod === null ? null : { mod, pick: how === 'inc' ? { k: 'inc' } : undefined };
+    }
+    if (w !== 'jhash') return null;
+    const fam = this.take();
+    if (!FAMS.has(fam ?? '') || !this.expect('saddr')) return null;
+    const sport = this.peek() === '.';
+    if (sport && !this.expect('.', 'th', 'sport')) return null;
+    if (!this.expect('mod')) return null;
+    const mod = this.num();
+    if (mod === null || !this.expect('seed')) return null;
+    const seed = this.num();
+    return seed === null ? null : { mod, pick: { k: 'jhash', fam: fam as NftFamily, sport, seed } };
   }
 
-  /** numgen random mod N (K | vmap { K : goto CHAIN , ... }) */
+  /** numgen random mod N K | PICK vmap { K : goto CHAIN , ... } */
   private numgen(): boolean {
-    const mod = this.numgenMod();
-    if (mod === null) return false;
+    const p = this.pick();
+    if (p === null) return false;
+    const { mod, pick } = p;
     if (this.peek() !== 'vmap') {
-      const value = this.num();
+      const value = pick === undefined ? this.num() : null;
       return value !== null && this.push({ k: 'numgen', mod, value });
     }
     this.i++;
@@ -232,7 +251,7 @@ class Parser {
       if (e.length !== 4 || e[1] !== ':' || !/^\d+$/.test(e[0]!) || (e[2] !== 'goto' && e[2] !== 'jump')) return false;
       entries.push({ key: Number(e[0]), verdict: e[2], chain: e[3]! });
     }
-    return this.push({ k: 'numgenVmap', mod, entries });
+    return this.push({ k: 'numgenVmap', mod, entries, ...(pick ? { pick } : {}) });
   }
 
   /** dnat to ADDR:PORT | dnat to ip saddr : FIELDS map @m | dnat ip addr . port to numgen ... map @m | { ... } */
@@ -251,13 +270,14 @@ class Parser {
       return hp !== null && this.push({ k: 'dnat', addr: hp[1]!, port: Number(hp[2]) });
     }
     const fam = this.take();
-    if (!FAMS.has(fam ?? '') || !this.expect('addr', '.', 'port', 'to', 'numgen')) return false;
+    if (!FAMS.has(fam ?? '') || !this.expect('addr', '.', 'port', 'to')) return false;
     const f = fam as NftFamily;
-    const mod = this.numgenMod();
-    if (mod === null || this.take() !== 'map') return false;
+    const p = this.pick();
+    if (p === null || this.take() !== 'map') return false;
+    const { mod, pick } = p;
     if (this.peek()?.startsWith('@')) {
       const map = this.ref();
-      return map !== null && this.push({ k: 'dnatNumgenMap', fam: f, mod, map });
+      return map !== null && pick === undefined && this.push({ k: 'dnatNumgenMap', fam: f, mod, map });
     }
     const list = this.braceList();
     if (!list) return false;
@@ -266,7 +286,7 @@ class Parser {
       if (e.length !== 5 || e[1] !== ':' || e[3] !== '.' || !/^\d+$/.test(e[0]!) || !/^\d+$/.test(e[4]!)) return false;
       entries.push({ key: Number(e[0]), addr: e[2]!, port: Number(e[4]) });
     }
-    return this.push({ k: 'dnatNumgenList', fam: f, mod, entries });
+    return this.push({ k: 'dnatNumgenList', fam: f, mod, entries, ...(pick ? { pick } : {}) });
   }
 }
 

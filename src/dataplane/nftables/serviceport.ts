@@ -5,7 +5,9 @@
 // element comments are upstream's, byte for byte (see static.ts).
 import type { CategorizedEndpoints, Endpoint, ServicePort } from '../../core/types.js';
 import { servicePortPolicy } from '../policy.js';
-import { cidrContains, parseCIDR } from '../../core/ip.js';
+import { cidrContains, joinHostPort, parseCIDR } from '../../core/ip.js';
+import type { LbAlgorithm } from '../../core/lbalgorithm.js';
+import { CLIENT_HASH_SEED, maglevTable } from '../maglev.js';
 import * as N from './names.js';
 import type { Element, NftMap, NftSet, Rule } from './objects.js';
 import * as R from './rule.js';
@@ -110,7 +112,7 @@ export function renderServicePort(
   }
   const affinitySets: NftSet[] = [];
   const endpointMaps: EndpointMapContent[] = [];
-  const mapped = ctx.layout === 'maps' && svc.stickyMaxAgeSeconds <= 0;
+  const mapped = ctx.layout === 'maps' && svc.stickyMaxAgeSeconds <= 0 && (svc.lbAlgorithm ?? 'random') === 'random';
   if (usesClusterPolicyChain) {
     if (mapped) endpointMaps.push(endpointMap(ctx, proto, clusterPolicyChain, clusterEndpoints));
     chains.push(...endpointChains(ctx, svc, clusterPolicyChain, clusterEndpoints));
@@ -191,6 +193,8 @@ function externalRules(
  */
 function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps: readonly Endpoint[]): ChainContent[] {
   const proto = R.l4proto(N.nftProtocol(svc.name));
+  const algo = svc.lbAlgorithm ?? 'random';
+  if (algo !== 'random' && eps.length > 0) return chosenEndpointChains(ctx, svc, chain, eps, algo);
   const lean = ctx.layout !== 'upstream';
   if (svc.stickyMaxAgeSeconds <= 0 && ctx.layout === 'maps') {
     const m = N.ENDPOINTS_MAP_PREFIX + chain;
@@ -241,6 +245,73 @@ function endpointChains(ctx: RenderContext, svc: ServicePort, chain: string, eps
   });
   // Endpoint chains shared by the cluster and local policy chains are
   // deduplicated by the caller.
+  return [...out, { name: chain, rules }];
+}
+
+/** Buckets of a Maglev or source-hash choice in nftables mode (a prime; src/dataplane/maglev.ts). */
+export const NFT_MAGLEV_M = 1021;
+
+/**
+ * Each bucket's endpoint index for `jhash ... mod NFT_MAGLEV_M`: the Maglev
+ * table over the endpoints in a fixed order (sorted "ip:port"), so every
+ * node fills the same table from the same endpoints, whatever order the
+ * EndpointSlices listed them in.
+ */
+export function maglevBuckets(eps: readonly Endpoint[]): number[] {
+  const keys = eps.map((e) => joinHostPort(e.ip, e.port));
+  const order = keys.map((_, i) => i).sort((a, b) => (keys[a]! < keys[b]! ? -1 : keys[a]! > keys[b]! ? 1 : 0));
+  return maglevTable(
+    order.map((i) => keys[i]!),
+    NFT_MAGLEV_M,
+  ).map((j) => order[j]!);
+}
+
+/**
+ * The policy chain of a Service with kube-proxy-ts/lb-algorithm other than
+ * random, in every layout: one anonymous map indexed by `numgen inc`
+ * (round-robin: the rule's counter is atomic, so connections take turns
+ * exactly) or by `jhash` of the client (Maglev: address and port;
+ * source-hash: address), whose NFT_MAGLEV_M buckets hold the Maglev table.
+ * Without affinity the map gives the DNAT target; with affinity, as upstream,
+ * an endpoint chain that records the client, after the affinity rules.
+ */
+function chosenEndpointChains(
+  ctx: RenderContext,
+  svc: ServicePort,
+  chain: string,
+  eps: readonly Endpoint[],
+  algo: Exclude<LbAlgorithm, 'random'>,
+): ChainContent[] {
+  const proto = R.l4proto(N.nftProtocol(svc.name));
+  const pick: R.Pick =
+    algo === 'round-robin'
+      ? { k: 'inc' }
+      : { k: 'jhash', fam: ctx.ipX, sport: algo === 'maglev', seed: CLIENT_HASH_SEED };
+  const index = algo === 'round-robin' ? eps.map((_, i) => i) : maglevBuckets(eps);
+  if (svc.stickyMaxAgeSeconds <= 0) {
+    const entries = index.map((i, key) => ({ key, addr: eps[i]!.ip, port: eps[i]!.port }));
+    return [{ name: chain, rules: [rule(chain, [proto, R.dnatNumgenList(ctx.ipX, index.length, entries, pick)])] }];
+  }
+  const names = eps.map((ep) => N.servicePortEndpointChainNameBase(svc.name, ep.ip, ep.port));
+  const rules: Rule[] = names.map((n) =>
+    rule(chain, [R.addrIn(ctx.ipX, 'saddr', N.AFFINITY_SET_PREFIX + n), R.goto(N.ENDPOINT_CHAIN_PREFIX + n)]),
+  );
+  const entries = index.map((i, key) => ({
+    key,
+    verdict: 'goto' as const,
+    chain: N.ENDPOINT_CHAIN_PREFIX + names[i]!,
+  }));
+  rules.push(rule(chain, [R.numgenVmap(index.length, entries, pick)]));
+  const out: ChainContent[] = eps.map((ep, i) => {
+    const epChain = N.ENDPOINT_CHAIN_PREFIX + names[i]!;
+    return {
+      name: epChain,
+      rules: [
+        rule(epChain, [R.updateSaddr(ctx.ipX, N.AFFINITY_SET_PREFIX + names[i]!)]),
+        rule(epChain, [proto, R.dnat(ep.ip, ep.port)]),
+      ],
+    };
+  });
   return [...out, { name: chain, rules }];
 }
 

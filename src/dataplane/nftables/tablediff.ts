@@ -29,7 +29,11 @@ export type NftTableDiff = NftChainDiff | NftSetDiff;
 /** One spelling for a rule: the renderer's words, decimal numbers, `{ x }` as x, comment last. */
 export function canonicalNftRule(text: string): string {
   const { rule, comment } = splitComment(normalizeNftRule(text));
-  const body = rule.replace(/\b0x[0-9a-f]+\b/gi, (h) => String(parseInt(h, 16))).replace(/\{ ([^{},\s]+) \}/g, '$1');
+  const body = rule
+    .replace(/\b0x[0-9a-f]+\b/gi, (h) => String(parseInt(h, 16)))
+    .replace(/\{ ([^{},\s]+) \}/g, '$1')
+    // The renderer separates inline map entries with " , ", nft lists them with ", ".
+    .replace(/ , /g, ', ');
   return comment === undefined ? body : `${body} comment ${JSON.stringify(comment)}`;
 }
 

@@ -31,6 +31,7 @@ import {
 } from '../trace.js';
 import { cidrContains, isLoopback, joinHostPort, parseCIDR, parseIP } from '../../core/ip.js';
 import { ProxyError } from '../../core/errors.js';
+import { jhashBytes, reciprocalScale } from '../maglev.js';
 
 export type { TraceOptions, TracePacket, TraceVerdict } from '../trace.js';
 
@@ -80,6 +81,8 @@ export const KUBE_PROXY_HOOKS: HookChains = {
 export interface NftTraceOptions extends TraceOptions {
   /** Which chains run where (default KUBE_PROXY_HOOKS). */
   readonly hooks?: HookChains;
+  /** The client's source port: a Maglev choice (`jhash ip saddr . th sport`) then gives its one endpoint. */
+  readonly sport?: number;
 }
 
 type Verdict = 'continue' | 'return' | 'terminal';
@@ -89,12 +92,15 @@ class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
   /** Rule.comment of the rule being read (the renderer may keep it apart from the text). */
   private comment: string | null = null;
 
+  private readonly sport: number | undefined;
+
   constructor(
     private readonly src: RuleSource,
     private readonly localIPs: readonly string[],
-    opts: TraceOptions,
+    opts: NftTraceOptions,
   ) {
     super(localIPs, opts);
+    this.sport = opts.sport;
   }
 
   runChain(chain: string, pkt: Pkt, depth = 0, reach = 1): Verdict {
@@ -332,8 +338,8 @@ class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
     depth: number,
     p: number,
   ): Verdict {
-    if (tok === 'numgen') return this.numgen(rest, chain, pkt, depth, p);
-    if (tok === 'dnat') return this.dnatTo(rest, rule, chain, p);
+    if (tok === 'numgen' || tok === 'jhash') return this.numgen(rest, chain, pkt, depth, p);
+    if (tok === 'dnat') return this.dnatTo(rest, rule, chain, pkt, p);
     if (tok === 'masquerade') {
       this.masq = true;
       return 'terminal';
@@ -343,19 +349,50 @@ class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
     return this.verdict(`${tok} ${rest[1] ?? ''}`, chain, pkt, depth, p);
   }
 
-  /** numgen random mod N vmap { 0 : goto a , 1 : goto b }: follow every entry. */
+  /**
+   * PICK vmap { 0 : goto a , 1 : goto b }: the entry a jhash of this packet
+   * selects when the tracer can compute it, else every entry (each target
+   * once, with the share of entries it holds).
+   */
   private numgen(t: string[], chain: string, pkt: Pkt, depth: number, p: number): Verdict {
-    const entries = braceBody(t).split(',');
     let result: Verdict = 'continue';
-    for (const entry of entries) {
-      const v = entry.slice(entry.indexOf(' : ') + 3);
-      if (this.verdict(v, chain, pkt, depth, p / entries.length) === 'terminal') result = 'terminal';
-    }
+    for (const [v, share] of this.picked(t, pkt))
+      if (this.verdict(v, chain, pkt, depth, p * share) === 'terminal') result = 'terminal';
     return result;
   }
 
-  /** dnat to IP:port, or dnat ip addr . port to numgen random mod N map { 0 : IP . port , ... }. */
-  private dnatTo(t: string[], rule: string, chain: string, p: number): Verdict {
+  /**
+   * The values of `PICK map|vmap { K : V , ... }` this packet may get, with
+   * their chance. PICK is `numgen random|inc mod N` (every entry; the tracer
+   * does not know inc's counter) or `jhash FAM saddr [. th sport] mod N seed
+   * S`, which the tracer computes as the kernel does (src/dataplane/maglev.ts)
+   * from the source address, and the source port when given.
+   */
+  private picked(t: string[], pkt: Pkt): Array<[string, number]> {
+    const entries = braceBody(t)
+      .split(',')
+      .map((e) => [e.slice(0, e.indexOf(' : ')).trim(), e.slice(e.indexOf(' : ') + 3).trim()] as const);
+    const at = t.indexOf('jhash');
+    if (at >= 0) {
+      const sport = t[at + 3] === '.';
+      const mod = Number(t[t.indexOf('mod', at) + 1]);
+      const seed = Number(t[t.indexOf('seed', at) + 1]);
+      const addr = parseIP(pkt.src);
+      if (!(mod > 0) || !Number.isInteger(seed) || !addr) this.fail(`jhash over ${pkt.src}: ${t.join(' ')}`);
+      if (!sport || this.sport !== undefined) {
+        const port = this.sport ?? 0;
+        const data = sport ? [...addr!.bytes, port >> 8, port & 0xff, 0, 0] : [...addr!.bytes];
+        const key = String(reciprocalScale(jhashBytes(Uint8Array.from(data), seed), mod));
+        return entries.filter(([k]) => k === key).map(([, v]) => [v, 1]);
+      }
+    }
+    const share = new Map<string, number>();
+    for (const [, v] of entries) share.set(v, (share.get(v) ?? 0) + 1 / entries.length);
+    return [...share];
+  }
+
+  /** dnat to IP:port, or dnat ip addr . port to PICK map { 0 : IP . port , ... }. */
+  private dnatTo(t: string[], rule: string, chain: string, pkt: Pkt, p: number): Verdict {
     if (t[1] === 'to' && t[2] !== 'numgen') {
       this.outputs.push(t[2]!);
       this.candidates.push({ endpoint: t[2]!, probability: p, chain });
@@ -363,17 +400,13 @@ class Tracer extends TraceCollector<TraceStep, TraceCandidate> {
     }
     const named = t[t.length - 2] === 'map' && t[t.length - 1]!.startsWith('@');
     if (t.includes('numgen') && named) return this.dnatNamedMap(t, chain, p);
-    if (t.includes('numgen')) {
-      const entries = braceBody(t).split(',');
-      for (const entry of entries) {
-        // "0 : IP . port" (IPv6 addresses contain ':' themselves).
-        const [ip, port] = entry
-          .slice(entry.indexOf(' : ') + 3)
-          .split(' . ')
-          .map((x) => x.trim());
+    if (t.includes('numgen') || t.includes('jhash')) {
+      for (const [value, share] of this.picked(t, pkt)) {
+        // "IP . port" (IPv6 addresses contain ':' themselves).
+        const [ip, port] = value.split(' . ').map((x) => x.trim());
         const ep = joinHostPort(ip!, Number(port));
         this.outputs.push(ep);
-        this.candidates.push({ endpoint: ep, probability: p / entries.length, chain });
+        this.candidates.push({ endpoint: ep, probability: p * share, chain });
       }
       return 'terminal';
     }

@@ -261,3 +261,21 @@ for (const [fam, ep] of [
     assert.throws(() => topAttr(body, 3));
   });
 }
+
+test('a large inline verdict map (a Maglev choice) goes over several element messages, each list within 16 bits', () => {
+  const chain = `endpoint-ABCDEFGH-${'n'.repeat(60)}/${'s'.repeat(60)}/tcp/p80__10.180.0.1/8080`;
+  const entries = Array.from({ length: 1021 }, (_, key) => ({ key, verdict: 'goto' as const, chain }));
+  const rule = `jhash ip saddr . th sport mod 1021 seed 0x6b707473 vmap { ${entries
+    .map((e) => `${e.key} : goto ${e.chain}`)
+    .join(' , ')} }`;
+  const msgs = encodeOps([{ verb: 'add', object: { kind: 'rule', chain: 'c', rule } }]);
+  const types = msgs.map((m) => m.type & 0xff);
+  const elems = msgs.filter((m) => (m.type & 0xff) === 12);
+  assert.deepEqual([types[0], types[types.length - 1]], [9 /* NEWSET */, 6 /* NEWRULE */]);
+  assert.ok(elems.length > 1, `${elems.length} element messages`);
+  for (const m of elems) assert.ok(topAttr(m.body, 3).length < 65536);
+  const small = encodeOps([
+    { verb: 'add', object: { kind: 'rule', chain: 'c', rule: 'numgen inc mod 2 vmap { 0 : goto a , 1 : goto b }' } },
+  ]);
+  assert.equal(small.filter((m) => (m.type & 0xff) === 12).length, 1, 'a small map stays one message');
+});

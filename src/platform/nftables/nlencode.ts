@@ -23,7 +23,7 @@ import {
   schemaOf,
   tlv,
   TYPE,
-  writeAnonElements,
+  anonElementLists,
   writeAnonSet,
   writeElement,
   writeIntervalSet,
@@ -183,10 +183,12 @@ export class BatchEncoder {
           this.begin(NFT_MSG.NEWSET, NLM_F.CREATE, index);
           writeAnonSet(this.w, a, id);
           this.w.end();
-          this.begin(NFT_MSG.NEWSETELEM, NLM_F.CREATE, index);
-          this.w.str(2, a.kind === 'addrs' ? '__set%d' : '__map%d').u32be(4, id);
-          writeAnonElements(this.w, a);
-          this.w.end();
+          for (const writeList of anonElementLists(a)) {
+            this.begin(NFT_MSG.NEWSETELEM, NLM_F.CREATE, index);
+            this.w.str(2, a.kind === 'addrs' ? '__set%d' : '__map%d').u32be(4, id);
+            writeList(this.w);
+            this.w.end();
+          }
           return id;
         });
         this.begin(NFT_MSG.NEWRULE, NLM_F.CREATE | NLM_F.APPEND, index);

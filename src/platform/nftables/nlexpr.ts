@@ -65,7 +65,21 @@ export type Expr =
       readonly regProto: number;
       readonly flags?: number;
     }
-  | { readonly k: 'numgen'; readonly dreg: number; readonly mod: number; readonly offset: number }
+  | {
+      readonly k: 'numgen';
+      readonly dreg: number;
+      readonly mod: number;
+      readonly offset: number;
+      readonly inc?: boolean;
+    }
+  | {
+      readonly k: 'jhash';
+      readonly sreg: number;
+      readonly dreg: number;
+      readonly len: number;
+      readonly mod: number;
+      readonly seed: number;
+    }
   | { readonly k: 'hton'; readonly reg: number; readonly len: number; readonly size: number }
   | { readonly k: 'masq'; readonly flags?: number }
   | { readonly k: 'redir'; readonly regProto: number; readonly flags: number }
@@ -85,6 +99,7 @@ const NAMES: Record<Expr['k'], string> = {
   immediate: 'immediate',
   nat: 'nat',
   numgen: 'numgen',
+  jhash: 'hash',
   hton: 'byteorder',
   masq: 'masq',
   redir: 'redir',
@@ -155,7 +170,14 @@ export function writeExpr(w: NlWriter, e: Expr, anonIds: readonly number[]): voi
       if (e.flags !== undefined) w.u32be(7, e.flags);
       break;
     case 'numgen':
-      w.u32be(1, e.dreg).u32be(2, e.mod).u32be(3, 1 /* NFT_NG_RANDOM */).u32be(4, e.offset);
+      w.u32be(1, e.dreg)
+        .u32be(2, e.mod)
+        .u32be(3, e.inc ? 0 /* NFT_NG_INCREMENTAL */ : 1 /* NFT_NG_RANDOM */);
+      w.u32be(4, e.offset);
+      break;
+    case 'jhash':
+      // NFTA_HASH_SREG, DREG, LEN, MODULUS, SEED, OFFSET, TYPE (NFT_HASH_JENKINS)
+      w.u32be(1, e.sreg).u32be(2, e.dreg).u32be(3, e.len).u32be(4, e.mod).u32be(5, e.seed).u32be(6, 0).u32be(7, 0);
       break;
     case 'hton':
       w.u32be(1, e.reg).u32be(2, e.reg).u32be(3, 1 /* NFT_BYTEORDER_HTON */).u32be(4, e.len).u32be(5, e.size);

@@ -10,7 +10,7 @@
 // loads one byte); other prefixes load the whole address and mask it.
 import { parseCIDR, parseIP } from '../../core/ip.js';
 import type { NftFamily } from '../../dataplane/nftables/names.js';
-import type { Field, Item, RuleBody } from '../../dataplane/nftables/rule.js';
+import type { Field, Item, Pick, RuleBody } from '../../dataplane/nftables/rule.js';
 import {
   CMP,
   CT,
@@ -131,9 +131,9 @@ class Compiler {
         );
         return true;
       case 'dnatNumgenList':
-        return i.fam === this.fam && this.dnatNumgenList(i.mod, i.entries);
+        return i.fam === this.fam && this.dnatNumgenList(i.mod, i.entries, i.pick);
       case 'numgenVmap': {
-        if (!this.numgen(i.mod) || i.entries.some((e) => !u32(e.key))) return false;
+        if (!this.pick(i.mod, i.pick) || i.entries.some((e) => !u32(e.key))) return false;
         const entries = i.entries.map((e): [number, number, string] => [
           e.key,
           e.verdict === 'goto' ? VERDICT.GOTO : VERDICT.JUMP,
@@ -292,6 +292,31 @@ class Compiler {
     return true;
   }
 
+  /**
+   * An endpoint choice's index into register 1: numgen random or inc, or
+   * jhash of the client, whose address (and port, in the next word) nft
+   * loads from register 2 on, so the hash can write register 1.
+   */
+  private pick(mod: number, p: Pick | undefined): boolean {
+    if (p === undefined || p.k === 'random') return this.numgen(mod);
+    if (!u32(mod) || mod === 0) return false;
+    if (p.k === 'inc') {
+      this.exprs.push({ k: 'numgen', dreg: NFT_REG_1, mod, offset: 0, inc: true });
+      return true;
+    }
+    if (p.fam !== this.fam || !u32(p.seed)) return false;
+    const a = ADDR[this.fam];
+    this.exprs.push({ k: 'payload', dreg: NFT_REG_2, base: PAYLOAD_BASE.NETWORK, offset: a.saddr, len: a.len });
+    let len = a.len;
+    if (p.sport) {
+      const dreg = reg32(4 + a.len / 4);
+      this.exprs.push({ k: 'payload', dreg, base: PAYLOAD_BASE.TRANSPORT, offset: 0, len: 2 });
+      len += 4; // the port's word, zero-padded
+    }
+    this.exprs.push({ k: 'jhash', sreg: NFT_REG_2, dreg: NFT_REG_1, len, mod, seed: p.seed });
+    return true;
+  }
+
   /** The port follows the address in the data register: word 1 (IPv4) or 4. */
   private natPortReg(): number {
     return reg32(ADDR[this.fam].len / 4);
@@ -319,8 +344,9 @@ class Compiler {
   private dnatNumgenList(
     mod: number,
     list: ReadonlyArray<{ readonly key: number; readonly addr: string; readonly port: number }>,
+    pick: Pick | undefined,
   ): boolean {
-    if (!this.numgen(mod)) return false;
+    if (!this.pick(mod, pick)) return false;
     const entries: Array<[number, Buffer]> = [];
     for (const e of list) {
       const ip = parseIP(e.addr);

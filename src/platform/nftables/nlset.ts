@@ -464,9 +464,30 @@ export function writeAnonSet(w: NlWriter, a: AnonSet, id: number): void {
   w.bytes(13, Buffer.concat(ud));
 }
 
-/** The NFTA_SET_ELEM_LIST_ELEMENTS of an inline set or map. */
-export function writeAnonElements(w: NlWriter, a: AnonSet): void {
-  writeElems(w, anonElements(a).elems);
+/**
+ * An element list attribute has a 16-bit length, so a large inline map (a
+ * Maglev choice: 1021 verdicts naming endpoint chains) goes over several
+ * NEWSETELEM messages, as nft sends it; a small one stays one message.
+ */
+const ELEM_LIST_BYTES_MAX = 60000;
+
+/** Upper bound of one element's bytes in the list (attribute headers, padding). */
+const elemBytes = (e: ElemOut) => 64 + e.key.length + (e.data?.length ?? 0) + (e.verdict?.[1].length ?? 0);
+
+/** The NFTA_SET_ELEM_LIST_ELEMENTS of an inline set or map: one per NEWSETELEM message, in order. */
+export function anonElementLists(a: AnonSet): Array<(w: NlWriter) => void> {
+  const groups: ElemOut[][] = [[]];
+  let bytes = 0;
+  for (const e of anonElements(a).elems) {
+    const n = elemBytes(e);
+    if (bytes + n > ELEM_LIST_BYTES_MAX && groups[groups.length - 1]!.length > 0) {
+      groups.push([]);
+      bytes = 0;
+    }
+    groups[groups.length - 1]!.push(e);
+    bytes += n;
+  }
+  return groups.map((g) => (w: NlWriter) => writeElems(w, g));
 }
 
 function writeElems(w: NlWriter, elems: readonly ElemOut[]): void {

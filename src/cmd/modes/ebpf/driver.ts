@@ -12,6 +12,7 @@ export const ebpfDriver: ModeDriver = {
   mode: 'ebpf',
   failureCounter: null,
   canary: false,
+  lbAlgorithm: true,
   countsTraffic: true,
   familyWorks: familyInKernel,
 

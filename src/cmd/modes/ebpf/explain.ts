@@ -17,6 +17,7 @@ import { PinnedMaps } from '../../../platform/ebpf/pinned.js';
 import { PinDir } from '../../../platform/ebpf/pins.js';
 import type { AddressKind, ServiceAddress } from '../../explainservice.js';
 import { summarize, type Explanation } from '../../explainview.js';
+import { LB_ALGORITHMS } from '../../../core/lbalgorithm.js';
 
 /** Interface names to ifindexes, for the interface local detectors; null when they cannot be read. */
 export type IfindexOf = (name: string) => number | undefined;
@@ -55,6 +56,8 @@ export function explainEbpfMaps(
   const nameRaw = Number.isNaN(svcId) ? null : maps.lookup('names', L.encodeU32(svcId));
   const service = nameRaw ? L.decodeName(nameRaw) : null;
   const candidates = r.candidates.map((c) => ({ endpoint: c.endpoint, probability: c.probability }));
+  // The svc entry's text names its algorithm (describe.ts).
+  const algorithm = LB_ALGORITHMS.find((a) => a !== 'random' && svcStep?.entry.includes(` ${a} `));
   return {
     mode: 'ebpf',
     packet: { src: packet.src, dst: packet.dst, port: packet.port, protocol: packet.protocol ?? 'TCP' },
@@ -64,7 +67,8 @@ export function explainEbpfMaps(
     masquerade: r.masq && r.verdict === 'DNAT',
     steps: r.steps.map((s) => ({ where: s.map, rule: s.entry, comment: null, depth: 0, probability: 1 })),
     notUnderstood: r.notUnderstood,
-    summary: summarize(service, r.verdict, candidates, r.masq),
+    summary: summarize(service, r.verdict, candidates, r.masq, algorithm ?? 'random'),
+    ...(algorithm ? { algorithm } : {}),
   };
 }
 

@@ -16,6 +16,7 @@ export const nftablesDriver: ModeDriver = {
   mode: 'nftables',
   failureCounter: 'nftables-sync',
   canary: true,
+  lbAlgorithm: true,
   familyWorks: familyInKernel,
 
   async unsupportedReason() {
