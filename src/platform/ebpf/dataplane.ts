@@ -5,7 +5,7 @@
 // upstream deletes stale UDP conntrack entries). Programs, maps and the
 // interface watch are shared with the other family (SharedNode). After a
 // failed write the planner is told (failed()): the next sync is full and
-// starts from what the maps hold. A plan of puts only (a cold start's) is
+// starts from what the maps hold. A cold start's plan (puts only) is
 // written one batch per map, packed straight from the planner's puts
 // (writePuts). With countTraffic() (the opt-in
 // --service-traffic-metrics) the family's kpt_traffic entries follow each
@@ -134,13 +134,15 @@ export class EbpfDataplane implements Dataplane {
       this.masqReady = true;
     }
     const t0 = performance.now();
+    // Packed writes only where a plan can be a cold start (it reads the live maps first); the
+    // few writes of a partial sync gain nothing from packing and keep the per-entry MapOps.
+    const adopting = this.maps.needsLive();
     const r = this.maps.plan({
       state,
       localIPs: node.localIPs(this.family),
       ifaces: node.ifaces(),
       netnsCookie: node.cookie,
-      ...(this.maps.needsLive() ? { live: this.live(node.rt) } : {}),
-      packed: true,
+      ...(adopting ? { live: this.live(node.rt), packed: true } : {}),
     });
     const t1 = performance.now();
     try {
