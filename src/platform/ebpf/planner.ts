@@ -47,8 +47,9 @@ export interface EbpfPlanInput extends EbpfDesiredInput {
 export interface EbpfPlan {
   readonly ops: MapOp[];
   /**
-   * Set instead of `ops` when the input asked (`packed`) and every write is
-   * a put (always so on a cold start): the reconciler's puts in write order.
+   * Set instead of `ops` when the input asked (`packed`) and there are
+   * writes, every one a put (always so on a cold start): the reconciler's
+   * puts in write order.
    */
   readonly puts?: readonly PutOp<L.MapName, Uint8Array>[];
   readonly full: boolean;
@@ -105,7 +106,7 @@ export class EbpfPlanner {
     const planned = this.reconciler.plan(want.owners, full).ops;
     const base = { full, ports: want.ports, skipped: want.skipped };
     const counters = { servicePorts: input.state.services.size, writes: planned.length };
-    if (input.packed && allPuts(planned)) return { ...base, ops: [], puts: planned, counters };
+    if (input.packed && planned.length > 0 && allPuts(planned)) return { ...base, ops: [], puts: planned, counters };
     return { ...base, ops: toMapOps(planned), counters };
   }
 
