@@ -23,7 +23,8 @@
 //   * connect latency: open loop at --paced conn/s (default 1000), p50/p99 connect-to-response;
 //   * bulk: one connection writing 256 KiB chunks to the sink (Gbit/s);
 //   * cold sync: the first full sync of --cold Services (ebpf: programs already
-//     loaded and attached; that one-time start is reported apart);
+//     loaded and attached, that one-time start reported apart), the median of
+//     --cold-reps fresh processes;
 //   * one-endpoint change: a partial sync adding one endpoint to one Service
 //     of --change Services (median of --changes), and its map writes.
 // Every mode's path is set up at once for a size and the measurements take
@@ -33,8 +34,7 @@
 //
 //   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,iptables,nftables,direct]
 //        [--seconds 3] [--reps 3] [--paced 1000] [--cold 10000] [--cold-reps 1] [--change 20000] [--changes 15]
-//        [--syncs no]
-//        [--flat no]
+//        [--syncs no] [--flat no]
 //
 // --flat (default yes): after the per-size runs, ebpf at every size again, the
 // sizes taking turns, so that its flatness from 0 to 40k Services is read
