@@ -1,37 +1,51 @@
 // Benchmark (never a test): the ebpf mode beside the iptables and nftables
-// modes, each programmed by its real dataplane class, on one namespace path:
+// modes, each programmed by its real dataplane class, and beside no proxy at
+// all (`direct`), on one set of namespaces per mode:
 //
 //   cli 10.0.1.2 --veth-- node 10.0.1.1 | 10.0.2.1 --veth-- srv 10.0.2.2
+//   ext 10.0.3.2 --veth-- node 10.0.3.1
 //
 // The node namespace holds N Services (one endpoint each, never used) plus
 // the measured one, ClusterIP 10.96.0.10:80/81/82 -> 10.0.2.2:8080/8081/8082,
-// named so that it comes last (iptables walks every other Service's rule
-// before it). Client and backend are bench/userspace-relay.c (usload).
-//   * connection rate: closed loop, 64 concurrent, one 64 B request each;
+// NodePorts 30080/30081/30082, named so that it comes last (iptables walks
+// every other Service's rule before it). Two paths: `clusterip`, cli (a
+// local pod: DNAT only) to the ClusterIP; `nodeport`, ext (outside the
+// cluster: DNAT and masquerade) to the node's 10.0.3.1 and the NodePort.
+// `direct` programs nothing: its clients connect to 10.0.2.2:8080 itself,
+// routed by the node, the floor under every mode. Client and backend are
+// bench/userspace-relay.c (usload). On each path:
+//   * connection rate: closed loop, 64 concurrent, one 64 B request each,
+//     with the CPU time per connection of the client and server processes
+//     (user + system; without IRQ time accounting the kernel charges the
+//     packet work it does in their context, veth, tc and netfilter hooks,
+//     to their system time) and of the whole machine (/proc/stat, which
+//     counts everyone else's work too);
 //   * connect latency: open loop at --paced conn/s (default 1000), p50/p99 connect-to-response;
 //   * bulk: one connection writing 256 KiB chunks to the sink (Gbit/s);
 //   * cold sync: the first full sync of --cold Services (ebpf: programs already
-//     loaded and attached; that one-time start is reported apart);
+//     loaded and attached, that one-time start reported apart), the median of
+//     --cold-reps fresh processes;
 //   * one-endpoint change: a partial sync adding one endpoint to one Service
 //     of --change Services (median of --changes), and its map writes.
 // Every mode's path is set up at once for a size and the measurements take
 // turns, so load swings on a shared machine hit every mode alike.
-// Prints tables and writes bench/out/ebpf.{json,svg,png} (+ -sync).
+// Prints tables and writes bench/out/ebpf.{json,svg,png} (+ -nodeport, -cpu,
+// -sync).
 //
-//   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,iptables,nftables]
-//        [--seconds 3] [--reps 3] [--paced 1000] [--cold 10000] [--change 20000] [--changes 15] [--syncs no]
-//        [--flat no]
+//   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,iptables,nftables,direct]
+//        [--seconds 3] [--reps 3] [--paced 1000] [--cold 10000] [--cold-reps 1] [--change 20000] [--changes 15]
+//        [--syncs no] [--flat no]
 //
 // --flat (default yes): after the per-size runs, ebpf at every size again, the
 // sizes taking turns, so that its flatness from 0 to 40k Services is read
 // from one run rather than from runs minutes apart on a shared machine.
 //
-// Namespaces kpt-ebpfb-<pid>-<rand>-{cli,node,srv} are removed on exit and
+// Namespaces kpt-ebpfb-<pid>-<rand>-{cli,node,srv,ext} are removed on exit and
 // SIGINT; the ebpf child keeps its bpf filesystem in a private mount
 // namespace that ends with it.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -39,12 +53,15 @@ import * as readline from 'node:readline';
 import type { Dataplane, SyncState } from '../src/core/types.js';
 import { deleteNamespaceSync, trackChild, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
 import { writeChart } from './lib/chart.js';
-import { BACKEND, PATH_CONFIG, VIP } from './lib/ebpfpath.js';
+import { BACKEND, EXT_CLIENT, NODE_EXT, NODE_PORT_BASE, PATH_CONFIG, VIP } from './lib/ebpfpath.js';
 import { buildState, withExtraEndpoint } from './lib/ebpfstate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const OUT = join(here, 'out');
-type Mode = 'ebpf' | 'iptables' | 'nftables';
+type Mode = 'ebpf' | 'iptables' | 'nftables' | 'direct';
+type ProxyMode = Exclude<Mode, 'direct'>;
+type PathKind = 'clusterip' | 'nodeport';
+const PATHS: readonly PathKind[] = ['clusterip', 'nodeport'];
 
 function arg(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
@@ -56,7 +73,8 @@ const num = (name: string, dflt: number) => Number(arg(name, String(dflt)));
 
 const CONFIG = PATH_CONFIG;
 
-async function makeDataplane(mode: Mode): Promise<Dataplane> {
+/** start(): the ebpf dataplane's program load, apart from its first sync. */
+async function makeDataplane(mode: ProxyMode): Promise<Dataplane & { start?(): Promise<void> }> {
   if (mode === 'ebpf') {
     const { EbpfDataplane, DEFAULT_EBPF_OPTIONS } = await import('../src/platform/ebpf/dataplane.js');
     return new EbpfDataplane({ config: CONFIG, ebpf: { ...DEFAULT_EBPF_OPTIONS, pinRoot: '/sys/fs/bpf/kpt-bench' } });
@@ -79,7 +97,7 @@ async function makeDataplane(mode: Mode): Promise<Dataplane> {
 }
 
 /** The child: one dataplane in the node namespace, driven by JSON lines on stdin. */
-async function child(mode: Mode): Promise<void> {
+async function child(mode: ProxyMode): Promise<void> {
   const dp = await makeDataplane(mode);
   let state: SyncState | null = null;
   const say = (o: unknown) => process.stdout.write(JSON.stringify(o) + '\n');
@@ -93,14 +111,15 @@ async function child(mode: Mode): Promise<void> {
   };
   say({ ready: true });
   for await (const line of readline.createInterface({ input: process.stdin })) {
-    const req = JSON.parse(line) as { op: string; n?: number; changes?: number };
+    const req = JSON.parse(line) as { op: string; n?: number; changes?: number; nodePorts?: boolean };
     if (req.op === 'warm') {
-      // ebpf: load and attach the programs (one-time start cost) before the timed cold sync.
+      // ebpf: load and attach the programs (one-time start cost) before the timed cold sync,
+      // which is then the datapath's first plan, as a proxy's first sync is.
       const t0 = performance.now();
-      await dp.sync(buildState(0));
+      await dp.start?.();
       say({ ms: performance.now() - t0 });
     } else if (req.op === 'sync') {
-      state = buildState(req.n!);
+      state = buildState(req.n!, { nodePorts: req.nodePorts ?? false });
       say(await timed({ ...state, fullSync: true }));
     } else if (req.op === 'changes') {
       const out = [];
@@ -128,11 +147,12 @@ interface Net {
   readonly cli: string;
   readonly node: string;
   readonly srv: string;
+  readonly ext: string;
 }
 
 function makeNet(): Net {
   const p = `kpt-ebpfb-${process.pid}-${randomBytes(2).toString('hex')}-`;
-  const net = { cli: `${p}cli`, node: `${p}node`, srv: `${p}srv` };
+  const net = { cli: `${p}cli`, node: `${p}node`, srv: `${p}srv`, ext: `${p}ext` };
   for (const ns of Object.values(net)) {
     trackNamespace(ns);
     sh(['ip', 'netns', 'add', ns]);
@@ -140,19 +160,25 @@ function makeNet(): Net {
   }
   sh(['ip', '-n', net.node, 'link', 'add', 'c0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', net.cli]);
   sh(['ip', '-n', net.node, 'link', 'add', 's0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', net.srv]);
+  sh(['ip', '-n', net.node, 'link', 'add', 'e0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', net.ext]);
   sh(['ip', '-n', net.node, 'addr', 'add', '10.0.1.1/24', 'dev', 'c0']);
   sh(['ip', '-n', net.node, 'addr', 'add', '10.0.2.1/24', 'dev', 's0']);
+  sh(['ip', '-n', net.node, 'addr', 'add', `${NODE_EXT}/24`, 'dev', 'e0']);
   sh(['ip', '-n', net.cli, 'addr', 'add', '10.0.1.2/24', 'dev', 'eth0']);
   sh(['ip', '-n', net.srv, 'addr', 'add', `${BACKEND}/24`, 'dev', 'eth0']);
+  sh(['ip', '-n', net.ext, 'addr', 'add', `${EXT_CLIENT}/24`, 'dev', 'eth0']);
   for (const [ns, dev] of [
     [net.node, 'c0'],
     [net.node, 's0'],
+    [net.node, 'e0'],
     [net.cli, 'eth0'],
     [net.srv, 'eth0'],
+    [net.ext, 'eth0'],
   ] as const)
     sh(['ip', '-n', ns, 'link', 'set', dev, 'up']);
   sh(['ip', '-n', net.cli, 'route', 'add', 'default', 'via', '10.0.1.1']);
   sh(['ip', '-n', net.srv, 'route', 'add', 'default', 'via', '10.0.2.1']);
+  sh(['ip', '-n', net.ext, 'route', 'add', 'default', 'via', NODE_EXT]);
   sh(['ip', 'netns', 'exec', net.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
   return net;
 }
@@ -169,7 +195,7 @@ class Child {
   private constructor(readonly proc: ChildProcess) {
     this.lines = readline.createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
   }
-  static async start(mode: Mode, net: Net): Promise<Child> {
+  static async start(mode: ProxyMode, net: Net): Promise<Child> {
     const node = [process.execPath, ...process.execArgv, fileURLToPath(import.meta.url), '--child', mode];
     const argv =
       mode === 'ebpf'
@@ -226,20 +252,59 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 interface TrafficRow {
   mode: Mode;
+  path: PathKind;
   services: number;
   rate: number;
   p50: number;
   p99: number;
   gbps: number;
   errors: number;
+  /**
+   * CPU per connection of the rate run, µs: the client's and the server's
+   * processes (user + system; the kernel's packet work done in their
+   * context counts as their system time), that system part, and every
+   * CPU's busy time (/proc/stat: on a machine others load too, an upper bound).
+   */
+  cpuUs: number;
+  kernelUs: number;
+  machineUs: number;
+  /** Load average (1 min) when the row's last turn ended. */
+  load: number;
 }
 
-/** One mode's path, programmed with n Services and ready for traffic. */
+const TICK_US = 10_000; // USER_HZ is 100 on Linux
+
+/** /proc/stat's first line: busy jiffies of all CPUs together. */
+function machineJiffies(): number {
+  const f = sh(['head', '-1', '/proc/stat']).trim().split(/\s+/).slice(1).map(Number);
+  const [user, nice, system, , , irq, softirq] = f as [number, number, number, number, number, number, number];
+  return user + nice + system + irq + softirq;
+}
+
+/** user and system jiffies: of a process (its /proc/<pid>/stat), or of our waited-for children. */
+function procJiffies(pid: number | 'children'): { user: number; system: number } {
+  const stat = readFileSync(`/proc/${pid === 'children' ? 'self' : pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // After the ")": state is field 3 of the line, utime/stime 14/15, cutime/cstime 16/17.
+  const at = pid === 'children' ? 13 : 11;
+  return { user: Number(f[at]), system: Number(f[at + 1]) };
+}
+
+/** One mode's namespaces: the node programmed with n Services (nothing for direct), the server up. */
 interface Path {
   readonly mode: Mode;
   readonly net: Net;
   readonly server: ChildProcess;
-  readonly child: Child;
+  readonly child: Child | null;
+}
+
+/** Where a path's client runs and what it connects to (rr port, sink port). */
+function endpoints(mode: Mode, path: PathKind, net: Net): { ns: string; addr: string; rr: number; sink: number } {
+  const ns = path === 'clusterip' ? net.cli : net.ext;
+  if (mode === 'direct') return { ns, addr: BACKEND, rr: 8080, sink: 8082 };
+  return path === 'clusterip'
+    ? { ns, addr: VIP, rr: 80, sink: 82 }
+    : { ns, addr: NODE_EXT, rr: NODE_PORT_BASE, sink: NODE_PORT_BASE + 2 };
 }
 
 async function openPath(mode: Mode, n: number, bin: string): Promise<Path> {
@@ -249,14 +314,15 @@ async function openPath(mode: Mode, n: number, bin: string): Promise<Path> {
   });
   trackChild(server.pid);
   await new Promise((r) => server.stdout!.once('data', r));
+  if (mode === 'direct') return { mode, net, server, child: null };
   const child = await Child.start(mode, net);
   if (mode === 'ebpf') await child.ask({ op: 'warm' });
-  await child.ask({ op: 'sync', n });
+  await child.ask({ op: 'sync', n, nodePorts: true });
   return { mode, net, server, child };
 }
 
 async function closePath(p: Path): Promise<void> {
-  await p.child.stop();
+  await p.child?.stop();
   p.server.kill('SIGKILL');
   dropNet(p.net);
 }
@@ -270,49 +336,84 @@ async function closePath(p: Path): Promise<void> {
  */
 async function traffic(targets: ReadonlyArray<{ mode: Mode; n: number }>, bin: string): Promise<TrafficRow[]> {
   const paths: Array<Path & { n: number }> = [];
+  const load = () => Number(sh(['cat', '/proc/loadavg']).split(' ')[0]);
   try {
     for (const t of targets) paths.push({ ...(await openPath(t.mode, t.n, bin)), n: t.n });
     const secs = String(num('seconds', 3));
-    const acc = paths.map(() => ({
-      rate: [] as number[],
-      p50: [] as number[],
-      p99: [] as number[],
-      gbps: [] as number[],
-      errors: 0,
-    }));
+    const acc = paths.map(() =>
+      PATHS.map(() => ({
+        rate: [] as number[],
+        p50: [] as number[],
+        p99: [] as number[],
+        gbps: [] as number[],
+        cpu: [] as number[],
+        kernel: [] as number[],
+        machine: [] as number[],
+        errors: 0,
+        load: 0,
+      })),
+    );
     for (let rep = 0; rep < num('reps', 3); rep++) {
-      paths.forEach((p, i) => {
-        const r = inNs(p.net.cli, [bin, 'rate', VIP, '80', secs, '64']);
-        acc[i]!.rate.push(r['rate']!);
-        acc[i]!.errors += r['errors']!;
+      PATHS.forEach((kind, k) => {
+        paths.forEach((p, i) => {
+          const e = endpoints(p.mode, kind, p.net);
+          const a = acc[i]![k]!;
+          const m0 = machineJiffies();
+          const c0 = procJiffies('children');
+          const s0 = procJiffies(p.server.pid!);
+          const r = inNs(e.ns, [bin, 'rate', e.addr, String(e.rr), secs, '64']);
+          const s1 = procJiffies(p.server.pid!);
+          const c1 = procJiffies('children');
+          const m1 = machineJiffies();
+          const per = (j: number) => (j * TICK_US) / Math.max(1, r['conns']!);
+          const system = c1.system - c0.system + s1.system - s0.system;
+          a.rate.push(r['rate']!);
+          a.cpu.push(per(c1.user - c0.user + s1.user - s0.user + system));
+          a.kernel.push(per(system));
+          a.machine.push(per(m1 - m0));
+          a.errors += r['errors']!;
+        });
+        paths.forEach((p, i) => {
+          const e = endpoints(p.mode, kind, p.net);
+          const l = inNs(e.ns, [bin, 'paced', e.addr, String(e.rr), secs, String(num('paced', 1000))]);
+          const a = acc[i]![k]!;
+          a.p50.push(l['p50_us']!);
+          a.p99.push(l['p99_us']!);
+          a.errors += l['errors']!;
+        });
+        paths.forEach((p, i) => {
+          const e = endpoints(p.mode, kind, p.net);
+          acc[i]![k]!.gbps.push(inNs(e.ns, [bin, 'bulk', e.addr, String(e.sink), secs])['gbps']!);
+          acc[i]![k]!.load = load();
+        });
       });
-      paths.forEach((p, i) => {
-        const l = inNs(p.net.cli, [bin, 'paced', VIP, '80', secs, String(num('paced', 1000))]);
-        acc[i]!.p50.push(l['p50_us']!);
-        acc[i]!.p99.push(l['p99_us']!);
-        acc[i]!.errors += l['errors']!;
-      });
-      paths.forEach((p, i) => acc[i]!.gbps.push(inNs(p.net.cli, [bin, 'bulk', VIP, '82', secs])['gbps']!));
     }
-    return paths.map((p, i) => {
-      const a = acc[i]!;
-      return {
-        mode: p.mode,
-        services: p.n,
-        rate: median(a.rate),
-        p50: median(a.p50),
-        p99: median(a.p99),
-        gbps: median(a.gbps),
-        errors: a.errors,
-      };
-    });
+    return paths.flatMap((p, i) =>
+      PATHS.map((kind, k) => {
+        const a = acc[i]![k]!;
+        return {
+          mode: p.mode,
+          path: kind,
+          services: p.n,
+          rate: median(a.rate),
+          p50: median(a.p50),
+          p99: median(a.p99),
+          gbps: median(a.gbps),
+          errors: a.errors,
+          cpuUs: median(a.cpu),
+          kernelUs: median(a.kernel),
+          machineUs: median(a.machine),
+          load: a.load,
+        };
+      }),
+    );
   } finally {
     for (const p of paths) await closePath(p);
   }
 }
 
 interface SyncRow {
-  mode: Mode;
+  mode: ProxyMode;
   startMs: number | null;
   coldN: number;
   coldMs: number;
@@ -327,57 +428,65 @@ interface SyncRow {
   applyMs: number | null;
 }
 
-async function syncs(mode: Mode): Promise<SyncRow> {
-  const coldN = num('cold', 10000);
-  const changeN = num('change', 20000);
+type Timed = { ms: number; cpuMs: number; counters: Record<string, number> };
+type Cold = { start: number | null; cold: Timed };
+
+/** One cold sync of n Services in a fresh child (ebpf: programs loaded first, timed apart). */
+async function coldOnce(mode: ProxyMode, n: number): Promise<Cold> {
   const net = makeNet();
   let child: Child | null = null;
   try {
     child = await Child.start(mode, net);
     const start = mode === 'ebpf' ? (await child.ask<{ ms: number }>({ op: 'warm' })).ms : null;
-    const cold = await child.ask<{ ms: number; cpuMs: number; counters: Record<string, number> }>({
-      op: 'sync',
-      n: coldN,
-    });
-    await child.stop();
+    const cold = await child.ask<Timed>({ op: 'sync', n });
+    return { start, cold };
+  } finally {
+    await child?.stop();
     dropNet(net);
-    const net2 = makeNet();
-    try {
-      child = await Child.start(mode, net2);
-      if (mode === 'ebpf') await child.ask({ op: 'warm' });
-      await child.ask({ op: 'sync', n: changeN });
-      const ch = await child.ask<{ changes: Array<{ ms: number; cpuMs: number; counters: Record<string, number> }> }>({
-        op: 'changes',
-        n: changeN,
-        changes: num('changes', 15),
-      });
-      const ms = ch.changes.map((c) => c.ms);
-      return {
-        mode,
-        startMs: start,
-        coldN,
-        coldMs: cold.ms,
-        coldCpuMs: cold.cpuMs,
-        changeN,
-        changeMs: median(ms),
-        changeMaxMs: Math.max(...ms),
-        changeCpuMs: median(ch.changes.map((c) => c.cpuMs)),
-        writes: mode === 'ebpf' ? median(ch.changes.map((c) => c.counters['writes'] ?? 0)) : null,
-        renderMs: mode === 'ebpf' ? (cold.counters['renderMs'] ?? null) : null,
-        applyMs: mode === 'ebpf' ? (cold.counters['applyMs'] ?? null) : null,
-      };
-    } finally {
-      await child?.stop();
-      dropNet(net2);
-    }
-  } catch (e) {
+  }
+}
+
+async function syncs(mode: ProxyMode): Promise<SyncRow> {
+  const coldN = num('cold', 10000);
+  const changeN = num('change', 20000);
+  // --cold-reps: that many fresh processes, medians (each figure on its own).
+  const colds: Cold[] = [];
+  for (let r = 0; r < num('cold-reps', 1); r++) colds.push(await coldOnce(mode, coldN));
+  const med = (f: (c: Cold) => number | null | undefined) => {
+    const xs = colds.map(f).filter((x): x is number => typeof x === 'number');
+    return xs.length ? median(xs) : null;
+  };
+  const net = makeNet();
+  let child: Child | null = null;
+  try {
+    child = await Child.start(mode, net);
+    if (mode === 'ebpf') await child.ask({ op: 'warm' });
+    await child.ask({ op: 'sync', n: changeN });
+    const ch = await child.ask<{ changes: Timed[] }>({ op: 'changes', n: changeN, changes: num('changes', 15) });
+    const ms = ch.changes.map((c) => c.ms);
+    return {
+      mode,
+      startMs: med((c) => c.start),
+      coldN,
+      coldMs: med((c) => c.cold.ms)!,
+      coldCpuMs: med((c) => c.cold.cpuMs)!,
+      changeN,
+      changeMs: median(ms),
+      changeMaxMs: Math.max(...ms),
+      changeCpuMs: median(ch.changes.map((c) => c.cpuMs)),
+      writes: mode === 'ebpf' ? median(ch.changes.map((c) => c.counters['writes'] ?? 0)) : null,
+      renderMs: mode === 'ebpf' ? med((c) => c.cold.counters['renderMs']) : null,
+      applyMs: mode === 'ebpf' ? med((c) => c.cold.counters['applyMs']) : null,
+    };
+  } finally {
+    await child?.stop();
     dropNet(net);
-    throw e;
   }
 }
 
 async function main(): Promise<void> {
-  const modes = arg('modes', 'ebpf,iptables,nftables').split(',') as Mode[];
+  const modes = arg('modes', 'ebpf,iptables,nftables,direct').split(',') as Mode[];
+  const proxyModes = modes.filter((m): m is ProxyMode => m !== 'direct');
   const sizes = arg('sizes', '0,10000,40000').split(',').map(Number);
   const bin = usload();
   const load = () => sh(['cat', '/proc/loadavg']).split(' ').slice(0, 3).join(' ');
@@ -385,7 +494,7 @@ async function main(): Promise<void> {
   const rows: TrafficRow[] = [];
   const say = (r: TrafficRow, what = '') =>
     console.log(
-      `${r.mode.padEnd(8)} ${String(r.services).padStart(6)} Services${what}: ${r.rate.toFixed(0)} conn/s, p50 ${r.p50} us, p99 ${r.p99} us, bulk ${r.gbps.toFixed(2)} Gbit/s, errors ${r.errors} (load ${load()})`,
+      `${r.mode.padEnd(8)} ${r.path.padEnd(9)} ${String(r.services).padStart(6)} Services${what}: ${r.rate.toFixed(0)} conn/s, p50 ${r.p50} us, p99 ${r.p99} us, bulk ${r.gbps.toFixed(2)} Gbit/s, cpu ${r.cpuUs.toFixed(0)} us/conn (kernel ${r.kernelUs.toFixed(0)}; machine ${r.machineUs.toFixed(0)}), errors ${r.errors} (load ${load()})`,
     );
   for (const n of sizes) {
     for (const r of await traffic(
@@ -407,7 +516,7 @@ async function main(): Promise<void> {
     }
   const syncRows: SyncRow[] = [];
   if (arg('syncs', 'yes') !== 'no')
-    for (const mode of modes) {
+    for (const mode of proxyModes) {
       const s = await syncs(mode);
       syncRows.push(s);
       console.log(
@@ -422,26 +531,40 @@ async function main(): Promise<void> {
   printTables(rows, syncRows, sizes, modes, flatRows);
   mkdirSync(OUT, { recursive: true });
   writeFileSync(join(OUT, 'ebpf.json'), JSON.stringify({ rows, flatRows, syncRows }, null, 2));
-  const png = writeChart(join(OUT, 'ebpf'), {
-    title: 'Connections per second through a ClusterIP (closed loop, 64 concurrent)',
-    yLabel: 'conn/s',
+  const rateChart = (path: PathKind, file: string, what: string) =>
+    writeChart(join(OUT, file), {
+      title: `Connections per second ${what} (closed loop, 64 concurrent)`,
+      yLabel: 'conn/s',
+      series: modes,
+      groups: sizes.map((n) => ({
+        label: `${n} Services`,
+        values: modes.map((m) => rows.find((r) => r.mode === m && r.path === path && r.services === n)?.rate ?? null),
+      })),
+    });
+  const png = rateChart('clusterip', 'ebpf', 'through a ClusterIP');
+  rateChart('nodeport', 'ebpf-nodeport', 'from outside to a NodePort');
+  writeChart(join(OUT, 'ebpf-cpu'), {
+    title: 'CPU per connection of client and server processes, kernel work in their context included (µs)',
+    yLabel: 'µs per connection',
     series: modes,
-    groups: sizes.map((n) => ({
-      label: `${n} Services`,
-      values: modes.map((m) => rows.find((r) => r.mode === m && r.services === n)?.rate ?? null),
-    })),
+    groups: sizes.flatMap((n) =>
+      PATHS.map((path) => ({
+        label: `${n} ${path}`,
+        values: modes.map((m) => rows.find((r) => r.mode === m && r.path === path && r.services === n)?.cpuUs ?? null),
+      })),
+    ),
   });
   if (syncRows.length)
     writeChart(join(OUT, 'ebpf-sync'), {
       title: `Cold sync (${num('cold', 10000)}) and one-endpoint change (${num('change', 20000)}), wall ms`,
       yLabel: 'ms (log)',
       log: true,
-      series: modes,
+      series: proxyModes,
       groups: [
-        { label: 'cold sync', values: modes.map((m) => syncRows.find((s) => s.mode === m)?.coldMs ?? null) },
+        { label: 'cold sync', values: proxyModes.map((m) => syncRows.find((s) => s.mode === m)?.coldMs ?? null) },
         {
           label: 'one-endpoint change',
-          values: modes.map((m) => syncRows.find((s) => s.mode === m)?.changeMs ?? null),
+          values: proxyModes.map((m) => syncRows.find((s) => s.mode === m)?.changeMs ?? null),
         },
       ],
     });
@@ -455,23 +578,35 @@ function printTables(
   modes: Mode[],
   flatRows: TrafficRow[],
 ): void {
-  console.log('\n| Services | mode | conn/s | x iptables | p50 us | p99 us | bulk Gbit/s |');
-  console.log('|---:|---|---:|---:|---:|---:|---:|');
-  for (const n of sizes)
-    for (const m of modes) {
-      const r = rows.find((x) => x.mode === m && x.services === n)!;
-      const ipt = rows.find((x) => x.mode === 'iptables' && x.services === n);
-      const x = ipt ? (r.rate / ipt.rate).toFixed(2) : '-';
-      console.log(`| ${n} | ${m} | ${r.rate.toFixed(0)} | ${x} | ${r.p50} | ${r.p99} | ${r.gbps.toFixed(2)} |`);
-    }
+  for (const path of PATHS) {
+    console.log(
+      `\n${path}\n| Services | mode | conn/s | x iptables | x direct | p50 us | p99 us | bulk Gbit/s | cpu us/conn | kernel us/conn | machine us/conn | load |`,
+    );
+    console.log('|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const n of sizes)
+      for (const m of modes) {
+        const at = (mode: Mode) => rows.find((x) => x.mode === mode && x.path === path && x.services === n);
+        const r = at(m)!;
+        const ipt = at('iptables');
+        const dir = at('direct');
+        const x = ipt ? (r.rate / ipt.rate).toFixed(2) : '-';
+        const d = dir ? (r.rate / dir.rate).toFixed(2) : '-';
+        console.log(
+          `| ${n} | ${m} | ${r.rate.toFixed(0)} | ${x} | ${d} | ${r.p50} | ${r.p99} | ${r.gbps.toFixed(2)} | ${r.cpuUs.toFixed(0)} | ${r.kernelUs.toFixed(0)} | ${r.machineUs.toFixed(0)} | ${r.load.toFixed(1)} |`,
+        );
+      }
+  }
   if (flatRows.length) {
-    console.log('\n| Services (ebpf, sizes interleaved) | conn/s | x at 0 | p50 us | p99 us | bulk Gbit/s |');
-    console.log('|---:|---:|---:|---:|---:|---:|');
-    const base = flatRows.find((r) => r.services === 0) ?? flatRows[0]!;
-    for (const r of flatRows)
+    console.log(
+      '\n| Services (ebpf, sizes interleaved) | path | conn/s | x at 0 | p50 us | p99 us | bulk Gbit/s | cpu us/conn |',
+    );
+    console.log('|---:|---|---:|---:|---:|---:|---:|---:|');
+    for (const r of flatRows) {
+      const base = flatRows.find((b) => b.services === 0 && b.path === r.path) ?? r;
       console.log(
-        `| ${r.services} | ${r.rate.toFixed(0)} | ${(r.rate / base.rate).toFixed(2)} | ${r.p50} | ${r.p99} | ${r.gbps.toFixed(2)} |`,
+        `| ${r.services} | ${r.path} | ${r.rate.toFixed(0)} | ${(r.rate / base.rate).toFixed(2)} | ${r.p50} | ${r.p99} | ${r.gbps.toFixed(2)} | ${r.cpuUs.toFixed(0)} |`,
       );
+    }
   }
   if (!syncRows.length) return;
   console.log(
@@ -484,5 +619,5 @@ function printTables(
     );
 }
 
-if (process.argv.includes('--child')) await child(arg('child', 'ebpf') as Mode);
+if (process.argv.includes('--child')) await child(arg('child', 'ebpf') as ProxyMode);
 else await main();

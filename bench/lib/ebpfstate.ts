@@ -6,10 +6,14 @@ import { syncStateFromObjects } from '../../src/core/snapshot.js';
 import { categorizeEndpoints } from '../../src/core/topology.js';
 import type { Endpoint, SyncState } from '../../src/core/types.js';
 import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../../test/support/fixtures.js';
-import { BACKEND, VIP } from './ebpfpath.js';
+import { BACKEND, NODE_PORT_BASE, VIP } from './ebpfpath.js';
 
-/** n bulk Services (172.30/16, one endpoint each) and the measured one, last in name order. */
-export function buildState(n: number): SyncState {
+/**
+ * n bulk Services (172.30/16, one endpoint each) and the measured one, last
+ * in name order; with `nodePorts` the measured one is a NodePort Service
+ * (NODE_PORT_BASE + 0, 1, 2 for its ports 80, 81, 82).
+ */
+export function buildState(n: number, opts: { nodePorts?: boolean } = {}): SyncState {
   const services = [];
   const slices = [];
   for (let i = 0; i < n; i++) {
@@ -32,7 +36,13 @@ export function buildState(n: number): SyncState {
   services.push(
     withClusterIP(
       makeService('zz', 'measured', (s) => {
-        s.spec.ports = ports.map((p) => svcPort(`p${p}`, p, 'TCP', { targetPort: p + 8000 }));
+        s.spec.ports = ports.map((p, i) =>
+          svcPort(`p${p}`, p, 'TCP', {
+            targetPort: p + 8000,
+            ...(opts.nodePorts ? { nodePort: NODE_PORT_BASE + i } : {}),
+          }),
+        );
+        if (opts.nodePorts) s.spec.type = 'NodePort';
       }),
       VIP,
     ),

@@ -162,6 +162,7 @@ function previousSlots(ctx: PortContext, setId: number): string[] {
  */
 export function assignSlots(prev: readonly string[], eps: readonly Endpoint[]): string[] {
   const want = new Set(eps.map((e) => joinHostPort(e.ip, e.port)));
+  if (prev.length === 0) return [...want]; // a new set (every set of a cold start): in order
   const slots: Array<string | null> = prev.map((k) => (want.has(k) ? k : null));
   const placed = new Set(slots.filter((k): k is string => k !== null));
   const fresh = [...want].filter((k) => !placed.has(k));

@@ -5,7 +5,9 @@
 // upstream deletes stale UDP conntrack entries). Programs, maps and the
 // interface watch are shared with the other family (SharedNode). After a
 // failed write the planner is told (failed()): the next sync is full and
-// starts from what the maps hold. With countTraffic() (the opt-in
+// starts from what the maps hold. A cold start's plan (puts only) is
+// written one batch per map, packed straight from the planner's puts
+// (writePuts). With countTraffic() (the opt-in
 // --service-traffic-metrics) the family's kpt_traffic entries follow each
 // sync; without it, its first sync deletes any the family left there.
 // watchDrift() reports, within a second, a map unpinned or a program
@@ -106,6 +108,14 @@ export class EbpfDataplane implements Dataplane {
     this.onDrift = onDrift;
   }
 
+  /**
+   * Load, pin and attach the programs now; otherwise the first sync does.
+   * For a caller that times its first sync apart from this one-time start.
+   */
+  async start(): Promise<void> {
+    await this.shared();
+  }
+
   async sync(state: SyncState): Promise<SyncOutcome> {
     const node = await this.shared();
     if (state.fullSync) {
@@ -124,16 +134,20 @@ export class EbpfDataplane implements Dataplane {
       this.masqReady = true;
     }
     const t0 = performance.now();
+    // Packed writes only where a plan can be a cold start (it reads the live maps first); the
+    // few writes of a partial sync gain nothing from packing and keep the per-entry MapOps.
+    const adopting = this.maps.needsLive();
     const r = this.maps.plan({
       state,
       localIPs: node.localIPs(this.family),
       ifaces: node.ifaces(),
       netnsCookie: node.cookie,
-      ...(this.maps.needsLive() ? { live: this.live(node.rt) } : {}),
+      ...(adopting ? { live: this.live(node.rt), packed: true } : {}),
     });
     const t1 = performance.now();
     try {
-      node.rt.apply(r.ops);
+      if (r.puts) node.rt.writePuts(r.puts);
+      else node.rt.apply(r.ops);
     } catch (err) {
       this.maps.failed();
       throw err;
@@ -145,7 +159,7 @@ export class EbpfDataplane implements Dataplane {
     if (swept) this.event('debug', { deleted: swept }, 'stale UDP connection entries deleted');
     this.lastState = state;
     const timing = { renderMs: t1 - t0, applyMs: t2 - t1 };
-    this.event('debug', { writes: r.ops.length, full: r.full, ...timing }, 'BPF maps synced');
+    this.event('debug', { writes: r.counters.writes, full: r.full, ...timing }, 'BPF maps synced');
     return { partial: !r.full, counters: { ...r.counters, ...timing } };
   }
 

@@ -116,23 +116,39 @@ export class BpfMap {
    */
   updateMany(entries: ReadonlyArray<readonly [Uint8Array, Uint8Array]>): void {
     if (entries.length === 0) return;
-    if (entries.length === 1 || this.type === BPF_MAP_TYPE.lpm_trie || this.cpus > 0) {
-      for (const [k, v] of entries) this.update(k, v);
-      return;
-    }
     const keys = Buffer.alloc(entries.length * this.keySize);
     const values = Buffer.alloc(entries.length * this.valueSize);
     entries.forEach(([k, v], i) => {
       keys.set(k, i * this.keySize);
       values.set(v, i * this.valueSize);
     });
-    const count = Buffer.alloc(4);
-    count.writeUInt32LE(entries.length);
-    const rc = libbpf().bpf_map_update_batch(this.fd, keys, values, count, null);
-    if (rc < 0) {
-      const done = count.readUInt32LE(0);
-      throw new BpfError(`update batch ${this.name}`, -rc, `${done} of ${entries.length} written`);
+    this.updatePacked(keys, values, entries.length);
+  }
+
+  /** Whether BPF_MAP_UPDATE_BATCH takes this map's entries (not LPM tries; per-CPU values are written one by one). */
+  get batches(): boolean {
+    return this.type !== BPF_MAP_TYPE.lpm_trie && this.cpus === 0;
+  }
+
+  /**
+   * Write `count` entries packed back to back: keys[i * keySize] with
+   * values[i * valueSize], in one BPF_MAP_UPDATE_BATCH where the map takes
+   * batches, else one update each.
+   */
+  updatePacked(keys: Buffer, values: Buffer, count: number): void {
+    if (count === 0) return;
+    if (count === 1 || !this.batches) {
+      for (let i = 0; i < count; i++)
+        this.update(
+          keys.subarray(i * this.keySize, (i + 1) * this.keySize),
+          values.subarray(i * this.valueSize, (i + 1) * this.valueSize),
+        );
+      return;
     }
+    const n = Buffer.alloc(4);
+    n.writeUInt32LE(count);
+    const rc = libbpf().bpf_map_update_batch(this.fd, keys, values, n, null);
+    if (rc < 0) throw new BpfError(`update batch ${this.name}`, -rc, `${n.readUInt32LE(0)} of ${count} written`);
   }
 
   /** Delete many keys; absent keys are not an error. */

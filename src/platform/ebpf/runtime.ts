@@ -7,6 +7,8 @@ import type { Drift } from '../../core/types.js';
 import type { MapName } from '../../dataplane/ebpf/layout.js';
 import * as L from '../../dataplane/ebpf/layout.js';
 import type { MapOp, MapStore } from '../../dataplane/ebpf/store.js';
+import type { PutOp } from '../../core/objects.js';
+import { BugError } from '../../core/errors.js';
 import { type AttachMode, type Programs, type ReconcileResult, TcAttacher } from './attach.js';
 import { attachCgroup } from './cgroup.js';
 import { listIfaces, openIfaceSource, type Iface } from './ifaces.js';
@@ -191,6 +193,37 @@ export class EbpfRuntime implements MapStore {
         j++;
       }
       this.obj.map(op.map).updateMany(run);
+      i = j;
+    }
+  }
+
+  /**
+   * A plan of puts only (a cold start's), in the order they must be written
+   * (a map's entries together, maps in the driver's order). Each map's run
+   * is packed straight from the reconciler's keys (one byte per character)
+   * and values into one buffer pair and written with one
+   * BPF_MAP_UPDATE_BATCH, without a MapOp per entry: what apply() writes for
+   * the same updates. Throws on the first failure, as apply() does.
+   */
+  writePuts(puts: readonly PutOp<MapName, Uint8Array>[]): void {
+    if (puts.length > 0 && injectedFault('bpf-maps')) throw new BpfError('map write (injected fault)', 5);
+    let i = 0;
+    while (i < puts.length) {
+      const kind = puts[i]!.kind;
+      let j = i;
+      while (j < puts.length && puts[j]!.kind === kind) j++;
+      const m = this.obj.map(kind);
+      const values = Buffer.alloc((j - i) * m.valueSize);
+      const keyText = new Array<string>(j - i);
+      for (let n = 0; i + n < j; n++) {
+        const op = puts[i + n]!;
+        if (op.key.length !== m.keySize || op.value.length > m.valueSize)
+          throw new BugError(`${L.MAPS[kind].name}: entry of ${op.key.length}/${op.value.length} bytes`);
+        keyText[n] = op.key;
+        values.set(op.value, n * m.valueSize);
+      }
+      // One conversion of all the keys: a write() per key costs several times more on a first sync.
+      m.updatePacked(Buffer.from(keyText.join(''), 'latin1'), values, j - i);
       i = j;
     }
   }
