@@ -15,7 +15,6 @@
 // Only read-only commands reach the kernel: iptables-save, iptables --version,
 // nfacct get, sysctl -n, ip -j addr, nft -j list.
 
-import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../core/api.js';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../core/api.js';
@@ -26,14 +25,15 @@ import { canaryTarget, withCanaryState } from '../core/canary.js';
 import type { StatusDoc } from '../engine/statusview.js';
 import type { SyncState } from '../core/types.js';
 import { ApiStatusError, KubeClient, loadKubeConfig } from '../platform/k8s/index.js';
-import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
-import { PROCESS_IO, kernelLocalIPs, proxyStatus, type CmdIO } from './explain.js';
+import type { CommandRunner } from '../platform/exec.js';
+import { kernelLocalIPs, proxyStatus, type CmdIO } from './explain.js';
 import type { FamilyDiff } from './modes/driver.js';
 import { familiesFor, modeDriver } from './modes/index.js';
 import type { ModeDriver } from './modes/driver.js';
 import { startupNode } from './node.js';
 import { resolveNodeName } from '../core/config/nodename.js';
-import { parseCommandLine, type RunCommand } from './options.js';
+import { runCheckTool } from './checktool.js';
+import type { RunCommand } from './options.js';
 
 export const DIFF_USAGE = `Usage: kube-proxy-ts diff [kube-proxy flags] [--netns NAME] [--output text|json]
 
@@ -173,26 +173,18 @@ export function diffResultText(r: DiffResult): string {
 
 export const changed = (r: DiffResult): boolean => r.families.some((f) => f.changes > 0);
 
-export async function runDiff(argv: string[], io: CmdIO = PROCESS_IO): Promise<number> {
-  try {
-    if (argv.includes('--help') || argv.includes('-h')) {
-      io.out(DIFF_USAGE);
-      return 0;
-    }
-    const args = splitDiffArgs(argv);
-    const cmd = await parseCommandLine(args.rest, { readFile: (p) => readFile(p, 'utf8') });
-    if (cmd.kind !== 'run') {
-      io.out(DIFF_USAGE);
-      return 0;
-    }
-    const run = args.netns === null ? hostRunner : netnsRunner(args.netns);
-    const r = await computeDiff(cmd, run, AbortSignal.timeout(60_000), args.netns);
-    io.out(args.output === 'json' ? `${JSON.stringify(r, null, 2)}\n` : diffResultText(r));
-    return changed(r) ? 1 : 0;
-  } catch (err) {
-    io.err(`Error: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 2;
-  }
+export function runDiff(argv: string[], io?: CmdIO): Promise<number> {
+  return runCheckTool(
+    {
+      usage: DIFF_USAGE,
+      split: splitDiffArgs,
+      compute: (cmd, args, run, signal) => computeDiff(cmd, run, signal, args.netns),
+      text: diffResultText,
+      changes: changed,
+    },
+    argv,
+    io,
+  );
 }
 
 /**

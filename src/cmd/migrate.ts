@@ -9,7 +9,6 @@
 // Reads only: `ip -j addr`, `ip link show`, files under /proc, iptables-save
 // and the other modes' detection reads.
 // Exit codes as diff: 0 = nothing changes, 1 = something changes, 2 = error.
-import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { resolveNodeName } from '../core/config/nodename.js';
 import { ProxyError } from '../core/errors.js';
@@ -18,13 +17,14 @@ import { syncStateFromObjects } from '../core/snapshot.js';
 import type { ProxyMode, SyncState } from '../core/types.js';
 import { MIGRATE_TARGETS, migrationFindings, type Finding, type MigrateTarget } from '../engine/migrate.js';
 import { KubeClient, loadKubeConfig } from '../platform/k8s/index.js';
-import { hostRunner, netnsRunner, type CommandRunner } from '../platform/exec.js';
+import type { CommandRunner } from '../platform/exec.js';
 import { listCluster } from './diff.js';
-import { PROCESS_IO, type CmdIO } from './explain.js';
+import type { CmdIO } from './explain.js';
 import { readNodeFacts } from './migratefacts.js';
 import { detectMode, familiesFor } from './modes/index.js';
 import { startupNode } from './node.js';
-import { parseCommandLine, type RunCommand } from './options.js';
+import { runCheckTool } from './checktool.js';
+import type { RunCommand } from './options.js';
 
 export const MIGRATE_USAGE = `Usage: kube-proxy-ts migrate --to iptables|nftables|ebpf [kube-proxy flags] [--netns NAME] [--output text|json]
 
@@ -178,24 +178,16 @@ export function migrateReportText(r: MigrateReport): string {
 
 export const migrationChanges = (r: MigrateReport): boolean => r.findings.some((f) => f.changes);
 
-export async function runMigrate(argv: string[], io: CmdIO = PROCESS_IO): Promise<number> {
-  try {
-    if (argv.includes('--help') || argv.includes('-h')) {
-      io.out(MIGRATE_USAGE);
-      return 0;
-    }
-    const args = splitMigrateArgs(argv);
-    const cmd = await parseCommandLine(args.rest, { readFile: (p) => readFile(p, 'utf8') });
-    if (cmd.kind !== 'run') {
-      io.out(MIGRATE_USAGE);
-      return 0;
-    }
-    const run = args.netns === null ? hostRunner : netnsRunner(args.netns);
-    const r = await computeMigration(cmd, args.to, run, AbortSignal.timeout(60_000));
-    io.out(args.output === 'json' ? `${JSON.stringify(r, null, 2)}\n` : migrateReportText(r));
-    return migrationChanges(r) ? 1 : 0;
-  } catch (err) {
-    io.err(`Error: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 2;
-  }
+export function runMigrate(argv: string[], io?: CmdIO): Promise<number> {
+  return runCheckTool(
+    {
+      usage: MIGRATE_USAGE,
+      split: splitMigrateArgs,
+      compute: (cmd, args, run, signal) => computeMigration(cmd, args.to, run, signal),
+      text: migrateReportText,
+      changes: migrationChanges,
+    },
+    argv,
+    io,
+  );
 }
