@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../core/snapshot.js';
-import type { DataplaneConfig, SyncState } from '../core/types.js';
+import type { SyncState } from '../core/types.js';
 import { Fake as EbpfFake } from '../dataplane/ebpf/fake.js';
 import { Fake as NftFake } from '../dataplane/nftables/fake.js';
 import { EbpfPlanner } from '../platform/ebpf/planner.js';
@@ -12,7 +12,7 @@ import { explainEbpfMaps } from './modes/ebpf/explain.js';
 import { traceNftablesRules } from './explainrules.js';
 import { explanationText } from './explainview.js';
 import {
-  NODE_IP,
+  NODE_CONFIG4,
   SERVICE_CIDR,
   TEST_NODE,
   endpoint,
@@ -24,15 +24,7 @@ import {
   withClusterIP,
 } from '../../test/support/fixtures.js';
 
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: [`${NODE_IP}/32`],
-  localhostNodePorts: false,
-  localIPs: ['127.0.0.1', NODE_IP],
-};
+const CONFIG = NODE_CONFIG4;
 
 function state(algorithm: string | undefined): SyncState {
   return syncStateFromObjects({

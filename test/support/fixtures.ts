@@ -25,6 +25,7 @@ import type {
   SliceEndpoint,
 } from '../../src/core/api.js';
 import { LABEL_SERVICE_NAME, LABEL_TOPOLOGY_ZONE } from '../../src/core/api.js';
+import type { DataplaneConfig } from '../../src/core/types.js';
 
 export const TEST_NODE = 'test-node';
 export const NODE_IP = '192.168.0.2';
@@ -38,6 +39,17 @@ export const EXTERNAL_IP = '192.168.99.11';
 export const LB_IPS = ['1.2.3.4', '5.6.7.8', '9.10.11.12'] as const;
 export const EXTERNAL_CLIENT = '203.0.113.2';
 export const OUTSIDE_RANGE_CLIENT = '203.0.113.130';
+
+/** The node's IPv4 datapath settings most unit tests of the renderers use (pods in POD_CIDR, NodePorts on NODE_IP). */
+export const NODE_CONFIG4: DataplaneConfig = {
+  family: 'IPv4',
+  masqueradeMark: 0x4000,
+  masqueradeAll: false,
+  localDetector: { kind: 'cidr', cidrs: [POD_CIDR] },
+  nodePortAddresses: [`${NODE_IP}/32`],
+  localhostNodePorts: false,
+  localIPs: ['127.0.0.1', NODE_IP],
+};
 
 /** A Service whose spec is always present (so `s.spec.x = ...` type-checks). */
 export type TestService = Service & { spec: ServiceSpec };

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { LbAlgorithm } from '../../core/lbalgorithm.js';
 import { syncStateFromObjects } from '../../core/snapshot.js';
-import type { DataplaneConfig, SyncState } from '../../core/types.js';
+import type { SyncState } from '../../core/types.js';
 import { CLIENT_HASH_SEED, jhashBytes, reciprocalScale } from '../maglev.js';
 import { NftablesPlanner } from '../../platform/nftables/planner.js';
 import { compileRule } from '../../platform/nftables/nlrule.js';
@@ -20,7 +20,7 @@ import { maglevBuckets, NFT_MAGLEV_M } from './serviceport.js';
 import { ENDPOINT_LAYOUTS } from './static.js';
 import { trace } from './trace.js';
 import {
-  NODE_IP,
+  NODE_CONFIG4,
   SERVICE_CIDR,
   TEST_NODE,
   endpoint,
@@ -32,15 +32,7 @@ import {
   withClusterIP,
 } from '../../../test/support/fixtures.js';
 
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: [`${NODE_IP}/32`],
-  localhostNodePorts: false,
-  localIPs: ['127.0.0.1', NODE_IP],
-};
+const CONFIG = NODE_CONFIG4;
 const EPS = ['10.180.0.1', '10.180.0.2', '10.180.0.3', '10.180.0.4'];
 
 function state(algorithm: LbAlgorithm | undefined, affinity = false, eps = EPS): SyncState {

@@ -5,12 +5,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
-import type { DataplaneConfig, Endpoint, SyncState } from '../../core/types.js';
+import type { Endpoint, SyncState } from '../../core/types.js';
 import { Fake } from './fake.js';
 import { NftablesPlanner } from '../../platform/nftables/planner.js';
 import { ENDPOINT_SLOTS, endpointMap } from './serviceport.js';
 import { makeContext } from './static.js';
 import {
+  NODE_CONFIG4,
   NODE_IP,
   SERVICE_CIDR,
   TEST_NODE,
@@ -24,15 +25,7 @@ import {
 } from '../../../test/support/fixtures.js';
 import { trace } from './trace.js';
 
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: [`${NODE_IP}/32`],
-  localhostNodePorts: false,
-  localIPs: ['127.0.0.1', NODE_IP],
-};
+const CONFIG = NODE_CONFIG4;
 const svc = (name: string, ip: string, affinity = false) =>
   withClusterIP(
     makeService('ns', name, (s) => {

@@ -7,11 +7,10 @@ import { ENDPOINT_LAYOUTS } from './static.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
-import type { DataplaneConfig } from '../../core/types.js';
 import { Fake } from './fake.js';
 import { NftablesPlanner } from '../../platform/nftables/planner.js';
 import {
-  NODE_IP,
+  NODE_CONFIG4,
   SERVICE_CIDR,
   TEST_NODE,
   endpoint,
@@ -24,15 +23,7 @@ import {
   withLoadBalancerIngress,
 } from '../../../test/support/fixtures.js';
 
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: [`${NODE_IP}/32`],
-  localhostNodePorts: false,
-  localIPs: ['127.0.0.1', NODE_IP],
-};
+const CONFIG = NODE_CONFIG4;
 
 /** mulberry32: a small seeded PRNG so failures reproduce. */
 function prng(seed: number): () => number {

@@ -21,6 +21,7 @@ import {
   sharedJump,
   type SharedRules,
 } from '../../dataplane/iptables/index.js';
+import { iptablesModeOnly } from './driftwatch.js';
 import type { Iptables } from './iptables.js';
 import { withWholeTableCache } from './restore.js';
 
@@ -65,7 +66,7 @@ export function chainsToRemove(table: 'nat' | 'filter', existing: readonly strin
 
 /** iptables mode's own state (service chains, KUBE-NODEPORTS), which IPVS mode never creates. */
 export function iptablesModeChains(natSave: string): boolean {
-  return /^:(KUBE-NODEPORTS|KUBE-SVC-|KUBE-SEP-|KUBE-EXT-|KUBE-SVL-|KUBE-FW-)/m.test(natSave);
+  return chainsFromSave(natSave, 'nat').some((c) => iptablesModeOnly('nat', c));
 }
 
 export async function cleanupLeftovers(
