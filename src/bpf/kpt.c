@@ -310,6 +310,24 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	return ingress ? TC_ACT_UNSPEC : route_send(skb, &f, rc);
 }
 
+/*
+ * A bare SYN on the ports of a connection that is over: the client opens a
+ * new one. The old connection's two entries go before the SYN is balanced,
+ * because nothing here may balance it (this mode retired in a handover and
+ * another mode serves the address, or the Service is gone): its handshake's
+ * ACK and everything after it must then not follow the old connection to
+ * the old endpoint, which answers with a reset.
+ */
+static __always_inline void forget_flow(const struct pkt *p, const struct ct_value *ct, const struct ct_key *key)
+{
+	struct ct_key rk = { .saddr = ct->addr, .daddr = p->saddr, .sport = ct->port, .dport = p->sport,
+			     .proto = p->proto };
+	if (ct->flags & CT_SNAT)
+		rk.daddr = ct->nat;
+	bpf_map_delete_elem(&kpt_ct, &rk);
+	bpf_map_delete_elem(&kpt_ct, key);
+}
+
 static __always_inline int handle(struct __sk_buff *skb, int ingress)
 {
 	struct pkt p;
@@ -326,6 +344,7 @@ static __always_inline int handle(struct __sk_buff *skb, int ingress)
 		int r = ct_translate(skb, &p, ct, cfg, ingress);
 		if (r != CT_FALLTHROUGH)
 			return r;
+		forget_flow(&p, ct, &key);
 	}
 	return new_flow(skb, &p, cfg, &key, ingress);
 }

@@ -200,7 +200,9 @@ function httpsRequest(req: Req): Promise<Res> {
 function open(req: Req): Promise<Res> {
   const key = String(req['key']);
   return new Promise((resolve) => {
-    const sock = net.connect({ host: String(req['host']), port: Number(req['port']) });
+    const opts: net.NetConnectOpts = { host: String(req['host']), port: Number(req['port']) };
+    if (req['localPort']) opts.localPort = Number(req['localPort']);
+    const sock = net.connect(opts);
     const entry = { sock, lines: [] as string[], waiters: [] as Array<(l: string) => void> };
     const timer = setTimeout(
       () => {

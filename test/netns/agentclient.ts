@@ -136,9 +136,15 @@ export class Agent {
     return this.request('http', { url }, timeoutMs) as unknown as Promise<HttpResult>;
   }
 
-  /** Hold a TCP connection open under key; send() exchanges a line on it. */
-  async open(key: string, host: string, port: number, timeoutMs = 2000): Promise<{ ok: boolean; error?: string }> {
-    return (await this.request('open', { key, host, port }, timeoutMs)) as { ok: boolean; error?: string };
+  /** Hold a TCP connection open under key (from localPort if given); send() exchanges a line on it. */
+  async open(
+    key: string,
+    host: string,
+    port: number,
+    timeoutMs = 2000,
+    localPort?: number,
+  ): Promise<{ ok: boolean; error?: string }> {
+    return (await this.request('open', { key, host, port, localPort }, timeoutMs)) as { ok: boolean; error?: string };
   }
   send(key: string, data = 'ping', timeoutMs = 2000): Promise<ClientResult> {
     return this.request('send', { key, data }, timeoutMs) as unknown as Promise<ClientResult>;
