@@ -11,7 +11,7 @@ import { familyInKernel } from '../common.js';
 export const ebpfDriver: ModeDriver = {
   mode: 'ebpf',
   failureCounter: null,
-  canary: false,
+  canary: true,
   lbAlgorithm: true,
   countsTraffic: true,
   familyWorks: familyInKernel,
