@@ -12,7 +12,12 @@
 // local pod: DNAT only) to the ClusterIP; `nodeport`, ext (outside the
 // cluster: DNAT and masquerade) to the node's 10.0.3.1 and the NodePort.
 // `direct` programs nothing: its clients connect to 10.0.2.2:8080 itself,
-// routed by the node, the floor under every mode. Client and backend are
+// routed by the node, the floor under every mode. `ebpfsock` is ebpf mode
+// with socket-level balancing (--ebpf-socket-lb-cgroup) for a cgroup v2
+// directory the benchmark makes (kpt-ebpfb-<pid>-sock, never the machine's
+// cgroup root): the cli path's client runs in it, as a pod would under the
+// DaemonSet's ebpf patch; the ext client is outside the node, so the NodePort
+// path is the tc path there too. Client and backend are
 // bench/userspace-relay.c (usload). On each path:
 //   * connection rate: closed loop, 64 concurrent, one 64 B request each,
 //     with the CPU time per connection of the client and server processes
@@ -32,7 +37,8 @@
 // Prints tables and writes bench/out/ebpf.{json,svg,png} (+ -nodeport, -cpu,
 // -sync).
 //
-//   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,iptables,nftables,direct]
+//   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,ebpfsock,iptables,nftables,direct]
+//        [--paths clusterip,nodeport]
 //        [--seconds 3] [--reps 3] [--paced 1000] [--cold 10000] [--cold-reps 1] [--change 20000] [--changes 15]
 //        [--syncs no] [--flat no]
 //
@@ -45,7 +51,7 @@
 // namespace that ends with it.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -58,16 +64,20 @@ import { buildState, withExtraEndpoint } from './lib/ebpfstate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const OUT = join(here, 'out');
-type Mode = 'ebpf' | 'iptables' | 'nftables' | 'direct';
+type Mode = 'ebpf' | 'ebpfsock' | 'iptables' | 'nftables' | 'direct';
 type ProxyMode = Exclude<Mode, 'direct'>;
 type PathKind = 'clusterip' | 'nodeport';
-const PATHS: readonly PathKind[] = ['clusterip', 'nodeport'];
 
 function arg(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1]! : dflt;
 }
 const num = (name: string, dflt: number) => Number(arg(name, String(dflt)));
+const PATHS = arg('paths', 'clusterip,nodeport').split(',') as PathKind[];
+const isEbpf = (m: Mode): boolean => m === 'ebpf' || m === 'ebpfsock';
+
+/** The ebpfsock clients' cgroup: made by the benchmark under the cgroup v2 mount, removed at exit. */
+const SOCK_CGROUP = `${existsSync('/sys/fs/cgroup/unified/cgroup.procs') ? '/sys/fs/cgroup/unified' : '/sys/fs/cgroup'}/kpt-ebpfb-${process.pid}-sock`;
 
 // ---------------- the node side: a dataplane fed SyncStates ----------------
 
@@ -75,9 +85,15 @@ const CONFIG = PATH_CONFIG;
 
 /** start(): the ebpf dataplane's program load, apart from its first sync. */
 async function makeDataplane(mode: ProxyMode): Promise<Dataplane & { start?(): Promise<void> }> {
-  if (mode === 'ebpf') {
+  if (isEbpf(mode)) {
     const { EbpfDataplane, DEFAULT_EBPF_OPTIONS } = await import('../src/platform/ebpf/dataplane.js');
-    return new EbpfDataplane({ config: CONFIG, ebpf: { ...DEFAULT_EBPF_OPTIONS, pinRoot: '/sys/fs/bpf/kpt-bench' } });
+    // ebpfsock: the cgroup the parent made and named (--cgroup); plain ebpf leaves socket balancing off.
+    const socketLBCgroup = mode === 'ebpfsock' ? arg('cgroup', '') : '';
+    if (mode === 'ebpfsock' && !socketLBCgroup.includes('/kpt-ebpfb-')) throw new Error('ebpfsock needs --cgroup');
+    return new EbpfDataplane({
+      config: CONFIG,
+      ebpf: { ...DEFAULT_EBPF_OPTIONS, pinRoot: '/sys/fs/bpf/kpt-bench', socketLBCgroup },
+    });
   }
   const { realClock } = await import('../src/platform/clock.js');
   if (mode === 'nftables') {
@@ -129,12 +145,28 @@ async function child(mode: ProxyMode): Promise<void> {
         state = next;
       }
       say({ changes: out });
+    } else if (req.op === 'stats') {
+      say(programStats());
     } else if (req.op === 'exit') {
       dp.close?.();
       say({ bye: true });
       process.exit(0);
     }
   }
+}
+
+/** The ebpf child's kpt_stats (src/bpf/abi.h), summed over CPUs: connections balanced by tc and at the socket. */
+function programStats(): { tcNew: number; socket: number } {
+  type Entry = { key: unknown; values: Array<{ value: unknown }> };
+  const root = '/sys/fs/bpf/kpt-bench';
+  const v = readdirSync(root).find((d) => /^v\d+$/.test(d));
+  const dump = JSON.parse(
+    execFileSync('bpftool', ['-j', 'map', 'dump', 'pinned', `${root}/${v}/maps/kpt_stats`], { encoding: 'utf8' }),
+  ) as Array<{ formatted?: Entry } & Entry>;
+  // With BTF, bpftool puts the decoded entry under `formatted` beside the raw bytes.
+  const entries = dump.map((e) => e.formatted ?? e);
+  const sum = (k: number) => (entries.find((e) => e.key === k)?.values ?? []).reduce((a, x) => a + Number(x.value), 0);
+  return { tcNew: sum(0), socket: sum(4) }; // STAT_NEW, STAT_SOCK
 }
 
 // ---------------- the parent: namespaces, traffic, tables ----------------
@@ -197,20 +229,20 @@ class Child {
   }
   static async start(mode: ProxyMode, net: Net): Promise<Child> {
     const node = [process.execPath, ...process.execArgv, fileURLToPath(import.meta.url), '--child', mode];
-    const argv =
-      mode === 'ebpf'
-        ? [
-            'unshare',
-            '--mount',
-            '--propagation',
-            'private',
-            'sh',
-            '-c',
-            `mount -t bpf bpf /sys/fs/bpf && exec nsenter --net=/run/netns/${net.node} -- "$@"`,
-            'sh',
-            ...node,
-          ]
-        : ['ip', 'netns', 'exec', net.node, ...node];
+    if (mode === 'ebpfsock') node.push('--cgroup', SOCK_CGROUP);
+    const argv = isEbpf(mode)
+      ? [
+          'unshare',
+          '--mount',
+          '--propagation',
+          'private',
+          'sh',
+          '-c',
+          `mount -t bpf bpf /sys/fs/bpf && exec nsenter --net=/run/netns/${net.node} -- "$@"`,
+          'sh',
+          ...node,
+        ]
+      : ['ip', 'netns', 'exec', net.node, ...node];
     const proc = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
     trackChild(proc.pid);
     const c = new Child(proc);
@@ -239,13 +271,12 @@ function usload(): string {
   return bin;
 }
 
-function inNs(ns: string, argv: string[]): Record<string, number> {
-  return JSON.parse(
-    sh(['ip', 'netns', 'exec', ns, ...argv])
-      .trim()
-      .split('\n')
-      .pop()!,
-  ) as Record<string, number>;
+/** Run argv in namespace ns (and, with cgroup, in that cgroup from its first instruction). */
+function inNs(ns: string, argv: string[], cgroup?: string): Record<string, number> {
+  const run = cgroup
+    ? ['sh', '-c', `echo $$ > ${cgroup}/cgroup.procs && exec ip netns exec "$0" "$@"`, ns, ...argv]
+    : ['ip', 'netns', 'exec', ns, ...argv];
+  return JSON.parse(sh(run).trim().split('\n').pop()!) as Record<string, number>;
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -298,12 +329,16 @@ interface Path {
   readonly child: Child | null;
 }
 
-/** Where a path's client runs and what it connects to (rr port, sink port). */
-function endpoints(mode: Mode, path: PathKind, net: Net): { ns: string; addr: string; rr: number; sink: number } {
+/** Where a path's client runs (namespace, and for ebpfsock's pod client its cgroup) and what it connects to. */
+function endpoints(
+  mode: Mode,
+  path: PathKind,
+  net: Net,
+): { ns: string; cgroup?: string; addr: string; rr: number; sink: number } {
   const ns = path === 'clusterip' ? net.cli : net.ext;
   if (mode === 'direct') return { ns, addr: BACKEND, rr: 8080, sink: 8082 };
   return path === 'clusterip'
-    ? { ns, addr: VIP, rr: 80, sink: 82 }
+    ? { ns, ...(mode === 'ebpfsock' ? { cgroup: SOCK_CGROUP } : {}), addr: VIP, rr: 80, sink: 82 }
     : { ns, addr: NODE_EXT, rr: NODE_PORT_BASE, sink: NODE_PORT_BASE + 2 };
 }
 
@@ -316,7 +351,7 @@ async function openPath(mode: Mode, n: number, bin: string): Promise<Path> {
   await new Promise((r) => server.stdout!.once('data', r));
   if (mode === 'direct') return { mode, net, server, child: null };
   const child = await Child.start(mode, net);
-  if (mode === 'ebpf') await child.ask({ op: 'warm' });
+  if (isEbpf(mode)) await child.ask({ op: 'warm' });
   await child.ask({ op: 'sync', n, nodePorts: true });
   return { mode, net, server, child };
 }
@@ -361,7 +396,7 @@ async function traffic(targets: ReadonlyArray<{ mode: Mode; n: number }>, bin: s
           const m0 = machineJiffies();
           const c0 = procJiffies('children');
           const s0 = procJiffies(p.server.pid!);
-          const r = inNs(e.ns, [bin, 'rate', e.addr, String(e.rr), secs, '64']);
+          const r = inNs(e.ns, [bin, 'rate', e.addr, String(e.rr), secs, '64'], e.cgroup);
           const s1 = procJiffies(p.server.pid!);
           const c1 = procJiffies('children');
           const m1 = machineJiffies();
@@ -375,7 +410,7 @@ async function traffic(targets: ReadonlyArray<{ mode: Mode; n: number }>, bin: s
         });
         paths.forEach((p, i) => {
           const e = endpoints(p.mode, kind, p.net);
-          const l = inNs(e.ns, [bin, 'paced', e.addr, String(e.rr), secs, String(num('paced', 1000))]);
+          const l = inNs(e.ns, [bin, 'paced', e.addr, String(e.rr), secs, String(num('paced', 1000))], e.cgroup);
           const a = acc[i]![k]!;
           a.p50.push(l['p50_us']!);
           a.p99.push(l['p99_us']!);
@@ -383,7 +418,7 @@ async function traffic(targets: ReadonlyArray<{ mode: Mode; n: number }>, bin: s
         });
         paths.forEach((p, i) => {
           const e = endpoints(p.mode, kind, p.net);
-          acc[i]![k]!.gbps.push(inNs(e.ns, [bin, 'bulk', e.addr, String(e.sink), secs])['gbps']!);
+          acc[i]![k]!.gbps.push(inNs(e.ns, [bin, 'bulk', e.addr, String(e.sink), secs], e.cgroup)['gbps']!);
           acc[i]![k]!.load = load();
         });
       });
@@ -408,7 +443,14 @@ async function traffic(targets: ReadonlyArray<{ mode: Mode; n: number }>, bin: s
       }),
     );
   } finally {
-    for (const p of paths) await closePath(p);
+    for (const p of paths) {
+      // Which path balanced the connections: ebpfsock's ClusterIP clients at the socket, everything else at tc.
+      const st =
+        p.child && isEbpf(p.mode) ? await p.child.ask<{ tcNew: number; socket: number }>({ op: 'stats' }) : null;
+      if (st)
+        console.log(`${p.mode} at ${p.n} Services: ${st.socket} connections balanced at the socket, ${st.tcNew} by tc`);
+      await closePath(p);
+    }
   }
 }
 
@@ -485,8 +527,15 @@ async function syncs(mode: ProxyMode): Promise<SyncRow> {
 }
 
 async function main(): Promise<void> {
-  const modes = arg('modes', 'ebpf,iptables,nftables,direct').split(',') as Mode[];
-  const proxyModes = modes.filter((m): m is ProxyMode => m !== 'direct');
+  const modes = arg('modes', 'ebpf,ebpfsock,iptables,nftables,direct').split(',') as Mode[];
+  // ebpfsock's syncs are ebpf's (the same maps; the socket programs add no map work).
+  const proxyModes = modes.filter((m): m is ProxyMode => m !== 'direct' && m !== 'ebpfsock');
+  if (modes.includes('ebpfsock')) {
+    mkdirSync(SOCK_CGROUP);
+    process.on('exit', () => {
+      if (existsSync(SOCK_CGROUP)) rmdirSync(SOCK_CGROUP); // empty: its clients have exited
+    });
+  }
   const sizes = arg('sizes', '0,10000,40000').split(',').map(Number);
   const bin = usload();
   const load = () => sh(['cat', '/proc/loadavg']).split(' ').slice(0, 3).join(' ');
@@ -580,19 +629,19 @@ function printTables(
 ): void {
   for (const path of PATHS) {
     console.log(
-      `\n${path}\n| Services | mode | conn/s | x iptables | x direct | p50 us | p99 us | bulk Gbit/s | cpu us/conn | kernel us/conn | machine us/conn | load |`,
+      `\n${path}\n| Services | mode | conn/s | x iptables | x nftables | x direct | p50 us | p99 us | bulk Gbit/s | cpu us/conn | kernel us/conn | machine us/conn | load |`,
     );
-    console.log('|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    console.log('|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const n of sizes)
       for (const m of modes) {
         const at = (mode: Mode) => rows.find((x) => x.mode === mode && x.path === path && x.services === n);
         const r = at(m)!;
-        const ipt = at('iptables');
-        const dir = at('direct');
-        const x = ipt ? (r.rate / ipt.rate).toFixed(2) : '-';
-        const d = dir ? (r.rate / dir.rate).toFixed(2) : '-';
+        const ratio = (to: Mode) => {
+          const o = at(to);
+          return o ? (r.rate / o.rate).toFixed(2) : '-';
+        };
         console.log(
-          `| ${n} | ${m} | ${r.rate.toFixed(0)} | ${x} | ${d} | ${r.p50} | ${r.p99} | ${r.gbps.toFixed(2)} | ${r.cpuUs.toFixed(0)} | ${r.kernelUs.toFixed(0)} | ${r.machineUs.toFixed(0)} | ${r.load.toFixed(1)} |`,
+          `| ${n} | ${m} | ${r.rate.toFixed(0)} | ${ratio('iptables')} | ${ratio('nftables')} | ${ratio('direct')} | ${r.p50} | ${r.p99} | ${r.gbps.toFixed(2)} | ${r.cpuUs.toFixed(0)} | ${r.kernelUs.toFixed(0)} | ${r.machineUs.toFixed(0)} | ${r.load.toFixed(1)} |`,
         );
       }
   }

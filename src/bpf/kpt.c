@@ -362,5 +362,5 @@ int kpt_egress(struct __sk_buff *skb)
 }
 
 /* The socket-level programs share these maps; the loader loads them only
- * with --ebpf-socket-lb. */
+ * with --ebpf-socket-lb-cgroup. */
 #include "sock.h"

@@ -230,7 +230,7 @@ export const COMMAND_FLAGS: readonly FlagSpec[] = [
     scope: 'option',
     to: 'opts.ebpfSocketLBCgroup',
     usage:
-      "kube-proxy-ts only, ebpf mode: balance connections of the node's own processes at the socket (connect, sendmsg, recvmsg, getpeername) for this cgroup v2 directory and below, e.g. the cgroup v2 root. Empty: off.",
+      "kube-proxy-ts only, ebpf mode: balance connections at the socket (connect, sendmsg, recvmsg, getpeername) for every process in this cgroup v2 directory and below, the node's and pods', e.g. the host's cgroup v2 root as the DaemonSet's ebpf patch mounts it (on a hybrid cgroup host, its unified subdirectory is used). Empty (the default): off; the tc programs balance every connection.",
   },
   {
     name: 'kube-api-content-type',

@@ -114,7 +114,10 @@ function tcp(req: Req): Promise<Res> {
   });
 }
 
-/** Send one datagram from a connected socket (optionally from a fixed local port) and wait for one reply. */
+/**
+ * Send one datagram from a connected socket (optionally from a fixed local port), or with `unconnected` by
+ * sendto() on an unconnected one, and wait for one reply.
+ */
 function udp(req: Req): Promise<Res> {
   const start = performance.now();
   const timeoutMs = Number(req['timeoutMs'] ?? 2000);
@@ -141,7 +144,9 @@ function udp(req: Req): Promise<Res> {
     const bindOpts: dgram.BindOptions = { port: Number(req['localPort'] ?? 0) };
     if (req['bind']) bindOpts.address = String(req['bind']);
     sock.bind(bindOpts, () => {
-      sock.connect(Number(req['port']), String(req['host']), () => sock.send(String(req['data'] ?? 'hello')));
+      const data = String(req['data'] ?? 'hello');
+      if (req['unconnected'] === true) sock.send(data, Number(req['port']), String(req['host']));
+      else sock.connect(Number(req['port']), String(req['host']), () => sock.send(data));
     });
   });
 }

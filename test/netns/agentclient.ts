@@ -38,6 +38,8 @@ export interface TcpOpts {
 }
 export interface UdpOpts extends TcpOpts {
   localPort?: number;
+  /** Send with sendto() on an unconnected socket (the reply's source as recvmsg reports it) instead of connect(). */
+  unconnected?: boolean;
 }
 
 export class Agent {
@@ -127,7 +129,7 @@ export class Agent {
   udp(host: string, port: number, opts: UdpOpts = {}): Promise<ClientResult> {
     return this.request(
       'udp',
-      { host, port, bind: opts.bind, data: opts.data, localPort: opts.localPort },
+      { host, port, bind: opts.bind, data: opts.data, localPort: opts.localPort, unconnected: opts.unconnected },
       opts.timeoutMs ?? 2000,
     ) as unknown as Promise<ClientResult>;
   }

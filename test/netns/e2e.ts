@@ -35,6 +35,8 @@ export interface SendOpts {
   readonly bind?: string;
   readonly localPort?: number;
   readonly timeoutMs?: number;
+  /** UDP: sendto() on an unconnected socket instead of connect() + send(). */
+  readonly unconnected?: boolean;
 }
 
 export class E2EEnv {

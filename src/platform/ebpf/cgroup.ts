@@ -1,8 +1,9 @@
-// Socket-level load balancing hooks (--ebpf-socket-lb): the cgroup
+// Socket-level load balancing hooks (--ebpf-socket-lb-cgroup): the cgroup
 // sock_addr programs, attached with BPF links to one cgroup v2 directory and
 // pinned (links/cgroup-<hook>). Processes in that cgroup and below are
-// served; the programs themselves ignore every network namespace but the
-// node's.
+// served, in the node's network namespace and in pods' (src/bpf/sock.h says
+// what they leave to the tc programs). The directory is resolved first
+// (cgroupdir.ts).
 import { closeSync, constants, openSync, statSync } from 'node:fs';
 import { BpfError, closeFd, libbpf } from './libbpf.js';
 import type { PinDir } from './pins.js';

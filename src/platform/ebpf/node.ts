@@ -14,6 +14,7 @@ import type { Iface } from './ifaces.js';
 import { listIfaces, netnsCookie } from './ifaces.js';
 import type { ReconcileResult } from './attach.js';
 import { EbpfRuntime, type RuntimeOptions } from './runtime.js';
+import { cgroup2Dir } from './cgroupdir.js';
 
 export const WATCH_INTERVAL_MS = 1000;
 
@@ -23,6 +24,30 @@ export interface NodeEvents {
 }
 
 type Listener = () => void;
+
+/**
+ * opts with socketLBCgroup resolved to a cgroup v2 directory. Without one
+ * (a cgroup v1 host, a path that is not a cgroup) socket balancing is off,
+ * with a warning: the tc programs serve every connection then, as they do
+ * with the flag empty, so the proxy still runs.
+ */
+function socketLBOptions(opts: RuntimeOptions, events: NodeEvents): RuntimeOptions {
+  const want = opts.socketLBCgroup;
+  if (!want) return opts;
+  const dir = cgroup2Dir(want);
+  if (dir === null) {
+    events.warn(
+      { socketLBCgroup: want },
+      'socket-level load balancing off: not a cgroup v2 directory (nor is its unified); the tc programs balance every connection',
+    );
+  } else if (dir !== want) {
+    events.info(
+      { socketLBCgroup: want, cgroup: dir },
+      'socket-level load balancing at the cgroup v2 hierarchy of a hybrid host',
+    );
+  }
+  return { ...opts, socketLBCgroup: dir };
+}
 
 export class SharedNode {
   private static readonly open = new Map<string, Promise<SharedNode>>();
@@ -58,7 +83,7 @@ export class SharedNode {
         // accept_local (replies NATed by netfilter are rewritten after that
         // check instead). Nothing else reaches loopback's input without a route.
         await new Sysctl().ensureInt('net/ipv4/conf/lo/accept_local', 1);
-        const rt = await EbpfRuntime.open(opts);
+        const rt = await EbpfRuntime.open(socketLBOptions(opts, events));
         const n = new SharedNode(key, rt, events);
         n.report();
         n.refresh(true);

@@ -4,7 +4,7 @@
 //
 //   v<ABI>/maps/kpt_*       the maps, adopted by the next proxy with the same ABI
 //   links/tcx-<ifindex>-<ingress|egress>     tc programs attached with tcx
-//   links/cgroup-<hook>     socket-level programs (--ebpf-socket-lb)
+//   links/cgroup-<hook>     socket-level programs (--ebpf-socket-lb-cgroup)
 //
 // Programs are not pinned: the links hold them, and a new proxy loads its
 // own and swaps them into the existing links atomically.
