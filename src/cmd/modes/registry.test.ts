@@ -62,7 +62,7 @@ test('each saved format is told by its own first lines', () => {
 test('the datapath canary and traffic counters are offered where the modes support them', () => {
   assert.deepEqual(
     ALL.filter((m) => MODES[m].canary),
-    ['iptables', 'nftables', 'ipvs', 'userspace'],
+    ['iptables', 'nftables', 'ipvs', 'userspace', 'ebpf'],
   );
   assert.deepEqual(
     ALL.filter((m) => MODES[m].countsTraffic),
