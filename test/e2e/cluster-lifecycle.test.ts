@@ -85,6 +85,10 @@ for (const mode of E2E_MODES) {
       await env.apply(endpointSlice('outage', [{ pod: pod('node2-b') }], webPorts()));
       const { ms } = await env.waitServedBy('node2-a', 'tcp', ip, 80, ['node2-b'], {}, 6);
       console.log(`${mode}: change after API-server outage applied in ${ms} ms`);
+      // The API host closes connections after watches, when idle and at random (test/netns/apihost.ts).
+      const api = await env.cp.stats();
+      console.log(`${mode}: API host: ${api.handshakes} handshakes, ${api.closedByServer} connections it closed`);
+      assert.equal(api.abortedHandshakes, 0, 'no TLS handshake opened and dropped, outage included');
     });
 
     it('--cleanup removes every rule the proxy made in the node, and Service traffic stops', async () => {
