@@ -215,6 +215,21 @@ describe('Reflector: watch-list', () => {
     }
   });
 
+  it('backs off before asking again when a watch-list from "" gets a 410 too', async () => {
+    const t = new ScriptedTransport();
+    const { clock, kinds, stop } = setup(t);
+    await flush();
+    t.watches[0]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old' });
+    await flush();
+    assert.equal(t.watches.length, 1, 'no tight loop');
+    assert.ok(kinds().includes('backoff'));
+    clock.advance(20);
+    await flush();
+    assert.equal(t.watches[1]!.query['resourceVersion'], '');
+    assert.equal(t.watches[1]!.query['sendInitialEvents'], 'true');
+    await stop();
+  });
+
   it('backs off and streams again when the server cannot be reached or answers 429', async () => {
     for (const err of [
       Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),

@@ -489,12 +489,19 @@ export class Reflector<T extends K8sObject> {
   private initialFailed(err: unknown): WatchOutcome {
     const code = statusCodeOf(err);
     if (code === 410 || isTooLargeResourceVersion(err)) {
+      const fromScratch = this.rvUnavailable || this.rv === '';
       this.emit({
         type: code === 410 ? 'expired' : 'behind',
         resource: this.o.resource,
-        resourceVersion: this.rvUnavailable ? '' : this.rv,
+        resourceVersion: fromScratch ? '' : this.rv,
       });
       this.rvUnavailable = true;
+      // Already asked from "" (client-go would ask again at once): a server
+      // answering that so is not caught up, and is not asked in a tight loop.
+      if (fromScratch) {
+        this.failed('watch', err);
+        return 'error';
+      }
       return 'relist';
     }
     if (code === undefined || code === 429) {
