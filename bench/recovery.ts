@@ -22,8 +22,13 @@
 // The API host closes a watch's connection when the watch ends (as the real
 // server may), and the table counts the TLS handshakes it saw aborted.
 //
+// --watch-list off runs the proxy with --feature-gates WatchListClient=false
+// (its informers list and watch instead of streaming their state). Before
+// the scenarios, the bench waits for the proxy's start-up handover (the
+// removal of other modes' state, which holds the syncs queued meanwhile).
+//
 //   node --import tsx bench/recovery.ts [--services 1000] [--modes iptables,nftables] [--outage 10] [--repeat 5]
-//                                       [--scenarios outage,outage+410,410,quiet,burst]
+//                                       [--scenarios outage,outage+410,410,quiet,burst] [--watch-list on|off]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
@@ -34,6 +39,7 @@ const SERVICES = Number(arg('services', '1000'));
 const MODES = arg('modes', 'iptables,nftables').split(',');
 const OUTAGE_S = Number(arg('outage', '10'));
 const REPEAT = Number(arg('repeat', '5'));
+const WATCH_LIST = arg('watch-list', 'on') !== 'off';
 const OUT = join(REPO_ROOT, 'bench', 'out');
 const ALL_SCENARIOS = ['outage', 'outage+410', '410', 'quiet', 'burst'] as const;
 type Scenario = (typeof ALL_SCENARIOS)[number];
@@ -101,8 +107,9 @@ async function main(): Promise<void> {
   for (const mode of MODES) {
     const c = await BenchCluster.start({ services: SERVICES, endpoints: 5 });
     try {
-      c.startProxy(mode);
+      const px = c.startProxy(mode, WATCH_LIST ? [] : ['--feature-gates', 'WatchListClient=false']);
       await c.waitHealthy();
+      for (let i = 0; i < 600 && !px.log().includes('Handover done'); i++) await sleep(100);
       const mon = await c.monitor();
       await sleep(3000);
       for (const s of SCENARIOS) {
@@ -132,7 +139,10 @@ async function main(): Promise<void> {
       await c.dispose();
     }
   }
-  console.log(`\n${SERVICES} Services x 5 endpoints, outages of ${OUTAGE_S} s, ${REPEAT} runs each, default flags`);
+  console.log(
+    `\n${SERVICES} Services x 5 endpoints, outages of ${OUTAGE_S} s, ${REPEAT} runs each, default flags` +
+      (WATCH_LIST ? '' : ' and --feature-gates WatchListClient=false'),
+  );
   console.log('| mode | scenario | median (s) | max (s) | aborted handshakes |');
   console.log('|---|---|---:|---:|---:|');
   for (const r of rows) {

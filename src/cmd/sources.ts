@@ -3,6 +3,7 @@
 // src/platform/k8s) or, with --manifests DIR, a folder of manifests
 // (src/platform/manifests). Both feed the same handlers.
 import type { Node } from '../core/api.js';
+import { featureGateEnabled } from '../core/config/features.js';
 import type { EventSink } from '../platform/eventrecorder.js';
 import { checkContentType, KubeClient, loadKubeConfig, startSources, type SourceEvent } from '../platform/k8s/index.js';
 import type { Logger } from '../platform/logger.js';
@@ -30,6 +31,12 @@ function logSourceEvent(log: Logger, ev: SourceEvent): void {
       break;
     case 'expired':
       log.info(ev, 'resourceVersion expired; relisting');
+      break;
+    case 'behind':
+      log.info(ev, 'API server behind our resourceVersion; relisting with a consistent read');
+      break;
+    case 'watchListUnavailable':
+      log.info(ev, 'Data could not be fetched in watch-list mode; falling back to a list');
       break;
     case 'reachable':
       log.info(ev, 'API server reachable again; reconnecting');
@@ -83,6 +90,7 @@ export async function openSource(cmd: RunCommand, nodeName: string, log: Logger)
         signal,
         resyncMs: cmd.timing.configSyncPeriodMs,
         serviceProxyName: cmd.serviceProxyName ?? '',
+        watchList: featureGateEnabled(cmd.resolved.featureGates, 'WatchListClient'),
         handlers,
         onEvent: (ev) => logSourceEvent(log, ev),
       }),

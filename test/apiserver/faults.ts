@@ -12,16 +12,26 @@
 //            deadline ends it); a watch answers 200 and never sends an event;
 //   delay  - wait delayMs, then serve the request normally (a slow server);
 //   hangup - close the connection without a reply (a proxy or server that
-//            closed a kept-alive connection just as the client reused it).
+//            closed a kept-alive connection just as the client reused it);
+//   expire - a watch answers 200, sends `afterEvents` of its initial events
+//            (a watch-list's; a watch from N sends none), then an ERROR event
+//            with a 410 Expired Status and ends (a watch served from etcd whose version was compacted
+//            meanwhile, or a watch cache re-initialised under it);
+//   behind - the API server reached has not caught up with the version
+//            asked for (another server of the set served it): a list from
+//            N answers HTTP 504 "Too large resource version" (its cause
+//            ResourceVersionTooLarge, Retry-After 1), a watch from N 200 and
+//            an ERROR event carrying it; from ""/"0" it serves normally.
 // Faults are checked after authentication, so a refused client consumes none.
 
 import type { ServerResponse } from 'node:http';
 import { statusBody } from './http.js';
 
-export type FaultVerb = 'list' | 'watch' | 'get' | 'write';
+/** 'watchList': a watch asking for its initial events (sendInitialEvents=true); 'watch' matches it too. */
+export type FaultVerb = 'list' | 'watch' | 'watchList' | 'get' | 'write';
 
 export interface ApiFault {
-  readonly kind: 'status' | 'stall' | 'delay' | 'hangup';
+  readonly kind: 'status' | 'stall' | 'delay' | 'hangup' | 'expire' | 'behind';
   /** Only requests of this verb; default any. */
   readonly verb?: FaultVerb;
   /** Only requests for this resource (plural, e.g. 'services'); default any. */
@@ -34,6 +44,8 @@ export interface ApiFault {
   readonly retryAfterSeconds?: number;
   /** delay: milliseconds before the request is served. */
   readonly delayMs?: number;
+  /** expire: initial events sent before the ERROR (default 0). */
+  readonly afterEvents?: number;
 }
 
 const REASONS: Readonly<Record<number, string>> = {
@@ -47,7 +59,7 @@ const REASONS: Readonly<Record<number, string>> = {
 export class FaultSet {
   private faults: Array<{ fault: ApiFault; left: number }> = [];
   /** Requests answered by a fault, per kind (tests check that a fault fired). */
-  readonly fired = { status: 0, stall: 0, delay: 0, hangup: 0 };
+  readonly fired = { status: 0, stall: 0, delay: 0, hangup: 0, expire: 0, behind: 0 };
 
   add(fault: ApiFault): void {
     this.faults.push({ fault, left: fault.times ?? Number.POSITIVE_INFINITY });
@@ -64,7 +76,9 @@ export class FaultSet {
   /** The first fault matching this request, consumed by one; undefined when none. */
   take(verb: FaultVerb, resource: string): ApiFault | undefined {
     const hit = this.faults.find(
-      (f) => (f.fault.verb === undefined || f.fault.verb === verb) && (f.fault.resource ?? resource) === resource,
+      (f) =>
+        (f.fault.verb === undefined || f.fault.verb === verb || (f.fault.verb === 'watch' && verb === 'watchList')) &&
+        (f.fault.resource ?? resource) === resource,
     );
     if (!hit) return undefined;
     if (--hit.left <= 0) this.faults = this.faults.filter((f) => f !== hit);

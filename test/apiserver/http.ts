@@ -6,8 +6,22 @@ import type { ResourceDef } from './resources.js';
 import type { Obj } from './store.js';
 
 /** A metav1.Status failure body, as the real server sends with 4xx/5xx (and inside watch ERROR events). */
-export function statusBody(code: number, reason: string, message: string): Record<string, unknown> {
-  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason, code };
+export function statusBody(
+  code: number,
+  reason: string,
+  message: string,
+  details?: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason,
+    ...(details ? { details } : {}),
+    code,
+  };
 }
 
 export function sendJSON(res: ServerResponse, code: number, body: unknown): void {
@@ -16,8 +30,17 @@ export function sendJSON(res: ServerResponse, code: number, body: unknown): void
   res.end(text);
 }
 
-export function sendStatus(res: ServerResponse, code: number, reason: string, message: string): void {
-  sendJSON(res, code, statusBody(code, reason, message));
+/** A Status reply; details.retryAfterSeconds also sets Retry-After, as the real server's responsewriters. */
+export function sendStatus(
+  res: ServerResponse,
+  code: number,
+  reason: string,
+  message: string,
+  details?: Record<string, unknown>,
+): void {
+  const retry = details?.['retryAfterSeconds'];
+  if (typeof retry === 'number' && retry > 0) res.setHeader('Retry-After', String(retry));
+  sendJSON(res, code, statusBody(code, reason, message, details));
 }
 
 /** Objects carry kind/apiVersion in single-object replies and watch events (not in list items). */

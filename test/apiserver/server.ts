@@ -19,8 +19,17 @@ import { BadRequest, mergePatch, readJSON, sendJSON, sendStatus, withKind } from
 import { RESOURCES, type ResourceDef, apiGroups, resourceByPlural } from './resources.js';
 import { parseFieldSelector, parseLabelSelector, SelectorError } from './selectors.js';
 import { type Obj, Store, StoreError } from './store.js';
-import { serveWatch, type ServedWatch } from './watch.js';
-import { FaultSet, sendFaultStatus, sendSilentWatch, sendStalledJSON, sleep, type FaultVerb } from './faults.js';
+import { sendWatchError, serveWatch, type ServedWatch } from './watch.js';
+import {
+  type ApiFault,
+  FaultSet,
+  sendFaultStatus,
+  sendSilentWatch,
+  sendStalledJSON,
+  sleep,
+  type FaultVerb,
+} from './faults.js';
+import { checkListOptions, tooLargeResourceVersion, type WatchListSupport } from './listoptions.js';
 
 export interface TestApiServerOptions {
   /** Listen address; default 127.0.0.1. */
@@ -42,6 +51,12 @@ export interface TestApiServerOptions {
    * with a `Keep-Alive: timeout=5` hint.
    */
   readonly connectionClose?: ConnectionCloseOptions;
+  /**
+   * The streaming watch-list (`sendInitialEvents`): 'on' as 1.34+ (default),
+   * 'off' as a server with the WatchList gate off, 'unknown' as one before
+   * 1.27 (listoptions.ts).
+   */
+  readonly watchList?: WatchListSupport;
 }
 
 export interface ConnectionCloseOptions {
@@ -347,11 +362,11 @@ export class TestApiServer {
       if (fault?.kind === 'status') return sendFaultStatus(res, fault);
       if (fault?.kind === 'hangup') return void req.socket.destroy();
       if (fault?.kind === 'delay') await sleep(fault.delayMs ?? 0);
-      await this.serve(req, res, route, url.searchParams, fault?.kind === 'stall');
+      await this.serve(req, res, route, url.searchParams, fault);
     } catch (err) {
       if (res.headersSent) return void res.destroy();
-      if (err instanceof StoreError || err instanceof BadRequest)
-        return sendStatus(res, err.code, err.reason, err.message);
+      if (err instanceof StoreError) return sendStatus(res, err.code, err.reason, err.message, err.details);
+      if (err instanceof BadRequest) return sendStatus(res, err.code, err.reason, err.message);
       if (err instanceof SelectorError) return sendStatus(res, 400, 'BadRequest', err.message);
       sendStatus(res, 500, 'InternalError', String(err));
     }
@@ -474,11 +489,12 @@ export class TestApiServer {
     res: ServerResponse,
     r: Route,
     q: URLSearchParams,
-    stall = false,
+    fault: ApiFault | undefined,
   ): Promise<void> {
     const method = req.method ?? 'GET';
+    const stall = fault?.kind === 'stall';
     if (r.name === undefined) {
-      if (method === 'GET') return this.listOrWatch(res, r, q, stall);
+      if (method === 'GET') return this.listOrWatch(res, r, q, fault);
       if (method === 'POST') {
         const body = await this.readObject(req, r);
         if (r.def.plural === 'events') validateEvent(body);
@@ -532,14 +548,22 @@ export class TestApiServer {
     return obj;
   }
 
-  private listOrWatch(res: ServerResponse, r: Route, q: URLSearchParams, stall: boolean): void {
+  private listOrWatch(res: ServerResponse, r: Route, q: URLSearchParams, fault: ApiFault | undefined): void {
+    const stall = fault?.kind === 'stall';
     const labels = parseLabelSelector(q.get('labelSelector'));
     const fields = parseFieldSelector(q.get('fieldSelector'), r.def.fields);
     const rv = q.get('resourceVersion');
     if (rv !== null && rv !== '' && !/^\d+$/.test(rv)) {
       throw new BadRequest(400, 'BadRequest', `invalid resourceVersion ${JSON.stringify(rv)}`);
     }
-    if (q.get('watch') === 'true' || q.get('watch') === '1') {
+    const watch = q.get('watch') === 'true' || q.get('watch') === '1';
+    const sendInitialEvents = checkListOptions(q, watch, this.opts.watchList ?? 'on');
+    if (fault?.kind === 'behind' && rv && rv !== '0') {
+      const err = tooLargeResourceVersion(Number(rv), Number(rv) - 1);
+      if (watch) return sendWatchError(res, err);
+      throw err;
+    }
+    if (watch) {
       if (stall) return sendSilentWatch(res);
       const t = q.get('timeoutSeconds');
       serveWatch(
@@ -553,6 +577,8 @@ export class TestApiServer {
           resourceVersion: rv,
           bookmarks: q.get('allowWatchBookmarks') === 'true',
           timeoutSeconds: t === null ? undefined : Number(t),
+          sendInitialEvents,
+          ...(fault?.kind === 'expire' ? { expireAfter: fault.afterEvents ?? 0 } : {}),
         },
         this.opts.bookmarkIntervalMs ?? 1000,
         this.watches,
@@ -571,7 +597,7 @@ export class TestApiServer {
       throw new BadRequest(400, 'BadRequest', 'specifying resource version is not allowed when using continue');
     }
     if (rv && rv !== '0' && page.limit === undefined && Number(rv) > this.store.resourceVersion) {
-      throw new StoreError(504, 'Timeout', `Too large resource version: ${rv}, current: ${this.store.resourceVersion}`);
+      throw tooLargeResourceVersion(Number(rv), this.store.resourceVersion);
     }
     if (rv && rv !== '0' && page.limit !== undefined && Number(rv) < this.store.oldestWatchableRV) {
       throw new StoreError(410, 'Expired', `too old resource version: ${rv} (${this.store.oldestWatchableRV})`);
@@ -628,7 +654,8 @@ function sendOK(res: ServerResponse, body: unknown): void {
 function verbOf(method: string | undefined, r: Route, q: URLSearchParams): FaultVerb {
   if (method !== 'GET') return 'write';
   if (r.name !== undefined) return 'get';
-  return q.get('watch') === 'true' || q.get('watch') === '1' ? 'watch' : 'list';
+  if (q.get('watch') !== 'true' && q.get('watch') !== '1') return 'list';
+  return q.get('sendInitialEvents') === 'true' ? 'watchList' : 'watch';
 }
 
 const CONTINUE_EXPIRED =

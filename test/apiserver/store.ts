@@ -36,6 +36,8 @@ export class StoreError extends Error {
     readonly code: number,
     readonly reason: string,
     message: string,
+    /** The Status's details (causes, retryAfterSeconds), when the real server sends them. */
+    readonly details?: Record<string, unknown>,
   ) {
     super(message);
     this.name = 'StoreError';

@@ -6,12 +6,22 @@
 //   410 "Expired" Status, then the stream ends;
 // - with selectors, an object that starts matching arrives as ADDED, one that
 //   stops matching as DELETED (its previous state with the event's rv);
+// - sendInitialEvents=true (a watch-list, resourceVersionMatch=NotOlderThan):
+//   ADDED for every matching object of the current state (in key order, as
+//   the cache's store), then, with allowWatchBookmarks, a BOOKMARK at that
+//   state's version annotated k8s.io/initial-events-end, then live events.
+//   The state is the current one whatever the version asked for, so a
+//   compacted version is no 410 here; a version the server has not reached
+//   is an ERROR event with the 504 "Too large resource version" (the real
+//   cache waits up to 3 s for it first; this one answers at once);
+// - sendInitialEvents=false: no initial events; from N as above, from ""/"0" from now;
 // - allowWatchBookmarks=true: BOOKMARK events every bookmark interval;
 // - timeoutSeconds: the stream ends cleanly after that long.
 // Events are written synchronously from the store's commit, so order is commit order.
 
 import type { ServerResponse } from 'node:http';
 import { statusBody, withKind } from './http.js';
+import { INITIAL_EVENTS_END, tooLargeResourceVersion } from './listoptions.js';
 import type { ResourceDef } from './resources.js';
 import type { FieldSelector, LabelSelector } from './selectors.js';
 import { type Obj, type Store, type StoreEvent, StoreError } from './store.js';
@@ -24,11 +34,24 @@ export interface WatchRequest {
   readonly resourceVersion: string | null;
   readonly bookmarks: boolean;
   readonly timeoutSeconds: number | undefined;
+  /** The request's sendInitialEvents (undefined: not asked, or not known to the server). */
+  readonly sendInitialEvents?: boolean | undefined;
+  /** A fault (faults.ts `expire`): after this many initial events, an ERROR 410 ends the watch. */
+  readonly expireAfter?: number;
 }
 
 /** A running watch; close() ends it from the server side (abort: drop the connection, like a crash). */
 export interface ServedWatch {
   close(abort: boolean): void;
+}
+
+/** The message of a watch whose version etcd compacted under it. */
+const EXPIRED = 'The resourceVersion for the provided watch is too old.';
+
+/** A watch the server accepted and ends at once with one ERROR event (as the cacher's error watcher). */
+export function sendWatchError(res: ServerResponse, err: StoreError): void {
+  res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
+  res.end(JSON.stringify({ type: 'ERROR', object: statusBody(err.code, err.reason, err.message, err.details) }) + '\n');
 }
 
 /** Serve a watch on res; it stays in `open` until it ends, however it ends. */
@@ -65,12 +88,47 @@ export function serveWatch(
 
   let backlog: StoreEvent[] = [];
   const rvParam = w.resourceVersion;
+  const fromNow = rvParam === null || rvParam === '' || rvParam === '0';
   res.writeHead(200, { 'Content-Type': 'application/json', 'Transfer-Encoding': 'chunked' });
   // The real server flushes the headers at once, so a client knows its watch is open before any event.
   res.flushHeaders();
-  if (rvParam === null || rvParam === '' || rvParam === '0') {
-    for (const o of store.list(w.def, w.namespace).items) if (matches(o)) send('ADDED', withKind(w.def, o));
+  const fail = (err: StoreError): void => {
+    send('ERROR', statusBody(err.code, err.reason, err.message, err.details));
+    res.end();
+  };
+  let initial = 0;
+  /** The initial events; with the expire fault, at most expireAfter of them, then the 410 (false: the watch is over). */
+  const sendInitial = (): boolean => {
+    for (const o of store.list(w.def, w.namespace).items) {
+      if (!matches(o)) continue;
+      if (initial++ === w.expireAfter) break;
+      send('ADDED', withKind(w.def, o));
+    }
+    if (w.expireAfter === undefined) return true;
+    fail(new StoreError(410, 'Expired', EXPIRED));
+    return false;
+  };
+  if (w.sendInitialEvents !== undefined) {
+    if (!fromNow && Number(rvParam) > store.resourceVersion) {
+      return fail(tooLargeResourceVersion(Number(rvParam), store.resourceVersion));
+    }
+    if (w.sendInitialEvents) {
+      if (!sendInitial()) return;
+      const end = { resourceVersion: String(store.resourceVersion), annotations: { [INITIAL_EVENTS_END]: 'true' } };
+      if (w.bookmarks) send('BOOKMARK', { kind: w.def.kind, apiVersion: w.def.apiVersion, metadata: end });
+    } else if (!fromNow) {
+      if (w.expireAfter !== undefined) return fail(new StoreError(410, 'Expired', EXPIRED));
+      try {
+        backlog = store.eventsSince(Number(rvParam));
+      } catch (err) {
+        if (!(err instanceof StoreError)) throw err;
+        return fail(err);
+      }
+    }
+  } else if (fromNow) {
+    if (!sendInitial()) return;
   } else {
+    if (w.expireAfter !== undefined) return fail(new StoreError(410, 'Expired', EXPIRED));
     try {
       backlog = store.eventsSince(Number(rvParam));
     } catch (err) {

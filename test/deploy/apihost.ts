@@ -2,7 +2,7 @@
 // in-cluster test, laying out its credentials as the kubelet mounts a pod's
 // service account: <sa-dir>/token, <sa-dir>/ca.crt, <sa-dir>/namespace.
 //
-//   ip netns exec <ns> node apihost.js --sa-dir D [--host 127.0.0.1]
+//   ip netns exec <ns> node apihost.js --sa-dir D [--host 127.0.0.1] [--watch-list on|off|unknown]
 //
 // Prints {"ready":true,"host":...,"port":...} on stdout, then answers one JSON
 // line per JSON line on stdin:
@@ -15,14 +15,24 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as readline from 'node:readline';
 import { parseArgs } from 'node:util';
+import type { WatchListSupport } from '../apiserver/listoptions.js';
 import { TestApiServer } from '../apiserver/server.js';
 
 const { values } = parseArgs({
-  options: { 'sa-dir': { type: 'string' }, host: { type: 'string', default: '127.0.0.1' } },
+  options: {
+    'sa-dir': { type: 'string' },
+    host: { type: 'string', default: '127.0.0.1' },
+    // How it treats a streaming watch-list (test/apiserver/listoptions.ts).
+    'watch-list': { type: 'string', default: 'on' },
+  },
 });
 const saDir = values['sa-dir'];
 if (!saDir) throw new Error('--sa-dir is required');
-const server = new TestApiServer({ host: values.host!, bookmarkIntervalMs: 1000 });
+const server = new TestApiServer({
+  host: values.host!,
+  bookmarkIntervalMs: 1000,
+  watchList: values['watch-list'] as WatchListSupport,
+});
 await server.start();
 mkdirSync(saDir, { recursive: true });
 writeFileSync(join(saDir, 'token'), server.token, { mode: 0o600 });

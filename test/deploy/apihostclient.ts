@@ -1,5 +1,6 @@
 // The test API server (apihost.ts) run in a network namespace, driven over
 // its JSON-line control channel: create objects, read the request log.
+import type { WatchListSupport } from '../apiserver/listoptions.js';
 import * as readline from 'node:readline';
 import { nodeScript, nsSpawn, type NsProcess } from '../netns/spawn.js';
 import type { RequestRecord } from './rbac.js';
@@ -16,8 +17,13 @@ export class ApiHost {
     lines.on('line', (l) => this.waiters.shift()?.(JSON.parse(l) as Record<string, unknown>));
   }
 
-  static async start(ns: string, saDir: string): Promise<ApiHost> {
-    const proc = nsSpawn(ns, [...nodeScript('./apihost.js', import.meta.url), '--sa-dir', saDir], { pipeStdout: true });
+  /** watchList: how the server treats a streaming watch-list (default 'on'; 'off': its WatchList gate off). */
+  static async start(ns: string, saDir: string, watchList: WatchListSupport = 'on'): Promise<ApiHost> {
+    const proc = nsSpawn(
+      ns,
+      [...nodeScript('./apihost.js', import.meta.url), '--sa-dir', saDir, '--watch-list', watchList],
+      { pipeStdout: true },
+    );
     const lines = readline.createInterface({ input: proc.child.stdout! });
     const ready = await new Promise<{ host: string; port: number }>((res, rej) => {
       const t = setTimeout(() => rej(new Error(`API server did not start: ${proc.log()}`)), 30_000);

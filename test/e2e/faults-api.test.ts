@@ -9,6 +9,9 @@
 // Stable Services must never stop serving, and nothing outside the proxy's
 // own rules may change (foreign-state dumps before and after).
 // The API client is the same in every mode, so this runs in iptables mode.
+// The API server here refuses the streaming watch-list (its WatchList gate
+// off), so every relist is a list, as the stalled-list case needs; the
+// other suites run against one that offers it.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { E2EEnv } from '../netns/e2e.js';
@@ -30,6 +33,7 @@ describe('API server faults: the proxy keeps serving and recovers on its own', {
 
   before(async () => {
     env = await E2EEnv.start('iptables', {
+      apiWatchList: 'off',
       beforeProxies: async (c) => {
         for (const n of c.nodes) await plantForeignState(n.ns);
       },
@@ -169,6 +173,15 @@ describe('API server faults: the proxy keeps serving and recovers on its own', {
     const log = env.proxy('node2').logSince(logMark);
     assert.match(log, /"phase":"list".*stalled/, 'the stalled list was abandoned by its body deadline');
     assert.equal(await failedProbes(), failed0);
+  });
+
+  it('the API server saw no TLS handshake opened and dropped, through every fault so far', async () => {
+    const api = await env.cp.stats();
+    report.push(
+      `API host: ${api.handshakes} handshakes, ${api.closedByServer} connections it closed, ${api.abortedHandshakes} aborted`,
+    );
+    assert.ok(api.closedByServer > 0, 'it closed connections (after watches, idle, at random)');
+    assert.equal(api.abortedHandshakes, 0);
   });
 
   it('very slow replies (2 s each): the proxy waits for them and converges', async () => {

@@ -184,6 +184,38 @@ describe('userspace mode through bin/kube-proxy-ts', { concurrency: false }, () 
     }
   });
 
+  it('an API outage with the history compacted meanwhile: a Service created during it is relayed soon after the API returns', async () => {
+    const ip = '10.96.20.13';
+    const before = await env.cp.stats();
+    await env.cp.stopServing();
+    try {
+      // Made while the server is away (in its store), then the history dropped past every watch.
+      await env.cp.createMany([
+        service({ name: 'during', clusterIP: ip, ports: webPorts() }),
+        endpointSlice('during', [{ pod: env.cluster.pod('node1-a') }], webPorts()),
+      ]);
+      await env.cp.compact();
+    } finally {
+      await env.cp.startServing();
+    }
+    const back = Date.now();
+    await env.waitServedBy('node2-a', 'tcp', ip, 80, ['node1-a'], {}, 6);
+    const ms = Date.now() - back;
+    const api = await env.cp.stats();
+    console.log(
+      `userspace: outage+410: change made during it relayed ${ms} ms after the API returned; ` +
+        `${api.handshakes - before.handshakes} handshakes, ${api.abortedHandshakes - before.abortedHandshakes} aborted`,
+    );
+    // The next case counts the relay's listeners: this Service's must be gone.
+    await env.kube.remove('Service', 'during');
+    await env.waitFor('the Service gone from the relay', async () => {
+      const r = await env.send('node2-a', 'tcp', ip, 80, { timeoutMs: 500 });
+      return r.ok ? undefined : true;
+    });
+    assert.equal(api.abortedHandshakes, 0, 'no TLS handshake opened and dropped');
+    assert.ok(ms <= 10_000, `relayed ${ms} ms after the API returned`);
+  });
+
   it('refuses a Service without endpoints at once; diff sees the live state and what a sync would change; --cleanup removes the table', async () => {
     const ip = '10.96.20.11';
     await env.apply(

@@ -59,8 +59,11 @@ describe('k8s sources across API server outages', () => {
     await server.dispose();
   });
 
+  // The states fetched: lists, and watch-lists (a watch asking for its initial events), which the sources use here.
   const listsOf = (path: string): number =>
-    server.requests.filter((r) => r.path === path && r.query.watch !== 'true').length;
+    server.requests.filter(
+      (r) => r.path === path && (r.query.watch !== 'true' || r.query['sendInitialEvents'] === 'true'),
+    ).length;
   const watching = (): number => rec.events.filter((e) => e.type === 'watching').length;
 
   it('keeps its state while the server is down and resumes from the last resourceVersion', async () => {
@@ -215,7 +218,9 @@ describe('k8s sources: the end of an outage ends the backoff', () => {
       await o.changeSeen();
       assert.ok(o.rec.events.some((e) => e.type === 'reachable'));
       assert.equal(
-        o.server.requests.filter((r) => r.path === '/api/v1/services' && r.query.watch !== 'true').length,
+        o.server.requests.filter(
+          (r) => r.path === '/api/v1/services' && (r.query.watch !== 'true' || r.query['sendInitialEvents'] === 'true'),
+        ).length,
         1,
         'resumed by watch from the last version, not relisted',
       );

@@ -10,7 +10,9 @@
 //   relist at once: no backoff, one list per source;
 // - the API server never sees a TLS handshake opened and dropped.
 // The sources here back off for a minute, so a backoff anywhere would time
-// the test out; none is allowed to happen. (Times: bench/recovery.ts.)
+// the test out; none is allowed to happen. (Times: bench/recovery.ts.) The
+// server refuses the streaming watch-list (its WatchList gate off): these
+// are the relists by list; by watch-list: k8s-watchlist.test.ts.
 
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
@@ -41,7 +43,11 @@ afterEach(async () => {
 
 async function serverWith(connectionClose?: ConnectionCloseOptions): Promise<TestApiServer> {
   // No bookmarks: a quiet watch's resourceVersion stays where its last event left it.
-  const server = new TestApiServer({ bookmarkIntervalMs: 0, ...(connectionClose ? { connectionClose } : {}) });
+  const server = new TestApiServer({
+    bookmarkIntervalMs: 0,
+    watchList: 'off',
+    ...(connectionClose ? { connectionClose } : {}),
+  });
   await server.start();
   cleanup.push(() => server.dispose());
   return server;

@@ -12,6 +12,12 @@
 //   compact                           drop the history: older watches and lists get 410
 //   expire                            closeWatches + a write + compact: every client must relist
 //   requests {since: epochMs}         the request log from then on, and the faults fired
+//   stats                             TLS handshakes completed and aborted, connections it closed
+// It closes connections as real API servers and the load balancers in front
+// of them do (connectionClose: after a watch ends, after 2 s idle, and after
+// a tenth of the replies at random), so every suite run against it shows the
+// proxy indifferent to that. --watch-list off|unknown makes it a server with
+// the WatchList gate off, or one before 1.27 (test/apiserver/listoptions.ts).
 // Writes <dir>/ca.crt and <dir>/kubeconfig.
 //
 import { writeFileSync, mkdirSync } from 'node:fs';
@@ -20,9 +26,16 @@ import * as readline from 'node:readline';
 import { parseArgs } from 'node:util';
 import { TestApiServer } from '../apiserver/server.js';
 import type { ApiFault } from '../apiserver/faults.js';
+import type { WatchListSupport } from '../apiserver/listoptions.js';
 
 const { values } = parseArgs({
-  options: { host: { type: 'string' }, port: { type: 'string' }, dir: { type: 'string' }, token: { type: 'string' } },
+  options: {
+    host: { type: 'string' },
+    port: { type: 'string' },
+    dir: { type: 'string' },
+    token: { type: 'string' },
+    'watch-list': { type: 'string', default: 'on' },
+  },
 });
 const host = values.host!;
 const server = new TestApiServer({
@@ -31,6 +44,8 @@ const server = new TestApiServer({
   token: values.token,
   certHosts: [host],
   bookmarkIntervalMs: 1000,
+  connectionClose: { afterWatch: true, idleMs: 2000, randomRate: 0.1 },
+  watchList: values['watch-list'] as WatchListSupport,
 });
 await server.start();
 const dir = values.dir!;
@@ -85,6 +100,12 @@ async function command(c: Record<string, unknown>): Promise<Record<string, unkno
       server.create('events', { metadata: { namespace: 'default', name: `kpt-expire-${Date.now()}` } });
       server.compact();
       return {};
+    case 'stats':
+      return {
+        handshakes: server.handshakes,
+        abortedHandshakes: server.abortedHandshakes,
+        closedByServer: server.closedByServer,
+      };
     case 'requests': {
       const since = Number(c['since'] ?? 0);
       return { requests: server.requests.filter((r) => r.at >= since), fired: server.faults.fired };

@@ -11,6 +11,7 @@ import { nodeObject } from './fixtures.js';
 import { nodeScript, nsSpawn, type NsProcess } from './spawn.js';
 import { API_PORT } from './topology.js';
 import type { ApiFault } from '../apiserver/faults.js';
+import type { WatchListSupport } from '../apiserver/listoptions.js';
 import type { RequestRecord } from '../apiserver/server.js';
 import { scaled } from './timescale.js';
 import { removeTempDir, tempDir } from './cleanup.js';
@@ -26,8 +27,12 @@ export class ControlPlane {
     readonly kube: KubeClient,
   ) {}
 
-  /** Start the API server in the control-plane namespace and register the cluster's Node objects. */
-  static async start(cluster: NetnsCluster): Promise<ControlPlane> {
+  /**
+   * Start the API server in the control-plane namespace and register the
+   * cluster's Node objects. watchList: how it treats a streaming watch-list
+   * (default 'on'; 'off'/'unknown': a server that refuses it).
+   */
+  static async start(cluster: NetnsCluster, watchList: WatchListSupport = 'on'): Promise<ControlPlane> {
     const dir = tempDir(`${cluster.topo.prefix}api-`);
     const token = `kpt-e2e-${process.pid}`;
     const host = cluster.controlPlane.ip;
@@ -43,6 +48,8 @@ export class ControlPlane {
         dir,
         '--token',
         token,
+        '--watch-list',
+        watchList,
       ],
       { pipeStdout: true },
     );
@@ -137,6 +144,16 @@ export class ControlPlane {
   async requests(since = 0): Promise<{ requests: RequestRecord[]; fired: Record<string, number> }> {
     const m = await this.command('requests', { since });
     return { requests: m['requests'] as RequestRecord[], fired: m['fired'] as Record<string, number> };
+  }
+
+  /** TLS handshakes the server completed, those clients opened and dropped (must stay 0), and its own closes. */
+  async stats(): Promise<{ handshakes: number; abortedHandshakes: number; closedByServer: number }> {
+    const m = await this.command('stats');
+    return {
+      handshakes: Number(m['handshakes']),
+      abortedHandshakes: Number(m['abortedHandshakes']),
+      closedByServer: Number(m['closedByServer']),
+    };
   }
 
   async dispose(): Promise<void> {

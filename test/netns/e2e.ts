@@ -4,6 +4,7 @@
 // proxy to converge on a change.
 import { NetnsCluster, type ClusterOptions } from './cluster.js';
 import { ControlPlane } from './controlplane.js';
+import type { WatchListSupport } from '../apiserver/listoptions.js';
 import type { ClientResult, EchoReply } from './agentclient.js';
 import type { KubeObject } from './kube.js';
 import { ProxyProcess, type E2EMode } from './proxy.js';
@@ -27,6 +28,8 @@ export interface E2EOptions {
   readonly beforeProxies?: (cluster: NetnsCluster) => Promise<void>;
   /** Extra environment of each node's proxy process. */
   readonly proxyEnv?: (node: NodeInfo) => NodeJS.ProcessEnv;
+  /** How the API server treats a streaming watch-list: default 'on'; 'off'/'unknown' refuse it (422). */
+  readonly apiWatchList?: WatchListSupport;
 }
 
 export type Proto = 'tcp' | 'udp';
@@ -84,7 +87,7 @@ export class E2EEnv {
     let cp: ControlPlane | undefined;
     const proxies = new Map<string, ProxyProcess>();
     try {
-      if (!opts.manifests) cp = await ControlPlane.start(cluster);
+      if (!opts.manifests) cp = await ControlPlane.start(cluster, opts.apiWatchList);
       await opts.beforeProxies?.(cluster);
       for (const n of cluster.nodes) {
         const standalone = opts.manifests ? ['--manifests', opts.manifests(n)] : [];

@@ -23,6 +23,7 @@ export const KNOWN_FEATURE_GATES: ReadonlySet<string> = new Set([
   'PreferSameTrafficDistribution',
   'ServiceTrafficDistribution',
   'TopologyAwareHints',
+  'WatchListClient',
 ]);
 
 /** Parse "--feature-gates A=true,B=false"; throws Error naming the bad pair. */
@@ -64,6 +65,10 @@ const GATE_SPECS: Readonly<Record<string, { readonly default: boolean; readonly 
   // Upstream's switch from the nft binary to netlink. Known, without effect
   // here: nftables mode always writes and reads its table over netlink.
   NFTablesNetlink: { default: false, stage: 'Alpha' },
+  // client-go's (kube components take client-go's gates): beta since 1.30, on
+  // by default since 1.35. The informers get their state by a streaming
+  // watch-list where the server offers it.
+  WatchListClient: { default: true, stage: 'Beta' },
   // component-base logs/api/v1: the split-stream and info-buffer logging options need it.
   LoggingAlphaOptions: { default: false, stage: 'Alpha' },
   // KEP-6032: alpha in 1.37, beta and on by default in 1.38. nftables mode

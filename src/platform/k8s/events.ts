@@ -11,6 +11,8 @@ export type SourceEvent =
       added: number;
       updated: number;
       deleted: number;
+      /** The state came as a watch's initial events (watch-list), not a list. */
+      streamed?: boolean;
     }
   /** A watch was accepted by the server and is streaming. */
   | { type: 'watching'; resource: string; resourceVersion: string }
@@ -34,6 +36,14 @@ export type SourceEvent =
   | { type: 'resynced'; resource: string; items: number }
   /** The server no longer has history back to our resourceVersion (410 Gone): relisting. */
   | { type: 'expired'; resource: string; resourceVersion: string }
+  /**
+   * The API server has not reached our resourceVersion (504 "Too large
+   * resource version": its watch cache is behind the server we saw it on):
+   * the state is read again at once from "", a consistent read.
+   */
+  | { type: 'behind'; resource: string; resourceVersion: string }
+  /** The server would not stream the state (watch-list): listing it instead, at once. */
+  | { type: 'watchListUnavailable'; resource: string; error: string; statusCode?: number }
   /** The server does not serve this optional resource (404); carrying on without it. */
   | { type: 'unavailable'; resource: string }
   /** An item the server sent was not an object with metadata; it was skipped. */
@@ -54,6 +64,8 @@ export function sourceEventLevel(ev: SourceEvent): 'debug' | 'info' | 'warn' | '
     case 'listed':
     case 'reachable':
     case 'expired':
+    case 'behind':
+    case 'watchListUnavailable':
     case 'unavailable':
     case 'stopped':
       return 'info';

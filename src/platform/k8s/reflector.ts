@@ -32,10 +32,32 @@
 //   as stalled (a dead peer without FIN) and is reconnected.
 // - With `optional`, a 404 for the resource (an older server) ends the
 //   reflector quietly instead of retrying forever.
+// - With `watchList` (client-go's WatchListClient, on by default since
+//   1.35), the state comes as the first events of a watch instead of a list
+//   (reflector.go watchList): sendInitialEvents=true,
+//   resourceVersionMatch=NotOlderThan, allowWatchBookmarks=true, from the last
+//   resourceVersion seen ("" at first and after a 410: a consistent read).
+//   The objects up to the BOOKMARK annotated k8s.io/initial-events-end are
+//   kept apart and delivered as one diff, exactly as a list's; the same
+//   stream then goes on as the watch. A 410 or a 504 "Too large resource
+//   version" during the initial events starts over at once from "";
+//   connection failures and 429 back off and try again; any other refusal
+//   (a server without the feature answers 422 Invalid) falls back to a list
+//   at once, as client-go does, and the next relist tries the stream again.
+// - A 504 "Too large resource version" on a list (the watch cache of the API
+//   server we reached is behind the version we saw on another) lists again
+//   at once from "", as client-go does, instead of backing off.
 
 import type { Clock } from '../../core/clock.js';
 import type { SourceEvent } from './events.js';
-import { type ListWatchTransport, type Query, fromStatus, retryAfterOf, statusCodeOf } from './transport.js';
+import {
+  type ListWatchTransport,
+  type Query,
+  fromStatus,
+  isTooLargeResourceVersion,
+  retryAfterOf,
+  statusCodeOf,
+} from './transport.js';
 
 export interface K8sObject {
   metadata: { name?: string; namespace?: string; resourceVersion?: string };
@@ -88,10 +110,19 @@ export interface ReflectorOptions<T> {
   readonly resyncMs?: number;
   /** Random source for the backoff jitter; default Math.random. */
   readonly random?: () => number;
+  /** Get the state as a watch's initial events where the server offers it (client-go's WatchListClient); default off. */
+  readonly watchList?: boolean;
 }
 
-/** The outcome of one watch: resume it, relist, or back off and resume. */
-type WatchOutcome = 'resume' | 'relist' | 'error';
+/**
+ * The outcome of one watch: resume it, relist, or back off and resume; for
+ * a watch-list, 'fallback' (the server will not stream the state: list it)
+ * or 'absent' (an optional resource the server does not serve).
+ */
+type WatchOutcome = 'resume' | 'relist' | 'error' | 'fallback' | 'absent';
+
+/** The annotation of the BOOKMARK that ends a watch-list's initial events (metav1.InitialEventsAnnotationKey). */
+export const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 
 const STALL_GRACE_MS = 30_000;
 /** A watch that ends without events sooner than this is a failure (client-go's watchHandler: 1 s). */
@@ -120,6 +151,8 @@ export class Reflector<T extends K8sObject> {
   private paginatedResult = false;
   /** A list has completed at least once (resync waits for it). */
   private synced = false;
+  /** Complete states delivered (lists and watch-lists). */
+  private replaced = 0;
 
   constructor(private readonly o: ReflectorOptions<T>) {}
 
@@ -149,6 +182,20 @@ export class Reflector<T extends K8sObject> {
   private async loop(signal: AbortSignal): Promise<void> {
     let needList = true;
     while (!signal.aborted) {
+      if (needList && this.o.watchList) {
+        const before = this.replaced;
+        const outcome = await this.watch(signal, true);
+        if (outcome === 'absent') {
+          this.emit({ type: 'unavailable', resource: this.o.resource });
+          return;
+        }
+        if (outcome !== 'fallback') {
+          // The state came with the stream (which then ran as the watch), or try the stream again.
+          needList = outcome === 'relist' || this.replaced === before;
+          if (outcome === 'error') await this.backoff(signal);
+          continue;
+        }
+      }
       if (needList) {
         try {
           await this.list(signal);
@@ -197,7 +244,14 @@ export class Reflector<T extends K8sObject> {
   private async list(signal: AbortSignal): Promise<void> {
     const res = await this.listPages(signal);
     if (!res || signal.aborted) return;
-    const fresh = res.items;
+    this.replace(res.items, res.resourceVersion, false);
+  }
+
+  /**
+   * Deliver a complete state (a list's, or a watch-list's initial events) as
+   * the diff against the local copy, then synced().
+   */
+  private replace(fresh: Map<string, T>, resourceVersion: string, streamed: boolean): void {
     let added = 0,
       updated = 0,
       deleted = 0;
@@ -225,9 +279,11 @@ export class Reflector<T extends K8sObject> {
     } finally {
       this.relisting = false;
     }
-    this.rv = res.resourceVersion;
+    this.rv = resourceVersion;
+    this.rvUnavailable = false;
     this.failures = 0;
     this.synced = true;
+    this.replaced++;
     this.emit({
       type: 'listed',
       resource: this.o.resource,
@@ -236,6 +292,7 @@ export class Reflector<T extends K8sObject> {
       added,
       updated,
       deleted,
+      ...(streamed ? { streamed: true } : {}),
     });
     this.call(() => this.o.sink.synced());
   }
@@ -278,6 +335,12 @@ export class Reflector<T extends K8sObject> {
           if (!cont) this.rvUnavailable = true;
           continue;
         }
+        // The server we reached is behind the version we saw (client-go: list from "" at once).
+        if (isTooLargeResourceVersion(err) && !cont && fromRV !== '') {
+          this.emit({ type: 'behind', resource: this.o.resource, resourceVersion: fromRV });
+          this.rvUnavailable = true;
+          continue;
+        }
         throw err;
       }
       this.rvUnavailable = false;
@@ -294,8 +357,12 @@ export class Reflector<T extends K8sObject> {
     return (this.o.transform ? this.o.transform(item as unknown as Record<string, unknown>) : item) as T;
   }
 
-  /** One watch from this.rv until it ends; events go to the sink as they come. */
-  private async watch(signal: AbortSignal): Promise<WatchOutcome> {
+  /**
+   * One watch from this.rv until it ends; events go to the sink as they
+   * come. With initial (a watch-list), the events up to the end bookmark are
+   * the state, delivered as one diff; the stream then goes on as the watch.
+   */
+  private async watch(signal: AbortSignal, initial = false): Promise<WatchOutcome> {
     // Aborted during the list: the listener below would never fire, and the watch would outlive run().
     if (signal.aborted) return 'resume';
     const local = new AbortController();
@@ -309,28 +376,41 @@ export class Reflector<T extends K8sObject> {
     let outcome: WatchOutcome | undefined;
     let events = 0;
     const startedAt = this.o.clock.monotonic();
+    // A watch-list's state until its end bookmark, kept apart (client-go's temporary store).
+    let fresh: Map<string, T> | undefined = initial ? new Map() : undefined;
     const query = this.query({
       watch: 'true',
-      resourceVersion: this.rv,
+      ...(initial ? { sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan' } : {}),
+      resourceVersion: initial && this.rvUnavailable ? '' : this.rv,
       allowWatchBookmarks: 'true',
       timeoutSeconds: String(this.o.watchTimeoutSeconds),
     });
+    const watching = (): void => this.emit({ type: 'watching', resource: this.o.resource, resourceVersion: this.rv });
     try {
       await this.o.transport.watch(
         this.o.path,
         query,
-        () => this.emit({ type: 'watching', resource: this.o.resource, resourceVersion: this.rv }),
+        () => {
+          if (!fresh) watching();
+        },
         (type, obj) => {
           if (outcome) return;
           events++;
-          outcome = this.onWatchEvent(type, obj);
+          if (!fresh) outcome = this.onWatchEvent(type, obj);
+          else if (this.onInitialEvent(fresh, type, obj, (o) => (outcome = o))) {
+            fresh = undefined;
+            watching();
+          }
           if (outcome) local.abort();
         },
         local.signal,
       );
     } catch (err) {
-      if (statusCodeOf(err) === 410) outcome = this.expired();
-      else if (!signal.aborted) {
+      if (signal.aborted) {
+        // Shutting down: nothing to report.
+      } else if (fresh) outcome = this.initialFailed(err);
+      else if (statusCodeOf(err) === 410) outcome = this.expired();
+      else {
         this.failed('watch', err);
         outcome = 'error';
       }
@@ -345,6 +425,19 @@ export class Reflector<T extends K8sObject> {
     }
     if (outcome) return outcome;
     this.emit({ type: 'watchClosed', resource: this.o.resource, resourceVersion: this.rv, events });
+    if (fresh) {
+      // Ended before its initial events did. Without any event within a second
+      // it is client-go's "very short watch", an error that falls back to a list.
+      if (events === 0 && this.o.clock.monotonic() - startedAt < VERY_SHORT_WATCH_MS)
+        return this.fallback(undefined, 'the watch-list ended at once without any event');
+      this.emit({
+        type: 'error',
+        resource: this.o.resource,
+        phase: 'watch',
+        error: 'the watch-list ended before its initial events were complete',
+      });
+      return 'error';
+    }
     // A watch that closed within a second without a single event counts as a
     // failure, so a server that accepts and drops watches cannot make us spin
     // (client-go's "very short watch"). A longer quiet one (bookmarks off, a
@@ -352,6 +445,83 @@ export class Reflector<T extends K8sObject> {
     if (events === 0 && this.o.clock.monotonic() - startedAt < VERY_SHORT_WATCH_MS) return 'error';
     this.failures = 0;
     return 'resume';
+  }
+
+  /**
+   * One event of a watch-list's initial state: objects go into fresh, an
+   * ERROR ends the watch (end(outcome)). True at the end bookmark, once the
+   * state has been delivered as one diff.
+   */
+  private onInitialEvent(fresh: Map<string, T>, type: string, obj: unknown, end: (o: WatchOutcome) => void): boolean {
+    if (type === 'ERROR') {
+      end(this.initialFailed(fromStatus(500, obj)));
+      return false;
+    }
+    if (type === 'BOOKMARK') {
+      const meta = isObject(obj) ? (obj.metadata as { resourceVersion?: string; annotations?: unknown }) : undefined;
+      const annotations = meta?.annotations as Record<string, unknown> | undefined;
+      if (annotations?.[INITIAL_EVENTS_END] !== 'true') return false;
+      this.replace(fresh, meta?.resourceVersion ?? '', true);
+      return true;
+    }
+    const o = this.accept(obj, `${type} event object`);
+    if (!o) return false;
+    if (type === 'ADDED' || type === 'MODIFIED') fresh.set(objectKey(o), o);
+    else if (type === 'DELETED') fresh.delete(objectKey(o));
+    else
+      this.emit({
+        type: 'error',
+        resource: this.o.resource,
+        phase: 'watch',
+        error: `unknown watch event type ${type}`,
+      });
+    return false;
+  }
+
+  /**
+   * A watch-list refused or broken before its state was complete, as
+   * client-go's watchList sorts it: the version is gone or ahead of the
+   * server (410, 504 "Too large resource version"): again at once from "";
+   * the server unreachable or overloaded (a connection failure, 429): back
+   * off and try again; anything else (422 Invalid from a server without the
+   * feature, 5xx): list instead, at once.
+   */
+  private initialFailed(err: unknown): WatchOutcome {
+    const code = statusCodeOf(err);
+    if (code === 410 || isTooLargeResourceVersion(err)) {
+      const fromScratch = this.rvUnavailable || this.rv === '';
+      this.emit({
+        type: code === 410 ? 'expired' : 'behind',
+        resource: this.o.resource,
+        resourceVersion: fromScratch ? '' : this.rv,
+      });
+      this.rvUnavailable = true;
+      // Already asked from "" (client-go would ask again at once): a server
+      // answering that so is not caught up, and is not asked in a tight loop.
+      if (fromScratch) {
+        this.failed('watch', err);
+        return 'error';
+      }
+      return 'relist';
+    }
+    if (code === undefined || code === 429) {
+      this.failed('watch', err);
+      return 'error';
+    }
+    // The resource is not served at all: a list would get the same 404.
+    if (code === 404 && this.o.optional) return 'absent';
+    return this.fallback(err, errText(err));
+  }
+
+  private fallback(err: unknown, error: string): WatchOutcome {
+    const statusCode = statusCodeOf(err);
+    this.emit({
+      type: 'watchListUnavailable',
+      resource: this.o.resource,
+      error,
+      ...(statusCode === undefined ? {} : { statusCode }),
+    });
+    return 'fallback';
   }
 
   /** Apply one watch event; returns an outcome if the watch must end. */

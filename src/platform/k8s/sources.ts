@@ -7,7 +7,9 @@
 //   Node:           fieldSelector metadata.name=<nodeName>
 //   ServiceCIDRs:   networking.k8s.io/v1, optional (404 -> carry on without)
 // Each keeps only what the proxy reads of its objects (transform.ts) and,
-// with resyncMs (configSyncPeriod), re-delivers its copy that often.
+// with resyncMs (configSyncPeriod), re-delivers its copy that often. Each
+// gets its state by a streaming watch-list where the server offers it, and
+// by a list where it does not, as client-go's informers with WatchListClient.
 
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../core/api.js';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../../core/api.js';
@@ -43,6 +45,12 @@ export interface StartSourcesOptions {
   readonly watchTimeoutSeconds?: number;
   /** Serve only Services labelled service.kubernetes.io/service-proxy-name=<this>; "" or unset = upstream. */
   readonly serviceProxyName?: string;
+  /**
+   * Get each state as a watch's initial events where the server offers it
+   * (client-go's WatchListClient gate, beta and on by default since 1.35);
+   * default true.
+   */
+  readonly watchList?: boolean;
 }
 
 /**
@@ -64,6 +72,7 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
     watchTimeoutSeconds: opts.watchTimeoutSeconds ?? 300,
     onEvent: opts.onEvent,
     resyncMs: opts.resyncMs ?? 0,
+    watchList: opts.watchList ?? true,
   };
   const services = new Reflector<Service>({
     ...common,

@@ -45,10 +45,19 @@ export class ApiStatusError extends ProxyError {
     message: string,
     /** The server's `Retry-After` (header, or Status details.retryAfterSeconds): wait at least this long. */
     readonly retryAfterSeconds?: number,
+    /** The Status's details.causes (`reason`: e.g. ResourceVersionTooLarge, FieldValueForbidden). */
+    readonly causes: readonly StatusCause[] = [],
   ) {
     super('KPT_API_STATUS', message);
     this.name = 'ApiStatusError';
   }
+}
+
+/** One of a Status's details.causes. */
+export interface StatusCause {
+  readonly reason?: string;
+  readonly message?: string;
+  readonly field?: string;
 }
 
 /** A request given up because its AbortSignal fired (named as the DOM's AbortError). */
@@ -77,6 +86,22 @@ export function parseRetryAfter(value: string | undefined, nowMs: number): numbe
   return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - nowMs) / 1000));
 }
 
+/**
+ * A 504 saying the server has not yet reached the resourceVersion asked for
+ * (its watch cache is behind: another API server of the set served the last
+ * one). client-go's isTooLargeResourceVersionError: the cause
+ * ResourceVersionTooLarge, or, from servers before 1.18.6, the message.
+ */
+export function isTooLargeResourceVersion(err: unknown): boolean {
+  if (!(err instanceof ApiStatusError)) return false;
+  if (err.causes.some((c) => c.reason === 'ResourceVersionTooLarge')) return true;
+  if (err.statusCode !== 504) return false;
+  return (
+    err.causes.some((c) => c.message === 'Too large resource version') ||
+    err.message.includes('Too large resource version')
+  );
+}
+
 export function statusCodeOf(err: unknown): number | undefined {
   if (err instanceof ApiStatusError) return err.statusCode;
   const code = (err as { statusCode?: unknown } | null)?.statusCode;
@@ -91,12 +116,17 @@ export function statusCodeOf(err: unknown): number | undefined {
 export function fromStatus(httpCode: number, body: unknown, retryAfterSeconds?: number): ApiStatusError {
   const s = (body ?? {}) as { code?: unknown; reason?: unknown; message?: unknown; details?: unknown };
   const code = typeof s.code === 'number' ? s.code : httpCode;
-  const detail = (s.details as { retryAfterSeconds?: unknown } | null | undefined)?.retryAfterSeconds;
+  const details = s.details as { retryAfterSeconds?: unknown; causes?: unknown } | null | undefined;
+  const detail = details?.retryAfterSeconds;
+  const causes = Array.isArray(details?.causes)
+    ? details.causes.filter((c): c is StatusCause => c !== null && typeof c === 'object')
+    : [];
   const retry = retryAfterSeconds ?? (typeof detail === 'number' && detail > 0 ? detail : undefined);
   return new ApiStatusError(
     code,
     typeof s.reason === 'string' ? s.reason : '',
     typeof s.message === 'string' ? s.message : `HTTP ${httpCode}`,
     retry,
+    causes,
   );
 }
