@@ -38,6 +38,7 @@ import type { Clock } from '../../core/clock.js';
 import { ProxyError, SystemError } from '../../core/errors.js';
 import { realClock } from '../clock.js';
 import { Credentials, type CredentialsOptions } from './credentials.js';
+import { ListBodyParser } from './liststream.js';
 import type { ClientConfig } from './kubeconfig.js';
 import { TokenBucket } from './ratelimit.js';
 import {
@@ -160,7 +161,25 @@ export class KubeClient implements ListWatchTransport {
 
   /** GET one page of a collection (pass limit/continue in query for pagination). */
   async list(path: string, query: Query, signal: AbortSignal): Promise<ListResult> {
-    const body = await this.json('GET', path, query, undefined, signal, this.limiter);
+    // The reply is parsed item by item as it arrives (liststream.ts): a first
+    // list comes whole, and its text was the proxy's memory peak.
+    const res = await this.send(
+      'GET',
+      path,
+      query,
+      undefined,
+      signal,
+      this.limiter,
+      REQUEST_TIMEOUT_MS,
+      this.bodyIdleMs,
+    );
+    let body: unknown;
+    try {
+      body = await readListBody(res);
+    } catch (err) {
+      if (!(err instanceof SyntaxError)) throw err;
+      throw new ApiStatusError(res.statusCode ?? 0, 'BadResponse', `GET ${path}: reply is not JSON`);
+    }
     const b = body as { metadata?: { resourceVersion?: unknown; continue?: unknown }; items?: unknown } | undefined;
     if (!b || !Array.isArray(b.items)) throw new ApiStatusError(200, 'BadResponse', `list ${path}: no items in reply`);
     const rv = b.metadata?.resourceVersion;
@@ -466,6 +485,39 @@ function readBody(res: IncomingMessage): Promise<string> {
       res.on('error', ignoreLateError); // one after the end must not become an uncaught exception
       if (err) return reject(err);
       resolve(Buffer.concat(chunks).toString('utf8'));
+    };
+    const onEnd = (): void => finish();
+    res.on('data', onData);
+    res.on('end', onEnd);
+    res.on('error', finish);
+  });
+}
+
+/** A list reply, parsed as it arrives (ListBodyParser); listeners go at the end as readBody's do. */
+function readListBody(res: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const parser = new ListBodyParser();
+    const finish = (err?: Error): void => {
+      res.off('data', onData);
+      res.off('end', onEnd);
+      res.off('error', finish);
+      res.on('error', ignoreLateError);
+      if (err) {
+        res.resume(); // drain the rest: the socket goes back to the agent
+        return reject(err);
+      }
+      try {
+        resolve(parser.end());
+      } catch (e) {
+        reject(e as Error);
+      }
+    };
+    const onData = (c: Buffer): void => {
+      try {
+        parser.push(c);
+      } catch (e) {
+        finish(e as Error);
+      }
     };
     const onEnd = (): void => finish();
     res.on('data', onData);

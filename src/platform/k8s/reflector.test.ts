@@ -381,6 +381,65 @@ describe('Reflector', () => {
     await done;
   });
 
+  it("keeps only what keep() returns, and hands that form to update() and to a relist's delete() as the old object", async () => {
+    const t = new ScriptedTransport();
+    const full = (name: string, rv: string) => ({ ...obj(name, rv), spec: { big: name } });
+    t.lists = [
+      { resourceVersion: '10', items: [full('a', '1'), full('b', '2')] },
+      { resourceVersion: '20', items: [full('a', '12')] },
+    ];
+    const seen: Array<[string, unknown]> = [];
+    const { reflector, ac, done } = setup(t, {
+      keep: (o) => ({ metadata: o.metadata }),
+      sink: {
+        add: (o) => seen.push(['add', o]),
+        update: (a, b) => seen.push(['update', a], ['to', b]),
+        delete: (o) => seen.push(['delete', o]),
+        synced: () => {},
+      },
+    });
+    await flush();
+    assert.deepEqual(seen, [
+      ['add', full('a', '1')],
+      ['add', full('b', '2')],
+    ]);
+    assert.deepEqual(reflector.snapshot(), [obj('a', '1'), obj('b', '2')]);
+    t.watches[0]!.send('MODIFIED', full('a', '11'));
+    assert.deepEqual(seen.slice(2), [
+      ['update', obj('a', '1')],
+      ['to', full('a', '11')],
+    ]);
+    t.watches[0]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' });
+    await flush();
+    await flush();
+    assert.deepEqual(seen.slice(4), [
+      ['update', obj('a', '11')],
+      ['to', full('a', '12')],
+      ['delete', obj('b', '2')],
+    ]);
+    assert.deepEqual(reflector.snapshot(), [obj('a', '12')]);
+    ac.abort();
+    await done;
+  });
+
+  it('refuses keep together with a resync period (a kept copy cannot be re-delivered)', () => {
+    assert.throws(
+      () =>
+        new Reflector<K8sObject>({
+          resource: 'things',
+          path: '/api/v1/things',
+          transport: new ScriptedTransport(),
+          clock: new FakeClock(),
+          backoff: { initialMs: 20, maxMs: 100 },
+          watchTimeoutSeconds: 60,
+          sink: { add: () => {}, update: () => {}, delete: () => {}, synced: () => {} },
+          keep: (o) => o,
+          resyncMs: 1000,
+        }),
+      /keep and resyncMs/,
+    );
+  });
+
   it('re-delivers every cached object as an update to itself each resync period, once listed', async () => {
     const t = new ScriptedTransport();
     t.lists = [new Error('down'), { resourceVersion: '10', items: [obj('a', '1'), obj('b', '2')] }];

@@ -28,6 +28,12 @@
 //   local copy stays as it was: nothing is deleted.
 // - With resyncMs, every object of the local copy is re-delivered as
 //   update(obj, obj) that often (client-go's resync; configSyncPeriod).
+// - With `keep`, the local copy holds only what keep() returns of each
+//   object (enough to tell versions apart and to name what is deleted), and
+//   the sink gets that form as the old object of update() and delete() after
+//   a relist: a consumer that keeps its own copy of the rest (the
+//   EndpointSliceCache) does not pay for two. Such a copy cannot be
+//   re-delivered, so `keep` and resyncMs do not go together.
 // - A watch that outlives its timeoutSeconds plus a grace period is treated
 //   as stalled (a dead peer without FIN) and is reconnected.
 // - With `optional`, a 404 for the resource (an older server) ends the
@@ -49,6 +55,7 @@
 //   at once from "", as client-go does, instead of backing off.
 
 import type { Clock } from '../../core/clock.js';
+import { BugError } from '../../core/errors.js';
 import type { SourceEvent } from './events.js';
 import {
   type ListWatchTransport,
@@ -106,8 +113,13 @@ export interface ReflectorOptions<T> {
   readonly transform?: (obj: Record<string, unknown>) => Record<string, unknown>;
   /** Objects per list page; default 500. */
   readonly pageSize?: number;
-  /** Re-deliver the local copy as updates this often; 0 or unset = never. */
+  /** Re-deliver the local copy as updates this often; 0 or unset = never. Not with `keep`. */
   readonly resyncMs?: number;
+  /**
+   * What the local copy keeps of each object once the sink has it (default:
+   * all of it). Must keep metadata.name, namespace and resourceVersion.
+   */
+  readonly keep?: (obj: T) => T;
   /** Random source for the backoff jitter; default Math.random. */
   readonly random?: () => number;
   /** Get the state as a watch's initial events where the server offers it (client-go's WatchListClient); default off. */
@@ -154,7 +166,14 @@ export class Reflector<T extends K8sObject> {
   /** Complete states delivered (lists and watch-lists). */
   private replaced = 0;
 
-  constructor(private readonly o: ReflectorOptions<T>) {}
+  constructor(private readonly o: ReflectorOptions<T>) {
+    if (o.keep && (o.resyncMs ?? 0) > 0) throw new BugError(`reflector ${o.resource}: keep and resyncMs together`);
+  }
+
+  /** The form the local copy holds of an object the sink was given. */
+  private kept(obj: T): T {
+    return this.o.keep ? this.o.keep(obj) : obj;
+  }
 
   /** The local copy, in key order. */
   snapshot(): T[] {
@@ -260,11 +279,11 @@ export class Reflector<T extends K8sObject> {
       for (const [key, obj] of fresh) {
         const old = this.items.get(key);
         if (!old) {
-          this.items.set(key, obj);
+          this.items.set(key, this.kept(obj));
           added++;
           this.call(() => this.o.sink.add(obj));
         } else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) {
-          this.items.set(key, obj);
+          this.items.set(key, this.kept(obj));
           updated++;
           this.call(() => this.o.sink.update(old, obj));
         }
@@ -543,7 +562,7 @@ export class Reflector<T extends K8sObject> {
     const key = objectKey(o);
     const old = this.items.get(key);
     if (type === 'ADDED' || type === 'MODIFIED') {
-      this.items.set(key, o);
+      this.items.set(key, this.kept(o));
       this.call(() => (old ? this.o.sink.update(old, o) : this.o.sink.add(o)));
     } else if (type === 'DELETED') {
       if (old) {

@@ -7,9 +7,11 @@
 //   Node:           fieldSelector metadata.name=<nodeName>
 //   ServiceCIDRs:   networking.k8s.io/v1, optional (404 -> carry on without)
 // Each keeps only what the proxy reads of its objects (transform.ts) and,
-// with resyncMs (configSyncPeriod), re-delivers its copy that often. Each
-// gets its state by a streaming watch-list where the server offers it, and
-// by a list where it does not, as client-go's informers with WatchListClient.
+// with resyncMs (configSyncPeriod), re-delivers its copy that often; the
+// EndpointSlices' copy keeps less (the EndpointSliceCache holds the rest) and
+// is not re-delivered. Each gets its state by a streaming watch-list where the
+// server offers it, and by a list where it does not, as client-go's informers
+// with WatchListClient.
 
 import type { EndpointSlice, Node, Service, ServiceCIDR } from '../../core/api.js';
 import { LABEL_HEADLESS, LABEL_SERVICE_PROXY_NAME } from '../../core/api.js';
@@ -18,7 +20,13 @@ import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHand
 import { realClock } from '../clock.js';
 import type { SourceEvent } from './events.js';
 import { type BackoffOptions, Reflector, type ReflectorSink } from './reflector.js';
-import { transformEndpointSlice, transformNode, transformService, transformServiceCIDR } from './transform.js';
+import {
+  endpointSliceStub,
+  transformEndpointSlice,
+  transformNode,
+  transformService,
+  transformServiceCIDR,
+} from './transform.js';
 import type { ListWatchTransport } from './transport.js';
 
 export interface SourceHandlers {
@@ -96,6 +104,12 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
     path: '/apis/discovery.k8s.io/v1/endpointslices',
     labelSelector: `!${LABEL_HEADLESS}`,
     transform: transformEndpointSlice,
+    // The EndpointSliceCache keeps each slice's endpoints and ports; the local
+    // copy keeps only what names a slice. A resync could not re-deliver such a
+    // copy, and would change nothing: the cache drops a slice equal to the one
+    // it holds, so a re-delivered slice was never a change.
+    keep: endpointSliceStub,
+    resyncMs: 0,
     sink: {
       add: (s) => h.endpointSlice.onEndpointSliceAdd(s),
       update: (o, s) => h.endpointSlice.onEndpointSliceUpdate(o, s),

@@ -10,7 +10,14 @@ import type { EndpointSlice, Node, Service } from '../../core/api.js';
 import { nodeInfoFromNode } from '../../core/nodeinfo.js';
 import { syncStateFromObjects } from '../../core/snapshot.js';
 import { PACKET_FLOW_SCENARIOS } from '../../../test/cases/packetflow.js';
-import { transformEndpointSlice, transformNode, transformService, transformServiceCIDR } from './transform.js';
+import { EndpointSliceCache, endpointSliceKeys } from '../../core/endpointslicecache.js';
+import {
+  endpointSliceStub,
+  transformEndpointSlice,
+  transformNode,
+  transformService,
+  transformServiceCIDR,
+} from './transform.js';
 
 const ts = (s: Service): Service => transformService(s as never) as never;
 const te = (s: EndpointSlice): EndpointSlice => transformEndpointSlice(s as never) as never;
@@ -28,6 +35,23 @@ describe('transform', () => {
         });
         assert.deepEqual(lean, raw, sc.name);
       }
+    }
+  });
+
+  it('keeps in a slice stub what an update or delete needs of the old slice, and no endpoints', () => {
+    for (const sc of PACKET_FLOW_SCENARIOS) {
+      const cache = new EndpointSliceCache('test-node', sc.family);
+      for (const slice of sc.setup.slices) cache.updatePending(te(slice), false);
+      cache.checkoutChanges();
+      for (const slice of sc.setup.slices) {
+        const stub = endpointSliceStub(te(slice));
+        assert.deepEqual(endpointSliceKeys(stub), endpointSliceKeys(slice), sc.name);
+        assert.equal(stub.addressType, slice.addressType, sc.name);
+        assert.equal(stub.metadata.resourceVersion, slice.metadata.resourceVersion, sc.name);
+        assert.equal((stub as { endpoints?: unknown }).endpoints, undefined, sc.name);
+        cache.updatePending(stub, true);
+      }
+      for (const ch of cache.checkoutChanges().values()) assert.equal(ch.current.size, 0, sc.name);
     }
   });
 

@@ -173,3 +173,23 @@ export function transformServiceCIDR(o: Obj): Obj {
   if (o['spec'] !== undefined) out['spec'] = pick(o['spec'], ['cidrs']);
   return out;
 }
+
+/**
+ * What the EndpointSlice reflector's local copy keeps of a slice once the
+ * handlers have it (ReflectorOptions.keep): the EndpointSliceCache holds the
+ * endpoints and ports in its own encoding, and all a later update or delete
+ * needs of the old slice is which Service and family it was filed under
+ * (name, namespace, the service-name label, addressType) and its version.
+ * The endpoints were most of a kept slice's memory.
+ */
+export function endpointSliceStub<T extends { metadata: object }>(slice: T): T {
+  const o = slice as unknown as Obj;
+  const m = o['metadata'];
+  if (!isObj(m)) return slice;
+  const md: Obj = {};
+  for (const k of ['name', 'namespace', 'resourceVersion', 'labels', 'deletionTimestamp'])
+    if (m[k] !== undefined) md[k] = m[k];
+  const out: Obj = { metadata: md };
+  if (o['addressType'] !== undefined) out['addressType'] = o['addressType'];
+  return out as unknown as T;
+}
