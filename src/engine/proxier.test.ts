@@ -445,6 +445,9 @@ test('health helpers: healthCheckNodePorts and localReadyEndpoints from the last
       ];
     }),
   );
+  // A Service without a healthCheckNodePort has no health server to weigh it: it is not counted.
+  t.proxier.onServiceAdd(svc('plain', '172.30.0.71'));
+  t.proxier.onEndpointSliceAdd(slice('plain', ['10.180.0.9']));
   t.proxier.onServiceSynced();
   t.proxier.onEndpointSliceSynced();
   await t.proxier.syncProxyRules();

@@ -240,7 +240,9 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
 
   /**
    * Service key -> number of distinct local READY endpoint IPs (terminating
-   * ones are not ready), over every family (service health server weight).
+   * ones are not ready), over every family (service health server weight),
+   * for the Services with a healthCheckNodePort: the server answers only for
+   * them, and walking every endpoint after every sync is O(cluster).
    */
   localReadyEndpoints(): Map<string, number> {
     const ips = new Map<string, Set<string>>();
@@ -249,6 +251,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       if (!st) continue;
       for (const [k, eps] of st.endpoints) {
         const sp = st.services.get(k)!;
+        if (sp.healthCheckNodePort === 0) continue;
         for (const ep of eps) {
           if (!ep.isLocal || !ep.ready) continue;
           const set = ips.get(sp.serviceKey) ?? new Set<string>();

@@ -19,6 +19,7 @@
 //   turns true and the next plan is full, against what adopt() read back.
 import { BugError } from '../core/errors.js';
 import type { Keyed, ObjectOp, ObjectSpec } from '../core/objects.js';
+import { finish, type Steps } from '../core/steps.js';
 
 /** An object as the datapath holds it; `value` null when its content is unknown. */
 export interface LiveObject<K extends string, V> {
@@ -52,6 +53,8 @@ interface Entry<V> {
 }
 
 const NONE: readonly Entry<never>[] = Object.freeze([]);
+/** Objects handled per step of planSteps(). */
+const STEP_WORK = 4096;
 const NO_OWNERS: readonly string[] = Object.freeze([]);
 
 export class Reconciler<K extends string, V> {
@@ -119,26 +122,52 @@ export class Reconciler<K extends string, V> {
    * Memory advances now; if applying the operations fails, call failed().
    */
   plan(changes: Iterable<readonly [string, readonly Keyed<K, V>[]]>, full: boolean): Plan<K, V> {
+    return finish(this.planSteps(changes, full));
+  }
+
+  /**
+   * plan() as resumable steps (src/core/steps.ts), each about STEP_WORK
+   * objects. Between two steps the memory is half advanced: nothing may ask
+   * this reconciler anything until the plan is returned.
+   */
+  *planSteps(changes: Iterable<readonly [string, readonly Keyed<K, V>[]]>, full: boolean): Steps<Plan<K, V>> {
     full ||= !this.known;
     const base = this.stamp;
     const touched: Entry<V>[] = [];
     const listed = full ? new Set<string>() : null;
+    let work = 0;
     for (const [owner, objects] of changes) {
       listed?.add(owner);
       this.want(owner, objects, base, touched);
+      if ((work += objects.length + 1) >= STEP_WORK) {
+        work = 0;
+        yield;
+      }
     }
     if (listed !== null) {
-      for (const owner of [...this.owned.keys()]) if (!listed.has(owner)) this.want(owner, [], base, touched);
+      for (const owner of [...this.owned.keys()]) {
+        if (listed.has(owner)) continue;
+        this.want(owner, [], base, touched);
+        if (++work >= STEP_WORK) {
+          work = 0;
+          yield;
+        }
+      }
       for (const m of this.entries)
-        for (const e of m.values())
+        for (const e of m.values()) {
           if (e.owners === null && e.mark <= base) {
             e.mark = base + 1;
             touched.push(e);
           }
+          if (++work >= STEP_WORK) {
+            work = 0;
+            yield;
+          }
+        }
     }
     this.stamp++;
     this.known = true;
-    return { ops: this.diff(touched), full };
+    return { ops: yield* this.diff(touched), full };
   }
 
   /** What the datapath holds for an object as far as we know (undefined: absent; null: unknown content). */
@@ -258,12 +287,17 @@ export class Reconciler<K extends string, V> {
     else this.owned.delete(owner);
   }
 
-  private diff(touched: readonly Entry<V>[]): ObjectOp<K, V>[] {
+  private *diff(touched: readonly Entry<V>[]): Steps<ObjectOp<K, V>[]> {
     const order = this.spec.order;
     const n = order.length;
     const puts: ObjectOp<K, V>[][] = Array.from({ length: n }, () => []);
     const deletes: ObjectOp<K, V>[][] = Array.from({ length: n }, () => []);
+    let work = 0;
     for (const e of touched) {
+      if (++work >= STEP_WORK) {
+        work = 0;
+        yield;
+      }
       const r = e.rank;
       const kind = order[r]!;
       const value = this.valueOf(e);

@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import { E2EEnv, podsOf, srcIP } from '../netns/e2e.js';
 import { endpointSlice, service, webPorts } from '../netns/fixtures.js';
 import { nsRun } from '../netns/spawn.js';
+import { LOCALHOST_TABLE } from '../../src/dataplane/nftables/localhost.js';
+import { parseRejectCounters } from '../../src/platform/nftables/localhost.js';
 
 const ARGS = ['--nodeport-addresses', 'primary,localhost'];
 const GATE_OFF = [...ARGS, '--feature-gates', 'KubeProxyNFTablesLocalhostNodePorts=false'];
@@ -89,6 +91,19 @@ describe('nftables localhost NodePorts (KEP-6032) on the real kernel', { concurr
     const m = await scrape(env);
     assert.ok((sample(m, REJECTED, { ip_family: 'IPv4', protocol: 'UDP' }) ?? 0) >= 1, 'UDP rejection counted');
     assert.equal(sample(m, REJECTED, { ip_family: 'IPv4', protocol: 'TCP' }), 0, 'served TCP is not rejected');
+    // The proxy reads its counters over netlink (one GETOBJ dump), not with nft: they must be nft's.
+    const listed = await nsRun(env.cluster.node('node1').ns, [
+      'nft',
+      '-j',
+      'list',
+      'counters',
+      'table',
+      'ip',
+      LOCALHOST_TABLE,
+    ]);
+    const byNft = parseRejectCounters(listed.stdout);
+    assert.equal(sample(m, REJECTED, { ip_family: 'IPv4', protocol: 'UDP' }), byNft.UDP);
+    assert.equal(sample(m, REJECTED, { ip_family: 'IPv4', protocol: 'TCP' }), byNft.TCP);
   });
 
   it('a NodePort already taken on 127.0.0.1 is counted, and the proxy goes on', async () => {

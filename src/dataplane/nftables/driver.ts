@@ -36,7 +36,11 @@ import {
   type RenderContext,
 } from './static.js';
 import { Transaction } from './transaction.js';
-import { translateOps, type NftOp } from './translate.js';
+import { translateOpsSteps, type NftOp } from './translate.js';
+import { finish, type Steps } from '../../core/steps.js';
+
+/** Services rendered per step of desiredSteps(). */
+const STEP_SERVICES = 64;
 
 export { STALE_CHAIN_DELAY_MS } from './translate.js';
 
@@ -139,12 +143,19 @@ export class NftablesDriver implements ObjectDriver<NftKind, NftValue, SyncState
    * nodeport-ips elements), else the changed ones (a deleted one wants nothing).
    */
   desired(state: SyncState, full: boolean): Array<readonly [string, readonly NftObjectOf[]]> {
+    return finish(this.desiredSteps(state, full));
+  }
+
+  /** desired() as resumable steps (src/core/steps.ts): one step per STEP_SERVICES Services. */
+  *desiredSteps(state: SyncState, full: boolean): Steps<Array<readonly [string, readonly NftObjectOf[]]>> {
     const ctx = makeContext(this.config, state.node.nodeIPs[this.config.family], this.layout);
     this.ctx = ctx;
     this.rules = new Map();
     this.maps = new Map();
     const out: Array<readonly [string, readonly NftObjectOf[]]> = [];
+    let n = 0;
     for (const [key, ports] of groupByService(state, full ? null : state.changedServices)) {
+      if (++n % STEP_SERVICES === 0) yield;
       const objs: NftObjectOf[] = [];
       // A Service's ports share its ClusterIP element (and may share hairpin elements).
       const seen = ports.length > 1 ? new Set<string>() : null;
@@ -217,6 +228,11 @@ export class NftablesDriver implements ObjectDriver<NftKind, NftValue, SyncState
    * the stale chains.
    */
   transaction(state: SyncState, ops: readonly NftOp[], full: boolean, now: number): RenderResult {
+    return finish(this.transactionSteps(state, ops, full, now));
+  }
+
+  /** transaction() as resumable steps (translateOpsSteps). */
+  *transactionSteps(state: SyncState, ops: readonly NftOp[], full: boolean, now: number): Steps<RenderResult> {
     const ctx = this.ctx ?? makeContext(this.config, state.node.nodeIPs[this.config.family], this.layout);
     const tx = new Transaction(ctx.ipX);
     let deletedSet: string | null = null;
@@ -230,7 +246,7 @@ export class NftablesDriver implements ObjectDriver<NftKind, NftValue, SyncState
       this.lastStatic = staticInputs(state, this.config.family);
       this.initialized = true;
     }
-    translateOps(tx, ops, { rules: this.rules, maps: this.maps, stale: this.staleChains, now, deletedSet });
+    yield* translateOpsSteps(tx, ops, { rules: this.rules, maps: this.maps, stale: this.staleChains, now, deletedSet });
     for (const op of ops) {
       if (op.kind !== 'chain' && op.kind !== 'element') continue;
       const d = op.op === 'delete' ? -1 : op.before === undefined ? 1 : 0;

@@ -15,6 +15,7 @@ import type { NftKind, NftValue } from './driver.js';
 import type { Chain, Element, NftObject, NftSet, Rule, Verb } from './objects.js';
 import type { EndpointMapContent } from './serviceport.js';
 import type { Transaction } from './transaction.js';
+import { finish, type Steps } from '../../core/steps.js';
 
 export const STALE_CHAIN_DELAY_MS = 1000;
 
@@ -56,8 +57,18 @@ class OpList {
 
 /** Append the operations to `tx`, then delete the stale chains old enough. */
 export function translateOps(tx: Transaction, ops: readonly NftOp[], c: TranslateContext): void {
+  finish(translateOpsSteps(tx, ops, c));
+}
+
+/** Operations translated per step of translateOpsSteps(). */
+const STEP_OPERATIONS = 1024;
+
+/** translateOps() as resumable steps (src/core/steps.ts). */
+export function* translateOpsSteps(tx: Transaction, ops: readonly NftOp[], c: TranslateContext): Steps<void> {
   const list = new OpList();
+  let n = 0;
   for (const op of ops) {
+    if (++n % STEP_OPERATIONS === 0) yield;
     if (op.op === 'put') put(list, op.kind, op.key, op.value, op.before, c);
     else remove(list, op.kind, op.key, op.before, c);
   }

@@ -6,7 +6,7 @@
 // Calls block the event loop for the few milliseconds a sync's exchange
 // takes, as an `execFileSync` would, but without a process per call. Every
 // receive is bounded by SO_RCVTIMEO, so a lost reply is a bounded failure.
-import { closeSync, openSync, writevSync } from 'node:fs';
+import { closeSync, openSync, writev, writevSync } from 'node:fs';
 import { ProxyError } from '../../core/errors.js';
 import { injectedFault } from '../faults.js';
 import { errorCode, NLMSG_DONE, NLMSG_ERROR, parseMessages, type NetlinkMessage } from './message.js';
@@ -202,6 +202,27 @@ export class NetlinkSocket {
     } catch (err) {
       throw new ProxyError('KPT_SYNC_FAILED', `netlink send failed: ${(err as Error).message}`, { cause: err });
     }
+    if (n !== bytes) throw new ProxyError('KPT_SYNC_FAILED', `netlink send failed (${n} of ${bytes} bytes)`);
+  }
+
+  /**
+   * sendv() on a thread of libuv's pool instead of the event loop's: the
+   * kernel handles an nf_tables batch inside the send itself (a 10k-Service
+   * batch takes hundreds of milliseconds there), and meanwhile the loop keeps
+   * serving. Nothing else may use this socket until it resolves.
+   */
+  async sendvOffThread(chunks: readonly Buffer[], bytes: number): Promise<void> {
+    if (this.fd < 0) throw new ProxyError('KPT_BUG', 'netlink socket used after close');
+    if (injectedFault(`netlink-${PROTOCOL_NAMES[this.protocol] ?? this.protocol}`))
+      throw new ProxyError('KPT_SYNC_FAILED', 'netlink send failed (injected fault)');
+    if (chunks.length > IOV_MAX) throw new ProxyError('KPT_BUG', `netlink: ${chunks.length} chunks exceed IOV_MAX`);
+    const n = await new Promise<number>((resolve, reject) =>
+      writev(this.fd, chunks as Buffer[], (err, written) =>
+        err
+          ? reject(new ProxyError('KPT_SYNC_FAILED', `netlink send failed: ${err.message}`, { cause: err }))
+          : resolve(written),
+      ),
+    );
     if (n !== bytes) throw new ProxyError('KPT_SYNC_FAILED', `netlink send failed (${n} of ${bytes} bytes)`);
   }
 

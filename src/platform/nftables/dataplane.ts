@@ -12,6 +12,7 @@
 // encoder does not know (a bug: reported through onEvent). Any failure, and
 // any change of the table by another actor, makes the reconciler forget what
 // it knew (failed()), so the next sync is full against the table read back.
+import { runSliced } from '../slices.js';
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Dataplane } from '../../core/types.js';
@@ -99,7 +100,8 @@ export class NftablesDataplane implements Dataplane {
     try {
       await this.openMonitor();
       const live = this.planner.needsFullSync(state) ? await this.readSnapshot() : null;
-      const { tx, partial, counters } = this.planner.plan(state, this.clock.now(), live);
+      // In slices: a plan of 10k Services would otherwise hold the event loop for its whole length.
+      const { tx, partial, counters } = await runSliced(this.planner.planSteps(state, this.clock.now(), live));
       if (tx.error) throw tx.error;
       if (tx.numOperations > 0) await this.writer.apply(tx, partial, this.monitor ?? null);
       return { partial, counters };

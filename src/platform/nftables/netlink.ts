@@ -37,17 +37,19 @@ export class NftNetlink {
   }
 
   /**
-   * Apply an encoded batch atomically; throws NetlinkError with the first
-   * failure (errno, the failing operation's index, the kernel's reason).
+   * Apply an encoded batch atomically; rejects with NetlinkError with the
+   * first failure (errno, the failing operation's index, the kernel's
+   * reason). The batch is sent from libuv's thread pool (the kernel commits
+   * it inside the send), so the event loop runs while a large one commits.
    */
-  apply(batch: EncodedBatch): void {
+  async apply(batch: EncodedBatch): Promise<void> {
     this.sock.nextSeq(batch.lastSeq - batch.firstSeq + 1);
     const genSeq = this.sock.nextSeq();
     const w = new NlWriter(64);
     w.begin((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG.GETGEN, NLM_F.REQUEST, genSeq, 0, 0).end();
     this.sock.reserveSendBuffer(batch.bytes);
     // Two sends: nfnetlink ignores whatever follows BATCH_END in the same datagram.
-    this.sock.sendv(batch.chunks, batch.bytes);
+    await this.sock.sendvOffThread(batch.chunks, batch.bytes);
     this.sock.send(w.view());
     let firstError: NetlinkError | null = null;
     this.sock.receive((m) => {

@@ -11,6 +11,7 @@
 // delete still precedes the add that replaces it). Messages carry no
 // NLM_F_ACK: the kernel reports failures anyway, and a 20k-Service cold sync
 // would otherwise queue 200k acks.
+import { finish, type Steps } from '../../core/steps.js';
 import { isEndpointsMapName, TABLE_NAME, type NftFamily } from '../../dataplane/nftables/names.js';
 import type { Chain, Element, NftMap, NftSet, Operation } from '../../dataplane/nftables/objects.js';
 import { parseRule } from '../../dataplane/nftables/ruleparse.js';
@@ -281,7 +282,13 @@ export class BatchEncoder {
 
   /** The pending element operations, grouped by set, consecutive same-verb ones in one message. */
   private flushElements(): void {
+    finish(this.flushElementsSteps());
+  }
+
+  /** flushElements() as resumable steps, one per STEP_OPERATIONS elements. */
+  *flushElementsSteps(): Steps<void> {
     if (this.pending.size === 0) return;
+    let n = 0;
     const pending = this.pending;
     this.pending = new Map();
     for (const [set, ops] of pending) {
@@ -298,6 +305,7 @@ export class BatchEncoder {
         open = null;
       };
       for (const [index, op] of ops) {
+        if (++n % STEP_OPERATIONS === 0) yield;
         const add = op.verb === 'add';
         if (
           open !== null &&
@@ -336,7 +344,28 @@ export function encodeBatch(
   seq: number,
   table: string = TABLE_NAME,
 ): EncodedBatch {
+  return finish(encodeBatchSteps(ops, family, schemas, seq, table));
+}
+
+/** Operations encoded per step of encodeBatchSteps(). */
+const STEP_OPERATIONS = 512;
+
+/** encodeBatch() as resumable steps (src/core/steps.ts), for a writer that gives the event loop turns. */
+export function* encodeBatchSteps(
+  ops: readonly Operation[],
+  family: NftFamily,
+  schemas: Map<string, SetSchema>,
+  seq: number,
+  table: string = TABLE_NAME,
+): Steps<EncodedBatch> {
   const enc = new BatchEncoder(family, schemas, seq, table);
-  ops.forEach((op, i) => enc.add(op, i));
+  for (let i = 0; i < ops.length; i++) {
+    const op = ops[i]!;
+    // The elements gathered so far are encoded when another kind of operation follows, in steps too.
+    if (op.object.kind !== 'element' || op.verb === 'flush') yield* enc.flushElementsSteps();
+    enc.add(op, i);
+    if ((i + 1) % STEP_OPERATIONS === 0) yield;
+  }
+  yield* enc.flushElementsSteps();
   return enc.finish();
 }

@@ -13,11 +13,25 @@ import type { Element } from '../../dataplane/nftables/objects.js';
 import { EMPTY_SNAPSHOT, type KernelSnapshot } from '../../dataplane/nftables/driver.js';
 import { MANAGED_SETS } from '../../dataplane/nftables/static.js';
 import type { NftFamily } from '../../dataplane/nftables/names.js';
-import { Attrs, attr, encodeMessage, ERRNO, NLM_F, str, type NetlinkSocket } from '../netlink/index.js';
+import {
+  Attrs,
+  attr,
+  encodeMessage,
+  ERRNO,
+  NetlinkError,
+  NLM_F,
+  str,
+  u32be,
+  type NetlinkSocket,
+} from '../netlink/index.js';
 import { ProxyError } from '../../core/errors.js';
 
 const NFNL_SUBSYS_NFTABLES = 10;
-const MSG = { GETTABLE: 1, GETCHAIN: 4, GETSET: 10, GETSETELEM: 13 } as const;
+const MSG = { GETTABLE: 1, GETCHAIN: 4, GETSET: 10, GETSETELEM: 13, GETOBJ: 19 } as const;
+/** NFT_OBJECT_COUNTER, and the attributes of a counter object (nf_tables.h). */
+const NFT_OBJECT_COUNTER = 1;
+const OBJ = { TABLE: 1, NAME: 2, TYPE: 3, DATA: 4 } as const;
+const COUNTER_PACKETS = 2;
 const NFPROTO: Record<NftFamily, number> = { ip: 2, ip6: 10 };
 const NFT_SET_MAP = 0x8;
 const NFT_SET_ELEM_INTERVAL_END = 0x1;
@@ -143,4 +157,31 @@ export function readSnapshotNetlink(sock: NetlinkSocket, family: NftFamily, tabl
     elements.set(name, els);
   }
   return { chains, sets: sets.map((s) => s.name), elements };
+}
+
+/**
+ * Packets of every named counter in `table` (one GETOBJ dump, filtered to the
+ * table and to counters by the kernel); empty when the table does not exist.
+ * `nft list counters table ...` answers the same, but first loads every rule
+ * of the family into its cache: seconds at 10k Services, on every scrape.
+ */
+export function readCountersNetlink(sock: NetlinkSocket, family: NftFamily, table: string): Map<string, number> {
+  const out = new Map<string, number>();
+  let msgs: ReturnType<NetlinkSocket['dump']>;
+  try {
+    msgs = sock.dump(
+      request(MSG.GETOBJ, family, NLM_F.DUMP, [attr(OBJ.TABLE, str(table)), attr(OBJ.TYPE, u32be(NFT_OBJECT_COUNTER))]),
+    );
+  } catch (err) {
+    if (err instanceof NetlinkError && err.errno === ERRNO.ENOENT) return out;
+    throw err;
+  }
+  for (const m of msgs) {
+    const a = new Attrs(m.payload, 4);
+    const name = a.str(OBJ.NAME);
+    const packets = a.nested(OBJ.DATA)?.raw(COUNTER_PACKETS);
+    if (name !== undefined && a.str(OBJ.TABLE) === table && packets?.length === 8)
+      out.set(name, Number(packets.readBigUInt64BE(0)));
+  }
+  return out;
 }

@@ -21,6 +21,7 @@ import {
 } from '../../dataplane/nftables/driver.js';
 import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
 import { Reconciler } from '../../engine/reconciler.js';
+import { finish, type Steps } from '../../core/steps.js';
 
 export class NftablesPlanner {
   private readonly driver: NftablesDriver;
@@ -38,11 +39,21 @@ export class NftablesPlanner {
 
   /** The transaction for `state`; `live` is the table read back (used by full syncs only). */
   plan(state: SyncState, now: number, live: KernelSnapshot | null = null): RenderResult {
+    return finish(this.planSteps(state, now, live));
+  }
+
+  /**
+   * plan() as resumable steps (src/core/steps.ts): the dataplane runs them a
+   * slice at a time, so a 10k-Service plan does not hold the event loop.
+   * Until the transaction is returned, nothing else may use this planner.
+   */
+  *planSteps(state: SyncState, now: number, live: KernelSnapshot | null = null): Steps<RenderResult> {
     const full = this.needsFullSync(state);
     if (full && (live !== null || this.reconciler.needsLive()))
       this.reconciler.adopt(this.driver.live(live ?? EMPTY_SNAPSHOT));
-    const p = this.reconciler.plan(this.driver.desired(state, full), full);
-    return this.driver.transaction(state, p.ops, p.full, now);
+    const desired = yield* this.driver.desiredSteps(state, full);
+    const p = yield* this.reconciler.planSteps(desired, full);
+    return yield* this.driver.transactionSteps(state, p.ops, p.full, now);
   }
 
   /** The last transaction did not reach the kernel (or the table changed under us): the next plan is full. */

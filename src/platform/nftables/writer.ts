@@ -12,7 +12,8 @@ import type { Transaction } from '../../dataplane/nftables/transaction.js';
 import type { NftRunner } from './leftovers.js';
 import type { NftMonitor } from './monitor.js';
 import { openNftNetlink, type NftNetlink } from './netlink.js';
-import { encodeBatch, UnencodableError } from './nlencode.js';
+import { encodeBatchSteps, UnencodableError } from './nlencode.js';
+import { runSliced } from '../slices.js';
 import type { SetSchema } from './nlset.js';
 
 export type NftTransport = 'netlink' | 'nft';
@@ -63,10 +64,12 @@ export class NftWriter {
     const nl = await this.channel();
     if (nl) {
       try {
-        const batch = encodeBatch(tx.operations, nftFamily(family), this.schemas, nl.nextSeq(), tx.table);
+        const batch = await runSliced(
+          encodeBatchSteps(tx.operations, nftFamily(family), this.schemas, nl.nextSeq(), tx.table),
+        );
         this.opts.onTransaction?.(family, tx.toString(), partial, 'netlink');
         if (monitor) await monitor.ownChange(() => nl.apply(batch));
-        else nl.apply(batch);
+        else await nl.apply(batch);
         this.opts.onApplied?.(family, tx.numOperations, partial, 'netlink');
         return;
       } catch (err) {
