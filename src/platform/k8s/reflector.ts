@@ -142,8 +142,6 @@ const VERY_SHORT_WATCH_MS = 1000;
 /** A Retry-After longer than this is taken as this: a misconfigured server must not freeze updates for hours. */
 export const MAX_RETRY_AFTER_MS = 60_000;
 const DEFAULT_PAGE_SIZE = 500;
-/** Listed objects handed to the handlers between two turns of the event loop. */
-const INTAKE_SLICE = 250;
 
 export function objectKey(o: K8sObject): string {
   const m = o.metadata ?? {};
@@ -277,13 +275,8 @@ export class Reflector<T extends K8sObject> {
       updated = 0,
       deleted = 0;
     this.relisting = true;
-    let handled = 0;
     try {
       for (const [key, obj] of fresh) {
-        // A turn of the event loop every INTAKE_SLICE objects: 10k handler calls in one go held it for
-        // a second, and /healthz and /metrics with it.
-        if (++handled % INTAKE_SLICE === 0) await new Promise<void>((r) => setImmediate(r));
-        if (signal.aborted) return;
         const old = this.items.get(key);
         if (!old) {
           this.items.set(key, this.kept(obj));
@@ -298,8 +291,6 @@ export class Reflector<T extends K8sObject> {
       }
       for (const [key, old] of [...this.items]) {
         if (fresh.has(key)) continue;
-        if (++handled % INTAKE_SLICE === 0) await new Promise<void>((r) => setImmediate(r));
-        if (signal.aborted) return;
         this.items.delete(key);
         deleted++;
         this.call(() => this.o.sink.delete(old));
