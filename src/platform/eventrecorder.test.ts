@@ -3,15 +3,17 @@ import assert from 'node:assert/strict';
 import { EventRecorder, microTime, nodeRef, serviceRef, type KubeEvent } from './eventrecorder.js';
 import { FakeClock } from '../../test/support/fakeclock.js';
 
-function setup(opts: { fail?: boolean } = {}) {
+function setup(opts: { fail?: boolean; unanswered?: number } = {}) {
   const clock = new FakeClock(Date.parse('2026-12-02T01:00:00.123Z'));
   const posted: KubeEvent[] = [];
+  let unanswered = opts.unanswered ?? 0;
   const rec = new EventRecorder({
     clock,
     host: 'node-a',
     sink: {
       async postEvent(e) {
-        if (opts.fail) throw new Error('403 Forbidden');
+        if (opts.fail) throw Object.assign(new Error('403 Forbidden'), { statusCode: 403 });
+        if (unanswered-- > 0) throw Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
         posted.push(e as KubeEvent);
       },
     },
@@ -74,6 +76,38 @@ test('a sink that fails never throws into the caller; failures are counted', asy
   rec.eventf(nodeRef('n'), 'Normal', 'Starting', 'StartKubeProxy');
   await rec.flush();
   assert.equal(rec.failed, 1);
+});
+
+test('a post the server never answered is tried again 10 s later, up to 12 times; a refused one is not', async () => {
+  const { clock, posted, rec } = setup({ unanswered: 2 });
+  rec.eventf(nodeRef('n'), 'Warning', 'DatapathCanaryFailed', 'Probe', 'first');
+  rec.eventf(nodeRef('n'), 'Normal', 'DatapathCanaryRecovered', 'Probe', 'second');
+  const tick = () => new Promise((r) => setImmediate(r));
+  await tick();
+  assert.equal(posted.length, 0, 'the first try met a closed connection');
+  clock.advance(9_999);
+  await tick();
+  assert.equal(posted.length, 0, 'not before 10 s');
+  clock.advance(1);
+  await tick();
+  clock.advance(10_000);
+  await rec.flush();
+  assert.deepEqual(
+    posted.map((e) => e.note),
+    ['first', 'second'],
+    'sent on the third try, the queue held in order',
+  );
+  assert.equal(rec.failed, 0);
+
+  const gone = setup({ unanswered: 100 });
+  gone.rec.eventf(nodeRef('n'), 'Normal', 'Starting', 'StartKubeProxy');
+  for (let i = 0; i < 12; i++) {
+    await tick();
+    gone.clock.advance(10_000);
+  }
+  await gone.rec.flush();
+  assert.equal(gone.posted.length, 0);
+  assert.equal(gone.rec.failed, 1, 'dropped after 12 tries');
 });
 
 test('microTime has six fraction digits', () => {

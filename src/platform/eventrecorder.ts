@@ -3,8 +3,9 @@
 // "Starting" on the Node, listen failures of the healthz, metrics and
 // service health servers, and start-up warnings. Posting is best effort and
 // never blocks or fails the proxy: events are queued, sent one at a time
-// through an EventSink (the Kubernetes client), and dropped with a debug log
-// when the server refuses them.
+// through an EventSink (the Kubernetes client), dropped with a debug log
+// when the server refuses them, and tried again every 10 s (up to 12 times)
+// when the server did not answer at all.
 //
 // Limits, as client-go's: an identical event (same object, type, reason,
 // action, note) within 6 minutes is sent once and counted; each object has a
@@ -43,6 +44,10 @@ export interface KubeEvent {
   readonly note: string;
   readonly regarding: ObjectRef;
 }
+
+/** Tries per event when the server does not answer, and the wait between them (client-go's events broadcaster). */
+const MAX_TRIES = 12;
+const RETRY_SLEEP_MS = 10_000;
 
 export interface EventRecorderOptions {
   readonly sink: EventSink;
@@ -159,11 +164,22 @@ export class EventRecorder {
     this.idle = new Promise<void>((r) => (this.idleResolve = r));
     void (async () => {
       for (let ev = this.queue.shift(); ev; ev = this.queue.shift()) {
-        try {
-          await this.opts.sink.postEvent(ev);
-        } catch (e) {
-          this.failed++;
-          this.opts.log?.debug({ err: (e as Error).message }, 'event post failed; dropped');
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await this.opts.sink.postEvent(ev);
+            break;
+          } catch (e) {
+            // An answer from the server (any HTTP status) says the event is refused: retrying will not
+            // help. No answer (a connection refused, reset or closed under the request) may be the
+            // server's or a load balancer's moment: hold the queue and try again, as client-go does.
+            const answered = typeof (e as { statusCode?: unknown } | null)?.statusCode === 'number';
+            if (answered || attempt >= MAX_TRIES) {
+              this.failed++;
+              this.opts.log?.debug({ err: (e as Error).message, attempt }, 'event post failed; dropped');
+              break;
+            }
+            await new Promise<void>((r) => this.opts.clock.setTimer(RETRY_SLEEP_MS, r));
+          }
         }
       }
       this.sending = false;
