@@ -9,42 +9,8 @@ import { describe, it } from 'node:test';
 import { FakeClock } from '../../../test/support/fakeclock.js';
 import type { SourceEvent } from './events.js';
 import { INITIAL_EVENTS_END, Reflector, type K8sObject } from './reflector.js';
-import { ApiStatusError, type ListResult, type ListWatchTransport, type Query } from './transport.js';
-
-interface OpenWatch {
-  query: Query;
-  open(): void;
-  send(type: string, obj: unknown): void;
-  end(): void;
-  fail(err: Error): void;
-}
-
-/** Lists are scripted; watches are opened by the reflector and driven by the test. */
-class ScriptedTransport implements ListWatchTransport {
-  lists: Array<ListResult | Error> = [];
-  listQueries: Query[] = [];
-  watches: OpenWatch[] = [];
-
-  async list(_path: string, query: Query): Promise<ListResult> {
-    this.listQueries.push(query);
-    const next = this.lists.shift() ?? new Error('no scripted list');
-    if (next instanceof Error) throw next;
-    return next;
-  }
-
-  watch(
-    _path: string,
-    query: Query,
-    onOpen: () => void,
-    onEvent: (t: string, o: unknown) => void,
-    signal: AbortSignal,
-  ): Promise<void> {
-    return new Promise((resolve, reject) => {
-      signal.addEventListener('abort', () => resolve());
-      this.watches.push({ query, open: onOpen, send: onEvent, end: () => resolve(), fail: reject });
-    });
-  }
-}
+import { ApiStatusError } from './transport.js';
+import { ScriptedTransport } from '../../../test/support/scriptedtransport.js';
 
 const obj = (name: string, rv: string): K8sObject => ({ metadata: { namespace: 'ns', name, resourceVersion: rv } });
 const endBookmark = (rv: string): unknown => ({

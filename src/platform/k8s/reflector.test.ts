@@ -6,54 +6,8 @@ import { describe, it } from 'node:test';
 import { FakeClock } from '../../../test/support/fakeclock.js';
 import type { SourceEvent } from './events.js';
 import { MAX_RETRY_AFTER_MS, Reflector, type K8sObject, type ReflectorOptions } from './reflector.js';
-import { ApiStatusError, type ListResult, type ListWatchTransport, type Query } from './transport.js';
-
-interface OpenWatch {
-  query: Query;
-  open(): void;
-  send(type: string, obj: unknown): void;
-  end(): void;
-  fail(err: Error): void;
-  aborted(): boolean;
-}
-
-/** A transport whose lists are scripted and whose watches the test drives. */
-class ScriptedTransport implements ListWatchTransport {
-  lists: Array<ListResult | Error> = [];
-  listCalls = 0;
-  listQueries: Query[] = [];
-  watches: OpenWatch[] = [];
-
-  untilReachable?: (signal: AbortSignal) => Promise<void>;
-
-  async list(_path: string, query: Query): Promise<ListResult> {
-    this.listCalls++;
-    this.listQueries.push(query);
-    const next = this.lists.shift() ?? new Error('no scripted list');
-    if (next instanceof Error) throw next;
-    return next;
-  }
-
-  watch(
-    _path: string,
-    query: Query,
-    onOpen: () => void,
-    onEvent: (t: string, o: unknown) => void,
-    signal: AbortSignal,
-  ): Promise<void> {
-    return new Promise((resolve, reject) => {
-      signal.addEventListener('abort', () => resolve());
-      this.watches.push({
-        query,
-        open: onOpen,
-        send: onEvent,
-        end: () => resolve(),
-        fail: reject,
-        aborted: () => signal.aborted,
-      });
-    });
-  }
-}
+import { ApiStatusError } from './transport.js';
+import { ScriptedTransport } from '../../../test/support/scriptedtransport.js';
 
 const obj = (name: string, rv: string): K8sObject => ({ metadata: { namespace: 'ns', name, resourceVersion: rv } });
 const flush = (): Promise<void> => new Promise((r) => setImmediate(r));
