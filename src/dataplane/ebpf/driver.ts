@@ -28,6 +28,10 @@ import type { DataplaneConfig, IPFamily, ServicePort, SyncState } from '../../co
 import { nodeEntries, servicePortEntries, type IfaceInfo, type MapEntry, type PortContext } from './entries.js';
 import * as L from './layout.js';
 import type { MapOp } from './store.js';
+import { finish, type Steps } from '../../core/steps.js';
+
+/** Service ports rendered per step of renderSteps(). */
+const STEP_PORTS = 64;
 
 export interface EbpfDriverOptions {
   /** Endpoint choice for services without the annotation (--ebpf-lb-algorithm). */
@@ -171,6 +175,11 @@ export class EbpfDriver implements ObjectDriver<L.MapName, Uint8Array, EbpfDesir
    * left out. Reads the reconciler's memory, so it runs before plan().
    */
   render(input: EbpfDesiredInput, full: boolean): EbpfDesired {
+    return finish(this.renderSteps(input, full));
+  }
+
+  /** render() as resumable steps (src/core/steps.ts): one step per STEP_PORTS service ports. */
+  *renderSteps(input: EbpfDesiredInput, full: boolean): Steps<EbpfDesired> {
     const state = input.state;
     const redo = new Set<string>();
     if (full) {
@@ -190,7 +199,9 @@ export class EbpfDriver implements ObjectDriver<L.MapName, Uint8Array, EbpfDesir
     const skipped: Skipped[] = [];
     const ctx = this.portContext(full ? null : redo, skipped);
     // Key order: on a clash inside one sync the first port wins.
+    let n = 0;
     for (const key of [...redo].filter((k) => state.services.has(k)).sort()) {
+      if (++n % STEP_PORTS === 0) yield;
       const sp = state.services.get(key)!;
       if (sp.protocol === 'SCTP') {
         skipped.push({ servicePort: key, reason: 'SCTP is not translated by the ebpf programs' });

@@ -21,7 +21,8 @@ import { joinHostPort } from '../../core/ip.js';
 import { performance } from 'node:perf_hooks';
 import { run } from '../exec.js';
 import { cleanupEbpfMode } from './cleanup.js';
-import { EbpfPlanner } from './planner.js';
+import { EbpfPlanner, type EbpfPlan } from './planner.js';
+import { runSliced } from '../slices.js';
 
 export { cleanupEbpfMode } from './cleanup.js';
 import type { EbpfOptions } from '../../dataplane/ebpf/options.js';
@@ -52,6 +53,9 @@ export class EbpfDataplane implements Dataplane {
   private unwatchDrift: (() => void) | null = null;
   private lastState: SyncState | null = null;
   private masqReady = false;
+  /** A sliced plan is running; what must not meet it waits in `deferred`. */
+  private planning = false;
+  private deferred: Array<() => void> = [];
 
   constructor(private readonly deps: EbpfDataplaneDeps) {
     this.family = deps.config.family;
@@ -91,13 +95,13 @@ export class EbpfDataplane implements Dataplane {
       },
       { info: (f, m) => this.event('info', f, m), warn: (f, m) => this.event('warn', f, m) },
     );
-    this.unsubscribe = this.node.onChange(() => this.refreshNode());
+    this.unsubscribe = this.node.onChange(() => this.whenIdle(() => this.refreshNode()));
     const onDrift = this.onDrift;
     // Someone else touched what we pinned or attached: whatever else they did
     // to the maps, the full sync that follows plans against what they hold.
     if (onDrift)
       this.unwatchDrift = this.node.onDrift((d) => {
-        this.maps.failed();
+        this.whenIdle(() => this.maps.failed());
         onDrift(d);
       });
     return this.node;
@@ -137,13 +141,26 @@ export class EbpfDataplane implements Dataplane {
     // Packed writes only where a plan can be a cold start (it reads the live maps first); the
     // few writes of a partial sync gain nothing from packing and keep the per-entry MapOps.
     const adopting = this.maps.needsLive();
-    const r = this.maps.plan({
-      state,
-      localIPs: node.localIPs(this.family),
-      ifaces: node.ifaces(),
-      netnsCookie: node.cookie,
-      ...(adopting ? { live: this.live(node.rt), packed: true } : {}),
-    });
+    // In slices: a plan of 10k Services would otherwise hold the event loop for its whole length.
+    this.planning = true;
+    let r: EbpfPlan;
+    try {
+      r = await runSliced(
+        this.maps.planSteps({
+          state,
+          localIPs: node.localIPs(this.family),
+          ifaces: node.ifaces(),
+          netnsCookie: node.cookie,
+          ...(adopting ? { live: this.live(node.rt), packed: true } : {}),
+        }),
+      );
+    } catch (err) {
+      this.planning = false;
+      this.runDeferred();
+      throw err;
+    }
+    // No await from here until the writes are done: what was deferred runs after them.
+    this.planning = false;
     const t1 = performance.now();
     try {
       if (r.puts) node.rt.writePuts(r.puts);
@@ -151,6 +168,8 @@ export class EbpfDataplane implements Dataplane {
     } catch (err) {
       this.maps.failed();
       throw err;
+    } finally {
+      this.runDeferred();
     }
     const t2 = performance.now();
     for (const s of r.skipped) this.event('warn', s, 'service port not programmed');
@@ -176,6 +195,21 @@ export class EbpfDataplane implements Dataplane {
     } catch (err) {
       this.event('warn', { err: String(err) }, 'per-Service traffic counters not updated; next sync tries again');
     }
+  }
+
+  /**
+   * Run now, or once the plan in progress is written: between the slices of a
+   * plan nothing else may use the planner (a drift's failed(), a node refresh).
+   */
+  private whenIdle(fn: () => void): void {
+    if (this.planning) this.deferred.push(fn);
+    else fn();
+  }
+
+  private runDeferred(): void {
+    const fns = this.deferred;
+    this.deferred = [];
+    for (const fn of fns) fn();
   }
 
   /** Between syncs: interfaces or addresses changed; rewrite the node-level entries. */

@@ -36,6 +36,7 @@ import {
 import * as L from '../../dataplane/ebpf/layout.js';
 import type { MapOp } from '../../dataplane/ebpf/store.js';
 import { Reconciler } from '../../engine/reconciler.js';
+import { finish, type Steps } from '../../core/steps.js';
 
 export interface EbpfPlanInput extends EbpfDesiredInput {
   /** This family's entries in the kernel, when needsLive() says so. Absent: the maps are taken as empty. */
@@ -90,6 +91,15 @@ export class EbpfPlanner {
    * failure, else only the ports of changed Services and the node's entries.
    */
   plan(input: EbpfPlanInput): EbpfPlan {
+    return finish(this.planSteps(input));
+  }
+
+  /**
+   * plan() as resumable steps (src/core/steps.ts), for the dataplane to run a
+   * slice at a time. Until the plan is returned nothing else may use this
+   * planner (the dataplane defers failed() and node refreshes meanwhile).
+   */
+  *planSteps(input: EbpfPlanInput): Steps<EbpfPlan> {
     const full = input.state.fullSync || this.reconciler.needsLive();
     const adopting = this.reconciler.needsLive();
     if (adopting) {
@@ -99,11 +109,11 @@ export class EbpfPlanner {
     this.unheld = adopting && holdsNothing(input.live);
     let want: EbpfDesired;
     try {
-      want = this.driver.render(input, full);
+      want = yield* this.driver.renderSteps(input, full);
     } finally {
       this.unheld = false;
     }
-    const planned = this.reconciler.plan(want.owners, full).ops;
+    const planned = (yield* this.reconciler.planSteps(want.owners, full)).ops;
     const base = { full, ports: want.ports, skipped: want.skipped };
     const counters = { servicePorts: input.state.services.size, writes: planned.length };
     if (input.packed && planned.length > 0 && allPuts(planned)) return { ...base, ops: [], puts: planned, counters };

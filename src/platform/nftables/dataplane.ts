@@ -18,7 +18,7 @@ import type { DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '.
 import type { Dataplane } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
 import { nftFamily, TABLE_NAME } from '../../dataplane/nftables/names.js';
-import { EMPTY_SNAPSHOT, type KernelSnapshot } from '../../dataplane/nftables/driver.js';
+import { EMPTY_SNAPSHOT, type KernelSnapshot, type RenderResult } from '../../dataplane/nftables/driver.js';
 import { realClock } from '../clock.js';
 import { DEFAULT_ENDPOINT_LAYOUT, type EndpointLayout } from '../../dataplane/nftables/static.js';
 import { NftMonitor, type NftChange } from './monitor.js';
@@ -68,6 +68,9 @@ export class NftablesDataplane implements Dataplane {
   private onDrift: ((drift: Drift) => void) | null = null;
   private monitor: NftMonitor | null | undefined = undefined;
   private unsubscribe: (() => void) | null = null;
+  /** A sliced plan is running; a drift seen meanwhile fails the planner once it is done. */
+  private planning = false;
+  private driftWhilePlanning = false;
 
   constructor(private readonly opts: NftablesDataplaneOptions) {
     this.family = opts.config.family;
@@ -101,7 +104,19 @@ export class NftablesDataplane implements Dataplane {
       await this.openMonitor();
       const live = this.planner.needsFullSync(state) ? await this.readSnapshot() : null;
       // In slices: a plan of 10k Services would otherwise hold the event loop for its whole length.
-      const { tx, partial, counters } = await runSliced(this.planner.planSteps(state, this.clock.now(), live));
+      // Until it is done the planner must not be told of a drift: it is told right after.
+      this.planning = true;
+      let plan: RenderResult;
+      try {
+        plan = await runSliced(this.planner.planSteps(state, this.clock.now(), live));
+      } finally {
+        this.planning = false;
+        if (this.driftWhilePlanning) {
+          this.driftWhilePlanning = false;
+          this.planner.failed();
+        }
+      }
+      const { tx, partial, counters } = plan;
       if (tx.error) throw tx.error;
       if (tx.numOperations > 0) await this.writer.apply(tx, partial, this.monitor ?? null);
       return { partial, counters };
@@ -132,7 +147,8 @@ export class NftablesDataplane implements Dataplane {
     const ours = (c: NftChange) => c.table === TABLE_NAME;
     this.unsubscribe = this.monitor.subscribe(nftFamily(this.family), ours, (drift) => {
       // Whatever the reconciler remembers of the table may be wrong now.
-      this.planner.failed();
+      if (this.planning) this.driftWhilePlanning = true;
+      else this.planner.failed();
       listener(drift);
     });
   }
