@@ -155,7 +155,7 @@ export async function computeDiff(
       fullSync: true,
     });
     const state = cmd.datapathCanary
-      ? await withRunningCanary(run, driver, plain, status?.doc ?? null, nodeName)
+      ? await withRunningCanary(run, driver, plain, status?.doc ?? null, nodeName, cmd.ebpf.pinRoot)
       : plain;
     families.push(await driver.diff({ cmd, run, netns, family, config: dpConfig, state, localIPs, status }));
   }
@@ -198,12 +198,13 @@ async function withRunningCanary(
   state: SyncState,
   doc: StatusDoc | null,
   nodeName: string,
+  pinRoot: string,
 ): Promise<SyncState> {
   const c = doc?.families.find((f) => f.family === state.family)?.canary;
   const m = c ? /^(.+):(\d+)$/.exec(c.endpoint ?? '') : null;
   const at: readonly [string, number] | null = m
     ? [m[1]!, Number(m[2])]
-    : ((await driver.runningCanary?.(run, state.family)) ?? null);
+    : ((await driver.runningCanary?.(run, state.family, pinRoot)) ?? null);
   if (at === null) return state;
   return withCanaryState(state, canaryTarget(state.family, nodeName, at[0], at[1]));
 }

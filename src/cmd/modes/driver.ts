@@ -157,6 +157,6 @@ export interface ModeDriver {
   diffWantsStatus(cmd: RunCommand): boolean;
   /** One family's diff. */
   diff(ctx: DiffContext): Promise<FamilyDiff>;
-  /** The canary endpoint the stopped proxy's rules point at (ip, port), when its status cannot say. */
-  runningCanary?(run: CommandRunner, family: IPFamily): Promise<readonly [string, number] | null>;
+  /** The canary endpoint the stopped proxy's rules (or maps, under pinRoot) point at (ip, port), when its status cannot say. */
+  runningCanary?(run: CommandRunner, family: IPFamily, pinRoot: string): Promise<readonly [string, number] | null>;
 }

@@ -83,6 +83,13 @@ export const ebpfDriver: ModeDriver = {
   },
 
   diffWantsStatus: (cmd) => cmd.datapathCanary,
+  async runningCanary(_run, family, pinRoot) {
+    if (family !== 'IPv4') return null;
+    const { PinnedMaps } = await import('../../../platform/ebpf/pinned.js');
+    if (!PinnedMaps.present(pinRoot)) return null;
+    const { ebpfCanaryEndpoint, withPinnedMaps } = await import('./explain.js');
+    return withPinnedMaps(pinRoot, (maps) => ebpfCanaryEndpoint(maps));
+  },
   async diff(ctx) {
     const { diffEbpfFamily } = await import('./diff.js');
     return diffEbpfFamily({

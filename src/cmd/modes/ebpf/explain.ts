@@ -6,6 +6,7 @@
 // kpt_names, so it needs nothing but the maps.
 import { EBPF_DUMP_KIND } from '../dumps.js';
 import { ProxyError } from '../../../core/errors.js';
+import { CANARY_PORT, CANARY_VIP4 } from '../../../core/canary.js';
 import type { IPFamily } from '../../../core/types.js';
 import { Fake } from '../../../dataplane/ebpf/fake.js';
 import * as L from '../../../dataplane/ebpf/layout.js';
@@ -71,6 +72,16 @@ export function explainEbpfMaps(
     ...(algorithm ? { algorithm } : {}),
   };
 }
+
+/** Where the maps send the datapath canary's ClusterIP: its listener (ip, port), as a stopped proxy left it. */
+export function ebpfCanaryEndpoint(maps: MapReader): readonly [string, number] | null {
+  const probe = { src: CANARY_PROBE_SOURCE, dst: CANARY_VIP4, port: CANARY_PORT, protocol: 'TCP' as const };
+  const m = /^(.+):(\d+)$/.exec(explainEbpfMaps(maps, probe, [], {}).candidates[0]?.endpoint ?? '');
+  return m ? [m[1]!, Number(m[2])] : null;
+}
+
+/** Any source will do: the canary has one endpoint and no affinity (TEST-NET-1, never a node's). */
+const CANARY_PROBE_SOURCE = '192.0.2.1';
 
 const KINDS: Record<L.SvcKind, AddressKind> = {
   clusterIP: 'cluster IP',
