@@ -475,46 +475,36 @@ function ignoreLateError(): void {}
  * listener left on it would keep the body text reachable through its promise.
  */
 function readBody(res: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  return consumeBody(res, { push: (c) => void chunks.push(c), end: () => Buffer.concat(chunks).toString('utf8') });
+}
+
+/** A list reply, parsed as it arrives (ListBodyParser). */
+function readListBody(res: IncomingMessage): Promise<unknown> {
+  return consumeBody(res, new ListBodyParser());
+}
+
+/** Feed a reply's chunks to `sink` and resolve with its end(); a sink that throws ends the read. */
+function consumeBody<T>(res: IncomingMessage, sink: { push(c: Buffer): void; end(): T }): Promise<T> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    const onData = (c: Buffer): void => void chunks.push(c);
     const finish = (err?: Error): void => {
       res.off('data', onData);
       res.off('end', onEnd);
       res.off('error', finish);
       res.on('error', ignoreLateError); // one after the end must not become an uncaught exception
-      if (err) return reject(err);
-      resolve(Buffer.concat(chunks).toString('utf8'));
-    };
-    const onEnd = (): void => finish();
-    res.on('data', onData);
-    res.on('end', onEnd);
-    res.on('error', finish);
-  });
-}
-
-/** A list reply, parsed as it arrives (ListBodyParser); listeners go at the end as readBody's do. */
-function readListBody(res: IncomingMessage): Promise<unknown> {
-  return new Promise((resolve, reject) => {
-    const parser = new ListBodyParser();
-    const finish = (err?: Error): void => {
-      res.off('data', onData);
-      res.off('end', onEnd);
-      res.off('error', finish);
-      res.on('error', ignoreLateError);
       if (err) {
         res.resume(); // drain the rest: the socket goes back to the agent
         return reject(err);
       }
       try {
-        resolve(parser.end());
+        resolve(sink.end());
       } catch (e) {
         reject(e as Error);
       }
     };
     const onData = (c: Buffer): void => {
       try {
-        parser.push(c);
+        sink.push(c);
       } catch (e) {
         finish(e as Error);
       }

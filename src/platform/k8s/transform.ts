@@ -186,10 +186,7 @@ export function endpointSliceStub<T extends { metadata: object }>(slice: T): T {
   const o = slice as unknown as Obj;
   const m = o['metadata'];
   if (!isObj(m)) return slice;
-  const md: Obj = {};
-  for (const k of ['name', 'namespace', 'resourceVersion', 'labels', 'deletionTimestamp'])
-    if (m[k] !== undefined) md[k] = m[k];
-  const out: Obj = { metadata: md };
+  const out: Obj = { metadata: pick(m, ['name', 'namespace', 'resourceVersion', 'labels', 'deletionTimestamp']) };
   if (o['addressType'] !== undefined) out['addressType'] = o['addressType'];
   return out as unknown as T;
 }

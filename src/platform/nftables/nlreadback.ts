@@ -19,7 +19,9 @@ import {
   encodeMessage,
   ERRNO,
   NetlinkError,
+  NETLINK_PROTOCOL,
   NLM_F,
+  openNetlink,
   str,
   u32be,
   type NetlinkSocket,
@@ -184,4 +186,19 @@ export function readCountersNetlink(sock: NetlinkSocket, family: NftFamily, tabl
       out.set(name, Number(packets.readBigUInt64BE(0)));
   }
   return out;
+}
+
+/**
+ * readCountersNetlink over one netfilter socket opened at the first call and
+ * shared by every later one; resolves to null where netlink cannot be opened.
+ */
+export function netlinkCounterReader(): (
+  family: NftFamily,
+  table: string,
+) => Promise<ReadonlyMap<string, number> | null> {
+  let sock: Promise<NetlinkSocket | null> | undefined;
+  return async (family, table) => {
+    const s = await (sock ??= openNetlink(NETLINK_PROTOCOL.NETFILTER));
+    return s === null ? null : readCountersNetlink(s, family, table);
+  };
 }

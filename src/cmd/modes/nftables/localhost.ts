@@ -10,8 +10,7 @@ import type { Logger } from '../../../platform/logger.js';
 import type { ProxyMetrics } from '../../../platform/metrics.js';
 import { LocalhostNodePorts, withLocalhostNodePorts } from '../../../platform/nftables/localhost.js';
 import { nftRunner } from '../../../platform/nftables/leftovers.js';
-import { NETLINK_PROTOCOL, openNetlink, type NetlinkSocket } from '../../../platform/netlink/index.js';
-import { readCountersNetlink } from '../../../platform/nftables/nlreadback.js';
+import { netlinkCounterReader } from '../../../platform/nftables/nlreadback.js';
 
 export function withLocalhostNodePortRelays(
   config: ResolvedConfig,
@@ -21,11 +20,7 @@ export function withLocalhostNodePortRelays(
   log: Logger,
 ): Dataplane[] {
   // One netfilter socket, opened at the first scrape, for the reject counters of every family.
-  let sock: Promise<NetlinkSocket | null> | undefined;
-  const readCounters = async (family: 'ip' | 'ip6', table: string) => {
-    const s = await (sock ??= openNetlink(NETLINK_PROTOCOL.NETFILTER));
-    return s === null ? null : readCountersNetlink(s, family, table);
-  };
+  const readCounters = netlinkCounterReader();
   const relays = dataplanes.map((dp) => {
     const lnpMode = nftablesLocalhostNodePorts(config, dp.family, nodeIPs[dp.family] ?? null);
     log.info({ family: dp.family, localhostNodePorts: lnpMode }, 'Localhost NodePorts (nftables mode)');
