@@ -53,6 +53,23 @@ async function nodeState(ns: string): Promise<string> {
   return out.join('\n');
 }
 
+/**
+ * nodeState once the proxy is between syncs: two looks a second apart that
+ * agree. In IPVS mode a Service answers once its virtual server is written,
+ * before the iptables rules of the same sync, and later syncs may still
+ * be on their way; a single look could catch the proxy's own writes.
+ */
+async function settledState(ns: string): Promise<string> {
+  let last = await nodeState(ns);
+  for (let i = 0; i < 30; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = await nodeState(ns);
+    if (now === last) return now;
+    last = now;
+  }
+  throw new Error(`node state still changing after 30 s:\n${last}`);
+}
+
 /** Listens on TCP 10.96.0.10:9000 (a Service address; IP_FREEBIND when it is not local) and TCP *:80 (a Service port). */
 const LISTENERS = [
   'import socket',
@@ -140,7 +157,7 @@ for (const mode of E2E_MODES.filter((m) => m === 'iptables' || m === 'ipvs'))
       await env.waitReachable('node1-a', 'tcp', '10.96.0.10', 80);
       listeners = nsSpawn(ns, ['python3', '-u', '-c', LISTENERS]);
       await env.waitFor('the listeners', async () => (listeners!.log().includes('ready') ? true : undefined));
-      initial = await nodeState(ns);
+      initial = await settledState(ns);
     });
     after(async () => {
       await listeners?.stop();
@@ -224,6 +241,13 @@ for (const mode of E2E_MODES.filter((m) => m === 'iptables' || m === 'ipvs'))
     });
 
     it('changed nothing on the node: rules, sockets, addresses, links and sysctls as before', async () => {
-      assert.equal(await nodeState(ns), initial);
+      const now = await settledState(ns);
+      // The lines that differ first (a whole snapshot is too long to read in a failure), then all of it.
+      const [was, is] = [new Set(initial.split('\n')), new Set(now.split('\n'))];
+      assert.deepEqual(
+        { gone: [...was].filter((l) => !is.has(l)), added: [...is].filter((l) => !was.has(l)) },
+        { gone: [], added: [] },
+      );
+      assert.equal(now, initial);
     });
   });
