@@ -27,11 +27,24 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* The kernel connection tracker, asked only about packets to a Service that
- * have no connection entry of ours and do not open a TCP connection. */
+/* The kernel connection tracker, asked about packets to a Service that have
+ * no connection entry of ours. Only the TCP state of an entry is read: the
+ * layouts below name the kernel's own types and fields, and libbpf moves the
+ * load to wherever the running kernel (or its nf_conntrack module) keeps it
+ * (CO-RE), so one object serves 6.1 and 6.18 alike. */
+struct ip_ct_tcp {
+	__u8 state;
+} __attribute__((preserve_access_index));
+union nf_conntrack_proto {
+	struct ip_ct_tcp tcp;
+} __attribute__((preserve_access_index));
 struct nf_conn {
-	__u64 opaque; /* never read; a struct (not a forward declaration) so libbpf matches the kernel's prototype */
-};
+	union nf_conntrack_proto proto;
+} __attribute__((preserve_access_index));
+/* enum tcp_conntrack: a handshake under way */
+#define TCP_CONNTRACK_SYN_SENT 1
+#define TCP_CONNTRACK_SYN_RECV 2
+#define TCP_CONNTRACK_SYN_SENT2 9
 struct bpf_ct_opts {
 	__s32 netns_id;
 	__s32 error;
@@ -68,9 +81,10 @@ static __always_inline int pure_syn(const struct pkt *p)
 }
 
 /* What the kernel's connection tracker knows of the packet's tuple: CT_NONE,
- * or the direction of the connection it was seen in. */
+ * or the direction of the connection it was seen in; *handshake (when asked
+ * for) is set when that connection is a TCP handshake not yet complete. */
 #define CT_NONE (-1)
-static __always_inline int kernel_ct(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int kernel_ct(struct __sk_buff *skb, const struct pkt *p, int *handshake)
 {
 	struct bpf_sock_tuple t = {};
 	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = p->proto };
@@ -92,6 +106,10 @@ static __always_inline int kernel_ct(struct __sk_buff *skb, const struct pkt *p)
 	if (!ct)
 		return CT_NONE;
 	int dir = o.dir;
+	if (handshake) {
+		__u8 st = ct->proto.tcp.state;
+		*handshake = st == TCP_CONNTRACK_SYN_SENT || st == TCP_CONNTRACK_SYN_RECV || st == TCP_CONNTRACK_SYN_SENT2;
+	}
 	bpf_ct_release(ct);
 	return dir;
 }
@@ -107,7 +125,7 @@ static __always_inline int known_reply(struct __sk_buff *skb, const struct pkt *
 {
 	if (p->proto == IPPROTO_TCP)
 		return !pure_syn(p);
-	return kernel_ct(skb, p) == IP_CT_DIR_REPLY;
+	return kernel_ct(skb, p, 0) == IP_CT_DIR_REPLY;
 }
 
 /*
@@ -117,14 +135,23 @@ static __always_inline int known_reply(struct __sk_buff *skb, const struct pkt *
  * only then: a connection we balanced reaches netfilter already translated.
  * Its conntrack entry carries the translation, so the packet is left to
  * netfilter; balancing it again could send the rest of a connection to
- * another endpoint. A bare TCP SYN opens a new connection and is never
- * asked about.
+ * another endpoint.
+ * A bare TCP SYN opens a new connection, unless it is the retransmit of a
+ * SYN netfilter sent on a moment before this mode took over (conntrack still
+ * in the handshake): balanced here, it could reach another endpoint than
+ * the first SYN did, and the client's ACK to the first endpoint's late
+ * SYN-ACK would then meet a stranger, which resets. A SYN on an entry past
+ * its handshake (TIME_WAIT, CLOSE: the client reuses the ports) is new.
  */
 static __always_inline int netfilter_flow(struct __sk_buff *skb, const struct pkt *p)
 {
-	if ((p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP) || (p->proto == IPPROTO_TCP && pure_syn(p)))
+	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
 		return 0;
-	return kernel_ct(skb, p) == IP_CT_DIR_ORIGINAL;
+	if (p->proto == IPPROTO_TCP && pure_syn(p)) {
+		int handshake = 0;
+		return kernel_ct(skb, p, &handshake) == IP_CT_DIR_ORIGINAL && handshake;
+	}
+	return kernel_ct(skb, p, 0) == IP_CT_DIR_ORIGINAL;
 }
 
 /* A packet of a connection we already balanced. */
