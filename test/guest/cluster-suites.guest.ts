@@ -15,10 +15,9 @@ const { E2EEnv } = await import('../netns/e2e.js');
 await import('../e2e/cluster-services.test.js');
 await import('../e2e/ipvs-repair.test.js');
 await import('../e2e/canary-ipvs.test.js');
-// The mode switches with ipvs mode: node1 goes from ipvs to iptables and nftables mode and back (10-100
-// s a switch under emulation). Not ebpf: ipvs -> ebpf still resets a connection now and then
-// (docs/handover.md).
-process.env['KPT_HANDOVER_MODES'] ??= 'ipvs,iptables,nftables';
+// The mode switches with ipvs mode: node1 goes from ipvs to iptables, nftables and ebpf mode and back
+// (10-100 s a switch under emulation).
+process.env['KPT_HANDOVER_MODES'] ??= 'ipvs,iptables,nftables,ebpf';
 process.env['KPT_HANDOVER_HUB'] ??= 'ipvs';
 await import('../e2e/handover.test.js');
 await import('../e2e/cluster-lifecycle.test.js');
