@@ -48,6 +48,7 @@ import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/
 import { zpageOptions } from './zpages.js';
 import { FirstSyncs, removeOthers, retireOthers } from './handover.js';
 import { armFaultInjection } from '../platform/faults.js';
+import { loopTurn, runSliced } from '../platform/slices.js';
 
 const NS_PER_S = 1e9;
 
@@ -212,6 +213,9 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   const runner = new BoundedFrequencyRunner(
     'sync-runner',
     async () => {
+      // A sync is asked for from inside an informer's callback (the end of a 10k-object list, say): start it
+      // on a turn of its own, so the two do not make one long stall of the event loop.
+      await loopTurn();
       await proxier!.syncProxyRules();
       await svcHealth.syncServices(proxier!.healthCheckNodePorts());
       svcHealth.syncEndpoints(proxier!.localReadyEndpoints());
@@ -267,6 +271,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
       repairEventObserver((reason, action, note) => events?.eventf(nodeRef(nodeName), 'Warning', reason, action, note)),
     ),
     requestSync: () => runner.run(),
+    runSteps: runSliced,
     conntrack: conntrackHook,
     allowServiceExternalIPs: featureGateEnabled(config.featureGates, 'AllowServiceExternalIPs'),
     serviceProxyName: cmd.serviceProxyName ?? '',

@@ -11,6 +11,7 @@ import { EndpointSliceCache, endpointSliceKeys } from './endpointslicecache.js';
 import type { SkipReporter } from './serviceport.js';
 import { noSkipReporter } from './serviceport.js';
 import type { IPFamily } from './types.js';
+import { finish, type Steps } from './steps.js';
 
 /** Endpoints keyed by endpointsKey(ServicePortName). */
 export type MutableEndpointsMap = Map<string, PortEndpoints>;
@@ -80,9 +81,14 @@ export class EndpointsChangeTracker {
   }
 
   checkout(): EndpointsCheckout {
+    return finish(this.checkoutSteps());
+  }
+
+  /** checkout as steps (EndpointSliceCache.checkoutChangesSteps): what is pending is taken in the first. */
+  *checkoutSteps(): Steps<EndpointsCheckout> {
     const lastChangeTriggerTimes = this.triggerTimes;
     this.triggerTimes = new Map();
-    return { changes: this.cache.checkoutChanges(), lastChangeTriggerTimes };
+    return { changes: yield* this.cache.checkoutChangesSteps(), lastChangeTriggerTimes };
   }
 }
 

@@ -216,3 +216,48 @@ test('IPv6 cache keeps IPv6 endpoints with bracketed keys', () => {
   c.checkoutChanges();
   assert.deepEqual(epKeys(c, pk('p')), ['[fd00::1]:80']);
 });
+
+test('checkout in steps: the same changes as at once; slices that arrive between steps wait for the next checkout', () => {
+  const slices = (gen: number) =>
+    Array.from({ length: 450 }, (_, i) =>
+      makeSlice('ns1', `svc${i}`, 1, (s) => {
+        s.ports = [slicePort('p80', 80)];
+        s.endpoints = [endpoint(`10.244.${gen}.${i % 250}`)];
+      }),
+    );
+  const once = new EndpointSliceCache(TEST_NODE, 'IPv4');
+  const stepped = new EndpointSliceCache(TEST_NODE, 'IPv4');
+  for (const c of [once, stepped]) {
+    for (const s of slices(1)) c.updatePending(s, false);
+    c.checkoutChanges();
+    for (const s of slices(2)) c.updatePending(s, false);
+  }
+  const expected = once.checkoutChanges();
+  const steps = stepped.checkoutChangesSteps();
+  let r = steps.next();
+  let n = 0;
+  const late = makeSlice('ns1', 'svc0', 1, (s) => {
+    s.ports = [slicePort('p80', 80)];
+    s.endpoints = [endpoint('10.244.9.9')];
+  });
+  while (!r.done) {
+    // Between two steps the informer delivers a newer copy of a slice already taken.
+    if (n++ === 0) assert.equal(stepped.updatePending(late, false), true);
+    r = steps.next();
+  }
+  assert.ok(n >= 2, `several steps (${n})`);
+  assert.deepEqual(r.value, expected);
+  assert.equal(
+    r.value
+      .get('ns1/svc0')!
+      .current.get(endpointsKey({ namespace: 'ns1', name: 'svc0', port: 'p80', protocol: 'TCP' }))!.endpoints[0]!.ip,
+    '10.244.2.0',
+  );
+  assert.equal(stepped.pendingCount(), 1);
+  const next = stepped.checkoutChanges();
+  assert.deepEqual([...next.keys()], ['ns1/svc0']);
+  assert.deepEqual(
+    [...stepped.endpointsOf('ns1/svc0').values()].map((pe) => pe.endpoints.map((e) => e.key)),
+    [['10.244.9.9:80']],
+  );
+});

@@ -13,6 +13,7 @@
 import type { EndpointSlice } from './api.js';
 import { LABEL_SERVICE_NAME } from './api.js';
 import { flat } from './flat.js';
+import { finish, type Steps } from './steps.js';
 import { joinHostPort, parseIP } from './ip.js';
 import type { SkipReporter } from './serviceport.js';
 import { isObjectName, noSkipReporter } from './serviceport.js';
@@ -60,6 +61,10 @@ interface SliceInfo {
 
 /** A SliceInfo encoded (encodeSliceInfo): equal slices have equal encodings. */
 type EncodedSlice = string;
+
+/** Services whose endpoint maps one checkout step builds. */
+const CHECKOUT_STEP = 200;
+const NO_SLICES: ReadonlyMap<string, EncodedSlice> = new Map();
 
 interface SliceTracker {
   applied: Map<string, EncodedSlice>;
@@ -254,20 +259,41 @@ export class EndpointSliceCache {
 
   /** Apply pending slices; previous/current endpoints for every Service that had any. */
   checkoutChanges(): Map<string, EndpointsChange> {
-    const changes = new Map<string, EndpointsChange>();
+    return finish(this.checkoutChangesSteps());
+  }
+
+  /**
+   * checkoutChanges as steps. The pending slices are taken and applied at
+   * once, in the first step, so slices that arrive between steps wait for
+   * the next checkout; the endpoint maps (the costly part, at 10k Services a
+   * stall of its own) are built afterwards, CHECKOUT_STEP Services a step,
+   * from the slices as they were (each Service's applied set is only
+   * changed here, and checkouts never overlap).
+   */
+  *checkoutChangesSteps(): Steps<Map<string, EndpointsChange>> {
+    const taken: Array<{ serviceKey: string; before: ReadonlyMap<string, EncodedSlice>; after: SliceTracker }> = [];
     for (const serviceKey of this.pendingServices) {
       const t = this.trackers.get(serviceKey);
       if (!t || t.pending === null || t.pending.size === 0) continue;
-      const previous = this.endpointsMapOf(serviceKey, t.applied);
+      const before = t.applied.size === 0 ? NO_SLICES : new Map(t.applied);
       for (const [name, enc] of t.pending) {
         if (enc === null) t.applied.delete(name);
         else t.applied.set(name, enc);
       }
       t.pending = null;
-      changes.set(serviceKey, { previous, current: this.endpointsMapOf(serviceKey, t.applied) });
       if (t.applied.size === 0) this.trackers.delete(serviceKey);
+      taken.push({ serviceKey, before, after: t });
     }
     this.pendingServices.clear();
+    const changes = new Map<string, EndpointsChange>();
+    for (let i = 0; i < taken.length; i++) {
+      if (i > 0 && i % CHECKOUT_STEP === 0) yield;
+      const { serviceKey, before, after } = taken[i]!;
+      changes.set(serviceKey, {
+        previous: this.endpointsMapOf(serviceKey, before),
+        current: this.endpointsMapOf(serviceKey, after.applied),
+      });
+    }
     return changes;
   }
 

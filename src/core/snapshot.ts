@@ -9,6 +9,7 @@ import { parseCIDR } from './ip.js';
 import { nodeInfoFromNode } from './nodeinfo.js';
 import type { SkipReporter } from './serviceport.js';
 import { noSkipReporter, serviceToServicePorts } from './serviceport.js';
+import { finish, type Steps } from './steps.js';
 import { categorizeEndpoints } from './topology.js';
 import type { CategorizedEndpoints, Endpoint, IPFamily, NodeInfo, ServicePort, SyncState } from './types.js';
 
@@ -59,6 +60,18 @@ export function cidrsOfServiceCIDRs(objs: readonly ServiceCIDR[]): string[] {
  * does not define (or of the other protocol) are not included.
  */
 export function buildSyncState(input: BuildSyncStateInput): SyncState {
+  return finish(buildSyncStateSteps(input));
+}
+
+/** Service ports categorized per step of buildSyncStateSteps. */
+const BUILD_STEP = 500;
+
+/**
+ * buildSyncState as steps, for a sync of 10k Services that must not hold the
+ * event loop. The input maps must not change until it is done (the family's
+ * maps change only in a checkout, and a sync runs alone).
+ */
+export function* buildSyncStateSteps(input: BuildSyncStateInput): Steps<SyncState> {
   const services = new Map<string, ServicePort>();
   const endpoints = new Map<string, readonly Endpoint[]>();
   const categorized = new Map<string, CategorizedEndpoints>();
@@ -66,7 +79,9 @@ export function buildSyncState(input: BuildSyncStateInput): SyncState {
   const changed = new Set(input.changedServices);
   const changedPorts = new Set<string>();
   const keys = [...input.services.keys()].sort();
+  let n = 0;
   for (const k of keys) {
+    if (++n % BUILD_STEP === 0) yield;
     const sp = input.services.get(k)!;
     if (sp.family !== input.family) continue;
     if (changed.has(sp.serviceKey)) changedPorts.add(k);

@@ -8,6 +8,7 @@ import type { ServicePortMap } from '../core/servicechangetracker.js';
 import { applyServiceChanges, ServiceChangeTracker } from '../core/servicechangetracker.js';
 import type { SkipReporter } from '../core/serviceport.js';
 import type { Dataplane, Drift, IPFamily, ServicePort, SyncState } from '../core/types.js';
+import { finish, type Steps } from '../core/steps.js';
 
 /** Everything checked out since the last successful sync of the family. */
 export interface FamilyChanges {
@@ -52,8 +53,17 @@ export class FamilyState {
 
   /** Apply pending tracker changes to the maps; returns them merged with carried ones. */
   checkout(): FamilyChanges {
+    return finish(this.checkoutSteps());
+  }
+
+  /**
+   * checkout as steps: everything pending is taken in the first step (what
+   * the informers deliver between steps waits for the next sync), the
+   * endpoint maps of a large checkout are built over several.
+   */
+  *checkoutSteps(): Steps<FamilyChanges> {
     const s = applyServiceChanges(this.servicePorts, this.services.checkout());
-    const e = applyEndpointsChanges(this.endpoints, this.endpointsTracker.checkout());
+    const e = applyEndpointsChanges(this.endpoints, yield* this.endpointsTracker.checkoutSteps());
     const c = this.carried;
     this.carried = null;
     const updatedServices = new Set([...(c?.updatedServices ?? []), ...s.updatedServices, ...e.updatedServices]);

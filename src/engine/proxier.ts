@@ -30,8 +30,9 @@ import { BugError, ProxyError } from '../core/errors.js';
 import { endpointSliceKeys } from '../core/endpointslicecache.js';
 import type { SkipReporter } from '../core/serviceport.js';
 import type { CanaryTarget } from '../core/canary.js';
-import { buildSyncState, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
+import { buildSyncState, buildSyncStateSteps, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
 import type { Dataplane, Drift, IPFamily, NodeInfo, ServicePort, SyncState } from '../core/types.js';
+import type { Steps } from '../core/steps.js';
 import type { Clock } from '../core/clock.js';
 import type { FamilyChanges } from './familystate.js';
 import { FamilyState } from './familystate.js';
@@ -68,6 +69,12 @@ export interface ProxierDeps {
   readonly allowServiceExternalIPs?: boolean;
   /** The datapath canary of a family, or null for none (see src/core/canary.ts). */
   readonly canary?: (family: IPFamily) => CanaryTarget | null;
+  /**
+   * Runs a sync's long pieces of work (the checkout of a large change) as
+   * resumable steps, giving the event loop turns between them (the platform's
+   * runSliced). Default: all at once.
+   */
+  readonly runSteps?: <T>(steps: Steps<T>) => Promise<T>;
 }
 
 export const DEFAULT_FULL_SYNC_PERIOD_MS = 60 * 60 * 1000;
@@ -297,18 +304,19 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     const { clock, observer } = this.deps;
     const t0 = clock.monotonic();
     const driftMark = f.driftMark();
-    const changes = f.checkout();
+    const changes = this.deps.runSteps ? await this.deps.runSteps(f.checkoutSteps()) : f.checkout();
     const periodic = t0 - f.lastFullSyncAt >= (this.deps.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS);
     const fullSync = f.needFullSync || (periodic && f.dataplane.skipsPeriodicFullSync?.() !== true);
     const canary = this.deps.canary?.(f.family) ?? null;
-    const state = buildSyncState({
+    const input = {
       family: f.family,
       ...withCanary(f, canary, changes.updatedServices),
       node: this.node.info(),
       fullSync,
       serviceCIDRs: this.serviceCIDRs,
       previous: f.lastState,
-    });
+    };
+    const state = this.deps.runSteps ? await this.deps.runSteps(buildSyncStateSteps(input)) : buildSyncState(input);
     let outcome;
     try {
       outcome = await f.dataplane.sync(state);

@@ -8,13 +8,18 @@ import type { Steps } from '../core/steps.js';
 /** The work done between two turns of the loop, at most (plus one step). */
 export const SLICE_BUDGET_MS = 10;
 
+/** One turn of the event loop: what is ready (sockets, timers) runs before the caller goes on. */
+export function loopTurn(): Promise<void> {
+  return new Promise<void>((resolve) => setImmediate(resolve));
+}
+
 export async function runSliced<T>(steps: Steps<T>, budgetMs: number = SLICE_BUDGET_MS): Promise<T> {
   let until = performance.now() + budgetMs;
   for (;;) {
     const r = steps.next();
     if (r.done) return r.value;
     if (performance.now() < until) continue;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await loopTurn();
     until = performance.now() + budgetMs;
   }
 }

@@ -74,8 +74,11 @@ describe('Reflector: watch-list', () => {
     assert.deepEqual(calls, [], 'nothing before the end bookmark');
     assert.ok(!events.some((e) => e.type === 'watching'));
     w.send('BOOKMARK', endBookmark('9'));
-    assert.deepEqual(calls, ['add a@5', 'synced']);
-    assert.equal(reflector.resourceVersion, '9');
+    // An event right behind the bookmark waits until the state is delivered (in chunks, between turns of the loop).
+    w.send('MODIFIED', obj('a', '10'));
+    await flush();
+    assert.deepEqual(calls, ['add a@5', 'synced', 'update a@5->a@10']);
+    assert.equal(reflector.resourceVersion, '10');
     const listed = events.find((e) => e.type === 'listed');
     assert.deepEqual(listed, {
       type: 'listed',
@@ -88,26 +91,46 @@ describe('Reflector: watch-list', () => {
       streamed: true,
     });
     assert.equal(events.at(-1)!.type, 'watching');
-    w.send('MODIFIED', obj('a', '10'));
-    assert.deepEqual(calls.slice(2), ['update a@5->a@10']);
+    w.send('MODIFIED', obj('a', '11'));
+    assert.deepEqual(calls.slice(3), ['update a@10->a@11']);
     assert.equal(t.watches.length, 1);
     assert.equal(t.listQueries.length, 0);
     // The watch ends: resumed as a plain watch from the last version.
     w.end();
     await flush();
     assert.equal(t.watches[1]!.query['sendInitialEvents'], undefined);
-    assert.equal(t.watches[1]!.query['resourceVersion'], '10');
+    assert.equal(t.watches[1]!.query['resourceVersion'], '11');
     // A 410: the relist is a watch-list from the last version, its state a diff.
     t.watches[1]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old' });
     await flush();
     const again = t.watches[2]!;
     assert.equal(again.query['sendInitialEvents'], 'true');
-    assert.equal(again.query['resourceVersion'], '10');
-    again.send('ADDED', obj('a', '10'));
+    assert.equal(again.query['resourceVersion'], '11');
+    again.send('ADDED', obj('a', '11'));
     again.send('ADDED', obj('c', '12'));
     again.send('BOOKMARK', endBookmark('13'));
-    assert.deepEqual(calls.slice(3), ['add c@12', 'synced']);
+    await flush();
+    assert.deepEqual(calls.slice(4), ['add c@12', 'synced']);
     assert.ok(!events.some((e) => e.type === 'backoff'));
+    await stop();
+  });
+
+  it('hands a big state to the handlers in chunks, with turns of the event loop between them, events after it in order', async () => {
+    const t = new ScriptedTransport();
+    const { calls, stop } = setup(t);
+    await flush();
+    const w = t.watches[0]!;
+    w.open();
+    for (let i = 0; i < 1000; i++) w.send('ADDED', obj(`o${i}`, String(i + 1)));
+    // Something else the loop has to do (a /healthz request, say) becomes ready with the end bookmark.
+    setImmediate(() => calls.push('turn'));
+    w.send('BOOKMARK', endBookmark('1001'));
+    w.send('DELETED', obj('o0', '1002'));
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    const turn = calls.indexOf('turn');
+    assert.ok(turn > 0 && turn < calls.indexOf('synced'), `the loop turned during the delivery, at ${turn}`);
+    assert.deepEqual(calls.filter((c) => c !== 'turn').slice(-2), ['synced', 'delete o0@1002']);
+    assert.equal(calls.filter((c) => c.startsWith('add ')).length, 1000);
     await stop();
   });
 

@@ -5,6 +5,8 @@
 //   against the local copy (add / update / delete), never as delete-all + add;
 //   an unchanged object (same resourceVersion) produces no call.
 // - synced() is called after each complete list, never from a half list.
+//   A complete state reaches the handlers REPLACE_CHUNK objects per turn of
+//   the event loop; nothing else is delivered until it is all there.
 // - A watch that ends is resumed from the last resourceVersion seen (events
 //   and BOOKMARKs); a 410 Gone (HTTP or ERROR event) makes it relist.
 // - Lists ask what client-go's reflector asks (tools/cache/reflector.go,
@@ -57,6 +59,7 @@
 import type { Clock } from '../../core/clock.js';
 import { BugError } from '../../core/errors.js';
 import type { SourceEvent } from './events.js';
+import { loopTurn } from '../slices.js';
 import {
   type ListWatchTransport,
   type Query,
@@ -142,6 +145,8 @@ const VERY_SHORT_WATCH_MS = 1000;
 /** A Retry-After longer than this is taken as this: a misconfigured server must not freeze updates for hours. */
 export const MAX_RETRY_AFTER_MS = 60_000;
 const DEFAULT_PAGE_SIZE = 500;
+/** Objects of a (re)list handed to the handlers between two turns of the event loop. */
+const REPLACE_CHUNK = 250;
 
 export function objectKey(o: K8sObject): string {
   const m = o.metadata ?? {};
@@ -263,20 +268,27 @@ export class Reflector<T extends K8sObject> {
   private async list(signal: AbortSignal): Promise<void> {
     const res = await this.listPages(signal);
     if (!res || signal.aborted) return;
-    this.replace(res.items, res.resourceVersion, false);
+    await this.replace(res.items, res.resourceVersion, false);
   }
 
   /**
    * Deliver a complete state (a list's, or a watch-list's initial events) as
-   * the diff against the local copy, then synced().
+   * the diff against the local copy, then synced(). Every REPLACE_CHUNK
+   * objects the event loop gets a turn: handing 10k objects to the handlers
+   * in one go would hold it for hundreds of milliseconds (/healthz and
+   * /metrics unanswered meanwhile). Nothing else changes the local copy
+   * until it is done (a list is not watched yet; a watch-list's later
+   * events wait, see watch()).
    */
-  private replace(fresh: Map<string, T>, resourceVersion: string, streamed: boolean): void {
+  private async replace(fresh: Map<string, T>, resourceVersion: string, streamed: boolean): Promise<void> {
     let added = 0,
       updated = 0,
-      deleted = 0;
+      deleted = 0,
+      seen = 0;
     this.relisting = true;
     try {
       for (const [key, obj] of fresh) {
+        if (++seen % REPLACE_CHUNK === 0) await loopTurn();
         const old = this.items.get(key);
         if (!old) {
           this.items.set(key, this.kept(obj));
@@ -291,6 +303,7 @@ export class Reflector<T extends K8sObject> {
       }
       for (const [key, old] of [...this.items]) {
         if (fresh.has(key)) continue;
+        if (++seen % REPLACE_CHUNK === 0) await loopTurn();
         this.items.delete(key);
         deleted++;
         this.call(() => this.o.sink.delete(old));
@@ -397,6 +410,10 @@ export class Reflector<T extends K8sObject> {
     const startedAt = this.o.clock.monotonic();
     // A watch-list's state until its end bookmark, kept apart (client-go's temporary store).
     let fresh: Map<string, T> | undefined = initial ? new Map() : undefined;
+    // While that state is being delivered (in chunks), the events after the
+    // bookmark wait here, in order; undefined when none is being delivered.
+    let held: Array<[string, unknown]> | undefined;
+    let delivering: Promise<void> | undefined;
     const query = this.query({
       watch: 'true',
       ...(initial ? { sendInitialEvents: 'true', resourceVersionMatch: 'NotOlderThan' } : {}),
@@ -415,10 +432,23 @@ export class Reflector<T extends K8sObject> {
         (type, obj) => {
           if (outcome) return;
           events++;
-          if (!fresh) outcome = this.onWatchEvent(type, obj);
-          else if (this.onInitialEvent(fresh, type, obj, (o) => (outcome = o))) {
-            fresh = undefined;
-            watching();
+          if (held) held.push([type, obj]);
+          else if (!fresh) outcome = this.onWatchEvent(type, obj);
+          else {
+            const state = this.onInitialEvent(fresh, type, obj, (o) => (outcome = o));
+            if (state) {
+              fresh = undefined;
+              const pending: Array<[string, unknown]> = (held = []);
+              delivering = this.replace(state.items, state.resourceVersion, true).then(() => {
+                held = undefined;
+                watching();
+                for (const [t, o] of pending) {
+                  if (outcome) break;
+                  outcome = this.onWatchEvent(t, o);
+                }
+                if (outcome) local.abort();
+              });
+            }
           }
           if (outcome) local.abort();
         },
@@ -437,6 +467,8 @@ export class Reflector<T extends K8sObject> {
       watchdog.cancel();
       signal.removeEventListener('abort', stop);
     }
+    // The state and the events after it are delivered before the watch is over.
+    await delivering;
     if (signal.aborted) return 'resume';
     if (stalled && !outcome) {
       this.emit({ type: 'error', resource: this.o.resource, phase: 'watch', error: 'watch stalled past its timeout' });
@@ -468,23 +500,27 @@ export class Reflector<T extends K8sObject> {
 
   /**
    * One event of a watch-list's initial state: objects go into fresh, an
-   * ERROR ends the watch (end(outcome)). True at the end bookmark, once the
-   * state has been delivered as one diff.
+   * ERROR ends the watch (end(outcome)). At the end bookmark, the complete
+   * state and its version, for the caller to deliver as one diff.
    */
-  private onInitialEvent(fresh: Map<string, T>, type: string, obj: unknown, end: (o: WatchOutcome) => void): boolean {
+  private onInitialEvent(
+    fresh: Map<string, T>,
+    type: string,
+    obj: unknown,
+    end: (o: WatchOutcome) => void,
+  ): { items: Map<string, T>; resourceVersion: string } | undefined {
     if (type === 'ERROR') {
       end(this.initialFailed(fromStatus(500, obj)));
-      return false;
+      return undefined;
     }
     if (type === 'BOOKMARK') {
       const meta = isObject(obj) ? (obj.metadata as { resourceVersion?: string; annotations?: unknown }) : undefined;
       const annotations = meta?.annotations as Record<string, unknown> | undefined;
-      if (annotations?.[INITIAL_EVENTS_END] !== 'true') return false;
-      this.replace(fresh, meta?.resourceVersion ?? '', true);
-      return true;
+      if (annotations?.[INITIAL_EVENTS_END] !== 'true') return undefined;
+      return { items: fresh, resourceVersion: meta?.resourceVersion ?? '' };
     }
     const o = this.accept(obj, `${type} event object`);
-    if (!o) return false;
+    if (!o) return undefined;
     if (type === 'ADDED' || type === 'MODIFIED') fresh.set(objectKey(o), o);
     else if (type === 'DELETED') fresh.delete(objectKey(o));
     else
@@ -494,7 +530,7 @@ export class Reflector<T extends K8sObject> {
         phase: 'watch',
         error: `unknown watch event type ${type}`,
       });
-    return false;
+    return undefined;
   }
 
   /**
