@@ -76,7 +76,45 @@ interface Sample {
   rssHealthyMiB: number;
   steadyRssMiB: number;
   peakMiB: number;
+  phases: Phases;
   load: string;
+}
+
+/** Seconds from the spawn, read from the proxy's log (--v 2); NaN when not logged. */
+interface Phases {
+  /** The healthz server listens: modules loaded, the datapath opened. */
+  upS: number;
+  /** The Service and EndpointSlice lists (or watch-list streams) are in. */
+  servicesListedS: number;
+  slicesListedS: number;
+  /** The first IPv4 sync ended, and how long it took by its own clock. */
+  firstSyncEndS: number;
+  firstSyncS: number;
+}
+
+function phasesOf(log: string, t0: number): Phases {
+  const lines = log
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => {
+      try {
+        return JSON.parse(l) as Record<string, unknown>;
+      } catch {
+        return {};
+      }
+    });
+  const at = (pred: (m: Record<string, unknown>) => boolean): Record<string, unknown> | undefined => lines.find(pred);
+  const since = (m: Record<string, unknown> | undefined): number =>
+    m ? (Date.parse(String(m['time'])) - t0) / 1000 : NaN;
+  const listed = (r: string) => at((m) => m['msg'] === 'source listed' && m['resource'] === r);
+  const sync = at((m) => m['msg'] === 'SyncProxyRules complete' && m['ipFamily'] === 'IPv4');
+  return {
+    upS: since(at((m) => m['msg'] === 'healthz server listening')),
+    servicesListedS: since(listed('services')),
+    slicesListedS: since(listed('endpointslices')),
+    firstSyncEndS: since(sync),
+    firstSyncS: sync ? Number(sync['elapsed']) : NaN,
+  };
 }
 
 /** Sum and count of a histogram in Prometheus text. */
@@ -111,7 +149,7 @@ async function once(mode: string, size: number): Promise<Sample> {
     );
     const apiCpu0 = cpuSecondsOf(c.apiPid);
     const t0 = Date.now();
-    c.startProxy(mode, [], {}, undefined, bpf?.enter());
+    c.startProxy(mode, ['--v', '2'], {}, undefined, bpf?.enter());
     let coldSyncS = NaN;
     try {
       coldSyncS = ((await c.waitHealthy(CAP_S * 1000)) - t0) / 1000;
@@ -160,7 +198,8 @@ async function once(mode: string, size: number): Promise<Sample> {
       await sleep(2000);
     }
     const end = memoryOf(c.proxyPid);
-    if (process.argv.includes('--log')) console.log(c.proxy!.log());
+    const log = c.proxy!.log();
+    if (process.argv.includes('--log')) console.log(log);
     const at = (ip: string): number => ((answers.get(ip) ?? NaN) - t0) / 1000;
     const times = probes.map((i) => at(clusterIP(i)));
     return {
@@ -182,6 +221,7 @@ async function once(mode: string, size: number): Promise<Sample> {
       rssHealthyMiB,
       steadyRssMiB: end.rssMiB,
       peakMiB: end.hwmMiB,
+      phases: phasesOf(log, t0),
       load: loadNote(),
     };
   } finally {
@@ -219,6 +259,17 @@ async function main(): Promise<void> {
         `${Number.isNaN(s.coldSyncS) ? `not done in ${CAP_S}` : f1(s.coldSyncS)} | ${f1(s.coldSyncCpuS)} | ${f1(s.fullSyncS)}, ${s.fullSyncs} | ` +
         `${f0(s.changeAfterStartMs)} | ${msList(s.changeMs)} | ${msList(s.kernelChangeMs)} | ${f0(s.rssHealthyMiB)} | ${f0(s.steadyRssMiB)} | ${f0(s.peakMiB)} | ${s.load.replace('load ', '')} |`,
     );
+  console.log('\nWhere the cold sync goes (seconds from the spawn, from the proxy log at --v 2):');
+  console.log(
+    '| mode | Services | healthz listening | Services listed | EndpointSlices listed | first IPv4 sync ends (its own time) | healthy | API host CPU (s) |',
+  );
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const s of samples) {
+    const p = s.phases;
+    console.log(
+      `| ${s.mode} | ${s.size} | ${f1(p.upS)} | ${f1(p.servicesListedS)} | ${f1(p.slicesListedS)} | ${f1(p.firstSyncEndS)} (${f1(p.firstSyncS)}) | ${f1(s.coldSyncS)} | ${f1(s.apiCpuS)} |`,
+    );
+  }
   const find = (m: string, n: number): Sample | undefined => samples.find((s) => s.mode === m && s.size === n);
   const groups = (pick: (s: Sample) => number[]) =>
     SIZES.map((n) => ({
