@@ -28,10 +28,13 @@
 // such, with what was measured up to then. ebpf mode runs with a bpf
 // filesystem of its own (test/ebpf/bpfnode.ts). Prints a table and writes
 // bench/out/scale.{json,svg,png} (times) and scale-rss.{svg,png}; --log
-// prints each proxy's log (diagnosis).
+// prints each proxy's log (diagnosis). --api-pace N: the API host streams a
+// watch-list's initial events N at a time, reading between batches as a real
+// server streams from its cache (default 500; 0 writes them in one go, which
+// at 100k holds the API host for seconds before the proxy can read).
 //
 //   node --import tsx bench/scale.ts [--sizes 30000,100000] [--modes iptables,nftables,ebpf]
-//                                    [--endpoints 5] [--changes 5] [--cap 600] [--no-build] [--log]
+//                                    [--endpoints 5] [--changes 5] [--cap 600] [--api-pace 500] [--no-build] [--log]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
@@ -46,6 +49,8 @@ const MODES = arg('modes', 'iptables,nftables,ebpf').split(',');
 const ENDPOINTS = Number(arg('endpoints', '5'));
 const CHANGES = Number(arg('changes', '5'));
 const CAP_S = Number(arg('cap', '600'));
+/** The API host streams a watch-list's initial events this many at a time (0: in one go). */
+const PACE = Number(arg('api-pace', '500'));
 const OUT = join(REPO_ROOT, 'bench', 'out');
 /** Quiet time after the first change, before the measured ones. */
 const SETTLE_MS = 5000;
@@ -135,6 +140,7 @@ async function once(mode: string, size: number): Promise<Sample> {
     endpoints: ENDPOINTS,
     probes,
     probeIPs: Array.from({ length: ENDPOINTS }, (_, j) => serverIP(j + 1)),
+    pace: PACE,
   });
   let net: PodNet | undefined;
   let bpf: BpfNode | undefined;

@@ -19,7 +19,9 @@
 // given addresses (endpoint j takes address j mod their count) instead of
 // made-up pod addresses, so that a benchmark with a listener there can open
 // real connections through their ClusterIPs. The ready line also says how
-// long the seeding took (seedMs).
+// long the seeding took (seedMs). --pace N streams a watch-list's initial
+// events N at a time (TestApiServer's paceInitialEvents); 0, the default:
+// in one go.
 import { request } from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -35,6 +37,7 @@ const { values } = parseArgs({
     endpoints: { type: 'string', default: '5' },
     token: { type: 'string', default: 'kpt-bench-token' },
     probes: { type: 'string', default: '' },
+    pace: { type: 'string', default: '0' },
     'probe-ips': { type: 'string', default: '' },
   },
 });
@@ -45,6 +48,7 @@ const server = new TestApiServer({
   token: values.token,
   bookmarkIntervalMs: 60_000,
   connectionClose: { afterWatch: true },
+  ...(Number(values.pace) > 0 ? { paceInitialEvents: Number(values.pace) } : {}),
 });
 const probes = new Set(values.probes!.split(',').filter(Boolean).map(Number));
 const probeIPs = values['probe-ips']!.split(',').filter(Boolean);

@@ -77,6 +77,8 @@ export class BenchCluster {
     endpoints: number;
     probes?: readonly number[];
     probeIPs?: readonly string[];
+    /** apihost.ts --pace: initial events of a watch-list this many at a time. */
+    pace?: number;
   }): Promise<BenchCluster> {
     const ns = `${newPrefix()}bench`;
     trackNamespace(ns);
@@ -99,6 +101,7 @@ export class BenchCluster {
         String(opts.services),
         '--endpoints',
         String(opts.endpoints),
+        ...(opts.pace ? ['--pace', String(opts.pace)] : []),
         ...(opts.probes?.length ? ['--probes', opts.probes.join(','), '--probe-ips', opts.probeIPs!.join(',')] : []),
       ],
       { pipeStdout: true },
