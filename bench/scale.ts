@@ -52,6 +52,8 @@ const CAP_S = Number(arg('cap', '600'));
 /** The API host streams a watch-list's initial events this many at a time (0: in one go). */
 const PACE = Number(arg('api-pace', '500'));
 const OUT = join(REPO_ROOT, 'bench', 'out');
+/** A change not seen by then counts as not applied (NaN). */
+const CHANGE_TIMEOUT_MS = 120_000;
 /** Quiet time after the first change, before the measured ones. */
 const SETTLE_MS = 5000;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -185,7 +187,7 @@ async function once(mode: string, size: number): Promise<Sample> {
         const r = await c.command('change', { service: changed, ip });
         const at = Number(r['at']);
         const inKernel = mon?.expect(ip, at);
-        const timeout = sleep(CAP_S * 1000).then(() => null);
+        const timeout = sleep(CHANGE_TIMEOUT_MS).then(() => null);
         const s = await Promise.race([seen, timeout]);
         const kt = inKernel ? await Promise.race([inKernel, timeout]) : null;
         return [s ? s.at - at : NaN, kt === null ? NaN : kt - at];

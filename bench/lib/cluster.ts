@@ -94,6 +94,8 @@ export class BenchCluster {
       ns,
       [
         process.execPath,
+        // Room for 100k Services and their slices (V8's default heap limit is about 4 GiB).
+        '--max-old-space-size=12288',
         join(REPO_ROOT, 'dist/bench/lib/apihost.js'),
         '--dir',
         c.dir,
