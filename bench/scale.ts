@@ -28,13 +28,13 @@
 // such, with what was measured up to then. ebpf mode runs with a bpf
 // filesystem of its own (test/ebpf/bpfnode.ts). Prints a table and writes
 // bench/out/scale.{json,svg,png} (times) and scale-rss.{svg,png}; --log
-// prints each proxy's log (diagnosis). --api-pace N: the API host streams a
+// prints each proxy's log (diagnosis); --tag NAME writes scale-NAME.* instead. --api-pace N: the API host streams a
 // watch-list's initial events N at a time, reading between batches as a real
 // server streams from its cache (default 500; 0 writes them in one go, which
 // at 100k holds the API host for seconds before the proxy can read).
 //
 //   node --import tsx bench/scale.ts [--sizes 30000,100000] [--modes iptables,nftables,ebpf]
-//                                    [--endpoints 5] [--changes 5] [--cap 600] [--api-pace 500] [--no-build] [--log]
+//                                    [--endpoints 5] [--changes 5] [--cap 600] [--api-pace 500] [--tag NAME] [--no-build] [--log]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
@@ -51,6 +51,8 @@ const CHANGES = Number(arg('changes', '5'));
 const CAP_S = Number(arg('cap', '600'));
 /** The API host streams a watch-list's initial events this many at a time (0: in one go). */
 const PACE = Number(arg('api-pace', '500'));
+/** --tag NAME writes scale-NAME.* instead, so that runs with other settings keep their own results. */
+const NAME = arg('tag', '') ? `scale-${arg('tag', '')}` : 'scale';
 const OUT = join(REPO_ROOT, 'bench', 'out');
 /** A change not seen by then counts as not applied (NaN). */
 const CHANGE_TIMEOUT_MS = 120_000;
@@ -253,7 +255,7 @@ async function main(): Promise<void> {
       const s = await once(mode, size);
       samples.push(s);
       console.log(JSON.stringify(s));
-      writeFileSync(join(OUT, 'scale.json'), JSON.stringify({ endpoints: ENDPOINTS, samples }, null, 2));
+      writeFileSync(join(OUT, `${NAME}.json`), JSON.stringify({ endpoints: ENDPOINTS, samples }, null, 2));
     }
   }
   console.log(`\n${ENDPOINTS} endpoints per Service, ${CHANGES} one-endpoint changes, cold sync capped at ${CAP_S} s`);
@@ -287,19 +289,19 @@ async function main(): Promise<void> {
         return s ? pick(s).map((x) => (Number.isFinite(x) ? x : null)) : [null, null];
       }),
     }));
-  const png = writeChart(join(OUT, 'scale'), {
+  const png = writeChart(join(OUT, NAME), {
     title: `kube-proxy-ts at scale: first Service answering and cold sync (real process, ${ENDPOINTS} endpoints per Service)`,
     yLabel: 'seconds from start',
     series: MODES.flatMap((m) => [`${m} first Service answers`, `${m} cold sync (healthy)`]),
     groups: groups((s) => [s.firstAnswerS, s.coldSyncS]),
   });
-  writeChart(join(OUT, 'scale-rss'), {
+  writeChart(join(OUT, `${NAME}-rss`), {
     title: `kube-proxy-ts at scale: RSS (real process, ${ENDPOINTS} endpoints per Service)`,
     yLabel: 'MiB',
     series: MODES.flatMap((m) => [`${m} RSS steady`, `${m} peak (VmHWM)`]),
     groups: groups((s) => [s.steadyRssMiB, s.peakMiB]),
   });
-  console.log(png ? `wrote ${png}` : 'wrote scale.svg (no PNG converter)');
+  console.log(png ? `wrote ${png}` : `wrote ${NAME}.svg (no PNG converter)`);
 }
 
 runBench(main);
