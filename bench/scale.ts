@@ -27,14 +27,16 @@
 // A cold sync that has not finished after --cap seconds is reported as
 // such, with what was measured up to then. ebpf mode runs with a bpf
 // filesystem of its own (test/ebpf/bpfnode.ts). Prints a table and writes
-// bench/out/scale.{json,svg,png} (times) and scale-rss.{svg,png}; --log
-// prints each proxy's log (diagnosis); --tag NAME writes scale-NAME.* instead. --api-pace N: the API host streams a
-// watch-list's initial events N at a time, reading between batches as a real
-// server streams from its cache (default 500; 0 writes them in one go, which
-// at 100k holds the API host for seconds before the proxy can read).
+// bench/out/scale.{json,svg,png} (times) and scale-rss.{svg,png}; --tag
+// NAME writes scale-NAME.* instead; --log prints each proxy's log. --api-pace
+// N: the API host streams a watch-list's initial events N at a time, reading
+// between batches as a real server streams from its cache (default 500; 0
+// writes them in one go, which at 100k holds the API host for seconds before
+// the proxy can read).
 //
 //   node --import tsx bench/scale.ts [--sizes 30000,100000] [--modes iptables,nftables,ebpf]
-//                                    [--endpoints 5] [--changes 5] [--cap 600] [--api-pace 500] [--tag NAME] [--no-build] [--log]
+//                                    [--endpoints 5] [--changes 5] [--cap 600] [--api-pace 500]
+//                                    [--tag NAME] [--no-build] [--log]
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
