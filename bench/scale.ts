@@ -37,7 +37,11 @@
 //   node --import tsx bench/scale.ts [--sizes 30000,100000] [--modes iptables,nftables,ebpf]
 //                                    [--endpoints 5] [--changes 5] [--cap 600] [--api-pace 500]
 //                                    [--tag NAME] [--no-build] [--log]
-import { mkdirSync, writeFileSync } from 'node:fs';
+//   node --import tsx bench/scale.ts --report bench/out/scale.json,bench/out/scale-NAME.json [--tag NAME]
+// --report prints the table and draws the plots of samples earlier runs
+// wrote, a later file's sample replacing an earlier one's of the same mode
+// and size.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
 import { BpfNode } from '../test/ebpf/bpfnode.js';
@@ -245,12 +249,28 @@ async function once(mode: string, size: number): Promise<Sample> {
 
 const f1 = (x: number): string => (Number.isFinite(x) ? x.toFixed(1) : '-');
 const f0 = (x: number): string => (Number.isFinite(x) ? x.toFixed(0) : '-');
-const msList = (xs: number[]): string =>
-  xs.length === 0 ? '-' : `${f1(median(xs))} (max ${f1(Math.max(...xs.map((x) => (Number.isNaN(x) ? Infinity : x))))})`;
+const msList = (xs: number[]): string => {
+  const seen = xs.filter((x) => !Number.isNaN(x));
+  const missed = xs.length - seen.length;
+  const text = seen.length === 0 ? '' : `${f1(median(seen))} (max ${f1(Math.max(...seen))})`;
+  const miss = missed > 0 ? `${missed} of ${xs.length} not seen in ${CHANGE_TIMEOUT_MS / 1000} s` : '';
+  return [text, miss].filter(Boolean).join(', ') || '-';
+};
 
 async function main(): Promise<void> {
-  if (!process.argv.includes('--no-build')) buildDist();
   mkdirSync(OUT, { recursive: true });
+  // --report A.json,B.json: no runs; the table and plots of samples runs wrote (later files win per mode and size).
+  if (process.argv.includes('--report')) {
+    const bySlot = new Map<string, Sample>();
+    for (const f of arg('report', '').split(','))
+      for (const s of (JSON.parse(readFileSync(f, 'utf8')) as { samples: Sample[] }).samples) {
+        // JSON wrote NaN (not measured, not seen) as null.
+        const nan = (xs: Array<number | null>): number[] => xs.map((x) => x ?? NaN);
+        bySlot.set(`${s.mode} ${s.size}`, { ...s, changeMs: nan(s.changeMs), kernelChangeMs: nan(s.kernelChangeMs) });
+      }
+    return report([...bySlot.values()]);
+  }
+  if (!process.argv.includes('--no-build')) buildDist();
   const samples: Sample[] = [];
   for (const size of SIZES) {
     for (const mode of MODES) {
@@ -260,6 +280,12 @@ async function main(): Promise<void> {
       writeFileSync(join(OUT, `${NAME}.json`), JSON.stringify({ endpoints: ENDPOINTS, samples }, null, 2));
     }
   }
+  report(samples);
+}
+
+function report(samples: Sample[]): void {
+  const sizes = [...new Set(samples.map((s) => s.size))];
+  const modes = [...new Set(samples.map((s) => s.mode))];
   console.log(`\n${ENDPOINTS} endpoints per Service, ${CHANGES} one-endpoint changes, cold sync capped at ${CAP_S} s`);
   console.log(
     '| mode | Services | API seed (s) / RSS (MiB) | first Service answers (s) | last probe answers (s) | cold sync (s) | its CPU (s) | full syncs (s, n) | change at healthy (ms) | one-endpoint change, traffic (ms) | in nf_tables (ms) | RSS healthy (MiB) | RSS steady (MiB) | peak VmHWM (MiB) | load |',
@@ -284,9 +310,9 @@ async function main(): Promise<void> {
   }
   const find = (m: string, n: number): Sample | undefined => samples.find((s) => s.mode === m && s.size === n);
   const groups = (pick: (s: Sample) => number[]) =>
-    SIZES.map((n) => ({
+    sizes.map((n) => ({
       label: `${n / 1000}k Services`,
-      values: MODES.flatMap((m) => {
+      values: modes.flatMap((m) => {
         const s = find(m, n);
         return s ? pick(s).map((x) => (Number.isFinite(x) ? x : null)) : [null, null];
       }),
@@ -294,13 +320,13 @@ async function main(): Promise<void> {
   const png = writeChart(join(OUT, NAME), {
     title: `kube-proxy-ts at scale: first Service answering and cold sync (real process, ${ENDPOINTS} endpoints per Service)`,
     yLabel: 'seconds from start',
-    series: MODES.flatMap((m) => [`${m} first Service answers`, `${m} cold sync (healthy)`]),
+    series: modes.flatMap((m) => [`${m} first Service answers`, `${m} cold sync (healthy)`]),
     groups: groups((s) => [s.firstAnswerS, s.coldSyncS]),
   });
   writeChart(join(OUT, `${NAME}-rss`), {
     title: `kube-proxy-ts at scale: RSS (real process, ${ENDPOINTS} endpoints per Service)`,
     yLabel: 'MiB',
-    series: MODES.flatMap((m) => [`${m} RSS steady`, `${m} peak (VmHWM)`]),
+    series: modes.flatMap((m) => [`${m} RSS steady`, `${m} peak (VmHWM)`]),
     groups: groups((s) => [s.steadyRssMiB, s.peakMiB]),
   });
   console.log(png ? `wrote ${png}` : `wrote ${NAME}.svg (no PNG converter)`);
