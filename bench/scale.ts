@@ -105,6 +105,8 @@ interface Phases {
   /** The first IPv4 sync ended, and how long it took by its own clock. */
   firstSyncEndS: number;
   firstSyncS: number;
+  /** The partial IPv4 syncs' own durations, ms (the changes' syncs among them). */
+  partialSyncMs?: number[];
 }
 
 function phasesOf(log: string, t0: number): Phases {
@@ -129,6 +131,9 @@ function phasesOf(log: string, t0: number): Phases {
     slicesListedS: since(listed('endpointslices')),
     firstSyncEndS: since(sync),
     firstSyncS: sync ? Number(sync['elapsed']) : NaN,
+    partialSyncMs: lines
+      .filter((m) => m['msg'] === 'SyncProxyRules complete' && m['ipFamily'] === 'IPv4' && m['partial'] === true)
+      .map((m) => Number(m['elapsed']) * 1000),
   };
 }
 
@@ -229,7 +234,7 @@ async function once(mode: string, size: number): Promise<Sample> {
       coldSyncCpuS,
       fullSyncS: full.sum,
       fullSyncs: full.count,
-      firstAnswerS: Math.min(...times.map((x) => (Number.isNaN(x) ? Infinity : x))),
+      firstAnswerS: times.every(Number.isNaN) ? NaN : Math.min(...times.filter((x) => !Number.isNaN(x))),
       lastAnswerS: times.some(Number.isNaN) ? NaN : Math.max(...times),
       changeAfterStartMs,
       changeMs,
@@ -263,11 +268,10 @@ async function main(): Promise<void> {
   if (process.argv.includes('--report')) {
     const bySlot = new Map<string, Sample>();
     for (const f of arg('report', '').split(','))
-      for (const s of (JSON.parse(readFileSync(f, 'utf8')) as { samples: Sample[] }).samples) {
-        // JSON wrote NaN (not measured, not seen) as null.
-        const nan = (xs: Array<number | null>): number[] => xs.map((x) => x ?? NaN);
-        bySlot.set(`${s.mode} ${s.size}`, { ...s, changeMs: nan(s.changeMs), kernelChangeMs: nan(s.kernelChangeMs) });
-      }
+      // JSON wrote NaN (not measured, not seen) as null.
+      for (const s of (JSON.parse(readFileSync(f, 'utf8'), (_, v: unknown) => v ?? NaN) as { samples: Sample[] })
+        .samples)
+        bySlot.set(`${s.mode} ${s.size}`, s);
     return report([...bySlot.values()]);
   }
   if (!process.argv.includes('--no-build')) buildDist();
@@ -293,19 +297,19 @@ function report(samples: Sample[]): void {
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const s of samples)
     console.log(
-      `| ${s.mode} | ${s.size} | ${f1(s.apiSeedS)} / ${f0(s.apiRssMiB)} | ${s.firstAnswerS.toFixed(2)} | ${f1(s.lastAnswerS)} | ` +
+      `| ${s.mode} | ${s.size} | ${f1(s.apiSeedS)} / ${f0(s.apiRssMiB)} | ${Number.isFinite(s.firstAnswerS) ? s.firstAnswerS.toFixed(2) : '-'} | ${f1(s.lastAnswerS)} | ` +
         `${Number.isNaN(s.coldSyncS) ? `not done in ${CAP_S}` : f1(s.coldSyncS)} | ${f1(s.coldSyncCpuS)} | ${f1(s.fullSyncS)}, ${s.fullSyncs} | ` +
         `${f0(s.changeAfterStartMs)} | ${msList(s.changeMs)} | ${msList(s.kernelChangeMs)} | ${f0(s.rssHealthyMiB)} | ${f0(s.steadyRssMiB)} | ${f0(s.peakMiB)} | ${s.load.replace('load ', '')} |`,
     );
   console.log('\nWhere the cold sync goes (seconds from the spawn, from the proxy log at --v 2):');
   console.log(
-    '| mode | Services | healthz listening | Services listed | EndpointSlices listed | first IPv4 sync ends (its own time) | healthy | API host CPU (s) |',
+    '| mode | Services | healthz listening | Services listed | EndpointSlices listed | first IPv4 sync ends (its own time) | healthy | API host CPU (s) | partial IPv4 syncs, own time (ms) |',
   );
-  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const s of samples) {
     const p = s.phases;
     console.log(
-      `| ${s.mode} | ${s.size} | ${f1(p.upS)} | ${f1(p.servicesListedS)} | ${f1(p.slicesListedS)} | ${f1(p.firstSyncEndS)} (${f1(p.firstSyncS)}) | ${f1(s.coldSyncS)} | ${f1(s.apiCpuS)} |`,
+      `| ${s.mode} | ${s.size} | ${f1(p.upS)} | ${f1(p.servicesListedS)} | ${f1(p.slicesListedS)} | ${f1(p.firstSyncEndS)} (${f1(p.firstSyncS)}) | ${f1(s.coldSyncS)} | ${f1(s.apiCpuS)} | ${p.partialSyncMs?.length ? msList(p.partialSyncMs) : '-'} |`,
     );
   }
   const find = (m: string, n: number): Sample | undefined => samples.find((s) => s.mode === m && s.size === n);
