@@ -9,10 +9,19 @@
 // each with one JSON line {id, ok, ...} on stdout. Being in the namespace, it
 // also polls the proxy's /healthz and /metrics for the benchmark.
 //
-// Commands: healthy {timeoutMs} | metrics | change {service} | churn {rate, seconds, services}
+// Commands: healthy {timeoutMs} | metrics | change {service, ip?} | churn {rate, seconds, services}
 //           | stop | start | compact | closeWatches | stats
-// A change replaces endpoint 0 of one Service's slice with a fresh address and
-// stamps endpoints.kubernetes.io/last-change-trigger-time with the wall clock.
+// A change replaces endpoint 0 of one Service's slice with a fresh address (or
+// `ip`) and stamps endpoints.kubernetes.io/last-change-trigger-time with the
+// wall clock.
+//
+// --probes I,J,... --probe-ips A,B,...: those Services' endpoints are the
+// given addresses (endpoint j takes address j mod their count) instead of
+// made-up pod addresses, so that a benchmark with a listener there can open
+// real connections through their ClusterIPs. The ready line also says how
+// long the seeding took (seedMs). --pace N streams a watch-list's initial
+// events N at a time (TestApiServer's paceInitialEvents); 0, the default:
+// in one go.
 import { request } from 'node:http';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,6 +36,9 @@ const { values } = parseArgs({
     services: { type: 'string', default: '1000' },
     endpoints: { type: 'string', default: '5' },
     token: { type: 'string', default: 'kpt-bench-token' },
+    probes: { type: 'string', default: '' },
+    pace: { type: 'string', default: '0' },
+    'probe-ips': { type: 'string', default: '' },
   },
 });
 const services = Number(values.services);
@@ -36,13 +48,21 @@ const server = new TestApiServer({
   token: values.token,
   bookmarkIntervalMs: 60_000,
   connectionClose: { afterWatch: true },
+  ...(Number(values.pace) > 0 ? { paceInitialEvents: Number(values.pace) } : {}),
 });
+const probes = new Set(values.probes!.split(',').filter(Boolean).map(Number));
+const probeIPs = values['probe-ips']!.split(',').filter(Boolean);
+const seedStart = Date.now();
 for (let i = 0; i < services; i++) {
   server.create('services', service(i));
-  server.create('endpointslices', endpointSlice(i, endpoints));
+  const slice = endpointSlice(i, endpoints) as { endpoints: unknown[] };
+  if (probes.has(i) && probeIPs.length > 0)
+    slice.endpoints = slice.endpoints.map((_, j) => sliceEndpoint(i, j, probeIPs[j % probeIPs.length]!));
+  server.create('endpointslices', slice);
 }
 server.create('nodes', benchNode());
 server.compact();
+const seedMs = Date.now() - seedStart;
 await server.start();
 
 const dir = values.dir!;
@@ -53,13 +73,13 @@ writeFileSync(kubeconfig, server.kubeconfig(), { mode: 0o600 });
 let churnCount = 0;
 
 /** One endpoint change of Service i; returns the fresh address and the trigger time (epoch ms). */
-function change(i: number): { service: number; ip: string; at: number } {
+function change(i: number, to?: string): { service: number; ip: string; at: number } {
   const { namespace } = serviceKey(i);
   const cur = server.get('endpointslices', namespace, sliceName(i)) as Record<string, unknown> & {
     metadata: { annotations?: Record<string, string> };
     endpoints: unknown[];
   };
-  const ip = churnIP(churnCount++);
+  const ip = to ?? churnIP(churnCount++);
   const at = Date.now();
   cur.endpoints[0] = sliceEndpoint(i, 0, ip);
   cur.metadata.annotations = {
@@ -114,7 +134,7 @@ async function handle(m: Record<string, unknown>): Promise<Record<string, unknow
     case 'metrics':
       return { text: (await httpGet('http://127.0.0.1:10249/metrics', 5000)).body };
     case 'change':
-      return change(Number(m['service']));
+      return change(Number(m['service']), typeof m['ip'] === 'string' ? m['ip'] : undefined);
     case 'churn':
       return { changes: await churn(Number(m['rate']), Number(m['seconds']), Number(m['services'] ?? services)) };
     case 'stop':
@@ -147,7 +167,7 @@ async function handle(m: Record<string, unknown>): Promise<Record<string, unknow
   }
 }
 
-process.stdout.write(JSON.stringify({ ready: true, url: server.url, kubeconfig }) + '\n');
+process.stdout.write(JSON.stringify({ ready: true, url: server.url, kubeconfig, seedMs }) + '\n');
 readline.createInterface({ input: process.stdin }).on('line', (line) => {
   let m: Record<string, unknown>;
   try {

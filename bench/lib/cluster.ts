@@ -63,13 +63,23 @@ export class BenchCluster {
   private readonly waiting = new Map<number, (m: Record<string, unknown>) => void>();
   proxy: NsProcess | undefined;
   kubeconfig = '';
+  /** How long the API host took to seed its store (ms). */
+  seedMs = NaN;
   private readonly dir: string;
 
   private constructor(readonly ns: string) {
     this.dir = mkdtempSync(join(tmpdir(), `${ns}-`));
   }
 
-  static async start(opts: { services: number; endpoints: number }): Promise<BenchCluster> {
+  /** probes/probeIPs: Services whose endpoints are those real addresses (apihost.ts --probes). */
+  static async start(opts: {
+    services: number;
+    endpoints: number;
+    probes?: readonly number[];
+    probeIPs?: readonly string[];
+    /** apihost.ts --pace: initial events of a watch-list this many at a time. */
+    pace?: number;
+  }): Promise<BenchCluster> {
     const ns = `${newPrefix()}bench`;
     trackNamespace(ns);
     execFileSync('ip', ['netns', 'add', ns]);
@@ -84,6 +94,8 @@ export class BenchCluster {
       ns,
       [
         process.execPath,
+        // Room for 100k Services and their slices (V8's default heap limit is about 4 GiB).
+        '--max-old-space-size=12288',
         join(REPO_ROOT, 'dist/bench/lib/apihost.js'),
         '--dir',
         c.dir,
@@ -91,6 +103,8 @@ export class BenchCluster {
         String(opts.services),
         '--endpoints',
         String(opts.endpoints),
+        ...(opts.pace ? ['--pace', String(opts.pace)] : []),
+        ...(opts.probes?.length ? ['--probes', opts.probes.join(','), '--probe-ips', opts.probeIPs!.join(',')] : []),
       ],
       { pipeStdout: true },
     );
@@ -104,6 +118,7 @@ export class BenchCluster {
       void c.api.exited.then((code) => rej(new Error(`API host exited ${code}: ${c.api.log()}`)));
     });
     c.kubeconfig = String(ready['kubeconfig']);
+    c.seedMs = Number(ready['seedMs']);
     c.apiLines.on('line', (l) => {
       const m = JSON.parse(l) as Record<string, unknown>;
       const w = c.waiting.get(Number(m['id']));
@@ -127,9 +142,16 @@ export class BenchCluster {
    * plus `extra`. Executed as an operator's DaemonSet does (its `#!` line,
    * with the V8 flags it sets), unless `nodeArgs` is given: then as
    * `node <nodeArgs> bin/kube-proxy-ts`, which ignores that line (experiments
-   * with other V8 flags).
+   * with other V8 flags). `enter` replaces `ip netns exec <ns>` (the ebpf
+   * mode's bpffs: test/ebpf/bpfnode.ts).
    */
-  startProxy(mode: string, extra: string[] = [], env: NodeJS.ProcessEnv = {}, nodeArgs?: string[]): NsProcess {
+  startProxy(
+    mode: string,
+    extra: string[] = [],
+    env: NodeJS.ProcessEnv = {},
+    nodeArgs?: string[],
+    enter?: readonly string[],
+  ): NsProcess {
     const bin = join(REPO_ROOT, 'bin/kube-proxy-ts');
     const argv = [
       ...(nodeArgs ? [process.execPath, ...nodeArgs, bin] : [bin]),
@@ -150,8 +172,13 @@ export class BenchCluster {
       '0',
       ...extra,
     ];
-    this.proxy = nsSpawn(this.ns, argv, { env });
+    this.proxy = nsSpawn(this.ns, argv, { env, ...(enter ? { enter } : {}) });
     return this.proxy;
+  }
+
+  /** The API host's pid (`ip netns exec` execs it in place). */
+  get apiPid(): number {
+    return this.api.child.pid!;
   }
 
   get proxyPid(): number {

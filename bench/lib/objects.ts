@@ -8,10 +8,10 @@ export const BENCH_NODE = 'bench-node';
 export const BENCH_NODE_IP = '192.168.50.2';
 const NODES = 20;
 
-/** ClusterIP of Service i, inside 172.30.0.0/16 (i < 65000). */
+/** ClusterIP of Service i: 172.30.0.10 upwards, on into 172.31.0.0/16 and beyond past 65k Services. */
 export function clusterIP(i: number): string {
   const n = i + 10;
-  return `172.30.${(n >> 8) & 255}.${n & 255}`;
+  return `172.${30 + (n >> 16)}.${(n >> 8) & 255}.${n & 255}`;
 }
 
 /** The j-th original endpoint of Service i: 10.128.0.0/10, unique per (i, j) for j < 8. */

@@ -57,6 +57,12 @@ export interface TestApiServerOptions {
    * 1.27 (listoptions.ts).
    */
   readonly watchList?: WatchListSupport;
+  /**
+   * Stream a watch-list's initial events this many at a time, reading
+   * between batches (watch.ts); unset: all in one go. For benchmarks with
+   * states of 100k objects.
+   */
+  readonly paceInitialEvents?: number;
 }
 
 export interface ConnectionCloseOptions {
@@ -583,6 +589,7 @@ export class TestApiServer {
         this.opts.bookmarkIntervalMs ?? 1000,
         this.watches,
         (bm) => this.lastBookmark.set(r.def.plural, bm),
+        this.opts.paceInitialEvents,
       );
       return;
     }

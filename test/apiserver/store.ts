@@ -85,6 +85,22 @@ export class Store {
   }
 
   /**
+   * The stored objects of a resource (optionally in one namespace), sorted by
+   * key, NOT copied: read them, never change them. A write replaces the
+   * stored object with a new one and never changes one in place, so the
+   * list stays the state as of now even while later writes happen.
+   */
+  current(def: ResourceDef, ns?: string): Obj[] {
+    const b = this.bucket(def.plural);
+    const out: Obj[] = [];
+    for (const k of [...b.keys()].sort()) {
+      const o = b.get(k)!;
+      if (ns === undefined || o.metadata.namespace === ns) out.push(o);
+    }
+    return out;
+  }
+
+  /**
    * A page of a list as etcd serves it: the objects as they were at version
    * `atRV` (default now; 410 Expired if history no longer reaches back), in
    * key order, after key `after`, that `match` accepts, at most `limit` of

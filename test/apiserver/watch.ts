@@ -18,6 +18,14 @@
 // - allowWatchBookmarks=true: BOOKMARK events every bookmark interval;
 // - timeoutSeconds: the stream ends cleanly after that long.
 // Events are written synchronously from the store's commit, so order is commit order.
+// With `paceChunk` (TestApiServer's paceInitialEvents), a watch-list's initial
+// events go out that many at a time, each batch after the socket drained or
+// the event loop turned, as the real cache streams a large state while the
+// client reads it; events committed meanwhile are held and follow the
+// initial-events-end BOOKMARK in commit order; the watch counts as open (and
+// closeWatches() reaches it) once they are out. Without it they are written
+// in one go (a 100k state then occupies the server for seconds before the
+// client can read much of it).
 
 import type { ServerResponse } from 'node:http';
 import { statusBody, withKind } from './http.js';
@@ -62,6 +70,7 @@ export function serveWatch(
   bookmarkIntervalMs: number,
   open: Set<ServedWatch>,
   onBookmark?: (rv: number) => void,
+  paceChunk?: number,
 ): void {
   const matches = (o: Obj | undefined): boolean =>
     o !== undefined &&
@@ -113,6 +122,7 @@ export function serveWatch(
       return fail(tooLargeResourceVersion(Number(rvParam), store.resourceVersion));
     }
     if (w.sendInitialEvents) {
+      if (paceChunk !== undefined && paceChunk > 0 && w.expireAfter === undefined) return paced(paceChunk);
       if (!sendInitial()) return;
       const end = { resourceVersion: String(store.resourceVersion), annotations: { [INITIAL_EVENTS_END]: 'true' } };
       if (w.bookmarks) send('BOOKMARK', { kind: w.def.kind, apiVersion: w.def.apiVersion, metadata: end });
@@ -138,35 +148,68 @@ export function serveWatch(
       return;
     }
   }
-  for (const ev of backlog) deliver(ev);
-  const unsubscribe = store.subscribe(deliver);
+  goLive(backlog);
 
-  const timers: NodeJS.Timeout[] = [];
-  if (w.bookmarks && bookmarkIntervalMs > 0) {
-    timers.push(
-      setInterval(() => {
-        const rv = store.resourceVersion;
-        send('BOOKMARK', { kind: w.def.kind, apiVersion: w.def.apiVersion, metadata: { resourceVersion: String(rv) } });
-        onBookmark?.(rv);
-      }, bookmarkIntervalMs),
-    );
+  /** The initial events `chunk` at a time (see the header); then live. */
+  function paced(chunk: number): void {
+    const items = store.current(w.def, w.namespace);
+    const end = { resourceVersion: String(store.resourceVersion), annotations: { [INITIAL_EVENTS_END]: 'true' } };
+    const held: StoreEvent[] = [];
+    const unhold = store.subscribe((ev) => held.push(ev));
+    res.once('close', unhold);
+    let i = 0;
+    const next = (): void => {
+      if (res.destroyed || res.writableEnded) return void unhold();
+      let drained = true;
+      for (const stop = Math.min(items.length, i + chunk); i < stop; i++) {
+        const o = items[i]!;
+        if (matches(o)) drained = res.write(JSON.stringify({ type: 'ADDED', object: withKind(w.def, o) }) + '\n');
+      }
+      if (i < items.length) return void (drained ? setImmediate(next) : res.once('drain', next));
+      if (w.bookmarks) send('BOOKMARK', { kind: w.def.kind, apiVersion: w.def.apiVersion, metadata: end });
+      unhold();
+      res.off('close', unhold);
+      goLive(held);
+    };
+    next();
   }
-  let ended = false;
-  const end = (): void => {
-    if (ended) return;
-    ended = true;
-    unsubscribe();
-    for (const t of timers) clearTimeout(t);
-    if (!res.writableEnded) res.end();
-    open.delete(served);
-  };
-  if (w.timeoutSeconds !== undefined) timers.push(setTimeout(end, w.timeoutSeconds * 1000));
-  const served: ServedWatch = {
-    close(abort) {
-      end();
-      if (abort) res.socket?.destroy();
-    },
-  };
-  open.add(served);
-  res.on('close', end);
+
+  /** Deliver the backlog, then every event as it is committed, until the watch ends. */
+  function goLive(backlog: readonly StoreEvent[]): void {
+    for (const ev of backlog) deliver(ev);
+    const unsubscribe = store.subscribe(deliver);
+
+    const timers: NodeJS.Timeout[] = [];
+    if (w.bookmarks && bookmarkIntervalMs > 0) {
+      timers.push(
+        setInterval(() => {
+          const rv = store.resourceVersion;
+          send('BOOKMARK', {
+            kind: w.def.kind,
+            apiVersion: w.def.apiVersion,
+            metadata: { resourceVersion: String(rv) },
+          });
+          onBookmark?.(rv);
+        }, bookmarkIntervalMs),
+      );
+    }
+    let ended = false;
+    const end = (): void => {
+      if (ended) return;
+      ended = true;
+      unsubscribe();
+      for (const t of timers) clearTimeout(t);
+      if (!res.writableEnded) res.end();
+      open.delete(served);
+    };
+    if (w.timeoutSeconds !== undefined) timers.push(setTimeout(end, w.timeoutSeconds * 1000));
+    const served: ServedWatch = {
+      close(abort) {
+        end();
+        if (abort) res.socket?.destroy();
+      },
+    };
+    open.add(served);
+    res.on('close', end);
+  }
 }

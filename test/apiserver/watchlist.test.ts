@@ -174,4 +174,36 @@ describe('test API server: watch-list', () => {
     );
     assert.equal(server.faults.fired.behind, 2);
   });
+
+  it('paced (paceInitialEvents): the state as of the request in batches, then what was committed meanwhile', async () => {
+    const server = new TestApiServer({ bookmarkIntervalMs: 0, paceInitialEvents: 2 });
+    await server.start();
+    servers.push(server);
+    for (let i = 1; i <= 7; i++) server.create('nodes', node(`p${i}`, `192.0.2.${i}`));
+    const before = server.store.resourceVersion;
+    // A write lands after the first batch: the state was taken, the rest of it is still to go.
+    const current = server.store.current.bind(server.store);
+    let streamingWhenWritten: boolean | undefined;
+    server.store.current = (...a) => {
+      const items = current(...a);
+      setImmediate(() => {
+        // A paced watch counts as open only once its initial events are out.
+        streamingWhenWritten = server.openWatches === 0;
+        server.update('nodes', { ...(node('p1', '192.0.2.99') as object), metadata: { name: 'p1' } });
+      });
+      return items;
+    };
+    const c = { url: server.url, ca: server.caCert, token: server.token };
+    const w = new WatchStream(c, `/api/v1/nodes?${WATCH_LIST}&resourceVersion=`);
+    const evs = await w.atLeast(9);
+    w.close();
+    assert.deepEqual(
+      evs.map((e) => `${e.type} ${e.object.metadata.name ?? ''}`),
+      ['ADDED p1', 'ADDED p2', 'ADDED p3', 'ADDED p4', 'ADDED p5', 'ADDED p6', 'ADDED p7', 'BOOKMARK ', 'MODIFIED p1'],
+    );
+    assert.equal(evs[0]!.object.metadata.resourceVersion, String(before - 6), 'p1 as it was at the request');
+    assert.equal(evs[7]!.object.metadata.resourceVersion, String(before));
+    assert.equal(evs[8]!.object.metadata.resourceVersion, String(before + 1));
+    assert.equal(streamingWhenWritten, true, 'the write landed while the initial events were going out');
+  });
 });

@@ -7,7 +7,7 @@
 import { existsSync } from 'node:fs';
 import { deleteMasqueradeTable, MASQ_TABLE } from '../../dataplane/ebpf/masq.js';
 import { nftFamily } from '../../dataplane/nftables/names.js';
-import { nftRunner, tableExists } from '../nftables/leftovers.js';
+import { hasTable, nftRunner } from '../nftables/leftovers.js';
 import { run } from '../exec.js';
 import { TcAttacher, DIRECTIONS, removeOurTcFilter } from './attach.js';
 import { detachCgroup } from './cgroup.js';
@@ -44,7 +44,7 @@ export async function cleanupEbpfMode(pinRoot: string = DEFAULT_PIN_ROOT): Promi
   for (const f of ['IPv4', 'IPv6'] as const) {
     // No nft on this host means no table of ours either. Asked first: a write where nothing is ours
     // would be a commit the running mode's drift watch sees.
-    const ours = await tableExists(nft, nftFamily(f), MASQ_TABLE).catch(() => false);
+    const ours = await hasTable(nft, nftFamily(f), MASQ_TABLE).catch(() => false);
     if (ours) await run('nft', ['-f', '-'], { input: deleteMasqueradeTable(f).toString(), allowFailure: true });
   }
   return r.removed;

@@ -2,7 +2,7 @@
 // other modes' start-up), apart from the relay code so that path loads little.
 import { nftFamily } from '../../dataplane/nftables/names.js';
 import { renderCleanup, TABLE_NAME } from '../../dataplane/userspace/rules.js';
-import { nftRunner, tableExists, type NftRunner } from '../nftables/leftovers.js';
+import { hasTable, nftRunner, type NftRunner } from '../nftables/leftovers.js';
 
 /**
  * Remove the userspace mode's tables of both families (for --cleanup and mode
@@ -13,8 +13,7 @@ export async function cleanupUserspaceLeftovers(runner: NftRunner = nftRunner())
   for (const fam of ['IPv4', 'IPv6'] as const) {
     try {
       // Asked first: a write where nothing is ours would be a commit the running mode's drift watch sees.
-      if (await tableExists(runner, nftFamily(fam), TABLE_NAME))
-        await runner(['-f', '-'], renderCleanup(fam).toString());
+      if (await hasTable(runner, nftFamily(fam), TABLE_NAME)) await runner(['-f', '-'], renderCleanup(fam).toString());
     } catch (err) {
       errors.push(err);
     }
