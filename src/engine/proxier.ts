@@ -32,7 +32,7 @@ import type { SkipReporter } from '../core/serviceport.js';
 import type { CanaryTarget } from '../core/canary.js';
 import { buildSyncState, buildSyncStateSteps, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
 import type { Dataplane, Drift, IPFamily, NodeInfo, ServicePort, SyncState } from '../core/types.js';
-import type { Steps } from '../core/steps.js';
+import { finish, type Steps } from '../core/steps.js';
 import type { Clock } from '../core/clock.js';
 import type { FamilyChanges } from './familystate.js';
 import { FamilyState } from './familystate.js';
@@ -91,9 +91,12 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   /** Odd while a sync runs; bumped at each start and end (the canary prober discards probes that saw one). */
   private syncEpochCount = 0;
   private readonly reportedThisCall = new Set<string>();
+  /** deps.runSteps, or all steps at once. */
+  private readonly runSteps: <T>(steps: Steps<T>) => Promise<T>;
 
   constructor(private readonly deps: ProxierDeps) {
     if (deps.dataplanes.length === 0) throw new BugError('Proxier needs at least one dataplane');
+    this.runSteps = deps.runSteps ?? (async (steps) => finish(steps));
     if (new Set(deps.dataplanes.map((d) => d.family)).size !== deps.dataplanes.length) {
       throw new BugError('Proxier needs at most one dataplane per IP family');
     }
@@ -304,19 +307,20 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     const { clock, observer } = this.deps;
     const t0 = clock.monotonic();
     const driftMark = f.driftMark();
-    const changes = this.deps.runSteps ? await this.deps.runSteps(f.checkoutSteps()) : f.checkout();
+    const changes = await this.runSteps(f.checkoutSteps());
     const periodic = t0 - f.lastFullSyncAt >= (this.deps.fullSyncPeriodMs ?? DEFAULT_FULL_SYNC_PERIOD_MS);
     const fullSync = f.needFullSync || (periodic && f.dataplane.skipsPeriodicFullSync?.() !== true);
     const canary = this.deps.canary?.(f.family) ?? null;
-    const input = {
-      family: f.family,
-      ...withCanary(f, canary, changes.updatedServices),
-      node: this.node.info(),
-      fullSync,
-      serviceCIDRs: this.serviceCIDRs,
-      previous: f.lastState,
-    };
-    const state = this.deps.runSteps ? await this.deps.runSteps(buildSyncStateSteps(input)) : buildSyncState(input);
+    const state = await this.runSteps(
+      buildSyncStateSteps({
+        family: f.family,
+        ...withCanary(f, canary, changes.updatedServices),
+        node: this.node.info(),
+        fullSync,
+        serviceCIDRs: this.serviceCIDRs,
+        previous: f.lastState,
+      }),
+    );
     let outcome;
     try {
       outcome = await f.dataplane.sync(state);

@@ -523,13 +523,7 @@ export class Reflector<T extends K8sObject> {
     if (!o) return undefined;
     if (type === 'ADDED' || type === 'MODIFIED') fresh.set(objectKey(o), o);
     else if (type === 'DELETED') fresh.delete(objectKey(o));
-    else
-      this.emit({
-        type: 'error',
-        resource: this.o.resource,
-        phase: 'watch',
-        error: `unknown watch event type ${type}`,
-      });
+    else this.unknownEventType(type);
     return undefined;
   }
 
@@ -606,16 +600,15 @@ export class Reflector<T extends K8sObject> {
         this.call(() => this.o.sink.delete(o));
       }
     } else {
-      this.emit({
-        type: 'error',
-        resource: this.o.resource,
-        phase: 'watch',
-        error: `unknown watch event type ${type}`,
-      });
+      this.unknownEventType(type);
       return undefined;
     }
     if (rv) this.rv = rv;
     return undefined;
+  }
+
+  private unknownEventType(type: string): void {
+    this.emit({ type: 'error', resource: this.o.resource, phase: 'watch', error: `unknown watch event type ${type}` });
   }
 
   /** Report a failed list or watch and remember its Retry-After for the backoff that follows. */
