@@ -17,7 +17,7 @@ import { performance } from 'node:perf_hooks';
 import { gzipSync } from 'node:zlib';
 import type { EndpointSlice, Service } from '../src/core/api.js';
 import { nodeInfoFromNode } from '../src/core/nodeinfo.js';
-import { buildSyncState } from '../src/core/snapshot.js';
+import { finish } from '../src/core/steps.js';
 import type { Dataplane, DataplaneConfig } from '../src/core/types.js';
 import { DEFAULT_IPTABLES_OPTIONS } from '../src/dataplane/iptables/renderer.js';
 import { FamilyState } from '../src/engine/familystate.js';
@@ -69,16 +69,14 @@ function workload(n: number): number {
   for (const s of services) fam.services.update(null, s);
   for (const s of slices) fam.endpointsTracker.endpointSliceUpdate(s, false);
   const changes = fam.checkout();
-  const state = buildSyncState({
-    family: 'IPv4',
-    services: fam.servicePorts,
-    endpoints: fam.endpoints,
-    node: nodeInfoFromNode('bench-node', null, { IPv4: '192.168.0.2' }),
-    changedServices: changes.updatedServices,
-    fullSync: true,
-    serviceCIDRs: [],
-    previous: null,
-  });
+  const state = finish(
+    fam.stateSteps({
+      node: nodeInfoFromNode('bench-node', null, { IPv4: '192.168.0.2' }),
+      changedServices: changes.updatedServices,
+      fullSync: true,
+      serviceCIDRs: [],
+    }),
+  );
   const out = new IptablesPlanner().plan({ state, config: CONFIG, options: DEFAULT_IPTABLES_OPTIONS }, true);
   return out.natRulesTotal;
 }

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import type { EndpointSlice, Service } from '../../src/core/api.js';
 import { nodeInfoFromNode } from '../../src/core/nodeinfo.js';
-import { buildSyncState } from '../../src/core/snapshot.js';
+import { finish } from '../../src/core/steps.js';
 import type { DataplaneConfig, SyncOutcome, SyncState } from '../../src/core/types.js';
 import { FamilyState } from '../../src/engine/familystate.js';
 import { realClock } from '../../src/platform/clock.js';
@@ -149,16 +149,14 @@ export async function runChild(size: number, ns: string, outDir: string): Promis
   for (const sl of slices) fam.endpointsTracker.endpointSliceUpdate(sl, false);
   const nextState = (fullSync: boolean): SyncState => {
     const changes = fam.checkout();
-    const state = buildSyncState({
-      family: 'IPv4',
-      services: fam.servicePorts,
-      endpoints: fam.endpoints,
-      node,
-      changedServices: changes.updatedServices,
-      fullSync,
-      serviceCIDRs: [],
-      previous: fam.lastState,
-    });
+    const state = finish(
+      fam.stateSteps({
+        node,
+        changedServices: changes.updatedServices,
+        fullSync,
+        serviceCIDRs: [],
+      }),
+    );
     fam.succeeded(state, fullSync ? 0 : null);
     return state;
   };

@@ -90,18 +90,25 @@ export class ServiceChangeTracker {
   }
 }
 
+/** Service key -> the keys of its ports in a ServicePortMap. */
+export type PortKeysByService = Map<string, ReadonlySet<string>>;
+
 /**
  * Apply checked-out changes to `map` (upstream ServicePortMap.Update): the
- * current ports of a Service replace its previous ones.
+ * current ports of a Service replace its previous ones. `index`, when given,
+ * follows the map (so a partial sync finds a Service's ports without a walk).
  */
 export function applyServiceChanges(
   map: ServicePortMap,
   changes: ReadonlyMap<string, ServiceChange>,
+  index?: PortKeysByService,
 ): UpdateServiceMapResult {
   const updatedServices = new Set<string>();
   const deletedUDPServicePorts = new Map<string, ServicePort>();
   for (const [serviceKey, change] of changes) {
     updatedServices.add(serviceKey);
+    if (change.current.size > 0) index?.set(serviceKey, new Set(change.current.keys()));
+    else index?.delete(serviceKey);
     for (const [k, sp] of change.current) map.set(k, sp);
     for (const [k, sp] of change.previous) {
       if (change.current.has(k)) continue;

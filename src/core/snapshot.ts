@@ -1,17 +1,18 @@
 // Building the SyncState a datapath renders: service ports + endpoints +
-// node -> one immutable snapshot per family, with categorizeEndpoints done
-// once here so every datapath agrees on which endpoints a port uses.
+// node -> one snapshot per family, with categorizeEndpoints done once so
+// every datapath agrees on which endpoints a port uses. The proxier keeps
+// its snapshots live (src/core/livesnapshot.ts); these build one whole, for
+// renderers, tools and tests.
 
 import type { EndpointSlice, Node, ServiceCIDR } from './api.js';
 import type { EndpointsMap, PortEndpoints } from './endpointslicecache.js';
-import { EndpointSliceCache, endpointsKey } from './endpointslicecache.js';
-import { parseCIDR } from './ip.js';
+import { EndpointSliceCache } from './endpointslicecache.js';
+import { LiveSnapshot } from './livesnapshot.js';
 import { nodeInfoFromNode } from './nodeinfo.js';
 import type { SkipReporter } from './serviceport.js';
 import { noSkipReporter, serviceToServicePorts } from './serviceport.js';
-import { finish, type Steps } from './steps.js';
-import { categorizeEndpoints } from './topology.js';
-import type { CategorizedEndpoints, Endpoint, IPFamily, NodeInfo, ServicePort, SyncState } from './types.js';
+import { finish } from './steps.js';
+import type { IPFamily, NodeInfo, ServicePort, SyncState } from './types.js';
 
 export interface BuildSyncStateInput {
   readonly family: IPFamily;
@@ -24,24 +25,6 @@ export interface BuildSyncStateInput {
   readonly fullSync: boolean;
   /** CIDRs of any family; only this family's are kept. */
   readonly serviceCIDRs: readonly string[];
-  /**
-   * The previous snapshot of this family. A service port whose ServicePort,
-   * endpoint list and node are the very same objects (===) as in it keeps its
-   * categorization instead of recomputing it.
-   */
-  readonly previous?: SyncState | null;
-}
-
-const EMPTY: readonly Endpoint[] = Object.freeze([]);
-
-/** Normalised CIDRs of `family`, de-duplicated and sorted; invalid ones dropped. */
-export function serviceCIDRsForFamily(cidrs: readonly unknown[], family: IPFamily): string[] {
-  const out = new Set<string>();
-  for (const c of cidrs) {
-    const p = parseCIDR(c);
-    if (p && p.family === family) out.add(p.text);
-  }
-  return [...out].sort();
 }
 
 /** CIDR strings from ServiceCIDR objects (any family, unvalidated). */
@@ -55,54 +38,16 @@ export function cidrsOfServiceCIDRs(objs: readonly ServiceCIDR[]): string[] {
 }
 
 /**
- * The snapshot for one family. Every service port gets an `endpoints` entry
- * (possibly empty) and a `categorized` entry; endpoints of ports a Service
- * does not define (or of the other protocol) are not included.
+ * The snapshot for one family, built whole (the proxier keeps a LiveSnapshot
+ * per family instead, which changes only what changed). Every service port
+ * gets an `endpoints` entry (possibly empty) and a `categorized` entry;
+ * endpoints of ports a Service does not define (or of the other protocol) are
+ * not included.
  */
 export function buildSyncState(input: BuildSyncStateInput): SyncState {
-  return finish(buildSyncStateSteps(input));
-}
-
-/** Service ports categorized per step of buildSyncStateSteps. */
-const BUILD_STEP = 500;
-
-/**
- * buildSyncState as steps, for a sync of 10k Services that must not hold the
- * event loop. The input maps must not change until it is done (the family's
- * maps change only in a checkout, and a sync runs alone).
- */
-export function* buildSyncStateSteps(input: BuildSyncStateInput): Steps<SyncState> {
-  const services = new Map<string, ServicePort>();
-  const endpoints = new Map<string, readonly Endpoint[]>();
-  const categorized = new Map<string, CategorizedEndpoints>();
-  const prev = input.previous && input.previous.node === input.node ? input.previous : null;
-  const changed = new Set(input.changedServices);
-  const changedPorts = new Set<string>();
-  const keys = [...input.services.keys()].sort();
-  let n = 0;
-  for (const k of keys) {
-    if (++n % BUILD_STEP === 0) yield;
-    const sp = input.services.get(k)!;
-    if (sp.family !== input.family) continue;
-    if (changed.has(sp.serviceKey)) changedPorts.add(k);
-    const eps = input.endpoints.get(endpointsKey(sp.name))?.endpoints ?? EMPTY;
-    services.set(k, sp);
-    endpoints.set(k, eps);
-    const reuse =
-      prev && prev.services.get(k) === sp && prev.endpoints.get(k) === eps ? prev.categorized.get(k) : undefined;
-    categorized.set(k, reuse ?? categorizeEndpoints(eps, sp, input.node.name, input.node.labels));
-  }
-  return {
-    family: input.family,
-    services,
-    endpoints,
-    categorized,
-    changedServices: changed,
-    changedServicePorts: changedPorts,
-    fullSync: input.fullSync,
-    node: input.node,
-    serviceCIDRs: serviceCIDRsForFamily(input.serviceCIDRs, input.family),
-  };
+  return finish(
+    new LiveSnapshot(input.family).updateSteps({ ...input, portKeysOf: () => undefined, extra: new Map() }),
+  );
 }
 
 /**

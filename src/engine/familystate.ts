@@ -4,10 +4,12 @@
 
 import type { MutableEndpointsMap } from '../core/endpointschangetracker.js';
 import { applyEndpointsChanges, EndpointsChangeTracker } from '../core/endpointschangetracker.js';
-import type { ServicePortMap } from '../core/servicechangetracker.js';
+import type { ExtraPort } from '../core/livesnapshot.js';
+import { LiveSnapshot } from '../core/livesnapshot.js';
+import type { PortKeysByService, ServicePortMap } from '../core/servicechangetracker.js';
 import { applyServiceChanges, ServiceChangeTracker } from '../core/servicechangetracker.js';
 import type { SkipReporter } from '../core/serviceport.js';
-import type { Dataplane, Drift, IPFamily, ServicePort, SyncState } from '../core/types.js';
+import type { Dataplane, Drift, IPFamily, NodeInfo, ServicePort, SyncState } from '../core/types.js';
 import { finish, type Steps } from '../core/steps.js';
 
 /** Everything checked out since the last successful sync of the family. */
@@ -19,17 +21,23 @@ export interface FamilyChanges {
   readonly conntrackCleanupRequired: boolean;
 }
 
+const NO_EXTRA: ReadonlyMap<string, ExtraPort> = new Map();
+
 export class FamilyState {
   readonly family: IPFamily;
   readonly services: ServiceChangeTracker;
   readonly endpointsTracker: EndpointsChangeTracker;
   readonly servicePorts: ServicePortMap = new Map();
+  /** The keys in servicePorts of each Service's ports. */
+  readonly portKeys: PortKeysByService = new Map();
   readonly endpoints: MutableEndpointsMap = new Map();
   /** Starts true: the first sync is full. */
   needFullSync = true;
   /** Monotonic ms of the start of the last successful full sync. */
   lastFullSyncAt = Number.NEGATIVE_INFINITY;
   lastState: SyncState | null = null;
+  /** The SyncState kept from sync to sync (src/core/livesnapshot.ts): lastState's maps are its maps. */
+  readonly snapshot: LiveSnapshot;
   /** Changes of failed syncs, merged into the next checkout. */
   private carried: FamilyChanges | null = null;
   /** Drift reported and not yet repaired: its first report and when it came (monotonic ms). */
@@ -47,6 +55,7 @@ export class FamilyState {
     allowExternalIPs = true,
   ) {
     this.family = dataplane.family;
+    this.snapshot = new LiveSnapshot(this.family);
     this.services = new ServiceChangeTracker(this.family, onServiceSkip, serviceProxyName, allowExternalIPs);
     this.endpointsTracker = new EndpointsChangeTracker(nodeName, this.family, startTime, onSliceSkip);
   }
@@ -62,7 +71,7 @@ export class FamilyState {
    * endpoint maps of a large checkout are built over several.
    */
   *checkoutSteps(): Steps<FamilyChanges> {
-    const s = applyServiceChanges(this.servicePorts, this.services.checkout());
+    const s = applyServiceChanges(this.servicePorts, this.services.checkout(), this.portKeys);
     const e = applyEndpointsChanges(this.endpoints, yield* this.endpointsTracker.checkoutSteps());
     const c = this.carried;
     this.carried = null;
@@ -81,7 +90,28 @@ export class FamilyState {
     };
   }
 
-  /** The datapath rejected: keep the changes, make the next sync full. */
+  /**
+   * The next SyncState from the maps as they are, as steps: the snapshot
+   * changes only the ports of `changedServices` (and of extra ports that
+   * changed) unless the sync is full.
+   */
+  stateSteps(o: {
+    readonly node: NodeInfo;
+    readonly fullSync: boolean;
+    readonly changedServices: ReadonlySet<string>;
+    readonly serviceCIDRs: readonly string[];
+    /** Ports beside the maps (the canary), by key. */
+    readonly extra?: ReadonlyMap<string, ExtraPort>;
+  }): Steps<SyncState> {
+    return this.snapshot.updateSteps({
+      ...o,
+      services: this.servicePorts,
+      endpoints: this.endpoints,
+      portKeysOf: (svc) => this.portKeys.get(svc),
+      extra: o.extra ?? NO_EXTRA,
+    });
+  }
+
   /** The datapath reported drift at `now`: the next sync is full, and it is timed from the first report. */
   drifted(drift: Drift, now: number): void {
     this.driftSeq++;

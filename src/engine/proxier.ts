@@ -30,7 +30,8 @@ import { BugError, ProxyError } from '../core/errors.js';
 import { endpointSliceKeys } from '../core/endpointslicecache.js';
 import type { SkipReporter } from '../core/serviceport.js';
 import type { CanaryTarget } from '../core/canary.js';
-import { buildSyncState, buildSyncStateSteps, cidrsOfServiceCIDRs, countNoLocalEndpoints } from '../core/snapshot.js';
+import type { ExtraPort } from '../core/livesnapshot.js';
+import { cidrsOfServiceCIDRs } from '../core/snapshot.js';
 import type { Dataplane, Drift, IPFamily, NodeInfo, ServicePort, SyncState } from '../core/types.js';
 import { finish, type Steps } from '../core/steps.js';
 import type { Clock } from '../core/clock.js';
@@ -242,8 +243,12 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   healthCheckNodePorts(): Map<string, number> {
     const out = new Map<string, number>();
     for (const f of this.families) {
-      for (const sp of f.lastState?.services.values() ?? [])
-        if (sp.healthCheckNodePort !== 0) out.set(sp.serviceKey, sp.healthCheckNodePort);
+      const st = f.lastState;
+      if (!st) continue;
+      for (const k of f.snapshot.healthCheckedPorts()) {
+        const sp = st.services.get(k);
+        if (sp) out.set(sp.serviceKey, sp.healthCheckNodePort);
+      }
     }
     return out;
   }
@@ -259,18 +264,17 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     for (const f of this.families) {
       const st = f.lastState;
       if (!st) continue;
-      for (const [k, eps] of st.endpoints) {
-        const sp = st.services.get(k)!;
-        if (sp.healthCheckNodePort === 0) continue;
-        for (const ep of eps) {
-          if (!ep.isLocal || !ep.ready) continue;
-          const set = ips.get(sp.serviceKey) ?? new Set<string>();
-          set.add(ep.ip);
-          ips.set(sp.serviceKey, set);
-        }
+      for (const k of f.snapshot.healthCheckedPorts()) {
+        const sp = st.services.get(k);
+        if (!sp) continue;
+        const set = ips.get(sp.serviceKey) ?? new Set<string>();
+        ips.set(sp.serviceKey, set);
+        for (const ep of st.endpoints.get(k) ?? []) if (ep.isLocal && ep.ready) set.add(ep.ip);
       }
     }
-    return new Map([...ips].map(([k, s]) => [k, s.size]));
+    const out = new Map<string, number>();
+    for (const [k, s] of ips) if (s.size > 0) out.set(k, s.size);
+    return out;
   }
 
   /**
@@ -312,13 +316,12 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     const fullSync = f.needFullSync || (periodic && f.dataplane.skipsPeriodicFullSync?.() !== true);
     const canary = this.deps.canary?.(f.family) ?? null;
     const state = await this.runSteps(
-      buildSyncStateSteps({
-        family: f.family,
-        ...withCanary(f, canary, changes.updatedServices),
+      f.stateSteps({
+        ...(canary ? { extra: new Map([[canary.servicePort.key, canaryPort(canary)]]) } : {}),
         node: this.node.info(),
+        changedServices: changes.updatedServices,
         fullSync,
         serviceCIDRs: this.serviceCIDRs,
-        previous: f.lastState,
       }),
     );
     let outcome;
@@ -345,7 +348,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       partial: outcome.partial,
       finishedAt: clock.now() / 1000,
       ...(outcome.counters ? { counters: outcome.counters } : {}),
-      noLocalEndpoints: countNoLocalEndpoints(state),
+      noLocalEndpoints: f.snapshot.noLocalEndpoints(),
     });
     this.reportLatency(f.family, changes);
     if (changes.conntrackCleanupRequired) await this.cleanConntrack(state, changes.deletedUDPServicePorts.values());
@@ -474,23 +477,12 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
 }
 
 /**
- * The family's maps with the canary added; its service counts as changed
- * whenever the last state did not carry this very canary (first sync, a new
- * listener port), so partial syncs write it too.
+ * The canary as a port beside the family's maps: the snapshot counts its
+ * Service as changed whenever the last state did not carry this very port and
+ * endpoint (first sync, a new listener port), so partial syncs write it too.
  */
-function withCanary(
-  f: FamilyState,
-  canary: CanaryTarget | null,
-  updated: ReadonlySet<string>,
-): Pick<Parameters<typeof buildSyncState>[0], 'services' | 'endpoints' | 'changedServices'> {
-  if (!canary) return { services: f.servicePorts, endpoints: f.endpoints, changedServices: updated };
-  const sp = canary.servicePort;
-  const services = new Map(f.servicePorts).set(sp.key, sp);
-  const endpoints = new Map(f.endpoints).set(canary.endpointsKey, { name: sp.name, endpoints: [canary.endpoint] });
-  const prev = f.lastState;
-  const same = prev?.services.get(sp.key) === sp && prev.endpoints.get(sp.key)?.[0] === canary.endpoint;
-  const changedServices = same ? updated : new Set([...updated, sp.serviceKey]);
-  return { services, endpoints, changedServices };
+function canaryPort(canary: CanaryTarget): ExtraPort {
+  return { servicePort: canary.servicePort, endpoints: [canary.endpoint] };
 }
 
 /** Longest key or reason a skip report carries (longer ones are cut, with their length noted). */

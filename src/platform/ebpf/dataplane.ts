@@ -13,7 +13,16 @@
 // watchDrift() reports, within a second, a map unpinned or a program
 // detached by someone else (node.ts); the full sync that follows pins and
 // attaches again, and reads the maps back before it plans.
-import type { Dataplane, DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
+import type {
+  Dataplane,
+  DataplaneConfig,
+  Drift,
+  Endpoint,
+  IPFamily,
+  ServicePort,
+  SyncOutcome,
+  SyncState,
+} from '../../core/types.js';
 import type { LiveEntries } from '../../dataplane/ebpf/driver.js';
 import * as L from '../../dataplane/ebpf/layout.js';
 import { masqueradeTable } from '../../dataplane/ebpf/masq.js';
@@ -52,6 +61,7 @@ export class EbpfDataplane implements Dataplane {
   private onDrift: ((drift: Drift) => void) | null = null;
   private unwatchDrift: (() => void) | null = null;
   private lastState: SyncState | null = null;
+  private readonly udpSeen = new SeenUDPPorts();
   private masqReady = false;
   /** A sliced plan is running; what must not meet it waits in `deferred`. */
   private planning = false;
@@ -174,7 +184,8 @@ export class EbpfDataplane implements Dataplane {
     const t2 = performance.now();
     for (const s of r.skipped) this.event('warn', s, 'service port not programmed');
     this.syncTraffic(node.rt, state, r.full);
-    const swept = this.sweepStaleUDP(node.rt, this.lastState, state, r.ports);
+    const swept = this.sweepStaleUDP(node.rt, state, r.ports);
+    this.udpSeen.follow(state, r.ports);
     if (swept) this.event('debug', { deleted: swept }, 'stale UDP connection entries deleted');
     this.lastState = state;
     const timing = { renderMs: t1 - t0, applyMs: t2 - t1 };
@@ -248,9 +259,8 @@ export class EbpfDataplane implements Dataplane {
    * a UDP flow whose endpoint left its service is forgotten, so its next
    * datagram is balanced again. Returns the number of entries deleted.
    */
-  private sweepStaleUDP(rt: EbpfRuntime, prev: SyncState | null, state: SyncState, ports: readonly string[]): number {
-    if (!prev) return 0;
-    const stale = staleUDPFrontends(prev, state, ports);
+  private sweepStaleUDP(rt: EbpfRuntime, state: SyncState, ports: readonly string[]): number {
+    const stale = staleUDPFrontends(this.udpSeen.ports, state, ports);
     if (stale.size === 0) return 0;
     let n = 0;
     for (const [k, v] of rt.dump('ct')) {
@@ -289,21 +299,46 @@ function isLocal(rt: EbpfRuntime, ip: string): boolean {
   return v !== null && (L.decodeU32(v) & L.ADDR_LOCAL) !== 0;
 }
 
+/** A UDP service port as the last successful sync programmed it, with the endpoints it could reach. */
+export interface SeenUDPPort {
+  readonly servicePort: ServicePort;
+  readonly endpoints: readonly Endpoint[];
+}
+
+/**
+ * The UDP service ports of the last successful sync. The sweep compares a
+ * sync against it: the SyncState's maps are changed in place from sync to
+ * sync (src/core/livesnapshot.ts), so the previous state cannot say it.
+ */
+class SeenUDPPorts {
+  readonly ports = new Map<string, SeenUDPPort>();
+
+  /** After a successful sync, for the ports it recomputed. */
+  follow(state: SyncState, keys: readonly string[]): void {
+    for (const k of keys) {
+      const sp = state.services.get(k);
+      if (sp?.protocol === 'UDP')
+        this.ports.set(k, { servicePort: sp, endpoints: state.categorized.get(k)?.allReachableEndpoints ?? [] });
+      else this.ports.delete(k);
+    }
+  }
+}
+
 /**
  * Frontends ("addr|port", or "*|nodePort") of UDP service ports that lost an
  * endpoint since prev, each with the endpoints ("ip:port") still serving.
  * Only `ports` (the ones this sync recomputed) are looked at.
  */
 export function staleUDPFrontends(
-  prev: SyncState,
+  prev: ReadonlyMap<string, SeenUDPPort>,
   state: SyncState,
   ports: readonly string[],
 ): Map<string, Set<string>> {
   const out = new Map<string, Set<string>>();
   for (const key of ports) {
-    const old = prev.services.get(key);
-    if (!old || old.protocol !== 'UDP') continue;
-    const before = prev.categorized.get(key)?.allReachableEndpoints ?? [];
+    const seen = prev.get(key);
+    if (!seen) continue;
+    const { servicePort: old, endpoints: before } = seen;
     const now = state.services.has(key) ? (state.categorized.get(key)?.allReachableEndpoints ?? []) : [];
     const keep = new Set(now.map((e) => joinHostPort(e.ip, e.port)));
     if (!before.some((e) => !keep.has(joinHostPort(e.ip, e.port)))) continue;
