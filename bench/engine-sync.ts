@@ -7,11 +7,13 @@
 // the part of every mode's partial sync that is not the mode's.
 //
 //   node --import tsx bench/engine-sync.ts [--sizes 10000,30000,100000] [--changes 20] [--label name]
+//   node --import tsx bench/engine-sync.ts --report a.json,b.json   (one plot of runs made before)
 //
 // Each size runs in a fresh child process with the binary's V8 flags. Prints a
-// table and writes bench/out/engine-sync[-label].{json,svg,png}.
+// table and writes bench/out/engine-sync[-label].{json,svg,png}; --report
+// draws the runs it is given side by side (bench/out/engine-sync-report.*).
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -161,6 +163,29 @@ function main(): void {
   console.log(`wrote ${base}.json`);
 }
 
-if (process.argv.includes('--child')) {
+/** One plot of earlier runs' medians, a series per run (its label). */
+function report(files: readonly string[]): void {
+  const runs = files.map((f) => JSON.parse(readFileSync(f, 'utf8')) as { label: string; rows: SizeResult[] });
+  const sizes = [...new Set(runs.flatMap((r) => r.rows.map((x) => x.services)))].sort((a, b) => a - b);
+  const base = join(OUT, 'engine-sync-report');
+  writeChart(base, {
+    title: "The engine's share of a one-endpoint change (median CPU ms, log scale)",
+    yLabel: 'CPU ms',
+    series: runs.map((r) => r.label),
+    groups: sizes.map((n) => ({
+      label: `${n / 1000}k Services`,
+      values: runs.map((r) => {
+        const row = r.rows.find((x) => x.services === n);
+        return row ? median(row.changeCpuMs) : null;
+      }),
+    })),
+    log: true,
+  });
+  console.log(`wrote ${base}.png`);
+}
+
+if (process.argv.includes('--report')) {
+  report(arg('--report', '').split(','));
+} else if (process.argv.includes('--child')) {
   printResult(child(Number(arg('--child', '0')), Number(arg('--changes', '20'))));
 } else main();

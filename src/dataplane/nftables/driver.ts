@@ -275,6 +275,14 @@ function staticInputs(state: SyncState, family: DataplaneConfig['family']): stri
 function groupByService(state: SyncState, only: ReadonlySet<string> | null): Map<string, ServicePort[]> {
   const out = new Map<string, ServicePort[]>();
   if (only !== null) for (const k of only) out.set(k, []);
+  if (only !== null && state.changedServicePorts) {
+    // The engine names the changed ports: a partial sync need not walk every port of the cluster.
+    for (const k of state.changedServicePorts) {
+      const sp = state.services.get(k);
+      if (sp && only.has(sp.serviceKey)) out.get(sp.serviceKey)!.push(sp);
+    }
+    return out;
+  }
   for (const sp of state.services.values()) {
     if (only !== null && !only.has(sp.serviceKey)) continue;
     let list = out.get(sp.serviceKey);
