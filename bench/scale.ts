@@ -27,7 +27,8 @@
 // A cold sync that has not finished after --cap seconds is reported as
 // such, with what was measured up to then. ebpf mode runs with a bpf
 // filesystem of its own (test/ebpf/bpfnode.ts). Prints a table and writes
-// bench/out/scale.{json,svg,png} (times) and scale-rss.{svg,png}; --tag
+// bench/out/scale.{json,svg,png} (times), scale-rss.{svg,png} and
+// scale-change.{svg,png} (the one-endpoint change); --tag
 // NAME writes scale-NAME.* instead; --log prints each proxy's log. --api-pace
 // N: the API host streams a watch-list's initial events N at a time, reading
 // between batches as a real server streams from its cache (default 500; 0
@@ -332,6 +333,20 @@ function report(samples: Sample[]): void {
     yLabel: 'MiB',
     series: modes.flatMap((m) => [`${m} RSS steady`, `${m} peak (VmHWM)`]),
     groups: groups((s) => [s.steadyRssMiB, s.peakMiB]),
+  });
+  writeChart(join(OUT, `${NAME}-change`), {
+    title: `kube-proxy-ts at scale: one-endpoint change, API write to traffic (median ms, log scale)`,
+    yLabel: 'ms',
+    series: modes.map((m) => `${m} one-endpoint change`),
+    groups: sizes.map((n) => ({
+      label: `${n / 1000}k Services`,
+      values: modes.map((m) => {
+        const s = find(m, n);
+        const v = s && s.changeMs.length > 0 ? median(s.changeMs) : NaN;
+        return Number.isFinite(v) && v > 0 ? v : null;
+      }),
+    })),
+    log: true,
   });
   console.log(png ? `wrote ${png}` : `wrote ${NAME}.svg (no PNG converter)`);
 }
