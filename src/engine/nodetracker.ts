@@ -68,7 +68,10 @@ export class NodeTracker {
     }
     const own = nodeInfoFromNode(this.nodeName, node, {}, this.onSkip);
     this.reportedAddresses = { nodeIPs: own.nodeIPs, podCIDRs: own.podCIDRs };
-    this.current = { ...own, nodeIPs: { ...own.nodeIPs, ...this.ipOverride } };
+    const next = { ...own, nodeIPs: { ...own.nodeIPs, ...this.ipOverride } };
+    // The same object while nothing in it changed: a sync after a Node update that changed nothing the
+    // rules read (a status heartbeat, an annotation) then stays partial in the snapshot as well.
+    if (JSON.stringify(next) !== JSON.stringify(prev)) this.current = next;
     return {
       labelsChanged: !sameTopology(prev.labels, this.current.labels),
       podCIDRsChanged: prev.podCIDRs.join(',') !== this.current.podCIDRs.join(','),
