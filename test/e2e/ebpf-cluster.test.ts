@@ -68,6 +68,7 @@ if (RUN)
         })();
         const proxy = env.proxy('node1');
         await new Promise((r) => setTimeout(r, 300));
+        const firstLog = proxy.log();
         await proxy.stop();
         const down = results.length;
         await new Promise((r) => setTimeout(r, 500));
@@ -79,6 +80,22 @@ if (RUN)
         assert.ok(results.length > down + 4, `exchanges while down and after: ${results.length - down}`);
         assert.deepEqual(failed, [], `${failed.length} of ${results.length} exchanges failed`);
         assert.match(proxy.log(), /adopted pinned BPF maps/);
+        // Each family's first plan after a fresh start read nothing back (maps the process created hold no
+        // entry of a family that has not written yet; the IPv6 plan used to read every IPv4 entry); the
+        // restarted process adopted the pinned maps, and read them.
+        const firstSyncs = (log: string) => {
+          const out = new Map<string, { readBack: number }>();
+          for (const line of log.split('\n')) {
+            if (!line.includes('BPF maps synced')) continue;
+            const l = JSON.parse(line) as { family: string; readBack: number };
+            if (!out.has(l.family)) out.set(l.family, l);
+          }
+          return out;
+        };
+        const fresh = firstSyncs(firstLog);
+        assert.deepEqual([...fresh.keys()].sort(), ['IPv4', 'IPv6'], firstLog.slice(0, 3000));
+        for (const [family, l] of fresh) assert.equal(l.readBack, 0, `${family} after a fresh start`);
+        assert.ok(firstSyncs(proxy.log()).get('IPv4')!.readBack > 0, 'IPv4 after the restart read the adopted maps');
       });
 
       it('foreign tc programs (tcx and cls_bpf) keep running through a restart and --cleanup', async () => {

@@ -65,6 +65,10 @@ export class EbpfDataplane implements Dataplane {
   private masqReady = false;
   /** A sliced plan is running; what must not meet it waits in `deferred`. */
   private planning = false;
+  /** This family has written to the maps (since this process opened them). */
+  private wrote = false;
+  /** Entries of hash maps and tries the plan of this sync read back from the kernel (logged). */
+  private readBack = 0;
   private deferred: Array<() => void> = [];
 
   constructor(private readonly deps: EbpfDataplaneDeps) {
@@ -172,6 +176,7 @@ export class EbpfDataplane implements Dataplane {
     // No await from here until the writes are done: what was deferred runs after them.
     this.planning = false;
     const t1 = performance.now();
+    this.wrote = true;
     try {
       if (r.puts) node.rt.writePuts(r.puts);
       else node.rt.apply(r.ops);
@@ -189,7 +194,9 @@ export class EbpfDataplane implements Dataplane {
     if (swept) this.event('debug', { deleted: swept }, 'stale UDP connection entries deleted');
     this.lastState = state;
     const timing = { renderMs: t1 - t0, applyMs: t2 - t1 };
-    this.event('debug', { writes: r.counters.writes, full: r.full, ...timing }, 'BPF maps synced');
+    const readBack = this.readBack;
+    this.readBack = 0;
+    this.event('debug', { writes: r.counters.writes, full: r.full, readBack, ...timing }, 'BPF maps synced');
     return { partial: !r.full, counters: { ...r.counters, ...timing } };
   }
 
@@ -234,6 +241,7 @@ export class EbpfDataplane implements Dataplane {
       ifaces: node.ifaces(),
       netnsCookie: node.cookie,
     });
+    this.wrote = true;
     try {
       node.rt.apply(r.ops);
     } catch (err) {
@@ -244,11 +252,22 @@ export class EbpfDataplane implements Dataplane {
 
   /** This family's entries of every rendered map, as the kernel holds them. */
   private live(rt: EbpfRuntime): LiveEntries {
+    // A map this process created (not adopted from a pin) holds only what this process wrote, and
+    // entries carry their family: before this family's first write it holds none of them. Without
+    // this, the second family's first plan read every entry of the first (seconds at 100k Services,
+    // in one turn of the event loop) to keep none.
+    const adopted = new Set(rt.report.adoption.filter((a) => a.outcome === 'adopted').map((a) => a.map));
     const out = new Map<L.MapName, Map<string, Uint8Array>>();
     for (const m of L.MAP_NAMES) {
       if (!L.MAPS[m].rendered) continue;
       const e = new Map<string, Uint8Array>();
-      for (const [k, v] of rt.dump(m)) if (L.familyOfEntry(m, k) === this.family) e.set(L.keyOf(k), v);
+      // An array map has every slot from its creation: it is small, and always read.
+      const array = L.MAPS[m].kind === 'array';
+      if (this.wrote || adopted.has(m) || array) {
+        const all = rt.dump(m);
+        if (!array) this.readBack += all.length;
+        for (const [k, v] of all) if (L.familyOfEntry(m, k) === this.family) e.set(L.keyOf(k), v);
+      }
       out.set(m, e);
     }
     return out;
