@@ -235,12 +235,18 @@ export function renderRestore(
   const filterTail = new LineBuffer();
   writeForwardRules(filterTail, options, mark);
 
+  // The chunk lists hold one or two entries per service port: appended one by one, never spread into one
+  // push() call, whose arguments all go on the stack (a RangeError past ~125k, about 60k Services).
   const parts = ['*filter\n'];
   for (const c of filterChains) parts.push(chainLine(c), '\n');
-  parts.push(filterHead.text(), ...filterChunks, filterTail.text(), 'COMMIT\n*nat\n');
+  parts.push(filterHead.text());
+  for (const c of filterChunks) parts.push(c);
+  parts.push(filterTail.text(), 'COMMIT\n*nat\n');
   for (const c of [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ]) parts.push(chainLine(c), '\n');
   for (const l of natChainLines) parts.push(l, '\n');
-  parts.push(natHead.text(), ...natRuleChunks, natTail.text(), 'COMMIT\n');
+  parts.push(natHead.text());
+  for (const c of natRuleChunks) parts.push(c);
+  parts.push(natTail.text(), 'COMMIT\n');
   const natRules = natHead.count + natWritten + natTail.count - deleted.length;
   let joined: string | undefined;
   return {
