@@ -4,13 +4,13 @@
 // informers do), buildSyncState, then IptablesDataplane.sync twice (fresh, then loaded) and one
 // one-endpoint partial sync, with a runner that answers every command at once (an empty
 // iptables-save, a restore that only counts its input). Prints CPU seconds per step and per 1k
-// Services; no root needed.
+// Services and writes bench/out/iptables-render.{json,svg,png}; no root needed.
 //
 //   node --import tsx bench/iptables-render.ts [--sizes 10000,20000,40000] [--repeat 3]
 //
 // Compile first (`npx tsc -p tsconfig.json`): the children run dist/bench/iptables-render.js.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { EndpointSlice, Service } from '../src/core/api.js';
@@ -22,6 +22,7 @@ import { realClock } from '../src/platform/clock.js';
 import type { CommandRunner } from '../src/platform/exec.js';
 import { IptablesDataplane, runnerSysctl } from '../src/platform/iptables/index.js';
 import { service, slice } from '../test/cases/fixtures.js';
+import { writeChart } from './lib/chart.js';
 
 const EPS = 5;
 const NODE_FLAGS = ['--max-semi-space-size=4'];
@@ -148,7 +149,9 @@ function main(): void {
   const sizes = (arg('sizes') ?? '10000,20000,40000').split(',').map(Number);
   const repeat = Number(arg('repeat') ?? 3);
   const self = fileURLToPath(import.meta.url);
-  const js = self.endsWith('.js') ? self : join(dirname(self), '..', 'dist', 'bench', 'iptables-render.js');
+  // The repository root, whether this runs compiled (dist/bench/) or under tsx (bench/).
+  const root = self.endsWith('.js') ? join(dirname(self), '..', '..') : join(dirname(self), '..');
+  const js = self.endsWith('.js') ? self : join(root, 'dist', 'bench', 'iptables-render.js');
   if (!existsSync(js)) throw new Error(`${js} missing: compile with npx tsc -p tsconfig.json first`);
   const rows: Result[][] = sizes.map(() => []);
   // Sizes interleaved per round, so that load on the shared machine falls on all of them alike.
@@ -180,6 +183,25 @@ function main(): void {
       `| ${n} | ${per(m('intake'))} | ${per(m('state'))} | ${sync} | ${err ? '-' : per(m('loaded'))} | ${err ? '-' : f(m('partial'))} |`,
     );
   });
+  const out = join(root, 'bench', 'out');
+  mkdirSync(out, { recursive: true });
+  writeFileSync(join(out, 'iptables-render.json'), JSON.stringify(rows, null, 2));
+  const value = (rs: Result[], k: keyof Result) =>
+    rs.some((r) => r.error !== null) ? null : med(rs.map((r) => r[k] as number));
+  const png = writeChart(join(out, 'iptables-render'), {
+    title: "iptables mode: the proxy's own CPU per sync, no kernel (Services x 5 endpoints)",
+    yLabel: 'CPU seconds (log)',
+    log: true,
+    series: ['intake + SyncState', 'fresh full sync', 'loaded full sync', 'one-endpoint partial'],
+    groups: sizes.map((n, i) => {
+      const rs = rows[i]!;
+      return {
+        label: `${n / 1000}k Services`,
+        values: [med(rs.map((r) => r.intake + r.state)), value(rs, 'fresh'), value(rs, 'loaded'), value(rs, 'partial')],
+      };
+    }),
+  });
+  console.log(png ? `chart: ${png}` : 'chart: SVG only (rsvg-convert unavailable)');
 }
 
 if (arg('child') !== undefined) {
