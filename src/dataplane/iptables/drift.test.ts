@@ -51,3 +51,16 @@ test('SavedTableReader fed line by line reads the same table as the whole text, 
   assert.ok(r.table.lines.includes('-A POSTROUTING -j FOREIGN'));
   assert.equal(natDrift(r.table, EXPECTED), null);
 });
+
+test('natDrift: given their count, KUBE-SERVICES and KUBE-NODEPORTS must hold exactly that many rules', () => {
+  const withTop = HEALTHY.replace(
+    '-A KUBE-SVC-AAAA',
+    '-A KUBE-SERVICES -d 172.30.0.1/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-AAAA\n-A KUBE-SVC-AAAA',
+  );
+  assert.equal(natDrift(withTop, EXPECTED, 1), null);
+  assert.equal(natDrift(withTop, EXPECTED), null, 'not checked without a count');
+  assert.equal(
+    natDrift(HEALTHY, EXPECTED, 1),
+    'chains KUBE-SERVICES and KUBE-NODEPORTS hold 0 rules, the last restore left 1',
+  );
+});

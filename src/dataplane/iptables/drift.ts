@@ -11,12 +11,15 @@
 // sign of such a change, so that this sync becomes full and repairs it:
 //   - a nat jump rule from a built-in chain is missing;
 //   - a chain the last restore left in place is gone;
-//   - KUBE-POSTROUTING or KUBE-MARK-MASQ, which every restore fills, is empty.
+//   - KUBE-POSTROUTING or KUBE-MARK-MASQ, which every restore fills, is empty;
+//   - when given their count (large-cluster mode, where a partial sync may
+//     leave them as they are: driver.ts), KUBE-SERVICES and KUBE-NODEPORTS do
+//     not hold the rules the last restore left there.
 // Not detected: an individual Service chain emptied in place (its rules are
 // not remembered; the hourly full sync repairs it).
 
 import { IPTABLES_JUMP_CHAINS } from './jumps.js';
-import { KUBE_MARK_MASQ } from './servicerules.js';
+import { KUBE_MARK_MASQ, KUBE_NODEPORTS, KUBE_SERVICES } from './servicerules.js';
 import { KUBE_POSTROUTING } from './renderer.js';
 
 const ALWAYS_FILLED = [KUBE_POSTROUTING, KUBE_MARK_MASQ];
@@ -74,16 +77,26 @@ export function savedTable(save: string, table: string): SavedTable {
 /**
  * The first difference between the nat table in `save` and what the last
  * successful restore left (`expectedChains`: the service chains the
- * reconciler knows, or any chains), as a sentence for the log; null when
- * nothing is missing.
+ * reconciler knows, or any chains; `topRules`, when given: the rules in
+ * KUBE-SERVICES and KUBE-NODEPORTS together), as a sentence for the log;
+ * null when nothing is missing.
  */
-export function natDrift(save: string | SavedTable, expectedChains: Iterable<string>): string | null {
+export function natDrift(
+  save: string | SavedTable,
+  expectedChains: Iterable<string>,
+  topRules?: number,
+): string | null {
   const nat = typeof save === 'string' ? savedTable(save, 'nat') : save;
   for (const j of NAT_JUMPS) {
     const found = nat.lines.some((l) => l.startsWith(`-A ${j.from} `) && l.endsWith(` -j ${j.to}`));
     if (!found) return `jump from ${j.from} to ${j.to} is missing`;
   }
   for (const c of ALWAYS_FILLED) if ((nat.rules.get(c) ?? 0) === 0) return `chain ${c} is empty`;
+  if (topRules !== undefined) {
+    const held = (nat.rules.get(KUBE_SERVICES) ?? 0) + (nat.rules.get(KUBE_NODEPORTS) ?? 0);
+    if (held !== topRules)
+      return `chains ${KUBE_SERVICES} and ${KUBE_NODEPORTS} hold ${held} rules, the last restore left ${topRules}`;
+  }
   for (const c of expectedChains) if (!nat.chains.has(c)) return `chain ${c} is missing`;
   return null;
 }

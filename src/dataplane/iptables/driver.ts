@@ -23,7 +23,17 @@
 //
 // The top-level chains (KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING,
 // KUBE-MARK-MASQ, and the whole filter table) are no object: every sync
-// writes them whole, as upstream does.
+// writes them whole, as upstream does, with one exception. In large-cluster
+// mode a partial sync leaves nat KUBE-SERVICES and KUBE-NODEPORTS alone when
+// their rules are exactly those the last restore wrote (TopLevelMemory,
+// below): rewriting them means flushing and re-adding one rule per service
+// port, which iptables-nft and the kernel pay for in proportion to the
+// cluster (seconds at 30k Services) for a change that touches one Service's
+// own chains (bench/README.md, scale). Any other change to them (a port
+// added, removed, or losing its last endpoint) writes them whole, and so does
+// every full sync. Changes others make to them are found as before (the drift
+// watch, and natDrift's rule count on the saved table), and make the next
+// sync full.
 //
 // A full sync lists every Service and renders every port afresh, so every
 // chain's value is new and every chain is rewritten (the planner adopts the
@@ -41,6 +51,7 @@ import { ChainNamer, isServiceChainName } from './names.js';
 import {
   invalidServicePort,
   localhostNodePortsOn,
+  nodePortsJumpText,
   renderContext,
   renderRestore,
   sortedKeys,
@@ -71,15 +82,48 @@ export const IPTABLES_OBJECTS: ObjectSpec<IptablesKind, ChainGeneration> = {
 /** A port the state has no categories for renders as one without endpoints (one object, so the memo can hit). */
 const NOT_CATEGORIZED = noEndpointCategories(false, false);
 
+/**
+ * The rules the last restore input left in nat KUBE-SERVICES and KUBE-NODEPORTS: each service
+ * port's top-level text in key order (the memo's strings, so an unchanged port compares by
+ * identity) and the closing jump. Memory advances when an input is made, as the reconciler's does.
+ */
+export class TopLevelMemory {
+  private tops: readonly string[] | null = null;
+  private jump = '';
+
+  /** Whether these are exactly the rules remembered. */
+  same(tops: readonly string[], jump: string): boolean {
+    const last = this.tops;
+    if (last === null || last.length !== tops.length || jump !== this.jump) return false;
+    for (let i = 0; i < tops.length; i++) if (last[i] !== tops[i]) return false;
+    return true;
+  }
+
+  remember(tops: readonly string[], jump: string): void {
+    this.tops = tops;
+    this.jump = jump;
+  }
+
+  forget(): void {
+    this.tops = null;
+  }
+}
+
 /** One per dataplane (per IP family): the memo and the chain names live as long as it. */
 export class IptablesDriver implements ObjectDriver<IptablesKind, ChainGeneration, IptablesRenderInput> {
   readonly spec = IPTABLES_OBJECTS;
   private readonly memo = new ServicePortMemo();
   private readonly names = new ChainNamer();
+  private readonly top = new TopLevelMemory();
 
   /** Render the state's service ports; the draft is the plan's input and translates its operations. */
   desired(input: IptablesRenderInput, full: boolean): IptablesDraft {
-    return new IptablesDraft(input, full, this.memo, this.names);
+    return new IptablesDraft(input, full, this.memo, this.names, this.top);
+  }
+
+  /** The last input did not reach the kernel: what it would have left in the top-level chains is unknown. */
+  failed(): void {
+    this.top.forget();
   }
 
   /** Our service chains among a table's chain names (iptables-save's), as objects of unknown content. */
@@ -102,6 +146,8 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
   private readonly rendered: RenderedServicePort[] = [];
   /** Each port's generation: every chain of port i has the value gens[i]. */
   private readonly gens: number[] = [];
+  /** Each port's nat top-level rules, as the memo keeps them. */
+  private readonly tops: string[] = [];
   private readonly frame: RestoreFrame;
   private readonly ctx: ServiceRenderContext;
 
@@ -110,6 +156,7 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
     readonly full: boolean,
     memo: ServicePortMemo,
     names: ChainNamer,
+    private readonly top: TopLevelMemory,
   ) {
     const { state, config, options } = input;
     const family = config.family;
@@ -131,9 +178,11 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
       const known = full ? null : memo.recall(svc, cat, ctx.key);
       let r: RenderedServicePort;
       let gen: number;
+      let top: string;
       if (known !== null) {
         r = known;
         gen = known.gen;
+        top = known.natTop;
       } else {
         const bad = invalidServicePort(svc, family);
         if (bad !== null) {
@@ -141,13 +190,16 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
           continue;
         }
         r = renderServicePort(ctx, svc, cat, wants !== undefined);
-        gen = memo.remember(svc, cat, ctx.key, r);
+        const kept = memo.remember(svc, cat, ctx.key, r);
+        gen = kept.gen;
+        top = kept.natTop;
       }
       if (wants !== undefined) for (const c of r.chains) wants.push({ kind: 'chain', key: c, value: gen });
       this.svcs.push(svc);
       this.cats.push(cat);
       this.rendered.push(r);
       this.gens.push(gen);
+      this.tops.push(top);
     }
     this.ctx = ctx;
     this.frame = { config, options, lnp, largeClusterMode, partial: !full, skipped };
@@ -180,6 +232,9 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
         if (rendered[i]!.own === null) rendered[i] = renderServicePort(this.ctx, this.svcs[i]!, this.cats[i]!, true);
       }
     }
-    return renderRestore(this.frame, rendered, write, deleted);
+    const jump = nodePortsJumpText(this.frame.config, this.frame.lnp);
+    const keepTop = !full && this.frame.largeClusterMode && this.top.same(this.tops, jump);
+    this.top.remember(this.tops, jump);
+    return renderRestore(this.frame, rendered, write, deleted, keepTop);
   }
 }

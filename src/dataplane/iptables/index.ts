@@ -11,8 +11,10 @@
 // only saves work, whose generation numbers are the chains' values. The
 // reconciler, not the driver, remembers which chains exist and who wants
 // them; src/platform/iptables/planner.ts puts the two together:
-//   - the filter section is always complete; the nat section always rewrites
-//     KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING and KUBE-MARK-MASQ, and
+//   - the filter section is always complete; the nat section rewrites
+//     KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING and KUBE-MARK-MASQ
+//     (except KUBE-SERVICES and KUBE-NODEPORTS in a large-cluster partial sync
+//     that would write them unchanged: r.natTopKept), and
 //     writes the service chains the reconciler puts: every one on a full sync
 //     (which starts from the live chain list), on a partial one (r.partial)
 //     those of state.changedServices whose render changed;

@@ -47,13 +47,13 @@ export class ServicePortMemo {
     return e !== undefined && e.cat === cat && e.ctxKey === ctxKey ? e : null;
   }
 
-  /** Remember a render (its own-chain rules are not kept); returns its new generation. */
-  remember(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string, r: RenderedServicePort): number {
+  /** Remember a render (its own-chain rules are not kept) under a new generation; returns what is kept. */
+  remember(svc: ServicePort, cat: CategorizedEndpoints, ctxKey: string, r: RenderedServicePort): RememberedServicePort {
     const gen = ++this.gens;
     // The kept text is flattened: a rope of a service's rule pieces costs several times its length.
     // A port without chains of its own (no endpoints) shares one empty list. Every field is spelled out:
     // `{ ...r, cat, ctxKey }` builds a slower-shaped object that also costs more memory a port.
-    this.entries.set(svc, {
+    const e: Entry = {
       natTop: flat(r.natTop),
       natTopCount: r.natTopCount,
       filter: flat(r.filter),
@@ -66,7 +66,8 @@ export class ServicePortMemo {
       gen,
       cat,
       ctxKey,
-    });
-    return gen;
+    };
+    this.entries.set(svc, e);
+    return e;
   }
 }

@@ -1,6 +1,7 @@
 // Partial syncs (upstream MinimizeIPTablesRestore / TestSyncProxyRulesRepeated):
-// the filter table is always complete, nat rewrites the top-level chains but
-// only the service chains of changed services, and stale chains are deleted.
+// the filter table is always complete, nat rewrites the top-level chains (in
+// large-cluster mode only when they change) but only the service chains of
+// changed services, and stale chains are deleted.
 // Each render is applied to the fake, so invalid payloads fail here too.
 
 import { test } from 'node:test';
@@ -184,4 +185,77 @@ test('no memory (first sync or after a failure) or fullSync means a full nat sec
   const r4 = planner.plan(input(state), false, []);
   assert.equal(r4.partial, false, 'after a failure');
   assert.equal(r4.restoreText, r.restoreText);
+});
+
+test('large-cluster mode: a partial sync that changes no top-level rule leaves KUBE-SERVICES and KUBE-NODEPORTS alone', () => {
+  // Threshold 0: every sync here is in large-cluster mode.
+  const options = { ...DEFAULT_IPTABLES_OPTIONS, largeClusterThreshold: 0 };
+  const fake = new Fake();
+  const planner = new IptablesPlanner();
+  const sync = (services: Service[], slices: EndpointSlice[], changed: string[], fullSync: boolean) => {
+    const state = syncStateFromObjects({
+      services,
+      slices,
+      family: 'IPv4',
+      nodeIPs: { IPv4: '192.168.0.2' },
+      fullSync,
+      changedServices: changed,
+    });
+    const r = planner.plan({ state, config, options }, fullSync, chainsFromSave(fake.save('nat'), 'nat'));
+    fake.restore(r.restoreText);
+    if (!r.partial) for (const j of IPTABLES_JUMP_CHAINS) fake.ensureRule('prepend', j.table, j.from, jumpRuleArgs(j));
+    return r;
+  };
+  /** One full sync of the same objects into a fresh table: its render and the table it leaves. */
+  const freshSync = (services: Service[], slices: EndpointSlice[]) => {
+    const f = new Fake();
+    const state = syncStateFromObjects({ services, slices, family: 'IPv4', nodeIPs: { IPv4: '192.168.0.2' } });
+    const r = new IptablesPlanner().plan({ state, config, options }, true, []);
+    f.restore(r.restoreText);
+    for (const j of IPTABLES_JUMP_CHAINS) f.ensureRule('prepend', j.table, j.from, jumpRuleArgs(j));
+    return { render: r, save: f.save() };
+  };
+  const fresh = (services: Service[], slices: EndpointSlice[]) => freshSync(services, slices).save;
+  const full = sync([svc1, svc2], [slice1, slice2a], [], true);
+  assert.equal(full.natTopKept, false, 'a full sync writes them');
+  const topLines = natSection(full.restoreText).match(/^-A KUBE-(SERVICES|NODEPORTS) /gm)!.length;
+  assert.ok(topLines >= 4, 'svc1 cluster IP, svc2 cluster IP and NodePort, the jump to KUBE-NODEPORTS');
+  assert.equal(full.natTopRules, topLines);
+
+  // One more endpoint for svc2: only its own chains change.
+  const one = sync([svc1, svc2], [slice1, slice2b], ['ns1/svc2'], false);
+  assert.equal(one.natTopKept, true);
+  const nat = natSection(one.restoreText);
+  assert.doesNotMatch(nat, /^:KUBE-SERVICES |^:KUBE-NODEPORTS |^-A KUBE-SERVICES |^-A KUBE-NODEPORTS /m);
+  assert.ok(nat.includes(`:${serviceChainName('ns1/svc2:p80', 'TCP')} - [0:0]`));
+  assert.equal(
+    one.natRulesTotal,
+    freshSync([svc1, svc2], [slice1, slice2b]).render.natRules,
+    'kept rules are still counted in the total',
+  );
+  assert.equal(one.natTopRules, topLines);
+  assert.equal(fake.save(), fresh([svc1, svc2], [slice1, slice2b]), 'the table a full sync would leave');
+  assert.equal(trace(fake, '172.30.0.42'), '10.180.0.2:80, 10.180.0.3:80');
+
+  // svc1 loses its endpoints: its cluster IP rule leaves KUBE-SERVICES, which is written whole.
+  const gone = sync([svc1, svc2], [slice2b], ['ns1/svc1'], false);
+  assert.equal(gone.natTopKept, false);
+  assert.match(natSection(gone.restoreText), /^:KUBE-SERVICES - \[0:0\]$/m);
+  assert.equal(fake.save(), fresh([svc1, svc2], [slice2b]));
+
+  // After a failed restore the next sync is full, and writes them again.
+  planner.failed();
+  assert.equal(sync([svc1, svc2], [slice2b], [], false).natTopKept, false);
+  assert.equal(sync([svc1, svc2], [slice1, slice2b], ['ns1/svc1'], false).natTopKept, false, 'svc1 is back');
+  assert.equal(sync([svc1, svc2], [slice1, slice2a], ['ns1/svc2'], false).natTopKept, true);
+  assert.equal(fake.save(), fresh([svc1, svc2], [slice1, slice2a]));
+});
+
+test('outside large-cluster mode every partial sync writes the top-level chains whole, as upstream does', () => {
+  const s = new Syncer();
+  s.sync([svc1, svc2], [slice1, slice2a], [], true);
+  const r = s.sync([svc1, svc2], [slice1, slice2b], ['ns1/svc2'], false);
+  assert.equal(r.largeClusterMode, false);
+  assert.equal(r.natTopKept, false);
+  assert.match(natSection(r.restoreText), /^:KUBE-SERVICES - \[0:0\]$/m);
 });

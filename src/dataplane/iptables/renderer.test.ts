@@ -7,7 +7,8 @@ import type { DataplaneConfig, ServicePort, SyncState } from '../../core/types.j
 import { Fake } from './fake.js';
 import { localChainName, serviceChainName } from './names.js';
 import { IptablesPlanner } from '../../platform/iptables/planner.js';
-import { DEFAULT_IPTABLES_OPTIONS } from './renderer.js';
+import { DEFAULT_IPTABLES_OPTIONS, renderRestore } from './renderer.js';
+import type { RenderedServicePort } from './servicerules.js';
 import { probability } from './restore.js';
 
 /** One planner for the file, as one dataplane keeps one (its memo spans the renders). */
@@ -259,4 +260,39 @@ test('TestNoEndpointsMetric: Local policies without local endpoints are counted,
     const r = render(state([svcJSON('svc1', spec)], [slice]));
     assert.deepEqual(r.noLocalEndpoints, { internal: c.internal, external: c.external }, c.name);
   }
+});
+
+test('the restore input of 200k service ports is assembled (no per-port list spread into one call)', () => {
+  // renderRestore's own work, without rendering: one shared port, 200k times. Spreading the
+  // per-port chunk lists into push() put every chunk on the stack and threw a RangeError past
+  // ~125k chunks (about 60k Services with endpoints), so a large cluster never got a first sync.
+  const port: RenderedServicePort = {
+    natTop: '-A KUBE-SERVICES -j KUBE-SVC-X\n',
+    natTopCount: 1,
+    filter: '-A KUBE-EXTERNAL-SERVICES -j DROP\n',
+    filterCount: 1,
+    chains: ['KUBE-SVC-X'],
+    own: '-A KUBE-SVC-X -j KUBE-SEP-X\n',
+    ownCount: 1,
+    noLocalInternal: false,
+    noLocalExternal: false,
+  };
+  const n = 200_000;
+  const frame = { config, options: DEFAULT_IPTABLES_OPTIONS, lnp: false, largeClusterMode: true, partial: false };
+  const r = renderRestore(
+    { ...frame, skipped: [] },
+    new Array<RenderedServicePort>(n).fill(port),
+    new Array<boolean>(n).fill(true),
+    [],
+  );
+  assert.equal(r.natChains, n);
+  assert.equal(r.natRulesTotal, r.natRules);
+  let natLines = 0;
+  let filterLines = 0;
+  for (const p of r.restoreParts) {
+    if (p === port.natTop || p === port.own) natLines++;
+    else if (p === port.filter) filterLines++;
+  }
+  assert.equal(natLines, 2 * n);
+  assert.equal(filterLines, n);
 });

@@ -76,6 +76,13 @@ export interface IptablesRender {
   readonly natChains: number;
   /** Stale chains deleted with -X, sorted. */
   readonly deletedChains: readonly string[];
+  /**
+   * The nat KUBE-SERVICES and KUBE-NODEPORTS were left as the last restore wrote them, their rules
+   * being the same (a partial sync in large-cluster mode: driver.ts); `natTopRules` counts them.
+   */
+  readonly natTopKept: boolean;
+  /** Rules in nat KUBE-SERVICES and KUBE-NODEPORTS after this restore. */
+  readonly natTopRules: number;
   /** Filter rules written (upstream sync_proxy_rules_iptables_last, table filter). */
   readonly filterRules: number;
   /** Nat rules written, excluding -X lines (…_last, table nat). */
@@ -142,17 +149,30 @@ export interface RestoreFrame {
 }
 
 /**
+ * The end of nat KUBE-SERVICES, after every service port's rules: the jump to KUBE-NODEPORTS, one
+ * line per node address (upstream writes it last).
+ */
+export function nodePortsJumpText(config: DataplaneConfig, lnp: boolean): string {
+  const b = new LineBuffer();
+  writeNodePortsJump(b, config, lnp, config.family === 'IPv6');
+  return b.text();
+}
+
+/**
  * The restore input, in upstream's order: the filter section whole, then
  * the nat section with the top-level chains whole, the own chains of the
  * ports marked in `write` (declared, which flushes them, and refilled; their
  * `own` text must be there) and the `deleted` chains (declared and `-X`'d,
- * sorted). `ports` are in service-port key order.
+ * sorted). `ports` are in service-port key order. With `keepTop`, nat
+ * KUBE-SERVICES and KUBE-NODEPORTS are neither declared (which would flush
+ * them) nor written: the caller knows the kernel holds exactly these rules.
  */
 export function renderRestore(
   frame: RestoreFrame,
   ports: readonly RenderedServicePort[],
   write: readonly boolean[],
   deleted: readonly string[],
+  keepTop = false,
 ): IptablesRender {
   const { config, options, lnp } = frame;
   const mark = `0x${config.masqueradeMark.toString(16).padStart(8, '0')}`;
@@ -205,6 +225,7 @@ export function renderRestore(
   let natChains = 0;
   let natWritten = 0;
   let natSkipped = 0;
+  let natTopRules = 0;
   let filterCount = 0;
   let noLocalInternal = 0;
   let noLocalExternal = 0;
@@ -212,8 +233,12 @@ export function renderRestore(
     const r = ports[i]!;
     if (r.filter !== '') filterChunks.push(r.filter);
     filterCount += r.filterCount;
-    if (r.natTop !== '') natRuleChunks.push(r.natTop);
-    natWritten += r.natTopCount;
+    if (keepTop) natSkipped += r.natTopCount;
+    else {
+      if (r.natTop !== '') natRuleChunks.push(r.natTop);
+      natWritten += r.natTopCount;
+    }
+    natTopRules += r.natTopCount;
     natChains += r.chains.length;
     if (write[i] === true) {
       for (const c of r.chains) natChainLines.push(chainLine(c));
@@ -231,17 +256,30 @@ export function renderRestore(
     natChainLines.push(chainLine(c));
     natTail.write('-X', c);
   }
-  writeNodePortsJump(natTail, config, lnp, config.family === 'IPv6');
+  // Counted but not kept when the top-level chains stay.
+  const jump = new LineBuffer(keepTop);
+  writeNodePortsJump(jump, config, lnp, config.family === 'IPv6');
+  natTopRules += jump.count;
+  if (keepTop) natSkipped += jump.count;
   const filterTail = new LineBuffer();
   writeForwardRules(filterTail, options, mark);
 
+  // The chunk lists hold one or two entries per service port: appended one by one, never spread into one
+  // push() call, whose arguments all go on the stack (a RangeError past ~125k, about 60k Services).
   const parts = ['*filter\n'];
   for (const c of filterChains) parts.push(chainLine(c), '\n');
-  parts.push(filterHead.text(), ...filterChunks, filterTail.text(), 'COMMIT\n*nat\n');
-  for (const c of [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ]) parts.push(chainLine(c), '\n');
+  parts.push(filterHead.text());
+  for (const c of filterChunks) parts.push(c);
+  parts.push(filterTail.text(), 'COMMIT\n*nat\n');
+  const natTopChains = keepTop
+    ? [KUBE_POSTROUTING, KUBE_MARK_MASQ]
+    : [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ];
+  for (const c of natTopChains) parts.push(chainLine(c), '\n');
   for (const l of natChainLines) parts.push(l, '\n');
-  parts.push(natHead.text(), ...natRuleChunks, natTail.text(), 'COMMIT\n');
-  const natRules = natHead.count + natWritten + natTail.count - deleted.length;
+  parts.push(natHead.text());
+  for (const c of natRuleChunks) parts.push(c);
+  parts.push(natTail.text(), jump.text(), 'COMMIT\n');
+  const natRules = natHead.count + natWritten + natTail.count - deleted.length + (keepTop ? 0 : jump.count);
   let joined: string | undefined;
   return {
     restoreParts: parts,
@@ -253,6 +291,8 @@ export function renderRestore(
     filterChains,
     natChains,
     deletedChains: deleted,
+    natTopKept: keepTop,
+    natTopRules,
     filterRules: filterHead.count + filterCount + filterTail.count,
     natRules,
     natRulesTotal: natRules + natSkipped,

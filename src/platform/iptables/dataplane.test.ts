@@ -225,3 +225,33 @@ test('large-cluster mode (over 1000 endpoints) asks the engine to skip the hourl
   await dp.sync(endpointsState(3));
   assert.equal(dp.skipsPeriodicFullSync(), false, 'back under the threshold');
 });
+
+test('large-cluster mode: a one-endpoint change leaves KUBE-SERVICES alone; a rule removed from it makes a sync full', async () => {
+  const f = fakeRunner();
+  const clock = new FakeClock();
+  const dp = new IptablesDataplane({
+    config: CONFIG,
+    run: f.run,
+    sysctl: runnerSysctl(f.run),
+    clock,
+    syncPeriodMs: 30_000,
+    options: { largeClusterThreshold: 0 },
+  });
+  await dp.sync(state({ svcs: 3 }));
+  const one = await dp.sync(state({ svcs: 3, full: false, changed: ['ns1/s0'], epOffset: 1 }));
+  assert.equal(one.partial, true);
+  assert.equal(one.counters?.natTopKept, 1);
+  const input = f.restoreInputs.at(-1)!;
+  assert.doesNotMatch(input.slice(input.indexOf('*nat')), /^:KUBE-SERVICES /m, 'not declared in nat: not flushed');
+  assert.ok(f.ipt.rules('nat', 'KUBE-SERVICES').some((r) => r.includes('-d 172.30.0.1')));
+  const healthy = f.ipt.save('nat');
+
+  // Someone deletes a rule from KUBE-SERVICES; the next sync that reads the saved table (once a
+  // sync period in large-cluster mode) counts the rules there, and is full.
+  f.ipt.load(f.ipt.save().replace(/^-A KUBE-SERVICES .*-d 172\.30\.0\.2.*\n/m, ''));
+  clock.advance(30_001);
+  const again = await dp.sync(state({ svcs: 3, full: false, changed: [], epOffset: 1 }));
+  assert.equal(again.partial, false);
+  assert.equal(again.counters?.natDrift, 1);
+  assert.equal(f.ipt.save('nat'), healthy);
+});

@@ -119,6 +119,8 @@ export class IptablesDataplane implements Dataplane {
   private readonly planner = new IptablesPlanner();
   private features: Promise<IptablesFeatures> | null = null;
   private lastLargeClusterMode = false;
+  /** Rules the last restore left in nat KUBE-SERVICES and KUBE-NODEPORTS, checked by natDrift in large-cluster mode. */
+  private lastNatTopRules: number | undefined = undefined;
   private lastStaleCleanup = Number.NEGATIVE_INFINITY;
   private routeLocalnetSet = false;
   /** watchDrift()'s listener, and the nf_tables watch of our chains. */
@@ -178,7 +180,7 @@ export class IptablesDataplane implements Dataplane {
     const natSave = await this.natSaveForStaleCleanup();
     let drifted = false;
     if (!full && natSave !== null) {
-      const why = natDrift(natSave, this.planner.chains());
+      const why = natDrift(natSave, this.planner.chains(), this.lastNatTopRules);
       if (why !== null) {
         full = drifted = true;
         this.o.onEvent?.(
@@ -222,6 +224,7 @@ export class IptablesDataplane implements Dataplane {
       await this.ownChange(() => this.ipt.restore(jumps, { noflush: true, counters: false }), restoreSections([jumps]));
     }
     this.lastLargeClusterMode = render.largeClusterMode;
+    this.lastNatTopRules = render.largeClusterMode ? render.natTopRules : undefined;
     for (const s of render.skipped)
       this.o.onEvent?.('warn', { service: s.key, reason: s.reason }, 'service port skipped');
     return {
@@ -238,6 +241,7 @@ export class IptablesDataplane implements Dataplane {
         wholeTableCache: whole ? 1 : 0,
         canaryMissing: canaryMissing ? 1 : 0,
         natDrift: drifted ? 1 : 0,
+        natTopKept: render.natTopKept ? 1 : 0,
       },
     };
   }

@@ -56,6 +56,7 @@ export class IptablesPlanner {
   /** The last restore did not reach the kernel (or the table changed under us): the next plan is full. */
   failed(): void {
     this.reconciler.failed();
+    this.driver.failed();
   }
 
   /** The service chains the last plan left in the nat table. */
