@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { EndpointSlice, Service } from '../src/core/api.js';
 import { nodeInfoFromNode } from '../src/core/nodeinfo.js';
-import { buildSyncState } from '../src/core/snapshot.js';
+import { finish } from '../src/core/steps.js';
 import type { DataplaneConfig, SyncOutcome, SyncState } from '../src/core/types.js';
 import { FamilyState } from '../src/engine/familystate.js';
 import { realClock } from '../src/platform/clock.js';
@@ -109,16 +109,9 @@ async function child(n: number): Promise<Result> {
   r.intake = cpuS() - c;
   const next = (fullSync: boolean): SyncState => {
     const changes = fam.checkout();
-    const state = buildSyncState({
-      family: 'IPv4',
-      services: fam.servicePorts,
-      endpoints: fam.endpoints,
-      node,
-      changedServices: changes.updatedServices,
-      fullSync,
-      serviceCIDRs: [],
-      previous: fam.lastState,
-    });
+    const state = finish(
+      fam.stateSteps({ node, changedServices: changes.updatedServices, fullSync, serviceCIDRs: [] }),
+    );
     fam.succeeded(state, fullSync ? 0 : null);
     return state;
   };
