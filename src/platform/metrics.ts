@@ -20,7 +20,7 @@ import {
   collectDefaultMetrics,
   exponentialBuckets,
   linearBuckets,
-} from 'prom-client';
+} from './promclient.js';
 import type { IPFamily } from '../core/types.js';
 import type { ProxierObserver, RepairReport, SyncReport } from '../engine/observer.js';
 import { toEpochMs } from '../engine/health.js';
@@ -247,7 +247,7 @@ export class ProxyMetrics implements ProxierObserver, DatapathMetrics, Conntrack
   });
 
   constructor(opts: ProxyMetricsOptions = {}) {
-    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    if (opts.defaultMetrics !== false) collectDefaultMetrics(this.registry);
     if (opts.nfacct) this.addNfacctCollectors(opts.nfacct);
   }
 

@@ -8,7 +8,7 @@
 
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from './promclient.js';
 import { ProxyError } from '../core/errors.js';
 import { normalizeIP } from '../core/ip.js';
 import type { Clock, TimerHandle } from '../core/clock.js';

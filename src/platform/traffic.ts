@@ -3,7 +3,7 @@
 // (src/platform/nftables/traffic.ts) or the ebpf mode's kpt_traffic map
 // (src/platform/ebpf/traffic.ts). Each source is one IP family; its values
 // are read from the kernel at each scrape.
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from './promclient.js';
 import type { IPFamily } from '../core/types.js';
 
 export interface ServiceTraffic {

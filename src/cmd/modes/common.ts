@@ -80,7 +80,10 @@ export const familyInKernel = (family: IPFamily): Promise<boolean> =>
 
 /** iptables mode's own chains (KUBE-NODEPORTS, KUBE-SVC-*...) exist in either family. */
 export async function iptablesModeLeftovers(): Promise<boolean> {
-  const { Iptables, iptablesModeChains } = await import('../../platform/iptables/index.js');
+  const [{ Iptables }, { iptablesModeChains }] = await Promise.all([
+    import('../../platform/iptables/iptables.js'),
+    import('../../platform/iptables/cleanup.js'),
+  ]);
   for (const family of ['IPv4', 'IPv6'] as const satisfies readonly IPFamily[]) {
     try {
       const save = await new Iptables(family, hostRunner).save('nat');

@@ -16,11 +16,11 @@
 import {
   IPTABLES_JUMP_CHAINS,
   chainsFromSave,
-  isServiceChainName,
   jumpRuleArgs,
   sharedJump,
   type SharedRules,
-} from '../../dataplane/iptables/index.js';
+} from '../../dataplane/iptables/jumps.js';
+import { isServiceChainName } from '../../dataplane/iptables/names.js';
 import { iptablesModeOnly } from './driftwatch.js';
 import type { Iptables } from './iptables.js';
 import { withWholeTableCache } from './restore.js';

@@ -30,16 +30,9 @@
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
-import {
-  IPTABLES_JUMP_CHAINS,
-  jumpRuleArgs,
-  natDrift,
-  SavedTableReader,
-  type SavedTable,
-  type IptablesOptions,
-  type IptablesRender,
-  type JumpChain,
-} from '../../dataplane/iptables/index.js';
+import { IPTABLES_JUMP_CHAINS, jumpRuleArgs, type JumpChain } from '../../dataplane/iptables/jumps.js';
+import { natDrift, SavedTableReader, type SavedTable } from '../../dataplane/iptables/drift.js';
+import type { IptablesOptions, IptablesRender } from '../../dataplane/iptables/renderer.js';
 import { CANARY_CHAIN, cleanupLeftovers } from './cleanup.js';
 import { detectFeatures, type IptablesFeatures } from './features.js';
 import { Iptables, type Table } from './iptables.js';

@@ -1,8 +1,8 @@
 // What the installed iptables and kernel support, decided once per dataplane
 // (upstream: getIPTablesVersion / RandomFully check, nfacct.New + Ensure,
 // sysctl nf_conntrack_tcp_be_liberal).
-import type { IptablesOptions } from '../../dataplane/iptables/index.js';
-import { DEFAULT_IPTABLES_OPTIONS } from '../../dataplane/iptables/index.js';
+import type { IptablesOptions } from '../../dataplane/iptables/renderer.js';
+import { DEFAULT_IPTABLES_OPTIONS } from '../../dataplane/iptables/renderer.js';
 import type { Iptables } from './iptables.js';
 import { isNftBackend } from './restore.js';
 import type { CommandRunner } from '../exec.js';

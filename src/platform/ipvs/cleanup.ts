@@ -16,15 +16,9 @@ import { ProxyError } from '../../core/errors.js';
 import { cidrContains, parseCIDR, parseIP } from '../../core/ip.js';
 import type { IPFamily } from '../../core/types.js';
 import { chainsFromSave, jumpRuleArgs, sharedJump, type SharedRules } from '../../dataplane/iptables/jumps.js';
-import {
-  allIpsetNames,
-  IPSET,
-  ipsetName,
-  IPVS_CHAINS,
-  IPVS_JUMP_CHAINS,
-  virtualServerKey,
-  type VirtualServer,
-} from '../../dataplane/ipvs/index.js';
+import { allIpsetNames, IPSET, ipsetName } from '../../dataplane/ipvs/ipsets.js';
+import { virtualServerKey, type VirtualServer } from '../../dataplane/ipvs/objects.js';
+import { IPVS_CHAINS, IPVS_JUMP_CHAINS } from '../../dataplane/ipvs/rules.js';
 import type { SavedSet } from './ipset.js';
 import { DUMMY_DEVICE, type IpvsKernelDeps } from './kernel.js';
 

@@ -40,16 +40,15 @@ import { ProxyError } from '../../core/errors.js';
 import type { Dataplane, DataplaneConfig, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import { jumpRuleArgs } from '../../dataplane/iptables/jumps.js';
+import type { CurrentVirtualServer, IpvsCurrent } from '../../dataplane/ipvs/live.js';
 import {
-  IPVS_JUMP_CHAINS,
   realServerKey,
   virtualServerKey,
-  type CurrentVirtualServer,
-  type IpvsCurrent,
   type IpvsOp,
   type RealServer,
   type VirtualServer,
-} from '../../dataplane/ipvs/index.js';
+} from '../../dataplane/ipvs/objects.js';
+import { IPVS_JUMP_CHAINS } from '../../dataplane/ipvs/rules.js';
 import { IptablesDriftWatch, iptablesModeOnly, restoreSections } from '../iptables/driftwatch.js';
 import { parseIptablesVersion, supportsRandomFully } from '../iptables/features.js';
 import { isNftBackend } from '../iptables/restore.js';

@@ -15,26 +15,17 @@
 // another actor changed what we wrote, call failed().
 import type { ObjectOp } from '../../core/objects.js';
 import type { DataplaneConfig, SyncState } from '../../core/types.js';
+import { IPVS_SPEC, IpvsDriver, renderedVirtualServers, setsWithMembers } from '../../dataplane/ipvs/driver.js';
+import { excludedVirtualServer, liveObjects, ownedVirtualServer, type IpvsCurrent } from '../../dataplane/ipvs/live.js';
 import {
-  IPVS_SPEC,
-  IpvsDriver,
-  excludedVirtualServer,
-  liveObjects,
-  ownedVirtualServer,
-  planOps,
-  renderedVirtualServers,
-  setsWithMembers,
   virtualServerKey,
-  type IpvsCurrent,
   type IpvsKind,
   type IpvsObject,
-  type IpvsOptions,
-  type IpvsPlan,
   type IpvsValue,
-  type PlanOptions,
-  type SkippedServicePort,
   type VirtualServer,
-} from '../../dataplane/ipvs/index.js';
+} from '../../dataplane/ipvs/objects.js';
+import { planOps, type IpvsPlan, type PlanOptions } from '../../dataplane/ipvs/plan.js';
+import type { IpvsOptions, SkippedServicePort } from '../../dataplane/ipvs/serviceport.js';
 import { Reconciler } from '../../engine/reconciler.js';
 
 export interface IpvsPlannerOptions extends Partial<IpvsOptions> {

@@ -87,7 +87,11 @@ async function iptablesSource(fake: IptablesFake): Promise<ServiceSource> {
 }
 
 async function cleanupIptables(log: Logger, keep?: SharedRules): Promise<number> {
-  const { cleanupLeftovers, Iptables } = await import('../../../platform/iptables/index.js');
+  // The cleanup's own modules, not the iptables mode's index: a proxy in another mode runs this at every start.
+  const [{ cleanupLeftovers }, { Iptables }] = await Promise.all([
+    import('../../../platform/iptables/cleanup.js'),
+    import('../../../platform/iptables/iptables.js'),
+  ]);
   let errors = 0;
   for (const family of ['IPv4', 'IPv6'] as const) {
     const ipt = new Iptables(family, hostRunner);
