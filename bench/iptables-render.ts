@@ -16,25 +16,18 @@ import { fileURLToPath } from 'node:url';
 import type { EndpointSlice, Service } from '../src/core/api.js';
 import { nodeInfoFromNode } from '../src/core/nodeinfo.js';
 import { finish } from '../src/core/steps.js';
-import type { DataplaneConfig, SyncOutcome, SyncState } from '../src/core/types.js';
+import type { SyncOutcome, SyncState } from '../src/core/types.js';
 import { FamilyState } from '../src/engine/familystate.js';
 import { realClock } from '../src/platform/clock.js';
 import type { CommandRunner } from '../src/platform/exec.js';
 import { IptablesDataplane, runnerSysctl } from '../src/platform/iptables/index.js';
 import { service, slice } from '../test/cases/fixtures.js';
 import { writeChart } from './lib/chart.js';
+import { BENCH_IPTABLES_CONFIG } from './lib/dpconfig.js';
 
 const EPS = 5;
 const NODE_FLAGS = ['--max-semi-space-size=4'];
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: null,
-  localhostNodePorts: false,
-  localIPs: ['127.0.0.1', '192.168.0.2'],
-};
+const CONFIG = BENCH_IPTABLES_CONFIG;
 /** Distinct addresses up to 16M objects: <base+i/65536>.<i/256>.<i>.1 */
 const addr = (base: number, i: number) => `${base + (i >> 16)}.${(i >> 8) & 255}.${i & 255}.1`;
 

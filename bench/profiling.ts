@@ -18,28 +18,21 @@ import { gzipSync } from 'node:zlib';
 import type { EndpointSlice, Service } from '../src/core/api.js';
 import { nodeInfoFromNode } from '../src/core/nodeinfo.js';
 import { finish } from '../src/core/steps.js';
-import type { Dataplane, DataplaneConfig } from '../src/core/types.js';
+import type { Dataplane } from '../src/core/types.js';
 import { DEFAULT_IPTABLES_OPTIONS } from '../src/dataplane/iptables/renderer.js';
 import { FamilyState } from '../src/engine/familystate.js';
 import { IptablesPlanner } from '../src/platform/iptables/planner.js';
 import type { V8CallFrame, V8CpuProfile } from '../src/platform/pprof/convert.js';
 import { service, slice } from '../test/cases/fixtures.js';
 import { median } from './lib/cluster.js';
+import { BENCH_IPTABLES_CONFIG } from './lib/dpconfig.js';
 
 function arg(name: string, def: string): string {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? (process.argv[i + 1] ?? def) : def;
 }
 
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: null,
-  localhostNodePorts: false,
-  localIPs: ['127.0.0.1', '192.168.0.2'],
-};
+const CONFIG = BENCH_IPTABLES_CONFIG;
 
 /** A full sync's pure part for n Services of 5 endpoints, from objects to restore text. */
 function workload(n: number): number {

@@ -12,13 +12,14 @@ import { performance } from 'node:perf_hooks';
 import type { EndpointSlice, Service } from '../../src/core/api.js';
 import { nodeInfoFromNode } from '../../src/core/nodeinfo.js';
 import { finish } from '../../src/core/steps.js';
-import type { DataplaneConfig, SyncOutcome, SyncState } from '../../src/core/types.js';
+import type { SyncOutcome, SyncState } from '../../src/core/types.js';
 import { FamilyState } from '../../src/engine/familystate.js';
 import { realClock } from '../../src/platform/clock.js';
 import { netnsRunner, type CommandRunner } from '../../src/platform/exec.js';
 import { IptablesDataplane, runnerSysctl, withWholeTableCache } from '../../src/platform/iptables/index.js';
 import { service, slice } from '../../test/cases/fixtures.js';
 import { cpuNow, cpuSince } from './cputime.js';
+import { BENCH_IPTABLES_CONFIG } from './dpconfig.js';
 
 export interface Phase {
   readonly totalS: number;
@@ -56,15 +57,7 @@ export interface ChildResult {
 
 const EPS = 5;
 const NODE = 'bench-node';
-const CONFIG: DataplaneConfig = {
-  family: 'IPv4',
-  masqueradeMark: 0x4000,
-  masqueradeAll: false,
-  localDetector: { kind: 'cidr', cidrs: ['10.0.0.0/8'] },
-  nodePortAddresses: null,
-  localhostNodePorts: false,
-  localIPs: ['127.0.0.1', '192.168.0.2'],
-};
+const CONFIG = BENCH_IPTABLES_CONFIG;
 
 const epIP = (idx: number) => `10.${100 + (idx >> 16)}.${(idx >> 8) & 255}.${idx & 255}`;
 
