@@ -12,7 +12,10 @@
 // local pod: DNAT only) to the ClusterIP; `nodeport`, ext (outside the
 // cluster: DNAT and masquerade) to the node's 10.0.3.1 and the NodePort.
 // `direct` programs nothing: its clients connect to 10.0.2.2:8080 itself,
-// routed by the node, the floor under every mode. `ebpfsock` is ebpf mode
+// routed by the node, the floor under every mode. `directnat` is `direct`
+// with the ebpf mode's masquerade table loaded on the node: the floor of a
+// node where some NAT table makes conntrack follow every flow (any CNI that
+// masquerades has one), without a Service rule or a BPF program. `ebpfsock` is ebpf mode
 // with socket-level balancing (--ebpf-socket-lb-cgroup) for a cgroup v2
 // directory the benchmark makes (kpt-ebpfb-<pid>-sock, never the machine's
 // cgroup root): the cli path's client runs in it, as a pod would under the
@@ -37,7 +40,7 @@
 // Prints tables and writes bench/out/ebpf.{json,svg,png} (+ -nodeport, -cpu,
 // -sync).
 //
-//   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,ebpfsock,iptables,nftables,direct]
+//   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,ebpfsock,iptables,nftables,direct(,directnat)]
 //        [--paths clusterip,nodeport]
 //        [--seconds 3] [--reps 3] [--paced 1000] [--cold 10000] [--cold-reps 1] [--change 20000] [--changes 15]
 //        [--syncs no] [--flat no]
@@ -58,14 +61,17 @@ import { performance } from 'node:perf_hooks';
 import * as readline from 'node:readline';
 import type { Dataplane, SyncState } from '../src/core/types.js';
 import { deleteNamespaceSync, trackChild, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
+import { masqueradeTable } from '../src/dataplane/ebpf/masq.js';
 import { writeChart } from './lib/chart.js';
 import { BACKEND, EXT_CLIENT, NODE_EXT, NODE_PORT_BASE, PATH_CONFIG, VIP } from './lib/ebpfpath.js';
 import { buildState, withExtraEndpoint } from './lib/ebpfstate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const OUT = join(here, 'out');
-type Mode = 'ebpf' | 'ebpfsock' | 'iptables' | 'nftables' | 'direct';
-type ProxyMode = Exclude<Mode, 'direct'>;
+type Mode = 'ebpf' | 'ebpfsock' | 'iptables' | 'nftables' | 'direct' | 'directnat';
+type ProxyMode = Exclude<Mode, 'direct' | 'directnat'>;
+/** No proxy: the client connects to the endpoint itself (directnat: with the ebpf mode's masquerade table on the node). */
+const isDirect = (m: Mode): m is 'direct' | 'directnat' => m === 'direct' || m === 'directnat';
 type PathKind = 'clusterip' | 'nodeport';
 
 function arg(name: string, dflt: string): string {
@@ -171,8 +177,8 @@ function programStats(): { tcNew: number; socket: number } {
 
 // ---------------- the parent: namespaces, traffic, tables ----------------
 
-function sh(args: string[]): string {
-  return execFileSync(args[0]!, args.slice(1), { encoding: 'utf8', maxBuffer: 1 << 26 });
+function sh(args: string[], input?: string): string {
+  return execFileSync(args[0]!, args.slice(1), { encoding: 'utf8', maxBuffer: 1 << 26, ...(input ? { input } : {}) });
 }
 
 interface Net {
@@ -336,7 +342,7 @@ function endpoints(
   net: Net,
 ): { ns: string; cgroup?: string; addr: string; rr: number; sink: number } {
   const ns = path === 'clusterip' ? net.cli : net.ext;
-  if (mode === 'direct') return { ns, addr: BACKEND, rr: 8080, sink: 8082 };
+  if (isDirect(mode)) return { ns, addr: BACKEND, rr: 8080, sink: 8082 };
   return path === 'clusterip'
     ? { ns, ...(mode === 'ebpfsock' ? { cgroup: SOCK_CGROUP } : {}), addr: VIP, rr: 80, sink: 82 }
     : { ns, addr: NODE_EXT, rr: NODE_PORT_BASE, sink: NODE_PORT_BASE + 2 };
@@ -349,7 +355,11 @@ async function openPath(mode: Mode, n: number, bin: string): Promise<Path> {
   });
   trackChild(server.pid);
   await new Promise((r) => server.stdout!.once('data', r));
-  if (mode === 'direct') return { mode, net, server, child: null };
+  if (mode === 'directnat')
+    // What a node pays when any NAT table is loaded (every CNI that masquerades has one): conntrack on every
+    // flow and the nat hooks, without a Service rule or a BPF program.
+    sh(['ip', 'netns', 'exec', net.node, 'nft', '-f', '-'], masqueradeTable('IPv4', 0x4000).toString());
+  if (isDirect(mode)) return { mode, net, server, child: null };
   const child = await Child.start(mode, net);
   if (isEbpf(mode)) await child.ask({ op: 'warm' });
   await child.ask({ op: 'sync', n, nodePorts: true });
@@ -529,7 +539,7 @@ async function syncs(mode: ProxyMode): Promise<SyncRow> {
 async function main(): Promise<void> {
   const modes = arg('modes', 'ebpf,ebpfsock,iptables,nftables,direct').split(',') as Mode[];
   // ebpfsock's syncs are ebpf's (the same maps; the socket programs add no map work).
-  const proxyModes = modes.filter((m): m is ProxyMode => m !== 'direct' && m !== 'ebpfsock');
+  const proxyModes = modes.filter((m): m is ProxyMode => !isDirect(m) && m !== 'ebpfsock');
   if (modes.includes('ebpfsock')) {
     mkdirSync(SOCK_CGROUP);
     process.on('exit', () => {
