@@ -25,7 +25,7 @@ const tooLarge = (): ApiStatusError =>
     { reason: 'ResourceVersionTooLarge', message: 'Too large resource version' },
   ]);
 
-function setup(t: ScriptedTransport, watchList = true) {
+function setup(t: ScriptedTransport, watchList = true, firstStateAsItComes = false) {
   const clock = new FakeClock();
   const calls: string[] = [];
   const events: SourceEvent[] = [];
@@ -38,6 +38,7 @@ function setup(t: ScriptedTransport, watchList = true) {
     backoff: { initialMs: 20, maxMs: 100, factor: 2 },
     watchTimeoutSeconds: 60,
     watchList,
+    firstStateAsItComes,
     sink: {
       add: (o) => calls.push(`add ${id(o)}`),
       update: (a, b) => calls.push(`update ${id(a)}->${id(b)}`),
@@ -131,6 +132,37 @@ describe('Reflector: watch-list', () => {
     assert.ok(turn > 0 && turn < calls.indexOf('synced'), `the loop turned during the delivery, at ${turn}`);
     assert.deepEqual(calls.filter((c) => c !== 'turn').slice(-2), ['synced', 'delete o0@1002']);
     assert.equal(calls.filter((c) => c.startsWith('add ')).length, 1000);
+    await stop();
+  });
+
+  it('firstStateAsItComes: the very first state reaches the sink as it streams, synced() at its end; a relist is one diff', async () => {
+    const t = new ScriptedTransport();
+    const { calls, events, stop } = setup(t, true, true);
+    await flush();
+    const w = t.watches[0]!;
+    w.open();
+    w.send('ADDED', obj('a', '5'));
+    w.send('ADDED', obj('b', '6'));
+    assert.deepEqual(calls, ['add a@5', 'add b@6'], 'each object as it comes');
+    w.send('MODIFIED', obj('a', '7'));
+    w.send('DELETED', obj('b', '8'));
+    assert.deepEqual(calls.slice(2), ['update a@5->a@7'], 'a delete waits for the end, where the diff finds it');
+    w.send('BOOKMARK', endBookmark('9'));
+    await flush();
+    assert.deepEqual(calls.slice(3), ['delete b@6', 'synced']);
+    const listed = events.find((e) => e.type === 'listed') as { added?: number } | undefined;
+    assert.equal(listed?.added, 2, 'objects delivered early count as added');
+    // A relist (410) streams again: the local copy is not empty, so the state waits for its end as usual.
+    w.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old' });
+    await flush();
+    const w2 = t.watches[1]!;
+    w2.open();
+    w2.send('ADDED', obj('a', '7'));
+    w2.send('ADDED', obj('c', '10'));
+    assert.deepEqual(calls.slice(5), [], 'nothing before the end bookmark of a relist');
+    w2.send('BOOKMARK', endBookmark('11'));
+    await flush();
+    assert.deepEqual(calls.slice(5), ['add c@10', 'synced']);
     await stop();
   });
 

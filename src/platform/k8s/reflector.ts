@@ -6,7 +6,8 @@
 //   an unchanged object (same resourceVersion) produces no call.
 // - synced() is called after each complete list, never from a half list.
 //   A complete state reaches the handlers REPLACE_CHUNK objects per turn of
-//   the event loop; nothing else is delivered until it is all there.
+//   the event loop; nothing else is delivered until it is all there (with
+//   firstStateAsItComes, the very first watch-list's objects also as they come).
 // - A watch that ends is resumed from the last resourceVersion seen (events
 //   and BOOKMARKs); a 410 Gone (HTTP or ERROR event) makes it relist.
 // - Lists ask what client-go's reflector asks (tools/cache/reflector.go,
@@ -127,6 +128,15 @@ export interface ReflectorOptions<T> {
   readonly random?: () => number;
   /** Get the state as a watch's initial events where the server offers it (client-go's WatchListClient); default off. */
   readonly watchList?: boolean;
+  /**
+   * The very first state of a watch-list (the local copy empty, never
+   * synced) reaches the sink as it arrives, each object as an add, instead of
+   * at the end bookmark; synced() still waits for the end, where the state is
+   * delivered as the usual diff (which then finds those objects unchanged,
+   * and deletes what a stream started over no longer had). For the proxy's
+   * early syncs (src/engine/earlystart.ts). Relists keep the whole-state diff.
+   */
+  readonly firstStateAsItComes?: boolean;
 }
 
 /**
@@ -162,6 +172,8 @@ export class Reflector<T extends K8sObject> {
   /** Retry-After of the last failure, in ms, for the next backoff. */
   private retryAfterMs: number | undefined;
   private relisting = false;
+  /** Objects of the state being streamed that reached the sink before its end (counted as added). */
+  private deliveredEarly = 0;
   /** The last list's version was refused (410): list from "" (a consistent read) next. */
   private rvUnavailable = false;
   /** A list from "0" came back in pages: the server has no watch cache, keep paginating. */
@@ -173,6 +185,19 @@ export class Reflector<T extends K8sObject> {
 
   constructor(private readonly o: ReflectorOptions<T>) {
     if (o.keep && (o.resyncMs ?? 0) > 0) throw new BugError(`reflector ${o.resource}: keep and resyncMs together`);
+  }
+
+  /** One object of the first state, to the sink before the state is complete (firstStateAsItComes). */
+  private deliverEarly(obj: T): void {
+    const key = objectKey(obj);
+    const old = this.items.get(key);
+    if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) return;
+    this.items.set(key, this.kept(obj));
+    if (old) this.call(() => this.o.sink.update(old, obj));
+    else {
+      this.deliveredEarly++;
+      this.call(() => this.o.sink.add(obj));
+    }
   }
 
   /** The form the local copy holds of an object the sink was given. */
@@ -311,6 +336,8 @@ export class Reflector<T extends K8sObject> {
     } finally {
       this.relisting = false;
     }
+    added += this.deliveredEarly;
+    this.deliveredEarly = 0;
     this.rv = resourceVersion;
     this.rvUnavailable = false;
     this.failures = 0;
@@ -410,6 +437,11 @@ export class Reflector<T extends K8sObject> {
     const startedAt = this.o.clock.monotonic();
     // A watch-list's state until its end bookmark, kept apart (client-go's temporary store).
     let fresh: Map<string, T> | undefined = initial ? new Map() : undefined;
+    // The first state ever: each object goes to the sink as it comes as well (firstStateAsItComes).
+    const asItComes =
+      initial && this.o.firstStateAsItComes === true && !this.synced && this.items.size === 0
+        ? (o: T): void => this.deliverEarly(o)
+        : undefined;
     // While that state is being delivered (in chunks), the events after the
     // bookmark wait here, in order; undefined when none is being delivered.
     let held: Array<[string, unknown]> | undefined;
@@ -435,7 +467,7 @@ export class Reflector<T extends K8sObject> {
           if (held) held.push([type, obj]);
           else if (!fresh) outcome = this.onWatchEvent(type, obj);
           else {
-            const state = this.onInitialEvent(fresh, type, obj, (o) => (outcome = o));
+            const state = this.onInitialEvent(fresh, type, obj, (o) => (outcome = o), asItComes);
             if (state) {
               fresh = undefined;
               const pending: Array<[string, unknown]> = (held = []);
@@ -508,6 +540,7 @@ export class Reflector<T extends K8sObject> {
     type: string,
     obj: unknown,
     end: (o: WatchOutcome) => void,
+    asItComes?: (o: T) => void,
   ): { items: Map<string, T>; resourceVersion: string } | undefined {
     if (type === 'ERROR') {
       end(this.initialFailed(fromStatus(500, obj)));
@@ -521,8 +554,10 @@ export class Reflector<T extends K8sObject> {
     }
     const o = this.accept(obj, `${type} event object`);
     if (!o) return undefined;
-    if (type === 'ADDED' || type === 'MODIFIED') fresh.set(objectKey(o), o);
-    else if (type === 'DELETED') fresh.delete(objectKey(o));
+    if (type === 'ADDED' || type === 'MODIFIED') {
+      fresh.set(objectKey(o), o);
+      asItComes?.(o);
+    } else if (type === 'DELETED') fresh.delete(objectKey(o));
     else this.unknownEventType(type);
     return undefined;
   }

@@ -81,6 +81,8 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
     onEvent: opts.onEvent,
     resyncMs: opts.resyncMs ?? 0,
     watchList: opts.watchList ?? true,
+    // The first state reaches the handlers as it streams in: the proxier's early syncs can use it.
+    firstStateAsItComes: true,
   };
   const services = new Reflector<Service>({
     ...common,
