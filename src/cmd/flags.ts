@@ -6,7 +6,7 @@
 
 import { v1alpha1ToResolved } from '../core/config/convert.js';
 import { defaultV1Alpha1, PROXY_HEALTHZ_PORT, PROXY_STATUS_PORT } from '../core/config/defaults.js';
-import { formatDuration, MINUTE, parseDuration } from '../core/config/duration.js';
+import { formatDuration, MINUTE, parseDuration, SECOND } from '../core/config/duration.js';
 import type { ResolvedConfig, VModuleItem } from '../core/config/types.js';
 import { BugError } from '../core/errors.js';
 import { DEFAULT_EBPF_OPTIONS } from '../dataplane/ebpf/options.js';
@@ -64,6 +64,7 @@ export function defaultOptions(cfg: ResolvedConfig): CommandOptions {
     serviceTrafficMetrics: 0,
     datapathCanary: true,
     handoverDrainPeriod: MINUTE,
+    earlySyncAfter: SECOND,
     healthzPort: PROXY_HEALTHZ_PORT,
     metricsPort: PROXY_STATUS_PORT,
     hostnameOverride: '',

@@ -47,6 +47,7 @@ export interface CommandOptions {
   serviceTrafficMetrics: number;
   datapathCanary: boolean;
   handoverDrainPeriod: Duration;
+  earlySyncAfter: Duration;
   healthzPort: number;
   metricsPort: number;
   hostnameOverride: string;
@@ -183,6 +184,14 @@ export const COMMAND_FLAGS: readonly FlagSpec[] = [
     to: 'opts.datapathCanary',
     usage:
       "kube-proxy-ts only (not upstream): program a canary Service of the proxy's own (ClusterIP 169.254.255.253, which no user's Service can have) pointing at a listener of the proxy on the node's address, connect to it through the datapath every 5 s, and answer 503 on /healthz and on health-check node ports while 3 probes in a row fail, until 2 succeed. In the modes where it is proven (docs/compatibility.md). false turns it off.",
+  },
+  {
+    name: 'early-sync-after',
+    kind: 'duration',
+    scope: 'option',
+    to: 'opts.earlySyncAfter',
+    usage:
+      'kube-proxy-ts only, nftables and ebpf modes: on a node whose datapath holds nothing of an earlier run, program the Services seen so far once the first lists of Services and EndpointSlices have been coming in this long, rather than waiting for the last of them (in a large cluster the lists take seconds). A Service waits for its first EndpointSlice; /healthz turns healthy only after the first sync with every Service in it. 0 turns it off.',
   },
   {
     name: 'handover-drain-period',

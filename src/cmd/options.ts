@@ -96,6 +96,8 @@ export interface RunCommand {
   readonly serviceTrafficMetrics: number;
   /** Our --datapath-canary: probe the datapath through a canary Service of our own (src/core/canary.ts). */
   readonly datapathCanary: boolean;
+  /** Our --early-sync-after, in ms (0: off): see src/engine/earlystart.ts. */
+  readonly earlySyncMs: number;
   /** Our --handover-drain-period, in ms: how long a previous ebpf or ipvs mode's state drains (src/cmd/handover.ts). */
   readonly handoverDrainMs: number;
   /** Our --ebpf-* flags, checked (used by the ebpf mode). */
@@ -201,6 +203,7 @@ export async function parseCommandLine(
     serviceTrafficMetrics: opts.serviceTrafficMetrics,
     datapathCanary: opts.datapathCanary,
     handoverDrainMs: drainMs(opts.handoverDrainPeriod),
+    earlySyncMs: nonNegativeMs(opts.earlySyncAfter, 'early-sync-after'),
     ebpf: ebpfFlags(opts),
     flagz: flagzValues(flags.values),
     version,
@@ -208,8 +211,11 @@ export async function parseCommandLine(
 }
 
 function drainMs(d: number): number {
-  if (d < 0)
-    throw new ProxyError('KPT_FLAG_INVALID', `invalid argument for --handover-drain-period: must not be negative`);
+  return nonNegativeMs(d, 'handover-drain-period');
+}
+
+function nonNegativeMs(d: number, flag: string): number {
+  if (d < 0) throw new ProxyError('KPT_FLAG_INVALID', `invalid argument for --${flag}: must not be negative`);
   return Math.round(d / MILLISECOND);
 }
 

@@ -277,6 +277,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     serviceProxyName: cmd.serviceProxyName ?? '',
     nodeIPOverride: detected.override,
     canary: (family) => canaries.get(family)?.canary.target() ?? null,
+    ...(cmd.earlySyncMs > 0 ? { earlySyncAfterMs: cmd.earlySyncMs } : {}),
   });
 
   const healthz = startHealthzServer({

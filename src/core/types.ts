@@ -197,6 +197,15 @@ export interface Dataplane {
    */
   skipsPeriodicFullSync?(): boolean;
   /**
+   * True when the kernel holds nothing of this mode from an earlier run (a
+   * node's first start, not a restart): the engine may then program the
+   * Services it has seen while its first lists are still coming in
+   * (src/engine/earlystart.ts), each such sync only adding to the last.
+   * Asked once, before the first sync. Modes that leave it out program
+   * nothing before the lists are in.
+   */
+  startsEmpty?(): Promise<boolean>;
+  /**
    * Ask to be told when another actor changes or removes what this datapath
    * wrote (`nft delete table ip kube-proxy`, `iptables -F KUBE-SERVICES`, a
    * detached tc program, a closed listener); the engine then syncs fully at

@@ -38,6 +38,7 @@ import type { Clock } from '../core/clock.js';
 import type { FamilyChanges } from './familystate.js';
 import { FamilyState } from './familystate.js';
 import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler } from './handlers.js';
+import { EarlyStart } from './earlystart.js';
 import { NodeTracker } from './nodetracker.js';
 import type { NodeAddresses } from './nodewatch.js';
 import type { ProxierObserver } from './observer.js';
@@ -76,6 +77,12 @@ export interface ProxierDeps {
    * runSliced). Default: all at once.
    */
   readonly runSteps?: <T>(steps: Steps<T>) => Promise<T>;
+  /**
+   * Early syncs (earlystart.ts): where every datapath started empty, program
+   * the Services seen so far once the first lists have been coming in for
+   * this long (ms). Default: off, nothing is programmed before the lists are in.
+   */
+  readonly earlySyncAfterMs?: number;
 }
 
 export const DEFAULT_FULL_SYNC_PERIOD_MS = 60 * 60 * 1000;
@@ -94,6 +101,8 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   private readonly reportedThisCall = new Set<string>();
   /** deps.runSteps, or all steps at once. */
   private readonly runSteps: <T>(steps: Steps<T>) => Promise<T>;
+  /** Early syncs while the first lists come in (deps.earlySyncAfterMs), null when off. */
+  private readonly early: EarlyStart | null;
 
   constructor(private readonly deps: ProxierDeps) {
     if (deps.dataplanes.length === 0) throw new BugError('Proxier needs at least one dataplane');
@@ -122,6 +131,37 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     this.node = new NodeTracker(deps.nodeName, deps.nodeIPOverride ?? {}, (key, reason) =>
       this.reportSkip('node', key, reason),
     );
+    this.early =
+      deps.earlySyncAfterMs === undefined
+        ? null
+        : new EarlyStart({ startedAt: deps.clock.monotonic(), afterMs: deps.earlySyncAfterMs });
+    if (this.early) void this.askDatapathsEmpty(this.early);
+  }
+
+  /** Whether early syncs may happen: every datapath says it started empty. */
+  private async askDatapathsEmpty(early: EarlyStart): Promise<void> {
+    let empty = false;
+    try {
+      const answers = await Promise.all(this.families.map((f) => f.dataplane.startsEmpty?.() ?? false));
+      empty = answers.every(Boolean);
+    } catch (error) {
+      this.deps.observer.event('warn', { err: String(error) }, 'could not tell whether the datapath is empty');
+    }
+    if (!early.active()) return;
+    this.deps.observer.event('debug', { empty }, empty ? 'datapath empty: early syncs allowed' : 'datapath not empty');
+    this.release(early.datapathsEmpty(empty));
+  }
+
+  /** Parked Services join the trackers (early syncs end, or their first slice came). */
+  private release(services: readonly Service[]): void {
+    if (services.length === 0) return;
+    const touched = new Set<FamilyState>();
+    for (const svc of services) {
+      for (const f of this.guard('service', svc, () => this.families.filter((f) => f.services.update(null, svc))))
+        touched.add(f);
+      this.deps.observer.changeRecorded('service');
+    }
+    this.changed([...touched]);
   }
 
   // ---- ServiceHandler ----
@@ -282,7 +322,8 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
    * failure) when any datapath failed, after the other families were synced.
    */
   async syncProxyRules(): Promise<void> {
-    if (!this.isInitialized()) {
+    const early = !this.isInitialized();
+    if (early && !this.early?.ready(this.deps.clock.monotonic())) {
       this.deps.observer.event('debug', {}, 'not syncing: services and endpointslices not yet synced');
       return;
     }
@@ -292,7 +333,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     const failures: Array<{ family: IPFamily; error: unknown }> = [];
     try {
       for (const f of this.families) {
-        const err = await this.syncFamily(f);
+        const err = await this.syncFamily(f, early);
         if (err !== undefined) failures.push({ family: f.family, error: err });
       }
     } finally {
@@ -306,8 +347,13 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     }
   }
 
-  /** One family; resolves to the error when its datapath failed. */
-  private async syncFamily(f: FamilyState): Promise<unknown> {
+  /**
+   * One family; resolves to the error when its datapath failed. An early sync
+   * (before the lists are in, earlystart.ts) programs and is remembered like
+   * any other, but reports no sync to the observer: health, sync metrics and
+   * what waits for the first sync wait for the first one after the lists.
+   */
+  private async syncFamily(f: FamilyState, early: boolean): Promise<unknown> {
     const { clock, observer } = this.deps;
     const t0 = clock.monotonic();
     const driftMark = f.driftMark();
@@ -333,6 +379,20 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       return error ?? new ProxyError('KPT_SYNC_FAILED', 'datapath sync rejected');
     }
     f.succeeded(state, fullSync ? t0 : null);
+    if (early) {
+      observer.event(
+        'info',
+        {
+          family: f.family,
+          servicePorts: state.services.size,
+          full: fullSync,
+          seconds: (clock.monotonic() - t0) / 1000,
+          parked: this.early?.parkedCount() ?? 0,
+        },
+        'Programmed the Services seen so far; the initial lists are still coming in',
+      );
+      return undefined;
+    }
     const repair = f.repaired(driftMark, fullSync, clock.monotonic());
     if (repair)
       observer.datapathRepaired({
@@ -392,7 +452,11 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   }
 
   private serviceChange(prev: Service | null, cur: Service | null): void {
-    const touched = this.guard('service', prev ?? cur, () => this.families.filter((f) => f.services.update(prev, cur)));
+    const pass = this.early?.active() ? this.early.service(prev, cur) : { prev, cur };
+    if (!pass) return;
+    const touched = this.guard('service', prev ?? cur, () =>
+      this.families.filter((f) => f.services.update(pass.prev, pass.cur)),
+    );
     this.deps.observer.changeRecorded('service');
     this.changed(touched);
   }
@@ -403,6 +467,8 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     );
     if (touched.length > 0) this.deps.observer.changeRecorded('endpoint');
     this.changed(touched);
+    const parked = !remove && this.early?.active() ? this.early.slice(slice) : null;
+    if (parked) this.release([parked]);
   }
 
   private nodeChange(node: Node, deleted: boolean): void {
@@ -448,7 +514,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     if (touched.length === 0) return;
     const now = this.deps.clock.now();
     for (const f of touched) this.deps.observer.queuedUpdate(f.family, now);
-    if (this.isInitialized()) this.deps.requestSync();
+    if (this.isInitialized() || this.early?.ready(this.deps.clock.monotonic())) this.deps.requestSync();
   }
 
   /**
@@ -461,6 +527,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
   private maybeInitialized(): void {
     if (this.initializedOnce || !this.isInitialized()) return;
     this.initializedOnce = true;
+    if (this.early?.active()) this.release(this.early.finish());
     this.changed(this.families);
   }
 

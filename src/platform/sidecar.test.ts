@@ -21,6 +21,7 @@ function inner(calls: string[], opts: { optional: boolean }): Dataplane {
     close: () => void calls.push('dp.close'),
     watchDrift: (f: (d: Drift) => void) => f({ reason: 'rules_changed', detail: 'x' }),
     skipsPeriodicFullSync: () => true,
+    startsEmpty: async () => true,
   };
 }
 
@@ -46,17 +47,19 @@ describe('withSidecar', () => {
     assert.deepEqual(calls, []);
   });
 
-  it('passes every optional method of the inner datapath through, and adds none it lacks', () => {
+  it('passes every optional method of the inner datapath through, and adds none it lacks', async () => {
     const side = { sync: async () => {}, cleanup: async () => {} };
     const full = withSidecar(inner([], { optional: true }), side);
     const seen: Drift[] = [];
     full.watchDrift!((d) => seen.push(d));
     assert.equal(seen.length, 1);
     assert.equal(full.skipsPeriodicFullSync!(), true);
+    assert.equal(await full.startsEmpty!(), true);
     assert.equal(typeof full.close, 'function');
     const bare = withSidecar(inner([], { optional: false }), side);
     assert.equal(bare.watchDrift, undefined);
     assert.equal(bare.skipsPeriodicFullSync, undefined);
+    assert.equal(bare.startsEmpty, undefined);
     assert.equal(bare.close, undefined);
   });
 });

@@ -37,5 +37,6 @@ export function withSidecar(dp: Dataplane, side: Sidecar): Dataplane {
     ...(close ? { close } : {}),
     ...(dp.watchDrift ? { watchDrift: (f: (drift: Drift) => void) => dp.watchDrift!(f) } : {}),
     ...(dp.skipsPeriodicFullSync ? { skipsPeriodicFullSync: () => dp.skipsPeriodicFullSync!() } : {}),
+    ...(dp.startsEmpty ? { startsEmpty: () => dp.startsEmpty!() } : {}),
   };
 }

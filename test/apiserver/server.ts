@@ -139,13 +139,26 @@ export class TestApiServer {
   /** Per connection, when connectionClose.idleMs is set: requests begin and end (the idle clock runs at zero). */
   private readonly idle = new WeakMap<Socket, { begin(): void; end(): void }>();
 
+  /** How a watch-list's initial events go out (paceInitialEvents): chunk size and a pause between chunks. */
+  private pace: { chunk: number; delayMs: number } | undefined;
+
   constructor(opts: TestApiServerOptions = {}) {
     this.opts = opts;
+    if (opts.paceInitialEvents) this.pace = { chunk: opts.paceInitialEvents, delayMs: 0 };
     this.token = opts.token ?? randomBytes(16).toString('hex');
     this.tokens.add(this.token);
     this.port = opts.port ?? 0;
     const names = opts.resources ?? RESOURCES.map((r) => r.plural);
     this.served = RESOURCES.filter((r) => names.includes(r.plural));
+  }
+
+  /**
+   * From now on, stream a watch-list's initial events `chunk` at a time with
+   * `delayMs` between chunks (a slow start of a large list, for tests of what a
+   * client does meanwhile); chunk 0: all in one go.
+   */
+  paceInitialEvents(chunk: number, delayMs = 0): void {
+    this.pace = chunk > 0 ? { chunk, delayMs } : undefined;
   }
 
   get host(): string {
@@ -589,7 +602,8 @@ export class TestApiServer {
         this.opts.bookmarkIntervalMs ?? 1000,
         this.watches,
         (bm) => this.lastBookmark.set(r.def.plural, bm),
-        this.opts.paceInitialEvents,
+        this.pace?.chunk,
+        this.pace?.delayMs,
       );
       return;
     }

@@ -20,7 +20,7 @@
 // Events are written synchronously from the store's commit, so order is commit order.
 // With `paceChunk` (TestApiServer's paceInitialEvents), a watch-list's initial
 // events go out that many at a time, each batch after the socket drained or
-// the event loop turned, as the real cache streams a large state while the
+// the event loop turned (or `paceDelayMs` passed), as the real cache streams a large state while the
 // client reads it; events committed meanwhile are held and follow the
 // initial-events-end BOOKMARK in commit order; the watch counts as open (and
 // closeWatches() reaches it) once they are out. Without it they are written
@@ -71,6 +71,7 @@ export function serveWatch(
   open: Set<ServedWatch>,
   onBookmark?: (rv: number) => void,
   paceChunk?: number,
+  paceDelayMs = 0,
 ): void {
   const matches = (o: Obj | undefined): boolean =>
     o !== undefined &&
@@ -165,7 +166,10 @@ export function serveWatch(
         const o = items[i]!;
         if (matches(o)) drained = res.write(JSON.stringify({ type: 'ADDED', object: withKind(w.def, o) }) + '\n');
       }
-      if (i < items.length) return void (drained ? setImmediate(next) : res.once('drain', next));
+      if (i < items.length) {
+        if (!drained) return void res.once('drain', next);
+        return void (paceDelayMs > 0 ? setTimeout(next, paceDelayMs) : setImmediate(next));
+      }
       if (w.bookmarks) send('BOOKMARK', { kind: w.def.kind, apiVersion: w.def.apiVersion, metadata: end });
       unhold();
       res.off('close', unhold);

@@ -10,6 +10,7 @@
 //   create {objects: [...]}           create many objects at once (Service, EndpointSlice, Node)
 //   closeWatches                      end every open watch cleanly (clients re-watch)
 //   compact                           drop the history: older watches and lists get 410
+//   pace {chunk, delayMs}             stream later watch-lists' initial events chunk at a time, delayMs apart
 //   expire                            closeWatches + a write + compact: every client must relist
 //   requests {since: epochMs}         the request log from then on, and the faults fired
 //   stats                             TLS handshakes completed and aborted, connections it closed
@@ -92,6 +93,9 @@ async function command(c: Record<string, unknown>): Promise<Record<string, unkno
       return {};
     case 'compact':
       server.compact();
+      return {};
+    case 'pace':
+      server.paceInitialEvents(Number(c['chunk'] ?? 0), Number(c['delayMs'] ?? 0));
       return {};
     case 'expire':
       // Close every watch, move the version on (an Event nobody watches) and drop the history, in one

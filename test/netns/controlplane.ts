@@ -127,6 +127,10 @@ export class ControlPlane {
   async createMany(objects: readonly KubeObject[]): Promise<void> {
     await this.command('create', { objects }, 60_000);
   }
+  /** Later watch-lists get their initial events `chunk` at a time, `delayMs` apart (0: all at once). */
+  async paceInitialEvents(chunk: number, delayMs: number): Promise<void> {
+    await this.command('pace', { chunk, delayMs });
+  }
   /** End every open watch cleanly: clients must re-watch (and meet any armed fault). */
   async closeWatches(): Promise<void> {
     await this.command('closeWatches');

@@ -57,6 +57,7 @@ export class EbpfDataplane implements Dataplane {
   private traffic: EbpfTrafficCounters | null = null;
   private trafficCleared = false;
   private node: SharedNode | null = null;
+  private acquiring: Promise<SharedNode> | null = null;
   private unsubscribe: (() => void) | null = null;
   private onDrift: ((drift: Drift) => void) | null = null;
   private unwatchDrift: (() => void) | null = null;
@@ -98,6 +99,12 @@ export class EbpfDataplane implements Dataplane {
 
   private async shared(): Promise<SharedNode> {
     if (this.node) return this.node;
+    // startsEmpty() and the first sync may both ask before the programs are loaded: load them once.
+    this.acquiring ??= this.acquire();
+    return this.acquiring;
+  }
+
+  private async acquire(): Promise<SharedNode> {
     const e = this.deps.ebpf;
     this.node = await SharedNode.acquire(
       {
@@ -132,6 +139,12 @@ export class EbpfDataplane implements Dataplane {
    */
   async start(): Promise<void> {
     await this.shared();
+  }
+
+  /** No pinned map of an earlier run was adopted: the maps hold only what this process writes. */
+  async startsEmpty(): Promise<boolean> {
+    const node = await this.shared();
+    return !node.rt.report.adoption.some((a) => a.outcome === 'adopted');
   }
 
   async sync(state: SyncState): Promise<SyncOutcome> {

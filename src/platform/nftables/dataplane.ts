@@ -99,6 +99,12 @@ export class NftablesDataplane implements Dataplane {
     this.onDrift = onDrift;
   }
 
+  /** No table of ours in the family (asked over netlink; with the nft transport: never said). */
+  async startsEmpty(): Promise<boolean> {
+    const nl = await this.writer.channel();
+    return nl !== null && !nl.hasTable(nftFamily(this.family));
+  }
+
   async sync(state: SyncState): Promise<SyncOutcome> {
     try {
       await this.openMonitor();

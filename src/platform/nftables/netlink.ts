@@ -14,7 +14,7 @@ import { TABLE_NAME } from '../../dataplane/nftables/names.js';
 import { errorCode, errnoName, NLMSG_ERROR } from '../netlink/message.js';
 import { extAckMessage, NETLINK_PROTOCOL, NetlinkError, openNetlink, type NetlinkSocket } from '../netlink/socket.js';
 import { NFNL_SUBSYS_NFTABLES, NFT_MSG, NLM_F, type EncodedBatch } from './nlencode.js';
-import { readSnapshotNetlink } from './nlreadback.js';
+import { readSnapshotNetlink, tableExistsNetlink } from './nlreadback.js';
 import { NlWriter } from './nlwriter.js';
 
 export { NetlinkError };
@@ -69,6 +69,11 @@ export class NftNetlink {
       return m.seq === genSeq;
     });
     if (firstError) throw firstError;
+  }
+
+  /** Whether our table exists in the family. */
+  hasTable(family: NftFamily): boolean {
+    return tableExistsNetlink(this.sock, family, TABLE_NAME);
   }
 
   /** What the reconciler needs to know of our table (see nlreadback.ts). */

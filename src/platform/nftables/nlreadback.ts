@@ -120,15 +120,21 @@ function names(msgs: ReturnType<NetlinkSocket['dump']>, nameAttr: number): Array
   });
 }
 
-/** The snapshot of `table` in `family`, or EMPTY_SNAPSHOT when the table does not exist. */
-export function readSnapshotNetlink(sock: NetlinkSocket, family: NftFamily, table: string): KernelSnapshot {
+/** Whether `table` exists in `family`: one GETTABLE, which reads none of its rules. */
+export function tableExistsNetlink(sock: NetlinkSocket, family: NftFamily, table: string): boolean {
   const [exists] = sock.ackAll([request(MSG.GETTABLE, family, NLM_F.ACK, [attr(1, str(table))])]);
-  if (exists?.errno === ERRNO.ENOENT) return EMPTY_SNAPSHOT;
+  if (exists?.errno === ERRNO.ENOENT) return false;
   if (exists?.errno)
     throw new ProxyError(
       'KPT_LIVE_STATE_UNREADABLE',
       `nf_tables: cannot read table ${family} ${table}: errno ${exists.errno}`,
     );
+  return true;
+}
+
+/** The snapshot of `table` in `family`, or EMPTY_SNAPSHOT when the table does not exist. */
+export function readSnapshotNetlink(sock: NetlinkSocket, family: NftFamily, table: string): KernelSnapshot {
+  if (!tableExistsNetlink(sock, family, table)) return EMPTY_SNAPSHOT;
   const chains = names(sock.dump(request(MSG.GETCHAIN, family, NLM_F.DUMP, [attr(1, str(table))])), 3).map(
     (c) => c.name,
   );
