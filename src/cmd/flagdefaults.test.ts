@@ -27,7 +27,7 @@ const EXPECTED: Readonly<Record<string, unknown>> = {
   'service-traffic-metrics': 0,
   'datapath-canary': true,
   'handover-drain-period': '1m0s',
-  'early-sync-after': '1s',
+  'early-sync-after': '500ms',
   'ebpf-pin-path': DEFAULT_EBPF_OPTIONS.pinRoot,
   'ebpf-attach': DEFAULT_EBPF_OPTIONS.attach,
   'ebpf-lb-algorithm': DEFAULT_EBPF_OPTIONS.algorithm,

@@ -64,7 +64,7 @@ export function defaultOptions(cfg: ResolvedConfig): CommandOptions {
     serviceTrafficMetrics: 0,
     datapathCanary: true,
     handoverDrainPeriod: MINUTE,
-    earlySyncAfter: SECOND,
+    earlySyncAfter: SECOND / 2,
     healthzPort: PROXY_HEALTHZ_PORT,
     metricsPort: PROXY_STATUS_PORT,
     hostnameOverride: '',

@@ -147,11 +147,18 @@ test('an empty datapath gets the Services seen so far once the lists have come i
   assert.equal(t.obs.succeeded.length, 0, 'health and sync metrics wait for the lists');
   assert.ok(t.obs.events.some((m) => m.startsWith('Programmed the Services seen so far')));
 
+  const asked = t.requests();
   t.proxier.onEndpointSliceAdd(slice('b', ['10.0.0.2']));
+  assert.equal(t.requests(), asked, 'one new Service beside two programmed: not worth a sync yet');
+  await t.proxier.syncProxyRules();
+  assert.equal(t.dp.states.length, 1);
+  t.proxier.onServiceAdd(svc('e', '172.30.0.5'));
+  t.proxier.onEndpointSliceAdd(slice('e', ['10.0.0.5']));
+  assert.ok(t.requests() > asked, 'as many new as programmed: the next early sync');
   await t.proxier.syncProxyRules();
   const second = t.dp.states[1]!;
   assert.equal(second.fullSync, false);
-  assert.deepEqual([...second.changedServicePorts!], ['ns1/b:p80'], 'b joins with its slice');
+  assert.deepEqual([...second.changedServicePorts!].sort(), ['ns1/b:p80', 'ns1/e:p80'], 'b joined with its slice');
   assert.equal(second.endpoints.get('ns1/b:p80')!.length, 1);
 
   t.proxier.onServiceAdd(svc('d', '172.30.0.4')); // no endpoints at all: joins when the lists are in
@@ -161,7 +168,7 @@ test('an empty datapath gets the Services seen so far once the lists have come i
   const regular = t.dp.states[2]!;
   assert.equal(regular.fullSync, false, 'the first sync after the lists writes only what came since');
   assert.deepEqual([...regular.changedServicePorts!], ['ns1/d:p80']);
-  assert.equal(regular.services.size, 4);
+  assert.equal(regular.services.size, 5);
   assert.equal(t.obs.succeeded.length, 1, 'that sync is the first the observer (health) hears of');
   assert.equal(t.obs.succeeded[0]!.partial, true);
 
@@ -172,12 +179,14 @@ test('an empty datapath gets the Services seen so far once the lists have come i
     ['b', '172.30.0.2'],
     ['c', '172.30.0.3'],
     ['d', '172.30.0.4'],
+    ['e', '172.30.0.5'],
   ] as const)
     plain.proxier.onServiceAdd(svc(name, ip));
   for (const [name, ip] of [
     ['a', '10.0.0.1'],
     ['c', '10.0.0.3'],
     ['b', '10.0.0.2'],
+    ['e', '10.0.0.5'],
   ] as const)
     plain.proxier.onEndpointSliceAdd(slice(name, [ip]));
   plain.proxier.onServiceSynced();

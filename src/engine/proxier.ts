@@ -323,7 +323,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
    */
   async syncProxyRules(): Promise<void> {
     const early = !this.isInitialized();
-    if (early && !this.early?.ready(this.deps.clock.monotonic())) {
+    if (early && !this.earlyDue()) {
       this.deps.observer.event('debug', {}, 'not syncing: services and endpointslices not yet synced');
       return;
     }
@@ -514,7 +514,26 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
     if (touched.length === 0) return;
     const now = this.deps.clock.now();
     for (const f of touched) this.deps.observer.queuedUpdate(f.family, now);
-    if (this.isInitialized() || this.early?.ready(this.deps.clock.monotonic())) this.deps.requestSync();
+    if (this.isInitialized() || this.earlyDue()) this.deps.requestSync();
+  }
+
+  /**
+   * An early sync is allowed (earlystart.ts) and worth it: the first one, or
+   * one that at least doubles what is programmed. Every sync of a large table
+   * costs something in proportion to the table (nf_tables checks the whole
+   * table at each commit), so early syncs a second apart would add that cost
+   * dozens of times; doubling adds it a few times, and a Service waits at
+   * most until the next doubling or the end of the lists.
+   */
+  private earlyDue(): boolean {
+    if (!this.early?.ready(this.deps.clock.monotonic())) return false;
+    let programmed = 0;
+    let pending = 0;
+    for (const f of this.families) {
+      programmed = Math.max(programmed, f.lastState?.services.size ?? 0);
+      pending = Math.max(pending, f.services.pendingCount(), f.endpointsTracker.pendingCount());
+    }
+    return programmed === 0 || pending >= programmed;
   }
 
   /**
