@@ -125,6 +125,9 @@ async function setup(empties: Array<boolean | undefined>, earlySyncAfterMs: numb
   return { clock, obs, dps, dp: dps[0]!, proxier, requests: () => requests };
 }
 
+/** Six more Services with an endpoint each, so that the first early sync programs eight. */
+const MORE = [0, 1, 2, 3, 4, 5].map((i) => [`f${i}`, `172.30.1.${i + 1}`, `10.0.1.${i + 1}`] as const);
+
 test('an empty datapath gets the Services seen so far once the lists have come in for a while', async () => {
   const t = await setup([true], 1000);
   t.proxier.onServiceAdd(svc('a', '172.30.0.1'));
@@ -139,22 +142,30 @@ test('an empty datapath gets the Services seen so far once the lists have come i
   t.proxier.onServiceAdd(svc('c', '172.30.0.3'));
   t.proxier.onEndpointSliceAdd(slice('c', ['10.0.0.3']));
   assert.ok(t.requests() > 0, 'early syncs are requested now');
+  for (const [name, ip, ep] of MORE) {
+    t.proxier.onServiceAdd(svc(name, ip));
+    t.proxier.onEndpointSliceAdd(slice(name, [ep]));
+  }
   await t.proxier.syncProxyRules();
   assert.equal(t.dp.states.length, 1);
   const first = t.dp.states[0]!;
   assert.equal(first.fullSync, true, 'the first early sync is the full one');
-  assert.deepEqual([...first.services.keys()].sort(), ['ns1/a:p80', 'ns1/c:p80'], 'b waits for its endpoints');
+  assert.deepEqual(
+    [...first.services.keys()].sort(),
+    ['ns1/a:p80', 'ns1/c:p80', ...MORE.map(([n]) => `ns1/${n}:p80`)],
+    'b waits for its endpoints',
+  );
   assert.equal(t.obs.succeeded.length, 0, 'health and sync metrics wait for the lists');
   assert.ok(t.obs.events.some((m) => m.startsWith('Programmed the Services seen so far')));
 
   const asked = t.requests();
   t.proxier.onEndpointSliceAdd(slice('b', ['10.0.0.2']));
-  assert.equal(t.requests(), asked, 'one new Service beside two programmed: not worth a sync yet');
+  assert.equal(t.requests(), asked, 'one new Service beside eight programmed: not worth a sync yet');
   await t.proxier.syncProxyRules();
   assert.equal(t.dp.states.length, 1);
   t.proxier.onServiceAdd(svc('e', '172.30.0.5'));
   t.proxier.onEndpointSliceAdd(slice('e', ['10.0.0.5']));
-  assert.ok(t.requests() > asked, 'as many new as programmed: the next early sync');
+  assert.ok(t.requests() > asked, 'a quarter of what is programmed came in: the next early sync');
   await t.proxier.syncProxyRules();
   const second = t.dp.states[1]!;
   assert.equal(second.fullSync, false);
@@ -168,7 +179,7 @@ test('an empty datapath gets the Services seen so far once the lists have come i
   const regular = t.dp.states[2]!;
   assert.equal(regular.fullSync, false, 'the first sync after the lists writes only what came since');
   assert.deepEqual([...regular.changedServicePorts!], ['ns1/d:p80']);
-  assert.equal(regular.services.size, 5);
+  assert.equal(regular.services.size, 11);
   assert.equal(t.obs.succeeded.length, 1, 'that sync is the first the observer (health) hears of');
   assert.equal(t.obs.succeeded[0]!.partial, true);
 
@@ -180,6 +191,7 @@ test('an empty datapath gets the Services seen so far once the lists have come i
     ['c', '172.30.0.3'],
     ['d', '172.30.0.4'],
     ['e', '172.30.0.5'],
+    ...MORE,
   ] as const)
     plain.proxier.onServiceAdd(svc(name, ip));
   for (const [name, ip] of [
@@ -187,6 +199,7 @@ test('an empty datapath gets the Services seen so far once the lists have come i
     ['c', '10.0.0.3'],
     ['b', '10.0.0.2'],
     ['e', '10.0.0.5'],
+    ...MORE.map(([n, , ep]) => [n, ep] as const),
   ] as const)
     plain.proxier.onEndpointSliceAdd(slice(name, [ip]));
   plain.proxier.onServiceSynced();

@@ -519,11 +519,13 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
 
   /**
    * An early sync is allowed (earlystart.ts) and worth it: the first one, or
-   * one that at least doubles what is programmed. Every sync of a large table
-   * costs something in proportion to the table (nf_tables checks the whole
-   * table at each commit), so early syncs a second apart would add that cost
-   * dozens of times; doubling adds it a few times, and a Service waits at
-   * most until the next doubling or the end of the lists.
+   * one for at least a quarter as many changed Services as are programmed.
+   * Every sync of a large table costs something in proportion to the table
+   * (nf_tables checks the whole table at each commit), so early syncs a
+   * second apart add that cost dozens of times; growing by a quarter adds it
+   * about five times the final table's worth in all, and leaves at most a
+   * fifth of the Services to the sync after the lists (doubling left half:
+   * a long last sync).
    */
   private earlyDue(): boolean {
     if (!this.early?.ready(this.deps.clock.monotonic())) return false;
@@ -533,7 +535,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
       programmed = Math.max(programmed, f.lastState?.services.size ?? 0);
       pending = Math.max(pending, f.services.pendingCount(), f.endpointsTracker.pendingCount());
     }
-    return programmed === 0 || pending >= programmed;
+    return programmed === 0 || pending * 4 >= programmed;
   }
 
   /**
