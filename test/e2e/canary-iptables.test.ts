@@ -21,6 +21,10 @@ import {
   ipv6CanaryBlindThenRouted,
 } from '../netns/canary.js';
 import { nsRun } from '../netns/spawn.js';
+import { canaryEndpointInIptablesSave } from '../../src/cmd/modes/canaryrules.js';
+import { joinHostPort } from '../../src/core/ip.js';
+
+const endpointText = (at: readonly [string, number] | null) => (at ? joinHostPort(at[0], at[1]) : null);
 
 const HC_PORT = 32161;
 
@@ -51,6 +55,8 @@ describe(
       await probe.waitHealthy('healthy at start', 30_000);
       const save = (await nsRun(node2().ns, ['iptables-save', '-t', 'nat'])).stdout;
       assert.match(save, new RegExp(`-A KUBE-SERVICES -d ${CANARY_VIP}/32 .*-j KUBE-SVC-`));
+      // What `diff` reads with the proxy stopped is the listener /statusz reports.
+      assert.equal(endpointText(canaryEndpointInIptablesSave(save)), await probe.canaryEndpoint('IPv4'));
       await probe.assertCanaryUnlisted();
     });
 
@@ -58,6 +64,7 @@ describe(
       await ipv6CanaryBlindThenRouted(env, probe, 'node2');
       const save = (await nsRun(node2().ns, ['ip6tables-save', '-t', 'nat'])).stdout;
       assert.match(save, new RegExp(`-A KUBE-SERVICES -d ${CANARY_VIP6}/128 .*-j KUBE-SVC-`));
+      assert.equal(endpointText(canaryEndpointInIptablesSave(save)), await probe.canaryEndpoint('IPv6'));
     });
 
     it('a foreign DROP in raw OUTPUT, before our nat rules', async () => {

@@ -23,6 +23,10 @@ import {
   ipv6CanaryBlindThenRouted,
 } from '../netns/canary.js';
 import { nsRun } from '../netns/spawn.js';
+import { canaryEndpointInNftTable } from '../../src/cmd/modes/canaryrules.js';
+import { joinHostPort } from '../../src/core/ip.js';
+
+const endpointText = (at: readonly [string, number] | null) => (at ? joinHostPort(at[0], at[1]) : null);
 
 const HC_PORT = 32162;
 
@@ -52,6 +56,8 @@ describe(
       await probe.waitHealthy('healthy at start', 30_000);
       const table = (await nsRun(node2().ns, ['nft', 'list', 'table', 'ip', 'kube-proxy'])).stdout;
       assert.match(table, new RegExp(`${CANARY_VIP.replaceAll('.', '\\.')} \\. tcp \\. 10257 : goto service-`));
+      // What `diff` reads with the proxy stopped is the listener /statusz reports.
+      assert.equal(endpointText(canaryEndpointInNftTable(table)), await probe.canaryEndpoint('IPv4'));
       await probe.assertCanaryUnlisted();
     });
 
@@ -59,6 +65,7 @@ describe(
       await ipv6CanaryBlindThenRouted(env, probe, 'node2');
       const table = (await nsRun(node2().ns, ['nft', 'list', 'table', 'ip6', 'kube-proxy'])).stdout;
       assert.match(table, new RegExp(`${CANARY_VIP6} \\. tcp \\. 10257 : goto service-`));
+      assert.equal(endpointText(canaryEndpointInNftTable(table)), await probe.canaryEndpoint('IPv6'));
     });
 
     it('a foreign table whose output hook drops the ClusterIP before our nat', async () => {
