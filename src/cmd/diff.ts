@@ -201,7 +201,8 @@ async function withRunningCanary(
   pinRoot: string,
 ): Promise<SyncState> {
   const c = doc?.families.find((f) => f.family === state.family)?.canary;
-  const m = c ? /^(.+):(\d+)$/.exec(c.endpoint ?? '') : null;
+  // ip:port, or [ip]:port for IPv6.
+  const m = c ? /^\[?([^[\]]+?)\]?:(\d+)$/.exec(c.endpoint ?? '') : null;
   const at: readonly [string, number] | null = m
     ? [m[1]!, Number(m[2])]
     : ((await driver.runningCanary?.(run, state.family, pinRoot)) ?? null);

@@ -183,7 +183,7 @@ export const COMMAND_FLAGS: readonly FlagSpec[] = [
     scope: 'option',
     to: 'opts.datapathCanary',
     usage:
-      "kube-proxy-ts only (not upstream): program a canary Service of the proxy's own (ClusterIP 169.254.255.253, which no user's Service can have) pointing at a listener of the proxy on the node's address, connect to it through the datapath every 5 s, and answer 503 on /healthz and on health-check node ports while 3 probes in a row fail, until 2 succeed. In the modes where it is proven (docs/compatibility.md). false turns it off.",
+      "kube-proxy-ts only (not upstream): program a canary Service of the proxy's own per IP family (ClusterIP 169.254.255.253, and 100::a9fe:fffd for IPv6, which no user's Service can have) pointing at a listener of the proxy on the node's address of that family, connect to it through the datapath every 5 s, and answer 503 on /healthz and on health-check node ports while 3 probes in a row fail, until 2 succeed. In the modes where it is proven (docs/compatibility.md). false turns it off.",
   },
   {
     name: 'early-sync-after',

@@ -10,7 +10,7 @@ import { featureGateEnabled } from '../core/config/features.js';
 import { resolveDataplaneConfig } from '../core/config/nodeport.js';
 import { resolveNodeName } from '../core/config/nodename.js';
 import { ipvsSchedulerNote } from '../core/lbalgorithm.js';
-import type { Dataplane, IPFamily } from '../core/types.js';
+import type { Dataplane, IPFamily, ProxyMode } from '../core/types.js';
 import { healthObserver, healthTimeoutFor, ProxyHealthState } from '../engine/health.js';
 import { NodeChangeWatch } from '../engine/nodewatch.js';
 import { Proxier } from '../engine/proxier.js';
@@ -38,12 +38,13 @@ import { DatapathCanary } from '../platform/canary.js';
 import {
   CanaryJudge,
   canaryNote,
+  canaryPlans,
   CANARY_EVENT_ACTION,
   CANARY_FAILED_REASON,
   CANARY_RECOVERED_REASON,
   type CanaryTransition,
 } from '../engine/canary.js';
-import { CANARY_SERVICE_PORT_KEY, CANARY_VIP4 } from '../core/canary.js';
+import { CANARY_SERVICE_PORT_KEY, canaryVIP } from '../core/canary.js';
 import { EventRecorder, nodeRef, serviceRef, type EventType } from '../platform/eventrecorder.js';
 import { zpageOptions } from './zpages.js';
 import { FirstSyncs, removeOthers, retireOthers } from './handover.js';
@@ -243,7 +244,7 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
     syncEpoch: () => proxier?.syncEpoch() ?? 1,
     programmed: (family) => proxier?.lastSyncState(family)?.services.has(CANARY_SERVICE_PORT_KEY) ?? false,
     onTransition: (family, t) => {
-      const note = canaryNote(mode, family, CANARY_VIP4, t);
+      const note = canaryNote(mode, family, canaryVIP(family), t);
       if (t.healthy) {
         health.datapathRecovered(family);
         log.info({ family }, note);
@@ -379,8 +380,6 @@ export async function runProxy(cmd: RunCommand, log: Logger): Promise<number> {
   return exitCode;
 }
 
-/** Modes where the canary is proven by e2e tests that break the datapath (test/e2e/canary-*.test.ts). */
-
 interface CanaryWiring {
   readonly clock: typeof realClock;
   readonly log: Logger;
@@ -390,51 +389,56 @@ interface CanaryWiring {
 }
 
 /**
- * One canary per family that can have one: IPv4 only (see src/core/canary.ts),
- * and not when the node's address is loopback (a DNAT to 127.0.0.1 from
- * OUTPUT is not routed without route_localnet). Listening before the first
- * sync, so that sync programs it.
+ * One canary per family that can have one (canaryPlans, src/engine/canary.ts:
+ * the mode runs it for that family and the node has a non-loopback address of
+ * it), each said once in the log either way. Listening before the first sync,
+ * so that sync programs it.
  */
 async function startCanaries(
   cmd: RunCommand,
-  mode: string,
+  mode: ProxyMode,
   families: readonly IPFamily[],
   nodeIPs: Readonly<Partial<Record<IPFamily, string>>>,
   nodeName: string,
   w: CanaryWiring,
 ): Promise<Map<IPFamily, { canary: DatapathCanary; judge: CanaryJudge }>> {
   const out = new Map<IPFamily, { canary: DatapathCanary; judge: CanaryJudge }>();
-  if (!cmd.datapathCanary || !modeDriver(mode).canary) return out;
+  if (!cmd.datapathCanary) return out;
   // A side-by-side trial shares the node with another proxy, which has its own canary on the same ClusterIP.
   if (cmd.serviceProxyName) {
     w.log.info({ mode }, 'No datapath canary in a side-by-side trial (--service-proxy-name)');
     return out;
   }
-  const ip = nodeIPs.IPv4;
-  if (!families.includes('IPv4') || !ip || ip.startsWith('127.')) {
-    w.log.info({ mode }, 'No datapath canary: it needs a non-loopback IPv4 node address');
-    return out;
+  for (const plan of canaryPlans(families, modeDriver(mode).canaryFamilies, nodeIPs)) {
+    const { family } = plan;
+    if ('skip' in plan) {
+      w.log.info({ mode, family }, `No ${family} datapath canary: ${plan.skip}`);
+      continue;
+    }
+    const judge = new CanaryJudge(w.clock);
+    const canary = new DatapathCanary({
+      family,
+      nodeName,
+      listenIP: plan.listenIP,
+      clock: w.clock,
+      judge,
+      syncEpoch: w.syncEpoch,
+      programmed: () => w.programmed(family),
+      onTransition: (t) => w.onTransition(family, t),
+      log: w.log,
+    });
+    try {
+      await canary.listen();
+    } catch (err) {
+      w.log.warn(
+        { err: (err as Error).message, family, ip: plan.listenIP },
+        `No ${family} datapath canary: its listener could not open`,
+      );
+      continue;
+    }
+    w.log.info({ family, vip: canary.vip, endpoint: canary.target()?.endpoint.key }, 'Datapath canary listening');
+    out.set(family, { canary, judge });
   }
-  const judge = new CanaryJudge(w.clock);
-  const canary = new DatapathCanary({
-    family: 'IPv4',
-    nodeName,
-    listenIP: ip,
-    clock: w.clock,
-    judge,
-    syncEpoch: w.syncEpoch,
-    programmed: () => w.programmed('IPv4'),
-    onTransition: (t) => w.onTransition('IPv4', t),
-    log: w.log,
-  });
-  try {
-    await canary.listen();
-  } catch (err) {
-    w.log.warn({ err: (err as Error).message, ip }, 'No datapath canary: its listener could not open');
-    return out;
-  }
-  w.log.info({ vip: CANARY_VIP4, endpoint: canary.target()?.endpoint.key }, 'Datapath canary listening');
-  out.set('IPv4', { canary, judge });
   return out;
 }
 

@@ -2,13 +2,32 @@
 // every sync of a family, so each mode programs it exactly as it programs a
 // user's Service, and a connection to it tests what was really written.
 //
-// Its ClusterIP sits in 169.254.255.0/24, a link-local block RFC 3927 keeps
-// back from address autoconfiguration; the intake refuses link-local
-// ClusterIPs (serviceport.ts), so no user's Service can ever take it. Its
-// namespace holds a dot, which no Kubernetes namespace may, so its keys never
-// meet a user's either.
+// Its ClusterIP is one no user's Service can ever hold, per family:
+//  - IPv4: 169.254.255.253, in the link-local block (169.254.255.0/24 is kept
+//    back from address autoconfiguration by RFC 3927). The intake refuses
+//    link-local ClusterIPs (serviceport.ts).
+//  - IPv6: 100::a9fe:fffd (the IPv4 canary's address in the low 32 bits) in
+//    100::/64, the block RFC 6666 sets aside for traffic that is to be
+//    discarded. An IPv6 link-local address will not do: it needs a zone, which
+//    a ClusterIP cannot carry. The deprecated site-local fec0::/10 was the
+//    other candidate, but networks numbered from it before RFC 3879 may still
+//    exist, and the kernel gives it a scope of its own in source address
+//    selection; nobody numbers hosts from 100::/64, and it has global scope,
+//    so a connection to it needs nothing but a route. The intake refuses the
+//    whole /64 (specialIPReason in ip.ts), which the API server does not.
+// Both are routed like any unicast address: the probe's connect() looks up a
+// route before the proxy's DNAT (nat OUTPUT, or the ebpf tc program) sees the
+// packet, so the node needs a route covering them, which its default route
+// is; without one, connect() fails at once with ENETUNREACH, and the probe
+// does not count (src/engine/canary.ts). Should the DNAT be missing, the
+// packet follows the default route away: 100::/64 is discarded by routers
+// that follow RFC 6666, and RFC 3927 forbids routers to forward 169.254/16.
+//
+// Its namespace holds a dot, which no Kubernetes namespace may, so its keys
+// never meet a user's either.
 
 import { endpointsKey } from './endpointslicecache.js';
+import { joinHostPort } from './ip.js';
 import { categorizeEndpoints } from './topology.js';
 import type { Endpoint, IPFamily, ServicePort, ServicePortName, SyncState } from './types.js';
 import { namespacedName, servicePortNameString } from './types.js';
@@ -18,8 +37,15 @@ export const CANARY_NAME = 'datapath';
 export const CANARY_SERVICE_KEY = namespacedName(CANARY_NAMESPACE, CANARY_NAME);
 /** Its one port is unnamed, so the service port's key is the Service's. */
 export const CANARY_SERVICE_PORT_KEY = CANARY_SERVICE_KEY;
-/** The canary's ClusterIP (IPv4 only: an IPv6 link-local address needs a zone, which a ClusterIP cannot carry). */
+/** The canary's IPv4 ClusterIP. */
 export const CANARY_VIP4 = '169.254.255.253';
+/** The canary's IPv6 ClusterIP. */
+export const CANARY_VIP6 = '100::a9fe:fffd';
+
+/** The canary's ClusterIP of a family. */
+export function canaryVIP(family: IPFamily): string {
+  return family === 'IPv4' ? CANARY_VIP4 : CANARY_VIP6;
+}
 /** Port of the canary's ClusterIP; the endpoint's port is whatever the listener got. */
 export const CANARY_PORT = 10257;
 
@@ -43,7 +69,7 @@ export function canaryTarget(family: IPFamily, nodeName: string, ip: string, por
     key: servicePortNameString(name),
     serviceKey: CANARY_SERVICE_KEY,
     family,
-    clusterIP: CANARY_VIP4,
+    clusterIP: canaryVIP(family),
     port: CANARY_PORT,
     protocol: 'TCP',
     nodePort: 0,
@@ -62,7 +88,7 @@ export function canaryTarget(family: IPFamily, nodeName: string, ip: string, por
   const endpoint: Endpoint = {
     ip,
     port,
-    key: `${ip}:${port}`,
+    key: joinHostPort(ip, port),
     isLocal: true,
     ready: true,
     serving: true,

@@ -175,6 +175,11 @@ export function isLoopback(ip: ParsedIP | string): boolean {
  * does), else null. Programming one would capture the node's own traffic,
  * e.g. a ClusterIP 127.0.0.1 made nftables mode reject every connection to
  * the node's loopback, the metrics server's included.
+ *
+ * One more block, which the API server accepts but we do not: IPv6's
+ * discard-only 100::/64 (RFC 6666), where the proxy's own IPv6 datapath
+ * canary lives (src/core/canary.ts). No network numbers hosts from it, so no
+ * real Service is lost, and no user's Service can take the canary's address.
  */
 export function specialIPReason(ip: ParsedIP): string | null {
   const b = ip.bytes;
@@ -187,7 +192,13 @@ export function specialIPReason(ip: ParsedIP): string | null {
   }
   if (b[0] === 0xfe && (b[1]! & 0xc0) === 0x80) return 'link-local';
   if (b[0] === 0xff) return 'multicast';
+  if (isDiscardOnly6(b)) return 'discard-only 100::/64, kept for the datapath canary';
   return null;
+}
+
+/** In 100::/64 (the first 8 bytes 0100:0000:0000:0000). */
+function isDiscardOnly6(b: Uint8Array): boolean {
+  return b[0] === 0x01 && b.subarray(1, 8).every((x) => x === 0);
 }
 
 /** "ip:port", or "[ip]:port" for IPv6 (Go's net.JoinHostPort). */

@@ -139,17 +139,31 @@ test('loopback, unspecified, link-local and multicast ClusterIPs and externalIPs
     ['::', 'IPv6', 'unspecified'],
     ['fe80::1', 'IPv6', 'link-local'],
     ['ff02::1', 'IPv6', 'multicast'],
+    // The datapath canary's block (src/core/canary.ts): RFC 6666 discard-only, which the API server accepts.
+    ['100::a9fe:fffd', 'IPv6', 'discard-only'],
+    ['100::ffff:ffff:ffff:ffff', 'IPv6', 'discard-only'],
   ] as const) {
     const r = intake(
       basic((x) => withClusterIP(x, ip)),
       family,
     );
     assert.equal(r.ports.size, 0, `${ip} served`);
-    assert.match(r.skips.join('\n'), new RegExp(`invalid clusterIP .*\\(${why}\\)`), ip);
+    assert.match(r.skips.join('\n'), new RegExp(`invalid clusterIP .*\\(${why}\\b`), ip);
   }
   const ext = intake(basic((x) => (x.spec.externalIPs = ['127.0.0.1', '192.168.99.11'])));
   assert.deepEqual(ext.only!.externalIPs, ['192.168.99.11']);
   assert.match(ext.skips.join('\n'), /invalid externalIP "127.0.0.1" \(loopback\)/);
+  // Only 100::/64 is kept back: its neighbour 100:0:0:1::/64 is an address like any other.
+  const v6 = intake(
+    basic((x) => {
+      withClusterIP(x, '100:0:0:1::5');
+      x.spec.externalIPs = ['100::a9fe:fffd', '100:0:0:1::6'];
+    }),
+    'IPv6',
+  );
+  assert.equal(v6.only!.clusterIP, '100:0:0:1::5');
+  assert.deepEqual(v6.only!.externalIPs, ['100:0:0:1::6']);
+  assert.match(v6.skips.join('\n'), /invalid externalIP "100::a9fe:fffd" \(discard-only/);
 });
 
 test('a zero CIDR source range of the family means allow-all (empty list)', () => {

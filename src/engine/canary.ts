@@ -13,8 +13,17 @@
 //    that ended well past its timeout: its timer may have run before the
 //    connect that had already succeeded was read.
 //  - Nothing counts before the canary is programmed (its first sync).
+//  - A probe that failed because the node has no route covering the
+//    canary's ClusterIP does not count: connect() looks the route up before
+//    any rule of ours sees the packet, so the failure says nothing about what
+//    the proxy programmed, and a node whose IPv6 has no default route (pods'
+//    Service traffic is DNATed before routing, so it does not need one) would
+//    otherwise be drained from every load balancer for good. /statusz shows
+//    it (noRoute) so the blind spot is not silent.
 
 import type { Clock } from '../core/clock.js';
+import { isLoopback, parseIP } from '../core/ip.js';
+import type { IPFamily } from '../core/types.js';
 
 export interface CanaryPolicy {
   readonly failuresToFail: number;
@@ -45,9 +54,11 @@ export interface ProbeResult {
   readonly ok: boolean;
   /** Why it failed ("" on success): the socket error, a timeout, a wrong answer. */
   readonly error: string;
+  /** It failed because this node has no route covering the canary's ClusterIP (checked only after a failure). */
+  readonly noRoute?: boolean;
 }
 
-export type ProbeVerdict = 'counted' | 'during-sync' | 'starved' | 'not-programmed';
+export type ProbeVerdict = 'counted' | 'during-sync' | 'starved' | 'not-programmed' | 'no-route';
 
 export interface CanaryStatus {
   readonly healthy: boolean;
@@ -60,6 +71,8 @@ export interface CanaryStatus {
   readonly probes: number;
   readonly failures: number;
   readonly discarded: number;
+  /** The last probe failed for want of a route to the canary's ClusterIP (and so did not count). */
+  readonly noRoute: boolean;
   /** Epoch ms and error of the last counted failure. */
   readonly lastFailure: { readonly at: number; readonly error: string } | null;
 }
@@ -75,6 +88,7 @@ export class CanaryJudge {
   private probes = 0;
   private failures = 0;
   private discarded = 0;
+  private noRoute = false;
   private lastFailure: { at: number; error: string } | null = null;
 
   constructor(
@@ -85,6 +99,7 @@ export class CanaryJudge {
   /** Whether a probe counts, and why not. */
   verdict(r: ProbeResult): ProbeVerdict {
     if (!r.programmed) return 'not-programmed';
+    if (!r.ok && r.noRoute) return 'no-route';
     if (r.epochBefore !== r.epochAfter || r.epochBefore % 2 === 1) return 'during-sync';
     const slack = this.policy.maxStartDelayMs;
     if (r.startedAt - r.scheduledAt > slack) return 'starved';
@@ -95,6 +110,8 @@ export class CanaryJudge {
   /** Record a probe; returns the change of health it caused, if any. */
   record(r: ProbeResult): { verdict: ProbeVerdict; transition: CanaryTransition | null } {
     const verdict = this.verdict(r);
+    if (verdict === 'no-route') this.noRoute = true;
+    else if (verdict !== 'not-programmed') this.noRoute = false;
     if (verdict !== 'counted') {
       this.discarded++;
       return { verdict, transition: null };
@@ -138,6 +155,7 @@ export class CanaryJudge {
       probes: this.probes,
       failures: this.failures,
       discarded: this.discarded,
+      noRoute: this.noRoute,
       lastFailure: this.lastFailure,
     };
   }
@@ -152,4 +170,33 @@ export function canaryNote(mode: string, family: string, vip: string, t: CanaryT
   return t.healthy
     ? `${mode} ${family}: connections to the datapath canary ${vip} reach this proxy again; healthy`
     : `${mode} ${family}: connections to the datapath canary ${vip} fail (${t.reason}); /healthz and health-check node ports answer 503`;
+}
+
+/** Where a family's canary listens, or why it has none (said once, at start). */
+export type CanaryPlan = { readonly family: IPFamily } & ({ readonly listenIP: string } | { readonly skip: string });
+
+/**
+ * Which families get a canary: one the mode supports and the proxy serves,
+ * listening on the node's address of that family. Not where that address is
+ * missing or loopback: the node IP detection puts loopback in for a family the
+ * Node reports no address of, which is no node address at all, and an IPv4
+ * DNAT to 127.0.0.1 from OUTPUT is not routed without route_localnet.
+ */
+export function canaryPlans(
+  served: readonly IPFamily[],
+  supported: readonly IPFamily[],
+  nodeIPs: Readonly<Partial<Record<IPFamily, string>>>,
+): CanaryPlan[] {
+  const out: CanaryPlan[] = [];
+  for (const family of served) {
+    if (!supported.includes(family)) {
+      out.push({ family, skip: `this mode has no ${family} datapath canary` });
+      continue;
+    }
+    const ip = parseIP(nodeIPs[family] ?? '');
+    if (!ip || ip.family !== family || isLoopback(ip))
+      out.push({ family, skip: `it needs a non-loopback ${family} node address` });
+    else out.push({ family, listenIP: ip.text });
+  }
+  return out;
 }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../core/snapshot.js';
 import { ProxyError } from '../core/errors.js';
 import { buildStatusView } from './statusview.js';
-import { canaryTarget } from '../core/canary.js';
+import { canaryTarget, withCanaryState } from '../core/canary.js';
 import { CanaryJudge } from './canary.js';
 import { SyncStatusRecorder } from './syncstatus.js';
 import { FakeClock } from '../../test/support/fakeclock.js';
@@ -228,4 +228,47 @@ test('the datapath canary is shown per family, and left out of the service ports
   assert.equal(canary.failures, 3);
   assert.equal(canary.since, '2026-01-02T03:04:05.000Z');
   assert.match(canary.reason, /3 probes in a row failed, the last: ETIMEDOUT/);
+});
+
+test("an IPv6 family's canary: bracketed ClusterIP and listener, blind while no route covers the ClusterIP", () => {
+  const clock = new FakeClock(Date.UTC(2026, 0, 2, 3, 4, 5));
+  const empty6 = syncStateFromObjects({
+    services: [],
+    slices: [],
+    family: 'IPv6',
+    node: makeNode(TEST_NODE),
+    serviceCIDRs: ['fd00:172:30::/108'],
+    fullSync: true,
+  });
+  const st = withCanaryState(empty6, canaryTarget('IPv6', TEST_NODE, 'fd00:77::12', 40000));
+  const judge = new CanaryJudge(clock);
+  const probe = { scheduledAt: 0, startedAt: 0, endedAt: 1, epochBefore: 2, epochAfter: 2, programmed: true };
+  judge.record({ ...probe, ok: false, error: 'ENETUNREACH', noRoute: true });
+  const doc = buildStatusView({
+    mode: 'nftables',
+    version: '0.1.0',
+    startTime: clock.now(),
+    now: clock.now(),
+    node: st.node,
+    initialized: true,
+    syncs: new SyncStatusRecorder(clock, ['IPv6']).status(),
+    states: new Map([['IPv6', st]]),
+    canaries: new Map([['IPv6', judge.status()]]),
+  });
+  const fam = doc.families[0]!;
+  assert.equal(fam.family, 'IPv6');
+  assert.equal(fam.servicePorts, 0, 'the canary is not a user service port');
+  assert.deepEqual(fam.canary, {
+    service: '[100::a9fe:fffd]:10257',
+    endpoint: '[fd00:77::12]:40000',
+    healthy: true,
+    reason: '',
+    since: null,
+    consecutiveFailures: 0,
+    probes: 0,
+    failures: 0,
+    discarded: 1,
+    noRoute: true,
+    lastFailure: null,
+  });
 });

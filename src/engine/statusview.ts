@@ -12,6 +12,7 @@ import type { IPFamily, NodeInfo, SyncState } from '../core/types.js';
 import { servicePortNameString } from '../core/types.js';
 import type { FamilySyncStatus } from './syncstatus.js';
 import { isCanaryServiceKey } from '../core/canary.js';
+import { joinHostPort } from '../core/ip.js';
 import type { CanaryStatus } from './canary.js';
 
 export interface StatusViewInput {
@@ -42,8 +43,10 @@ export interface CanaryDoc {
   readonly consecutiveFailures: number;
   readonly probes: number;
   readonly failures: number;
-  /** Probes that overlapped a sync or started late (starved loop): not counted either way. */
+  /** Probes that overlapped a sync, started late (starved loop) or found no route: not counted either way. */
   readonly discarded: number;
+  /** The last probe found no route from the node to the canary's ClusterIP, so the canary cannot see anything. */
+  readonly noRoute: boolean;
   readonly lastFailure: { readonly time: string; readonly error: string } | null;
 }
 
@@ -126,7 +129,7 @@ function canaryDoc(c: CanaryStatus | undefined, state: SyncState | null): Canary
   const sp = [...(state?.services.values() ?? [])].find((x) => isCanaryServiceKey(x.serviceKey));
   const ep = sp ? state?.endpoints.get(sp.key)?.[0] : undefined;
   return {
-    service: sp ? `${sp.clusterIP}:${sp.port}` : '',
+    service: sp ? joinHostPort(sp.clusterIP, sp.port) : '',
     endpoint: ep?.key ?? '',
     healthy: c.healthy,
     reason: c.reason,
@@ -135,6 +138,7 @@ function canaryDoc(c: CanaryStatus | undefined, state: SyncState | null): Canary
     probes: c.probes,
     failures: c.failures,
     discarded: c.discarded,
+    noRoute: c.noRoute,
     lastFailure: c.lastFailure ? { time: iso(c.lastFailure.at), error: c.lastFailure.error } : null,
   };
 }

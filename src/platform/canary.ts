@@ -8,11 +8,18 @@
 //
 // Cost per probe: one connect, 33 bytes read, one close on the loopback path;
 // measured in docs/compatibility.md.
+//
+// A connect() that fails with ENETUNREACH may mean the node has no route
+// covering the ClusterIP at all (the lookup comes before any rule of ours), or
+// that a router sent back "no route" for a packet our DNAT let through. A UDP
+// connect() to the ClusterIP tells them apart: it looks the route up and sends
+// nothing.
 
 import { randomBytes } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { createSocket } from 'node:dgram';
 import { once } from 'node:events';
-import { CANARY_PORT, CANARY_VIP4, canaryTarget, type CanaryTarget } from '../core/canary.js';
+import { CANARY_PORT, canaryTarget, canaryVIP, type CanaryTarget } from '../core/canary.js';
 import type { Clock } from '../core/clock.js';
 import type { IPFamily } from '../core/types.js';
 import { CanaryJudge, type CanaryTransition, type ProbeResult } from '../engine/canary.js';
@@ -38,14 +45,16 @@ export interface DatapathCanaryOptions {
 }
 
 export class DatapathCanary {
-  readonly vip = CANARY_VIP4;
+  readonly vip: string;
   private readonly secret = `${randomBytes(16).toString('hex')}\n`;
   private server: Server | null = null;
   private canary: CanaryTarget | null = null;
   private timer: { cancel(): void } | null = null;
   private closed = false;
 
-  constructor(private readonly opts: DatapathCanaryOptions) {}
+  constructor(private readonly opts: DatapathCanaryOptions) {
+    this.vip = canaryVIP(opts.family);
+  }
 
   /** Open the listener (an ephemeral port), so the first sync can program the canary. */
   async listen(): Promise<void> {
@@ -95,6 +104,7 @@ export class DatapathCanary {
     const epochBefore = this.opts.syncEpoch();
     const programmed = this.opts.programmed();
     const error = programmed ? await this.probe() : 'not programmed';
+    const noRoute = error === 'ENETUNREACH' && !(await hasRoute(this.vip));
     const result: ProbeResult = {
       scheduledAt,
       startedAt,
@@ -104,14 +114,28 @@ export class DatapathCanary {
       programmed,
       ok: error === '',
       error,
+      noRoute,
     };
+    const wasNoRoute = this.opts.judge.status().noRoute;
     const { verdict, transition } = this.opts.judge.record(result);
     if (!result.ok && verdict === 'counted')
       this.opts.log?.debug({ family: this.opts.family, err: error }, 'datapath canary probe failed');
+    if (this.opts.judge.status().noRoute !== wasNoRoute) this.logRoute(!wasNoRoute);
     if (transition) this.opts.onTransition(transition);
     // Fixed-rate from the schedule, but never a burst of catch-up probes after a stall.
     const next = Math.max(scheduledAt + this.interval(), clock.monotonic() + this.interval() / 2);
     this.schedule(next);
+  }
+
+  /** Said once per change, not per probe. */
+  private logRoute(missing: boolean): void {
+    const at = { family: this.opts.family, vip: this.vip };
+    if (missing)
+      this.opts.log?.warn(
+        at,
+        "No route from this node covers the datapath canary's ClusterIP (a default route would): its probes do not count until one does",
+      );
+    else this.opts.log?.info(at, "A route covers the datapath canary's ClusterIP again: its probes count");
   }
 
   /** One connection through the datapath: "" when the listener's secret came back, else why not. */
@@ -139,5 +163,20 @@ export class DatapathCanary {
       sock.on('end', () => finish(got === this.secret ? '' : 'answered by something other than this proxy'));
       sock.on('error', (e: NodeJS.ErrnoException) => finish(e.code ?? e.message));
     });
+  }
+}
+
+/** Whether the node has a route to ip: a UDP connect() looks it up and sends nothing. */
+async function hasRoute(ip: string): Promise<boolean> {
+  const sock = createSocket(ip.includes(':') ? 'udp6' : 'udp4');
+  try {
+    await new Promise<void>((resolve, reject) =>
+      sock.connect(CANARY_PORT, ip, (err?: Error) => (err ? reject(err) : resolve())),
+    );
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'ENETUNREACH';
+  } finally {
+    sock.close();
   }
 }

@@ -6,10 +6,24 @@
 // foreign table whose output hook, before our redirect, drops the canary's
 // ClusterIP; a foreign input hook that drops in front of the endpoint (the
 // relay's own connection). Both undone, health turns back.
+//
+// The cluster is dual-stack: the IPv6 canary (ClusterIP 100::a9fe:fffd) is
+// first blind without a route covering it (the node stays healthy), then,
+// with an IPv6 default route, programmed and healthy; a foreign ip6 table
+// dropping it turns IPv6 unhealthy in /healthz while the IPv4 canary stays
+// healthy, and back once it is deleted.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { E2EEnv } from '../netns/e2e.js';
-import { CanaryProbe, CANARY_VIP, foreignInputDrop, foreignOutputDrop, startCanaryCluster } from '../netns/canary.js';
+import {
+  CanaryProbe,
+  CANARY_VIP,
+  CANARY_VIP6,
+  foreignInputDrop,
+  foreignOutputDrop,
+  startCanaryCluster,
+  ipv6CanaryBlindThenRouted,
+} from '../netns/canary.js';
 import { nsRun } from '../netns/spawn.js';
 
 const HC_PORT = 32163;
@@ -27,6 +41,7 @@ describe(
         healthCheckNodePort: HC_PORT,
         nodePort: 30263,
         clusterIP: '10.96.62.12',
+        ipv6: true,
       }));
     });
 
@@ -42,6 +57,12 @@ describe(
       await probe.assertCanaryUnlisted();
     });
 
+    it('IPv6: blind and harmless without a route to its ClusterIP, then programmed and healthy once one exists', async () => {
+      await ipv6CanaryBlindThenRouted(env, probe, 'node2');
+      const table = (await nsRun(node2().ns, ['nft', 'list', 'table', 'ip6', 'kube-proxy-userspace'])).stdout;
+      assert.match(table, new RegExp(`${CANARY_VIP6} \\. tcp \\. 10257 : \\d+`));
+    });
+
     it('a foreign table whose output hook drops the ClusterIP before our redirect', async () => {
       const { down, up } = await probe.measure(foreignOutputDrop(node2().ns));
       assert.ok(down > 0 && up > 0);
@@ -49,6 +70,11 @@ describe(
 
     it("a foreign input hook that drops the relay's connection in front of the endpoint", async () => {
       const { down, up } = await probe.measure(await foreignInputDrop(probe, node2().ns));
+      assert.ok(down > 0 && up > 0);
+    });
+
+    it('IPv6: a foreign ip6 table whose output hook drops the IPv6 ClusterIP; the IPv4 canary is unaffected', async () => {
+      const { down, up } = await probe.measure(foreignOutputDrop(node2().ns, 'IPv6'), 'IPv6');
       assert.ok(down > 0 && up > 0);
     });
   },

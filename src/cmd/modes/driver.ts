@@ -104,8 +104,11 @@ export interface ModeDriver {
   readonly mode: ProxyMode;
   /** Which of upstream's failure counters a failed sync increments (null: none). */
   readonly failureCounter: SyncFailureCounterKind | null;
-  /** Whether the proxy's datapath canary (--datapath-canary) is supported. */
-  readonly canary: boolean;
+  /**
+   * The families whose datapath canary (--datapath-canary) this mode runs: each one proven by an e2e
+   * test that breaks the mode's datapath (test/e2e/canary-<mode>.test.ts); empty for none.
+   */
+  readonly canaryFamilies: readonly IPFamily[];
   /** Whether the Service annotation kube-proxy-ts/lb-algorithm chooses endpoints in this mode. */
   readonly lbAlgorithm?: boolean;
 

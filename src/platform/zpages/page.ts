@@ -74,9 +74,11 @@ function familiesTable(doc: StatusDoc): string {
     const c = f.canary;
     const canary = !c
       ? 'off'
-      : c.healthy
-        ? `healthy (${c.probes} probes, ${c.failures} failed, ${c.discarded} not counted)`
-        : `<span class="err">failing since ${e(c.since ?? '')}: ${e(c.reason)}</span>`;
+      : !c.healthy
+        ? `<span class="err">failing since ${e(c.since ?? '')}: ${e(c.reason)}</span>`
+        : c.noRoute
+          ? `<span class="err">blind: no route from this node to ${e(c.service)}, probes not counted</span>`
+          : `healthy (${c.probes} probes, ${c.failures} failed, ${c.discarded} not counted)`;
     return (
       `<tr data-family="${e(f.family)}"><td>${e(f.family)}</td>` +
       `<td class="time">${s ? e(s.time) : 'never'}</td>` +

@@ -56,9 +56,11 @@ function familyLines(doc: StatusDoc, d: string): string[] {
     const c = f.canary;
     if (c)
       lines.push(
-        c.healthy
-          ? `${f.family} datapath canary${d} healthy (${c.probes} probes, ${c.failures} failed)`
-          : `${f.family} datapath canary${d} failing since ${c.since ?? ''}: ${c.reason}`,
+        !c.healthy
+          ? `${f.family} datapath canary${d} failing since ${c.since ?? ''}: ${c.reason}`
+          : c.noRoute
+            ? `${f.family} datapath canary${d} blind: no route from this node to ${c.service}, probes not counted`
+            : `${f.family} datapath canary${d} healthy (${c.probes} probes, ${c.failures} failed)`,
       );
   }
   return lines;

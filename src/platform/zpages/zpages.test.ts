@@ -10,7 +10,8 @@ import { startMetricsServer } from '../metricsserver.js';
 import type { StatusDoc } from '../../engine/statusview.js';
 import { negotiate } from './negotiate.js';
 import { flagzText } from './flagz.js';
-import { unixDate, uptimeText } from './statusz.js';
+import { statuszText, unixDate, uptimeText } from './statusz.js';
+import { renderStatusPage } from './page.js';
 
 const DOC: StatusDoc = {
   mode: 'iptables',
@@ -202,4 +203,34 @@ test('/flagz: sorted text with upstream header, structured object; both 404 when
   r = await off('/flagz');
   assert.equal(r.status, 404);
   await r.text();
+});
+
+test("/statusz text and page: each family's canary, and a blind one (no route to its ClusterIP) said as such", () => {
+  const canary = {
+    service: '[100::a9fe:fffd]:10257',
+    endpoint: '[fd00:77::12]:40000',
+    healthy: true,
+    reason: '',
+    since: null,
+    consecutiveFailures: 0,
+    probes: 0,
+    failures: 0,
+    discarded: 4,
+    noRoute: true,
+    lastFailure: null,
+  };
+  const v4 = { ...DOC.families[0]!, canary: { ...canary, service: '169.254.255.253:10257', noRoute: false } };
+  const v6 = { ...DOC.families[0]!, family: 'IPv6' as const, canary };
+  const doc: StatusDoc = { ...DOC, families: [{ ...v4, canary: { ...v4.canary, probes: 7 } }, v6] };
+  const text = statuszText(doc, ':');
+  assert.match(text, /^IPv4 datapath canary: healthy \(7 probes, 0 failed\)$/m);
+  assert.match(
+    text,
+    /^IPv6 datapath canary: blind: no route from this node to \[100::a9fe:fffd\]:10257, probes not counted$/m,
+  );
+  assert.match(renderStatusPage(doc, ''), /blind: no route from this node to \[100::a9fe:fffd\]:10257/);
+  // Failing wins over blind: the route went away after the canary had already failed.
+  const failing = { ...canary, healthy: false, since: '2026-01-02T04:00:00.000Z', reason: '3 probes in a row failed' };
+  const text2 = statuszText({ ...DOC, families: [{ ...v6, canary: failing }] }, ':');
+  assert.match(text2, /^IPv6 datapath canary: failing since 2026-01-02T04:00:00.000Z: 3 probes in a row failed$/m);
 });

@@ -11,7 +11,7 @@ import { familyInKernel } from '../common.js';
 export const ebpfDriver: ModeDriver = {
   mode: 'ebpf',
   failureCounter: null,
-  canary: true,
+  canaryFamilies: ['IPv4', 'IPv6'],
   lbAlgorithm: true,
   countsTraffic: true,
   familyWorks: familyInKernel,
@@ -84,11 +84,10 @@ export const ebpfDriver: ModeDriver = {
 
   diffWantsStatus: (cmd) => cmd.datapathCanary,
   async runningCanary(_run, family, pinRoot) {
-    if (family !== 'IPv4') return null;
     const { PinnedMaps } = await import('../../../platform/ebpf/pinned.js');
     if (!PinnedMaps.present(pinRoot)) return null;
     const { ebpfCanaryEndpoint, withPinnedMaps } = await import('./explain.js');
-    return withPinnedMaps(pinRoot, (maps) => ebpfCanaryEndpoint(maps));
+    return withPinnedMaps(pinRoot, (maps) => ebpfCanaryEndpoint(maps, family));
   },
   async diff(ctx) {
     const { diffEbpfFamily } = await import('./diff.js');

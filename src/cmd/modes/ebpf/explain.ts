@@ -6,7 +6,7 @@
 // kpt_names, so it needs nothing but the maps.
 import { EBPF_DUMP_KIND } from '../dumps.js';
 import { ProxyError } from '../../../core/errors.js';
-import { CANARY_PORT, CANARY_VIP4 } from '../../../core/canary.js';
+import { CANARY_PORT, canaryVIP } from '../../../core/canary.js';
 import type { IPFamily } from '../../../core/types.js';
 import { Fake } from '../../../dataplane/ebpf/fake.js';
 import * as L from '../../../dataplane/ebpf/layout.js';
@@ -74,14 +74,20 @@ export function explainEbpfMaps(
 }
 
 /** Where the maps send the datapath canary's ClusterIP: its listener (ip, port), as a stopped proxy left it. */
-export function ebpfCanaryEndpoint(maps: MapReader): readonly [string, number] | null {
-  const probe = { src: CANARY_PROBE_SOURCE, dst: CANARY_VIP4, port: CANARY_PORT, protocol: 'TCP' as const };
-  const m = /^(.+):(\d+)$/.exec(explainEbpfMaps(maps, probe, [], {}).candidates[0]?.endpoint ?? '');
+export function ebpfCanaryEndpoint(maps: MapReader, family: IPFamily): readonly [string, number] | null {
+  const probe = {
+    src: CANARY_PROBE_SOURCE[family],
+    dst: canaryVIP(family),
+    port: CANARY_PORT,
+    protocol: 'TCP' as const,
+  };
+  // ip:port, or [ip]:port for IPv6.
+  const m = /^\[?([^[\]]+?)\]?:(\d+)$/.exec(explainEbpfMaps(maps, probe, [], {}).candidates[0]?.endpoint ?? '');
   return m ? [m[1]!, Number(m[2])] : null;
 }
 
-/** Any source will do: the canary has one endpoint and no affinity (TEST-NET-1, never a node's). */
-const CANARY_PROBE_SOURCE = '192.0.2.1';
+/** Any source will do: the canary has one endpoint and no affinity (documentation addresses, never a node's). */
+const CANARY_PROBE_SOURCE: Readonly<Record<IPFamily, string>> = { IPv4: '192.0.2.1', IPv6: '2001:db8::1' };
 
 const KINDS: Record<L.SvcKind, AddressKind> = {
   clusterIP: 'cluster IP',

@@ -8,11 +8,12 @@ import type { ServiceSource } from '../../explainservice.js';
 import type { ModeDriver } from '../driver.js';
 import { isIptablesDump } from '../dumps.js';
 import { familyHasIptables, iptablesModeLeftovers, rulesSource } from '../common.js';
+import { canaryEndpointInIptablesSave } from '../canaryrules.js';
 
 export const iptablesDriver: ModeDriver = {
   mode: 'iptables',
   failureCounter: 'iptables-restore',
-  canary: true,
+  canaryFamilies: ['IPv4', 'IPv6'],
   countsTraffic: false,
   familyWorks: familyHasIptables,
 
@@ -70,10 +71,9 @@ export const iptablesDriver: ModeDriver = {
     });
   },
   async runningCanary(run, family) {
-    if (family !== 'IPv4') return null;
-    const r = await run('iptables-save', ['-t', 'nat'], { allowFailure: true });
-    const m = /canary\/datapath.*--to-destination ([\d.]+):(\d+)/.exec(r.code === 0 ? r.stdout : '');
-    return m ? [m[1]!, Number(m[2])] : null;
+    const save = family === 'IPv4' ? 'iptables-save' : 'ip6tables-save';
+    const r = await run(save, ['-t', 'nat'], { allowFailure: true });
+    return canaryEndpointInIptablesSave(r.code === 0 ? r.stdout : '');
   },
 };
 

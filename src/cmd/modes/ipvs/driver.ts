@@ -20,7 +20,9 @@ export const ipvsDriver: ModeDriver = {
   mode: 'ipvs',
   // Upstream's IPVS proxier counts its failed iptables-restore runs.
   failureCounter: 'iptables-restore',
-  canary: true,
+  // IPv4 only: IPVS runs only in the QEMU guest, where the IPv6 canary has not been tried yet
+  // (test/e2e/canary-ipvs.test.ts proves the IPv4 one there).
+  canaryFamilies: ['IPv4'],
   countsTraffic: false,
   familyWorks: familyHasIptables,
   init: ipvsInit,

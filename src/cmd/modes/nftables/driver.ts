@@ -11,11 +11,12 @@ import type { ServiceSource } from '../../explainservice.js';
 import type { ModeDriver } from '../driver.js';
 import { isNftablesDump } from '../dumps.js';
 import { familyInKernel, rulesSource } from '../common.js';
+import { canaryEndpointInNftTable } from '../canaryrules.js';
 
 export const nftablesDriver: ModeDriver = {
   mode: 'nftables',
   failureCounter: 'nftables-sync',
-  canary: true,
+  canaryFamilies: ['IPv4', 'IPv6'],
   lbAlgorithm: true,
   familyWorks: familyInKernel,
 
@@ -79,15 +80,10 @@ export const nftablesDriver: ModeDriver = {
     return diffNftablesFamily({ run: ctx.run, family: ctx.family, config: ctx.config, state: ctx.state });
   },
   async runningCanary(run, family) {
-    if (family !== 'IPv4') return null;
-    // Upstream's layout names the endpoint in its chain (endpoint-<hash>-<ns>/<name>/<proto>/<port>__<ip>/<port>);
-    // the lean one has the dnat in the service chain.
-    const r = await run('nft', ['list', 'table', 'ip', 'kube-proxy'], { allowFailure: true });
-    const text = r.code === 0 ? r.stdout : '';
-    const m =
-      /kube-proxy-ts\.canary\/datapath\/tcp\/[^_\s]*__([\d.]+)\/(\d+)/.exec(text) ??
-      /chain \S*kube-proxy-ts\.canary\/datapath\S*[^}]*?dnat to ([\d.]+):(\d+)/.exec(text);
-    return m ? [m[1]!, Number(m[2])] : null;
+    const r = await run('nft', ['list', 'table', family === 'IPv4' ? 'ip' : 'ip6', 'kube-proxy'], {
+      allowFailure: true,
+    });
+    return canaryEndpointInNftTable(r.code === 0 ? r.stdout : '');
   },
 };
 

@@ -12,7 +12,7 @@ const fam = (family: IPFamily) => (family === 'IPv4' ? 'ip' : 'ip6');
 export const userspaceDriver: ModeDriver = {
   mode: 'userspace',
   failureCounter: null,
-  canary: true,
+  canaryFamilies: ['IPv4', 'IPv6'],
   countsTraffic: false,
   familyWorks: familyInKernel,
 
