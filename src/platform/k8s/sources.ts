@@ -81,8 +81,6 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
     onEvent: opts.onEvent,
     resyncMs: opts.resyncMs ?? 0,
     watchList: opts.watchList ?? true,
-    // The first state reaches the handlers as it streams in: the proxier's early syncs can use it.
-    firstStateAsItComes: true,
   };
   const services = new Reflector<Service>({
     ...common,
@@ -93,6 +91,8 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
       : `!${LABEL_SERVICE_PROXY_NAME}`,
     fieldSelector: 'spec.clusterIP!=None',
     transform: transformService,
+    // The first state reaches the handlers as it streams in, for the proxier's early syncs (earlystart.ts).
+    firstStateAsItComes: true,
     sink: {
       add: (s) => h.service.onServiceAdd(s),
       update: (o, s) => h.service.onServiceUpdate(o, s),
@@ -106,6 +106,7 @@ export async function startSources(opts: StartSourcesOptions): Promise<void> {
     path: '/apis/discovery.k8s.io/v1/endpointslices',
     labelSelector: `!${LABEL_HEADLESS}`,
     transform: transformEndpointSlice,
+    firstStateAsItComes: true,
     // The EndpointSliceCache keeps each slice's endpoints and ports; the local
     // copy keeps only what names a slice. A resync could not re-deliver such a
     // copy, and would change nothing: the cache drops a slice equal to the one
