@@ -40,6 +40,7 @@ import { insertAfterHeaders, wholeTableCachePays } from './restore.js';
 import type { CommandRunner } from '../exec.js';
 import { IptablesDriftWatch, ipvsModeOnly, restoreSections } from './driftwatch.js';
 import { IptablesPlanner } from './planner.js';
+import { runSliced } from '../slices.js';
 import type { Sysctl } from './sysctl.js';
 
 export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
@@ -119,6 +120,9 @@ export class IptablesDataplane implements Dataplane {
   /** watchDrift()'s listener, and the nf_tables watch of our chains. */
   private onDrift: ((drift: Drift) => void) | null = null;
   private readonly drift = new IptablesDriftWatch(ipvsModeOnly);
+  /** A sliced plan is running; a drift seen meanwhile fails the planner once it is done. */
+  private planning = false;
+  private driftWhilePlanning = false;
 
   constructor(private readonly o: IptablesDataplaneOptions) {
     this.family = o.config.family;
@@ -185,11 +189,25 @@ export class IptablesDataplane implements Dataplane {
     }
     const t0 = clock.monotonic();
     const cpu0 = process.cpuUsage();
-    const render = this.planner.plan(
-      { state, config: this.o.config, options: { ...features.options, ...this.o.options } },
-      full,
-      natSave?.chains ?? null,
-    );
+    // In slices: a 10k-Service render would otherwise hold the event loop for its whole length (bench/README.md,
+    // churn). Until it is done the planner must not be told of a drift: it is told right after.
+    this.planning = true;
+    let render: IptablesRender;
+    try {
+      render = await runSliced(
+        this.planner.planSteps(
+          { state, config: this.o.config, options: { ...features.options, ...this.o.options } },
+          full,
+          natSave?.chains ?? null,
+        ),
+      );
+    } finally {
+      this.planning = false;
+      if (this.driftWhilePlanning) {
+        this.driftWhilePlanning = false;
+        this.planner.failed();
+      }
+    }
     // The canaries ride in the same atomic restore (declaring an empty chain is idempotent).
     const whole = this.useWholeTableCache(features, render);
     const input = restoreInput(render.restoreParts, { canaries: full, wholeTableCache: whole });
@@ -259,7 +277,8 @@ export class IptablesDataplane implements Dataplane {
     const o = { family: this.family, nftBackend: features.nftBackend, netns: this.o.netns, onEvent: this.o.onEvent };
     await this.drift.open(o, (drift) => {
       // A partial sync would trust chains that may be gone.
-      this.planner.failed();
+      if (this.planning) this.driftWhilePlanning = true;
+      else this.planner.failed();
       listener(drift);
     });
   }
