@@ -261,6 +261,7 @@ export class IptablesDataplane implements Dataplane {
         skipped: render.skipped.length,
         canaryCheckMs: tSave - tStart,
         natSaveMs: natSave === null ? 0 : t0 - tSave,
+        // The plan runs in slices: both include what the loop served between them (little, as a rule).
         renderMs: t1 - t0,
         renderCpuMs: (cpu.user + cpu.system) / 1000,
         restoreMs: t2 - t2a,
