@@ -18,7 +18,12 @@
 // bench/out/churn-loop.{svg,png}.
 //
 //   node --import tsx bench/churn.ts [--services 10000] [--rate 10] [--seconds 60] [--modes iptables,nftables,ebpf]
-import { mkdirSync, writeFileSync } from 'node:fs';
+//     [--proxy-args '--v 2'] [--log DIR] [--node-args '--max-semi-space-size=4 --trace-gc']
+// --proxy-args: more flags for the proxy (split on spaces); --log: write each
+// mode's proxy output to DIR/churn-<mode>.log (to read its per-sync timings);
+// --node-args: run the proxy as `node <these> bin/kube-proxy-ts`, which drops
+// the binary's own V8 flags (give them again if wanted).
+import { createWriteStream, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/netns/spawn.js';
 import { writeChart, writeLinePanels } from './lib/chart.js';
@@ -38,6 +43,13 @@ const SERVICES = Number(arg('services', '10000'));
 const RATE = Number(arg('rate', '10'));
 const SECONDS = Number(arg('seconds', '60'));
 const MODES = arg('modes', 'iptables,nftables').split(',');
+const PROXY_ARGS = arg('proxy-args', '')
+  .split(' ')
+  .filter((a) => a !== '');
+const LOG_DIR = arg('log', '');
+const NODE_ARGS = arg('node-args', '')
+  .split(' ')
+  .filter((a) => a !== '');
 const OUT = join(REPO_ROOT, 'bench', 'out');
 const METRIC = 'kubeproxy_network_programming_duration_seconds';
 /** Modes whose rules the kernel monitor (nf_tables notifications) sees. */
@@ -69,7 +81,13 @@ async function runMode(mode: string): Promise<Row> {
   try {
     watch.phase('cold');
     const started = Date.now();
-    c.startProxy(mode);
+    const proxy = c.startProxy(mode, PROXY_ARGS, {}, NODE_ARGS.length > 0 ? NODE_ARGS : undefined);
+    if (LOG_DIR !== '') {
+      mkdirSync(LOG_DIR, { recursive: true });
+      const log = createWriteStream(join(LOG_DIR, `churn-${mode}.log`));
+      proxy.child.stderr?.pipe(log);
+      proxy.child.stdout?.pipe(log);
+    }
     const healthyAt = await c.waitHealthy();
     watch.phase('quiet');
     const mon = NF_TABLES_MODES.has(mode) ? await c.monitor() : null;

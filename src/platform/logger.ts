@@ -126,7 +126,14 @@ export function loggingObserver(log: Logger): ProxierObserver {
     queuedUpdate: (family, at) => log.trace({ ipFamily: family, at }, 'sync queued'),
     syncSucceeded: (r) =>
       log.debug(
-        { ipFamily: r.family, elapsed: r.durationSeconds, partial: r.partial, noLocalEndpoints: r.noLocalEndpoints },
+        {
+          ipFamily: r.family,
+          elapsed: r.durationSeconds,
+          partial: r.partial,
+          noLocalEndpoints: r.noLocalEndpoints,
+          // The datapath's own figures (rules written, its steps' times): where a slow sync went.
+          ...(r.counters ? { counters: r.counters } : {}),
+        },
         'SyncProxyRules complete',
       ),
     syncFailed: (family, err, elapsed) => log.error({ ipFamily: family, elapsed, err }, 'SyncProxyRules failed'),

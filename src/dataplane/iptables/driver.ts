@@ -53,7 +53,7 @@ import {
   localhostNodePortsOn,
   nodePortsJumpText,
   renderContext,
-  renderRestore,
+  renderRestoreSteps,
   sortedKeys,
   type IptablesRender,
   type IptablesRenderInput,
@@ -61,6 +61,7 @@ import {
   type SkippedServicePort,
 } from './renderer.js';
 import { renderServicePort, type RenderedServicePort, type ServiceRenderContext } from './servicerules.js';
+import { finish, type Steps } from '../../core/steps.js';
 
 export type IptablesKind = 'chain';
 /** A chain's value: the generation of its port's render (see above). */
@@ -78,6 +79,13 @@ export const IPTABLES_OBJECTS: ObjectSpec<IptablesKind, ChainGeneration> = {
   order: ['chain'],
   same: (a, b) => a === b,
 };
+
+/**
+ * Service ports rendered per step of desiredSteps() and translateSteps(). A
+ * port with five endpoints renders in a few microseconds; far fewer than
+ * runSliced's 10 ms budget a step, so the slices stay near their budget.
+ */
+const STEP_PORTS = 250;
 
 /** A port the state has no categories for renders as one without endpoints (one object, so the memo can hit). */
 const NOT_CATEGORIZED = noEndpointCategories(false, false);
@@ -118,7 +126,14 @@ export class IptablesDriver implements ObjectDriver<IptablesKind, ChainGeneratio
 
   /** Render the state's service ports; the draft is the plan's input and translates its operations. */
   desired(input: IptablesRenderInput, full: boolean): IptablesDraft {
-    return new IptablesDraft(input, full, this.memo, this.names, this.top);
+    return finish(this.desiredSteps(input, full));
+  }
+
+  /** desired() as resumable steps (src/core/steps.ts): one step per STEP_PORTS service ports. */
+  *desiredSteps(input: IptablesRenderInput, full: boolean): Steps<IptablesDraft> {
+    const draft = new IptablesDraft(input, full, this.memo, this.names, this.top);
+    yield* draft.renderSteps();
+    return draft;
   }
 
   /** The last input did not reach the kernel: what it would have left in the top-level chains is unknown. */
@@ -151,6 +166,11 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
   private readonly frame: RestoreFrame;
   private readonly ctx: ServiceRenderContext;
 
+  private readonly input: IptablesRenderInput;
+  private readonly skipped: SkippedServicePort[] = [];
+  private readonly memo: ServicePortMemo;
+
+  /** Sets up the draft; renderSteps() fills it (desiredSteps() does both). */
   constructor(
     input: IptablesRenderInput,
     readonly full: boolean,
@@ -164,12 +184,24 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
     let totalEndpoints = 0;
     for (const key of state.services.keys()) totalEndpoints += state.endpoints.get(key)?.length ?? 0;
     const largeClusterMode = totalEndpoints > options.largeClusterThreshold;
-    const ctx = renderContext(config, options, lnp, largeClusterMode, state.node.nodeIPs[family] ?? null, names);
-    const skipped: SkippedServicePort[] = [];
-    const owners = this.owners;
-    if (!full) for (const s of state.changedServices) owners.set(s, []);
+    this.input = input;
+    this.memo = memo;
+    this.ctx = renderContext(config, options, lnp, largeClusterMode, state.node.nodeIPs[family] ?? null, names);
+    this.frame = { config, options, lnp, largeClusterMode, partial: !full, skipped: this.skipped };
+  }
 
+  /**
+   * Render (or recall) every service port in key order, STEP_PORTS a step
+   * (src/core/steps.ts). Nothing else may use the draft, its memo or its
+   * chain names until the steps are done.
+   */
+  *renderSteps(): Steps<void> {
+    const { state, config } = this.input;
+    const { full, memo, ctx, skipped, owners } = this;
+    if (!full) for (const s of state.changedServices) owners.set(s, []);
+    let n = 0;
     for (const key of sortedKeys(state.services)) {
+      if (++n % STEP_PORTS === 0) yield;
       const svc = state.services.get(key)!;
       const cat = state.categorized.get(key) ?? NOT_CATEGORIZED;
       let wants = owners.get(svc.serviceKey);
@@ -184,7 +216,7 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
         gen = known.gen;
         top = known.natTop;
       } else {
-        const bad = invalidServicePort(svc, family);
+        const bad = invalidServicePort(svc, config.family);
         if (bad !== null) {
           skipped.push({ key, reason: bad });
           continue;
@@ -201,8 +233,6 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
       this.gens.push(gen);
       this.tops.push(top);
     }
-    this.ctx = ctx;
-    this.frame = { config, options, lnp, largeClusterMode, partial: !full, skipped };
   }
 
   [Symbol.iterator](): Iterator<readonly [string, readonly ChainObject[]]> {
@@ -211,6 +241,11 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
 
   /** The restore input that applies `ops`, the reconciler's plan for this draft. */
   translate(ops: readonly ChainOp[], full: boolean): IptablesRender {
+    return finish(this.translateSteps(ops, full));
+  }
+
+  /** translate() as resumable steps: the ports written again, then the assembly (renderRestoreSteps). */
+  *translateSteps(ops: readonly ChainOp[], full: boolean): Steps<IptablesRender> {
     // A full plan of a partial draft would withdraw every Service it does not list.
     if (full !== this.full)
       throw new BugError(`iptables: a ${full ? 'full' : 'partial'} plan of the other kind of draft`);
@@ -225,16 +260,20 @@ export class IptablesDraft implements Iterable<readonly [string, readonly ChainO
     const rendered = this.rendered;
     const write = new Array<boolean>(rendered.length).fill(false);
     if (put.size > 0) {
+      let n = 0;
       for (let i = 0; i < rendered.length; i++) {
         if (!put.has(this.gens[i]!)) continue;
         write[i] = true;
         // Recalled from the memo, which keeps no own-chain rules: the same render again.
-        if (rendered[i]!.own === null) rendered[i] = renderServicePort(this.ctx, this.svcs[i]!, this.cats[i]!, true);
+        if (rendered[i]!.own === null) {
+          rendered[i] = renderServicePort(this.ctx, this.svcs[i]!, this.cats[i]!, true);
+          if (++n % STEP_PORTS === 0) yield;
+        }
       }
     }
     const jump = nodePortsJumpText(this.frame.config, this.frame.lnp);
     const keepTop = !full && this.frame.largeClusterMode && this.top.same(this.tops, jump);
     this.top.remember(this.tops, jump);
-    return renderRestore(this.frame, rendered, write, deleted, keepTop);
+    return yield* renderRestoreSteps(this.frame, rendered, write, deleted, keepTop);
   }
 }

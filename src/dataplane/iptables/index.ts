@@ -21,7 +21,10 @@
 //   - chains the reconciler deletes are declared and deleted with `-X`;
 //   - never throws on bad data: an unrenderable service port is listed in
 //     r.skipped. Counts for the metrics: filterRules, natRules,
-//     natRulesTotal, noLocalEndpoints.
+//     natRulesTotal, noLocalEndpoints;
+//   - the render, the plan and the assembly are also offered as resumable
+//     steps (desiredSteps, translateSteps, renderRestoreSteps; the planner's
+//     planSteps), which the dataplane runs a slice at a time: the same bytes.
 // The caller (src/platform/iptables/dataplane.ts) applies r.restoreParts,
 // calls the planner's failed() when anything fails, and after a full sync
 // ensures the jump rules from the built-in chains (IPTABLES_JUMP_CHAINS,

@@ -14,6 +14,7 @@ import { cidrContains, isLoopback, isZeroCIDR, parseCIDR, parseIP } from '../../
 import type { DataplaneConfig, IPFamily, LocalDetector, ServicePort, SyncState } from '../../core/types.js';
 import type { ChainNamer } from './names.js';
 import { LineBuffer, chainLine } from './restore.js';
+import { finish, type Steps } from '../../core/steps.js';
 import {
   KUBE_EXTERNAL_SERVICES,
   KUBE_MARK_MASQ,
@@ -174,6 +175,20 @@ export function renderRestore(
   deleted: readonly string[],
   keepTop = false,
 ): IptablesRender {
+  return finish(renderRestoreSteps(frame, ports, write, deleted, keepTop));
+}
+
+/** Service ports, or chain lines, handled per step of renderRestoreSteps(). */
+const STEP_ITEMS = 2000;
+
+/** renderRestore() as resumable steps (src/core/steps.ts): the same pieces, a few thousand items a step. */
+export function* renderRestoreSteps(
+  frame: RestoreFrame,
+  ports: readonly RenderedServicePort[],
+  write: readonly boolean[],
+  deleted: readonly string[],
+  keepTop = false,
+): Steps<IptablesRender> {
   const { config, options, lnp } = frame;
   const mark = `0x${config.masqueradeMark.toString(16).padStart(8, '0')}`;
 
@@ -230,6 +245,7 @@ export function renderRestore(
   let noLocalInternal = 0;
   let noLocalExternal = 0;
   for (let i = 0; i < ports.length; i++) {
+    if (i % STEP_ITEMS === STEP_ITEMS - 1) yield;
     const r = ports[i]!;
     if (r.filter !== '') filterChunks.push(r.filter);
     filterCount += r.filterCount;
@@ -269,15 +285,24 @@ export function renderRestore(
   const parts = ['*filter\n'];
   for (const c of filterChains) parts.push(chainLine(c), '\n');
   parts.push(filterHead.text());
-  for (const c of filterChunks) parts.push(c);
+  for (let i = 0; i < filterChunks.length; i++) {
+    if (i % STEP_ITEMS === STEP_ITEMS - 1) yield;
+    parts.push(filterChunks[i]!);
+  }
   parts.push(filterTail.text(), 'COMMIT\n*nat\n');
   const natTopChains = keepTop
     ? [KUBE_POSTROUTING, KUBE_MARK_MASQ]
     : [KUBE_SERVICES, KUBE_NODEPORTS, KUBE_POSTROUTING, KUBE_MARK_MASQ];
   for (const c of natTopChains) parts.push(chainLine(c), '\n');
-  for (const l of natChainLines) parts.push(l, '\n');
+  for (let i = 0; i < natChainLines.length; i++) {
+    if (i % STEP_ITEMS === STEP_ITEMS - 1) yield;
+    parts.push(natChainLines[i]!, '\n');
+  }
   parts.push(natHead.text());
-  for (const c of natRuleChunks) parts.push(c);
+  for (let i = 0; i < natRuleChunks.length; i++) {
+    if (i % STEP_ITEMS === STEP_ITEMS - 1) yield;
+    parts.push(natRuleChunks[i]!);
+  }
   parts.push(natTail.text(), jump.text(), 'COMMIT\n');
   const natRules = natHead.count + natWritten + natTail.count - deleted.length + (keepTop ? 0 : jump.count);
   let joined: string | undefined;

@@ -3,10 +3,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
-import type { DataplaneConfig, SyncState } from '../../core/types.js';
+import type { Steps } from '../../core/steps.js';
+import type { DataplaneConfig, Drift, SyncState } from '../../core/types.js';
 import { FakeClock } from '../../../test/support/fakeclock.js';
 import { service, slice } from '../../../test/cases/fixtures.js';
 import { IptablesDataplane } from './dataplane.js';
+import type { DriftWatch } from './driftwatch.js';
 import { fakeRunner, type FakeRunner } from './fakerunner.js';
 import { runnerSysctl } from './sysctl.js';
 
@@ -24,9 +26,15 @@ function state(opts: { svcs: number; full?: boolean; changed?: string[]; epOffse
   const services = [];
   const slices = [];
   for (let i = 0; i < opts.svcs; i++) {
-    services.push(service(`s${i}`, { clusterIP: `172.30.0.${i + 1}` }, [{ name: 'p80', port: 80 }]));
+    // 172.30.0.1, 10.180.0.1 for s0; from the 251st on, in the next /24s.
+    const [hi, lo] = [Math.floor(i / 250), i % 250];
+    services.push(service(`s${i}`, { clusterIP: `172.30.${hi}.${lo + 1}` }, [{ name: 'p80', port: 80 }]));
     slices.push(
-      slice(`s${i}`, [{ name: 'p80', port: 80 }], [{ ip: `10.180.${i}.${1 + (i === 0 ? (opts.epOffset ?? 0) : 0)}` }]),
+      slice(
+        `s${i}`,
+        [{ name: 'p80', port: 80 }],
+        [{ ip: `10.${180 + hi}.${lo}.${1 + (i === 0 ? (opts.epOffset ?? 0) : 0)}` }],
+      ),
     );
   }
   return syncStateFromObjects({
@@ -254,4 +262,96 @@ test('large-cluster mode: a one-endpoint change leaves KUBE-SERVICES alone; a ru
   assert.equal(again.partial, false);
   assert.equal(again.counters?.natDrift, 1);
   assert.equal(f.ipt.save('nat'), healthy);
+});
+
+/** A drift watch that reports what the test tells it to. */
+class TestWatch implements DriftWatch {
+  private onDrift: ((d: Drift) => void) | null = null;
+  constructor(private readonly live: boolean) {}
+  open(_o: unknown, onDrift: (d: Drift) => void): Promise<void> {
+    this.onDrift = onDrift;
+    return Promise.resolve();
+  }
+  ownChange<T>(fn: () => Promise<T>): Promise<T> {
+    return fn();
+  }
+  watching(): boolean {
+    return this.live && this.onDrift !== null;
+  }
+  stop(): void {
+    this.onDrift = null;
+  }
+  report(): void {
+    this.onDrift?.({ reason: 'rules_changed', detail: 'a test' });
+  }
+}
+
+function watched(live: boolean, runSteps?: <T>(steps: Steps<T>) => Promise<T>) {
+  const f = fakeRunner();
+  const clock = new FakeClock();
+  const watch = new TestWatch(live);
+  const dp = new IptablesDataplane({
+    config: CONFIG,
+    run: f.run,
+    sysctl: runnerSysctl(f.run),
+    clock,
+    syncPeriodMs: 30_000,
+    options: { largeClusterThreshold: 0 },
+    driftWatch: watch,
+    ...(runSteps ? { runSteps } : {}),
+  });
+  const drifts: Drift[] = [];
+  dp.watchDrift((d) => drifts.push(d));
+  const saves = () => f.log.filter((l) => l.startsWith('iptables-save')).length;
+  return { f, clock, watch, dp, drifts, saves };
+}
+
+test('large-cluster mode with the drift watch running: partial syncs read no iptables-save, the first sync after a drift does', async () => {
+  const { clock, watch, dp, drifts, saves } = watched(true);
+  await dp.sync(state({ svcs: 3 }));
+  assert.equal(saves(), 1, 'the first sync reads the chain list');
+  clock.advance(30_001);
+  const one = await dp.sync(state({ svcs: 3, full: false, changed: ['ns1/s0'], epOffset: 1 }));
+  assert.equal(one.partial, true);
+  assert.equal(one.counters?.natSaveMs, 0);
+  assert.equal(saves(), 1, 'a sync period later, still not read: the watch reports changes by others');
+  watch.report();
+  assert.equal(drifts.length, 1);
+  const repair = await dp.sync(state({ svcs: 3, full: false, changed: [], epOffset: 1 }));
+  assert.equal(repair.partial, false, 'the planner forgot what it knew: the next sync is full');
+  assert.equal(saves(), 2, 'and starts from the live chain list');
+});
+
+test('large-cluster mode without a drift watch: a partial sync reads iptables-save once a sync period', async () => {
+  const { clock, dp, saves } = watched(false);
+  await dp.sync(state({ svcs: 3 }));
+  await dp.sync(state({ svcs: 3, full: false, changed: ['ns1/s0'], epOffset: 1 }));
+  assert.equal(saves(), 1);
+  clock.advance(30_001);
+  await dp.sync(state({ svcs: 3, full: false, changed: ['ns1/s0'], epOffset: 0 }));
+  assert.equal(saves(), 2);
+});
+
+test('a drift reported while the plan runs in slices is held until the plan is done, then makes the next sync full', async () => {
+  let fire: (() => void) | null = null;
+  let steps = 0;
+  // Reports the drift between two of the plan's steps, where the loop would have turned.
+  const runSteps = <T>(s: Steps<T>): Promise<T> => {
+    for (;;) {
+      const r = s.next();
+      if (r.done) return Promise.resolve(r.value);
+      if (steps++ === 0) fire?.();
+    }
+  };
+  const { f, watch, dp, drifts } = watched(true, runSteps);
+  fire = () => watch.report();
+  // Enough service ports for the render to take more than one step.
+  const first = await dp.sync(state({ svcs: 600 }));
+  assert.ok(steps > 1, `${steps} steps`);
+  assert.equal(drifts.length, 1, 'reported to the engine at once');
+  assert.equal(first.partial, false);
+  assert.ok(f.ipt.rules('nat', 'KUBE-SERVICES').length >= 600, 'the plan in progress was applied whole');
+  fire = null;
+  const next = await dp.sync(state({ svcs: 600, full: false, changed: [] }));
+  assert.equal(next.partial, false, 'the drift made the next sync full');
 });

@@ -4,13 +4,18 @@
 //   1. on a partial sync, checks the KUBE-PROXY-CANARY chains (mangle, nat,
 //      filter); any one missing means the ruleset was wiped (e.g. a firewall
 //      reload), so this sync becomes full (upstream ipt.Monitor);
-//   2. reads `iptables-save -t nat` (every sync, or at most once per
-//      syncPeriod in large-cluster mode, like upstream's stale-chain cleanup):
-//      a full sync starts from its chain list, so stale chains are deleted; on
-//      a partial sync, if it shows that another actor removed our nat rules
-//      (a missing jump or chain, an emptied KUBE-POSTROUTING: natDrift), this
-//      sync becomes full, so a `iptables -t nat -F` is repaired by the next
-//      periodic sync at the latest (upstream waits for its hourly full sync);
+//   2. reads `iptables-save -t nat` (every sync; in large-cluster mode only
+//      when the planner needs the live chain list, and, when no drift watch
+//      runs, at most once per syncPeriod, like upstream's stale-chain
+//      cleanup): a full sync starts from its chain list, so stale chains are
+//      deleted; on a partial sync, if it shows that another actor removed our
+//      nat rules (a missing jump or chain, an emptied KUBE-POSTROUTING:
+//      natDrift), this sync becomes full, so a `iptables -t nat -F` is
+//      repaired by the next periodic sync at the latest (upstream waits for
+//      its hourly full sync). At 10k Services that read takes 2-4 s, and the
+//      changes that arrive meanwhile wait for it (bench/README.md, churn);
+//      where the drift watch runs it reports the same changes within a
+//      second, so large-cluster partial syncs leave the read out;
 //   3. plans and renders (planner.ts); on a full sync adds the canary
 //      declarations to the input; adds the whole-table cache request when it
 //      is cheaper (restore.ts);
@@ -30,6 +35,7 @@
 import { ProxyError } from '../../core/errors.js';
 import type { DataplaneConfig, Dataplane, Drift, IPFamily, SyncOutcome, SyncState } from '../../core/types.js';
 import type { Clock } from '../../core/clock.js';
+import type { Steps } from '../../core/steps.js';
 import { IPTABLES_JUMP_CHAINS, jumpRuleArgs, type JumpChain } from '../../dataplane/iptables/jumps.js';
 import { natDrift, SavedTableReader, type SavedTable } from '../../dataplane/iptables/drift.js';
 import type { IptablesOptions, IptablesRender } from '../../dataplane/iptables/renderer.js';
@@ -38,8 +44,9 @@ import { detectFeatures, type IptablesFeatures } from './features.js';
 import { Iptables, type Table } from './iptables.js';
 import { insertAfterHeaders, wholeTableCachePays } from './restore.js';
 import type { CommandRunner } from '../exec.js';
-import { IptablesDriftWatch, ipvsModeOnly, restoreSections } from './driftwatch.js';
+import { IptablesDriftWatch, ipvsModeOnly, restoreSections, type DriftWatch } from './driftwatch.js';
 import { IptablesPlanner } from './planner.js';
+import { runSliced } from '../slices.js';
 import type { Sysctl } from './sysctl.js';
 
 export const ROUTE_LOCALNET = 'net/ipv4/conf/all/route_localnet';
@@ -61,6 +68,10 @@ export interface IptablesDataplaneOptions {
   readonly onEvent?: (level: 'debug' | 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string) => void;
   /** The network namespace `run` works in (tests, benchmarks), for the drift watch's netlink socket. */
   readonly netns?: string;
+  /** The watch of changes by others (tests); default an IptablesDriftWatch. */
+  readonly driftWatch?: DriftWatch;
+  /** Runs the planner's steps; default runSliced (a slice at a time between turns of the loop). */
+  readonly runSteps?: <T>(steps: Steps<T>) => Promise<T>;
 }
 
 /** A rule as iptables-save prints it: `-A CHAIN args`, arguments with spaces in double quotes. */
@@ -118,11 +129,15 @@ export class IptablesDataplane implements Dataplane {
   private routeLocalnetSet = false;
   /** watchDrift()'s listener, and the nf_tables watch of our chains. */
   private onDrift: ((drift: Drift) => void) | null = null;
-  private readonly drift = new IptablesDriftWatch(ipvsModeOnly);
+  private readonly drift: DriftWatch;
+  /** A sliced plan is running; a drift seen meanwhile fails the planner once it is done. */
+  private planning = false;
+  private driftWhilePlanning = false;
 
   constructor(private readonly o: IptablesDataplaneOptions) {
     this.family = o.config.family;
     this.ipt = new Iptables(this.family, o.run);
+    this.drift = o.driftWatch ?? new IptablesDriftWatch(ipvsModeOnly);
   }
 
   /** Detected once; a failed detection is retried on the next sync. */
@@ -159,6 +174,7 @@ export class IptablesDataplane implements Dataplane {
     const clock = this.o.clock;
     const features = await this.detect();
     await this.openMonitor(features);
+    const tStart = clock.monotonic();
     let full = state.fullSync || this.planner.needsLive();
     let canaryMissing = false;
     if (!full && !(await this.canariesPresent())) {
@@ -170,6 +186,7 @@ export class IptablesDataplane implements Dataplane {
         'iptables canary missing: ruleset was flushed, forcing a full sync',
       );
     }
+    const tSave = clock.monotonic();
     const natSave = await this.natSaveForStaleCleanup();
     let drifted = false;
     if (!full && natSave !== null) {
@@ -185,11 +202,25 @@ export class IptablesDataplane implements Dataplane {
     }
     const t0 = clock.monotonic();
     const cpu0 = process.cpuUsage();
-    const render = this.planner.plan(
-      { state, config: this.o.config, options: { ...features.options, ...this.o.options } },
-      full,
-      natSave?.chains ?? null,
-    );
+    // In slices: a 10k-Service render would otherwise hold the event loop for its whole length (bench/README.md,
+    // churn). Until it is done the planner must not be told of a drift: it is told right after.
+    this.planning = true;
+    let render: IptablesRender;
+    try {
+      render = await (this.o.runSteps ?? runSliced)(
+        this.planner.planSteps(
+          { state, config: this.o.config, options: { ...features.options, ...this.o.options } },
+          full,
+          natSave?.chains ?? null,
+        ),
+      );
+    } finally {
+      this.planning = false;
+      if (this.driftWhilePlanning) {
+        this.driftWhilePlanning = false;
+        this.planner.failed();
+      }
+    }
     // The canaries ride in the same atomic restore (declaring an empty chain is idempotent).
     const whole = this.useWholeTableCache(features, render);
     const input = restoreInput(render.restoreParts, { canaries: full, wholeTableCache: whole });
@@ -228,6 +259,9 @@ export class IptablesDataplane implements Dataplane {
         natRulesTotal: render.natRulesTotal,
         deletedChains: render.deletedChains.length,
         skipped: render.skipped.length,
+        canaryCheckMs: tSave - tStart,
+        natSaveMs: natSave === null ? 0 : t0 - tSave,
+        // The plan runs in slices: both include what the loop served between them (little, as a rule).
         renderMs: t1 - t0,
         renderCpuMs: (cpu.user + cpu.system) / 1000,
         restoreMs: t2 - t2a,
@@ -259,7 +293,8 @@ export class IptablesDataplane implements Dataplane {
     const o = { family: this.family, nftBackend: features.nftBackend, netns: this.o.netns, onEvent: this.o.onEvent };
     await this.drift.open(o, (drift) => {
       // A partial sync would trust chains that may be gone.
-      this.planner.failed();
+      if (this.planning) this.driftWhilePlanning = true;
+      else this.planner.failed();
       listener(drift);
     });
   }
@@ -279,11 +314,19 @@ export class IptablesDataplane implements Dataplane {
    * What this sync needs of `iptables-save -t nat` (the chains, for the
    * stale-chain cleanup; rule counts and the built-in chains' rules, for the
    * drift and jump checks), read line by line so the whole save, large in a big cluster, is never held;
-   * or null when upstream would skip the stale-chain cleanup this time.
+   * or null when it is not read this time: in large-cluster mode when the
+   * planner knows the chains and either the drift watch reports changes by
+   * others or the last read is less than a sync period old (upstream's
+   * stale-chain cleanup period). Stale chains of ours only come from a failed
+   * restore or an earlier process, and both make the planner need the list.
    */
   private async natSaveForStaleCleanup(): Promise<SavedTable | null> {
     const now = this.o.clock.monotonic();
-    if (this.lastLargeClusterMode && !this.planner.needsLive() && now - this.lastStaleCleanup < this.o.syncPeriodMs)
+    if (
+      this.lastLargeClusterMode &&
+      !this.planner.needsLive() &&
+      (this.drift.watching() || now - this.lastStaleCleanup < this.o.syncPeriodMs)
+    )
       return null;
     this.lastStaleCleanup = now;
     const reader = new SavedTableReader('nat');

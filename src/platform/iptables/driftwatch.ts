@@ -74,12 +74,29 @@ export function restoreSections(parts: readonly string[]): number {
   return n;
 }
 
+/** What IptablesDataplane needs of a drift watch (IptablesDriftWatch; tests give their own). */
+export interface DriftWatch {
+  open(
+    o: {
+      family: IPFamily;
+      nftBackend: boolean;
+      netns?: string;
+      onEvent?: (level: 'info', fields: Record<string, unknown>, msg: string) => void;
+    },
+    onDrift: (drift: Drift) => void,
+  ): Promise<void>;
+  ownChange<T>(fn: () => Promise<T>, commits: number): Promise<T>;
+  /** True while changes by others are reported (opened, on the nf_tables backend, not stopped). */
+  watching(): boolean;
+  stop(): void;
+}
+
 /**
  * The watch itself, for the iptables mode and the ipvs mode's chains: opened
  * once, at the first sync after watchDrift(); our own restores go through
  * ownChange(); stop() ends it for good (cleanup, close).
  */
-export class IptablesDriftWatch {
+export class IptablesDriftWatch implements DriftWatch {
   /** others: the chains of the mode that shares our names, which are not ours. */
   constructor(private readonly others: OtherModesChain = () => false) {}
 
@@ -116,6 +133,10 @@ export class IptablesDriftWatch {
   /** Our own restore, kept out of the watch; at most `commits` nf_tables commits. */
   ownChange<T>(fn: () => Promise<T>, commits: number): Promise<T> {
     return this.monitor ? this.monitor.ownChange(fn, commits) : fn();
+  }
+
+  watching(): boolean {
+    return this.monitor !== null && this.monitor !== undefined;
   }
 
   stop(): void {

@@ -18,6 +18,7 @@ import type { IptablesRender, IptablesRenderInput } from '../../dataplane/iptabl
 import { IptablesDriver, type ChainGeneration, type IptablesKind } from '../../dataplane/iptables/driver.js';
 import { isServiceChainName } from '../../dataplane/iptables/names.js';
 import { Reconciler } from '../../engine/reconciler.js';
+import { finish, type Steps } from '../../core/steps.js';
 
 export class IptablesPlanner {
   private readonly driver = new IptablesDriver();
@@ -30,6 +31,17 @@ export class IptablesPlanner {
 
   /** The restore input for `input`; `live` is the nat table's chain list (used by full syncs only). */
   plan(input: IptablesRenderInput, full: boolean, live: Iterable<string> | null = null): IptablesRender {
+    return finish(this.planSteps(input, full, live));
+  }
+
+  /**
+   * plan() as resumable steps (src/core/steps.ts): the driver's render, the
+   * reconciler's plan and the assembly of the input, so the dataplane can run
+   * a 10k-Service plan a slice at a time. The input is the same, byte for
+   * byte. Until it is returned, nothing else may use this planner (failed()
+   * included: the dataplane holds a drift seen meanwhile until then).
+   */
+  *planSteps(input: IptablesRenderInput, full: boolean, live: Iterable<string> | null = null): Steps<IptablesRender> {
     const r = this.reconciler;
     if (r.needsLive()) {
       full = true;
@@ -37,9 +49,9 @@ export class IptablesPlanner {
     } else if (full && live !== null && !this.knowsExactly(live)) {
       r.adopt(this.driver.live(live));
     }
-    const draft = this.driver.desired(input, full);
-    const p = r.plan(draft, full);
-    return draft.translate(p.ops, p.full);
+    const draft = yield* this.driver.desiredSteps(input, full);
+    const p = yield* r.planSteps(draft, full);
+    return yield* draft.translateSteps(p.ops, p.full);
   }
 
   /** Whether our chains in the list (no name twice) are exactly those the reconciler knows. */

@@ -39,6 +39,11 @@ test('insertAfterHeaders splices lines after headers found anywhere in the piece
   // A header split from its line start by a piece boundary still counts; one inside a line does not.
   assert.equal(insertAfterHeaders(['COMMIT\n', '*nat\n', 'x\n'], { nat: ['-S'] }).join(''), 'COMMIT\n*nat\n-S\nx\n');
   assert.equal(insertAfterHeaders(['-A X --comment "', '*nat\n'], { nat: ['-S'] }).join(''), '-A X --comment "*nat\n');
+  // A table has one section: only its first header gets the lines (what follows is not searched).
+  assert.equal(
+    insertAfterHeaders(['*nat\nCOMMIT\n', '*nat\nCOMMIT\n'], { nat: ['-S'] }).join(''),
+    '*nat\n-S\nCOMMIT\n*nat\nCOMMIT\n',
+  );
 });
 
 test('the runner streams pieces into stdin and stdout back line by line', async () => {

@@ -58,11 +58,13 @@ export function withWholeTableCache(text: string, tables: readonly string[] = ['
 /**
  * The restore input as pieces (whole-line text in order, as the renderer
  * built it), with `lines` inserted right after the header of each named
- * table section (`*nat` -> ['-S', ':KUBE-PROXY-CANARY - [0:0]']). A header
- * counts only at the start of a line. Only the piece holding a header is
- * split; the big per-service pieces are passed through untouched, so the
- * input is never joined into one string (that would copy the whole ruleset
- * once more per step).
+ * table section (`*nat` -> ['-S', ':KUBE-PROXY-CANARY - [0:0]']); a table
+ * has one section, so only its first header counts. A header counts only at
+ * the start of a line. Only the piece holding a header is split; the big
+ * per-service pieces are passed through untouched, so the input is never
+ * joined into one string (that would copy the whole ruleset once more per
+ * step), and once every header is found the rest is not searched (at 10k
+ * Services searching all of it held the event loop for 40-70 ms).
  */
 export function insertAfterHeaders(
   parts: readonly string[],
@@ -70,13 +72,22 @@ export function insertAfterHeaders(
 ): string[] {
   const out: string[] = [];
   let atLineStart = true;
-  for (const part of parts) {
+  const wanted = new Map<string, string>();
+  for (const [table, add] of Object.entries(lines)) if (add && add.length > 0) wanted.set(table, add.join('\n') + '\n');
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!;
+    if (wanted.size === 0) {
+      out.push(part);
+      continue;
+    }
     const cuts: Array<{ at: number; text: string }> = [];
-    for (const [table, add] of Object.entries(lines)) {
-      if (!add || add.length === 0) continue;
+    for (const [table, text] of wanted) {
       const header = `*${table}\n`;
       const at = atLineStart && part.startsWith(header) ? 0 : part.indexOf(`\n${header}`) + 1 || -1;
-      if (at >= 0) cuts.push({ at: at + header.length, text: add.join('\n') + '\n' });
+      if (at >= 0) {
+        cuts.push({ at: at + header.length, text });
+        wanted.delete(table);
+      }
     }
     if (cuts.length === 0) out.push(part);
     else {
