@@ -189,15 +189,17 @@ export class Reflector<T extends K8sObject> {
 
   /** One object of the first state, to the sink before the state is complete (firstStateAsItComes). */
   private deliverEarly(obj: T): void {
-    const key = objectKey(obj);
+    if (this.deliver(obj, objectKey(obj)) === 'added') this.deliveredEarly++;
+  }
+
+  /** Into the local copy and to the sink, unless the copy holds this version already (then nothing). */
+  private deliver(obj: T, key: string): 'added' | 'updated' | null {
     const old = this.items.get(key);
-    if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) return;
+    if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) return null;
     this.items.set(key, this.kept(obj));
     if (old) this.call(() => this.o.sink.update(old, obj));
-    else {
-      this.deliveredEarly++;
-      this.call(() => this.o.sink.add(obj));
-    }
+    else this.call(() => this.o.sink.add(obj));
+    return old ? 'updated' : 'added';
   }
 
   /** The form the local copy holds of an object the sink was given. */
@@ -314,17 +316,10 @@ export class Reflector<T extends K8sObject> {
     try {
       for (const [key, obj] of fresh) {
         if (++seen % REPLACE_CHUNK === 0) await loopTurn();
-        const old = this.items.get(key);
-        if (!old) {
-          this.items.set(key, this.kept(obj));
-          added++;
-          this.call(() => this.o.sink.add(obj));
-        } else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) {
-          this.items.set(key, this.kept(obj));
-          updated++;
-          this.call(() => this.o.sink.update(old, obj));
-        }
         // Unchanged: keep the object the handlers already hold; the fresh copy is garbage.
+        const r = this.deliver(obj, key);
+        if (r === 'added') added++;
+        else if (r === 'updated') updated++;
       }
       for (const [key, old] of [...this.items]) {
         if (fresh.has(key)) continue;
