@@ -26,6 +26,7 @@ const EXPECTED: Readonly<Record<string, unknown>> = {
   manifests: '',
   'service-traffic-metrics': 0,
   'datapath-canary': true,
+  'datapath-canary-interval': '5s',
   'handover-drain-period': '1m0s',
   'early-sync-after': '500ms',
   'ebpf-pin-path': DEFAULT_EBPF_OPTIONS.pinRoot,

@@ -63,6 +63,7 @@ export function defaultOptions(cfg: ResolvedConfig): CommandOptions {
     manifestsDir: '',
     serviceTrafficMetrics: 0,
     datapathCanary: true,
+    datapathCanaryInterval: 5 * SECOND,
     handoverDrainPeriod: MINUTE,
     earlySyncAfter: SECOND / 2,
     healthzPort: PROXY_HEALTHZ_PORT,

@@ -46,6 +46,7 @@ export interface CommandOptions {
   manifestsDir: string;
   serviceTrafficMetrics: number;
   datapathCanary: boolean;
+  datapathCanaryInterval: Duration;
   handoverDrainPeriod: Duration;
   earlySyncAfter: Duration;
   healthzPort: number;
@@ -183,7 +184,15 @@ export const COMMAND_FLAGS: readonly FlagSpec[] = [
     scope: 'option',
     to: 'opts.datapathCanary',
     usage:
-      "kube-proxy-ts only (not upstream): program a canary Service of the proxy's own per IP family (ClusterIP 169.254.255.253, and 100::a9fe:fffd for IPv6, which no user's Service can have) pointing at a listener of the proxy on the node's address of that family, connect to it through the datapath every 5 s, and answer 503 on /healthz and on health-check node ports while 3 probes in a row fail, until 2 succeed. In the modes where it is proven (docs/compatibility.md). false turns it off.",
+      "kube-proxy-ts only (not upstream): program a canary Service of the proxy's own per IP family (ClusterIP 169.254.255.253, and 100::a9fe:fffd for IPv6, which no user's Service can have) pointing at a listener of the proxy on the node's address of that family, connect to it through the datapath every --datapath-canary-interval, and answer 503 on /healthz and on health-check node ports while 3 probes in a row fail, until 2 succeed. In the modes where it is proven (docs/compatibility.md). false turns it off.",
+  },
+  {
+    name: 'datapath-canary-interval',
+    kind: 'duration',
+    scope: 'option',
+    to: 'opts.datapathCanaryInterval',
+    usage:
+      'kube-proxy-ts only: how often the datapath canary connects through the datapath (at least 1s; each probe waits up to 1 s for its answer). With the 3 failed probes it takes to turn unhealthy and the 2 good ones to turn back, this sets how soon a broken datapath drains the node from load balancers: about 3 intervals, and 2 to return.',
   },
   {
     name: 'early-sync-after',

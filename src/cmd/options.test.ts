@@ -474,6 +474,22 @@ test('--handover-drain-period: 1m by default, any duration, never negative', asy
   await rejects(['--handover-drain-period=-1s'], 'KPT_FLAG_INVALID', /--handover-drain-period: must not be negative/);
 });
 
+test('--datapath-canary-interval: 5s by default, at least 1s', async () => {
+  assert.equal((await run([])).datapathCanaryMs, 5000);
+  assert.equal((await run(['--datapath-canary-interval=2s'])).datapathCanaryMs, 2000);
+  assert.equal((await run(['--datapath-canary-interval=1m'])).datapathCanaryMs, 60_000);
+  await rejects(
+    ['--datapath-canary-interval=500ms'],
+    'KPT_FLAG_INVALID',
+    /--datapath-canary-interval: must be at least 1s/,
+  );
+  await rejects(
+    ['--datapath-canary-interval=-5s'],
+    'KPT_FLAG_INVALID',
+    /--datapath-canary-interval: must not be negative/,
+  );
+});
+
 test('--ebpf-lb-algorithm takes the four algorithms and refuses anything else', async () => {
   for (const a of ['random', 'round-robin', 'maglev', 'source-hash'])
     assert.equal((await run([`--ebpf-lb-algorithm=${a}`])).ebpf.algorithm, a);

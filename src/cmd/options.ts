@@ -96,6 +96,8 @@ export interface RunCommand {
   readonly serviceTrafficMetrics: number;
   /** Our --datapath-canary: probe the datapath through a canary Service of our own (src/core/canary.ts). */
   readonly datapathCanary: boolean;
+  /** Our --datapath-canary-interval, in ms. */
+  readonly datapathCanaryMs: number;
   /** Our --early-sync-after, in ms (0: off): see src/engine/earlystart.ts. */
   readonly earlySyncMs: number;
   /** Our --handover-drain-period, in ms: how long a previous ebpf or ipvs mode's state drains (src/cmd/handover.ts). */
@@ -202,12 +204,21 @@ export async function parseCommandLine(
     ...(opts.manifestsDir ? { manifestsDir: opts.manifestsDir } : {}),
     serviceTrafficMetrics: opts.serviceTrafficMetrics,
     datapathCanary: opts.datapathCanary,
+    datapathCanaryMs: canaryIntervalMs(opts.datapathCanaryInterval),
     handoverDrainMs: drainMs(opts.handoverDrainPeriod),
     earlySyncMs: nonNegativeMs(opts.earlySyncAfter, 'early-sync-after'),
     ebpf: ebpfFlags(opts),
     flagz: flagzValues(flags.values),
     version,
   };
+}
+
+/** A probe waits up to 1 s for its answer; probing more often than that would only queue probes. */
+function canaryIntervalMs(d: number): number {
+  const ms = nonNegativeMs(d, 'datapath-canary-interval');
+  if (ms < 1000)
+    throw new ProxyError('KPT_FLAG_INVALID', 'invalid argument for --datapath-canary-interval: must be at least 1s');
+  return ms;
 }
 
 function drainMs(d: number): number {

@@ -426,6 +426,7 @@ async function startCanaries(
       programmed: () => w.programmed(family),
       onTransition: (t) => w.onTransition(family, t),
       log: w.log,
+      intervalMs: cmd.datapathCanaryMs,
     });
     try {
       await canary.listen();
