@@ -38,6 +38,10 @@
 //   node --import tsx bench/scale.ts [--sizes 30000,100000] [--modes iptables,nftables,ebpf]
 //                                    [--endpoints 5] [--changes 5] [--cap 600] [--api-pace 500]
 //                                    [--tag NAME] [--no-build] [--log] [--proxy-flags '--early-sync-after=0']
+//                                    [--node-args '--max-semi-space-size=4 --cpu-prof --cpu-prof-dir=/tmp/p']
+// --node-args runs the proxy as `node <these> bin/kube-proxy-ts` (its `#!` line's V8 flags dropped, its
+// MALLOC_ARENA_MAX=2 kept): for experiments with V8 flags and for CPU profiles (written when the proxy
+// exits on the bench's SIGTERM).
 //   node --import tsx bench/scale.ts --report bench/out/scale.json,bench/out/scale-NAME.json [--tag NAME]
 // --report prints the table and draws the plots of samples earlier runs
 // wrote, a later file's sample replacing an earlier one's of the same mode
@@ -60,6 +64,7 @@ const CAP_S = Number(arg('cap', '600'));
 const PACE = Number(arg('api-pace', '500'));
 /** More flags for the proxy, space-separated (e.g. `--early-sync-after=0`, to compare with early syncs off). */
 const PROXY_FLAGS = arg('proxy-flags', '').split(' ').filter(Boolean);
+const NODE_ARGS = arg('node-args', '').split(' ').filter(Boolean);
 /** --tag NAME writes scale-NAME.* instead, so that runs with other settings keep their own results. */
 const NAME = arg('tag', '') ? `scale-${arg('tag', '')}` : 'scale';
 const OUT = join(REPO_ROOT, 'bench', 'out');
@@ -173,7 +178,13 @@ async function once(mode: string, size: number): Promise<Sample> {
     );
     const apiCpu0 = cpuSecondsOf(c.apiPid);
     const t0 = Date.now();
-    c.startProxy(mode, ['--v', '2', ...PROXY_FLAGS], {}, undefined, bpf?.enter());
+    c.startProxy(
+      mode,
+      ['--v', '2', ...PROXY_FLAGS],
+      NODE_ARGS.length ? { MALLOC_ARENA_MAX: '2' } : {},
+      NODE_ARGS.length ? NODE_ARGS : undefined,
+      bpf?.enter(),
+    );
     let coldSyncS = NaN;
     try {
       coldSyncS = ((await c.waitHealthy(CAP_S * 1000)) - t0) / 1000;

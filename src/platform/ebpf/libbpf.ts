@@ -98,6 +98,7 @@ interface Libc {
   close(fd: number): number;
   open(path: string, flags: number): number;
   __errno_location(): Ptr;
+  pthread_sigmask(how: number, set: Buffer | null, old: Buffer | null): number;
 }
 
 let lib: Lib | null = null;
@@ -182,8 +183,36 @@ export function libcOf(): Libc {
     close: l.func('int close(int fd)'),
     open: l.func('int open(const char *path, int flags)'),
     __errno_location: l.func('int *__errno_location(void)'),
+    pthread_sigmask: l.func('int pthread_sigmask(int how, void *set, void *old)'),
   } as unknown as Libc;
   return libc;
+}
+
+const SIG_BLOCK = 0;
+const SIG_SETMASK = 2;
+const SIGPROF = 27;
+/** glibc's sigset_t: 1024 bits, signal n at bit n-1. */
+const SIGSET_BYTES = 128;
+
+/**
+ * Run fn with SIGPROF held back on this thread. V8's CPU profiler (our
+ * /debug/pprof/profile, `node --cpu-prof`) samples by sending SIGPROF every
+ * interval, and the verifier abandons a program load with EAGAIN whenever a
+ * signal is pending; libbpf's retries verify the whole object again and fail
+ * the same way, so a profiled proxy could load no program at all. A held
+ * signal stays pending and is taken (one late sample) when fn returns.
+ */
+export function withoutProfilerSignal<T>(fn: () => T): T {
+  const c = libcOf();
+  const set = Buffer.alloc(SIGSET_BYTES);
+  set[(SIGPROF - 1) >> 3] = 1 << ((SIGPROF - 1) & 7);
+  const old = Buffer.alloc(SIGSET_BYTES);
+  if (c.pthread_sigmask(SIG_BLOCK, set, old) !== 0) return fn();
+  try {
+    return fn();
+  } finally {
+    c.pthread_sigmask(SIG_SETMASK, old, null);
+  }
 }
 
 /** errno of the last failed libc/libbpf call on this thread. */

@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MAPS, MAP_NAMES, type MapName, maglevValueSize } from '../../dataplane/ebpf/layout.js';
 import { BpfMap, mapInfo, type MapInfo } from './map.js';
-import { addressOf, BpfError, closeFd, isNull, lastErrno, libbpf } from './libbpf.js';
+import { addressOf, BpfError, closeFd, isNull, lastErrno, libbpf, withoutProfilerSignal } from './libbpf.js';
 import type { PinDir } from './pins.js';
 
 export const TC_PROGRAMS = ['kpt_ingress', 'kpt_egress'] as const;
@@ -110,7 +110,7 @@ export function loadObject(opts: LoadOptions): LoadedObject {
       if (!isNull(h)) lib.bpf_program__set_autoload(h, opts.socketLB ?? false);
     }
     const adoption = opts.pins ? adoptPins(handles, opts.pins) : [];
-    const rc = lib.bpf_object__load(obj);
+    const rc = withoutProfilerSignal(() => lib.bpf_object__load(obj));
     if (rc < 0) {
       const log = logBuf.toString('utf8', 0, Math.max(0, logBuf.indexOf(0)));
       throw new BpfError('load BPF programs', -rc, log.slice(-4000));

@@ -172,7 +172,11 @@ export class Reflector<T extends K8sObject> {
   /** Retry-After of the last failure, in ms, for the next backoff. */
   private retryAfterMs: number | undefined;
   private relisting = false;
-  /** Objects of the state being streamed that reached the sink before its end (counted as added). */
+  /**
+   * Objects of the state being streamed that reached the sink before its end (counted as added). Kept
+   * when that stream breaks: the state that completes next finds them in the local copy (unchanged, so
+   * not counted again), and its `listed` event still reports them as added since the last one.
+   */
   private deliveredEarly = 0;
   /** The last list's version was refused (410): list from "" (a consistent read) next. */
   private rvUnavailable = false;
