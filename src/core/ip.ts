@@ -21,17 +21,36 @@ export interface ParsedCIDR {
   readonly text: string;
 }
 
+/**
+ * IPv4 by character codes (every endpoint address of every slice comes
+ * through here, so no split or regex): four decimal parts of 1-3 digits, each
+ * at most 255. Sets v4Sloppy when a part had a leading zero, i.e. when the
+ * normalised text differs from the input.
+ */
+let v4Sloppy = false;
 function parseIPv4(s: string): Uint8Array | null {
-  const parts = s.split('.');
-  if (parts.length !== 4) return null;
   const out = new Uint8Array(4);
-  for (let i = 0; i < 4; i++) {
-    const p = parts[i]!;
-    if (!/^[0-9]{1,3}$/.test(p)) return null;
-    const n = Number.parseInt(p, 10);
+  let part = 0;
+  let n = 0;
+  let digits = 0;
+  let sloppy = false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 46) {
+      if (digits === 0 || part === 3) return null;
+      out[part++] = n;
+      n = 0;
+      digits = 0;
+      continue;
+    }
+    if (c < 48 || c > 57 || ++digits > 3) return null;
+    if (digits === 2 && n === 0) sloppy = true;
+    n = n * 10 + (c - 48);
     if (n > 255) return null;
-    out[i] = n;
   }
+  if (digits === 0 || part !== 3) return null;
+  out[3] = n;
+  v4Sloppy = sloppy;
   return out;
 }
 
@@ -110,7 +129,8 @@ export function formatIP(bytes: Uint8Array): string {
 export function parseIP(s: unknown): ParsedIP | null {
   if (typeof s !== 'string' || s.length === 0 || s.length > 64) return null;
   const v4 = s.includes(':') ? null : parseIPv4(s);
-  if (v4) return { family: 'IPv4', bytes: v4, text: formatIP(v4) };
+  // Already normalised (the usual case): the input is the text, no formatting.
+  if (v4) return { family: 'IPv4', bytes: v4, text: v4Sloppy ? formatIP(v4) : s };
   const v6 = s.includes(':') ? parseIPv6(s) : null;
   if (v6) return { family: 'IPv6', bytes: v6, text: formatIP(v6) };
   return null;
