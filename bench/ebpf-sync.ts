@@ -16,10 +16,9 @@
 import { performance } from 'node:perf_hooks';
 import type { SyncState } from '../src/core/types.js';
 import { Fake } from '../src/dataplane/ebpf/fake.js';
-import * as L from '../src/dataplane/ebpf/layout.js';
 import type { MapOp } from '../src/dataplane/ebpf/store.js';
 import { EbpfPlanner } from '../src/platform/ebpf/planner.js';
-import type { LiveEntries } from '../src/dataplane/ebpf/driver.js';
+import { liveEntries, type LiveEntries } from '../src/dataplane/ebpf/driver.js';
 import { PATH_CONFIG } from './lib/ebpfpath.js';
 import { buildState, withExtraEndpoint } from './lib/ebpfstate.js';
 
@@ -63,9 +62,7 @@ const med = (ts: Timing[]) => ({
 });
 
 function liveOf(f: Fake): LiveEntries {
-  return new Map(
-    L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [m, new Map(f.dump(m).map(([k, v]) => [L.keyOf(k), v]))]),
-  );
+  return liveEntries((m) => f.dump(m));
 }
 
 function gc(): void {

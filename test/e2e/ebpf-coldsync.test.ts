@@ -121,7 +121,7 @@ describe(
       const fake = new Fake({ maglevM: M });
       const state = mixedState(N);
 
-      const live = new Map([...contents((m) => rt.dump(m)).keys()].map((m) => [m, new Map<string, Uint8Array>()]));
+      const live = new Map([...contents((m) => rt.dump(m)).keys()].map((m) => [m, new Map<string, string>()]));
       const cold = packed.plan({ state, live, packed: true });
       assert.ok(cold.puts, 'a cold start over empty maps is handed over as puts');
       assert.deepEqual(cold.ops, []);

@@ -10,7 +10,7 @@ import { Fake } from './fake.js';
 import { maglevTable } from './hash.js';
 import * as L from './layout.js';
 import { EbpfPlanner } from '../../platform/ebpf/planner.js';
-import type { LiveEntries } from './driver.js';
+import { liveEntries, type LiveEntries } from './driver.js';
 import { assignSlots } from './entries.js';
 import type { MapOp } from './store.js';
 import { trace } from './trace.js';
@@ -336,9 +336,7 @@ test('SCTP ports are reported and left out', () => {
 });
 
 function liveOf(f: Fake): LiveEntries {
-  return new Map(
-    L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [m, new Map(f.dump(m).map(([k, v]) => [L.keyOf(k), v]))]),
-  );
+  return liveEntries((m) => f.dump(m));
 }
 
 test('round-robin and source-hash: the set starts its turn at slot 0; source-hash reads a Maglev table', () => {

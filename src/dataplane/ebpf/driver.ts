@@ -52,13 +52,13 @@ export interface EbpfDesiredInput {
   readonly netnsCookie?: bigint;
 }
 
-/** This family's entries in the kernel (L.keyOf(key) -> value, per map). */
-export type LiveEntries = ReadonlyMap<L.MapName, ReadonlyMap<string, Uint8Array>>;
+/** This family's entries in the kernel (L.keyOf(key) -> L.valueText(value), per map). */
+export type LiveEntries = ReadonlyMap<L.MapName, ReadonlyMap<string, string>>;
 
 /** What the driver reads of the reconciler's memory (the Reconciler provides it). */
 export interface EbpfMemory {
   /** What the maps hold for an entry (absent: undefined; unknown: null). */
-  applied(kind: L.MapName, key: string): Uint8Array | null | undefined;
+  applied(kind: L.MapName, key: string): string | null | undefined;
   /** The owners that want an entry, the one whose value it holds last. */
   ownersOf(kind: L.MapName, key: string): readonly string[];
 }
@@ -79,13 +79,7 @@ export const NODE_OWNER = '\0node';
 
 const NONE: readonly MapEntry[] = Object.freeze([]);
 
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
-export const EBPF_SPEC: ObjectSpec<L.MapName, Uint8Array> = {
+export const EBPF_SPEC: ObjectSpec<L.MapName, string> = {
   order: [
     'names',
     'eps',
@@ -100,12 +94,12 @@ export const EBPF_SPEC: ObjectSpec<L.MapName, Uint8Array> = {
     'addrs',
     'cfg',
   ],
-  same: sameBytes,
+  same: (a, b) => a === b,
   merge(kind, values) {
     if (kind !== 'addrs') return values[values.length - 1]!;
     let flags = 0;
-    for (const v of values) flags |= L.decodeU32(v);
-    return L.encodeU32(flags);
+    for (const v of values) flags |= L.decodeU32(L.keyBytes(v));
+    return L.valueText(L.encodeU32(flags));
   },
 };
 
@@ -114,7 +108,7 @@ interface PortId {
   readonly service: string;
 }
 
-export class EbpfDriver implements ObjectDriver<L.MapName, Uint8Array, EbpfDesiredInput> {
+export class EbpfDriver implements ObjectDriver<L.MapName, string, EbpfDesiredInput> {
   readonly spec = EBPF_SPEC;
   private readonly family: IPFamily;
   private readonly algorithm: L.LbAlgorithm;
@@ -159,7 +153,7 @@ export class EbpfDriver implements ObjectDriver<L.MapName, Uint8Array, EbpfDesir
     this.freeIds = [];
     this.nextId = L.ID_RANGE[this.family][0];
     for (const v of live?.get('svc')?.values() ?? []) {
-      const id = L.decodeSvcValue(v).svcId;
+      const id = L.decodeSvcValue(L.keyBytes(v)).svcId;
       if (!inRange(id, this.family)) continue;
       this.liveIds.add(id);
       if (id >= this.nextId) this.nextId = id + 1;
@@ -260,7 +254,7 @@ export class EbpfDriver implements ObjectDriver<L.MapName, Uint8Array, EbpfDesir
         'svc',
         L.keyOf(L.encodeSvcKey({ addr: sp.clusterIP, port: sp.port, proto: sp.protocol })),
       );
-      const live = v ? L.decodeSvcValue(v).svcId : undefined;
+      const live = v ? L.decodeSvcValue(L.keyBytes(v)).svcId : undefined;
       if (live !== undefined && this.liveIds.has(live) && !this.usedIds.has(live)) id = live;
     }
     while (id === undefined) {
@@ -288,14 +282,34 @@ export class EbpfDriver implements ObjectDriver<L.MapName, Uint8Array, EbpfDesir
 }
 
 /** The reconciler's operations as map writes: a put is an update, a delete a delete. */
-export function toMapOps(ops: readonly ObjectOp<L.MapName, Uint8Array>[]): MapOp[] {
+export function toMapOps(ops: readonly ObjectOp<L.MapName, string>[]): MapOp[] {
   const out: MapOp[] = new Array(ops.length);
   for (let i = 0; i < ops.length; i++) {
     const o = ops[i]!;
     out[i] =
       o.op === 'put'
-        ? { map: o.kind, op: 'update', key: L.keyBytes(o.key), value: o.value }
+        ? { map: o.kind, op: 'update', key: L.keyBytes(o.key), value: L.keyBytes(o.value) }
         : { map: o.kind, op: 'delete', key: L.keyBytes(o.key) };
+  }
+  return out;
+}
+
+/**
+ * The rendered maps' entries as the planner takes them (keys and values as
+ * text), from a dump of each map (the kernel's, or a Fake's); `family`
+ * keeps only that family's entries.
+ */
+export function liveEntries(
+  dump: (map: L.MapName) => Iterable<readonly [Uint8Array, Uint8Array]>,
+  family?: IPFamily,
+): Map<L.MapName, Map<string, string>> {
+  const out = new Map<L.MapName, Map<string, string>>();
+  for (const m of L.MAP_NAMES) {
+    if (!L.MAPS[m].rendered) continue;
+    const e = new Map<string, string>();
+    for (const [k, v] of dump(m))
+      if (family === undefined || L.familyOfEntry(m, k) === family) e.set(L.keyOf(k), L.valueText(v));
+    out.set(m, e);
   }
   return out;
 }

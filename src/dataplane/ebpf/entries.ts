@@ -12,7 +12,8 @@ import { usesMaglevTable } from '../../core/lbalgorithm.js';
 import { maglevTable } from './hash.js';
 import * as L from './layout.js';
 
-export type MapEntry = Keyed<L.MapName, Uint8Array>;
+/** A map entry as the reconciler keeps it: key and value one character per byte (L.keyOf, L.valueText). */
+export type MapEntry = Keyed<L.MapName, string>;
 
 export interface IfaceInfo {
   readonly index: number;
@@ -27,7 +28,7 @@ export interface PortContext {
   readonly algorithm: L.LbAlgorithm;
   readonly maglevM: number;
   /** What the maps hold under a key now (absent: undefined; unknown: null). */
-  held(map: L.MapName, key: string): Uint8Array | null | undefined;
+  held(map: L.MapName, key: string): string | null | undefined;
   /**
    * Whether port may serve this svc entry (key: hex; what: for the report).
    * One (address, port, protocol) can be served by one port only; the
@@ -39,7 +40,7 @@ export interface PortContext {
 const entry = (kind: L.MapName, key: Uint8Array, value: Uint8Array): MapEntry => ({
   kind,
   key: L.keyOf(key),
-  value,
+  value: L.valueText(value),
 });
 
 /** The entries of one service port with id `id` (not SCTP: the programs do not translate it). */
@@ -70,7 +71,7 @@ export function servicePortEntries(sp: ServicePort, id: number, state: SyncState
       kind,
       algo,
     });
-    out.push({ kind: 'svc', key: hex, value });
+    out.push({ kind: 'svc', key: hex, value: L.valueText(value) });
   };
   // One port may name an address twice (an external IP that is also a
   // load-balancer VIP): the map holds one entry per address, its flags ORed.
@@ -144,12 +145,12 @@ function setEntries(
 function previousSlots(ctx: PortContext, setId: number): string[] {
   const set = ctx.held('sets', L.keyOf(L.encodeU32(setId)));
   if (!set) return [];
-  const n = L.decodeSetValue(set).count;
+  const n = L.decodeSetValue(L.keyBytes(set)).count;
   const out: string[] = [];
   for (let slot = 0; slot < n; slot++) {
     const v = ctx.held('eps', L.keyOf(L.encodeEpKey({ setId, slot })));
     if (!v) break;
-    const d = L.decodeEpValue(v);
+    const d = L.decodeEpValue(L.keyBytes(v));
     out.push(joinHostPort(d.addr, d.port));
   }
   return out;

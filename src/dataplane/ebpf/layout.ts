@@ -299,6 +299,13 @@ export function keyOf(b: Uint8Array): string {
   // one node per byte, which the map then has to flatten and the GC to collect).
   return String.fromCharCode.apply(null, b as unknown as number[]);
 }
+/**
+ * The reconciler keeps map values as it keeps keys, one character per byte:
+ * a short string costs a fraction of a Uint8Array with its ArrayBuffer
+ * (about 40 against 175 bytes for a value of 8-24 bytes; 270,000 entries at
+ * 30k Services), and equal values compare with ===.
+ */
+export const valueText = keyOf;
 export function keyBytes(k: string): Uint8Array {
   const out = new Uint8Array(k.length);
   for (let i = 0; i < k.length; i++) out[i] = k.charCodeAt(i);

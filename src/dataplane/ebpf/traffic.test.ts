@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { syncStateFromObjects } from '../../core/snapshot.js';
 import type { DataplaneConfig, SyncState } from '../../core/types.js';
 import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../../../test/support/fixtures.js';
+import { liveEntries } from './driver.js';
 import { Fake } from './fake.js';
 import * as L from './layout.js';
 import { EbpfPlanner } from '../../platform/ebpf/planner.js';
@@ -148,12 +149,7 @@ test('after a restart the counted ports keep their entries and counts (ids recov
   n.count('default/a:http', 7n, 700n);
   const planner = new EbpfPlanner(CONFIG, { trafficCounters: true });
   const plan = new TrafficCounterPlan('IPv4', 2);
-  const live = new Map(
-    L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [
-      m,
-      new Map(n.fake.dump(m).map(([k, v]) => [L.keyOf(k), v])),
-    ]),
-  );
+  const live = liveEntries((m) => n.fake.dump(m));
   const r = planner.plan({ state: state({ a: 1, b: 1, c: 1 }), live });
   n.fake.apply(r.ops);
   const ids = n.fake.dump('traffic').map(([k]) => L.decodeU32(k));

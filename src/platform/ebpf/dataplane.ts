@@ -270,16 +270,16 @@ export class EbpfDataplane implements Dataplane {
     // this, the second family's first plan read every entry of the first (seconds at 100k Services,
     // in one turn of the event loop) to keep none.
     const adopted = new Set(rt.report.adoption.filter((a) => a.outcome === 'adopted').map((a) => a.map));
-    const out = new Map<L.MapName, Map<string, Uint8Array>>();
+    const out = new Map<L.MapName, Map<string, string>>();
     for (const m of L.MAP_NAMES) {
       if (!L.MAPS[m].rendered) continue;
-      const e = new Map<string, Uint8Array>();
+      const e = new Map<string, string>();
       // An array map has every slot from its creation: it is small, and always read.
       const array = L.MAPS[m].kind === 'array';
       if (this.wrote || adopted.has(m) || array) {
         const all = rt.dump(m);
         if (!array) this.readBack += all.length;
-        for (const [k, v] of all) if (L.familyOfEntry(m, k) === this.family) e.set(L.keyOf(k), v);
+        for (const [k, v] of all) if (L.familyOfEntry(m, k) === this.family) e.set(L.keyOf(k), L.valueText(v));
       }
       out.set(m, e);
     }

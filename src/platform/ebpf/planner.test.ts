@@ -5,14 +5,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Fake } from '../../dataplane/ebpf/fake.js';
-import { toMapOps } from '../../dataplane/ebpf/driver.js';
+import { liveEntries, toMapOps } from '../../dataplane/ebpf/driver.js';
 import * as L from '../../dataplane/ebpf/layout.js';
 import { PACKET_FLOW_SCENARIOS } from '../../../test/cases/packetflow.js';
 import { scenarioConfig, scenarioSyncState } from '../../../test/cases/resolve.js';
 import { EbpfPlanner } from './planner.js';
 
 const emptyLive = () =>
-  new Map(L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [m, new Map<string, Uint8Array>()]));
+  new Map(L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [m, new Map<string, string>()]));
 
 test('a packed cold start puts what the per-entry plan writes, for every packet-flow scenario', () => {
   let n = 0;
@@ -33,7 +33,7 @@ test('a packed cold start puts what the per-entry plan writes, for every packet-
 test('an array slot in the live maps (always there) still makes a cold start', () => {
   const s = PACKET_FLOW_SCENARIOS[0]!;
   const live = emptyLive();
-  live.get('cfg')!.set(L.keyOf(L.encodeU32(0)), L.encodeCfgValue({ mark: 0, flags: 0, netnsCookie: 0n }));
+  live.get('cfg')!.set(L.keyOf(L.encodeU32(0)), L.valueText(L.encodeCfgValue({ mark: 0, flags: 0, netnsCookie: 0n })));
   const r = new EbpfPlanner(scenarioConfig(s, 'ebpf'), { maglevM: 251 }).plan({
     state: scenarioSyncState(s),
     live,
@@ -49,12 +49,7 @@ test('a restart over filled maps, or a plan that deletes, stays MapOps; so does 
   const first = new EbpfPlanner(config, { maglevM: 251 });
   const fake = new Fake({ maglevM: 251 });
   fake.apply(first.plan({ state }).ops);
-  const live = new Map(
-    L.MAP_NAMES.filter((m) => L.MAPS[m].rendered).map((m) => [
-      m,
-      new Map(fake.dump(m).map(([k, v]) => [L.keyOf(k), v] as const)),
-    ]),
-  );
+  const live = liveEntries((m) => fake.dump(m));
   // A restarted proxy over what it wrote: nothing to write, nothing handed over as puts.
   const restarted = new EbpfPlanner(config, { maglevM: 251 }).plan({ state, live, packed: true });
   assert.equal(restarted.puts, undefined);

@@ -52,7 +52,7 @@ export interface EbpfPlan {
    * writes, every one a put (always so on a cold start): the reconciler's
    * puts in write order.
    */
-  readonly puts?: readonly PutOp<L.MapName, Uint8Array>[];
+  readonly puts?: readonly PutOp<L.MapName, string>[];
   readonly full: boolean;
   /** Keys of the service ports this plan recomputed (every port on a full plan). */
   readonly ports: readonly string[];
@@ -62,7 +62,7 @@ export interface EbpfPlan {
 }
 
 export class EbpfPlanner {
-  private readonly reconciler = new Reconciler<L.MapName, Uint8Array>(EBPF_SPEC);
+  private readonly reconciler = new Reconciler<L.MapName, string>(EBPF_SPEC);
   private readonly driver: EbpfDriver;
   /** True while a plan renders over maps that hold nothing but array slots: the driver's reads need not look. */
   private unheld = false;
@@ -126,7 +126,7 @@ export class EbpfPlanner {
   }
 }
 
-function allPuts(ops: readonly ObjectOp<L.MapName, Uint8Array>[]): ops is PutOp<L.MapName, Uint8Array>[] {
+function allPuts(ops: readonly ObjectOp<L.MapName, string>[]): ops is PutOp<L.MapName, string>[] {
   // Indexed: on a process's first sync this runs unoptimised, where for-of allocates per step.
   for (let i = 0; i < ops.length; i++) if (ops[i]!.op !== 'put') return false;
   return true;

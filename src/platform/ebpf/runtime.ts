@@ -205,7 +205,7 @@ export class EbpfRuntime implements MapStore {
    * BPF_MAP_UPDATE_BATCH, without a MapOp per entry: what apply() writes for
    * the same updates. Throws on the first failure, as apply() does.
    */
-  writePuts(puts: readonly PutOp<MapName, Uint8Array>[]): void {
+  writePuts(puts: readonly PutOp<MapName, string>[]): void {
     if (puts.length > 0 && injectedFault('bpf-maps')) throw new BpfError('map write (injected fault)', 5);
     let i = 0;
     while (i < puts.length) {
@@ -213,17 +213,19 @@ export class EbpfRuntime implements MapStore {
       let j = i;
       while (j < puts.length && puts[j]!.kind === kind) j++;
       const m = this.obj.map(kind);
-      const values = Buffer.alloc((j - i) * m.valueSize);
       const keyText = new Array<string>(j - i);
+      const valueText = new Array<string>(j - i);
       for (let n = 0; i + n < j; n++) {
         const op = puts[i + n]!;
         if (op.key.length !== m.keySize || op.value.length > m.valueSize)
           throw new BugError(`${L.MAPS[kind].name}: entry of ${op.key.length}/${op.value.length} bytes`);
         keyText[n] = op.key;
-        values.set(op.value, n * m.valueSize);
+        // A value shorter than the map's (a prefix of its struct) is written zero-filled, as update() does.
+        valueText[n] = op.value.length === m.valueSize ? op.value : op.value.padEnd(m.valueSize, '\0');
       }
-      // One conversion of all the keys: a write() per key costs several times more on a first sync.
-      m.updatePacked(Buffer.from(keyText.join(''), 'latin1'), values, j - i);
+      // One conversion of all the keys, and of all the values: a write() per entry costs several times more
+      // on a first sync.
+      m.updatePacked(Buffer.from(keyText.join(''), 'latin1'), Buffer.from(valueText.join(''), 'latin1'), j - i);
       i = j;
     }
   }

@@ -5,6 +5,7 @@
 // map reads reach the kernel.
 import type { DataplaneConfig, IPFamily, SyncState } from '../../../core/types.js';
 import { entryText } from '../../../dataplane/ebpf/describe.js';
+import { liveEntries } from '../../../dataplane/ebpf/driver.js';
 import { Fake } from '../../../dataplane/ebpf/fake.js';
 import * as L from '../../../dataplane/ebpf/layout.js';
 import type { EbpfOptions } from '../../../dataplane/ebpf/options.js';
@@ -33,16 +34,11 @@ export interface EntryChange {
 
 export async function diffEbpfFamily(i: EbpfFamilyInput): Promise<FamilyDiff> {
   await openIfaceSource();
-  const live = new Map<L.MapName, Map<string, Uint8Array>>();
+  let live = new Map<L.MapName, Map<string, string>>();
   if (PinnedMaps.present(i.ebpf.pinRoot)) {
     const maps = new PinnedMaps(new PinDir(i.ebpf.pinRoot));
     try {
-      for (const m of L.MAP_NAMES) {
-        if (!L.MAPS[m].rendered) continue;
-        const e = new Map<string, Uint8Array>();
-        for (const [k, v] of maps.dump(m)) if (L.familyOfEntry(m, k) === i.family) e.set(L.keyOf(k), v);
-        live.set(m, e);
-      }
+      live = liveEntries((m) => maps.dump(m), i.family);
     } finally {
       maps.close();
     }
@@ -50,7 +46,7 @@ export async function diffEbpfFamily(i: EbpfFamilyInput): Promise<FamilyDiff> {
   const fake = new Fake({ maglevM: i.ebpf.maglevM });
   fake.apply(
     [...live].flatMap(([map, e]) =>
-      [...e].map(([k, v]) => ({ map, op: 'update' as const, key: L.keyBytes(k), value: v })),
+      [...e].map(([k, v]) => ({ map, op: 'update' as const, key: L.keyBytes(k), value: L.keyBytes(v) })),
     ),
   );
   const planner = new EbpfPlanner(i.config, {
@@ -85,26 +81,21 @@ export async function diffEbpfFamily(i: EbpfFamilyInput): Promise<FamilyDiff> {
   };
 }
 
-function compare(before: ReadonlyMap<L.MapName, ReadonlyMap<string, Uint8Array>>, after: Fake): EntryChange[] {
+function compare(before: ReadonlyMap<L.MapName, ReadonlyMap<string, string>>, after: Fake): EntryChange[] {
   const out: EntryChange[] = [];
+  const afterAll = liveEntries((m) => after.dump(m));
   for (const m of L.MAP_NAMES) {
     if (!L.MAPS[m].rendered) continue;
-    const b = before.get(m) ?? new Map<string, Uint8Array>();
-    const a = new Map(after.dump(m).map(([k, v]) => [L.keyOf(k), v] as const));
+    const b = before.get(m) ?? new Map<string, string>();
+    const a = afterAll.get(m)!;
     const name = L.MAPS[m].name;
+    const text = (k: string, v: string) => entryText(m, L.keyBytes(k), L.keyBytes(v));
     for (const [k, v] of a) {
       const old = b.get(k);
-      if (!old) out.push({ map: name, change: 'added', after: entryText(m, L.keyBytes(k), v) });
-      else if (L.hex(old) !== L.hex(v))
-        out.push({
-          map: name,
-          change: 'changed',
-          before: entryText(m, L.keyBytes(k), old),
-          after: entryText(m, L.keyBytes(k), v),
-        });
+      if (old === undefined) out.push({ map: name, change: 'added', after: text(k, v) });
+      else if (old !== v) out.push({ map: name, change: 'changed', before: text(k, old), after: text(k, v) });
     }
-    for (const [k, v] of b)
-      if (!a.has(k)) out.push({ map: name, change: 'removed', before: entryText(m, L.keyBytes(k), v) });
+    for (const [k, v] of b) if (!a.has(k)) out.push({ map: name, change: 'removed', before: text(k, v) });
   }
   return out;
 }
