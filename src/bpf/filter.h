@@ -26,25 +26,35 @@
 #include "pkt.h"
 
 #define FILTER_MUL 0x9e3779b1u /* Knuth's multiplicative hash: the golden ratio in 32 bits */
+#define FILTER_MIX 0x85ebca6bu /* murmur3's first finalizer constant */
+#define FILTER_SEED 0x6b707473u
 #define FILTER_BUCKET_SALT 0x5bd1e995u
 
-/* The address's four words as loaded from memory (little-endian hosts),
- * folded and multiplied; the top `log` bits are the bit's index. */
+/* The top `log` bits of x times the multiplier: the bit's index. */
 static __always_inline __u32 filter_hash(__u32 x, int log)
 {
 	return (x * FILTER_MUL) >> (32 - log);
 }
 
+/* One word into the running hash. Words are taken as a little-endian host loads them. A plain XOR of
+ * the words would not do: fd00:1::1 and fd00:2::2 fold to the same value. */
+static __always_inline __u32 filter_mix(__u32 h, __u32 w)
+{
+	h = (h ^ w) * FILTER_MIX;
+	return (h << 13) | (h >> 19);
+}
+
 static __always_inline __u32 addr_fold(const union kpt_addr *a)
 {
-	return a->w[0] ^ a->w[1] ^ a->w[2] ^ a->w[3];
+	return filter_mix(filter_mix(filter_mix(filter_mix(FILTER_SEED, a->w[0]), a->w[1]), a->w[2]), a->w[3]);
 }
 
 /* The bucket an address falls in for the ServiceCIDR test: its IPv4 /16 or IPv6 /64. */
 static __always_inline __u32 bucket_fold(const union kpt_addr *a, int v6)
 {
-	__u32 x = v6 ? a->w[0] ^ a->w[1] : a->w[2] ^ (a->w[3] & bpf_htonl(0xffff0000));
-	return x ^ FILTER_BUCKET_SALT;
+	if (v6)
+		return filter_mix(filter_mix(FILTER_BUCKET_SALT, a->w[0]), a->w[1]);
+	return filter_mix(filter_mix(FILTER_BUCKET_SALT, a->w[2]), a->w[3] & bpf_htonl(0xffff0000));
 }
 
 static __always_inline int hot_bit(__u32 base, __u32 h)

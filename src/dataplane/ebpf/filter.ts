@@ -20,6 +20,8 @@ export const SEEN_REPLY_SRC = 0;
 export const SEEN_ORIG_DST = 1;
 
 const MUL = 0x9e3779b1;
+const MIX = 0x85ebca6b;
+const SEED = 0x6b707473;
 const BUCKET_SALT = 0x5bd1e995;
 
 /** filter_hash(): the top `log` bits of x times the multiplier. */
@@ -27,18 +29,23 @@ export function filterHash(x: number, log: number): number {
   return Math.imul(x, MUL) >>> (32 - log);
 }
 
+/** filter_mix(): one word into the running hash. */
+function mix(h: number, w: number): number {
+  const x = Math.imul(h ^ w, MIX);
+  return ((x << 13) | (x >>> 19)) >>> 0;
+}
+
 const word = (a: Uint8Array, i: number): number =>
   (a[i]! | (a[i + 1]! << 8) | (a[i + 2]! << 16) | (a[i + 3]! << 24)) >>> 0;
 
-/** addr_fold(): the four words of a 16-byte address, XORed (as a little-endian host loads them). */
+/** addr_fold(): the four words of a 16-byte address (as a little-endian host loads them), mixed. */
 export function addrFold(a: Uint8Array): number {
-  return (word(a, 0) ^ word(a, 4) ^ word(a, 8) ^ word(a, 12)) >>> 0;
+  return mix(mix(mix(mix(SEED, word(a, 0)), word(a, 4)), word(a, 8)), word(a, 12));
 }
 
-/** bucket_fold(): the address's IPv4 /16 or IPv6 /64, salted. */
+/** bucket_fold(): the address's IPv4 /16 or IPv6 /64. */
 export function bucketFold(a: Uint8Array, v6: boolean): number {
-  const x = v6 ? word(a, 0) ^ word(a, 4) : word(a, 8) ^ (word(a, 12) & 0xffff);
-  return (x ^ BUCKET_SALT) >>> 0;
+  return v6 ? mix(mix(BUCKET_SALT, word(a, 0)), word(a, 4)) : mix(mix(BUCKET_SALT, word(a, 8)), word(a, 12) & 0xffff);
 }
 
 /** The kpt_hot bit of a destination address (16 bytes). */
