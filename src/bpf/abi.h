@@ -231,7 +231,42 @@ enum stat_index {
 	STAT_SOCK = 4,      /* connects/sendmsgs balanced at the socket */
 	STAT_REPLY_SKIP = 5, /* datagrams to a NodePort left alone because they are replies */
 	STAT_NETFILTER = 6,  /* packets of connections netfilter translated, left to it */
+	STAT_PASS = 7,       /* packets left alone at the first check (filter.h): not ours */
 	STAT_MAX = 8,
+};
+
+/* ---- the first check: addresses that may need the programs (filter.h) --
+ * Two bitmaps of 64-bit words in array maps (index -> __u64), one bit per
+ * hash of an address (filter_hash; src/dataplane/ebpf/filter.ts computes the
+ * same). A clear bit proves the address is none of those; a set bit may be a
+ * collision, which costs only the full lookups the packet had before.
+ *
+ * kpt_hot, written by the proxy only: per family (f = 0 IPv4, 1 IPv6) word
+ * f * HOT_STRIDE is a header (HOT_VALID: the bitmap describes kpt_addrs and
+ * kpt_svc_cidrs of the family; without it everything is looked up), then
+ * HOT_WORDS words: the bits of every kpt_addrs key, and of every bucket (an
+ * IPv4 /16, an IPv6 /64) that meets a ServiceCIDR.
+ *
+ * kpt_seen, written by the programs only (atomic ORs): word 0 a header
+ * (SEEN_COMPLETE, set by the proxy once every kpt_ct entry has its bit),
+ * then SEEN_WORDS words for the sources of reply entries (the endpoints
+ * connections were balanced to), then SEEN_WORDS for the destinations of
+ * original entries (the service addresses they were sent to). Bits are
+ * never cleared: an address that stopped needing them costs what it did
+ * before this check. */
+#define HOT_BITS_LOG 16
+#define HOT_WORDS (1 << (HOT_BITS_LOG - 6))
+#define HOT_STRIDE (1 + HOT_WORDS)
+#define SEEN_BITS_LOG 19
+#define SEEN_WORDS (1 << (SEEN_BITS_LOG - 6))
+
+enum hot_flags {
+	HOT_VALID = 1 << 0,
+	HOT_ALL = 1 << 1, /* a ServiceCIDR too wide for buckets: every packet is looked up */
+};
+
+enum seen_flags {
+	SEEN_COMPLETE = 1 << 0,
 };
 
 /* ---- per-Service traffic (per-CPU hash, svc_id -> counters) ------------

@@ -15,6 +15,9 @@
  * needs it carries the masquerade mark, and the proxy's own nftables table
  * turns the mark into `masquerade fully-random`, as upstream's rules do.
  *
+ * Most packets are not ours: they leave after a first check (filter.h)
+ * that looks at no hash map.
+ *
  * Verdicts: every packet that is not dropped, rejected or redirected
  * continues to the next program (TCX_NEXT / TC_ACT_UNSPEC), so programs of
  * other tools on the same hook keep working.
@@ -24,6 +27,7 @@
 #include "pkt.h"
 #include "lb.h"
 #include "reply.h"
+#include "filter.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -328,6 +332,9 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	rev.flags = CT_REPLY | (ingress ? CT_AT_EGRESS : ((af & ADDR_LOCAL) ? CT_VIA_LO : 0)) | (snat ? CT_SNAT : 0);
 	if (snat)
 		rev.nat = client;
+	/* Before the entries exist: the first check lets their packets through from the first one on. */
+	seen_mark(SEEN_REPLY_SRC, &res.ep.addr);
+	seen_mark(SEEN_ORIG_DST, &vip);
 	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
 	bpf_map_update_elem(&kpt_ct, key, &fwd, BPF_ANY);
 	if (masq)
@@ -364,10 +371,20 @@ static __always_inline int handle(struct __sk_buff *skb, int ingress)
 	struct cfg_value *cfg = bpf_map_lookup_elem(&kpt_cfg, &fam);
 	if (!cfg || !(cfg->flags & CFG_ENABLED))
 		return TC_ACT_UNSPEC;
+	if (!filter_maybe_ours(&p)) {
+		stat_inc(STAT_PASS);
+		return TC_ACT_UNSPEC;
+	}
 	struct ct_key key;
 	ct_key_of(&p, &key);
 	struct ct_value *ct = bpf_map_lookup_elem(&kpt_ct, &key);
 	if (ct) {
+		/* Entries made before kpt_seen existed (an upgrade over pinned maps) get their mark from their
+		 * next packet; the proxy waits for every entry's mark before it lets the check trust kpt_seen. */
+		if (ct->flags & CT_REPLY)
+			seen_mark(SEEN_REPLY_SRC, &p.saddr);
+		else
+			seen_mark(SEEN_ORIG_DST, &p.daddr);
 		int r = ct_translate(skb, &p, ct, cfg, ingress);
 		if (r != CT_FALLTHROUGH)
 			return r;

@@ -151,6 +151,21 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } kpt_traffic SEC(".maps");
 
+/* The first check's bitmaps (abi.h, filter.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 2 * HOT_STRIDE);
+} kpt_hot SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1 + 2 * SEEN_WORDS);
+} kpt_seen SEC(".maps");
+
 static __always_inline void stat_inc(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&kpt_stats, &idx);

@@ -55,8 +55,69 @@ static __always_inline int addr_eq(const union kpt_addr *a, const union kpt_addr
 	return a->w[0] == b->w[0] && a->w[1] == b->w[1] && a->w[2] == b->w[2] && a->w[3] == b->w[3];
 }
 
-/* 0 when the packet is one we handle, -1 otherwise. */
-static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
+#define PARSE_NOT_LINEAR (-2)
+
+/*
+ * parse() reading the headers in place (direct packet access): a few loads
+ * instead of three bpf_skb_load_bytes calls, which cost more than all else a
+ * packet that is not ours meets. PARSE_NOT_LINEAR when the headers are not
+ * all in the skb's linear part; parse_copy() then copies them out.
+ */
+static __always_inline int parse_direct(struct __sk_buff *skb, struct pkt *p)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	__u8 *l4;
+
+	if (skb->protocol == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = data + ETH_HLEN;
+		if ((void *)(ip + 1) > end)
+			return PARSE_NOT_LINEAR;
+		if (ip->version != 4 || ip->ihl < 5)
+			return -1;
+		if (ip->frag_off & bpf_htons(0x3fff))
+			return -1;
+		if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
+			return -1;
+		__u32 ihl = ip->ihl * 4;
+		p->v6 = 0;
+		p->proto = ip->protocol;
+		p->ihl = ihl;
+		p->l4off = ETH_HLEN + ihl;
+		addr_from_v4(&p->saddr, ip->saddr);
+		addr_from_v4(&p->daddr, ip->daddr);
+		l4 = (__u8 *)ip + ihl;
+	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = data + ETH_HLEN;
+		if ((void *)(ip6 + 1) > end)
+			return PARSE_NOT_LINEAR;
+		if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP)
+			return -1;
+		p->v6 = 1;
+		p->proto = ip6->nexthdr;
+		p->ihl = 0;
+		p->l4off = ETH_HLEN + sizeof(struct ipv6hdr);
+		__builtin_memcpy(p->saddr.b, &ip6->saddr, 16);
+		__builtin_memcpy(p->daddr.b, &ip6->daddr, 16);
+		l4 = (__u8 *)(ip6 + 1);
+	} else {
+		return -1;
+	}
+	if ((void *)(l4 + 4) > end)
+		return PARSE_NOT_LINEAR;
+	__builtin_memcpy(&p->sport, l4, 2);
+	__builtin_memcpy(&p->dport, l4 + 2, 2);
+	p->tcp_flags = 0;
+	if (p->proto == IPPROTO_TCP) {
+		if ((void *)(l4 + 14) > end)
+			return PARSE_NOT_LINEAR;
+		p->tcp_flags = l4[13]; /* the flags byte */
+	}
+	return 0;
+}
+
+/* parse() for headers outside the linear part: copied out with bpf_skb_load_bytes. */
+static __always_inline int parse_copy(struct __sk_buff *skb, struct pkt *p)
 {
 	__u32 l3 = ETH_HLEN;
 	__u8 ports[4];
@@ -100,6 +161,13 @@ static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 	if (p->proto == IPPROTO_TCP && bpf_skb_load_bytes(skb, p->l4off + 13, &p->tcp_flags, 1) < 0)
 		return -1;
 	return 0;
+}
+
+/* 0 when the packet is one we handle, -1 otherwise. */
+static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
+{
+	int r = parse_direct(skb, p);
+	return r == PARSE_NOT_LINEAR ? parse_copy(skb, p) : r;
 }
 
 static __always_inline __u32 l4_csum_off(const struct pkt *p)

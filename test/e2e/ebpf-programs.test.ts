@@ -250,7 +250,9 @@ function replyFrame(client: Frame, translated: { dst: string; dport: number }, e
 /** Every entry of every map (the array is zeroed): each scenario starts empty. */
 function clear(rt: EbpfRuntime): void {
   for (const m of L.MAP_NAMES) {
-    if (m === 'stats') continue;
+    // The first check's bitmaps: kpt_hot follows kpt_addrs and kpt_svc_cidrs by itself, and a stale
+    // kpt_seen mark only sends a packet to the full look.
+    if (m === 'stats' || m === 'hot' || m === 'seen') continue;
     if (m === 'cfg') {
       for (const i of [0, 1]) rt.apply([{ map: 'cfg', op: 'update', key: L.encodeU32(i), value: new Uint8Array(16) }]);
       continue;

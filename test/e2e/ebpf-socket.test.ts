@@ -3,7 +3,8 @@
 // flag, with a cgroup v2 directory this test makes (never the machine's
 // cgroup root); the agent of pod node1-a (our own process) is moved into it.
 // The pod's connections then go straight to an endpoint (no connection entry
-// of the tc programs appears: no packet carried the Service address) with
+// of the tc programs appears: no packet carried the Service address, and the
+// programs let every one of those packets go at their first check) with
 // everything the tc path honours:
 //   - TCP, connected UDP and unconnected UDP (sendmsg), the pod's own source
 //     address kept, getpeername/recvmsg showing the Service address;
@@ -25,6 +26,7 @@ import { endpointSlice, nodeObject, service, webPorts, type EndpointSpec } from 
 import type { KubeObject } from '../netns/kube.js';
 import { E2E_MODES } from '../netns/proxy.js';
 import { TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
+import * as L from '../../src/dataplane/ebpf/layout.js';
 
 const RUN = E2E_MODES.includes('ebpf');
 const ZONE = 'topology.kubernetes.io/zone';
@@ -53,6 +55,14 @@ if (RUN)
           .bpfNode!.helper<{ entries: unknown[] }>({ cmd: 'dump', pinRoot: TEST_PIN_ROOT, map: 'ct' })
       ).entries.length;
 
+    /** Packets node1's tc programs let go at their first check (STAT_PASS). */
+    const passed = async (): Promise<number> =>
+      Number(
+        (await env.proxy('node1').bpfNode!.helper<{ stats: string[] }>({ cmd: 'stats', pinRoot: TEST_PIN_ROOT })).stats[
+          L.STAT.pass
+        ],
+      );
+
     before(async () => {
       mkdirSync(cgroup);
       env = await E2EEnv.start('ebpf');
@@ -77,6 +87,7 @@ if (RUN)
       );
       await env.waitReachable('node1-a', 'tcp', ip, 80);
       const before = await ct();
+      const passedBefore = await passed();
       const rs = [
         ...(await env.sendMany('node1-a', 'tcp', ip, 80, 9)),
         ...(await env.sendMany('node1-a', 'udp', ip, 53, 9)),
@@ -93,6 +104,10 @@ if (RUN)
       }
       assert.ok(podsOf(rs).length >= 2, `one endpoint only: ${podsOf(rs).join(',')}`);
       assert.equal(await ct(), before, 'no tc connection entry: no packet carried the Service address');
+      // Every packet of these crosses at least two of node1's tc hooks (in from the pod, out towards the
+      // endpoint, or the other way), and none of them is the programs' business: they leave at the first check.
+      const left = (await passed()) - passedBefore;
+      assert.ok(left >= 2 * rs.length, `${left} packets left at the first check for ${rs.length} exchanges`);
       // A pod outside the cgroup keeps the tc path.
       const other = await env.send('node1-b', 'tcp', ip, 80);
       assert.ok(other.ok, JSON.stringify(other));

@@ -1,7 +1,8 @@
 // Runs inside a node's network and mount namespaces (see bpfnode.ts) and
 // drives the ebpf platform layer directly, with map contents written by the
 // test: load (adopting pins), attach to every interface, apply map ops,
-// dump a map, clean up. One JSON command in argv[2]; one JSON line out.
+// dump a map, read the programs' counters, clean up. One JSON command in
+// argv[2]; one JSON line out.
 import { MAPS, type MapName, unhex, hex } from '../../src/dataplane/ebpf/layout.js';
 import { cleanupEbpf } from '../../src/platform/ebpf/cleanup.js';
 import { progInfo, progNameById, tcxProgramIds } from '../../src/platform/ebpf/attach.js';
@@ -10,6 +11,7 @@ import { closeFd, isNull, libbpf } from '../../src/platform/ebpf/libbpf.js';
 import { BpfMap } from '../../src/platform/ebpf/map.js';
 import { PinDir } from '../../src/platform/ebpf/pins.js';
 import { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
+import { HotFilter } from '../../src/platform/ebpf/hotfilter.js';
 
 interface Op {
   map: MapName;
@@ -21,6 +23,7 @@ type Cmd =
   | { cmd: 'load'; pinRoot: string; attach?: 'auto' | 'tc' | 'tcx'; ops?: Op[]; maglevM?: number; socketLB?: string }
   | { cmd: 'apply'; pinRoot: string; ops: Op[] }
   | { cmd: 'dump'; pinRoot: string; map: MapName }
+  | { cmd: 'stats'; pinRoot: string }
   | { cmd: 'cleanup'; pinRoot: string }
   | { cmd: 'foreign'; object: string; ifname: string; pin: string }
   | { cmd: 'programs'; ifname: string };
@@ -65,6 +68,13 @@ async function main(c: Cmd): Promise<unknown> {
         if (o.op === 'update') m.update(unhex(o.key), unhex(o.value!));
         else m.delete(unhex(o.key));
       }
+      // Written past the runtime: bring the first check's bitmap in step as the runtime would.
+      if (c.ops.some((o) => o.map === 'addrs' || o.map === 'svcCidrs'))
+        new HotFilter({
+          hot: pinnedMap(c.pinRoot, 'hot'),
+          addrs: pinnedMap(c.pinRoot, 'addrs'),
+          svcCidrs: pinnedMap(c.pinRoot, 'svcCidrs'),
+        });
       return { applied: c.ops.length };
     }
     case 'dump':
@@ -73,6 +83,11 @@ async function main(c: Cmd): Promise<unknown> {
           .dump()
           .map(([k, v]) => [hex(k), hex(v)]),
       };
+    case 'stats': {
+      // kpt_stats summed over the CPUs, by index (enum stat_index).
+      const m = pinnedMap(c.pinRoot, 'stats');
+      return { stats: Array.from({ length: 8 }, (_, i) => String(m.lookupPercpuSum(i))) };
+    }
     case 'cleanup': {
       // Hold every pinned link open, as a stuck old proxy or another tool could: unpinning alone
       // then leaves the programs attached for as long as the holder lives.

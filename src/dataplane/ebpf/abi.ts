@@ -65,6 +65,13 @@ export const NAME_LEN = 160;
 export const NAME_VALUE = defineStruct('name_value', { name: `char[${NAME_LEN}]` });
 export const TRAFFIC_VALUE = defineStruct('traffic_value', { conns: 'u64', bytes: 'u64' });
 
+/** The first check's bitmaps (abi.h: kpt_hot, kpt_seen; filter.ts). */
+export const HOT_BITS_LOG = 16;
+export const HOT_WORDS = 1 << (HOT_BITS_LOG - 6);
+export const HOT_STRIDE = 1 + HOT_WORDS;
+export const SEEN_BITS_LOG = 19;
+export const SEEN_WORDS = 1 << (SEEN_BITS_LOG - 6);
+
 /** Default Maglev table size (maglev_m in maps.h); the loader sizes the kpt_maglev value to the one in use. */
 export const MAGLEV_M = 16381;
 
@@ -120,6 +127,8 @@ export const MAPS = {
   names: map('kpt_names', 'hash', 'u32', NAME_VALUE, true),
   stats: map('kpt_stats', 'percpu_array', 'u32', 'u64', false),
   traffic: map('kpt_traffic', 'percpu_hash', 'u32', TRAFFIC_VALUE, false),
+  hot: map('kpt_hot', 'array', 'u32', 'u64', false),
+  seen: map('kpt_seen', 'array', 'u32', 'u64', false),
 } as const satisfies Record<string, MapAbi>;
 
 export type MapName = keyof typeof MAPS;

@@ -15,6 +15,7 @@
 // Like the kernel, a batch of operations is not atomic: apply() stops at the
 // first failure and what ran before it stays. print() lists what it holds.
 import { entryText } from './describe.js';
+import { HOT_STRIDE, SEEN_WORDS } from './abi.js';
 import { hex, MAP_NAMES, MAPS, type MapName, type MapSpec, unhex } from './layout.js';
 import type { MapOp, MapStore } from './store.js';
 import { ProxyError } from '../../core/errors.js';
@@ -56,6 +57,8 @@ const DEFAULT_MAX: Record<MapName, number> = {
   names: 262144,
   stats: 8,
   traffic: 65536,
+  hot: 2 * HOT_STRIDE,
+  seen: 1 + 2 * SEEN_WORDS,
 };
 
 class FakeMap {

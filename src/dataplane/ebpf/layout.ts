@@ -51,7 +51,7 @@ export const CT_SEEN_ACK = 1 << 3;
 export const CT_VIA_LO = 1 << 4;
 export const CT_SNAT = 1 << 5;
 
-export const STAT = { new: 0, ctHit: 1, reject: 2, drop: 3, sock: 4, replySkip: 5, netfilter: 6 } as const;
+export const STAT = { new: 0, ctHit: 1, reject: 2, drop: 3, sock: 4, replySkip: 5, netfilter: 6, pass: 7 } as const;
 export const STAT_MAX = 8;
 
 export const PROTO_NUMBER: Readonly<Record<Protocol, number>> = { TCP: 6, UDP: 17, SCTP: 132 };
@@ -367,6 +367,9 @@ export function familyOfEntry(map: MapName, key: Uint8Array): IPFamily {
     case 'sock':
       return addrFamily(key.subarray(8, 24));
     case 'stats':
+    case 'seen':
       return 'IPv4';
+    case 'hot':
+      return decodeU32(key) >= A.HOT_STRIDE ? 'IPv6' : 'IPv4';
   }
 }

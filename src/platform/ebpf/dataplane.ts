@@ -44,6 +44,9 @@ import { BugError } from '../../core/errors.js';
 
 type Level = 'debug' | 'info' | 'warn' | 'error';
 
+/** How often a sync looks through kpt_ct while the first check does not trust kpt_seen yet. */
+const SEEN_RETRY_MS = 10_000;
+
 export interface EbpfDataplaneDeps {
   readonly config: DataplaneConfig;
   readonly ebpf: EbpfOptions;
@@ -71,6 +74,8 @@ export class EbpfDataplane implements Dataplane {
   /** Entries of hash maps and tries the plan of this sync read back from the kernel (logged). */
   private readBack = 0;
   private deferred: Array<() => void> = [];
+  private seenTrusted = false;
+  private seenTried = -Infinity;
 
   constructor(private readonly deps: EbpfDataplaneDeps) {
     this.family = deps.config.family;
@@ -200,6 +205,7 @@ export class EbpfDataplane implements Dataplane {
       this.runDeferred();
     }
     const t2 = performance.now();
+    this.trustSeen(node.rt);
     for (const s of r.skipped) this.event('warn', s, 'service port not programmed');
     this.syncTraffic(node.rt, state, r.full);
     const swept = this.sweepStaleUDP(node.rt, state, r.ports);
@@ -211,6 +217,24 @@ export class EbpfDataplane implements Dataplane {
     this.readBack = 0;
     this.event('debug', { writes: r.counters.writes, full: r.full, readBack, ...timing }, 'BPF maps synced');
     return { partial: !r.full, counters: { ...r.counters, ...timing } };
+  }
+
+  /**
+   * After an upgrade over pinned maps the tc programs' first check looks every
+   * packet up until each connection entry of the older programs is marked in
+   * kpt_seen (hotfilter.ts); a look through kpt_ct, at most every SEEN_RETRY_MS, says when.
+   */
+  private trustSeen(rt: EbpfRuntime): void {
+    if (this.seenTrusted) return;
+    const now = performance.now();
+    if (now - this.seenTried < SEEN_RETRY_MS) return;
+    this.seenTried = now;
+    try {
+      this.seenTrusted = rt.trustSeen();
+    } catch (err) {
+      this.event('warn', { err: String(err) }, 'reading the connection map for the first check failed');
+    }
+    if (this.seenTrusted) this.event('debug', {}, 'first check of the tc programs trusts kpt_seen');
   }
 
   /** kpt_traffic after the maps are synced: follow the counted ports, or clear ours once when not counting. */

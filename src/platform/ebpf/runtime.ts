@@ -17,6 +17,7 @@ import { mapInfo } from './map.js';
 import { injectedFault } from '../faults.js';
 import { loadObject, type LoadedObject, type MapAdoption } from './object.js';
 import { ensureBpffs, PinDir } from './pins.js';
+import { HotFilter, trustSeen } from './hotfilter.js';
 
 export interface RuntimeOptions {
   /** Pin root on a bpf filesystem; null keeps everything private to this process (tests). */
@@ -44,13 +45,29 @@ const ENOTSUPP = 524;
 export class EbpfRuntime implements MapStore {
   private attacher: TcAttacher | null = null;
   private readonly mapIds = new Map<MapName, number>();
+  /** kpt_hot, kept in step with kpt_addrs and kpt_svc_cidrs (hotfilter.ts). */
+  private readonly hot: HotFilter;
 
   private constructor(
     readonly pins: PinDir | null,
     readonly obj: LoadedObject,
     private readonly wantAttach: AttachMode | 'auto',
     readonly report: RuntimeOpenReport,
-  ) {}
+  ) {
+    this.hot = new HotFilter({ hot: obj.map('hot'), addrs: obj.map('addrs'), svcCidrs: obj.map('svcCidrs') });
+    // A connection map of our own (not adopted) only ever gets entries from our programs, which mark
+    // kpt_seen before they add one: the first check can trust kpt_seen from the start.
+    if (!report.adoption.some((a) => a.map === 'ct' && a.outcome === 'adopted')) this.trustSeen();
+  }
+
+  /**
+   * Let the first check trust kpt_seen once every connection entry is marked
+   * (after an upgrade over pinned maps, the entries of the older programs are
+   * marked by their next packet). Returns whether it does.
+   */
+  trustSeen(): boolean {
+    return trustSeen(this.obj.map('seen'), this.obj.map('ct'));
+  }
 
   static async open(opts: RuntimeOptions): Promise<EbpfRuntime> {
     await openIfaceSource();
@@ -177,6 +194,17 @@ export class EbpfRuntime implements MapStore {
   /** Apply ops in order; runs of updates to one map go in one batch. */
   apply(ops: readonly MapOp[]): void {
     if (ops.length > 0 && injectedFault('bpf-maps')) throw new BpfError('map write (injected fault)', 5);
+    const filtered = this.hot.before(ops);
+    try {
+      this.write(ops);
+    } catch (err) {
+      if (filtered) this.hot.rebuild(); // which of the writes happened is unknown: count what the maps hold
+      throw err;
+    }
+    if (filtered) this.hot.after(ops);
+  }
+
+  private write(ops: readonly MapOp[]): void {
     let i = 0;
     while (i < ops.length) {
       const op = ops[i]!;
@@ -207,6 +235,20 @@ export class EbpfRuntime implements MapStore {
    */
   writePuts(puts: readonly PutOp<MapName, string>[]): void {
     if (puts.length > 0 && injectedFault('bpf-maps')) throw new BpfError('map write (injected fault)', 5);
+    const filtered = this.hot.before(
+      puts
+        .filter((p) => p.kind === 'addrs' || p.kind === 'svcCidrs')
+        .map((p) => ({ map: p.kind, op: 'update', key: Buffer.from(p.key, 'latin1') })),
+    );
+    try {
+      this.writePacked(puts);
+    } catch (err) {
+      if (filtered) this.hot.rebuild();
+      throw err;
+    }
+  }
+
+  private writePacked(puts: readonly PutOp<MapName, string>[]): void {
     let i = 0;
     while (i < puts.length) {
       const kind = puts[i]!.kind;
