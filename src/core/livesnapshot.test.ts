@@ -67,3 +67,53 @@ test('a port beside the maps joins the state, and counts as changed only when it
   assert.equal(gone.categorized.has(key), false);
   assert.ok(gone.services.has('ns/web:http'));
 });
+
+test('a growing state (early syncs) is patched in place however large the change, to the same contents', () => {
+  const many = (n: number) =>
+    syncStateFromObjects({
+      services: Array.from({ length: n }, (_, i) =>
+        makeService('ns', `s${i}`, (s) => {
+          withClusterIP(s, `172.30.1.${i + 1}`);
+          s.spec.ports = [svcPort('http', 80)];
+        }),
+      ),
+      slices: Array.from({ length: n }, (_, i) =>
+        makeSlice('ns', `s${i}`, 1, (s) => {
+          s.endpoints = [endpoint(`10.1.1.${i + 1}`)];
+          s.ports = [slicePort('http', 8080)];
+        }),
+      ),
+      family: 'IPv4',
+    });
+  const input = (st: ReturnType<typeof many>, changed: string[], growing: boolean): SnapshotUpdate => ({
+    services: st.services,
+    endpoints: new Map(
+      [...st.services.values()].map((sp) => [`${sp.key}/TCP`, { name: sp.name, endpoints: st.endpoints.get(sp.key)! }]),
+    ),
+    portKeysOf: (svc) => [...st.services.values()].filter((sp) => sp.serviceKey === svc).map((sp) => sp.key),
+    extra: new Map(),
+    node: base.node, // one node object throughout: a new node rebuilds
+    changedServices: new Set(changed),
+    fullSync: false,
+    serviceCIDRs: [],
+    growing,
+  });
+  const small = many(2);
+  const big = many(10);
+  const added = Array.from({ length: 8 }, (_, i) => `ns/s${i + 2}`);
+  const grown = new LiveSnapshot('IPv4');
+  const rebuilt = new LiveSnapshot('IPv4');
+  const first = finish(grown.updateSteps({ ...input(small, ['ns/s0', 'ns/s1'], true), fullSync: true }));
+  const firstR = finish(rebuilt.updateSteps({ ...input(small, ['ns/s0', 'ns/s1'], false), fullSync: true }));
+  // Eight Services added to two: four times what is held, far over the share that rebuilds.
+  const patched = finish(grown.updateSteps(input(big, added, true)));
+  const fresh = finish(rebuilt.updateSteps(input(big, added, false)));
+  assert.equal(patched.services, first.services, 'patched in place');
+  assert.notEqual(fresh.services, firstR.services, 'rebuilt without the hint');
+  assert.deepEqual([...patched.changedServicePorts!].sort(), [...fresh.changedServicePorts!].sort());
+  const sorted = <V>(m: ReadonlyMap<string, V>) => [...m].sort(([a], [b]) => (a < b ? -1 : 1));
+  assert.deepEqual(sorted(patched.services), sorted(fresh.services));
+  assert.deepEqual(sorted(patched.endpoints), sorted(fresh.endpoints));
+  assert.deepEqual(sorted(patched.categorized), sorted(fresh.categorized));
+  assert.equal(patched.services.size, 10);
+});

@@ -102,6 +102,8 @@ export class FamilyState {
     readonly serviceCIDRs: readonly string[];
     /** Ports beside the maps (the canary), by key. */
     readonly extra?: ReadonlyMap<string, ExtraPort>;
+    /** An early sync: the state only grows (SnapshotUpdate.growing). */
+    readonly growing?: boolean;
   }): Steps<SyncState> {
     return this.snapshot.updateSteps({
       ...o,

@@ -368,6 +368,7 @@ export class Proxier implements ServiceHandler, EndpointSliceHandler, NodeHandle
         changedServices: changes.updatedServices,
         fullSync,
         serviceCIDRs: this.serviceCIDRs,
+        growing: early,
       }),
     );
     let outcome;
