@@ -30,15 +30,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { syncStateFromObjects } from '../src/core/snapshot.js';
 import * as L from '../src/dataplane/ebpf/layout.js';
 import { EbpfPlanner } from '../src/platform/ebpf/planner.js';
 import { EbpfRuntime } from '../src/platform/ebpf/runtime.js';
 import { testRun } from '../src/platform/ebpf/testrun.js';
 import { buildFrame, parseFrame, TCP_ACK } from '../test/ebpf/frames.js';
-import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
 import { writeChart } from './lib/chart.js';
 import { arg, percentile, runBench } from './lib/cluster.js';
+import { pathServiceState } from './lib/ebpfstate.js';
 import { BACKEND, CLIENT, PATH_CONFIG, VIP } from './lib/ebpfpath.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -74,25 +73,7 @@ function arpFrame(): Uint8Array {
 async function main(): Promise<void> {
   const load0 = loadavg()[0]!;
   const rt = await EbpfRuntime.open({ pinRoot: null });
-  const state = syncStateFromObjects({
-    services: [
-      withClusterIP(
-        makeService('bench', 'web', (s) => {
-          s.spec.ports = [svcPort('http', 80, 'TCP', { targetPort: 8080 })];
-        }),
-        VIP,
-      ),
-    ],
-    slices: [
-      makeSlice('bench', 'web', 1, (s) => {
-        s.endpoints = [endpoint(BACKEND, { nodeName: 'node', ready: true })];
-        s.ports = [slicePort('http', 8080)];
-      }),
-    ],
-    family: 'IPv4',
-    nodeName: 'node',
-    serviceCIDRs: ['10.96.0.0/12'],
-  });
+  const state = pathServiceState();
   rt.apply(new EbpfPlanner(PATH_CONFIG).plan({ state }).ops);
   const cfgKey = L.encodeU32(0);
   const cfg = L.decodeCfgValue(rt.lookup('cfg', cfgKey)!);

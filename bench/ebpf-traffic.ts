@@ -19,15 +19,14 @@ import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
-import { syncStateFromObjects } from '../src/core/snapshot.js';
 import * as L from '../src/dataplane/ebpf/layout.js';
 import { EbpfPlanner } from '../src/platform/ebpf/planner.js';
 import { EbpfRuntime } from '../src/platform/ebpf/runtime.js';
 import { testRun } from '../src/platform/ebpf/testrun.js';
 import { buildFrame, TCP_ACK } from '../test/ebpf/frames.js';
-import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../test/support/fixtures.js';
 import { writeChart } from './lib/chart.js';
 import { arg, percentile, runBench } from './lib/cluster.js';
+import { pathServiceState } from './lib/ebpfstate.js';
 import { CLIENT, PATH_CONFIG, VIP } from './lib/ebpfpath.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -59,25 +58,7 @@ function readCost(rt: EbpfRuntime, n: number): number {
 async function main(): Promise<void> {
   const load0 = loadavg()[0]!;
   const rt = await EbpfRuntime.open({ pinRoot: null });
-  const state = syncStateFromObjects({
-    services: [
-      withClusterIP(
-        makeService('bench', 'web', (s) => {
-          s.spec.ports = [svcPort('http', 80, 'TCP', { targetPort: 8080 })];
-        }),
-        VIP,
-      ),
-    ],
-    slices: [
-      makeSlice('bench', 'web', 1, (s) => {
-        s.endpoints = [endpoint('10.0.2.2', { nodeName: 'node', ready: true })];
-        s.ports = [slicePort('http', 8080)];
-      }),
-    ],
-    family: 'IPv4',
-    nodeName: 'node',
-    serviceCIDRs: ['10.96.0.0/12'],
-  });
+  const state = pathServiceState();
   const renderer = new EbpfPlanner(PATH_CONFIG, { trafficCounters: true });
   rt.apply(renderer.plan({ state }).ops);
   const key = L.encodeU32(renderer.idOf('bench/web:http')!);

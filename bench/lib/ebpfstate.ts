@@ -8,6 +8,29 @@ import type { Endpoint, SyncState } from '../../src/core/types.js';
 import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../../test/support/fixtures.js';
 import { BACKEND, NODE_PORT_BASE, VIP } from './ebpfpath.js';
 
+/** Only the measured Service, bench/web:http on VIP -> BACKEND:8080 (the per-packet benches). */
+export function pathServiceState(): SyncState {
+  return syncStateFromObjects({
+    services: [
+      withClusterIP(
+        makeService('bench', 'web', (s) => {
+          s.spec.ports = [svcPort('http', 80, 'TCP', { targetPort: 8080 })];
+        }),
+        VIP,
+      ),
+    ],
+    slices: [
+      makeSlice('bench', 'web', 1, (s) => {
+        s.endpoints = [endpoint(BACKEND, { nodeName: 'node', ready: true })];
+        s.ports = [slicePort('http', 8080)];
+      }),
+    ],
+    family: 'IPv4',
+    nodeName: 'node',
+    serviceCIDRs: ['10.96.0.0/12'],
+  });
+}
+
 /**
  * n bulk Services (172.30/16, one endpoint each) and the measured one, last
  * in name order; with `nodePorts` the measured one is a NodePort Service
