@@ -430,19 +430,66 @@ describe('Reflector', () => {
       clock.advance(wait);
     }
     assert.deepEqual(delays(), [20, 40, 80]);
-    // The watch that follows stays open with no events (a quiet cluster) for longer than resetMs ...
+    // The server answers the next watch: the outage is over, so its failure 900 ms later (no event yet)
+    // starts again at initialMs ...
     await flush();
     t.watches.at(-1)!.open();
     clock.advance(900); // 980 ms after the last backoff began
     await failWatch();
-    assert.deepEqual(delays(), [20, 40, 80, 100], 'within resetMs of the last backoff: the next step');
-    clock.advance(100);
+    assert.deepEqual(delays(), [20, 40, 80, 20], 'a watch the server answered ends the count');
+    // ... but that watch was a very short one, so the next answered watch does not end the count; it
+    // stays open with no events (a quiet cluster) for longer than resetMs, and the next outage starts
+    // again at initialMs anyway, not at the step after the last.
+    clock.advance(20);
     await flush();
     t.watches.at(-1)!.open();
     clock.advance(1001);
-    // ... and the next outage starts again at initialMs, not at maxMs.
     await failWatch();
-    assert.deepEqual(delays(), [20, 40, 80, 100, 20]);
+    assert.deepEqual(delays(), [20, 40, 80, 20, 20]);
+    ac.abort();
+    await done;
+  });
+
+  it('an outage right after another starts from the first step: the watch the server answered in between ended the count', async () => {
+    // As in an API-server restart just after an outage: the watches reconnect (answered), and the server
+    // goes away again a moment later, closing them before any event.
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '1', items: [] }];
+    const { clock, events, ac, done } = setup(t, { backoff: { initialMs: 20, maxMs: 1000, factor: 2 } });
+    const delays = (): number[] =>
+      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs);
+    for (const wait of [20, 40, 80, 160, 320]) {
+      await flush();
+      t.watches.at(-1)!.fail(new Error('connect ECONNREFUSED'));
+      await flush();
+      clock.advance(wait);
+    }
+    await flush();
+    t.watches.at(-1)!.open();
+    clock.advance(130);
+    t.watches.at(-1)!.end();
+    await flush();
+    assert.deepEqual(delays(), [20, 40, 80, 160, 320, 20], 'not 640: the first outage is over');
+    ac.abort();
+    await done;
+  });
+
+  it('a server that answers watches and closes them at once is asked less and less often', async () => {
+    const t = new ScriptedTransport();
+    t.lists = [{ resourceVersion: '1', items: [] }];
+    const { clock, events, ac, done } = setup(t, { backoff: { initialMs: 20, maxMs: 1000, factor: 2 } });
+    const delays = (): number[] =>
+      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs);
+    for (const wait of [20, 40, 80, 160]) {
+      await flush();
+      t.watches.at(-1)!.open();
+      clock.advance(10);
+      t.watches.at(-1)!.end();
+      await flush();
+      clock.advance(wait);
+    }
+    // Each opened watch would end an outage's count, but not after a very short one.
+    assert.deepEqual(delays(), [20, 40, 80, 160]);
     ac.abort();
     await done;
   });

@@ -28,7 +28,9 @@
 //   the server reachable again. A server that answered with Retry-After is
 //   waited for at least that long (capped at MAX_RETRY_AFTER_MS), and the
 //   reachability shortcut does not apply then. While the server is away the
-//   local copy stays as it was: nothing is deleted.
+//   local copy stays as it was: nothing is deleted. A watch the server
+//   answered ends the count: a second outage right after the first starts
+//   from the first step again (except after a very short watch, below).
 // - With resyncMs, every object of the local copy is re-delivered as
 //   update(obj, obj) that often (client-go's resync; configSyncPeriod).
 // - With `keep`, the local copy holds only what keep() returns of each
@@ -167,6 +169,8 @@ export class Reflector<T extends K8sObject> {
   private readonly items = new Map<string, T>();
   private rv = '';
   private failures = 0;
+  /** The last watch closed within a second without an event (client-go's "very short watch"). */
+  private shortWatch = false;
   /** clock.monotonic() when the last backoff began. */
   private lastBackoffAt: number | undefined;
   /** Retry-After of the last failure, in ms, for the next backoff. */
@@ -433,6 +437,7 @@ export class Reflector<T extends K8sObject> {
     });
     let outcome: WatchOutcome | undefined;
     let events = 0;
+    let opened = false;
     const startedAt = this.o.clock.monotonic();
     // A watch-list's state until its end bookmark, kept apart (client-go's temporary store).
     let fresh: Map<string, T> | undefined = initial ? new Map() : undefined;
@@ -458,6 +463,11 @@ export class Reflector<T extends K8sObject> {
         this.o.path,
         query,
         () => {
+          opened = true;
+          // The server answered: the failures that led here (an outage) are over. Unless the last
+          // watch it answered was a very short one: then a server that accepts watches and drops
+          // them at once keeps growing the backoff instead of being asked again every initialMs.
+          if (!this.shortWatch) this.failures = 0;
           if (!fresh) watching();
         },
         (type, obj) => {
@@ -501,6 +511,10 @@ export class Reflector<T extends K8sObject> {
     // The state and the events after it are delivered before the watch is over.
     await delivering;
     if (signal.aborted) return 'resume';
+    const short = events === 0 && this.o.clock.monotonic() - startedAt < VERY_SHORT_WATCH_MS;
+    // Only a watch the server answered says anything about how it treats watches (a refused
+    // connection is an outage, which the next answered watch ends).
+    this.shortWatch = opened && short;
     if (stalled && !outcome) {
       this.emit({ type: 'error', resource: this.o.resource, phase: 'watch', error: 'watch stalled past its timeout' });
       return 'error';
@@ -510,8 +524,7 @@ export class Reflector<T extends K8sObject> {
     if (fresh) {
       // Ended before its initial events did. Without any event within a second
       // it is client-go's "very short watch", an error that falls back to a list.
-      if (events === 0 && this.o.clock.monotonic() - startedAt < VERY_SHORT_WATCH_MS)
-        return this.fallback(undefined, 'the watch-list ended at once without any event');
+      if (short) return this.fallback(undefined, 'the watch-list ended at once without any event');
       this.emit({
         type: 'error',
         resource: this.o.resource,
@@ -524,7 +537,7 @@ export class Reflector<T extends K8sObject> {
     // failure, so a server that accepts and drops watches cannot make us spin
     // (client-go's "very short watch"). A longer quiet one (bookmarks off, a
     // server ending its watches at shutdown) is resumed at once, as client-go does.
-    if (events === 0 && this.o.clock.monotonic() - startedAt < VERY_SHORT_WATCH_MS) return 'error';
+    if (short) return 'error';
     this.failures = 0;
     return 'resume';
   }
