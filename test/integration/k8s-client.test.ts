@@ -64,6 +64,37 @@ describe('KubeClient against the test API server', () => {
     }
   });
 
+  it('a request whose connection was refused gives its token back; one the server answered does not', async () => {
+    const clock = new FakeClock();
+    const c = clientFor(server, {}, { qps: 1, burst: 1, clock });
+    try {
+      await server.stop();
+      try {
+        // Each refused list took the only token and gave it back: no refill (the fake clock stands
+        // still) is needed for the next one.
+        for (let i = 0; i < 3; i++)
+          await assert.rejects(
+            c.list('/api/v1/nodes', {}, never),
+            (e: NodeJS.ErrnoException) => e.code === 'ECONNREFUSED',
+          );
+      } finally {
+        await server.start();
+      }
+      const before = listsOfNodes();
+      await c.list('/api/v1/nodes', {}, never);
+      assert.equal(listsOfNodes(), before + 1, 'the list after the outage went out at once');
+      // That one reached the server: its token is spent, and the next list waits for the refill.
+      const next = c.list('/api/v1/nodes', {}, never);
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(listsOfNodes(), before + 1, 'the next list waits for a token');
+      clock.advance(1000);
+      await next;
+      assert.equal(listsOfNodes(), before + 2);
+    } finally {
+      c.close();
+    }
+  });
+
   it('posts events.k8s.io/v1 Events and reports a rejected one as an ApiStatusError', async () => {
     const c = clientFor(server);
     try {

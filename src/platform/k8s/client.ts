@@ -100,6 +100,8 @@ function isStaleConnection(err: unknown): boolean {
 
 /** Errors that mean the server could not be reached at all (not that it answered badly). */
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN']);
+/** Of those, the ones where no byte of the request can have reached the server: its rate-limit token goes back. */
+const NEVER_SENT_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EHOSTDOWN']);
 
 export class KubeClient implements ListWatchTransport {
   private readonly base: URL;
@@ -321,6 +323,23 @@ export class KubeClient implements ListWatchTransport {
     bodyIdleMs: number,
   ): Promise<IncomingMessage> {
     await limiter.acquire(signal);
+    try {
+      return await this.sendAcquired(method, path, query, body, signal, timeoutMs, bodyIdleMs);
+    } catch (err) {
+      if (NEVER_SENT_CODES.has((err as NodeJS.ErrnoException).code ?? '')) limiter.refund();
+      throw err;
+    }
+  }
+
+  private async sendAcquired(
+    method: string,
+    path: string,
+    query: Query,
+    body: string | undefined,
+    signal: AbortSignal,
+    timeoutMs: number,
+    bodyIdleMs: number,
+  ): Promise<IncomingMessage> {
     const auth = await this.creds.get();
     const url = new URL(this.base.pathname.replace(/\/$/, '') + path, this.base);
     for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);

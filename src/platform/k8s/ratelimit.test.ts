@@ -32,6 +32,24 @@ describe('TokenBucket', () => {
     assert.deepEqual(done.slice(5), [5, 6]);
   });
 
+  it('refund() gives a token back at once to the first waiter, never beyond the burst', async () => {
+    const clock = new FakeClock();
+    const b = new TokenBucket(1, 2, clock);
+    const done: number[] = [];
+    for (let i = 0; i < 3; i++) void b.acquire().then(() => done.push(i));
+    await flush();
+    assert.deepEqual(done, [0, 1]);
+    b.refund(); // request 0's connection was refused
+    await flush();
+    assert.deepEqual(done, [0, 1, 2], 'the waiter took the returned token without a refill');
+    b.refund();
+    b.refund();
+    b.refund();
+    for (let i = 3; i < 6; i++) void b.acquire().then(() => done.push(i));
+    await flush();
+    assert.deepEqual(done.slice(3), [3, 4], 'three refunds fill the bucket to its burst of 2, no more');
+  });
+
   it('drops an aborted waiter and serves the next one in its place', async () => {
     const clock = new FakeClock();
     const b = new TokenBucket(1, 1, clock);

@@ -4,6 +4,10 @@
 // (list page, watch start, event post) takes one, waiting for it if needed.
 // Waiters are served in arrival order. qps < 0 disables the limit, as in
 // client-go; qps 0 is not expected here (the config defaulting makes it 5).
+// Unlike client-go, a request whose connection was refused gives its token
+// back (refund()): it cost the server nothing, and during an outage the
+// retries would otherwise empty the bucket, so the relists after it waited
+// for tokens (~200 ms each at the default 5 qps) once the server was back.
 
 import type { Clock, TimerHandle } from '../../core/clock.js';
 import { AbortError } from './transport.js';
@@ -54,6 +58,17 @@ export class TokenBucket {
       signal?.addEventListener('abort', onAbort, { once: true });
       this.schedule();
     });
+  }
+
+  /** Give back the token of a request that never reached the server (its connection was refused). */
+  refund(): void {
+    if (this.unlimited) return;
+    this.refill();
+    this.tokens = Math.min(Math.max(1, this.burst), this.tokens + 1);
+    while (this.queue.length > 0 && this.tokens >= 1) {
+      this.tokens -= 1;
+      this.queue.shift()!.resolve();
+    }
   }
 
   private refill(): void {
