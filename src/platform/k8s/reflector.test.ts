@@ -11,6 +11,9 @@ import { ScriptedTransport } from '../../../test/support/scriptedtransport.js';
 
 const obj = (name: string, rv: string): K8sObject => ({ metadata: { namespace: 'ns', name, resourceVersion: rv } });
 const flush = (): Promise<void> => new Promise((r) => setImmediate(r));
+/** The waits the reflector chose, in order. */
+const backoffDelays = (events: readonly SourceEvent[]): number[] =>
+  events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs);
 
 function setup(transport: ScriptedTransport, extra: Partial<ReflectorOptions<K8sObject>> = {}) {
   const clock = new FakeClock();
@@ -54,10 +57,7 @@ describe('Reflector', () => {
       await flush();
       assert.equal(t.listCalls, attempts + 1, `retry after ${delay} ms`);
     }
-    assert.deepEqual(
-      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs),
-      [20, 40, 80, 100, 100],
-    );
+    assert.deepEqual(backoffDelays(events), [20, 40, 80, 100, 100]);
     assert.deepEqual(calls, ['add a@5', 'synced']);
     await flush();
     assert.equal(t.watches[0]?.query.resourceVersion, '7');
@@ -265,10 +265,7 @@ describe('Reflector', () => {
     t.watches[1]!.end();
     for (let i = 0; i < 3; i++) await flush();
     assert.equal(t.watches.length, 2);
-    assert.deepEqual(
-      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs),
-      [20],
-    );
+    assert.deepEqual(backoffDelays(events), [20]);
     ac.abort();
     await done;
   });
@@ -417,8 +414,7 @@ describe('Reflector', () => {
     const t = new ScriptedTransport();
     t.lists = [{ resourceVersion: '1', items: [] }];
     const { clock, events, ac, done } = setup(t, { backoff: { initialMs: 20, maxMs: 100, factor: 2, resetMs: 1000 } });
-    const delays = (): number[] =>
-      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs);
+    const delays = (): number[] => backoffDelays(events);
     const failWatch = async (): Promise<void> => {
       await flush();
       t.watches.at(-1)!.fail(new Error('read ETIMEDOUT'));
@@ -456,8 +452,7 @@ describe('Reflector', () => {
     const t = new ScriptedTransport();
     t.lists = [{ resourceVersion: '1', items: [] }];
     const { clock, events, ac, done } = setup(t, { backoff: { initialMs: 20, maxMs: 1000, factor: 2 } });
-    const delays = (): number[] =>
-      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs);
+    const delays = (): number[] => backoffDelays(events);
     for (const wait of [20, 40, 80, 160, 320]) {
       await flush();
       t.watches.at(-1)!.fail(new Error('connect ECONNREFUSED'));
@@ -478,8 +473,7 @@ describe('Reflector', () => {
     const t = new ScriptedTransport();
     t.lists = [{ resourceVersion: '1', items: [] }];
     const { clock, events, ac, done } = setup(t, { backoff: { initialMs: 20, maxMs: 1000, factor: 2 } });
-    const delays = (): number[] =>
-      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs);
+    const delays = (): number[] => backoffDelays(events);
     for (const wait of [20, 40, 80, 160]) {
       await flush();
       t.watches.at(-1)!.open();
@@ -512,18 +506,12 @@ describe('Reflector', () => {
       random: () => 1,
     });
     await flush();
-    assert.deepEqual(
-      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs),
-      [500],
-    );
+    assert.deepEqual(backoffDelays(events), [500]);
     release();
     await flush();
     assert.equal(t.listCalls, 2, 'retried before the backoff ran out');
     assert.ok(events.some((e) => e.type === 'reachable'));
-    assert.deepEqual(
-      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs),
-      [500, 1000],
-    );
+    assert.deepEqual(backoffDelays(events), [500, 1000]);
     release();
     await flush();
     await flush();
@@ -547,8 +535,7 @@ describe('Reflector', () => {
     ];
     const { clock, events, ac, done } = setup(t, { backoff: { initialMs: 200, maxMs: 30_000, factor: 2 } });
     await flush();
-    const backoffs = (): number[] =>
-      events.filter((e) => e.type === 'backoff').map((e) => (e as { delayMs: number }).delayMs);
+    const backoffs = (): number[] => backoffDelays(events);
     assert.deepEqual(backoffs(), [7000], 'the backoff (200 ms) is raised to Retry-After');
     const err = events.find((e) => e.type === 'error') as { retryAfterSeconds?: number };
     assert.equal(err.retryAfterSeconds, 7);
