@@ -169,7 +169,7 @@ export class Reflector<T extends K8sObject> {
   private readonly items = new Map<string, T>();
   private rv = '';
   private failures = 0;
-  /** The last watch closed within a second without an event (client-go's "very short watch"). */
+  /** The last watch the server answered closed within a second without an event (client-go's "very short watch"). */
   private shortWatch = false;
   /** clock.monotonic() when the last backoff began. */
   private lastBackoffAt: number | undefined;
