@@ -6,8 +6,7 @@
 // bitmap is bit h & 7 of its byte h >> 3: the proxy handles them as bytes.
 // HotBits counts, per bit, the keys that set it, so a key removed clears its
 // bit only when no other key shares it.
-import type { IPFamily } from '../../core/types.js';
-import { decodeLpmKey, familyOfEntry } from './layout.js';
+import { decodeLpmKey } from './layout.js';
 import { addrBytes } from './struct.js';
 
 import { HOT_BITS_LOG, HOT_WORDS, SEEN_BITS_LOG, SEEN_WORDS } from './abi.js';
@@ -94,8 +93,6 @@ export function hotBitsOfKey(map: 'addrs' | 'svcCidrs', key: Uint8Array): number
   const k = decodeLpmKey(key);
   return hotCidrBits(k.addr, k.prefix);
 }
-
-export const hotFamilyOfKey = (map: 'addrs' | 'svcCidrs', key: Uint8Array): IPFamily => familyOfEntry(map, key);
 
 /**
  * One family's kpt_hot bitmap, counted: add() and remove() a key's bits;

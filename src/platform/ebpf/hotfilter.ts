@@ -71,7 +71,7 @@ export class HotFilter {
   }
 
   private count(map: Tracked, key: Uint8Array, add: boolean): void {
-    const f = this.fam.get(F.hotFamilyOfKey(map, key))!;
+    const f = this.fam.get(L.familyOfEntry(map, key))!;
     const id = `${map}|${L.keyOf(key)}`;
     const had = f.keys.get(id);
     if (add) {
