@@ -197,6 +197,23 @@ struct ct_value {
 	__u64 created_ns;
 };
 
+/* ---- IPv4 fragments (LRU) ---------------------------------------------- */
+
+/* A later fragment carries no ports: the first one's, as it arrived, found by
+ * what every fragment of one datagram shares (frag.h). */
+struct frag_key {
+	__be32 saddr;
+	__be32 daddr;
+	__be16 id;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct frag_value {
+	__be16 sport;
+	__be16 dport;
+};
+
 /* ---- socket load balancing: what getpeername/recvmsg must undo -------- */
 
 struct sock_key {
@@ -232,7 +249,9 @@ enum stat_index {
 	STAT_REPLY_SKIP = 5, /* datagrams to a NodePort left alone because they are replies */
 	STAT_NETFILTER = 6,  /* packets of connections netfilter translated, left to it */
 	STAT_PASS = 7,       /* packets left alone at the first check (filter.h): not ours */
-	STAT_MAX = 8,
+	STAT_FRAG = 8,       /* later IPv4 fragments translated like their first fragment */
+	STAT_ICMP = 9,       /* ICMP errors about a translated connection, translated back */
+	STAT_MAX = 10,
 };
 
 /* ---- the first check: addresses that may need the programs (filter.h) --

@@ -28,6 +28,8 @@
 #include "lb.h"
 #include "reply.h"
 #include "filter.h"
+#include "frag.h"
+#include "icmp.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -365,15 +367,25 @@ static __always_inline void forget_flow(const struct pkt *p, const struct ct_val
 static __always_inline int handle(struct __sk_buff *skb, int ingress)
 {
 	struct pkt p;
-	if (parse(skb, &p) < 0)
+	int pr = parse(skb, &p);
+	if (pr < 0 && pr != PARSE_ICMP)
 		return TC_ACT_UNSPEC;
 	__u32 fam = p.v6;
 	struct cfg_value *cfg = bpf_map_lookup_elem(&kpt_cfg, &fam);
 	if (!cfg || !(cfg->flags & CFG_ENABLED))
 		return TC_ACT_UNSPEC;
+	if (pr == PARSE_ICMP)
+		return icmp_error(skb, &p, ingress);
 	if (!filter_maybe_ours(&p)) {
 		stat_inc(STAT_PASS);
 		return TC_ACT_UNSPEC;
+	}
+	if (p.frag == FRAG_LATER) {
+		if (frag_ports(&p) < 0)
+			return TC_ACT_UNSPEC;
+		stat_inc(STAT_FRAG);
+	} else if (p.frag == FRAG_FIRST) {
+		frag_remember(&p);
 	}
 	struct ct_key key;
 	ct_key_of(&p, &key);
@@ -390,6 +402,8 @@ static __always_inline int handle(struct __sk_buff *skb, int ingress)
 			return r;
 		forget_flow(&p, ct, &key);
 	}
+	if (p.frag == FRAG_LATER)
+		return TC_ACT_UNSPEC; /* only a first fragment, with its ports, can open a connection */
 	return new_flow(skb, &p, cfg, &key, ingress);
 }
 

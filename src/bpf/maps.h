@@ -151,6 +151,15 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } kpt_traffic SEC(".maps");
 
+/* The ports of IPv4 datagrams whose first fragment was ours (frag.h). Fragments of one datagram arrive within
+ * moments; the LRU forgets the rest. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct frag_key);
+	__type(value, struct frag_value);
+	__uint(max_entries, 8192);
+} kpt_frag SEC(".maps");
+
 /* The first check's bitmaps (abi.h, filter.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

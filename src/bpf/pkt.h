@@ -5,9 +5,11 @@
  *
  * Scope: Ethernet framing (every device the proxy attaches to has it;
  * loopback too), IPv4 with or without options, IPv6 without extension
- * headers, TCP and UDP. Anything else is reported as "not ours" and passes
- * untouched: other protocols, IPv4 fragments (a non-first fragment has no
- * ports), IPv6 with extension headers.
+ * headers, TCP and UDP. IPv4 fragments are parsed too: a first fragment
+ * like any packet, a later one without ports (it has none; frag.h finds them
+ * from its first fragment). ICMP and ICMPv6 are told apart (PARSE_ICMP) for
+ * icmp.h. Anything else is reported as "not ours" and passes untouched:
+ * other protocols, IPv6 with extension headers (and so IPv6 fragments).
  */
 #ifndef KPT_PKT_H
 #define KPT_PKT_H
@@ -40,6 +42,14 @@ struct pkt {
 	__u8 proto;     /* IPPROTO_TCP or IPPROTO_UDP */
 	__u8 tcp_flags;
 	__u8 ihl;       /* IPv4 header length in bytes */
+	__u8 frag;      /* enum pkt_frag */
+	__be16 ip_id;   /* IPv4 identification, for fragments */
+};
+
+enum pkt_frag {
+	FRAG_NONE = 0,
+	FRAG_FIRST = 1, /* offset 0, more to come: has the ports */
+	FRAG_LATER = 2, /* an offset: no L4 header, ports 0 until frag.h fills them in */
 };
 
 static __always_inline void addr_from_v4(union kpt_addr *a, __be32 ip)
@@ -56,6 +66,28 @@ static __always_inline int addr_eq(const union kpt_addr *a, const union kpt_addr
 }
 
 #define PARSE_NOT_LINEAR (-2)
+#define PARSE_ICMP (-3) /* ICMP or ICMPv6: addresses, l4off and ihl are set */
+
+/* What parse() keeps of an IPv4 header; 1 when the packet has no L4 header to read (a later fragment). */
+static __always_inline int ipv4_head(struct pkt *p, const struct iphdr *ip, __u32 l3)
+{
+	p->v6 = 0;
+	p->proto = ip->protocol;
+	p->ihl = ip->ihl * 4;
+	p->l4off = l3 + p->ihl;
+	p->ip_id = ip->id;
+	p->frag = (ip->frag_off & bpf_htons(0x1fff)) ? FRAG_LATER
+		  : (ip->frag_off & bpf_htons(0x2000)) ? FRAG_FIRST
+							 : FRAG_NONE;
+	addr_from_v4(&p->saddr, ip->saddr);
+	addr_from_v4(&p->daddr, ip->daddr);
+	if (p->frag == FRAG_LATER) {
+		p->sport = p->dport = 0;
+		p->tcp_flags = 0;
+		return 1;
+	}
+	return 0;
+}
 
 /*
  * parse() reading the headers in place (direct packet access): a few loads
@@ -75,30 +107,32 @@ static __always_inline int parse_direct(struct __sk_buff *skb, struct pkt *p)
 			return PARSE_NOT_LINEAR;
 		if (ip->version != 4 || ip->ihl < 5)
 			return -1;
-		if (ip->frag_off & bpf_htons(0x3fff))
-			return -1;
+		if (ip->protocol == IPPROTO_ICMP) {
+			if (ip->frag_off & bpf_htons(0x3fff))
+				return -1;
+			ipv4_head(p, ip, ETH_HLEN);
+			return PARSE_ICMP;
+		}
 		if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
 			return -1;
-		__u32 ihl = ip->ihl * 4;
-		p->v6 = 0;
-		p->proto = ip->protocol;
-		p->ihl = ihl;
-		p->l4off = ETH_HLEN + ihl;
-		addr_from_v4(&p->saddr, ip->saddr);
-		addr_from_v4(&p->daddr, ip->daddr);
-		l4 = (__u8 *)ip + ihl;
+		if (ipv4_head(p, ip, ETH_HLEN))
+			return 0;
+		l4 = (__u8 *)ip + p->ihl;
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = data + ETH_HLEN;
 		if ((void *)(ip6 + 1) > end)
 			return PARSE_NOT_LINEAR;
-		if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP)
+		if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP && ip6->nexthdr != IPPROTO_ICMPV6)
 			return -1;
 		p->v6 = 1;
 		p->proto = ip6->nexthdr;
 		p->ihl = 0;
+		p->frag = FRAG_NONE;
 		p->l4off = ETH_HLEN + sizeof(struct ipv6hdr);
 		__builtin_memcpy(p->saddr.b, &ip6->saddr, 16);
 		__builtin_memcpy(p->daddr.b, &ip6->daddr, 16);
+		if (p->proto == IPPROTO_ICMPV6)
+			return PARSE_ICMP;
 		l4 = (__u8 *)(ip6 + 1);
 	} else {
 		return -1;
@@ -128,28 +162,31 @@ static __always_inline int parse_copy(struct __sk_buff *skb, struct pkt *p)
 			return -1;
 		if (ip.version != 4 || ip.ihl < 5)
 			return -1;
-		if (ip.frag_off & bpf_htons(0x3fff)) /* MF or an offset: a fragment */
-			return -1;
+		if (ip.protocol == IPPROTO_ICMP) {
+			if (ip.frag_off & bpf_htons(0x3fff))
+				return -1;
+			ipv4_head(p, &ip, l3);
+			return PARSE_ICMP;
+		}
 		if (ip.protocol != IPPROTO_TCP && ip.protocol != IPPROTO_UDP)
 			return -1;
-		p->v6 = 0;
-		p->proto = ip.protocol;
-		p->ihl = ip.ihl * 4;
-		p->l4off = l3 + p->ihl;
-		addr_from_v4(&p->saddr, ip.saddr);
-		addr_from_v4(&p->daddr, ip.daddr);
+		if (ipv4_head(p, &ip, l3))
+			return 0;
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr ip6;
 		if (bpf_skb_load_bytes(skb, l3, &ip6, sizeof(ip6)) < 0)
 			return -1;
-		if (ip6.nexthdr != IPPROTO_TCP && ip6.nexthdr != IPPROTO_UDP)
+		if (ip6.nexthdr != IPPROTO_TCP && ip6.nexthdr != IPPROTO_UDP && ip6.nexthdr != IPPROTO_ICMPV6)
 			return -1;
 		p->v6 = 1;
 		p->proto = ip6.nexthdr;
 		p->ihl = 0;
+		p->frag = FRAG_NONE;
 		p->l4off = l3 + sizeof(struct ipv6hdr);
 		__builtin_memcpy(p->saddr.b, &ip6.saddr, 16);
 		__builtin_memcpy(p->daddr.b, &ip6.daddr, 16);
+		if (p->proto == IPPROTO_ICMPV6)
+			return PARSE_ICMP;
 	} else {
 		return -1;
 	}
@@ -163,7 +200,7 @@ static __always_inline int parse_copy(struct __sk_buff *skb, struct pkt *p)
 	return 0;
 }
 
-/* 0 when the packet is one we handle, -1 otherwise. */
+/* 0 when the packet is one we handle, PARSE_ICMP for ICMP(v6), -1 otherwise. */
 static __always_inline int parse(struct __sk_buff *skb, struct pkt *p)
 {
 	int r = parse_direct(skb, p);
@@ -190,6 +227,18 @@ static __always_inline int rewrite(struct __sk_buff *skb, struct pkt *p, int dst
 	__be16 *from_port = dst ? &p->dport : &p->sport;
 	__u32 port_off = p->l4off + (dst ? 2 : 0);
 
+	if (p->frag == FRAG_LATER) {
+		/* No L4 header here: the first fragment's checksum fixup covered the whole datagram, and the port
+		 * was rewritten there. */
+		__be32 o = from->w[3], n = to->w[3];
+		__u32 ip_off = ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
+		if (o != n && (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), o, n, 4) < 0 ||
+			       bpf_skb_store_bytes(skb, ip_off, &n, 4, 0) < 0))
+			return -1;
+		*from = *to;
+		*from_port = port;
+		return 0;
+	}
 	if (!p->v6) {
 		__be32 o = from->w[3], n = to->w[3];
 		__u32 ip_off = ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));

@@ -28,7 +28,7 @@ import { TC_ACT, testRun } from '../../src/platform/ebpf/testrun.js';
 import { BpfError } from '../../src/platform/ebpf/libbpf.js';
 import { PACKET_FLOW_SCENARIOS, type PacketFlow, type Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
-import { buildFrame, type Frame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
+import { buildFrame, buildIcmpError, type Frame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
 
 describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeout: 120_000 }, () => {
   let rt: EbpfRuntime;
@@ -232,6 +232,62 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
     const reply = testRun(egress, { frame: replyFrame(syn, first, { flags: 0x12 }) });
     const r = parseFrame(reply.frame);
     assert.deepEqual([r.src, r.sport, r.l4ok, r.l3ok], ['172.30.0.42', 80, true, true]);
+  });
+
+  test('ICMP errors about a balanced connection are translated back at the hook of the packets they are about', () => {
+    const s = PACKET_FLOW_SCENARIOS.find((x) => x.name === 'ClusterIPGeneral')!;
+    clear(rt);
+    rt.apply(new EbpfPlanner(scenarioConfig(s, 'ebpf')).plan({ state: scenarioSyncState(s) }).ops);
+    const ingress = rt.obj.program('kpt_ingress');
+    const egress = rt.obj.program('kpt_egress');
+    const icmpStat = () => Number(rt.stats()[L.STAT.icmp]!);
+    const syn = { src: '10.180.0.2', dst: '172.30.0.42', sport: 41000, dport: 80, proto: 'TCP' as const };
+    const out = testRun(ingress, { frame: buildFrame(syn) }).frame;
+    const ep = parseFrame(out);
+    const router = '10.0.9.9';
+    const n0 = icmpStat();
+
+    // A router between the node and the endpoint: "fragmentation needed" to the client, quoting the
+    // segment as it left the node. It leaves the node where the connection's replies do (egress).
+    const tooBig = buildIcmpError(router, syn.src, out);
+    const atIngress = testRun(ingress, { frame: tooBig });
+    assert.equal(atIngress.retval, TC_ACT.unspec);
+    assert.deepEqual(atIngress.frame, tooBig, 'not at the hook of the replies: untouched');
+    const a = parseFrame(testRun(egress, { frame: tooBig }).frame);
+    assert.deepEqual(
+      [a.src, a.dst, a.icmp?.inner.src, a.icmp?.inner.sport, a.icmp?.inner.dst, a.icmp?.inner.dport],
+      [router, syn.src, syn.src, syn.sport, syn.dst, syn.dport],
+      'the quote names the service address again',
+    );
+    assert.deepEqual([a.l3ok, a.l4ok, a.icmp?.inner.l3ok], [true, true, true], 'checksums');
+
+    // The endpoint answering itself (port unreachable): the error's source becomes the service address too.
+    const fromEp = parseFrame(testRun(egress, { frame: buildIcmpError(ep.dst, syn.src, out, 3, 3) }).frame);
+    assert.deepEqual([fromEp.src, fromEp.icmp?.inner.dst, fromEp.l4ok], [syn.dst, syn.dst, true]);
+
+    // A router on the client's side, about a reply the client got from the service address: the error goes
+    // to the service address and must reach the endpoint, at the hook where the client's packets are
+    // translated (ingress), with the quote naming the endpoint.
+    const reply = buildFrame({
+      src: syn.dst,
+      dst: syn.src,
+      sport: syn.dport,
+      dport: syn.sport,
+      proto: 'TCP',
+      flags: 0x12,
+    });
+    const d = parseFrame(testRun(ingress, { frame: buildIcmpError(router, syn.dst, reply) }).frame);
+    assert.deepEqual(
+      [d.src, d.dst, d.icmp?.inner.src, d.icmp?.inner.sport, d.icmp?.inner.dst, d.icmp?.inner.dport],
+      [router, ep.dst, ep.dst, ep.dport, syn.src, syn.sport],
+    );
+    assert.deepEqual([d.l3ok, d.l4ok, d.icmp?.inner.l3ok], [true, true, true], 'checksums');
+    assert.equal(icmpStat() - n0, 3, 'three errors translated (the one at the wrong hook not counted)');
+
+    // About a connection nobody balanced: untouched.
+    const stranger = buildFrame({ ...syn, sport: 41001, dst: '10.180.0.50' });
+    const u = buildIcmpError(router, syn.src, stranger);
+    assert.deepEqual(testRun(egress, { frame: u }).frame, u);
   });
 });
 

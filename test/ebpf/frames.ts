@@ -84,6 +84,53 @@ function pseudo(s: Uint8Array, d: Uint8Array, proto: number, len: number): numbe
   return sum16(s) + sum16(d) + proto + len;
 }
 
+/**
+ * An ICMP (IPv4) or ICMPv6 error from src to dst quoting the IP packet of `quoted` (a frame from
+ * buildFrame): its IP header and the first 8 bytes after it, as routers quote. Default: destination
+ * unreachable, fragmentation needed (IPv4) or packet too big (IPv6).
+ */
+export function buildIcmpError(src: string, dst: string, quoted: Uint8Array, type?: number, code?: number): Uint8Array {
+  const v6 = isV6(dst);
+  const qlen = (v6 ? 40 : (quoted[14]! & 0xf) * 4) + 8;
+  const quote = quoted.subarray(14, 14 + qlen);
+  const l3len = v6 ? 40 : 20;
+  const l4len = 8 + quote.length;
+  const out = new Uint8Array(14 + l3len + l4len);
+  const dv = new DataView(out.buffer);
+  out.set([2, 0, 0, 0, 0, 2], 0);
+  out.set([2, 0, 0, 0, 0, 1], 6);
+  dv.setUint16(12, v6 ? 0x86dd : 0x0800);
+  const s = ipBytes(src);
+  const d = ipBytes(dst);
+  const l4 = 14 + l3len;
+  if (!v6) {
+    out[14] = 0x45;
+    dv.setUint16(16, l3len + l4len);
+    out[22] = 64;
+    out[23] = 1;
+    out.set(s, 26);
+    out.set(d, 30);
+    dv.setUint16(24, fold(sum16(out.subarray(14, 34))));
+    out[l4] = type ?? 3;
+    out[l4 + 1] = code ?? 4;
+    dv.setUint16(l4 + 6, 1280); // the next hop's MTU
+  } else {
+    out[14] = 0x60;
+    dv.setUint16(18, l4len);
+    out[20] = 58;
+    out[21] = 64;
+    out.set(s, 22);
+    out.set(d, 38);
+    out[l4] = type ?? 2;
+    out[l4 + 1] = code ?? 0;
+    dv.setUint32(l4 + 4, 1280);
+  }
+  out.set(quote, l4 + 8);
+  const sum = sum16(out.subarray(l4)) + (v6 ? pseudo(s, d, 58, l4len) : 0);
+  dv.setUint16(l4 + 2, fold(sum));
+  return out;
+}
+
 export interface Parsed {
   readonly src: string;
   readonly dst: string;
@@ -97,7 +144,12 @@ export interface Parsed {
   /** L4 (TCP/UDP/ICMP) checksum valid. */
   readonly l4ok: boolean;
   /** ICMP type/code for ICMP and ICMPv6 frames. */
-  readonly icmp?: { type: number; code: number; inner: { src: string; dst: string; sport: number; dport: number } };
+  readonly icmp?: {
+    type: number;
+    code: number;
+    /** The quoted packet; l3ok: its IPv4 header checksum is valid (true for IPv6). */
+    inner: { src: string; dst: string; sport: number; dport: number; l3ok: boolean };
+  };
 }
 
 const mac = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join(':');
@@ -156,6 +208,7 @@ function parseInner(b: Uint8Array, v6: boolean) {
       dst: Array.from(b.subarray(16, 20)).join('.'),
       sport: dv.getUint16(ihl),
       dport: dv.getUint16(ihl + 2),
+      l3ok: fold(sum16(b.subarray(0, ihl))) === 0,
     };
   }
   return {
@@ -163,5 +216,6 @@ function parseInner(b: Uint8Array, v6: boolean) {
     dst: addrText(b.subarray(24, 40)),
     sport: dv.getUint16(40),
     dport: dv.getUint16(42),
+    l3ok: true,
   };
 }

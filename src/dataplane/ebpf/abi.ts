@@ -61,6 +61,8 @@ export const SOCK_KEY = defineStruct('sock_key', {
   pad: 'u8[5]',
 });
 export const SOCK_VALUE = defineStruct('sock_value', { addr: 'addr', port: 'be16', pad: 'u16' });
+export const FRAG_KEY = defineStruct('frag_key', { saddr: 'be32', daddr: 'be32', id: 'be16', proto: 'u8', pad: 'u8' });
+export const FRAG_VALUE = defineStruct('frag_value', { sport: 'be16', dport: 'be16' });
 export const NAME_LEN = 160;
 export const NAME_VALUE = defineStruct('name_value', { name: `char[${NAME_LEN}]` });
 export const TRAFFIC_VALUE = defineStruct('traffic_value', { conns: 'u64', bytes: 'u64' });
@@ -129,6 +131,7 @@ export const MAPS = {
   traffic: map('kpt_traffic', 'percpu_hash', 'u32', TRAFFIC_VALUE, false),
   hot: map('kpt_hot', 'array', 'u32', 'u64', false),
   seen: map('kpt_seen', 'array', 'u32', 'u64', false),
+  frag: map('kpt_frag', 'lru_hash', FRAG_KEY, FRAG_VALUE, false),
 } as const satisfies Record<string, MapAbi>;
 
 export type MapName = keyof typeof MAPS;

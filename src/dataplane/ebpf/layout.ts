@@ -51,8 +51,19 @@ export const CT_SEEN_ACK = 1 << 3;
 export const CT_VIA_LO = 1 << 4;
 export const CT_SNAT = 1 << 5;
 
-export const STAT = { new: 0, ctHit: 1, reject: 2, drop: 3, sock: 4, replySkip: 5, netfilter: 6, pass: 7 } as const;
-export const STAT_MAX = 8;
+export const STAT = {
+  new: 0,
+  ctHit: 1,
+  reject: 2,
+  drop: 3,
+  sock: 4,
+  replySkip: 5,
+  netfilter: 6,
+  pass: 7,
+  frag: 8,
+  icmp: 9,
+} as const;
+export const STAT_MAX = 10;
 
 export const PROTO_NUMBER: Readonly<Record<Protocol, number>> = { TCP: 6, UDP: 17, SCTP: 132 };
 export function protoName(n: number): Protocol | null {
@@ -368,6 +379,7 @@ export function familyOfEntry(map: MapName, key: Uint8Array): IPFamily {
       return addrFamily(key.subarray(8, 24));
     case 'stats':
     case 'seen':
+    case 'frag': // IPv4 fragments only
       return 'IPv4';
     case 'hot':
       return decodeU32(key) >= A.HOT_STRIDE ? 'IPv6' : 'IPv4';
