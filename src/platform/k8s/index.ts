@@ -7,4 +7,5 @@ export { KubeClient, checkContentType, type KubeClientOptions } from './client.j
 export { startSources, DEFAULT_BACKOFF, type SourceHandlers, type StartSourcesOptions } from './sources.js';
 export { type SourceEvent, sourceEventLevel } from './events.js';
 export { ApiStatusError, type ListWatchTransport } from './transport.js';
-export { Reflector, type ReflectorOptions, type ReflectorSink, type BackoffOptions } from './reflector.js';
+export { Reflector, type ReflectorOptions, type ReflectorSink } from './reflector.js';
+export type { BackoffOptions } from './backoff.js';

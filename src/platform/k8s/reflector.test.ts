@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FakeClock } from '../../../test/support/fakeclock.js';
 import type { SourceEvent } from './events.js';
-import { MAX_RETRY_AFTER_MS, Reflector, type K8sObject, type ReflectorOptions } from './reflector.js';
+import { MAX_RETRY_AFTER_MS } from './backoff.js';
+import { Reflector, type K8sObject, type ReflectorOptions } from './reflector.js';
 import { ApiStatusError } from './transport.js';
 import { ScriptedTransport } from '../../../test/support/scriptedtransport.js';
 

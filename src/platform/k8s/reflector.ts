@@ -23,7 +23,7 @@
 //   pages. A continue token that expired (410) restarts the list. Each object
 //   is transformed (transform.ts) as it arrives, so a 10k list never sits in
 //   memory as raw JSON.
-// - Failures back off exponentially with jitter (injected clock and random);
+// - Failures back off exponentially with jitter (backoff.ts; injected clock and random);
 //   a connection-level outage ends the wait early when the transport reports
 //   the server reachable again. A server that answered with Retry-After is
 //   waited for at least that long (capped at MAX_RETRY_AFTER_MS), and the
@@ -63,6 +63,7 @@ import type { Clock } from '../../core/clock.js';
 import { BugError } from '../../core/errors.js';
 import type { SourceEvent } from './events.js';
 import { loopTurn } from '../slices.js';
+import { Backoff, type BackoffOptions } from './backoff.js';
 import {
   type ListWatchTransport,
   type Query,
@@ -82,23 +83,6 @@ export interface ReflectorSink<T> {
   delete(obj: T): void;
   synced(): void;
 }
-
-export interface BackoffOptions {
-  readonly initialMs: number;
-  readonly maxMs: number;
-  readonly factor?: number;
-  /** Fraction of each delay that is random: the wait is in [d * (1 - jitter), d]. Default 0. */
-  readonly jitter?: number;
-  /**
-   * A backoff that starts this long after the previous one began starts the
-   * steps over (client-go's backoff manager does the same, with 2 min).
-   * Default BACKOFF_RESET_MS.
-   */
-  readonly resetMs?: number;
-}
-
-/** See BackoffOptions.resetMs. */
-export const BACKOFF_RESET_MS = 120_000;
 
 export interface ReflectorOptions<T> {
   /** Short name for events, e.g. "services". */
@@ -154,8 +138,6 @@ export const INITIAL_EVENTS_END = 'k8s.io/initial-events-end';
 const STALL_GRACE_MS = 30_000;
 /** A watch that ends without events sooner than this is a failure (client-go's watchHandler: 1 s). */
 const VERY_SHORT_WATCH_MS = 1000;
-/** A Retry-After longer than this is taken as this: a misconfigured server must not freeze updates for hours. */
-export const MAX_RETRY_AFTER_MS = 60_000;
 const DEFAULT_PAGE_SIZE = 500;
 /** Objects of a (re)list handed to the handlers between two turns of the event loop. */
 const REPLACE_CHUNK = 250;
@@ -168,13 +150,7 @@ export function objectKey(o: K8sObject): string {
 export class Reflector<T extends K8sObject> {
   private readonly items = new Map<string, T>();
   private rv = '';
-  private failures = 0;
-  /** The last watch the server answered closed within a second without an event (client-go's "very short watch"). */
-  private shortWatch = false;
-  /** clock.monotonic() when the last backoff began. */
-  private lastBackoffAt: number | undefined;
-  /** Retry-After of the last failure, in ms, for the next backoff. */
-  private retryAfterMs: number | undefined;
+  private readonly retry: Backoff;
   private relisting = false;
   /**
    * Objects of the state being streamed that reached the sink before its end (counted as added). Kept
@@ -193,6 +169,7 @@ export class Reflector<T extends K8sObject> {
 
   constructor(private readonly o: ReflectorOptions<T>) {
     if (o.keep && (o.resyncMs ?? 0) > 0) throw new BugError(`reflector ${o.resource}: keep and resyncMs together`);
+    this.retry = new Backoff(o.backoff, o.clock, o.random);
   }
 
   /** One object of the first state, to the sink before the state is complete (firstStateAsItComes). */
@@ -343,7 +320,7 @@ export class Reflector<T extends K8sObject> {
     this.deliveredEarly = 0;
     this.rv = resourceVersion;
     this.rvUnavailable = false;
-    this.failures = 0;
+    this.retry.succeeded();
     this.synced = true;
     this.replaced++;
     this.emit({
@@ -464,10 +441,7 @@ export class Reflector<T extends K8sObject> {
         query,
         () => {
           opened = true;
-          // The server answered: the failures that led here (an outage) are over. Unless the last
-          // watch it answered was a very short one: then a server that accepts watches and drops
-          // them at once keeps growing the backoff instead of being asked again every initialMs.
-          if (!this.shortWatch) this.failures = 0;
+          this.retry.answered();
           if (!fresh) watching();
         },
         (type, obj) => {
@@ -512,9 +486,7 @@ export class Reflector<T extends K8sObject> {
     await delivering;
     if (signal.aborted) return 'resume';
     const short = events === 0 && this.o.clock.monotonic() - startedAt < VERY_SHORT_WATCH_MS;
-    // Only a watch the server answered says anything about how it treats watches (a refused
-    // connection is an outage, which the next answered watch ends).
-    this.shortWatch = opened && short;
+    this.retry.watchEnded(opened, short);
     if (stalled && !outcome) {
       this.emit({ type: 'error', resource: this.o.resource, phase: 'watch', error: 'watch stalled past its timeout' });
       return 'error';
@@ -538,7 +510,7 @@ export class Reflector<T extends K8sObject> {
     // (client-go's "very short watch"). A longer quiet one (bookmarks off, a
     // server ending its watches at shutdown) is resumed at once, as client-go does.
     if (short) return 'error';
-    this.failures = 0;
+    this.retry.succeeded();
     return 'resume';
   }
 
@@ -661,7 +633,7 @@ export class Reflector<T extends K8sObject> {
   /** Report a failed list or watch and remember its Retry-After for the backoff that follows. */
   private failed(phase: 'list' | 'watch', err: unknown): void {
     const retryAfter = retryAfterOf(err);
-    this.retryAfterMs = retryAfter === undefined ? undefined : Math.min(retryAfter * 1000, MAX_RETRY_AFTER_MS);
+    this.retry.failed(retryAfter);
     this.emit({
       type: 'error',
       resource: this.o.resource,
@@ -682,21 +654,8 @@ export class Reflector<T extends K8sObject> {
    * transport reports that a server which refused connections accepts them again.
    */
   private backoff(signal: AbortSignal): Promise<void> {
-    const { initialMs, maxMs, factor = 2, jitter = 0, resetMs = BACKOFF_RESET_MS } = this.o.backoff;
-    // A watch that reconnected after an outage and then stayed open without
-    // events never resets the count where a closed watch or a list would, so
-    // without this the next outage, hours later, would start at the step the
-    // last one reached (up to maxMs) instead of retrying quickly.
-    const now = this.o.clock.monotonic();
-    if (this.lastBackoffAt !== undefined && now - this.lastBackoffAt > resetMs) this.failures = 0;
-    this.lastBackoffAt = now;
-    const full = Math.min(maxMs, initialMs * factor ** this.failures);
-    const retryAfterMs = this.retryAfterMs;
-    this.retryAfterMs = undefined;
-    const jittered = Math.round(full * (1 - jitter * (this.o.random ?? Math.random)()));
-    const delayMs = Math.max(jittered, retryAfterMs ?? 0);
-    this.failures++;
-    this.emit({ type: 'backoff', resource: this.o.resource, delayMs, attempt: this.failures });
+    const { delayMs, attempt, serverAsked } = this.retry.next();
+    this.emit({ type: 'backoff', resource: this.o.resource, delayMs, attempt });
     return new Promise((resolve) => {
       if (signal.aborted) return resolve();
       const local = new AbortController();
@@ -709,7 +668,7 @@ export class Reflector<T extends K8sObject> {
       const timer = this.o.clock.setTimer(delayMs, done);
       signal.addEventListener('abort', done);
       // The server answered and asked us to wait: do not cut that short.
-      if (retryAfterMs !== undefined) return;
+      if (serverAsked) return;
       this.o.transport.untilReachable?.(local.signal).then(() => {
         if (local.signal.aborted) return;
         this.emit({ type: 'reachable', resource: this.o.resource });

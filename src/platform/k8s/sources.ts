@@ -19,7 +19,8 @@ import type { Clock } from '../../core/clock.js';
 import type { EndpointSliceHandler, NodeHandler, ServiceCIDRHandler, ServiceHandler } from '../../engine/handlers.js';
 import { realClock } from '../clock.js';
 import type { SourceEvent } from './events.js';
-import { type BackoffOptions, Reflector, type ReflectorSink } from './reflector.js';
+import type { BackoffOptions } from './backoff.js';
+import { Reflector, type ReflectorSink } from './reflector.js';
 import {
   endpointSliceStub,
   transformEndpointSlice,
