@@ -197,16 +197,17 @@ struct ct_value {
 	__u64 created_ns;
 };
 
-/* ---- IPv4 fragments (LRU) ---------------------------------------------- */
+/* ---- fragments (LRU) --------------------------------------------------- */
 
 /* A later fragment carries no ports: the first one's, as it arrived, found by
- * what every fragment of one datagram shares (frag.h). */
+ * what every fragment of one datagram shares (frag.h). IPv4's 16-bit
+ * identification sits in id as the header has it, zero-extended. */
 struct frag_key {
-	__be32 saddr;
-	__be32 daddr;
-	__be16 id;
+	union kpt_addr saddr;
+	union kpt_addr daddr;
+	__be32 id;
 	__u8 proto;
-	__u8 pad;
+	__u8 pad[3];
 };
 
 struct frag_value {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /*
- * IPv4 fragments of translated connections. Only a datagram's first fragment
+ * Fragments of translated connections. Only a datagram's first fragment
  * has the ports that say which connection it belongs to; the later ones share
  * its addresses, protocol and identification and nothing else. So the first
  * fragment's ports are remembered under those (kpt_frag), and a later
@@ -12,8 +12,8 @@
  * (tc ingress) or after the node fragmented them again (tc egress). A later
  * fragment that overtakes its first one finds nothing and passes untouched;
  * senders send fragments in order, and a lost datagram is the sender's to
- * repeat. IPv6 fragments sit behind an extension header and are not parsed
- * (pkt.h).
+ * repeat. IPv6 fragments count when the fragment header is the first
+ * extension header (pkt.h), as senders place it when there is no other.
  */
 #ifndef KPT_FRAG_H
 #define KPT_FRAG_H
@@ -24,11 +24,11 @@
 
 static __always_inline void frag_key_of(const struct pkt *p, struct frag_key *k)
 {
-	k->saddr = p->saddr.w[3];
-	k->daddr = p->daddr.w[3];
-	k->id = p->ip_id;
+	k->saddr = p->saddr;
+	k->daddr = p->daddr;
+	k->id = p->frag_id;
 	k->proto = p->proto;
-	k->pad = 0;
+	k->pad[0] = k->pad[1] = k->pad[2] = 0;
 }
 
 /* A first fragment: keep its ports for the fragments after it. */

@@ -151,7 +151,7 @@ struct {
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 } kpt_traffic SEC(".maps");
 
-/* The ports of IPv4 datagrams whose first fragment was ours (frag.h). Fragments of one datagram arrive within
+/* The ports of datagrams whose first fragment was ours (frag.h). Fragments of one datagram arrive within
  * moments; the LRU forgets the rest. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

@@ -5,11 +5,11 @@
  *
  * Scope: Ethernet framing (every device the proxy attaches to has it;
  * loopback too), IPv4 with or without options, IPv6 without extension
- * headers, TCP and UDP. IPv4 fragments are parsed too: a first fragment
- * like any packet, a later one without ports (it has none; frag.h finds them
- * from its first fragment). ICMP and ICMPv6 are told apart (PARSE_ICMP) for
- * icmp.h. Anything else is reported as "not ours" and passes untouched:
- * other protocols, IPv6 with extension headers (and so IPv6 fragments).
+ * headers other than a fragment header, TCP and UDP. Fragments are parsed
+ * too: a first fragment like any packet, a later one without ports (it has
+ * none; frag.h finds them from its first fragment). ICMP and ICMPv6 are told
+ * apart (PARSE_ICMP) for icmp.h. Anything else is reported as "not ours" and
+ * passes untouched: other protocols, IPv6 with other extension headers.
  */
 #ifndef KPT_PKT_H
 #define KPT_PKT_H
@@ -43,7 +43,15 @@ struct pkt {
 	__u8 tcp_flags;
 	__u8 ihl;       /* IPv4 header length in bytes */
 	__u8 frag;      /* enum pkt_frag */
-	__be16 ip_id;   /* IPv4 identification, for fragments */
+	__be32 frag_id; /* the identification fragments of one datagram share (IPv4: 16 bits) */
+};
+
+/* The IPv6 fragment header (the kernel's struct frag_hdr is not in its UAPI). */
+struct kpt_frag6hdr {
+	__u8 nexthdr;
+	__u8 reserved;
+	__be16 frag_off; /* offset in 8-byte units << 3, and the more-fragments bit (1) */
+	__be32 identification;
 };
 
 enum pkt_frag {
@@ -75,12 +83,39 @@ static __always_inline int ipv4_head(struct pkt *p, const struct iphdr *ip, __u3
 	p->proto = ip->protocol;
 	p->ihl = ip->ihl * 4;
 	p->l4off = l3 + p->ihl;
-	p->ip_id = ip->id;
+	p->frag_id = ip->id;
 	p->frag = (ip->frag_off & bpf_htons(0x1fff)) ? FRAG_LATER
 		  : (ip->frag_off & bpf_htons(0x2000)) ? FRAG_FIRST
 							 : FRAG_NONE;
 	addr_from_v4(&p->saddr, ip->saddr);
 	addr_from_v4(&p->daddr, ip->daddr);
+	if (p->frag == FRAG_LATER) {
+		p->sport = p->dport = 0;
+		p->tcp_flags = 0;
+		return 1;
+	}
+	return 0;
+}
+
+/* The same for IPv6, whose payload is `nh`, after the fragment header fh if there is one. */
+static __always_inline int ipv6_head(struct pkt *p, const struct ipv6hdr *ip6, __u8 nh,
+				     const struct kpt_frag6hdr *fh, __u32 l3)
+{
+	p->v6 = 1;
+	p->proto = nh;
+	p->ihl = 0;
+	p->l4off = l3 + sizeof(struct ipv6hdr);
+	p->frag = FRAG_NONE;
+	p->frag_id = 0;
+	__builtin_memcpy(p->saddr.b, &ip6->saddr, 16);
+	__builtin_memcpy(p->daddr.b, &ip6->daddr, 16);
+	if (fh) {
+		p->l4off += sizeof(*fh);
+		p->frag_id = fh->identification;
+		p->frag = (fh->frag_off & bpf_htons(0xfff8)) ? FRAG_LATER
+			  : (fh->frag_off & bpf_htons(1)) ? FRAG_FIRST
+							   : FRAG_NONE; /* an atomic fragment: the whole datagram */
+	}
 	if (p->frag == FRAG_LATER) {
 		p->sport = p->dport = 0;
 		p->tcp_flags = 0;
@@ -120,20 +155,24 @@ static __always_inline int parse_direct(struct __sk_buff *skb, struct pkt *p)
 		l4 = (__u8 *)ip + p->ihl;
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = data + ETH_HLEN;
+		struct kpt_frag6hdr *fh = 0;
 		if ((void *)(ip6 + 1) > end)
 			return PARSE_NOT_LINEAR;
-		if (ip6->nexthdr != IPPROTO_TCP && ip6->nexthdr != IPPROTO_UDP && ip6->nexthdr != IPPROTO_ICMPV6)
-			return -1;
-		p->v6 = 1;
-		p->proto = ip6->nexthdr;
-		p->ihl = 0;
-		p->frag = FRAG_NONE;
-		p->l4off = ETH_HLEN + sizeof(struct ipv6hdr);
-		__builtin_memcpy(p->saddr.b, &ip6->saddr, 16);
-		__builtin_memcpy(p->daddr.b, &ip6->daddr, 16);
-		if (p->proto == IPPROTO_ICMPV6)
-			return PARSE_ICMP;
+		__u8 nh = ip6->nexthdr;
 		l4 = (__u8 *)(ip6 + 1);
+		if (nh == IPPROTO_FRAGMENT) {
+			fh = (void *)(ip6 + 1);
+			if ((void *)(fh + 1) > end)
+				return PARSE_NOT_LINEAR;
+			nh = fh->nexthdr;
+			l4 += sizeof(*fh);
+		}
+		if (nh != IPPROTO_TCP && nh != IPPROTO_UDP && (nh != IPPROTO_ICMPV6 || fh))
+			return -1;
+		if (ipv6_head(p, ip6, nh, fh, ETH_HLEN))
+			return 0;
+		if (nh == IPPROTO_ICMPV6)
+			return PARSE_ICMP;
 	} else {
 		return -1;
 	}
@@ -174,18 +213,21 @@ static __always_inline int parse_copy(struct __sk_buff *skb, struct pkt *p)
 			return 0;
 	} else if (skb->protocol == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr ip6;
+		struct kpt_frag6hdr fh;
 		if (bpf_skb_load_bytes(skb, l3, &ip6, sizeof(ip6)) < 0)
 			return -1;
-		if (ip6.nexthdr != IPPROTO_TCP && ip6.nexthdr != IPPROTO_UDP && ip6.nexthdr != IPPROTO_ICMPV6)
+		__u8 nh = ip6.nexthdr;
+		int frag = nh == IPPROTO_FRAGMENT;
+		if (frag) {
+			if (bpf_skb_load_bytes(skb, l3 + sizeof(ip6), &fh, sizeof(fh)) < 0)
+				return -1;
+			nh = fh.nexthdr;
+		}
+		if (nh != IPPROTO_TCP && nh != IPPROTO_UDP && (nh != IPPROTO_ICMPV6 || frag))
 			return -1;
-		p->v6 = 1;
-		p->proto = ip6.nexthdr;
-		p->ihl = 0;
-		p->frag = FRAG_NONE;
-		p->l4off = l3 + sizeof(struct ipv6hdr);
-		__builtin_memcpy(p->saddr.b, &ip6.saddr, 16);
-		__builtin_memcpy(p->daddr.b, &ip6.daddr, 16);
-		if (p->proto == IPPROTO_ICMPV6)
+		if (ipv6_head(p, &ip6, nh, frag ? &fh : 0, l3))
+			return 0;
+		if (nh == IPPROTO_ICMPV6)
 			return PARSE_ICMP;
 	} else {
 		return -1;
@@ -230,11 +272,17 @@ static __always_inline int rewrite(struct __sk_buff *skb, struct pkt *p, int dst
 	if (p->frag == FRAG_LATER) {
 		/* No L4 header here: the first fragment's checksum fixup covered the whole datagram, and the port
 		 * was rewritten there. */
-		__be32 o = from->w[3], n = to->w[3];
-		__u32 ip_off = ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
-		if (o != n && (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), o, n, 4) < 0 ||
-			       bpf_skb_store_bytes(skb, ip_off, &n, 4, 0) < 0))
-			return -1;
+		if (!p->v6) {
+			__be32 o = from->w[3], n = to->w[3];
+			__u32 ip_off = ETH_HLEN + (dst ? offsetof(struct iphdr, daddr) : offsetof(struct iphdr, saddr));
+			if (o != n && (bpf_l3_csum_replace(skb, ETH_HLEN + offsetof(struct iphdr, check), o, n, 4) < 0 ||
+				       bpf_skb_store_bytes(skb, ip_off, &n, 4, 0) < 0))
+				return -1;
+		} else {
+			__u32 ip_off = ETH_HLEN + (dst ? offsetof(struct ipv6hdr, daddr) : offsetof(struct ipv6hdr, saddr));
+			if (bpf_skb_store_bytes(skb, ip_off, to->b, 16, 0) < 0)
+				return -1;
+		}
 		*from = *to;
 		*from_port = port;
 		return 0;

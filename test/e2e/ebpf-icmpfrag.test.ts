@@ -1,6 +1,7 @@
 // The tc programs with real packets that are not plain TCP or UDP segments:
 // ICMP errors about translated connections (path MTU discovery through a
-// ClusterIP) and IPv4 fragments of translated datagrams, both directions.
+// ClusterIP) and fragments of translated datagrams, both directions, IPv4 and
+// IPv6.
 // Hand-written maps as in ebpf-packets.test.ts; node1 runs the programs, the
 // one endpoint is a pod on node2, so every packet of a connection crosses
 // node1's eth0, where the tests narrow the path.
@@ -100,39 +101,48 @@ async function pmtuUpload(f: Family, ctx: { c: NetnsCluster }, stats: () => Prom
   }
 }
 
+/**
+ * 3000 bytes leave the pod as three fragments; only the first has the ports. The echo comes back (3000 bytes
+ * and the reply's own fields) fragmented by node2-a, reassembled by node1's conntrack and fragmented again
+ * towards the pod, where the reply's source must read as the service address.
+ */
+async function fragmentedEcho(f: Family, ctx: { c: NetnsCluster }, stats: () => Promise<number[]>): Promise<void> {
+  const { c } = ctx;
+  const before = await stats();
+  const data = 'y'.repeat(3000);
+  const a = await c.agent('node1-b');
+  const pod = f.ipv6 ? c.pod('node1-b').ip6! : c.pod('node1-b').ip;
+  for (let i = 0; i < 3; i++) {
+    const r = await a.udp(f.vip, 53, { data, timeoutMs: 3000 });
+    assert.ok(r.ok, JSON.stringify(r).slice(0, 300));
+    assert.equal(r.reply.pod, 'node2-a');
+    assert.equal(r.reply.data, data);
+    assert.equal(r.peer, `${f.vip}:53`);
+    assert.ok(r.reply.src.startsWith(`${pod}:`), `the endpoint sees the pod: ${r.reply.src}`);
+  }
+  const after = await stats();
+  // Per exchange at least two later fragments each way (3000 bytes at a 1500-byte MTU).
+  assert.ok(
+    after[L.STAT.frag]! - before[L.STAT.frag]! >= 12,
+    `later fragments: ${before[L.STAT.frag]} -> ${after[L.STAT.frag]}`,
+  );
+}
+
 describe('ICMP errors and IPv4 fragments of translated connections, real packets', { timeout: 120_000 }, () => {
   const { ctx, stats } = setUp(V4);
 
   test('path MTU discovery through a ClusterIP: "fragmentation needed" about the endpoint reaches the socket', () =>
     pmtuUpload(V4, ctx, stats));
 
-  test('a UDP datagram larger than the path is fragmented; every fragment is translated, both ways', async () => {
-    // 3000 bytes leave the pod as three fragments; only the first has the ports. The echo comes back
-    // (3000 bytes and the reply's own fields) fragmented by node2-a, reassembled by node1's conntrack and
-    // fragmented again towards the pod, where the reply's source must read as the service address.
-    const { c } = ctx;
-    const before = await stats();
-    const data = 'y'.repeat(3000);
-    const a = await c.agent('node1-b');
-    for (let i = 0; i < 3; i++) {
-      const r = await a.udp(V4.vip, 53, { data, timeoutMs: 3000 });
-      assert.ok(r.ok, JSON.stringify(r).slice(0, 300));
-      assert.equal(r.reply.pod, 'node2-a');
-      assert.equal(r.reply.data, data);
-      assert.equal(r.peer, `${V4.vip}:53`);
-      assert.equal(r.reply.src.split(':')[0], c.pod('node1-b').ip, 'the endpoint sees the pod');
-    }
-    const after = await stats();
-    // Per exchange at least two later fragments each way (3000 bytes at a 1500-byte MTU).
-    assert.ok(
-      after[L.STAT.frag]! - before[L.STAT.frag]! >= 12,
-      `later fragments: ${before[L.STAT.frag]} -> ${after[L.STAT.frag]}`,
-    );
-  });
+  test('a UDP datagram larger than the path is fragmented; every fragment is translated, both ways', () =>
+    fragmentedEcho(V4, ctx, stats));
 });
 
-describe('ICMPv6 errors of translated connections, real packets', { timeout: 120_000 }, () => {
+describe('ICMPv6 errors and IPv6 fragments of translated connections, real packets', { timeout: 120_000 }, () => {
   const { ctx, stats } = setUp(V6);
+
+  test('an IPv6 datagram larger than the path is fragmented; every fragment is translated, both ways', () =>
+    fragmentedEcho(V6, ctx, stats));
 
   test('path MTU discovery through an IPv6 ClusterIP: "packet too big" about the endpoint reaches the socket', () =>
     pmtuUpload(V6, ctx, stats));

@@ -379,8 +379,9 @@ export function familyOfEntry(map: MapName, key: Uint8Array): IPFamily {
       return addrFamily(key.subarray(8, 24));
     case 'stats':
     case 'seen':
-    case 'frag': // IPv4 fragments only
       return 'IPv4';
+    case 'frag':
+      return addrFamily(key.subarray(0, 16));
     case 'hot':
       return decodeU32(key) >= A.HOT_STRIDE ? 'IPv6' : 'IPv4';
   }
