@@ -61,7 +61,13 @@ export const SOCK_KEY = defineStruct('sock_key', {
   pad: 'u8[5]',
 });
 export const SOCK_VALUE = defineStruct('sock_value', { addr: 'addr', port: 'be16', pad: 'u16' });
-export const FRAG_KEY = defineStruct('frag_key', { saddr: 'addr', daddr: 'addr', id: 'be32', proto: 'u8', pad: 'u8[3]' });
+export const FRAG_KEY = defineStruct('frag_key', {
+  saddr: 'addr',
+  daddr: 'addr',
+  id: 'be32',
+  proto: 'u8',
+  pad: 'u8[3]',
+});
 export const FRAG_VALUE = defineStruct('frag_value', { sport: 'be16', dport: 'be16' });
 export const NAME_LEN = 160;
 export const NAME_VALUE = defineStruct('name_value', { name: `char[${NAME_LEN}]` });
