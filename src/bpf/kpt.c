@@ -11,9 +11,10 @@
  *  - a packet the node sends itself reaches tc only at egress, after
  *    netfilter: it is DNATed there and rerouted, and its replies are
  *    rewritten back at ingress: netfilter sees node <-> service both ways.
- * Masquerade is not done here: the original direction of a connection that
- * needs it carries the masquerade mark, and the proxy's own nftables table
- * turns the mark into `masquerade fully-random`, as upstream's rules do.
+ * Masquerade is done here too (snat.h): for a connection that entered the
+ * node, its source is rewritten at egress and its replies' destination at
+ * ingress, so netfilter sees client <-> endpoint; for the node's own, at
+ * egress with the DNAT.
  *
  * Most packets are not ours: they leave after a first check (filter.h)
  * that looks at no hash map.
@@ -30,6 +31,7 @@
 #include "filter.h"
 #include "frag.h"
 #include "icmp.h"
+#include "snat.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -121,6 +123,37 @@ static __always_inline int kernel_ct(struct __sk_buff *skb, const struct pkt *p,
 }
 
 /*
+ * Without the kernel's connection tracker (nothing in the node's network
+ * namespace uses it: the programs masquerade themselves), a datagram is a
+ * reply when a local socket is connected to where it comes from, on the
+ * port it is sent to.
+ */
+static __always_inline int connected_udp_socket(struct __sk_buff *skb, const struct pkt *p)
+{
+	struct bpf_sock_tuple t = {};
+	__u32 tsz;
+	if (!p->v6) {
+		t.ipv4.saddr = p->saddr.w[3];
+		t.ipv4.daddr = p->daddr.w[3];
+		t.ipv4.sport = p->sport;
+		t.ipv4.dport = p->dport;
+		tsz = sizeof(t.ipv4);
+	} else {
+		__builtin_memcpy(t.ipv6.saddr, p->saddr.w, 16);
+		__builtin_memcpy(t.ipv6.daddr, p->daddr.w, 16);
+		t.ipv6.sport = p->sport;
+		t.ipv6.dport = p->dport;
+		tsz = sizeof(t.ipv6);
+	}
+	struct bpf_sock *sk = bpf_sk_lookup_udp(skb, &t, tsz, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return 0;
+	int connected = sk->dst_port != 0;
+	bpf_sk_release(sk);
+	return connected;
+}
+
+/*
  * A packet to one of the node's own addresses that has no connection entry
  * may still belong to a connection the kernel knows: a reply to the node's
  * own socket, or to a masqueraded flow. Such a packet is not a new NodePort
@@ -131,7 +164,10 @@ static __always_inline int known_reply(struct __sk_buff *skb, const struct pkt *
 {
 	if (p->proto == IPPROTO_TCP)
 		return !pure_syn(p);
-	return kernel_ct(skb, p, 0) == IP_CT_DIR_REPLY;
+	int dir = kernel_ct(skb, p, 0);
+	if (dir != CT_NONE)
+		return dir == IP_CT_DIR_REPLY;
+	return connected_udp_socket(skb, p);
 }
 
 /*
@@ -190,7 +226,7 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 	union kpt_addr a = ct->addr;
 	if (rewrite(skb, p, 1, &a, ct->port) < 0)
 		return TC_ACT_SHOT;
-	if (ct->flags & CT_MASQ)
+	if (ct->flags & CT_MASQ) /* an entry of an older version, whose masquerade netfilter did */
 		skb->mark |= cfg->mark;
 	stat_inc(STAT_CT_HIT);
 	traffic_add(cfg, ct->svc_id, 0, skb->len);
@@ -305,9 +341,13 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	__be16 vport = p->dport;
 	if (rewrite(skb, p, 1, &res.ep.addr, res.ep.port) < 0)
 		return TC_ACT_SHOT;
-	/* Ingress: netfilter masquerades what carries the mark. Egress (the node's
-	 * own connection): netfilter has run already, so masquerade here, to the
-	 * source address the route to the endpoint would use. */
+	/* Ingress: the source is rewritten at egress, by entries of its own (snat.h).
+	 * Egress (the node's own connection): netfilter has run already, so
+	 * masquerade here, to the source address the route to the endpoint would use. */
+	if (ingress && res.masq && masquerade_in(skb, p, now) < 0) {
+		stat_inc(STAT_DROP);
+		return TC_ACT_SHOT;
+	}
 	struct bpf_fib_lookup f;
 	int rc = 0, snat = 0;
 	if (!ingress) {
@@ -323,9 +363,8 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 		if (rewrite(skb, p, 0, &nat, p->sport) < 0)
 			return TC_ACT_SHOT;
 	}
-	__u8 masq = res.masq && ingress;
 	struct ct_value fwd = { .addr = res.ep.addr, .port = res.ep.port, .svc_id = res.svc_id, .created_ns = now };
-	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (masq ? CT_MASQ : 0) | (snat ? CT_SNAT : 0);
+	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (snat ? CT_SNAT : 0);
 	if (snat)
 		fwd.nat = nat;
 	struct ct_key rk = { .saddr = res.ep.addr, .daddr = p->saddr, .sport = res.ep.port, .dport = p->sport,
@@ -339,8 +378,6 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	seen_mark(SEEN_ORIG_DST, &vip);
 	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
 	bpf_map_update_elem(&kpt_ct, key, &fwd, BPF_ANY);
-	if (masq)
-		skb->mark |= cfg->mark;
 	stat_inc(STAT_NEW);
 	traffic_add(cfg, res.svc_id, 1, skb->len);
 	return ingress ? TC_ACT_UNSPEC : route_send(skb, &f, rc);
@@ -360,6 +397,9 @@ static __always_inline void forget_flow(const struct pkt *p, const struct ct_val
 			     .proto = p->proto };
 	if (ct->flags & CT_SNAT)
 		rk.daddr = ct->nat;
+	struct ct_key out = { .saddr = p->saddr, .daddr = ct->addr, .sport = p->sport, .dport = ct->port,
+			      .proto = p->proto };
+	masquerade_forget(&out);
 	bpf_map_delete_elem(&kpt_ct, &rk);
 	bpf_map_delete_elem(&kpt_ct, key);
 }

@@ -129,7 +129,13 @@ for (const mode of E2E_MODES) {
       await nsRun(node2.ns, ['iptables', '-t', 'filter', '-N', 'KPT-E2E-OTHER']);
       if (mode === 'ipvs') await nsRun(node2.ns, ['ipvsadm', '-A', '-t', '192.168.55.5:7777', '-s', 'rr']);
       const before = await dumpRules(node2.ns);
-      assert.match(before.iptables + before.nft, /KUBE-|kube-proxy/, 'the proxy programmed something');
+      // ebpf mode writes nothing to netfilter: its programs on the node's interfaces (their pinned links) are what it made.
+      const bpfNode = env.proxy('node2').bpfNode;
+      const programs = async () => (bpfNode ? (await bpfNode.exec(['sh', '-c', 'ls -R /sys/fs/bpf 2>&1'])).stdout : '');
+      if (mode === 'ebpf') {
+        const p = await programs();
+        assert.match(p, /tcx-\d+-ingress/, `the proxy attached its programs (pinned links): ${p}`);
+      } else assert.match(before.iptables + before.nft, /KUBE-|kube-proxy/, 'the proxy programmed something');
       const proxy = env.proxy('node2');
       await proxy.stop();
       const r = await proxy.cleanup();
@@ -142,6 +148,7 @@ for (const mode of E2E_MODES) {
       assert.deepEqual(kubeChains, [], `iptables leftovers:\n${left.iptables}`);
       assert.doesNotMatch(left.nft, /table \w+ kube-proxy/, `nft leftovers:\n${left.nft}`);
       assert.match(left.iptables, /KPT-E2E-OTHER/, "a chain that is not the proxy's is kept");
+      if (mode === 'ebpf') assert.doesNotMatch(await programs(), /tcx-|kube-proxy-ts/, 'no program of ours left');
       if (mode === 'ipvs') {
         const ipvs = (await nsRun(node2.ns, ['ipvsadm', '-Sn'])).stdout.trim().split('\n');
         assert.deepEqual(ipvs, ['-A -t 192.168.55.5:7777 -s rr'], 'only the virtual server that is not ours is left');

@@ -60,7 +60,6 @@ function setUp(f: Family) {
       E.svc(f.vip, 53, 'UDP', { svcId: 2, kind: 'clusterIP', clusterSet: CLUSTER_SET + 2 }),
     ];
     await bpf.helper({ cmd: 'load', pinRoot: TEST_PIN_ROOT, ops });
-    await nsRun(n1.ns, ['nft', '-f', '-'], { input: E.masqTable(v6 ? 'ip6' : 'ip') });
   });
   after(async () => {
     await ctx.bpf?.stop();

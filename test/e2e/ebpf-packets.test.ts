@@ -6,7 +6,7 @@
 //
 // Covers: ClusterIP TCP/UDP from a pod (client IP kept) over local and
 // remote endpoints, from the node itself (egress DNAT + reroute), NodePort
-// from outside (masquerade through the mark and the nftables table),
+// from outside (masqueraded by the programs),
 // REJECT of ports a ClusterIP does not define, DROP of unallocated
 // ServiceCIDR addresses, a datagram that is a reply to the node itself on a
 // NodePort number left alone, adoption of pinned maps by a second load with
@@ -62,7 +62,6 @@ describe('BPF programs with hand-written maps, real packets', { timeout: 120_000
     const r = await load({ ops });
     assert.equal(r.mode, 'tcx');
     assert.ok(r.attached.includes('eth0/ingress') && r.attached.includes('veth0/egress'), JSON.stringify(r.attached));
-    await nsRun(n1.ns, ['nft', '-f', '-'], { input: E.masqTable('ip') });
   });
 
   after(async () => {
@@ -104,7 +103,7 @@ describe('BPF programs with hand-written maps, real packets', { timeout: 120_000
     assert.ok(u.ok, JSON.stringify(u));
   });
 
-  test('external -> NodePort is masqueraded (mark -> nftables masquerade)', async () => {
+  test('external -> NodePort is masqueraded by the programs, with no netfilter NAT', async () => {
     const a = await c.agent('ext');
     const n1 = c.node('node1');
     const rs = [];
@@ -118,7 +117,12 @@ describe('BPF programs with hand-written maps, real packets', { timeout: 120_000
       if (!r.ok) continue;
       const seen = r.reply.src.split(':')[0];
       assert.equal(seen, r.reply.pod === 'node1-a' ? n1.podGateway : n1.ip, `source seen by ${r.reply.pod}`);
+      const port = Number(r.reply.src.split(':')[1]);
+      assert.ok(port >= 1024 && port < 32768, `a port of the programs' own range: ${port}`);
     }
+    // Nothing in netfilter did it: node1 has no NAT rule at all.
+    const ruleset = await nsRun(n1.ns, ['nft', 'list', 'ruleset']);
+    assert.doesNotMatch(ruleset.stdout, /masquerade|snat|type nat/);
   });
 
   test('a port the ClusterIP does not define is rejected; an unallocated ServiceCIDR address is dropped', async () => {

@@ -10,12 +10,12 @@
 //     measured;
 //   - our own tools failing once (a one-shot fault hook, src/platform/faults.ts:
 //     iptables: iptables-restore; nftables: the nf_tables netlink batch; ebpf:
-//     a BPF map write, then the nft run of the full sync after it): the next
+//     a BPF map write): the next
 //     sync is full and succeeds, the mode's failure metric counts each
 //     failure, and no probe fails;
 //   - SIGKILL in the middle of a sync (the first, full sync of a restarted
-//     proxy, killed while its iptables-restore / nft child runs, or, for
-//     nftables, which syncs in-process, while a pause fault holds it): the
+//     proxy, killed while its iptables-restore child runs, or, for
+//     nftables and ebpf, which sync in-process, while a pause fault holds it): the
 //     next start repairs everything (`kube-proxy-ts diff` finds nothing to
 //     change), and no probe fails.
 // The wipes run last: the un-NATed conntrack entries a rule gap leaves can
@@ -90,10 +90,11 @@ const PLANS: Partial<Record<E2EMode, ModePlan>> = {
   },
   ebpf: {
     wipes: [],
-    // A map write fails; the full sync that follows rewrites the masquerade table with nft, which fails too.
-    toolFaults: ['bpf-maps', 'exec-nft'],
+    // A map write fails (nothing else in a sync can: the mode runs no tool and writes no netfilter state).
+    toolFaults: ['bpf-maps'],
     failureMetric: 'kubeproxy_ts_sync_failures_total',
-    midSync: { tools: ['nft'] },
+    // The first map write of the restarted proxy's first sync (the new Services' entries) waits; the kill lands there.
+    midSync: { pauseAt: 'bpf-maps' },
   },
 };
 

@@ -3,7 +3,6 @@
 // entry each, in the JSON form helper.ts takes.
 import * as L from '../../src/dataplane/ebpf/layout.js';
 import type { Protocol } from '../../src/core/types.js';
-import { masqueradeTable } from '../../src/dataplane/ebpf/masq.js';
 
 export interface HexOp {
   readonly map: L.MapName;
@@ -63,9 +62,4 @@ export function svcCidr(addrIP: string, prefix: number): HexOp {
 
 export function lbSrc(svcId: number, addrIP: string, prefix: number): HexOp {
   return up('lbSrc', L.encodeLpmSvcKey({ svcId, addr: addrIP, prefix }), L.encodeU8(1));
-}
-
-/** The kernel-side masquerade table of the ebpf mode (the dataplane's own), for tests that install it by hand. */
-export function masqTable(family: 'ip' | 'ip6', mark = 0x4000): string {
-  return masqueradeTable(family === 'ip' ? 'IPv4' : 'IPv6', mark).toString();
 }

@@ -31,7 +31,7 @@
 // packet, over a Fake or the live maps, with every candidate endpoint.
 //
 // Also here: the flow hash and Maglev table (hash.ts), entry formatting
-// (describe.ts), the masquerade table as an nftables transaction (masq.ts), and which
+// (describe.ts), older versions' masquerade table as an nftables transaction (masq.ts), and which
 // service ports the per-Service traffic counters count (traffic.ts:
 // kpt_traffic entries, written after the driver's operations).
 

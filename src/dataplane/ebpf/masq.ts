@@ -1,9 +1,9 @@
-// The ebpf mode's only netfilter state: one small nftables table per family
-// that turns the masquerade mark into `masquerade fully-random`, exactly as
-// upstream's masquerading chain does. The programs decide which connections
-// are masqueraded (the same decisions as upstream's KUBE-MARK-MASQ rules)
-// and set the mark on their packets; source NAT itself, its port choice and
-// the translation of replies stay with the kernel's connection tracker.
+// The nftables table through which versions before masquerade moved into the
+// BPF programs (src/bpf/snat.h) masqueraded: the programs set the mark, and
+// this table turned it into `masquerade fully-random`, as upstream's
+// masquerading chain does. Kept to remove it where an older proxy left it
+// (platform/ebpf/cleanup.ts), and for bench/ebpf.ts's `directnat` floor (what
+// a node pays with any NAT table loaded).
 //
 // Built of the nftables mode's objects and rule bodies (its masquerading rule
 // is the same one), so the nftables Fake, tracer and writer read it too.

@@ -145,7 +145,13 @@ export const trace: TraceFunction<RuleSource, TraceResult, EbpfTraceOptions> = (
   if (candidates.length === 0) return done('DROP');
   if (svc.affinitySecs) noteAffinity(w, svc.svcId, packet.src);
   if (candidates.some((c) => c.endpoint === joinHostPort(packet.src, portOf(c.endpoint)))) masq = true;
-  if (!ingress && masq) w.note('hook', 'at egress the source is already an address of the node: no mark needed');
+  if (masq)
+    w.note(
+      'hook',
+      ingress
+        ? 'masqueraded by the programs: the source becomes the node address towards the endpoint, at egress'
+        : "the node's own connection: its source is the node's route source to the endpoint, set with the DNAT",
+    );
   return done(candidates.map((c) => c.endpoint).join(', '), masq, candidates);
 };
 

@@ -37,15 +37,21 @@ export async function cleanupEbpf(pinRoot: string): Promise<EbpfCleanupResult> {
   return { removed };
 }
 
-/** --cleanup and other modes' start: our programs, pins and masquerade tables. */
+/**
+ * The masquerade table of versions before masquerade moved into the programs, if this family has one (asked
+ * first: a write where nothing is ours would be a commit the running mode's drift watch sees). Connections it
+ * masqueraded keep their translation: netfilter keeps it in their conntrack entries.
+ */
+export async function removeOldMasqueradeTable(family: 'IPv4' | 'IPv6'): Promise<boolean> {
+  // No nft on this host means no table of ours either.
+  const ours = await hasTable(nftRunner(), nftFamily(family), MASQ_TABLE).catch(() => false);
+  if (ours) await run('nft', ['-f', '-'], { input: deleteMasqueradeTable(family).toString(), allowFailure: true });
+  return ours;
+}
+
+/** --cleanup and other modes' start: our programs, pins and the masquerade tables of older versions. */
 export async function cleanupEbpfMode(pinRoot: string = DEFAULT_PIN_ROOT): Promise<string[]> {
   const r = await cleanupEbpf(pinRoot);
-  const nft = nftRunner();
-  for (const f of ['IPv4', 'IPv6'] as const) {
-    // No nft on this host means no table of ours either. Asked first: a write where nothing is ours
-    // would be a commit the running mode's drift watch sees.
-    const ours = await hasTable(nft, nftFamily(f), MASQ_TABLE).catch(() => false);
-    if (ours) await run('nft', ['-f', '-'], { input: deleteMasqueradeTable(f).toString(), allowFailure: true });
-  }
+  for (const f of ['IPv4', 'IPv6'] as const) await removeOldMasqueradeTable(f);
   return r.removed;
 }

@@ -1,7 +1,8 @@
 // EbpfDataplane: the ebpf mode for one IP family. A sync plans this
 // family's map entries (EbpfPlanner: the ebpf driver under the one
-// reconciler), writes only what changed, keeps the family's masquerade table
-// in place, and forgets UDP connection entries whose endpoint is gone (as
+// reconciler), writes only what changed, removes the masquerade table an
+// older version left (the programs masquerade themselves now), and forgets
+// UDP connection entries whose endpoint is gone (as
 // upstream deletes stale UDP conntrack entries). Programs, maps and the
 // interface watch are shared with the other family (SharedNode). After a
 // failed write the planner is told (failed()): the next sync is full and
@@ -25,10 +26,9 @@ import type {
 } from '../../core/types.js';
 import type { LiveEntries } from '../../dataplane/ebpf/driver.js';
 import * as L from '../../dataplane/ebpf/layout.js';
-import { masqueradeTable } from '../../dataplane/ebpf/masq.js';
+import { removeOldMasqueradeTable } from './cleanup.js';
 import { joinHostPort } from '../../core/ip.js';
 import { performance } from 'node:perf_hooks';
-import { run } from '../exec.js';
 import { cleanupEbpfMode } from './cleanup.js';
 import { EbpfPlanner, type EbpfPlan } from './planner.js';
 import { runSliced } from '../slices.js';
@@ -66,7 +66,7 @@ export class EbpfDataplane implements Dataplane {
   private unwatchDrift: (() => void) | null = null;
   private lastState: SyncState | null = null;
   private readonly udpSeen = new SeenUDPPorts();
-  private masqReady = false;
+  private oldTableChecked = false;
   /** A sliced plan is running; what must not meet it waits in `deferred`. */
   private planning = false;
   /** This family has written to the maps (since this process opened them). */
@@ -163,11 +163,10 @@ export class EbpfDataplane implements Dataplane {
           'BPF pins and attachments restored',
         );
     }
-    if (!this.masqReady || state.fullSync) {
-      await run('nft', ['-f', '-'], {
-        input: masqueradeTable(this.family, this.deps.config.masqueradeMark).toString(),
-      });
-      this.masqReady = true;
+    if (!this.oldTableChecked) {
+      if (await removeOldMasqueradeTable(this.family))
+        this.event('info', {}, 'removed the nftables masquerade table of an older version');
+      this.oldTableChecked = true;
     }
     const t0 = performance.now();
     // Packed writes only where a plan can be a cold start (it reads the live maps first); the

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * Masquerade of a connection that entered the node (a NodePort, an external
+ * or load-balancer IP with externalTrafficPolicy Cluster, a ClusterIP reached
+ * from outside the pod network, a pod reaching itself), done by the programs
+ * instead of netfilter. The connection's source becomes the address the
+ * route to the endpoint prefers (what MASQUERADE picks) and a port of our own.
+ *
+ * Where, so that netfilter still sees one consistent connection:
+ *  - DNAT stays at tc ingress, before netfilter: netfilter sees
+ *    client -> endpoint;
+ *  - the source is rewritten at tc egress of the interface towards the
+ *    endpoint, after netfilter: only the wire sees node:port -> endpoint;
+ *  - the endpoint's replies get their destination back (the client's
+ *    address and port) at tc ingress, before netfilter, which so sees
+ *    endpoint -> client, the reply it expects; the reply entry of the
+ *    connection then rewrites their source at egress as before.
+ * Two more connection entries do it, both of kinds the programs already
+ * translate: a reply-kind entry keyed client -> endpoint at egress (rewrite
+ * the source to node:port) and an original-kind entry keyed endpoint ->
+ * node:port at ingress (rewrite the destination to the client). The port is
+ * claimed by inserting the second with BPF_NOEXIST, so two CPUs never pick
+ * the same one.
+ *
+ * Ports come from below the kernel's default ephemeral range (32768-60999):
+ * a tuple node:port -> endpoint we use must not be one a local socket picks
+ * for itself later, and the kernel's choice of local ports does not know ours.
+ */
+#ifndef KPT_SNAT_H
+#define KPT_SNAT_H
+
+#include "abi.h"
+#include "maps.h"
+#include "pkt.h"
+#include "reply.h"
+#include "filter.h"
+
+#define NAT_PORT_MIN 1024
+#define NAT_PORT_SPAN (32768 - NAT_PORT_MIN)
+#define NAT_PORT_TRIES 8
+
+/*
+ * p: the connection's first packet, already DNATed (client -> endpoint).
+ * 1 when masqueraded, 0 when there is no route to the endpoint (the packet
+ * goes nowhere anyway), -1 when no port was free among the ones tried (the
+ * packet is dropped; the client's retransmit tries other ports).
+ */
+static __always_inline int masquerade_in(struct __sk_buff *skb, const struct pkt *p, __u64 now)
+{
+	struct bpf_fib_lookup f;
+	int rc = route_lookup(skb, p, 1, &f);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return 0;
+	union kpt_addr nat;
+	if (p->v6)
+		__builtin_memcpy(nat.w, f.ipv6_src, 16);
+	else
+		addr_from_v4(&nat, f.ipv4_src);
+	if (!(nat.w[0] | nat.w[1] | nat.w[3]))
+		return 0;
+	/* Before the entries exist: the first check lets their packets through from the first one on. */
+	seen_mark(SEEN_ORIG_DST, &p->daddr);
+	struct ct_key back = { .saddr = p->daddr, .daddr = nat, .sport = p->dport, .proto = p->proto };
+	struct ct_value to_client = { .addr = p->saddr, .port = p->sport, .created_ns = now };
+	__u32 start = bpf_get_prandom_u32();
+	for (int i = 0; i < NAT_PORT_TRIES; i++) {
+		back.dport = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_SPAN);
+		if (bpf_map_update_elem(&kpt_ct, &back, &to_client, BPF_NOEXIST) == 0) {
+			struct ct_key out = { .saddr = p->saddr, .daddr = p->daddr, .sport = p->sport, .dport = p->dport,
+					      .proto = p->proto };
+			struct ct_value from_nat = { .addr = nat, .port = back.dport, .flags = CT_REPLY | CT_AT_EGRESS,
+						     .created_ns = now };
+			bpf_map_update_elem(&kpt_ct, &out, &from_nat, BPF_ANY);
+			return 1;
+		}
+	}
+	return -1;
+}
+
+/* A connection masqueraded here is over: its two entries go too (out: client -> endpoint). */
+static __always_inline void masquerade_forget(const struct ct_key *out)
+{
+	struct ct_value *e = bpf_map_lookup_elem(&kpt_ct, out);
+	if (!e || (e->flags & (CT_REPLY | CT_AT_EGRESS)) != (CT_REPLY | CT_AT_EGRESS))
+		return;
+	struct ct_key back = { .saddr = out->daddr, .daddr = e->addr, .sport = out->dport, .dport = e->port,
+			       .proto = out->proto };
+	bpf_map_delete_elem(&kpt_ct, &back);
+	bpf_map_delete_elem(&kpt_ct, out);
+}
+
+#endif
