@@ -14,6 +14,7 @@ import { BpfNode, TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
 import * as E from '../ebpf/entries.js';
 
 const CLUSTER_SET = 2;
+const NODEPORT = 30080;
 
 /** The addresses of one family: IPv4, or IPv6 in a dual-stack cluster. */
 interface Family {
@@ -58,6 +59,7 @@ function setUp(f: Family) {
       E.addr(v6 ? n1.podGateway6! : n1.podGateway, L.ADDR_LOCAL),
       E.svc(f.vip, 80, 'TCP', { svcId: 1, kind: 'clusterIP', clusterSet: CLUSTER_SET }),
       E.svc(f.vip, 53, 'UDP', { svcId: 2, kind: 'clusterIP', clusterSet: CLUSTER_SET + 2 }),
+      E.svc(v6 ? '::' : '0.0.0.0', NODEPORT, 'TCP', { svcId: 1, kind: 'nodePort', clusterSet: CLUSTER_SET }),
     ];
     await bpf.helper({ cmd: 'load', pinRoot: TEST_PIN_ROOT, ops });
   });
@@ -76,7 +78,12 @@ function setUp(f: Family) {
  * segment as node1 forwarded it (to the endpoint): untranslated, the client's stack finds no socket for it
  * and the upload stalls.
  */
-async function pmtuUpload(f: Family, ctx: { c: NetnsCluster }, stats: () => Promise<number[]>): Promise<void> {
+async function pmtuUpload(
+  f: Family,
+  ctx: { c: NetnsCluster },
+  stats: () => Promise<number[]>,
+  via: 'clusterIP' | 'nodePort' = 'clusterIP',
+): Promise<void> {
   const { c } = ctx;
   const n1 = c.node('node1');
   const n2 = c.node('node2');
@@ -86,10 +93,14 @@ async function pmtuUpload(f: Family, ctx: { c: NetnsCluster }, stats: () => Prom
   try {
     const before = await stats();
     const data = 'x'.repeat(60_000);
-    const r = await (await c.agent('node1-b')).tcp(f.vip, 80, { data, timeoutMs: 8000 });
+    const r =
+      via === 'clusterIP'
+        ? await (await c.agent('node1-b')).tcp(f.vip, 80, { data, timeoutMs: 8000 })
+        : await (await c.agent('ext')).tcp(n1.ip, NODEPORT, { data, timeoutMs: 8000 });
     assert.ok(r.ok, JSON.stringify(r).slice(0, 300));
     assert.equal(r.reply.pod, 'node2-a');
     assert.equal(r.reply.data.length, data.length);
+    if (via === 'nodePort') assert.equal(r.reply.src.split(':')[0], n1.ip, 'masqueraded to the node address');
     const after = await stats();
     assert.ok(
       after[L.STAT.icmp]! > before[L.STAT.icmp]!,
@@ -132,6 +143,9 @@ describe('ICMP errors and IPv4 fragments of translated connections, real packets
 
   test('path MTU discovery through a ClusterIP: "fragmentation needed" about the endpoint reaches the socket', () =>
     pmtuUpload(V4, ctx, stats));
+
+  test('path MTU discovery through a masqueraded NodePort: the error reaches the external client', () =>
+    pmtuUpload(V4, ctx, stats, 'nodePort'));
 
   test('a UDP datagram larger than the path is fragmented; every fragment is translated, both ways', () =>
     fragmentedEcho(V4, ctx, stats));
