@@ -232,7 +232,11 @@ enum stat_index {
 	STAT_REPLY_SKIP = 5, /* datagrams to a NodePort left alone because they are replies */
 	STAT_NETFILTER = 6,  /* packets of connections netfilter translated, left to it */
 	STAT_PASS = 7,       /* packets left alone at the first check (filter.h): not ours */
-	STAT_MAX = 8,
+	STAT_XDP_NEW = 8,    /* new connections balanced in XDP (xdp.h) */
+	STAT_XDP_HIT = 9,    /* packets translated in XDP from a connection entry */
+	STAT_XDP_PASS = 10,  /* TCP/UDP packets XDP left to the tc programs untouched */
+	STAT_XDP_DROP = 11,  /* new connections XDP dropped: loadBalancerSourceRanges deny the client */
+	STAT_MAX = 12,
 };
 
 /* ---- the first check: addresses that may need the programs (filter.h) --

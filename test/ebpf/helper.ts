@@ -3,7 +3,7 @@
 // test: load (adopting pins), attach to every interface, apply map ops,
 // dump a map, read the programs' counters, clean up. One JSON command in
 // argv[2]; one JSON line out.
-import { MAPS, type MapName, unhex, hex } from '../../src/dataplane/ebpf/layout.js';
+import { MAPS, type MapName, STAT_MAX, unhex, hex } from '../../src/dataplane/ebpf/layout.js';
 import { cleanupEbpf } from '../../src/platform/ebpf/cleanup.js';
 import { progInfo, progNameById, tcxProgramIds } from '../../src/platform/ebpf/attach.js';
 import { listIfaces, openIfaceSource } from '../../src/platform/ebpf/ifaces.js';
@@ -86,7 +86,7 @@ async function main(c: Cmd): Promise<unknown> {
     case 'stats': {
       // kpt_stats summed over the CPUs, by index (enum stat_index).
       const m = pinnedMap(c.pinRoot, 'stats');
-      return { stats: Array.from({ length: 8 }, (_, i) => String(m.lookupPercpuSum(i))) };
+      return { stats: Array.from({ length: STAT_MAX }, (_, i) => String(m.lookupPercpuSum(i))) };
     }
     case 'cleanup': {
       // Hold every pinned link open, as a stuck old proxy or another tool could: unpinning alone

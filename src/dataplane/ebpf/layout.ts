@@ -51,8 +51,21 @@ export const CT_SEEN_ACK = 1 << 3;
 export const CT_VIA_LO = 1 << 4;
 export const CT_SNAT = 1 << 5;
 
-export const STAT = { new: 0, ctHit: 1, reject: 2, drop: 3, sock: 4, replySkip: 5, netfilter: 6, pass: 7 } as const;
-export const STAT_MAX = 8;
+export const STAT = {
+  new: 0,
+  ctHit: 1,
+  reject: 2,
+  drop: 3,
+  sock: 4,
+  replySkip: 5,
+  netfilter: 6,
+  pass: 7,
+  xdpNew: 8,
+  xdpHit: 9,
+  xdpPass: 10,
+  xdpDrop: 11,
+} as const;
+export const STAT_MAX = 12;
 
 export const PROTO_NUMBER: Readonly<Record<Protocol, number>> = { TCP: 6, UDP: 17, SCTP: 132 };
 export function protoName(n: number): Protocol | null {

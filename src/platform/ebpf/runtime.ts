@@ -276,7 +276,7 @@ export class EbpfRuntime implements MapStore {
   stats(): bigint[] {
     const m = this.obj.map('stats');
     const out: bigint[] = [];
-    for (let i = 0; i < 8; i++) out.push(m.lookupPercpuSum(i));
+    for (let i = 0; i < L.STAT_MAX; i++) out.push(m.lookupPercpuSum(i));
     return out;
   }
 
