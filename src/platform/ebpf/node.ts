@@ -130,8 +130,12 @@ export class SharedNode {
    * tc programs serve the uplinks' traffic as they always did.
    */
   private attachXdp(list: readonly Iface[]): void {
+    const ips = nodeIPList(this.nodeIPs);
+    // Before the first sync names the node's IPs, a restarted proxy leaves the previous one's XDP links as they
+    // are: the sync then swaps its program into them instead of taking them off and on again.
+    if (ips.length === 0 && this.rt.xdpMode !== 'off') return;
     try {
-      const r = this.rt.attachXdp(pickUplinks(list, networkInterfaces(), nodeIPList(this.nodeIPs)));
+      const r = this.rt.attachXdp(pickUplinks(list, networkInterfaces(), ips));
       if (r.attached.length || r.updated.length || r.removed.length)
         this.events.info({ attached: r.attached, updated: r.updated, removed: r.removed }, 'XDP program attached');
       for (const f of r.foreign) {
