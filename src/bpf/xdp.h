@@ -34,8 +34,8 @@
  * which sets it. XDP takes the rest of such a flow.
  *
  * tc ingress then sees the packet with the endpoint as destination. XDP
- * translates only when tc's first check (filter.h) would let that packet
- * go untouched, so tc never looks at a packet twice.
+ * translates only when tc would let that packet go untouched (tc_leaves),
+ * so no packet is translated twice.
  */
 #ifndef KPT_XDP_H
 #define KPT_XDP_H
@@ -166,14 +166,27 @@ static __always_inline __u64 addr_delta(const union kpt_addr *from, const union 
 	return d;
 }
 
-/* tc's first check on the packet as it will be after the rewrite: 1 when
- * tc would leave it alone, so XDP may translate it. */
+/*
+ * 1 when tc ingress would leave the packet, as it will be after the rewrite,
+ * untouched, so XDP may translate it: tc's first check lets it go, or else
+ * the full look tc would take finds nothing (no connection entry, and the
+ * endpoint neither a service or node address nor inside a ServiceCIDR).
+ * The first check answers for most endpoints; the lookups run only for an
+ * endpoint whose bits collide in the first check's bitmaps.
+ */
 static __always_inline int tc_leaves(const struct pkt *p, const union kpt_addr *to, __be16 port)
 {
 	struct pkt q = *p;
 	q.daddr = *to;
 	q.dport = port;
-	return !filter_maybe_ours(&q);
+	if (!filter_maybe_ours(&q))
+		return 1;
+	struct ct_key k;
+	ct_key_of(&q, &k);
+	if (bpf_map_lookup_elem(&kpt_ct, &k) || bpf_map_lookup_elem(&kpt_addrs, to))
+		return 0;
+	struct lpm_key c = { .prefixlen = 128, .addr = *to };
+	return !bpf_map_lookup_elem(&kpt_svc_cidrs, &c);
 }
 
 /*

@@ -13,6 +13,8 @@
 //     translated in XDP, except a repeated SYN (it may need the mark again);
 //     checksums are right after XDP's rewrite, IPv4 and IPv6, TCP and UDP
 //     (a UDP datagram without a checksum keeps none);
+//   - an endpoint tc would look at again after the rewrite (on a node
+//     address) is left to tc;
 //   - a packet whose checksum field holds only the pseudo-header sum
 //     (CHECKSUM_PARTIAL, which XDP cannot see) is left to tc untouched.
 import { after, before, describe, test } from 'node:test';
@@ -212,6 +214,29 @@ describe('XDP in front of tc ingress (BPF_PROG_TEST_RUN)', { timeout: 120_000 },
     assert.equal(n.moved.xdpNew, 1);
     assert.equal(new DataView(n.xdp.frame.buffer, n.xdp.frame.byteOffset).getUint16(14 + 20 + 6), 0, 'still none');
     assert.ok(parseFrame(n.xdp.frame).l3ok);
+  });
+
+  test('an endpoint that tc would look at again (a host-network endpoint on a node address): left to tc', () => {
+    const hostNet: Scenario = {
+      ...scenario('ExternalTrafficPolicyLocal'),
+      setup: {
+        services: [
+          service('hn', { type: 'NodePort', clusterIP: '172.30.0.60', externalTrafficPolicy: 'Local' }, [
+            { name: 'p', port: 80, nodePort: 3060 },
+          ]),
+        ],
+        slices: [slice('hn', [{ name: 'p', port: 3061 }], [{ ip: '192.168.0.2', node: LOCAL }])],
+      },
+    };
+    load(rt, hostNet);
+    const r = pipeline(
+      rt,
+      buildFrame({ src: '203.0.113.2', dst: '192.168.0.2', sport: 46000, dport: 3060, proto: 'TCP' }),
+    );
+    assert.equal(r.xdpTouched, false);
+    assert.deepEqual([r.moved.xdpPass, r.moved.xdpNew, r.moved.new], [1, 0, 1], 'XDP leaves it, tc balances it');
+    const out = parseFrame(r.tc!.frame);
+    assert.deepEqual([out.dst, out.dport], ['192.168.0.2', 3061]);
   });
 
   test('a checksum that is only the pseudo-header sum (CHECKSUM_PARTIAL) is left to tc untouched', () => {
