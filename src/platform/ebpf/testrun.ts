@@ -68,7 +68,10 @@ export const XDP_ACT = { aborted: 0, drop: 1, pass: 2 } as const;
  * frame it left. No context is passed, so the kernel runs it as if it came
  * in on the caller's loopback device, queue 0.
  */
-export function testRunXdp(progFd: number, frame: Uint8Array): { readonly retval: number; readonly frame: Uint8Array } {
+export function testRunXdp(
+  progFd: number,
+  frame: Uint8Array,
+): { readonly retval: number; readonly frame: Uint8Array; readonly durationNs: number } {
   const dataIn = Buffer.from(frame);
   const dataOut = Buffer.alloc(Math.max(256, frame.length + 128));
   const o = Buffer.alloc(OPTS_SIZE);
@@ -80,5 +83,9 @@ export function testRunXdp(progFd: number, frame: Uint8Array): { readonly retval
   o.writeInt32LE(1, 60); // repeat
   const rc = libbpf().bpf_prog_test_run_opts(progFd, o);
   if (rc < 0) throw new BpfError('BPF_PROG_TEST_RUN (xdp)', -rc);
-  return { retval: o.readInt32LE(56), frame: new Uint8Array(dataOut.subarray(0, o.readUInt32LE(28))) };
+  return {
+    retval: o.readInt32LE(56),
+    frame: new Uint8Array(dataOut.subarray(0, o.readUInt32LE(28))),
+    durationNs: o.readUInt32LE(64),
+  };
 }
