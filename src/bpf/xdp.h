@@ -15,8 +15,10 @@
  * The one verdict of its own: a client that loadBalancerSourceRanges keep
  * out is dropped here (STAT_XDP_DROP), as tc would drop it.
  *
- * Left to tc: replies, entries translated at egress, a SYN reusing the ports
- * of a finished connection (tc forgets the old entries first), rejects and
+ * A SYN on the ports of a finished connection is what it is at tc: the old
+ * connection's entries are forgotten and the SYN is a new flow.
+ *
+ * Left to tc: replies, entries translated at egress, rejects and
  * drops of every other kind, ClusterIPs, unallocated ServiceCIDR addresses,
  * IPv4 options and fragments, IPv6 extension headers, VLAN tags, and any
  * packet whose L4 checksum is only the pseudo-header sum (CHECKSUM_PARTIAL:
@@ -239,6 +241,7 @@ static __always_inline int xdp_dnat(struct xdp_md *ctx, struct pkt *p, const uni
 
 #define XDP_LEAVE (-1)      /* to tc, untouched: counted as STAT_XDP_PASS */
 #define XDP_TRANSLATED (-2) /* rewritten, on to the stack (XDP_PASS) */
+#define XDP_NEW_AGAIN (-3)  /* a SYN on the ports of a finished connection: forget it, balance anew */
 
 static __always_inline __u32 xdp_len(struct xdp_md *ctx)
 {
@@ -253,7 +256,7 @@ static __always_inline int xdp_hit(struct xdp_md *ctx, struct pkt *p, struct ct_
 	if (flags & (CT_REPLY | CT_AT_EGRESS))
 		return XDP_LEAVE;
 	if (p->proto == IPPROTO_TCP && pure_syn(p) && (flags & CT_SEEN_ACK))
-		return XDP_LEAVE; /* ports reused for a new connection: tc forgets the old one first */
+		return XDP_NEW_AGAIN; /* ports reused for a new connection, as tc ingress sees it */
 	if ((flags & CT_MASQ) && (p->proto == IPPROTO_UDP || pure_syn(p)))
 		return XDP_LEAVE; /* conntrack may take it for a new connection: it needs the mark */
 	union kpt_addr a = ct->addr;
@@ -341,6 +344,13 @@ int kpt_xdp(struct xdp_md *ctx)
 		ct_key_of(&p, &key);
 		struct ct_value *ct = bpf_map_lookup_elem(&kpt_ct, &key);
 		r = ct ? xdp_hit(ctx, &p, ct, cfg, &l) : xdp_new(ctx, &p, &key, cfg, &l);
+		if (r == XDP_NEW_AGAIN && ct) {
+			/* What tc ingress does with it: the old connection's entries go, then the SYN is a new flow
+			 * (which XDP may again leave to tc, which then finds no entry and balances it). A client that
+			 * opens connection after connection reuses its ports soon, so this is most new connections. */
+			forget_flow(&p, ct, &key);
+			r = xdp_new(ctx, &p, &key, cfg, &l);
+		}
 	}
 	if (r == XDP_LEAVE) {
 		stat_inc(STAT_XDP_PASS);

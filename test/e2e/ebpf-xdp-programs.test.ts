@@ -11,6 +11,8 @@
 //     took each packet; a packet XDP translated is not touched again by tc;
 //   - the later packets of a connection tc balanced with masquerade are
 //     translated in XDP, except a repeated SYN (it may need the mark again);
+//     an eTP Local client reusing a finished connection's ports is balanced
+//     in XDP again;
 //     checksums are right after XDP's rewrite, IPv4 and IPv6, TCP and UDP
 //     (a UDP datagram without a checksum keeps none);
 //   - an endpoint tc would look at again after the rewrite (on a node
@@ -173,6 +175,16 @@ describe('XDP in front of tc ingress (BPF_PROG_TEST_RUN)', { timeout: 120_000 },
     const reuse = pipeline(rt, buildFrame(syn));
     assert.deepEqual([reuse.moved.xdpPass, reuse.moved.new], [1, 1], 'a SYN on the ports after the handshake: tc');
     assert.ok(reuse.tc!.mark & MASQ);
+  });
+
+  test('eTP Local: a client reusing the ports of a finished connection is balanced in XDP again', () => {
+    load(rt, scenario('ExternalTrafficPolicyLocal'));
+    const syn: Frame = { src: '203.0.113.2', dst: '192.168.0.2', sport: 47000, dport: 3001, proto: 'TCP' };
+    assert.equal(pipeline(rt, buildFrame(syn)).moved.xdpNew, 1);
+    assert.equal(pipeline(rt, buildFrame({ ...syn, flags: TCP_ACK })).moved.xdpHit, 1);
+    const reuse = pipeline(rt, buildFrame(syn));
+    assert.deepEqual([reuse.moved.xdpNew, reuse.moved.new, reuse.moved.ctHit], [1, 0, 0]);
+    assert.equal(parseFrame(reuse.xdp.frame).dst, '10.180.2.1');
   });
 
   test('XDP rewrites with correct checksums: IPv4 and IPv6 TCP, UDP with and without a checksum', () => {
