@@ -164,7 +164,10 @@ export class SharedNode {
    * full syncs): maps pinned again, every hook reattached.
    */
   repair(): { pinned: string[]; attach: ReconcileResult } {
-    return { pinned: this.rt.repairPins(), attach: this.rt.attachInterfaces(this.current) };
+    const out = { pinned: this.rt.repairPins(), attach: this.rt.attachInterfaces(this.current) };
+    // The XDP links too (their loss is not watched for: without them tc serves the uplinks as before).
+    this.attachXdp(this.current);
+    return out;
   }
 
   private checkDrift(): void {
