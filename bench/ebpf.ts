@@ -20,7 +20,17 @@
 // directory the benchmark makes (kpt-ebpfb-<pid>-sock, never the machine's
 // cgroup root): the cli path's client runs in it, as a pod would under the
 // DaemonSet's ebpf patch; the ext client is outside the node, so the NodePort
-// path is the tc path there too. Client and backend are
+// path is the tc path there too. `ebpfxdp` is ebpf mode with the XDP fast
+// path (--ebpf-xdp=auto) on the node's uplink towards ext (its node IP is
+// 10.0.3.1): it changes only the nodeport path. XDP leaves packets whose
+// checksum the sender left to the device (CHECKSUM_PARTIAL) to tc, and a
+// veth peer's packets are such packets, so with ebpfxdp among the modes
+// every mode's ext sends full checksums (checksum offload off on its veth,
+// as packets from a real wire arrive; --ext-offload on|off overrides).
+// --etp local makes the measured Service externalTrafficPolicy: Local with
+// its endpoint on the node (the nodeport path is then DNAT only; XDP
+// balances its connections), cluster (the default) masquerades (XDP
+// translates all but each connection's first packet). Client and backend are
 // bench/userspace-relay.c (usload). On each path:
 //   * connection rate: closed loop, 64 concurrent, one 64 B request each,
 //     with the CPU time per connection of the client and server processes
@@ -40,8 +50,8 @@
 // Prints tables and writes bench/out/ebpf.{json,svg,png} (+ -nodeport, -cpu,
 // -sync).
 //
-//   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,ebpfsock,iptables,nftables,direct(,directnat)]
-//        [--paths clusterip,nodeport]
+//   node --import tsx bench/ebpf.ts [--sizes 0,10000,40000] [--modes ebpf,ebpfsock,iptables,nftables,direct(,directnat,ebpfxdp)]
+//        [--paths clusterip,nodeport] [--etp cluster|local] [--ext-offload on|off]
 //        [--seconds 3] [--reps 3] [--paced 1000] [--cold 10000] [--cold-reps 1] [--change 20000] [--changes 15]
 //        [--syncs no] [--flat no]
 //
@@ -62,13 +72,14 @@ import * as readline from 'node:readline';
 import type { Dataplane, SyncState } from '../src/core/types.js';
 import { deleteNamespaceSync, trackChild, trackNamespace, untrackNamespace } from '../test/netns/cleanup.js';
 import { masqueradeTable } from '../src/dataplane/ebpf/masq.js';
+import * as L from '../src/dataplane/ebpf/layout.js';
 import { writeChart } from './lib/chart.js';
 import { BACKEND, EXT_CLIENT, NODE_EXT, NODE_PORT_BASE, PATH_CONFIG, VIP } from './lib/ebpfpath.js';
 import { buildState, withExtraEndpoint } from './lib/ebpfstate.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const OUT = join(here, 'out');
-type Mode = 'ebpf' | 'ebpfsock' | 'iptables' | 'nftables' | 'direct' | 'directnat';
+type Mode = 'ebpf' | 'ebpfsock' | 'ebpfxdp' | 'iptables' | 'nftables' | 'direct' | 'directnat';
 type ProxyMode = Exclude<Mode, 'direct' | 'directnat'>;
 /** No proxy: the client connects to the endpoint itself (directnat: with the ebpf mode's masquerade table on the node). */
 const isDirect = (m: Mode): m is 'direct' | 'directnat' => m === 'direct' || m === 'directnat';
@@ -80,7 +91,8 @@ function arg(name: string, dflt: string): string {
 }
 const num = (name: string, dflt: number) => Number(arg(name, String(dflt)));
 const PATHS = arg('paths', 'clusterip,nodeport').split(',') as PathKind[];
-const isEbpf = (m: Mode): boolean => m === 'ebpf' || m === 'ebpfsock';
+const isEbpf = (m: Mode): boolean => m === 'ebpf' || m === 'ebpfsock' || m === 'ebpfxdp';
+const ETP_LOCAL = arg('etp', 'cluster') === 'local';
 
 /** The ebpfsock clients' cgroup: made by the benchmark under the cgroup v2 mount, removed at exit. */
 const SOCK_CGROUP = `${existsSync('/sys/fs/cgroup/unified/cgroup.procs') ? '/sys/fs/cgroup/unified' : '/sys/fs/cgroup'}/kpt-ebpfb-${process.pid}-sock`;
@@ -98,7 +110,12 @@ async function makeDataplane(mode: ProxyMode): Promise<Dataplane & { start?(): P
     if (mode === 'ebpfsock' && !socketLBCgroup.includes('/kpt-ebpfb-')) throw new Error('ebpfsock needs --cgroup');
     return new EbpfDataplane({
       config: CONFIG,
-      ebpf: { ...DEFAULT_EBPF_OPTIONS, pinRoot: '/sys/fs/bpf/kpt-bench', socketLBCgroup },
+      ebpf: {
+        ...DEFAULT_EBPF_OPTIONS,
+        pinRoot: '/sys/fs/bpf/kpt-bench',
+        socketLBCgroup,
+        xdp: mode === 'ebpfxdp' ? 'auto' : 'off',
+      },
     });
   }
   const { realClock } = await import('../src/platform/clock.js');
@@ -133,7 +150,13 @@ async function child(mode: ProxyMode): Promise<void> {
   };
   say({ ready: true });
   for await (const line of readline.createInterface({ input: process.stdin })) {
-    const req = JSON.parse(line) as { op: string; n?: number; changes?: number; nodePorts?: boolean };
+    const req = JSON.parse(line) as {
+      op: string;
+      n?: number;
+      changes?: number;
+      nodePorts?: boolean;
+      etpLocal?: boolean;
+    };
     if (req.op === 'warm') {
       // ebpf: load and attach the programs (one-time start cost) before the timed cold sync,
       // which is then the datapath's first plan, as a proxy's first sync is.
@@ -141,7 +164,9 @@ async function child(mode: ProxyMode): Promise<void> {
       await dp.start?.();
       say({ ms: performance.now() - t0 });
     } else if (req.op === 'sync') {
-      state = buildState(req.n!, { nodePorts: req.nodePorts ?? false });
+      state = buildState(req.n!, { nodePorts: req.nodePorts ?? false, etpLocal: req.etpLocal ?? false });
+      // The node's IP as the Node object gives it: where ebpfxdp's XDP program goes (its uplink to ext).
+      state = { ...state, node: { ...state.node, nodeIPs: { IPv4: NODE_EXT } } };
       say(await timed({ ...state, fullSync: true }));
     } else if (req.op === 'changes') {
       const out = [];
@@ -161,8 +186,8 @@ async function child(mode: ProxyMode): Promise<void> {
   }
 }
 
-/** The ebpf child's kpt_stats (src/bpf/abi.h), summed over CPUs: connections balanced by tc and at the socket. */
-function programStats(): { tcNew: number; socket: number } {
+/** The ebpf child's kpt_stats (src/bpf/abi.h), summed over CPUs: connections balanced by tc, at the socket, in XDP. */
+function programStats(): ProgramStats {
   type Entry = { key: unknown; values: Array<{ value: unknown }> };
   const root = '/sys/fs/bpf/kpt-bench';
   const v = readdirSync(root).find((d) => /^v\d+$/.test(d));
@@ -172,7 +197,13 @@ function programStats(): { tcNew: number; socket: number } {
   // With BTF, bpftool puts the decoded entry under `formatted` beside the raw bytes.
   const entries = dump.map((e) => e.formatted ?? e);
   const sum = (k: number) => (entries.find((e) => e.key === k)?.values ?? []).reduce((a, x) => a + Number(x.value), 0);
-  return { tcNew: sum(0), socket: sum(4) }; // STAT_NEW, STAT_SOCK
+  return { tcNew: sum(L.STAT.new), socket: sum(L.STAT.sock), xdpNew: sum(L.STAT.xdpNew), xdpHit: sum(L.STAT.xdpHit) };
+}
+interface ProgramStats {
+  tcNew: number;
+  socket: number;
+  xdpNew: number;
+  xdpHit: number;
 }
 
 // ---------------- the parent: namespaces, traffic, tables ----------------
@@ -218,6 +249,9 @@ function makeNet(): Net {
   sh(['ip', '-n', net.srv, 'route', 'add', 'default', 'via', '10.0.2.1']);
   sh(['ip', '-n', net.ext, 'route', 'add', 'default', 'via', NODE_EXT]);
   sh(['ip', 'netns', 'exec', net.node, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+  const xdpRun = arg('modes', '').split(',').includes('ebpfxdp');
+  if (arg('ext-offload', xdpRun ? 'off' : 'on') === 'off')
+    sh(['ip', 'netns', 'exec', net.ext, 'ethtool', '-K', 'eth0', 'tx', 'off']);
   return net;
 }
 
@@ -362,7 +396,7 @@ async function openPath(mode: Mode, n: number, bin: string): Promise<Path> {
   if (isDirect(mode)) return { mode, net, server, child: null };
   const child = await Child.start(mode, net);
   if (isEbpf(mode)) await child.ask({ op: 'warm' });
-  await child.ask({ op: 'sync', n, nodePorts: true });
+  await child.ask({ op: 'sync', n, nodePorts: true, etpLocal: ETP_LOCAL });
   return { mode, net, server, child };
 }
 
@@ -455,10 +489,11 @@ async function traffic(targets: ReadonlyArray<{ mode: Mode; n: number }>, bin: s
   } finally {
     for (const p of paths) {
       // Which path balanced the connections: ebpfsock's ClusterIP clients at the socket, everything else at tc.
-      const st =
-        p.child && isEbpf(p.mode) ? await p.child.ask<{ tcNew: number; socket: number }>({ op: 'stats' }) : null;
+      const st = p.child && isEbpf(p.mode) ? await p.child.ask<ProgramStats>({ op: 'stats' }) : null;
       if (st)
-        console.log(`${p.mode} at ${p.n} Services: ${st.socket} connections balanced at the socket, ${st.tcNew} by tc`);
+        console.log(
+          `${p.mode} at ${p.n} Services: ${st.socket} connections balanced at the socket, ${st.tcNew} by tc, ${st.xdpNew} in XDP (${st.xdpHit} packets translated in XDP)`,
+        );
       await closePath(p);
     }
   }

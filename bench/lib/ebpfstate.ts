@@ -34,9 +34,10 @@ export function pathServiceState(): SyncState {
 /**
  * n bulk Services (172.30/16, one endpoint each) and the measured one, last
  * in name order; with `nodePorts` the measured one is a NodePort Service
- * (NODE_PORT_BASE + 0, 1, 2 for its ports 80, 81, 82).
+ * (NODE_PORT_BASE + 0, 1, 2 for its ports 80, 81, 82); with `etpLocal` too,
+ * externalTrafficPolicy: Local, its endpoint on this node (n0).
  */
-export function buildState(n: number, opts: { nodePorts?: boolean } = {}): SyncState {
+export function buildState(n: number, opts: { nodePorts?: boolean; etpLocal?: boolean } = {}): SyncState {
   const services = [];
   const slices = [];
   for (let i = 0; i < n; i++) {
@@ -66,13 +67,14 @@ export function buildState(n: number, opts: { nodePorts?: boolean } = {}): SyncS
           }),
         );
         if (opts.nodePorts) s.spec.type = 'NodePort';
+        if (opts.nodePorts && opts.etpLocal) s.spec.externalTrafficPolicy = 'Local';
       }),
       VIP,
     ),
   );
   slices.push(
     makeSlice('zz', 'measured', 1, (s) => {
-      s.endpoints = [endpoint(BACKEND, { nodeName: 'n1', ready: true })];
+      s.endpoints = [endpoint(BACKEND, { nodeName: opts.etpLocal ? 'n0' : 'n1', ready: true })];
       s.ports = ports.map((p) => slicePort(`p${p}`, p + 8000));
     }),
   );

@@ -250,9 +250,13 @@ enum stat_index {
 	STAT_REPLY_SKIP = 5, /* datagrams to a NodePort left alone because they are replies */
 	STAT_NETFILTER = 6,  /* packets of connections netfilter translated, left to it */
 	STAT_PASS = 7,       /* packets left alone at the first check (filter.h): not ours */
-	STAT_FRAG = 8,       /* later IPv4 fragments translated like their first fragment */
+	STAT_FRAG = 8,       /* later fragments translated like their first fragment */
 	STAT_ICMP = 9,       /* ICMP errors about a translated connection, translated back */
-	STAT_MAX = 10,
+	STAT_XDP_NEW = 10,   /* new connections balanced in XDP (xdp.h) */
+	STAT_XDP_HIT = 11,   /* packets translated in XDP from a connection entry */
+	STAT_XDP_PASS = 12,  /* TCP/UDP packets XDP left to the tc programs untouched */
+	STAT_XDP_DROP = 13,  /* new connections XDP dropped: loadBalancerSourceRanges deny the client */
+	STAT_MAX = 14,
 };
 
 /* ---- the first check: addresses that may need the programs (filter.h) --

@@ -64,6 +64,8 @@ struct bpf_ct_opts {
 };
 extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *skb, struct bpf_sock_tuple *tuple, __u32 tuple__sz,
 					 struct bpf_ct_opts *opts, __u32 opts__sz) __ksym;
+extern struct nf_conn *bpf_xdp_ct_lookup(struct xdp_md *ctx, struct bpf_sock_tuple *tuple, __u32 tuple__sz,
+					 struct bpf_ct_opts *opts, __u32 opts__sz) __ksym;
 extern void bpf_ct_release(struct nf_conn *ct) __ksym;
 /* The options' size before conntrack zones were added (6.1 accepts only this one; later kernels accept
  * both). Without zones the fields after `dir` are not needed. */
@@ -90,9 +92,12 @@ static __always_inline int pure_syn(const struct pkt *p)
 
 /* What the kernel's connection tracker knows of the packet's tuple: CT_NONE,
  * or the direction of the connection it was seen in; *handshake (when asked
- * for) is set when that connection is a TCP handshake not yet complete. */
+ * for) is set when that connection is a TCP handshake not yet complete.
+ * ctx is the tc program's skb, or with xdp set the XDP program's xdp_md: the
+ * two lookups differ only in their context (xdp is a constant where this is
+ * inlined, so each program keeps only its own call). */
 #define CT_NONE (-1)
-static __always_inline int kernel_ct(struct __sk_buff *skb, const struct pkt *p, int *handshake)
+static __always_inline int kernel_ct(void *ctx, int xdp, const struct pkt *p, int *handshake)
 {
 	struct bpf_sock_tuple t = {};
 	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = p->proto };
@@ -110,7 +115,8 @@ static __always_inline int kernel_ct(struct __sk_buff *skb, const struct pkt *p,
 		t.ipv6.dport = p->dport;
 		tsz = sizeof(t.ipv6);
 	}
-	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &t, tsz, &o, CT_OPTS_OLD_SZ);
+	struct nf_conn *ct = xdp ? bpf_xdp_ct_lookup(ctx, &t, tsz, &o, CT_OPTS_OLD_SZ)
+				 : bpf_skb_ct_lookup(ctx, &t, tsz, &o, CT_OPTS_OLD_SZ);
 	if (!ct)
 		return CT_NONE;
 	int dir = o.dir;
@@ -128,7 +134,7 @@ static __always_inline int kernel_ct(struct __sk_buff *skb, const struct pkt *p,
  * reply when a local socket is connected to where it comes from, on the
  * port it is sent to.
  */
-static __always_inline int connected_udp_socket(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int connected_udp_socket(void *ctx, const struct pkt *p)
 {
 	struct bpf_sock_tuple t = {};
 	__u32 tsz;
@@ -145,7 +151,7 @@ static __always_inline int connected_udp_socket(struct __sk_buff *skb, const str
 		t.ipv6.dport = p->dport;
 		tsz = sizeof(t.ipv6);
 	}
-	struct bpf_sock *sk = bpf_sk_lookup_udp(skb, &t, tsz, BPF_F_CURRENT_NETNS, 0);
+	struct bpf_sock *sk = bpf_sk_lookup_udp(ctx, &t, tsz, BPF_F_CURRENT_NETNS, 0);
 	if (!sk)
 		return 0;
 	int connected = sk->dst_port != 0;
@@ -160,14 +166,14 @@ static __always_inline int connected_udp_socket(struct __sk_buff *skb, const str
  * flow. TCP says so itself (only a bare SYN opens a connection); for UDP the
  * kernel's connection tracker is asked.
  */
-static __always_inline int known_reply(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int known_reply(void *ctx, int xdp, const struct pkt *p)
 {
 	if (p->proto == IPPROTO_TCP)
 		return !pure_syn(p);
-	int dir = kernel_ct(skb, p, 0);
+	int dir = kernel_ct(ctx, xdp, p, 0);
 	if (dir != CT_NONE)
 		return dir == IP_CT_DIR_REPLY;
-	return connected_udp_socket(skb, p);
+	return connected_udp_socket(ctx, p);
 }
 
 /*
@@ -185,15 +191,15 @@ static __always_inline int known_reply(struct __sk_buff *skb, const struct pkt *
  * SYN-ACK would then meet a stranger, which resets. A SYN on an entry past
  * its handshake (TIME_WAIT, CLOSE: the client reuses the ports) is new.
  */
-static __always_inline int netfilter_flow(struct __sk_buff *skb, const struct pkt *p)
+static __always_inline int netfilter_flow(void *ctx, int xdp, const struct pkt *p)
 {
 	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
 		return 0;
 	if (p->proto == IPPROTO_TCP && pure_syn(p)) {
 		int handshake = 0;
-		return kernel_ct(skb, p, &handshake) == IP_CT_DIR_ORIGINAL && handshake;
+		return kernel_ct(ctx, xdp, p, &handshake) == IP_CT_DIR_ORIGINAL && handshake;
 	}
-	return kernel_ct(skb, p, 0) == IP_CT_DIR_ORIGINAL;
+	return kernel_ct(ctx, xdp, p, 0) == IP_CT_DIR_ORIGINAL;
 }
 
 /* A packet of a connection we already balanced. */
@@ -262,11 +268,11 @@ static __always_inline struct svc_value *find_service(struct __sk_buff *skb, con
 			*verdict = -2; /* a port the ClusterIP does not define: reject */
 		return 0;
 	}
-	if ((flags & ADDR_LOCAL) && known_reply(skb, p)) {
+	if ((flags & ADDR_LOCAL) && known_reply(skb, 0, p)) {
 		stat_inc(STAT_REPLY_SKIP);
 		return 0;
 	}
-	if (ingress && netfilter_flow(skb, p)) {
+	if (ingress && netfilter_flow(skb, 0, p)) {
 		stat_inc(STAT_NETFILTER);
 		return 0;
 	}
@@ -327,7 +333,7 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 		return verdict;
 	}
 	struct lb_result res = {};
-	int v = balance(skb, cfg, svc, p, ingress, &res);
+	int v = balance(ingress ? skb->ingress_ifindex : 0, cfg, svc, p, &res);
 	if (v == V_REJECT) {
 		stat_inc(STAT_REJECT);
 		return reject(skb, p, ingress);
@@ -462,3 +468,7 @@ int kpt_egress(struct __sk_buff *skb)
 /* The socket-level programs share these maps; the loader loads them only
  * with --ebpf-socket-lb-cgroup. */
 #include "sock.h"
+
+/* The XDP fast path for traffic from outside; it shares the maps and the
+ * helpers above (kernel_ct, known_reply, netfilter_flow). */
+#include "xdp.h"

@@ -17,6 +17,7 @@ enum verdict {
 	V_DNAT = 1,   /* balanced: lb_result holds the endpoint */
 	V_REJECT = 2, /* no endpoints: answer with ICMP port unreachable */
 	V_DROP = 3,
+	V_DENY = 4,   /* loadBalancerSourceRanges keep this client out: dropped */
 };
 
 struct lb_result {
@@ -84,15 +85,15 @@ static __always_inline struct svc_value *lookup_service(const union kpt_addr *da
 	return svc;
 }
 
-static __always_inline int src_is_pod(struct __sk_buff *skb, const struct cfg_value *cfg, const struct pkt *p,
-				      int ingress)
+/* in_ifindex: the interface the packet entered through, 0 when the node sent it (egress). */
+static __always_inline int src_is_pod(__u32 in_ifindex, const struct cfg_value *cfg, const struct pkt *p)
 {
 	if (cfg->flags & CFG_DETECT_CIDR) {
 		struct lpm_key k = { .prefixlen = 128, .addr = p->saddr };
 		return bpf_map_lookup_elem(&kpt_pod_cidrs, &k) != 0;
 	}
-	if ((cfg->flags & CFG_DETECT_IFACE) && ingress) {
-		struct iface_key k = { .ifindex = skb->ingress_ifindex, .family = p->v6 };
+	if ((cfg->flags & CFG_DETECT_IFACE) && in_ifindex) {
+		struct iface_key k = { .ifindex = in_ifindex, .family = p->v6 };
 		__u32 *f = bpf_map_lookup_elem(&kpt_ifaces, &k);
 		return f && (*f & IFACE_POD);
 	}
@@ -190,42 +191,55 @@ remember:
  *  - external, eTP Local: a local pod short-circuits to the cluster set
  *    unmasqueraded; the node itself gets the cluster set masqueraded;
  *    everyone else the local set with the client address kept.
+ * in_ifindex: the interface the packet entered through (tc ingress, XDP),
+ * 0 for a packet the node sends (tc egress). Nothing else of the packet's
+ * context is read, so tc and XDP share this. balance_policy() is the part
+ * before the endpoint is chosen, which XDP asks first (xdp.h).
  */
-static __always_inline int balance(struct __sk_buff *skb, const struct cfg_value *cfg, const struct svc_value *svc,
-				   const struct pkt *p, int ingress, struct lb_result *res)
+static __always_inline int balance_policy(__u32 in_ifindex, const struct cfg_value *cfg,
+					  const struct svc_value *svc, const struct pkt *p, __u32 *set_id, __u8 *masq)
 {
-	__u32 set_id;
 	int external = svc->kind != KIND_CLUSTER_IP;
-	int pod = cfg->flags & (CFG_DETECT_CIDR | CFG_DETECT_IFACE) ? src_is_pod(skb, cfg, p, ingress) : 0;
+	int pod = cfg->flags & (CFG_DETECT_CIDR | CFG_DETECT_IFACE) ? src_is_pod(in_ifindex, cfg, p) : 0;
 
 	/* The source-range firewall comes first, as in nftables mode, where it
 	 * runs before the no-endpoints verdicts. */
 	if (svc->kind == KIND_LOAD_BALANCER && (svc->flags & SVC_SOURCE_RANGES)) {
 		struct lpm_svc_key k = { .prefixlen = 32 + 128, .svc_id = bpf_htonl(svc->svc_id), .addr = p->saddr };
 		if (!bpf_map_lookup_elem(&kpt_lb_src, &k))
-			return V_DROP;
+			return V_DENY;
 	}
 	if (svc->flags & SVC_NO_ENDPOINTS)
 		return V_REJECT;
-	res->svc_id = svc->svc_id;
 	if (!external) {
-		set_id = (svc->flags & SVC_LOCAL_POLICY) ? svc->local_set : svc->cluster_set;
-		res->masq = (cfg->flags & CFG_MASQ_ALL) ||
-			    ((cfg->flags & (CFG_DETECT_CIDR | CFG_DETECT_IFACE)) && !pod);
+		*set_id = (svc->flags & SVC_LOCAL_POLICY) ? svc->local_set : svc->cluster_set;
+		*masq = (cfg->flags & CFG_MASQ_ALL) || ((cfg->flags & (CFG_DETECT_CIDR | CFG_DETECT_IFACE)) && !pod);
 	} else if (!(svc->flags & SVC_LOCAL_POLICY)) {
-		set_id = svc->cluster_set;
-		res->masq = 1;
+		*set_id = svc->cluster_set;
+		*masq = 1;
 	} else if (pod) {
-		set_id = svc->cluster_set;
-		res->masq = 0;
+		*set_id = svc->cluster_set;
+		*masq = 0;
 	} else if (src_is_local(p)) {
-		set_id = svc->cluster_set;
-		res->masq = 1;
+		*set_id = svc->cluster_set;
+		*masq = 1;
 	} else {
-		set_id = svc->local_set;
-		res->masq = 0;
+		*set_id = svc->local_set;
+		*masq = 0;
 	}
-	int v = choose(svc, set_id, p, res);
+	return V_DNAT;
+}
+
+/* The policy, then the endpoint: V_DNAT with res filled in, or the verdict. */
+static __always_inline int balance(__u32 in_ifindex, const struct cfg_value *cfg, const struct svc_value *svc,
+				   const struct pkt *p, struct lb_result *res)
+{
+	__u32 set_id = 0;
+	int v = balance_policy(in_ifindex, cfg, svc, p, &set_id, &res->masq);
+	if (v != V_DNAT)
+		return v;
+	res->svc_id = svc->svc_id;
+	v = choose(svc, set_id, p, res);
 	if (v == V_DNAT && addr_eq(&p->saddr, &res->ep.addr))
 		res->masq = 1; /* hairpin: the endpoint reaches itself, so it must see another source */
 	return v;

@@ -81,6 +81,7 @@ export function defaultOptions(cfg: ResolvedConfig): CommandOptions {
     ebpfLbAlgorithm: DEFAULT_EBPF_OPTIONS.algorithm,
     ebpfMaglevTableSize: DEFAULT_EBPF_OPTIONS.maglevM,
     ebpfSocketLBCgroup: '',
+    ebpfXdp: DEFAULT_EBPF_OPTIONS.xdp,
   };
 }
 

@@ -65,6 +65,7 @@ export interface CommandOptions {
   ebpfLbAlgorithm: string;
   ebpfMaglevTableSize: number;
   ebpfSocketLBCgroup: string;
+  ebpfXdp: string;
 }
 
 export interface FlagTarget {
@@ -249,6 +250,14 @@ export const COMMAND_FLAGS: readonly FlagSpec[] = [
     to: 'opts.ebpfSocketLBCgroup',
     usage:
       "kube-proxy-ts only, ebpf mode: balance connections at the socket (connect, sendmsg, recvmsg, getpeername) for every process in this cgroup v2 directory and below, the node's and pods', e.g. the host's cgroup v2 root as the DaemonSet's ebpf patch mounts it (on a hybrid cgroup host, its unified subdirectory is used). Empty (the default): off; the tc programs balance every connection.",
+  },
+  {
+    name: 'ebpf-xdp',
+    kind: 'string',
+    scope: 'option',
+    to: 'opts.ebpfXdp',
+    usage:
+      "kube-proxy-ts only, ebpf mode: an XDP program on the node's uplinks (the interfaces holding the node's IPs) takes NodePort, externalIP and load-balancer traffic from outside before the tc programs do: 'native' (in the network driver), 'generic' (the kernel's XDP on socket buffers, any driver), 'auto' (native where the driver has it, else generic) or 'off' (the default). An interface that already runs another XDP program keeps it.",
   },
   {
     name: 'kube-api-content-type',

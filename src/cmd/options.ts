@@ -48,7 +48,7 @@ import { ProxyError } from '../core/errors.js';
 import type { ProxyMode } from '../core/types.js';
 import { isLbAlgorithm, LB_ALGORITHMS } from '../core/lbalgorithm.js';
 import { isMaglevSize } from '../dataplane/ebpf/hash.js';
-import type { EbpfOptions } from '../dataplane/ebpf/options.js';
+import { type EbpfOptions, XDP_MODES } from '../dataplane/ebpf/options.js';
 import { splitArgs } from './argv.js';
 import { parseFlagValues, type ParsedFlags } from './flagparse.js';
 import {
@@ -243,6 +243,8 @@ function ebpfFlags(o: CommandOptions): EbpfFlags {
     bad('ebpf-lb-algorithm', `${JSON.stringify(o.ebpfLbAlgorithm)}: must be one of ${LB_ALGORITHMS.join(', ')}`);
   if (!isMaglevSize(o.ebpfMaglevTableSize))
     bad('ebpf-maglev-table-size', `${o.ebpfMaglevTableSize}: must be a prime between 3 and 65521`);
+  if (!(XDP_MODES as readonly string[]).includes(o.ebpfXdp))
+    bad('ebpf-xdp', `${JSON.stringify(o.ebpfXdp)}: must be one of ${XDP_MODES.join(', ')}`);
   if (!o.ebpfPinPath.startsWith('/')) bad('ebpf-pin-path', `${JSON.stringify(o.ebpfPinPath)}: must be absolute`);
   return {
     pinRoot: o.ebpfPinPath,
@@ -250,6 +252,7 @@ function ebpfFlags(o: CommandOptions): EbpfFlags {
     algorithm: o.ebpfLbAlgorithm as EbpfFlags['algorithm'],
     maglevM: o.ebpfMaglevTableSize,
     socketLBCgroup: o.ebpfSocketLBCgroup,
+    xdp: o.ebpfXdp as EbpfFlags['xdp'],
   };
 }
 

@@ -12,7 +12,9 @@
 //   - the cls_bpf fallback (--ebpf-attach tc) carries Service traffic;
 //   - socket-level load balancing (--ebpf-socket-lb-cgroup) for the node's
 //     processes, in a cgroup this test creates: connect/sendmsg go straight
-//     to an endpoint, getpeername/recvmsg still show the Service address.
+//     to an endpoint, getpeername/recvmsg still show the Service address;
+//   - --ebpf-xdp auto puts the XDP program on node1's uplink (the interface
+//     with its Node IP) and it balances NodePort connections from outside.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -22,6 +24,8 @@ import { endpointSlice, service, webPorts, type EndpointSpec } from '../netns/fi
 import type { KubeObject } from '../netns/kube.js';
 import { E2E_MODES } from '../netns/proxy.js';
 import { TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
+import * as L from '../../src/dataplane/ebpf/layout.js';
+import { nsRun } from '../netns/spawn.js';
 import { attachForeign } from '../ebpf/foreign.js';
 
 const RUN = E2E_MODES.includes('ebpf');
@@ -32,7 +36,7 @@ function withAnnotation(o: KubeObject, key: string, value: string): KubeObject {
 
 if (RUN)
   describe(
-    'ebpf mode: restart, foreign programs, Maglev, affinity timeout, cls_bpf fallback, socket LB',
+    'ebpf mode: restart, foreign programs, Maglev, affinity timeout, cls_bpf fallback, socket LB, XDP',
     { concurrency: false },
     () => {
       let env: E2EEnv;
@@ -244,6 +248,44 @@ if (RUN)
             assert.equal(r.peer?.slice(0, r.peer.lastIndexOf(':')), ip, `getpeername/recvmsg: ${r.peer}`);
           }
           assert.equal(await ct(), before, 'no tc connection entries: the packets never carried the Service address');
+        });
+      });
+
+      describe('node1 switched to --ebpf-xdp auto', () => {
+        // ext sends full checksums, as a real network delivers them: XDP leaves a veth peer's partial ones to tc.
+        const offload = (on: boolean) =>
+          nsRun(env.cluster.external.ns, ['ethtool', '-K', 'eth0', 'tx', on ? 'on' : 'off']);
+        before(async () => {
+          const old = env.proxy('node1');
+          await old.stop();
+          assert.equal((await old.cleanup()).code, 0);
+          await env.replaceProxy('node1', ['--ebpf-xdp', 'auto']);
+          await offload(false);
+        });
+        after(() => offload(true));
+        it('the program runs on the uplink and balances eTP Local NodePort connections from outside', async () => {
+          const ports = webPorts(30500);
+          await env.apply(
+            service({ name: 'xdp', type: 'NodePort', clusterIP: '10.96.5.10', ports, externalTrafficPolicy: 'Local' }),
+            endpointSlice('xdp', eps('node1-b', 'node2-b'), ports),
+          );
+          const n1 = env.cluster.node('node1');
+          await env.waitReachable('ext', 'tcp', n1.ip, 30500);
+          const bpf = env.proxy('node1').bpfNode!;
+          assert.match((await bpf.exec(['ip', '-d', 'link', 'show', 'dev', 'eth0'])).stdout, /prog\/xdp id \d+/);
+          assert.match(env.proxy('node1').log(), /XDP program attached/);
+          const xdpNew = async () =>
+            Number(
+              (await bpf.helper<{ stats: string[] }>({ cmd: 'stats', pinRoot: TEST_PIN_ROOT })).stats[L.STAT.xdpNew],
+            );
+          const before = await xdpNew();
+          const rs = await env.sendMany('ext', 'tcp', n1.ip, 30500, 8);
+          for (const r of rs) {
+            assert.ok(r.ok, JSON.stringify(r));
+            assert.equal(r.reply.pod, 'node1-b', 'eTP Local: the local endpoint only');
+            assert.equal(srcIP(r.reply), env.cluster.external.ip, 'the client address kept');
+          }
+          assert.equal((await xdpNew()) - before, rs.length, 'every connection balanced in XDP');
         });
       });
     },

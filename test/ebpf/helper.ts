@@ -12,6 +12,8 @@ import { BpfMap } from '../../src/platform/ebpf/map.js';
 import { PinDir } from '../../src/platform/ebpf/pins.js';
 import { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
 import { HotFilter } from '../../src/platform/ebpf/hotfilter.js';
+import { pickUplinks, type XdpMode } from '../../src/platform/ebpf/xdpattach.js';
+import { networkInterfaces } from 'node:os';
 
 interface Op {
   map: MapName;
@@ -20,7 +22,17 @@ interface Op {
   value?: string;
 }
 type Cmd =
-  | { cmd: 'load'; pinRoot: string; attach?: 'auto' | 'tc' | 'tcx'; ops?: Op[]; maglevM?: number; socketLB?: string }
+  | {
+      cmd: 'load';
+      pinRoot: string;
+      attach?: 'auto' | 'tc' | 'tcx';
+      ops?: Op[];
+      maglevM?: number;
+      socketLB?: string;
+      /** The XDP program on the uplinks holding nodeIPs (xdpattach.ts). */
+      xdp?: XdpMode;
+      nodeIPs?: string[];
+    }
   | { cmd: 'apply'; pinRoot: string; ops: Op[] }
   | { cmd: 'dump'; pinRoot: string; map: MapName }
   | { cmd: 'stats'; pinRoot: string }
@@ -48,8 +60,10 @@ async function main(c: Cmd): Promise<unknown> {
         attachMode: c.attach ?? 'auto',
         ...(c.maglevM ? { maglevM: c.maglevM } : {}),
         ...(c.socketLB ? { socketLBCgroup: c.socketLB } : {}),
+        ...(c.xdp ? { xdp: c.xdp } : {}),
       });
       const att = rt.attachInterfaces();
+      const xdp = c.xdp ? rt.attachXdp(pickUplinks(listIfaces(), networkInterfaces(), c.nodeIPs ?? [])) : null;
       rt.apply(
         (c.ops ?? []).map((o) => ({
           map: o.map,
@@ -58,7 +72,7 @@ async function main(c: Cmd): Promise<unknown> {
           ...(o.value ? { value: unhex(o.value) } : {}),
         })),
       );
-      const out = { adoption: rt.report.adoption, mode: rt.attachMode, ...att };
+      const out = { adoption: rt.report.adoption, mode: rt.attachMode, ...att, xdp };
       rt.close();
       return out;
     }

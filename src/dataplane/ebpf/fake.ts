@@ -55,7 +55,7 @@ const DEFAULT_MAX: Record<MapName, number> = {
   ct: 262144,
   sock: 65536,
   names: 262144,
-  stats: 10,
+  stats: 14,
   traffic: 65536,
   hot: 2 * HOT_STRIDE,
   seen: 1 + 2 * SEEN_WORDS,

@@ -62,8 +62,12 @@ export const STAT = {
   pass: 7,
   frag: 8,
   icmp: 9,
+  xdpNew: 10,
+  xdpHit: 11,
+  xdpPass: 12,
+  xdpDrop: 13,
 } as const;
-export const STAT_MAX = 10;
+export const STAT_MAX = 14;
 
 export const PROTO_NUMBER: Readonly<Record<Protocol, number>> = { TCP: 6, UDP: 17, SCTP: 132 };
 export function protoName(n: number): Protocol | null {

@@ -2,6 +2,9 @@
 // configuration has no place for them).
 import type { LbAlgorithm } from './layout.js';
 
+export const XDP_MODES = ['auto', 'native', 'generic', 'off'] as const;
+export type XdpMode = (typeof XDP_MODES)[number];
+
 export interface EbpfOptions {
   /** --ebpf-pin-path */
   readonly pinRoot: string;
@@ -13,6 +16,11 @@ export interface EbpfOptions {
   readonly maglevM: number;
   /** --ebpf-socket-lb-cgroup: socket-level load balancing for this cgroup v2 directory ('' = off). */
   readonly socketLBCgroup: string;
+  /**
+   * --ebpf-xdp: the XDP fast path on the node's uplinks: 'native' (in the driver), 'generic' (the
+   * kernel's skb-based XDP), 'auto' (native where the driver has it) or 'off'.
+   */
+  readonly xdp: XdpMode;
   /** Connection map capacity (entries; a connection takes two). Derived from the conntrack settings. */
   readonly ctEntries: number;
 }
@@ -23,5 +31,6 @@ export const DEFAULT_EBPF_OPTIONS: EbpfOptions = {
   algorithm: 'random',
   maglevM: 16381,
   socketLBCgroup: '',
+  xdp: 'off',
   ctEntries: 262144,
 };

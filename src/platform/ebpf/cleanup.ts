@@ -11,6 +11,7 @@ import { hasTable, nftRunner } from '../nftables/leftovers.js';
 import { run } from '../exec.js';
 import { TcAttacher, DIRECTIONS, removeOurTcFilter } from './attach.js';
 import { detachCgroup } from './cgroup.js';
+import { XdpAttacher } from './xdpattach.js';
 import { listIfaces, openIfaceSource } from './ifaces.js';
 import { isBpffs, PinDir } from './pins.js';
 import { libbpfAvailable } from './libbpf.js';
@@ -26,7 +27,7 @@ export async function cleanupEbpf(pinRoot: string): Promise<EbpfCleanupResult> {
   const ifaces = listIfaces();
   if (existsSync(pinRoot) && isBpffs(pinRoot)) {
     const pins = new PinDir(pinRoot);
-    removed.push(...new TcAttacher(pins, 'tcx').detachAll([]), ...detachCgroup(pins));
+    removed.push(...new TcAttacher(pins, 'tcx').detachAll([]), ...XdpAttacher.detachAll(pins), ...detachCgroup(pins));
     pins.removeAll();
     removed.push(pinRoot);
   }

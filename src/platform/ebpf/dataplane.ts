@@ -118,6 +118,7 @@ export class EbpfDataplane implements Dataplane {
         maglevM: e.maglevM,
         ctEntries: e.ctEntries,
         socketLBCgroup: e.socketLBCgroup || null,
+        xdp: e.xdp,
       },
       { info: (f, m) => this.event('info', f, m), warn: (f, m) => this.event('warn', f, m) },
     );
@@ -154,6 +155,7 @@ export class EbpfDataplane implements Dataplane {
 
   async sync(state: SyncState): Promise<SyncOutcome> {
     const node = await this.shared();
+    node.setNodeIP(this.family, state.node.nodeIPs[this.family]);
     if (state.fullSync) {
       const r = node.repair();
       if (r.pinned.length || r.attach.attached.length || r.attach.updated.length)

@@ -7,6 +7,7 @@
 // anything, that every map is still pinned and every hook still runs our
 // program (EbpfRuntime.drift), and tells the families' drift listeners once
 // per new difference; the engine's full sync that follows calls repair().
+import { networkInterfaces } from 'node:os';
 import { localIPs } from '../netinfo.js';
 import { Sysctl } from '../sysctl.js';
 import type { Drift, IPFamily } from '../../core/types.js';
@@ -15,6 +16,7 @@ import { listIfaces, netnsCookie } from './ifaces.js';
 import type { ReconcileResult } from './attach.js';
 import { EbpfRuntime, type RuntimeOptions } from './runtime.js';
 import { cgroup2Dir } from './cgroupdir.js';
+import { nodeIPList, pickUplinks } from './xdpattach.js';
 
 export const WATCH_INTERVAL_MS = 1000;
 
@@ -58,6 +60,10 @@ export class SharedNode {
   private addresses: Record<IPFamily, string[]> = { IPv4: [], IPv6: [] };
   private readonly listeners = new Set<Listener>();
   private readonly driftListeners = new Set<(drift: Drift) => void>();
+  /** The node's own IPs per family (Node object): they pick the uplinks that run the XDP program. */
+  private nodeIPs: Partial<Record<IPFamily, string>> = {};
+  /** Uplinks with another tool's XDP program, reported once each. */
+  private readonly foreignXdp = new Set<string>();
   /** The drift last reported ('' for none), so that one difference is reported once. */
   private driftReported = '';
   readonly cookie: bigint;
@@ -112,6 +118,36 @@ export class SharedNode {
     return this.addresses[family];
   }
 
+  /** A family's node IP as the last sync saw it; the XDP program follows it to its uplink. */
+  setNodeIP(family: IPFamily, ip: string | undefined): void {
+    if (this.nodeIPs[family] === ip) return;
+    this.nodeIPs = { ...this.nodeIPs, [family]: ip };
+    this.attachXdp(this.current);
+  }
+
+  /**
+   * The XDP program on the uplinks of `list`. Never fatal: without it the
+   * tc programs serve the uplinks' traffic as they always did.
+   */
+  private attachXdp(list: readonly Iface[]): void {
+    const ips = nodeIPList(this.nodeIPs);
+    // Before the first sync names the node's IPs, a restarted proxy leaves the previous one's XDP links as they
+    // are: the sync then swaps its program into them instead of taking them off and on again.
+    if (ips.length === 0 && this.rt.xdpMode !== 'off') return;
+    try {
+      const r = this.rt.attachXdp(pickUplinks(list, networkInterfaces(), ips));
+      if (r.attached.length || r.updated.length || r.removed.length)
+        this.events.info({ attached: r.attached, updated: r.updated, removed: r.removed }, 'XDP program attached');
+      for (const f of r.foreign) {
+        if (this.foreignXdp.has(f)) continue;
+        this.foreignXdp.add(f);
+        this.events.warn({ iface: f }, 'an XDP program that is not ours runs on this uplink: left alone, tc serves it');
+      }
+    } catch (err) {
+      this.events.warn({ err: String(err) }, 'attaching the XDP program failed; the tc programs serve the uplinks');
+    }
+  }
+
   onChange(l: Listener): () => void {
     this.listeners.add(l);
     return () => this.listeners.delete(l);
@@ -128,7 +164,10 @@ export class SharedNode {
    * full syncs): maps pinned again, every hook reattached.
    */
   repair(): { pinned: string[]; attach: ReconcileResult } {
-    return { pinned: this.rt.repairPins(), attach: this.rt.attachInterfaces(this.current) };
+    const out = { pinned: this.rt.repairPins(), attach: this.rt.attachInterfaces(this.current) };
+    // The XDP links too (their loss is not watched for: without them tc serves the uplinks as before).
+    this.attachXdp(this.current);
+    return out;
   }
 
   private checkDrift(): void {
@@ -174,6 +213,7 @@ export class SharedNode {
       const r = this.rt.attachInterfaces(list);
       if (r.attached.length || r.updated.length || r.removed.length)
         this.events.info({ ...r, mode: this.rt.attachMode }, 'BPF programs attached');
+      this.attachXdp(list);
       this.signature = sig;
       this.current = list;
       this.addresses = addresses;

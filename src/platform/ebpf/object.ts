@@ -21,7 +21,9 @@ export const SOCK_PROGRAMS = [
   'kpt_getpeername4',
   'kpt_getpeername6',
 ] as const;
-export type ProgramName = (typeof TC_PROGRAMS)[number] | (typeof SOCK_PROGRAMS)[number];
+/** The XDP fast path for traffic from outside (src/bpf/xdp.h), loaded unless --ebpf-xdp=off. */
+export const XDP_PROGRAM = 'kpt_xdp' as const;
+export type ProgramName = (typeof TC_PROGRAMS)[number] | (typeof SOCK_PROGRAMS)[number] | typeof XDP_PROGRAM;
 
 /** dist/bpf/kpt.o next to this build (KPT_BPF_OBJECT overrides it). */
 export function defaultObjectPath(): string {
@@ -41,6 +43,8 @@ export interface LoadOptions {
   readonly ctEntries?: number;
   /** Load the socket-level programs too. */
   readonly socketLB?: boolean;
+  /** Load the XDP program too (default true: the tests' private loads run it with BPF_PROG_TEST_RUN). */
+  readonly xdp?: boolean;
 }
 
 export interface MapAdoption {
@@ -109,6 +113,9 @@ export function loadObject(opts: LoadOptions): LoadedObject {
       const h = lib.bpf_object__find_program_by_name(obj, p);
       if (!isNull(h)) lib.bpf_program__set_autoload(h, opts.socketLB ?? false);
     }
+    const xdp = opts.xdp ?? true;
+    const xdpHandle = lib.bpf_object__find_program_by_name(obj, XDP_PROGRAM);
+    if (!isNull(xdpHandle)) lib.bpf_program__set_autoload(xdpHandle, xdp);
     const adoption = opts.pins ? adoptPins(handles, opts.pins) : [];
     const rc = withoutProfilerSignal(() => lib.bpf_object__load(obj));
     if (rc < 0) {
@@ -127,7 +134,7 @@ export function loadObject(opts: LoadOptions): LoadedObject {
       }
     }
     const programs = new Map<ProgramName, number>();
-    for (const p of [...TC_PROGRAMS, ...(opts.socketLB ? SOCK_PROGRAMS : [])]) {
+    for (const p of [...TC_PROGRAMS, ...(opts.socketLB ? SOCK_PROGRAMS : []), ...(xdp ? [XDP_PROGRAM] : [])]) {
       const h = lib.bpf_object__find_program_by_name(obj, p);
       if (isNull(h)) throw new BpfError(`program ${p}`, 2, 'not in the object: rebuild it');
       programs.set(p, lib.bpf_program__fd(h));

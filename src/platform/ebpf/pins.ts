@@ -5,6 +5,7 @@
 //   v<ABI>/maps/kpt_*       the maps, adopted by the next proxy with the same ABI
 //   links/tcx-<ifindex>-<ingress|egress>     tc programs attached with tcx
 //   links/cgroup-<hook>     socket-level programs (--ebpf-socket-lb-cgroup)
+//   links/xdp-<ifindex>     the XDP program on an uplink (--ebpf-xdp)
 //
 // Programs are not pinned: the links hold them, and a new proxy loads its
 // own and swaps them into the existing links atomically.
@@ -74,6 +75,9 @@ export class PinDir {
   }
   cgroupLink(hook: string): string {
     return `${this.linksDir}/cgroup-${hook}`;
+  }
+  xdpLink(ifindex: number): string {
+    return `${this.linksDir}/xdp-${ifindex}`;
   }
 
   ensure(): void {

@@ -18,6 +18,7 @@ import { injectedFault } from '../faults.js';
 import { loadObject, type LoadedObject, type MapAdoption } from './object.js';
 import { ensureBpffs, PinDir } from './pins.js';
 import { HotFilter, trustSeen } from './hotfilter.js';
+import { XdpAttacher, type XdpMode, type XdpReconcileResult } from './xdpattach.js';
 
 export interface RuntimeOptions {
   /** Pin root on a bpf filesystem; null keeps everything private to this process (tests). */
@@ -29,6 +30,8 @@ export interface RuntimeOptions {
   /** Attach the socket-level programs to this cgroup v2 directory. */
   readonly socketLBCgroup?: string | null;
   readonly objectPath?: string;
+  /** The XDP program on the uplinks (attachXdp); 'off' does not even load it. Default 'auto'. */
+  readonly xdp?: XdpMode;
 }
 
 export interface RuntimeOpenReport {
@@ -44,6 +47,7 @@ const ENOTSUPP = 524;
 
 export class EbpfRuntime implements MapStore {
   private attacher: TcAttacher | null = null;
+  private xdpAttacher: XdpAttacher | null = null;
   private readonly mapIds = new Map<MapName, number>();
   /** kpt_hot, kept in step with kpt_addrs and kpt_svc_cidrs (hotfilter.ts). */
   private readonly hot: HotFilter;
@@ -53,6 +57,7 @@ export class EbpfRuntime implements MapStore {
     readonly obj: LoadedObject,
     private readonly wantAttach: AttachMode | 'auto',
     readonly report: RuntimeOpenReport,
+    readonly xdpMode: XdpMode = 'auto',
   ) {
     this.hot = new HotFilter({ hot: obj.map('hot'), addrs: obj.map('addrs'), svcCidrs: obj.map('svcCidrs') });
     // A connection map of our own (not adopted) only ever gets entries from our programs, which mark
@@ -81,14 +86,18 @@ export class EbpfRuntime implements MapStore {
     const obj = loadObject({
       pins,
       socketLB: !!opts.socketLBCgroup,
+      xdp: opts.xdp !== 'off',
       ...(opts.objectPath ? { objectPath: opts.objectPath } : {}),
       ...(opts.maglevM ? { maglevM: opts.maglevM } : {}),
       ...(opts.ctEntries ? { ctEntries: opts.ctEntries } : {}),
     });
-    const rt = new EbpfRuntime(pins, obj, opts.attachMode ?? 'auto', {
-      mountedBpffs: mounted,
-      adoption: obj.adoption,
-    });
+    const rt = new EbpfRuntime(
+      pins,
+      obj,
+      opts.attachMode ?? 'auto',
+      { mountedBpffs: mounted, adoption: obj.adoption },
+      opts.xdp ?? 'auto',
+    );
     if (opts.socketLBCgroup && pins) attachCgroup(pins, opts.socketLBCgroup, (p) => obj.program(p));
     return rt;
   }
@@ -115,6 +124,18 @@ export class EbpfRuntime implements MapStore {
       }
     }
     return this.attacher.reconcile(ifaces, progs);
+  }
+
+  /**
+   * Run the XDP program on exactly these uplinks (xdpattach.ts); with
+   * --ebpf-xdp=off, take it off wherever an earlier proxy put it.
+   */
+  attachXdp(uplinks: readonly Iface[]): XdpReconcileResult {
+    if (!this.pins) throw new BpfError('attach', EINVAL, 'attaching needs a pin root');
+    if (this.xdpMode === 'off')
+      return { attached: [], updated: [], removed: XdpAttacher.detachAll(this.pins), foreign: [] };
+    this.xdpAttacher ??= new XdpAttacher(this.pins, this.xdpMode);
+    return this.xdpAttacher.reconcile(uplinks, this.obj.program('kpt_xdp'));
   }
 
   /**

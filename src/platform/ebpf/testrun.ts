@@ -1,4 +1,4 @@
-// BPF_PROG_TEST_RUN of a tc program on one crafted frame: what the program
+// BPF_PROG_TEST_RUN of a tc (or the XDP) program on one crafted frame: what the program
 // returned, the frame it left behind, and the skb mark. The kernel runs the
 // program on a real skb (of the loopback device of the caller's network
 // namespace unless ctx.ifindex names another) but performs no redirect; a
@@ -57,6 +57,35 @@ export function testRun(progFd: number, input: TestRunInput): TestRunResult {
     retval: o.readInt32LE(56),
     frame: new Uint8Array(dataOut.subarray(0, outLen)),
     mark: ctxOut.readUInt32LE(SKB_MARK),
+    durationNs: o.readUInt32LE(64),
+  };
+}
+
+export const XDP_ACT = { aborted: 0, drop: 1, pass: 2 } as const;
+
+/**
+ * BPF_PROG_TEST_RUN of the XDP program on one frame: its verdict and the
+ * frame it left. No context is passed, so the kernel runs it as if it came
+ * in on the caller's loopback device, queue 0.
+ */
+export function testRunXdp(
+  progFd: number,
+  frame: Uint8Array,
+): { readonly retval: number; readonly frame: Uint8Array; readonly durationNs: number } {
+  const dataIn = Buffer.from(frame);
+  const dataOut = Buffer.alloc(Math.max(256, frame.length + 128));
+  const o = Buffer.alloc(OPTS_SIZE);
+  o.writeBigUInt64LE(BigInt(OPTS_SIZE), 0);
+  o.writeBigUInt64LE(addressOf(dataIn), 8);
+  o.writeBigUInt64LE(addressOf(dataOut), 16);
+  o.writeUInt32LE(dataIn.length, 24);
+  o.writeUInt32LE(dataOut.length, 28);
+  o.writeInt32LE(1, 60); // repeat
+  const rc = libbpf().bpf_prog_test_run_opts(progFd, o);
+  if (rc < 0) throw new BpfError('BPF_PROG_TEST_RUN (xdp)', -rc);
+  return {
+    retval: o.readInt32LE(56),
+    frame: new Uint8Array(dataOut.subarray(0, o.readUInt32LE(28))),
     durationNs: o.readUInt32LE(64),
   };
 }
