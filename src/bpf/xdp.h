@@ -167,8 +167,9 @@ static __always_inline __u64 addr_delta(const union kpt_addr *from, const union 
 /*
  * 1 when tc ingress would leave the packet, as it will be after the rewrite,
  * untouched, so XDP may translate it: tc's first check lets it go, or else
- * the full look tc would take finds nothing (no connection entry, and the
- * endpoint neither a service or node address nor inside a ServiceCIDR).
+ * the full look tc would take finds nothing to do (a connection entry only
+ * for the egress hook, or none and the endpoint neither a service or node
+ * address nor inside a ServiceCIDR).
  * The first check answers for most endpoints; the lookups run only for an
  * endpoint whose bits collide in the first check's bitmaps.
  */
@@ -181,7 +182,10 @@ static __always_inline int tc_leaves(const struct pkt *p, const union kpt_addr *
 		return 1;
 	struct ct_key k;
 	ct_key_of(&q, &k);
-	if (bpf_map_lookup_elem(&kpt_ct, &k) || bpf_map_lookup_elem(&kpt_addrs, to))
+	struct ct_value *e = bpf_map_lookup_elem(&kpt_ct, &k);
+	if (e) /* an entry for the egress hook (a masquerade's, snat.h): tc ingress finds it and leaves the packet */
+		return (e->flags & CT_AT_EGRESS) != 0;
+	if (bpf_map_lookup_elem(&kpt_addrs, to))
 		return 0;
 	struct lpm_key c = { .prefixlen = 128, .addr = *to };
 	return !bpf_map_lookup_elem(&kpt_svc_cidrs, &c);

@@ -125,7 +125,7 @@ describe('XDP on the uplink with real packets from outside', { timeout: 180_000 
       const seen = x.reply.src.split(':')[0];
       assert.equal(seen, x.reply.pod === 'node1-a' ? n1.podGateway : n1.ip, `source seen by ${x.reply.pod}`);
     }
-    assert.equal(d.xdpNew, 0, 'XDP leaves flows that need the mark to tc');
+    assert.equal(d.xdpNew, 0, 'XDP leaves the first packet of a masqueraded flow to tc');
     assert.ok(d.tcNew >= rs.length, `tc balanced them (${d.tcNew})`);
     assert.ok(d.xdpHit >= 2 * rs.length, `XDP translated their later packets (${d.xdpHit})`);
   });
