@@ -90,6 +90,23 @@ static __always_inline int pure_syn(const struct pkt *p)
 	return (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 }
 
+/* The packet's addresses and ports as the socket and conntrack lookups take them; returns the tuple's size. */
+static __always_inline __u32 tuple_of(const struct pkt *p, struct bpf_sock_tuple *t)
+{
+	if (!p->v6) {
+		t->ipv4.saddr = p->saddr.w[3];
+		t->ipv4.daddr = p->daddr.w[3];
+		t->ipv4.sport = p->sport;
+		t->ipv4.dport = p->dport;
+		return sizeof(t->ipv4);
+	}
+	__builtin_memcpy(t->ipv6.saddr, p->saddr.w, 16);
+	__builtin_memcpy(t->ipv6.daddr, p->daddr.w, 16);
+	t->ipv6.sport = p->sport;
+	t->ipv6.dport = p->dport;
+	return sizeof(t->ipv6);
+}
+
 /* What the kernel's connection tracker knows of the packet's tuple: CT_NONE,
  * or the direction of the connection it was seen in; *handshake (when asked
  * for) is set when that connection is a TCP handshake not yet complete.
@@ -101,20 +118,7 @@ static __always_inline int kernel_ct(void *ctx, int xdp, const struct pkt *p, in
 {
 	struct bpf_sock_tuple t = {};
 	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = p->proto };
-	__u32 tsz;
-	if (!p->v6) {
-		t.ipv4.saddr = p->saddr.w[3];
-		t.ipv4.daddr = p->daddr.w[3];
-		t.ipv4.sport = p->sport;
-		t.ipv4.dport = p->dport;
-		tsz = sizeof(t.ipv4);
-	} else {
-		__builtin_memcpy(t.ipv6.saddr, p->saddr.w, 16);
-		__builtin_memcpy(t.ipv6.daddr, p->daddr.w, 16);
-		t.ipv6.sport = p->sport;
-		t.ipv6.dport = p->dport;
-		tsz = sizeof(t.ipv6);
-	}
+	__u32 tsz = tuple_of(p, &t);
 	struct nf_conn *ct = xdp ? bpf_xdp_ct_lookup(ctx, &t, tsz, &o, CT_OPTS_OLD_SZ)
 				 : bpf_skb_ct_lookup(ctx, &t, tsz, &o, CT_OPTS_OLD_SZ);
 	if (!ct)
@@ -137,20 +141,7 @@ static __always_inline int kernel_ct(void *ctx, int xdp, const struct pkt *p, in
 static __always_inline int connected_udp_socket(void *ctx, const struct pkt *p)
 {
 	struct bpf_sock_tuple t = {};
-	__u32 tsz;
-	if (!p->v6) {
-		t.ipv4.saddr = p->saddr.w[3];
-		t.ipv4.daddr = p->daddr.w[3];
-		t.ipv4.sport = p->sport;
-		t.ipv4.dport = p->dport;
-		tsz = sizeof(t.ipv4);
-	} else {
-		__builtin_memcpy(t.ipv6.saddr, p->saddr.w, 16);
-		__builtin_memcpy(t.ipv6.daddr, p->daddr.w, 16);
-		t.ipv6.sport = p->sport;
-		t.ipv6.dport = p->dport;
-		tsz = sizeof(t.ipv6);
-	}
+	__u32 tsz = tuple_of(p, &t);
 	struct bpf_sock *sk = bpf_sk_lookup_udp(ctx, &t, tsz, BPF_F_CURRENT_NETNS, 0);
 	if (!sk)
 		return 0;
