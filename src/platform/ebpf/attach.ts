@@ -77,6 +77,16 @@ export function progInfo(fd: number): ProgInfo {
 }
 
 /** Name of a loaded program by id ('' when it is gone). */
+/** A program's id by its fd, asked of the kernel once per fd (the attachers compare ids on every sync). */
+export function cachedProgId(cache: Map<number, number>, fd: number): number {
+  let id = cache.get(fd);
+  if (id === undefined) {
+    id = progInfo(fd).id;
+    cache.set(fd, id);
+  }
+  return id;
+}
+
 export function progNameById(id: number): string {
   const fd = libbpf().bpf_prog_get_fd_by_id(id);
   if (fd < 0) return '';
@@ -147,12 +157,7 @@ export class TcAttacher {
   }
 
   private progId(fd: number): number {
-    let id = this.progIds.get(fd);
-    if (id === undefined) {
-      id = progInfo(fd).id;
-      this.progIds.set(fd, id);
-    }
-    return id;
+    return cachedProgId(this.progIds, fd);
   }
 
   private tcx(ifindex: number, dir: Direction, progFd: number): 'attached' | 'updated' | 'kept' {

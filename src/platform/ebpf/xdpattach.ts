@@ -16,7 +16,7 @@
 import type { IPFamily } from '../../core/types.js';
 import { normalizeIP } from '../../core/ip.js';
 import { BpfError, closeFd, libbpf } from './libbpf.js';
-import { linkInfo, progInfo } from './attach.js';
+import { cachedProgId, linkInfo } from './attach.js';
 import { ARPHRD_ETHER, type Iface } from './ifaces.js';
 import type { PinDir } from './pins.js';
 
@@ -100,12 +100,7 @@ export class XdpAttacher {
   }
 
   private progId(fd: number): number {
-    let id = this.progIds.get(fd);
-    if (id === undefined) {
-      id = progInfo(fd).id;
-      this.progIds.set(fd, id);
-    }
-    return id;
+    return cachedProgId(this.progIds, fd);
   }
 
   private attach(ifindex: number, progFd: number): 'native' | 'generic' | 'updated' | 'kept' | 'foreign' {
