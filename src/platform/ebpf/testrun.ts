@@ -32,33 +32,13 @@ export interface TestRunResult {
 }
 
 export function testRun(progFd: number, input: TestRunInput): TestRunResult {
-  const dataIn = Buffer.from(input.frame);
-  const dataOut = Buffer.alloc(Math.max(256, input.frame.length + 128));
   const ctxIn = Buffer.alloc(SKB_CTX_SIZE);
   ctxIn.writeUInt32LE(input.mark ?? 0, SKB_MARK);
   if (input.ifindex !== undefined) ctxIn.writeUInt32LE(input.ifindex, SKB_IFINDEX);
   if (input.ingressIfindex !== undefined) ctxIn.writeUInt32LE(input.ingressIfindex, SKB_INGRESS_IFINDEX);
   const ctxOut = Buffer.alloc(SKB_CTX_SIZE);
-  const o = Buffer.alloc(OPTS_SIZE);
-  o.writeBigUInt64LE(BigInt(OPTS_SIZE), 0);
-  o.writeBigUInt64LE(addressOf(dataIn), 8);
-  o.writeBigUInt64LE(addressOf(dataOut), 16);
-  o.writeUInt32LE(dataIn.length, 24);
-  o.writeUInt32LE(dataOut.length, 28);
-  o.writeBigUInt64LE(addressOf(ctxIn), 32);
-  o.writeBigUInt64LE(addressOf(ctxOut), 40);
-  o.writeUInt32LE(ctxIn.length, 48);
-  o.writeUInt32LE(ctxOut.length, 52);
-  o.writeInt32LE(1, 60); // repeat
-  const rc = libbpf().bpf_prog_test_run_opts(progFd, o);
-  if (rc < 0) throw new BpfError('BPF_PROG_TEST_RUN', -rc);
-  const outLen = o.readUInt32LE(28);
-  return {
-    retval: o.readInt32LE(56),
-    frame: new Uint8Array(dataOut.subarray(0, outLen)),
-    mark: ctxOut.readUInt32LE(SKB_MARK),
-    durationNs: o.readUInt32LE(64),
-  };
+  const r = runOnce(progFd, input.frame, 'BPF_PROG_TEST_RUN', { in: ctxIn, out: ctxOut });
+  return { ...r, mark: ctxOut.readUInt32LE(SKB_MARK) };
 }
 
 export const XDP_ACT = { aborted: 0, drop: 1, pass: 2 } as const;
@@ -72,6 +52,16 @@ export function testRunXdp(
   progFd: number,
   frame: Uint8Array,
 ): { readonly retval: number; readonly frame: Uint8Array; readonly durationNs: number } {
+  return runOnce(progFd, frame, 'BPF_PROG_TEST_RUN (xdp)');
+}
+
+/** One run of the program on the frame, with the program's context in and out when given. */
+function runOnce(
+  progFd: number,
+  frame: Uint8Array,
+  what: string,
+  ctx?: { readonly in: Buffer; readonly out: Buffer },
+): { retval: number; frame: Uint8Array; durationNs: number } {
   const dataIn = Buffer.from(frame);
   const dataOut = Buffer.alloc(Math.max(256, frame.length + 128));
   const o = Buffer.alloc(OPTS_SIZE);
@@ -80,9 +70,15 @@ export function testRunXdp(
   o.writeBigUInt64LE(addressOf(dataOut), 16);
   o.writeUInt32LE(dataIn.length, 24);
   o.writeUInt32LE(dataOut.length, 28);
+  if (ctx) {
+    o.writeBigUInt64LE(addressOf(ctx.in), 32);
+    o.writeBigUInt64LE(addressOf(ctx.out), 40);
+    o.writeUInt32LE(ctx.in.length, 48);
+    o.writeUInt32LE(ctx.out.length, 52);
+  }
   o.writeInt32LE(1, 60); // repeat
   const rc = libbpf().bpf_prog_test_run_opts(progFd, o);
-  if (rc < 0) throw new BpfError('BPF_PROG_TEST_RUN (xdp)', -rc);
+  if (rc < 0) throw new BpfError(what, -rc);
   return {
     retval: o.readInt32LE(56),
     frame: new Uint8Array(dataOut.subarray(0, o.readUInt32LE(28))),
