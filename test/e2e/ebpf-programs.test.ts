@@ -29,6 +29,7 @@ import { BpfError } from '../../src/platform/ebpf/libbpf.js';
 import { PACKET_FLOW_SCENARIOS, type PacketFlow, type Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
 import { buildFrame, buildIcmpError, type Frame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
+import { assertTcVerdict } from '../ebpf/verdict.js';
 
 describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeout: 120_000 }, () => {
   let rt: EbpfRuntime;
@@ -325,46 +326,20 @@ function compareFlow(rt: EbpfRuntime, fake: Fake, s: Scenario, f: PacketFlow, sp
   const got = testRun(rt.obj.program(egress ? 'kpt_egress' : 'kpt_ingress'), { frame });
   const out = parseFrame(got.frame);
   const what = `${s.name} / ${f.name}: ${f.protocol} ${f.src} -> ${f.dst}:${f.port} (tracer: ${want.output || '""'})`;
-  switch (want.output) {
-    case '':
-      assert.equal(got.retval, TC_ACT.unspec, what);
-      assert.equal(`${out.dst}:${out.dport}`, `${f.dst}:${f.port}`, what);
-      return;
-    case 'DROP':
-      assert.equal(got.retval, TC_ACT.shot, what);
-      return;
-    case 'REJECT':
-      assert.equal(got.retval, TC_ACT.redirect, what);
-      assert.ok(out.icmp, `${what}: an ICMP error`);
-      assert.deepEqual(
-        [out.icmp.type, out.icmp.code, out.icmp.inner.dst, out.icmp.inner.dport, out.l4ok],
-        [f.dst.includes(':') ? 1 : 3, f.dst.includes(':') ? 4 : 3, f.dst, f.port, true],
-        what,
-      );
-      return;
-    default: {
-      const chosen = f.dst.includes(':') ? `[${out.dst}]:${out.dport}` : `${out.dst}:${out.dport}`;
-      assert.ok(
-        want.candidates.some((c) => c.endpoint === chosen),
-        `${what}: program chose ${chosen}`,
-      );
-      assert.ok(out.l4ok && out.l3ok, `${what}: checksums`);
-      if (egress) return;
-      // Masquerade of a connection that entered the node is the programs' own (snat.h): no mark for netfilter,
-      // and an entry that rewrites the source at egress, client -> endpoint. Its address is the route's
-      // preferred source towards the endpoint, in this process's network namespace: where that has no route
-      // (or no forwarding) the packet goes nowhere and nothing is masqueraded, so only "no masquerade where
-      // the tracer says none" is certain on every machine.
-      assert.equal(got.mark & 0x4000, 0, `${what}: no masquerade mark`);
-      const out3 = rt.lookup(
-        'ct',
-        L.encodeCtKey({ saddr: f.src, daddr: out.dst, sport, dport: out.dport, proto: f.protocol as 'TCP' | 'UDP' }),
-      );
-      const snat = out3 && L.decodeCtValue(out3);
-      const masqueraded =
-        snat !== null && (snat.flags & (L.CT_REPLY | L.CT_AT_EGRESS)) === (L.CT_REPLY | L.CT_AT_EGRESS);
-      if (!want.masq) assert.equal(masqueraded, false, `${what}: not masqueraded`);
-      else if (masqueraded) assert.ok(snat.port >= 1024 && snat.port < 32768, `${what}: masquerade port ${snat.port}`);
-    }
-  }
+  assertTcVerdict(want, got.retval, out, { dst: f.dst, port: f.port, what });
+  if (want.output === '' || want.output === 'DROP' || want.output === 'REJECT' || egress) return;
+  // Masquerade of a connection that entered the node is the programs' own (snat.h): no mark for netfilter,
+  // and an entry that rewrites the source at egress, client -> endpoint. Its address is the route's
+  // preferred source towards the endpoint, in this process's network namespace: where that has no route
+  // (or no forwarding) the packet goes nowhere and nothing is masqueraded, so only "no masquerade where
+  // the tracer says none" is certain on every machine.
+  assert.equal(got.mark & 0x4000, 0, `${what}: no masquerade mark`);
+  const out3 = rt.lookup(
+    'ct',
+    L.encodeCtKey({ saddr: f.src, daddr: out.dst, sport, dport: out.dport, proto: f.protocol as 'TCP' | 'UDP' }),
+  );
+  const snat = out3 && L.decodeCtValue(out3);
+  const masqueraded = snat !== null && (snat.flags & (L.CT_REPLY | L.CT_AT_EGRESS)) === (L.CT_REPLY | L.CT_AT_EGRESS);
+  if (!want.masq) assert.equal(masqueraded, false, `${what}: not masqueraded`);
+  else if (masqueraded) assert.ok(snat.port >= 1024 && snat.port < 32768, `${what}: masquerade port ${snat.port}`);
 }

@@ -27,11 +27,12 @@ import * as L from '../../src/dataplane/ebpf/layout.js';
 import { Fake, trace } from '../../src/dataplane/ebpf/index.js';
 import { EbpfPlanner } from '../../src/platform/ebpf/planner.js';
 import { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
-import { TC_ACT, testRun, testRunXdp, XDP_ACT } from '../../src/platform/ebpf/testrun.js';
+import { testRun, testRunXdp, XDP_ACT } from '../../src/platform/ebpf/testrun.js';
 import { LOCAL, service, slice } from '../cases/fixtures.js';
 import { PACKET_FLOW_SCENARIOS, type Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
 import { buildFrame, type Frame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
+import { assertTcVerdict } from '../ebpf/verdict.js';
 
 const MASQ = 0x4000;
 
@@ -124,28 +125,8 @@ describe('XDP in front of tc ingress (BPF_PROG_TEST_RUN)', { timeout: 120_000 },
         } else {
           assert.equal(r.moved.xdpPass, 1, `${what}: left to tc`);
         }
-        switch (want.output) {
-          case '':
-            assert.equal(tc.retval, TC_ACT.unspec, what);
-            assert.equal(`${out.dst}:${out.dport}`, `${f.dst}:${f.port}`, what);
-            break;
-          case 'DROP':
-            assert.equal(tc.retval, TC_ACT.shot, what);
-            break;
-          case 'REJECT':
-            assert.equal(tc.retval, TC_ACT.redirect, what);
-            assert.ok(out.icmp, `${what}: an ICMP error`);
-            break;
-          default: {
-            const chosen = f.dst.includes(':') ? `[${out.dst}]:${out.dport}` : `${out.dst}:${out.dport}`;
-            assert.ok(
-              want.candidates.some((c) => c.endpoint === chosen),
-              `${what}: chose ${chosen}`,
-            );
-            assert.ok(out.l4ok && out.l3ok, `${what}: checksums`);
-            assert.equal(tc.mark & MASQ, 0, `${what}: no masquerade mark`);
-          }
-        }
+        assertTcVerdict(want, tc.retval, out, { dst: f.dst, port: f.port, what });
+        assert.equal(tc.mark & MASQ, 0, `${what}: no masquerade mark`);
       }
     }
     assert.ok(total.xdpNew >= 3, `XDP balanced eTP Local flows (${total.xdpNew})`);
