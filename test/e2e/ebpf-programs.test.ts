@@ -29,7 +29,7 @@ import { BpfError } from '../../src/platform/ebpf/libbpf.js';
 import { PACKET_FLOW_SCENARIOS, type PacketFlow, type Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
 import { buildFrame, buildIcmpError, type Frame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
-import { assertTcVerdict } from '../ebpf/verdict.js';
+import { assertTcVerdict, clearMaps as clear } from '../ebpf/verdict.js';
 
 describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeout: 120_000 }, () => {
   let rt: EbpfRuntime;
@@ -302,20 +302,6 @@ function replyFrame(client: Frame, translated: { dst: string; dport: number }, e
     proto: 'TCP',
     ...extra,
   });
-}
-
-/** Every entry of every map (the array is zeroed): each scenario starts empty. */
-function clear(rt: EbpfRuntime): void {
-  for (const m of L.MAP_NAMES) {
-    // The first check's bitmaps: kpt_hot follows kpt_addrs and kpt_svc_cidrs by itself, and a stale
-    // kpt_seen mark only sends a packet to the full look.
-    if (m === 'stats' || m === 'hot' || m === 'seen') continue;
-    if (m === 'cfg') {
-      for (const i of [0, 1]) rt.apply([{ map: 'cfg', op: 'update', key: L.encodeU32(i), value: new Uint8Array(16) }]);
-      continue;
-    }
-    rt.apply(rt.dump(m).map(([k]) => ({ map: m, op: 'delete' as const, key: k })));
-  }
 }
 
 function compareFlow(rt: EbpfRuntime, fake: Fake, s: Scenario, f: PacketFlow, sport: number): void {

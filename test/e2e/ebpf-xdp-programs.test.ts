@@ -32,7 +32,7 @@ import { LOCAL, service, slice } from '../cases/fixtures.js';
 import { PACKET_FLOW_SCENARIOS, type Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
 import { buildFrame, type Frame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
-import { assertTcVerdict } from '../ebpf/verdict.js';
+import { assertTcVerdict, clearMaps as clear } from '../ebpf/verdict.js';
 
 const MASQ = 0x4000;
 
@@ -58,18 +58,6 @@ function pipeline(rt: EbpfRuntime, frame: Uint8Array) {
   const now = counters(rt);
   const moved = Object.fromEntries(Object.entries(now).map(([k, v]) => [k, v - before[k as keyof Counters]]));
   return { xdp: x, xdpTouched: !Buffer.from(x.frame).equals(Buffer.from(frame)), tc, moved: moved as Counters };
-}
-
-/** Every entry of every map the planner writes or the programs fill: each scenario starts empty. */
-function clear(rt: EbpfRuntime): void {
-  for (const m of L.MAP_NAMES) {
-    if (m === 'stats' || m === 'hot' || m === 'seen') continue;
-    if (m === 'cfg') {
-      for (const i of [0, 1]) rt.apply([{ map: 'cfg', op: 'update', key: L.encodeU32(i), value: new Uint8Array(16) }]);
-      continue;
-    }
-    rt.apply(rt.dump(m).map(([k]) => ({ map: m, op: 'delete' as const, key: k })));
-  }
 }
 
 function load(rt: EbpfRuntime, s: Scenario): Fake {

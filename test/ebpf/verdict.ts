@@ -1,9 +1,11 @@
-// The tc verdict a BPF_PROG_TEST_RUN gave, held to what the tracer expects
-// for the same packet: shared by the tc-only and the XDP-then-tc comparisons
-// (ebpf-programs and ebpf-xdp-programs), so both hold the programs to one
-// reading of the tracer.
+// Shared by the BPF_PROG_TEST_RUN comparisons of the programs with the
+// tracer (ebpf-programs: tc alone; ebpf-xdp-programs: XDP, then tc): the
+// maps emptied between scenarios, and the tc verdict held to what the
+// tracer expects, so both hold the programs to one reading of the tracer.
 import assert from 'node:assert/strict';
+import * as L from '../../src/dataplane/ebpf/layout.js';
 import type { TraceResult } from '../../src/dataplane/ebpf/trace.js';
+import type { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
 import { TC_ACT } from '../../src/platform/ebpf/testrun.js';
 import type { Parsed } from './frames.js';
 
@@ -47,5 +49,19 @@ export function assertTcVerdict(want: TraceResult, retval: number, out: Parsed, 
       );
       assert.ok(out.l4ok && out.l3ok, `${what}: checksums`);
     }
+  }
+}
+
+/** Every entry of every map the planner writes or the programs fill (arrays zeroed): a scenario starts empty. */
+export function clearMaps(rt: EbpfRuntime): void {
+  for (const m of L.MAP_NAMES) {
+    // The first check's bitmaps: kpt_hot follows kpt_addrs and kpt_svc_cidrs by itself, and a stale
+    // kpt_seen mark only sends a packet to the full look.
+    if (m === 'stats' || m === 'hot' || m === 'seen') continue;
+    if (m === 'cfg') {
+      for (const i of [0, 1]) rt.apply([{ map: 'cfg', op: 'update', key: L.encodeU32(i), value: new Uint8Array(16) }]);
+      continue;
+    }
+    rt.apply(rt.dump(m).map(([k]) => ({ map: m, op: 'delete' as const, key: k })));
   }
 }
