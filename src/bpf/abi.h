@@ -178,7 +178,7 @@ struct ct_key {
 enum ct_flags {
 	CT_REPLY = 1 << 0,     /* a reply entry: rewrite the source back to addr:port */
 	CT_AT_EGRESS = 1 << 1, /* translate at the egress hook (else ingress) */
-	CT_MASQ = 1 << 2,      /* original direction: set the masquerade mark (entries of older versions only) */
+	CT_MASQ = 1 << 2,      /* original direction: set the masquerade mark (kernels before 6.7; older versions) */
 	CT_SEEN_ACK = 1 << 3,  /* TCP: the client sent more than SYNs; a new SYN is a new connection */
 	CT_VIA_LO = 1 << 4,    /* reply entry: the service address is the node's own, so the translated
 				* reply (now from a local address) must come in through loopback: any other

@@ -223,7 +223,7 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 	union kpt_addr a = ct->addr;
 	if (rewrite(skb, p, 1, &a, ct->port) < 0)
 		return TC_ACT_SHOT;
-	if (ct->flags & CT_MASQ) /* an entry of an older version, whose masquerade netfilter did */
+	if (ct->flags & CT_MASQ) /* masqueraded by netfilter (a kernel before 6.7, or an older version's entry) */
 		skb->mark |= cfg->mark;
 	stat_inc(STAT_CT_HIT);
 	traffic_add(cfg, ct->svc_id, 0, skb->len);
@@ -341,7 +341,8 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	/* Ingress: the source is rewritten at egress, by entries of its own (snat.h).
 	 * Egress (the node's own connection): netfilter has run already, so
 	 * masquerade here, to the source address the route to the endpoint would use. */
-	if (ingress && res.masq && masquerade_in(skb, p, now) < 0) {
+	int masq = ingress && res.masq ? masquerade_in(skb, p, now) : 0;
+	if (masq < 0) {
 		stat_inc(STAT_DROP);
 		return TC_ACT_SHOT;
 	}
@@ -349,6 +350,8 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	int rc = 0, snat = 0;
 	if (!ingress) {
 		rc = route_lookup(skb, p, res.masq, &f);
+		if (rc < 0 && res.masq)
+			rc = route_lookup(skb, p, 0, &f); /* no BPF_FIB_LOOKUP_SRC (before 6.7): the source stays */
 		snat = res.masq && snat_source(skb, p, &f, rc);
 	}
 	union kpt_addr nat = {};
@@ -361,7 +364,7 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 			return TC_ACT_SHOT;
 	}
 	struct ct_value fwd = { .addr = res.ep.addr, .port = res.ep.port, .svc_id = res.svc_id, .created_ns = now };
-	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (snat ? CT_SNAT : 0);
+	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (snat ? CT_SNAT : 0) | (masq == MASQ_BY_MARK ? CT_MASQ : 0);
 	if (snat)
 		fwd.nat = nat;
 	struct ct_key rk = { .saddr = res.ep.addr, .daddr = p->saddr, .sport = res.ep.port, .dport = p->sport,
@@ -375,6 +378,8 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	seen_mark(SEEN_ORIG_DST, &vip);
 	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
 	bpf_map_update_elem(&kpt_ct, key, &fwd, BPF_ANY);
+	if (masq == MASQ_BY_MARK)
+		skb->mark |= cfg->mark;
 	stat_inc(STAT_NEW);
 	traffic_add(cfg, res.svc_id, 1, skb->len);
 	return ingress ? TC_ACT_UNSPEC : route_send(skb, &f, rc);

@@ -39,16 +39,23 @@
 #define NAT_PORT_SPAN (32768 - NAT_PORT_MIN)
 #define NAT_PORT_TRIES 8
 
+#define MASQ_BY_MARK 2
+
 /*
  * p: the connection's first packet, already DNATed (client -> endpoint).
  * 1 when masqueraded, 0 when there is no route to the endpoint (the packet
  * goes nowhere anyway), -1 when no port was free among the ones tried (the
- * packet is dropped; the client's retransmit tries other ports).
+ * packet is dropped; the client's retransmit tries other ports), and
+ * MASQ_BY_MARK where the kernel cannot say the route's source (before 6.7,
+ * no BPF_FIB_LOOKUP_SRC): then the mark and the proxy's nftables table
+ * masquerade the connection, as before this file existed.
  */
 static __always_inline int masquerade_in(struct __sk_buff *skb, const struct pkt *p, __u64 now)
 {
 	struct bpf_fib_lookup f;
 	int rc = route_lookup(skb, p, 1, &f);
+	if (rc < 0)
+		return MASQ_BY_MARK;
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return 0;
 	union kpt_addr nat;

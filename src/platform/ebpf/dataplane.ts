@@ -1,7 +1,8 @@
 // EbpfDataplane: the ebpf mode for one IP family. A sync plans this
 // family's map entries (EbpfPlanner: the ebpf driver under the one
 // reconciler), writes only what changed, removes the masquerade table an
-// older version left (the programs masquerade themselves now), and forgets
+// older version left (the programs masquerade themselves now; on a kernel
+// before 6.7 they mark instead, and the table stays), and forgets
 // UDP connection entries whose endpoint is gone (as
 // upstream deletes stale UDP conntrack entries). Programs, maps and the
 // interface watch are shared with the other family (SharedNode). After a
@@ -27,6 +28,10 @@ import type {
 import type { LiveEntries } from '../../dataplane/ebpf/driver.js';
 import * as L from '../../dataplane/ebpf/layout.js';
 import { removeOldMasqueradeTable } from './cleanup.js';
+import { hasFibLookupSrc } from './kernel.js';
+import { masqueradeTable } from '../../dataplane/ebpf/masq.js';
+import { run } from '../exec.js';
+import { release } from 'node:os';
 import { joinHostPort } from '../../core/ip.js';
 import { performance } from 'node:perf_hooks';
 import { cleanupEbpfMode } from './cleanup.js';
@@ -67,6 +72,8 @@ export class EbpfDataplane implements Dataplane {
   private lastState: SyncState | null = null;
   private readonly udpSeen = new SeenUDPPorts();
   private oldTableChecked = false;
+  /** The kernel tells the programs a route's source, so they masquerade themselves (kernel.ts). */
+  private readonly fibSrc = hasFibLookupSrc();
   /** A sliced plan is running; what must not meet it waits in `deferred`. */
   private planning = false;
   /** This family has written to the maps (since this process opened them). */
@@ -165,9 +172,21 @@ export class EbpfDataplane implements Dataplane {
           'BPF pins and attachments restored',
         );
     }
-    if (!this.oldTableChecked) {
+    if (this.fibSrc && !this.oldTableChecked) {
       if (await removeOldMasqueradeTable(this.family))
         this.event('info', {}, 'removed the nftables masquerade table of an older version');
+      this.oldTableChecked = true;
+    } else if (!this.fibSrc && (!this.oldTableChecked || state.fullSync)) {
+      // A kernel before 6.7: the programs mark what needs masquerade, and this table masquerades it.
+      await run('nft', ['-f', '-'], {
+        input: masqueradeTable(this.family, this.deps.config.masqueradeMark).toString(),
+      });
+      if (!this.oldTableChecked)
+        this.event(
+          'info',
+          { kernel: release() },
+          'kernel without BPF_FIB_LOOKUP_SRC: masquerade through the kube-proxy-ebpf table',
+        );
       this.oldTableChecked = true;
     }
     const t0 = performance.now();
