@@ -185,6 +185,7 @@ enum ct_flags {
 				* interface drops packets from local addresses (martian source) */
 	CT_SNAT = 1 << 5,      /* masqueraded at egress: original direction: the source becomes nat;
 				* reply: the destination goes back to nat */
+	CT_UNMASQ = 1 << 6,    /* a masquerade's reply entry (snat.h): the destination goes back to the client */
 };
 
 struct ct_value {

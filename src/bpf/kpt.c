@@ -31,7 +31,6 @@
 #include "filter.h"
 #include "frag.h"
 #include "icmp.h"
-#include "snat.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -74,6 +73,7 @@ extern void bpf_ct_release(struct nf_conn *ct) __ksym;
 #define IP_CT_DIR_ORIGINAL 0
 #define IP_CT_DIR_REPLY 1
 #define CT_FALLTHROUGH 1000 /* ct_translate: treat the packet as a new flow */
+#define CT_STALE 1001       /* ct_translate: the entry is stale; drop it and look again */
 
 static __always_inline void ct_key_of(const struct pkt *p, struct ct_key *k)
 {
@@ -214,6 +214,13 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 			return to_loopback(skb);
 		return TC_ACT_UNSPEC;
 	}
+	/* A masquerade's reply entry outlives its connection (entries go by LRU); netfilter may later
+	 * masquerade another connection onto the same node port towards the endpoint (another mode after a
+	 * handover, an iptables rule): then conntrack owns the tuple, and the entry must not take the
+	 * replies. Asked when a connection's first reply can come: a SYN-ACK, or any datagram. */
+	if ((ct->flags & CT_UNMASQ) && (p->proto == IPPROTO_UDP || (p->tcp_flags & TCP_FLAG_SYN)) &&
+	    kernel_ct(skb, 0, p, 0) == IP_CT_DIR_REPLY)
+		return CT_STALE;
 	if (p->proto == IPPROTO_TCP) {
 		if (pure_syn(p) && (ct->flags & CT_SEEN_ACK))
 			return CT_FALLTHROUGH; /* the client reuses the ports for a new connection */
@@ -309,6 +316,9 @@ static __always_inline int snat_source(struct __sk_buff *skb, const struct pkt *
 	}
 	return 1;
 }
+
+/* Masquerade by the programs (it asks kernel_ct, above). */
+#include "snat.h"
 
 static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const struct cfg_value *cfg,
 				    const struct ct_key *key, int ingress)
@@ -440,9 +450,12 @@ static __always_inline int handle(struct __sk_buff *skb, int ingress)
 		else
 			seen_mark(SEEN_ORIG_DST, &p.daddr);
 		int r = ct_translate(skb, &p, ct, cfg, ingress);
-		if (r != CT_FALLTHROUGH)
+		if (r == CT_STALE)
+			bpf_map_delete_elem(&kpt_ct, &key);
+		else if (r != CT_FALLTHROUGH)
 			return r;
-		forget_flow(&p, ct, &key);
+		else
+			forget_flow(&p, ct, &key);
 	}
 	if (p.frag == FRAG_LATER)
 		return TC_ACT_UNSPEC; /* only a first fragment, with its ports, can open a connection */

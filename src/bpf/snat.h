@@ -18,9 +18,11 @@
  * Two more connection entries do it, both of kinds the programs already
  * translate: a reply-kind entry keyed client -> endpoint at egress (rewrite
  * the source to node:port) and an original-kind entry keyed endpoint ->
- * node:port at ingress (rewrite the destination to the client). The port is
- * claimed by inserting the second with BPF_NOEXIST, so two CPUs never pick
- * the same one.
+ * node:port at ingress (rewrite the destination to the client; CT_UNMASQ).
+ * The port is claimed by inserting the second with BPF_NOEXIST, so two CPUs
+ * never pick the same one, and skipped when the kernel's conntrack knows
+ * the tuple (netfilter masqueraded something onto it); an entry left from a
+ * finished connection yields to netfilter the same way (ct_translate).
  *
  * Ports come from below the kernel's default ephemeral range (32768-60999):
  * a tuple node:port -> endpoint we use must not be one a local socket picks
@@ -34,6 +36,31 @@
 #include "pkt.h"
 #include "reply.h"
 #include "filter.h"
+
+/*
+ * Whether the kernel's connection tracker has the tuple of k. An IPv6 ct_key starts with the layout of
+ * the IPv6 socket tuple, so it is passed as it is; IPv4 needs a 12-byte one. (new_flow, where this is
+ * inlined, is close to the 512-byte stack limit.)
+ */
+static __always_inline int conntrack_knows(struct __sk_buff *skb, struct ct_key *k, int v6)
+{
+	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = k->proto };
+	struct nf_conn *ct;
+	if (v6) {
+		ct = bpf_skb_ct_lookup(skb, (struct bpf_sock_tuple *)k, sizeof(((struct bpf_sock_tuple *)0)->ipv6), &o,
+				       CT_OPTS_OLD_SZ);
+	} else {
+		struct {
+			__be32 saddr, daddr;
+			__be16 sport, dport;
+		} t4 = { k->saddr.w[3], k->daddr.w[3], k->sport, k->dport };
+		ct = bpf_skb_ct_lookup(skb, (struct bpf_sock_tuple *)&t4, sizeof(t4), &o, CT_OPTS_OLD_SZ);
+	}
+	if (!ct)
+		return 0;
+	bpf_ct_release(ct);
+	return 1;
+}
 
 #define NAT_PORT_MIN 1024
 #define NAT_PORT_SPAN (32768 - NAT_PORT_MIN)
@@ -67,17 +94,26 @@ static __always_inline int masquerade_in(struct __sk_buff *skb, const struct pkt
 		return 0;
 	/* Before the entries exist: the first check lets their packets through from the first one on. */
 	seen_mark(SEEN_ORIG_DST, &p->daddr);
-	struct ct_key back = { .saddr = p->daddr, .daddr = nat, .sport = p->dport, .proto = p->proto };
-	struct ct_value to_client = { .addr = p->saddr, .port = p->sport, .created_ns = now };
+	struct ct_key k = { .saddr = p->daddr, .daddr = nat, .sport = p->dport, .proto = p->proto };
+	struct ct_value v = { .addr = p->saddr, .port = p->sport, .flags = CT_UNMASQ, .created_ns = now };
 	__u32 start = bpf_get_prandom_u32();
 	for (int i = 0; i < NAT_PORT_TRIES; i++) {
-		back.dport = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_SPAN);
-		if (bpf_map_update_elem(&kpt_ct, &back, &to_client, BPF_NOEXIST) == 0) {
-			struct ct_key out = { .saddr = p->saddr, .daddr = p->daddr, .sport = p->sport, .dport = p->dport,
-					      .proto = p->proto };
-			struct ct_value from_nat = { .addr = nat, .port = back.dport, .flags = CT_REPLY | CT_AT_EGRESS,
-						     .created_ns = now };
-			bpf_map_update_elem(&kpt_ct, &out, &from_nat, BPF_ANY);
+		__be16 port = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_SPAN);
+		k.dport = port;
+		/* The endpoint's reply as it will come back (k): if conntrack knows it, netfilter masqueraded
+		 * another connection onto that port (a mode before a handover, an iptables rule): taken. */
+		if (conntrack_knows(skb, &k, p->v6))
+			continue;
+		if (bpf_map_update_elem(&kpt_ct, &k, &v, BPF_NOEXIST) == 0) {
+			/* k and v again (the stack is short): client -> endpoint, at egress, source to nat:port. */
+			k.saddr = p->saddr;
+			k.daddr = p->daddr;
+			k.sport = p->sport;
+			k.dport = p->dport;
+			v.addr = nat;
+			v.port = port;
+			v.flags = CT_REPLY | CT_AT_EGRESS;
+			bpf_map_update_elem(&kpt_ct, &k, &v, BPF_ANY);
 			return 1;
 		}
 	}

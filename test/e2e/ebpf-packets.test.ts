@@ -125,6 +125,41 @@ describe('BPF programs with hand-written maps, real packets', { timeout: 120_000
     assert.doesNotMatch(ruleset.stdout, /masquerade|snat|type nat/);
   });
 
+  test('a masquerade entry left from a finished connection yields to a connection conntrack knows', async () => {
+    // The entry that takes a masqueraded connection's replies back to its client (CT_UNMASQ) lives until the
+    // LRU drops it. When netfilter later puts another connection on the same node port towards the same
+    // endpoint (here node1's own socket on that port; after a handover, another mode's masquerade), its
+    // replies are conntrack's: the stale entry must let them through, not send them to the old client.
+    const n1 = c.node('node1');
+    const ep = c.pod('node2-a').ip;
+    const port = 20000;
+    const key = { saddr: ep, daddr: n1.ip, sport: 8080, dport: port, proto: 'TCP' as const };
+    const ops = [E.ct(key, { addr: '203.0.113.9', port: 4444, flags: L.CT_UNMASQ })];
+    await bpf.helper({ cmd: 'apply', pinRoot: TEST_PIN_ROOT, ops });
+    // The mode loads no conntrack; a rule with a ct expression does.
+    const ctTable =
+      'table ip kpt_ct_on {\n chain out { type filter hook output priority 0; ct state new accept; }\n}\n';
+    await nsRun(n1.ns, ['nft', '-f', '-'], { input: ctTable });
+    try {
+      const a = await c.agent('node1');
+      const r = (await a.request('tcp', { host: ep, port: 8080, bind: n1.ip, localPort: port })) as {
+        ok: boolean;
+        reply?: { pod: string };
+        error?: string;
+      };
+      assert.ok(r.ok, JSON.stringify(r));
+      assert.equal(r.reply?.pod, 'node2-a');
+      const left = await bpf.helper<{ entries: Array<[string, string]> }>({
+        cmd: 'dump',
+        pinRoot: TEST_PIN_ROOT,
+        map: 'ct',
+      });
+      assert.ok(!left.entries.some(([k]) => k === L.hex(L.encodeCtKey(key))), 'the stale entry is gone');
+    } finally {
+      await nsRun(n1.ns, ['nft', 'delete', 'table', 'ip', 'kpt_ct_on']);
+    }
+  });
+
   test('a port the ClusterIP does not define is rejected; an unallocated ServiceCIDR address is dropped', async () => {
     const a = await c.agent('node1-b');
     const t = await a.tcp(VIP, 81, { timeoutMs: 1500 });

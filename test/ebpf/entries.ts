@@ -63,3 +63,8 @@ export function svcCidr(addrIP: string, prefix: number): HexOp {
 export function lbSrc(svcId: number, addrIP: string, prefix: number): HexOp {
   return up('lbSrc', L.encodeLpmSvcKey({ svcId, addr: addrIP, prefix }), L.encodeU8(1));
 }
+
+/** A connection entry as the programs write them (svc_id 0, no CT_SNAT address). */
+export function ct(key: L.CtKey, value: { addr: string; port: number; flags: number }): HexOp {
+  return up('ct', L.encodeCtKey(key), L.encodeCtValue({ ...value, nat: null, svcId: 0, createdNs: 0n }));
+}

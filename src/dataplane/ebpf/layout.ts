@@ -50,6 +50,7 @@ export const CT_MASQ = 1 << 2;
 export const CT_SEEN_ACK = 1 << 3;
 export const CT_VIA_LO = 1 << 4;
 export const CT_SNAT = 1 << 5;
+export const CT_UNMASQ = 1 << 6;
 
 export const STAT = {
   new: 0,
