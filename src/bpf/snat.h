@@ -97,6 +97,8 @@ static __always_inline int masquerade_in(struct __sk_buff *skb, const struct pkt
 	struct ct_key k = { .saddr = p->daddr, .daddr = nat, .sport = p->dport, .proto = p->proto };
 	struct ct_value v = { .addr = p->saddr, .port = p->sport, .flags = CT_UNMASQ, .created_ns = now };
 	__u32 start = bpf_get_prandom_u32();
+	/* Unrolled: the 6.1 verifier refuses this loop's back-edge (a kfunc call in its body). */
+#pragma unroll
 	for (int i = 0; i < NAT_PORT_TRIES; i++) {
 		__be16 port = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_SPAN);
 		k.dport = port;
