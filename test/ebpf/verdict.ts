@@ -8,6 +8,8 @@ import type { TraceResult } from '../../src/dataplane/ebpf/trace.js';
 import type { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
 import { TC_ACT } from '../../src/platform/ebpf/testrun.js';
 import type { Parsed } from './frames.js';
+import type { ClientResult } from '../netns/agentclient.js';
+import { podsOf } from '../netns/e2e.js';
 
 /** The packet as sent (destination and port) and how to name it in a failure. */
 export interface Sent {
@@ -63,5 +65,24 @@ export function clearMaps(rt: EbpfRuntime): void {
       continue;
     }
     rt.apply(rt.dump(m).map(([k]) => ({ map: m, op: 'delete' as const, key: k })));
+  }
+}
+
+/**
+ * Connections from outside to node1's NodePort whose endpoints are node1-a and node2-a, masqueraded: all
+ * answered, both endpoints used, and each saw node1's address towards it (the pod gateway for its own pod,
+ * its IP for node2's) and a port of the programs' own range.
+ */
+export function assertMasqueradedByNode1(rs: readonly ClientResult[], n1: { ip: string; podGateway: string }): void {
+  assert.ok(
+    rs.every((r) => r.ok),
+    JSON.stringify(rs),
+  );
+  assert.deepEqual(podsOf([...rs]), ['node1-a', 'node2-a']);
+  for (const r of rs) {
+    if (!r.ok) continue;
+    const [seen, port] = r.reply.src.split(':');
+    assert.equal(seen, r.reply.pod === 'node1-a' ? n1.podGateway : n1.ip, `source seen by ${r.reply.pod}`);
+    assert.ok(Number(port) >= 1024 && Number(port) < 32768, `a port of the programs' own range: ${port}`);
   }
 }
