@@ -40,21 +40,24 @@
 /*
  * Whether the kernel's connection tracker has the tuple of k. An IPv6 ct_key starts with the layout of
  * the IPv6 socket tuple, so it is passed as it is; IPv4 needs a 12-byte one. (new_flow, where this is
- * inlined, is close to the 512-byte stack limit.)
+ * inlined, is close to the 512-byte stack limit.) ctx and xdp as for kernel_ct (kpt.c).
  */
-static __always_inline int conntrack_knows(struct __sk_buff *skb, struct ct_key *k, int v6)
+static __always_inline int conntrack_knows(void *ctx, int xdp, struct ct_key *k, int v6)
 {
 	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = k->proto };
 	struct nf_conn *ct;
 	if (v6) {
-		ct = bpf_skb_ct_lookup(skb, (struct bpf_sock_tuple *)k, sizeof(((struct bpf_sock_tuple *)0)->ipv6), &o,
-				       CT_OPTS_OLD_SZ);
+		struct bpf_sock_tuple *t = (struct bpf_sock_tuple *)k;
+		ct = xdp ? bpf_xdp_ct_lookup(ctx, t, sizeof(t->ipv6), &o, CT_OPTS_OLD_SZ)
+			 : bpf_skb_ct_lookup(ctx, t, sizeof(t->ipv6), &o, CT_OPTS_OLD_SZ);
 	} else {
 		struct {
 			__be32 saddr, daddr;
 			__be16 sport, dport;
 		} t4 = { k->saddr.w[3], k->daddr.w[3], k->sport, k->dport };
-		ct = bpf_skb_ct_lookup(skb, (struct bpf_sock_tuple *)&t4, sizeof(t4), &o, CT_OPTS_OLD_SZ);
+		struct bpf_sock_tuple *t = (struct bpf_sock_tuple *)&t4;
+		ct = xdp ? bpf_xdp_ct_lookup(ctx, t, sizeof(t4), &o, CT_OPTS_OLD_SZ)
+			 : bpf_skb_ct_lookup(ctx, t, sizeof(t4), &o, CT_OPTS_OLD_SZ);
 	}
 	if (!ct)
 		return 0;
@@ -76,11 +79,16 @@ static __always_inline int conntrack_knows(struct __sk_buff *skb, struct ct_key 
  * MASQ_BY_MARK where the kernel cannot say the route's source (before 6.7,
  * no BPF_FIB_LOOKUP_SRC): then the mark and the proxy's nftables table
  * masquerade the connection, as before this file existed.
+ * ctx is tc ingress's skb, or with xdp set (a constant where inlined) the
+ * XDP program's xdp_md: XDP balances such connections too (xdp.h), and sets
+ * up the same two entries. Only the answer 1 leaves entries behind (0 and
+ * -1 may leave a mark in kpt_seen, which only lets more packets past the
+ * first check).
  */
-static __always_inline int masquerade_in(struct __sk_buff *skb, const struct pkt *p, __u64 now)
+static __always_inline int masquerade_in(void *ctx, int xdp, const struct pkt *p, __u64 now)
 {
 	struct bpf_fib_lookup f;
-	int rc = route_lookup(skb, p, 1, &f);
+	int rc = route_lookup_ctx(ctx, xdp, p, 1, &f);
 	if (rc < 0)
 		return MASQ_BY_MARK;
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
@@ -104,7 +112,7 @@ static __always_inline int masquerade_in(struct __sk_buff *skb, const struct pkt
 		k.dport = port;
 		/* The endpoint's reply as it will come back (k): if conntrack knows it, netfilter masqueraded
 		 * another connection onto that port (a mode before a handover, an iptables rule): taken. */
-		if (conntrack_knows(skb, &k, p->v6))
+		if (conntrack_knows(ctx, xdp, &k, p->v6))
 			continue;
 		if (bpf_map_update_elem(&kpt_ct, &k, &v, BPF_NOEXIST) == 0) {
 			/* k and v again (the stack is short): client -> endpoint, at egress, source to nat:port. */

@@ -300,11 +300,16 @@ static __always_inline int xdp_new(struct xdp_md *ctx, struct pkt *p, const stru
 		stat_inc(STAT_XDP_DROP);
 		return XDP_DROP;
 	}
-	if (v != V_DNAT || res.masq)
-		return XDP_LEAVE; /* tc rejects, or balances and masquerades (snat.h) */
-	/* From here on as balance() goes on; the endpoint's choice has side effects (a round-robin turn, an
-	 * affinity entry), so the rare case that leaves the packet to tc after it (a client that is an
-	 * endpoint itself, or an endpoint tc's first check would look at) costs tc a second choice. */
+	if (v != V_DNAT)
+		return XDP_LEAVE; /* tc rejects */
+	/* Before the endpoint's choice, which has side effects (a round-robin turn, an affinity entry): a
+	 * kernel that cannot say a route's source (before 6.7) masquerades through the mark tc sets. */
+	if (res.masq && !fib_has_src(ctx))
+		return XDP_LEAVE;
+	/* From here on as balance() goes on. Whatever leaves the packet to tc after the choice costs tc a
+	 * second one; each such case is rare: a client that is an endpoint itself, an endpoint tc's first
+	 * check would look at, no free masquerade port among the ones tried (which tc would drop), or a
+	 * kernel whose FIB refuses BPF_FIB_LOOKUP_SRC after fib_has_src said it knows it. */
 	res.svc_id = svc->svc_id;
 	if (choose(svc, set_id, p, &res) != V_DNAT)
 		return XDP_LEAVE;
@@ -313,8 +318,27 @@ static __always_inline int xdp_new(struct xdp_md *ctx, struct pkt *p, const stru
 	__u64 now = bpf_ktime_get_ns();
 	union kpt_addr client = p->saddr, vip = p->daddr;
 	__be16 vport = p->dport;
-	if (xdp_dnat(ctx, p, &res.ep.addr, res.ep.port) < 0)
+	/* The masquerade's two entries (snat.h), set up as tc ingress sets them up, on the packet as it
+	 * will be after the DNAT: before it, so that a packet left to tc is left having written none.
+	 * p stands for that packet meanwhile (a copy would not fit the stack). */
+	int masq = 0;
+	if (res.masq) {
+		p->daddr = res.ep.addr;
+		p->dport = res.ep.port;
+		masq = masquerade_in(ctx, 1, p, now);
+		p->daddr = vip;
+		p->dport = vport;
+		if (masq < 0 || masq == MASQ_BY_MARK)
+			return XDP_LEAVE;
+	}
+	if (xdp_dnat(ctx, p, &res.ep.addr, res.ep.port) < 0) {
+		if (masq) {
+			struct ct_key out = { .saddr = client, .daddr = res.ep.addr, .sport = p->sport,
+					      .dport = res.ep.port, .proto = p->proto };
+			masquerade_forget(&out);
+		}
 		return XDP_LEAVE;
+	}
 	struct ct_value fwd = { .addr = res.ep.addr, .port = res.ep.port, .svc_id = res.svc_id, .created_ns = now };
 	struct ct_key rk = { .saddr = res.ep.addr, .daddr = client, .sport = res.ep.port, .dport = p->sport,
 			     .proto = p->proto };
