@@ -7,8 +7,8 @@
  * route to the endpoint prefers (what MASQUERADE picks) and a port of our own.
  *
  * Where, so that netfilter still sees one consistent connection:
- *  - DNAT stays at tc ingress, before netfilter: netfilter sees
- *    client -> endpoint;
+ *  - DNAT stays at ingress (tc, or XDP in front of it), before netfilter:
+ *    netfilter sees client -> endpoint;
  *  - the source is rewritten at tc egress of the interface towards the
  *    endpoint, after netfilter: only the wire sees node:port -> endpoint;
  *  - the endpoint's replies get their destination back (the client's
@@ -23,6 +23,12 @@
  * never pick the same one, and skipped when the kernel's conntrack knows
  * the tuple (netfilter masqueraded something onto it); an entry left from a
  * finished connection yields to netfilter the same way (ct_translate).
+ *
+ * Who sets the two entries up: tc ingress when it balances the connection,
+ * or XDP in front of it on an uplink (xdp.h), which runs the same code with
+ * its own context before it rewrites the packet; either way DNAT happens
+ * before netfilter and the source rewrite at tc egress, so netfilter sees
+ * the same connection.
  *
  * Ports come from below the kernel's default ephemeral range (32768-60999):
  * a tuple node:port -> endpoint we use must not be one a local socket picks
@@ -39,8 +45,8 @@
 
 /*
  * Whether the kernel's connection tracker has the tuple of k. An IPv6 ct_key starts with the layout of
- * the IPv6 socket tuple, so it is passed as it is; IPv4 needs a 12-byte one. (new_flow, where this is
- * inlined, is close to the 512-byte stack limit.) ctx and xdp as for kernel_ct (kpt.c).
+ * the IPv6 socket tuple, so it is passed as it is; IPv4 needs a 12-byte one. (kpt_ingress and kpt_xdp,
+ * where this is inlined, are close to the 512-byte stack limit.) ctx and xdp as for kernel_ct (kpt.c).
  */
 static __always_inline int conntrack_knows(void *ctx, int xdp, struct ct_key *k, int v6)
 {

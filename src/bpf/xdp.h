@@ -8,10 +8,15 @@
  *    translate (a kpt_ct entry without CT_REPLY or CT_AT_EGRESS): its
  *    destination is rewritten here;
  *  - the first packet of a connection to a NodePort, externalIP or load
- *    balancer address that keeps the client's address (eTP Local): balanced
- *    here with the steps of tc's balance() (lb.h), and both connection
- *    entries written exactly as tc ingress writes them, so every later
- *    packet (replies at egress included) finds them.
+ *    balancer address: balanced here with the steps of tc's balance()
+ *    (lb.h), and its connection entries written exactly as tc ingress
+ *    writes them, so every later packet (replies at egress included) finds
+ *    them. A connection that keeps the client's address (eTP Local) gets
+ *    the DNAT alone; one that is masqueraded (eTP Cluster) gets the DNAT
+ *    here and the masquerade's two entries as well (masquerade_in, snat.h,
+ *    the same code tc ingress runs): the source is still rewritten at tc
+ *    egress towards the endpoint, after netfilter, so netfilter sees what it
+ *    sees when tc balances the connection.
  * The one verdict of its own: a client that loadBalancerSourceRanges keep
  * out is dropped here (STAT_XDP_DROP), as tc would drop it.
  *
@@ -26,10 +31,13 @@
  * kernel's helpers at tc know how to fix such a checksum. A full checksum
  * that happens to equal the pseudo-header sum is passed too: harmless.
  *
- * A connection that needs masquerade has its first packet balanced by tc,
- * which sets up the masquerade's own entries as well (snat.h); XDP takes the
- * rest of such a flow. (Entries an older version made carry CT_MASQ: their
- * SYNs and datagrams still go to tc for the mark netfilter masqueraded by.)
+ * A masqueraded connection's first packet is left to tc where XDP cannot
+ * set the masquerade up as tc would: on a kernel whose bpf_fib_lookup
+ * cannot say a route's source (before 6.7, unless backported), where tc
+ * sets the mark netfilter masquerades by (asked before the endpoint's
+ * choice, fib_has_src), and when no port is free among the ones tried.
+ * (Entries an older version made carry CT_MASQ: their SYNs and datagrams
+ * still go to tc for the mark netfilter masqueraded by.)
  *
  * tc ingress then sees the packet with the endpoint as destination. XDP
  * translates only when tc would let that packet go untouched (tc_leaves),
