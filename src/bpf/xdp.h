@@ -311,7 +311,8 @@ static __always_inline int xdp_new(struct xdp_md *ctx, struct pkt *p, const stru
 	if (v != V_DNAT)
 		return XDP_LEAVE; /* tc rejects */
 	/* Before the endpoint's choice, which has side effects (a round-robin turn, an affinity entry): a
-	 * kernel that cannot say a route's source (before 6.7) masquerades through the mark tc sets. */
+	 * kernel that cannot say a route's source (before 6.7, unless backported) masquerades through the
+	 * mark tc sets. */
 	if (res.masq && !fib_has_src(ctx))
 		return XDP_LEAVE;
 	/* From here on as balance() goes on. Whatever leaves the packet to tc after the choice costs tc a
