@@ -194,9 +194,10 @@ static __always_inline int route_lookup(struct __sk_buff *skb, const struct pkt 
 #define KPT_EINVAL 22
 
 /*
- * Whether bpf_fib_lookup knows BPF_FIB_LOOKUP_SRC (Linux 6.7), without a
- * lookup: asked for no address family, the helper refuses flags it does not
- * know (-EINVAL) before it looks at the family (-EAFNOSUPPORT).
+ * Whether bpf_fib_lookup knows BPF_FIB_LOOKUP_SRC (Linux 6.7; Debian 12's
+ * 6.1 has it backported), without a lookup: asked for no address family,
+ * the helper refuses flags it does not know (-EINVAL) before it looks at
+ * the family (-EAFNOSUPPORT).
  */
 static __always_inline int fib_has_src(void *ctx)
 {
