@@ -90,6 +90,9 @@ static __always_inline int pure_syn(const struct pkt *p)
 	return (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 }
 
+/* Direct server return, instead of masquerade, with --ebpf-lb-mode=dsr (it asks pure_syn). */
+#include "dsr.h"
+
 /* The packet's addresses and ports as the socket and conntrack lookups take them; returns the tuple's size. */
 static __always_inline __u32 tuple_of(const struct pkt *p, struct bpf_sock_tuple *t)
 {
@@ -227,6 +230,9 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 		if (!(ct->flags & CT_SEEN_ACK) && (p->tcp_flags & TCP_FLAG_ACK))
 			ct->flags |= CT_SEEN_ACK;
 	}
+	/* A retransmitted SYN of a DSR connection: the first may have been lost before the endpoint's node. */
+	if ((ct->flags & CT_DSR) && pure_syn(p) && dsr_add_opt(skb, p) == -2)
+		return TC_ACT_SHOT;
 	union kpt_addr a = ct->addr;
 	if (rewrite(skb, p, 1, &a, ct->port) < 0)
 		return TC_ACT_SHOT;
@@ -343,6 +349,17 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 		stat_inc(STAT_DROP);
 		return TC_ACT_SHOT;
 	}
+	/* DSR instead of masquerade (dsr.h): the option goes in before the DNAT, with the address it changes. */
+	int dsr = ingress && res.masq ? dsr_kind(skb, cfg, svc, p, &res) : DSR_NONE;
+	if (dsr == DSR_REMOTE) {
+		int r = dsr_add_opt(skb, p);
+		if (r == -2)
+			return TC_ACT_SHOT;
+		if (r < 0)
+			dsr = DSR_NONE;
+	}
+	if (dsr != DSR_NONE)
+		res.masq = 0;
 	__u64 now = bpf_ktime_get_ns();
 	union kpt_addr client = p->saddr, vip = p->daddr;
 	__be16 vport = p->dport;
@@ -374,7 +391,8 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 			return TC_ACT_SHOT;
 	}
 	struct ct_value fwd = { .addr = res.ep.addr, .port = res.ep.port, .svc_id = res.svc_id, .created_ns = now };
-	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (snat ? CT_SNAT : 0) | (masq == MASQ_BY_MARK ? CT_MASQ : 0);
+	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (snat ? CT_SNAT : 0) | (masq == MASQ_BY_MARK ? CT_MASQ : 0) |
+		    (dsr == DSR_REMOTE ? CT_DSR : 0);
 	if (snat)
 		fwd.nat = nat;
 	struct ct_key rk = { .saddr = res.ep.addr, .daddr = p->saddr, .sport = res.ep.port, .dport = p->sport,
@@ -386,7 +404,8 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	/* Before the entries exist: the first check lets their packets through from the first one on. */
 	seen_mark(SEEN_REPLY_SRC, &res.ep.addr);
 	seen_mark(SEEN_ORIG_DST, &vip);
-	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
+	if (dsr != DSR_REMOTE) /* else the replies leave the endpoint's node, which has the entry for them */
+		bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
 	bpf_map_update_elem(&kpt_ct, key, &fwd, BPF_ANY);
 	if (masq == MASQ_BY_MARK)
 		skb->mark |= cfg->mark;
@@ -428,6 +447,10 @@ static __always_inline int handle(struct __sk_buff *skb, int ingress)
 		return TC_ACT_UNSPEC;
 	if (pr == PARSE_ICMP)
 		return icmp_error(skb, &p, ingress);
+	/* The endpoint's side of DSR: only IPv4 packets with options (p.ihl is 0 for IPv6) get this far. */
+	if (ingress && p.ihl > sizeof(struct iphdr) && (cfg->flags & CFG_DSR) && p.frag != FRAG_LATER &&
+	    (p.proto == IPPROTO_UDP || pure_syn(&p)))
+		dsr_receive(skb, &p);
 	if (!filter_maybe_ours(&p)) {
 		stat_inc(STAT_PASS);
 		return TC_ACT_UNSPEC;
