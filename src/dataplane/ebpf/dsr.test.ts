@@ -10,6 +10,7 @@ import { syncStateFromObjects } from '../../core/snapshot.js';
 import type { DataplaneConfig } from '../../core/types.js';
 import { endpoint, makeService, makeSlice, slicePort, svcPort, withClusterIP } from '../../../test/support/fixtures.js';
 import { Fake } from './fake.js';
+import { trace } from './trace.js';
 import * as L from './layout.js';
 import { EbpfPlanner } from '../../platform/ebpf/planner.js';
 
@@ -65,7 +66,9 @@ function planned(dsr: boolean) {
   const member = (setId: number, addr: string) =>
     fake.lookup('members', L.encodeMemberKey({ setId, addr, port: 8080 })) !== null;
   const flags = L.decodeCfgValue(fake.lookup('cfg', L.encodeU32(0))!).flags;
-  return { svc, member, flags };
+  /** The tracer's masquerade verdict for a new connection from `src` to the node's NodePort. */
+  const masq = (src: string) => trace(fake, { src, dst: '192.168.0.10', port: 30080 }, CONFIG.localIPs).masq;
+  return { svc, member, flags, masq };
 }
 
 test("dsr mode: CFG_DSR, and a local set of this node's endpoints for the NodePort, with members", () => {
@@ -75,6 +78,8 @@ test("dsr mode: CFG_DSR, and a local set of this node's endpoints for the NodePo
   assert.ok(np.localSet !== 0 && np.clusterSet !== 0);
   assert.equal(np.flags & L.SVC_LOCAL_POLICY, 0, 'still eTP Cluster: the programs choose from the cluster set');
   assert.deepEqual([p.member(np.localSet, '10.244.1.1'), p.member(np.localSet, '10.244.2.1')], [true, false]);
+  assert.equal(p.masq('203.0.113.7'), false, 'the tracer: a client from outside is not masqueraded');
+  assert.equal(p.masq('10.244.1.77'), true, 'the tracer: a pod is');
   assert.equal(p.svc('10.96.0.2', 80)!.localSet, 0, 'not external: no local set');
 });
 
@@ -83,4 +88,5 @@ test('snat mode (the default): no CFG_DSR, no local set for an eTP Cluster port'
   assert.equal(p.flags & L.CFG_DSR, 0);
   const np = p.svc('0.0.0.0', 30080)!;
   assert.equal(np.localSet, 0);
+  assert.equal(p.masq('203.0.113.7'), true);
 });
