@@ -20,8 +20,8 @@ import { NetnsCluster } from '../netns/cluster.js';
 import { nsRun } from '../netns/spawn.js';
 import { podsOf } from '../netns/e2e.js';
 import type { ClientResult } from '../netns/agentclient.js';
-import { BpfNode, TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
-import * as E from '../ebpf/entries.js';
+import { type BpfNode, TEST_PIN_ROOT } from '../ebpf/bpfnode.js';
+import { type DsrPort, setDsr, startDsrNodes } from '../ebpf/dsrnodes.js';
 
 const NP_REMOTE = 30090; // TCP and UDP: the one endpoint is node2-a
 const NP_LOCAL = 30091; // TCP: the one endpoint is node1-a
@@ -44,45 +44,11 @@ describe('DSR for external traffic with real packets between two nodes', { timeo
   const ext = () => c.external.ip;
   const node1IP = () => c.node('node1').ip;
 
-  /** The same Services on both nodes; each node's local sets hold its own endpoints (entries.ts does so). */
-  const services = (node: 'node1' | 'node2', dsr: boolean): E.HexOp[] => {
-    const n = c.node(node);
-    const tcpRemote = { addr: c.pod('node2-a').ip, port: 8080 };
-    const udpRemote = { addr: c.pod('node2-a').ip, port: 5353 };
-    const tcpLocal = { addr: c.pod('node1-a').ip, port: 8080 };
-    const onNode2 = node === 'node2';
-    return [
-      E.cfg('IPv4', L.CFG_DETECT_CIDR | (dsr ? L.CFG_DSR : 0)),
-      E.podCidr('10.244.0.0', 16),
-      E.svcCidr('10.96.0.0', 16),
-      E.addr(n.ip, L.ADDR_LOCAL | L.ADDR_NODEPORT),
-      E.addr(n.podGateway, L.ADDR_LOCAL),
-      ...E.set(L.clusterSetOf(SVC_REMOTE), [tcpRemote]),
-      ...E.set(L.clusterSetOf(SVC_REMOTE_UDP), [udpRemote]),
-      ...E.set(L.clusterSetOf(SVC_LOCAL), [tcpLocal]),
-      ...(onNode2 ? E.set(L.localSetOf(SVC_REMOTE), [tcpRemote]) : []),
-      ...(onNode2 ? E.set(L.localSetOf(SVC_REMOTE_UDP), [udpRemote]) : []),
-      ...(onNode2 ? [] : E.set(L.localSetOf(SVC_LOCAL), [tcpLocal])),
-      E.svc('0.0.0.0', NP_REMOTE, 'TCP', {
-        svcId: SVC_REMOTE,
-        kind: 'nodePort',
-        clusterSet: L.clusterSetOf(SVC_REMOTE),
-        localSet: onNode2 ? L.localSetOf(SVC_REMOTE) : 0,
-      }),
-      E.svc('0.0.0.0', NP_REMOTE, 'UDP', {
-        svcId: SVC_REMOTE_UDP,
-        kind: 'nodePort',
-        clusterSet: L.clusterSetOf(SVC_REMOTE_UDP),
-        localSet: onNode2 ? L.localSetOf(SVC_REMOTE_UDP) : 0,
-      }),
-      E.svc('0.0.0.0', NP_LOCAL, 'TCP', {
-        svcId: SVC_LOCAL,
-        kind: 'nodePort',
-        clusterSet: L.clusterSetOf(SVC_LOCAL),
-        localSet: onNode2 ? 0 : L.localSetOf(SVC_LOCAL),
-      }),
-    ];
-  };
+  const PORTS: DsrPort[] = [
+    { svcId: SVC_REMOTE, nodePort: NP_REMOTE, proto: 'TCP', pod: 'node2-a', port: 8080 },
+    { svcId: SVC_REMOTE_UDP, nodePort: NP_REMOTE, proto: 'UDP', pod: 'node2-a', port: 5353 },
+    { svcId: SVC_LOCAL, nodePort: NP_LOCAL, proto: 'TCP', pod: 'node1-a', port: 8080 },
+  ];
 
   const stats = async (node: BpfNode): Promise<Stats> => {
     const s = (await node.helper<{ stats: string[] }>({ cmd: 'stats', pinRoot: TEST_PIN_ROOT })).stats.map(Number);
@@ -131,18 +97,10 @@ describe('DSR for external traffic with real packets between two nodes', { timeo
 
   before(async () => {
     c = await NetnsCluster.create({});
-    n1 = await BpfNode.start(c.node('node1').ns);
-    n2 = await BpfNode.start(c.node('node2').ns);
     await nsRun(c.external.ns, ['ethtool', '-K', 'eth0', 'tx', 'off']);
-    const r1 = await n1.helper<{ xdp: { attached: string[] } | null }>({
-      cmd: 'load',
-      pinRoot: TEST_PIN_ROOT,
-      xdp: 'auto',
-      nodeIPs: [node1IP()],
-      ops: services('node1', true),
-    });
-    assert.deepEqual(r1.xdp?.attached, ['eth0 (native)']);
-    await n2.helper({ cmd: 'load', pinRoot: TEST_PIN_ROOT, ops: services('node2', true) });
+    const started = await startDsrNodes(c, PORTS, true);
+    [n1, n2] = [started.n1, started.n2];
+    assert.deepEqual(started.xdp, ['eth0 (native)']);
     const script = [
       'add table netdev kpt_dsr_test',
       'add chain netdev kpt_dsr_test in { type filter hook ingress device eth0 priority 0; }',
@@ -211,8 +169,7 @@ describe('DSR for external traffic with real packets between two nodes', { timeo
   });
 
   test('snat mode (the default): the endpoint on node2 sees node1, its replies come back through node1', async () => {
-    await n1.helper({ cmd: 'apply', pinRoot: TEST_PIN_ROOT, ops: [E.cfg('IPv4', L.CFG_DETECT_CIDR)] });
-    await n2.helper({ cmd: 'apply', pinRoot: TEST_PIN_ROOT, ops: [E.cfg('IPv4', L.CFG_DETECT_CIDR)] });
+    await setDsr([n1, n2], false);
     const { r: rs, node1, node2, fromEndpoint } = await delta(() => tcp(NP_REMOTE));
     allOk(rs);
     assert.deepEqual(seenSources(rs), [node1IP()]);
