@@ -14,7 +14,9 @@
  * Masquerade is done here too (snat.h): for a connection that entered the
  * node, its source is rewritten at egress and its replies' destination at
  * ingress, so netfilter sees client <-> endpoint; for the node's own, at
- * egress with the DNAT.
+ * egress with the DNAT. With --ebpf-lb-mode=dsr, an external connection
+ * to another node's endpoint is DNATed only, and that node rewrites the
+ * replies' source instead (dsr.h).
  *
  * Most packets are not ours: they leave after a first check (filter.h)
  * that looks at no hash map.
