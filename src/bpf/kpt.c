@@ -442,8 +442,12 @@ static __always_inline int handle(struct __sk_buff *skb, int ingress)
 {
 	struct pkt p;
 	int pr = parse(skb, &p);
-	if (pr < 0 && pr != PARSE_ICMP)
+	if (pr < 0 && pr != PARSE_ICMP) {
+		/* IPv6 with an extension header parse() does not follow: maybe DSR's option (dsr.h). */
+		if (ingress && pr == -1 && skb->protocol == bpf_htons(ETH_P_IPV6))
+			dsr_receive6(skb, &p);
 		return TC_ACT_UNSPEC;
+	}
 	__u32 fam = p.v6;
 	struct cfg_value *cfg = bpf_map_lookup_elem(&kpt_cfg, &fam);
 	if (!cfg || !(cfg->flags & CFG_ENABLED))

@@ -242,7 +242,7 @@ export const COMMAND_FLAGS: readonly FlagSpec[] = [
     scope: 'option',
     to: 'opts.ebpfLbMode',
     usage:
-      "kube-proxy-ts only, ebpf mode: how NodePort, externalIP and load-balancer connections with externalTrafficPolicy Cluster reach an endpoint on another node: 'snat' (the default: masqueraded, the replies come back through this node) or 'dsr' (IPv4: DNATed only, the endpoint sees the client's address and its node answers the client directly; IPv6 stays masqueraded). Set the same on every node: in dsr mode the endpoint's node must read the IP option the entering node adds.",
+      "kube-proxy-ts only, ebpf mode: how NodePort, externalIP and load-balancer connections with externalTrafficPolicy Cluster reach an endpoint on another node: 'snat' (the default: masqueraded, the replies come back through this node) or 'dsr' (DNATed only: the endpoint sees the client's address and its node answers the client directly). Set the same on every node: in dsr mode the endpoint's node must read the IP option the entering node adds.",
   },
   {
     name: 'ebpf-maglev-table-size',

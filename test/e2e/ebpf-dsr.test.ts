@@ -5,7 +5,8 @@
 // kpt_xdp on its uplink. The external client ext connects to node1's
 // NodePorts; its veth sends full checksums, so XDP can take packets.
 //
-// Covers: an endpoint on node2 over TCP and UDP: the endpoint sees ext's
+// Covers: an endpoint on node2 over TCP and UDP, IPv4 and IPv6 (the
+// cluster is dual-stack): the endpoint sees ext's
 // own address, ext gets its answers from node1IP:NodePort, node1 writes
 // the option on each connection's first packet and node2 the reply entry
 // from it, and not one packet from the endpoint enters node1 (a netfilter
@@ -63,7 +64,7 @@ describe('DSR for external traffic with real packets between two nodes', { timeo
   /** Packets from node2-a that entered node1 by its uplink (a netdev ingress counter, see before()). */
   const fromEndpoint = async (): Promise<number> => {
     const out = (await n1.exec(['nft', 'list', 'chain', 'netdev', 'kpt_dsr_test', 'in'])).stdout;
-    return Number(/counter packets (\d+)/.exec(out)![1]);
+    return [...out.matchAll(/counter packets (\d+)/g)].reduce((sum, m) => sum + Number(m[1]), 0);
   };
   /** What fn changed: both nodes' counters and the packets from the endpoint seen on node1. */
   const delta = async <T>(fn: () => Promise<T>) => {
@@ -74,29 +75,29 @@ describe('DSR for external traffic with real packets between two nodes', { timeo
       Object.fromEntries(Object.keys(a).map((k) => [k, a[k as keyof Stats] - b[k as keyof Stats]])) as unknown as Stats;
     return { r, node1: sub(a1, b1), node2: sub(a2, b2), fromEndpoint: af - bf };
   };
-  const tcp = async (port: number, n = 8) => {
+  const tcp = async (port: number, n = 8, dst = node1IP()) => {
     const a = await c.agent('ext');
     const rs: ClientResult[] = [];
-    for (let i = 0; i < n; i++) rs.push(await a.tcp(node1IP(), port, { timeoutMs: 1500 }));
+    for (let i = 0; i < n; i++) rs.push(await a.tcp(dst, port, { timeoutMs: 1500 }));
     return rs;
   };
-  const udp = async (port: number, n = 6) => {
+  const udp = async (port: number, n = 6, dst = node1IP()) => {
     const a = await c.agent('ext');
     const rs: ClientResult[] = [];
-    for (let i = 0; i < n; i++) rs.push(await a.udp(node1IP(), port, { timeoutMs: 1500 }));
+    for (let i = 0; i < n; i++) rs.push(await a.udp(dst, port, { timeoutMs: 1500 }));
     return rs;
   };
+  /** The address of "address:port" (IPv6 unbracketed, as the agents write it). */
+  const hostOf = (s: string) => s.slice(0, s.lastIndexOf(':'));
   const allOk = (rs: readonly ClientResult[]) =>
     assert.ok(
       rs.every((x) => x.ok),
       JSON.stringify(rs),
     );
-  const seenSources = (rs: readonly ClientResult[]) => [
-    ...new Set(rs.map((x) => (x.ok ? x.reply.src.split(':')[0] : ''))),
-  ];
+  const seenSources = (rs: readonly ClientResult[]) => [...new Set(rs.map((x) => (x.ok ? hostOf(x.reply.src) : '')))];
 
   before(async () => {
-    c = await NetnsCluster.create({});
+    c = await NetnsCluster.create({ ipv6: true });
     await nsRun(c.external.ns, ['ethtool', '-K', 'eth0', 'tx', 'off']);
     const started = await startDsrNodes(c, PORTS, true);
     [n1, n2] = [started.n1, started.n2];
@@ -105,6 +106,7 @@ describe('DSR for external traffic with real packets between two nodes', { timeo
       'add table netdev kpt_dsr_test',
       'add chain netdev kpt_dsr_test in { type filter hook ingress device eth0 priority 0; }',
       `add rule netdev kpt_dsr_test in ip saddr ${c.pod('node2-a').ip} counter`,
+      `add rule netdev kpt_dsr_test in ip6 saddr ${c.pod('node2-a').ip6!} counter`,
     ].join('\n');
     await n1.exec(['nft', '-f', '-'], { input: script });
   });
@@ -141,6 +143,23 @@ describe('DSR for external traffic with real packets between two nodes', { timeo
     assert.equal(node2.dsrReply, rs.length);
   });
 
+  test('IPv6, TCP and UDP to an endpoint on node2: the option in a destination-options header', async () => {
+    const dst = c.node('node1').ip6!;
+    const {
+      r: rs,
+      node1,
+      node2,
+      fromEndpoint,
+    } = await delta(async () => [...(await tcp(NP_REMOTE, 6, dst)), ...(await udp(NP_REMOTE, 4, dst))]);
+    allOk(rs);
+    assert.deepEqual(podsOf(rs), ['node2-a']);
+    assert.deepEqual(seenSources(rs), [c.external.ip6!], 'the endpoint sees the client itself');
+    for (const x of rs) if (x.ok) assert.equal(x.peer, `${dst}:${NP_REMOTE}`);
+    assert.equal(fromEndpoint, 0, 'no packet from the endpoint entered node1');
+    assert.equal(node1.dsrOpt, rs.length);
+    assert.equal(node2.dsrReply, rs.length);
+  });
+
   test('node2 keeps the entry the option asked for: endpoint -> client, source back to node1IP:NodePort', async () => {
     const a = await c.agent('ext');
     const r = await a.udp(node1IP(), NP_REMOTE, { localPort: 41414, timeoutMs: 1500 });
@@ -169,7 +188,7 @@ describe('DSR for external traffic with real packets between two nodes', { timeo
   });
 
   test('snat mode (the default): the endpoint on node2 sees node1, its replies come back through node1', async () => {
-    await setDsr([n1, n2], false);
+    await setDsr([n1, n2], false, true);
     const { r: rs, node1, node2, fromEndpoint } = await delta(() => tcp(NP_REMOTE));
     allOk(rs);
     assert.deepEqual(seenSources(rs), [node1IP()]);

@@ -365,6 +365,51 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
         [NODE, NP, CLIENT, 40000, true, true],
       );
     });
+
+    test("IPv6: the option in a destination-options header; the endpoint's node reads it", () => {
+      const [node6, client6, ep6] = ['fd00:77::11', 'fd00:77::99', { addr: 'fd00:10:244:2::10', port: 8080 }];
+      const load = (mine: boolean) => {
+        const ops: E.HexOp[] = [
+          E.cfg('IPv6', L.CFG_DSR),
+          E.addr(node6, L.ADDR_LOCAL | L.ADDR_NODEPORT),
+          ...E.set(L.clusterSetOf(7), [ep6]),
+          ...(mine ? E.set(L.localSetOf(7), [ep6]) : []),
+          E.svc('::', NP, 'TCP', {
+            svcId: 7,
+            kind: 'nodePort',
+            clusterSet: L.clusterSetOf(7),
+            localSet: mine ? L.localSetOf(7) : 0,
+          }),
+        ];
+        clear(rt);
+        rt.apply(ops.map((o) => ({ map: o.map, op: o.op, key: L.unhex(o.key), value: L.unhex(o.value!) })));
+      };
+      const syn6 = { ...syn, src: client6, dst: node6 };
+      load(false);
+      const sent = buildFrame(syn6);
+      const r = testRun(ingress(), { frame: sent });
+      const f = r.frame;
+      const dv = new DataView(f.buffer, f.byteOffset, f.byteLength);
+      assert.equal(r.retval, TC_ACT.unspec);
+      assert.equal(f.length, sent.length + 24);
+      assert.deepEqual([f[20], dv.getUint16(18)], [60, 20 + 24], 'next header: destination options; payload length');
+      assert.deepEqual(Array.from(f.subarray(54, 60)), [6, 2, 0x1e, 18, NP >> 8, NP & 0xff], 'header and option');
+      assert.equal(L.addrText(f.subarray(60, 76)), node6, "the option's address");
+      assert.deepEqual(Array.from(f.subarray(76, 78)), [1, 0], 'PadN');
+      assert.equal(L.addrText(f.subarray(38, 54)), ep6.addr, 'DNATed');
+      assert.equal(dv.getUint16(78 + 2), 8080);
+      // The TCP checksum, over the pseudo header (unchanged by the extension header) and the segment.
+      const seg = f.subarray(78);
+      const words = [...f.subarray(22, 54), 0, 6, 0, seg.length, ...seg];
+      let sum = 0;
+      for (let i = 0; i < words.length; i += 2) sum += (words[i]! << 8) | (words[i + 1] ?? 0);
+      while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
+      assert.equal(sum, 0xffff, 'TCP checksum');
+      load(true);
+      assert.equal(testRun(ingress(), { frame: f }).retval, TC_ACT.unspec);
+      const e = ctOf({ saddr: ep6.addr, daddr: client6, sport: 8080, dport: 40000, proto: 'TCP' })!;
+      assert.deepEqual([e.addr, e.port, e.flags], [node6, NP, L.CT_REPLY | L.CT_AT_EGRESS]);
+    });
   });
 
   test('ICMP errors about a balanced connection are translated back at the hook of the packets they are about', () => {

@@ -19,25 +19,44 @@ export interface DsrPort {
   readonly port: number;
 }
 
-/** One node's map contents; CFG_DSR with dsr. */
+/** Service ids of the IPv6 ports: this far above their IPv4 twins', so that their endpoint sets differ. */
+const V6_ID = 100;
+
+/** One node's map contents, IPv6 too in a dual-stack cluster; CFG_DSR with dsr. */
 export function dsrNodeOps(c: NetnsCluster, node: string, ports: readonly DsrPort[], dsr: boolean): E.HexOp[] {
   const n = c.node(node);
   const ops: E.HexOp[] = [
-    E.cfg('IPv4', L.CFG_DETECT_CIDR | (dsr ? L.CFG_DSR : 0)),
+    ...cfgOps(!!n.ip6, dsr),
     E.podCidr('10.244.0.0', 16),
     E.svcCidr('10.96.0.0', 16),
     E.addr(n.ip, L.ADDR_LOCAL | L.ADDR_NODEPORT),
     E.addr(n.podGateway, L.ADDR_LOCAL),
   ];
-  for (const p of ports) {
-    const ep = { addr: c.pod(p.pod).ip, port: p.port };
-    const here = c.pod(p.pod).node === node;
-    const clusterSet = L.clusterSetOf(p.svcId);
-    const localSet = here ? L.localSetOf(p.svcId) : 0;
-    ops.push(...E.set(clusterSet, [ep]), ...(here ? E.set(localSet, [ep]) : []));
-    ops.push(E.svc('0.0.0.0', p.nodePort, p.proto, { svcId: p.svcId, kind: 'nodePort', clusterSet, localSet }));
-  }
+  if (n.ip6 && n.podGateway6)
+    ops.push(
+      E.podCidr('fd00:10:244::', 56),
+      E.addr(n.ip6, L.ADDR_LOCAL | L.ADDR_NODEPORT),
+      E.addr(n.podGateway6, L.ADDR_LOCAL),
+    );
+  const families = n.ip6 ? (['IPv4', 'IPv6'] as const) : (['IPv4'] as const);
+  for (const family of families)
+    for (const p of ports) {
+      const pod = c.pod(p.pod);
+      const svcId = family === 'IPv6' ? p.svcId + V6_ID : p.svcId;
+      const ep = { addr: family === 'IPv6' ? pod.ip6! : pod.ip, port: p.port };
+      const here = pod.node === node;
+      const clusterSet = L.clusterSetOf(svcId);
+      const localSet = here ? L.localSetOf(svcId) : 0;
+      ops.push(...E.set(clusterSet, [ep]), ...(here ? E.set(localSet, [ep]) : []));
+      const any = family === 'IPv6' ? '::' : '0.0.0.0';
+      ops.push(E.svc(any, p.nodePort, p.proto, { svcId, kind: 'nodePort', clusterSet, localSet }));
+    }
   return ops;
+}
+
+function cfgOps(v6: boolean, dsr: boolean): E.HexOp[] {
+  const flags = L.CFG_DETECT_CIDR | (dsr ? L.CFG_DSR : 0);
+  return v6 ? [E.cfg('IPv4', flags), E.cfg('IPv6', flags)] : [E.cfg('IPv4', flags)];
 }
 
 /** node1 and node2 with the programs loaded and attached (node1 with XDP on its uplink) and the Services written. */
@@ -67,12 +86,7 @@ export async function startDsrNodes(
   }
 }
 
-/** Switch both nodes between dsr and snat mode (CFG_DSR in kpt_cfg). */
-export async function setDsr(nodes: readonly BpfNode[], dsr: boolean): Promise<void> {
-  for (const n of nodes)
-    await n.helper({
-      cmd: 'apply',
-      pinRoot: TEST_PIN_ROOT,
-      ops: [E.cfg('IPv4', L.CFG_DETECT_CIDR | (dsr ? L.CFG_DSR : 0))],
-    });
+/** Switch the nodes between dsr and snat mode (CFG_DSR in kpt_cfg; v6: the cluster is dual-stack). */
+export async function setDsr(nodes: readonly BpfNode[], dsr: boolean, v6 = false): Promise<void> {
+  for (const n of nodes) await n.helper({ cmd: 'apply', pinRoot: TEST_PIN_ROOT, ops: cfgOps(v6, dsr) });
 }

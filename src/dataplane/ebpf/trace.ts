@@ -141,12 +141,11 @@ export const trace: TraceFunction<RuleSource, TraceResult, EbpfTraceOptions> = (
     setId = svc.localSet;
     masq = false;
   }
-  // dsr.h: with --ebpf-lb-mode=dsr, external IPv4 traffic from outside the node is DNATed only.
+  // dsr.h: with --ebpf-lb-mode=dsr, external traffic from outside the node is DNATed only.
   const dsr =
     masq &&
     ingress &&
     (cfg.flags & L.CFG_DSR) !== 0 &&
-    family === 'IPv4' &&
     svc.kind !== 'clusterIP' &&
     !(svc.flags & L.SVC_LOCAL_POLICY) &&
     !pod &&
