@@ -7,10 +7,10 @@
  * default snat mode, masqueraded, so that the endpoint's replies come back
  * through the node the client chose. With DSR it is DNATed only, and when
  * the endpoint is on another node, the connection's first packet carries
- * the address and port the client connected to in an IPv4 option of our
- * own. The endpoint's node reads it and writes a reply entry: the
- * endpoint's replies leave that node with the Service's address and port
- * as their source, straight to the client.
+ * the address and port the client connected to in an option of our own
+ * (an IPv4 option, an IPv6 destination option). The endpoint's node reads
+ * it and writes a reply entry: the endpoint's replies leave that node with
+ * the Service's address and port as their source, straight to the client.
  *
  * The option, IPv4: type 0x9e (copied into fragments, class 0, number 30:
  * the value RFC 4727 sets aside for experiments), length 8, then the port
@@ -41,7 +41,7 @@
  * whose local set holds the packet's destination, so a forged option can
  * at most make one of this node's endpoints answer as that Service, which
  * it is.
- * */
+ */
 #ifndef KPT_DSR_H
 #define KPT_DSR_H
 
