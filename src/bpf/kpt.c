@@ -404,11 +404,11 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	if (snat)
 		rev.nat = client;
 	/* Before the entries exist: the first check lets their packets through from the first one on. */
+	/* With DSR to another node the replies do not come back here; the reply entry still translates the
+	 * ICMP errors this node sends the client about the connection's packets (icmp.h). */
+	seen_mark(SEEN_REPLY_SRC, &res.ep.addr);
 	seen_mark(SEEN_ORIG_DST, &vip);
-	if (dsr != DSR_REMOTE) { /* else the replies leave the endpoint's node, which has the entry for them */
-		seen_mark(SEEN_REPLY_SRC, &res.ep.addr);
-		bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
-	}
+	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
 	bpf_map_update_elem(&kpt_ct, key, &fwd, BPF_ANY);
 	if (masq == MASQ_BY_MARK)
 		skb->mark |= cfg->mark;
