@@ -403,9 +403,9 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	rev.flags = CT_REPLY | (ingress ? CT_AT_EGRESS : ((af & ADDR_LOCAL) ? CT_VIA_LO : 0)) | (snat ? CT_SNAT : 0);
 	if (snat)
 		rev.nat = client;
-	/* Before the entries exist: the first check lets their packets through from the first one on. */
 	/* With DSR to another node the replies do not come back here; the reply entry still translates the
-	 * ICMP errors this node sends the client about the connection's packets (icmp.h). */
+	 * ICMP errors this node sends the client about the connection's packets (icmp.h).
+	 * Before the entries exist: the first check lets their packets through from the first one on. */
 	seen_mark(SEEN_REPLY_SRC, &res.ep.addr);
 	seen_mark(SEEN_ORIG_DST, &vip);
 	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);

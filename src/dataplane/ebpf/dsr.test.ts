@@ -24,7 +24,10 @@ const CONFIG: DataplaneConfig = {
   localIPs: ['192.168.0.10'],
 };
 
-/** A NodePort Service "np" (port 30080) and a ClusterIP one "cip", each with an endpoint here and one elsewhere. */
+/**
+ * NodePort Services "np" (30080) and "itp" (30081, internalTrafficPolicy Local) and a ClusterIP one "cip",
+ * each with an endpoint here and one elsewhere.
+ */
 const STATE = syncStateFromObjects({
   services: [
     withClusterIP(
@@ -40,8 +43,17 @@ const STATE = syncStateFromObjects({
       }),
       '10.96.0.2',
     ),
+    // internalTrafficPolicy Local, externalTrafficPolicy Cluster: its local set is the iTP one, with members.
+    withClusterIP(
+      makeService('default', 'itp', (s) => {
+        s.spec.type = 'NodePort';
+        s.spec.internalTrafficPolicy = 'Local';
+        s.spec.ports = [svcPort('http', 80, 'TCP', { targetPort: 8080, nodePort: 30081 })];
+      }),
+      '10.96.0.3',
+    ),
   ],
-  slices: ['np', 'cip'].map((name, i) =>
+  slices: ['np', 'cip', 'itp'].map((name, i) =>
     makeSlice('default', name, 1, (s) => {
       s.endpoints = [
         endpoint(`10.244.1.${i + 1}`, { nodeName: 'node-a', ready: true }),
@@ -78,6 +90,8 @@ test("dsr mode: CFG_DSR, and a local set of this node's endpoints for the NodePo
   assert.ok(np.localSet !== 0 && np.clusterSet !== 0);
   assert.equal(np.flags & L.SVC_LOCAL_POLICY, 0, 'still eTP Cluster: the programs choose from the cluster set');
   assert.deepEqual([p.member(np.localSet, '10.244.1.1'), p.member(np.localSet, '10.244.2.1')], [true, false]);
+  const itp = p.svc('0.0.0.0', 30081)!;
+  assert.deepEqual([p.member(itp.localSet, '10.244.1.3'), p.member(itp.localSet, '10.244.2.3')], [true, false]);
   assert.equal(p.masq('203.0.113.7'), false, 'the tracer: a client from outside is not masqueraded');
   assert.equal(p.masq('10.244.1.77'), true, 'the tracer: a pod is');
   assert.equal(p.svc('10.96.0.2', 80)!.localSet, 0, 'not external: no local set');

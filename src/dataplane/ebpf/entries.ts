@@ -52,12 +52,12 @@ export function servicePortEntries(sp: ServicePort, id: number, state: SyncState
   const algo: L.LbAlgorithm = sp.lbAlgorithm ?? ctx.algorithm;
   const cluster = sp.usesClusterEndpoints ? policy.clusterEndpoints : [];
   // DSR asks whether an endpoint is on this node: its membership of the local set, which an external
-  // port with eTP Cluster then has as well (the programs choose from it only under a Local policy).
-  const dsrLocal = !!ctx.dsr && !sp.usesLocalEndpoints && sp.externallyAccessible;
+  // port then has even with no Local policy (the programs choose from it only under one).
+  const dsrLocal = !!ctx.dsr && sp.externallyAccessible;
   const local = sp.usesLocalEndpoints ? policy.localEndpoints : dsrLocal ? cluster.filter((ep) => ep.isLocal) : [];
   const clusterSet = cluster.length ? L.clusterSetOf(id) : 0;
   const localSet = local.length ? L.localSetOf(id) : 0;
-  // Membership is what ClientIP affinity checks a remembered endpoint against; nothing else reads it.
+  // Membership is what ClientIP affinity checks a remembered endpoint against, and DSR an endpoint's place.
   const members = sp.stickyMaxAgeSeconds > 0;
   if (clusterSet) setEntries(clusterSet, cluster, algo, members, ctx, out);
   if (localSet) setEntries(localSet, local, algo, members || dsrLocal, ctx, out);
