@@ -43,6 +43,7 @@ export const CFG_DETECT_CIDR = 1 << 1;
 export const CFG_DETECT_IFACE = 1 << 2;
 export const CFG_MASQ_ALL = 1 << 3;
 export const CFG_TRAFFIC = 1 << 4;
+export const CFG_DSR = 1 << 5;
 
 export const CT_REPLY = 1 << 0;
 export const CT_AT_EGRESS = 1 << 1;
@@ -51,6 +52,7 @@ export const CT_SEEN_ACK = 1 << 3;
 export const CT_VIA_LO = 1 << 4;
 export const CT_SNAT = 1 << 5;
 export const CT_UNMASQ = 1 << 6;
+export const CT_DSR = 1 << 7;
 
 export const STAT = {
   new: 0,
@@ -67,8 +69,10 @@ export const STAT = {
   xdpHit: 11,
   xdpPass: 12,
   xdpDrop: 13,
+  dsrOpt: 14,
+  dsrReply: 15,
 } as const;
-export const STAT_MAX = 14;
+export const STAT_MAX = 16;
 
 export const PROTO_NUMBER: Readonly<Record<Protocol, number>> = { TCP: 6, UDP: 17, SCTP: 132 };
 export function protoName(n: number): Protocol | null {
