@@ -186,7 +186,7 @@ async function child(mode: ProxyMode): Promise<void> {
   }
 }
 
-/** The ebpf child's kpt_stats (src/bpf/abi.h), summed over CPUs: connections balanced by tc, at the socket, in XDP. */
+/** The ebpf child's kpt_stats (src/bpf/abi.h), summed over CPUs: connections balanced by tc, at the socket, in XDP, and packets dropped. */
 function programStats(): ProgramStats {
   type Entry = { key: unknown; values: Array<{ value: unknown }> };
   const root = '/sys/fs/bpf/kpt-bench';
@@ -197,13 +197,21 @@ function programStats(): ProgramStats {
   // With BTF, bpftool puts the decoded entry under `formatted` beside the raw bytes.
   const entries = dump.map((e) => e.formatted ?? e);
   const sum = (k: number) => (entries.find((e) => e.key === k)?.values ?? []).reduce((a, x) => a + Number(x.value), 0);
-  return { tcNew: sum(L.STAT.new), socket: sum(L.STAT.sock), xdpNew: sum(L.STAT.xdpNew), xdpHit: sum(L.STAT.xdpHit) };
+  return {
+    tcNew: sum(L.STAT.new),
+    socket: sum(L.STAT.sock),
+    xdpNew: sum(L.STAT.xdpNew),
+    xdpHit: sum(L.STAT.xdpHit),
+    dropped: sum(L.STAT.drop),
+  };
 }
 interface ProgramStats {
   tcNew: number;
   socket: number;
   xdpNew: number;
   xdpHit: number;
+  /** STAT_DROP: a new connection's packet dropped (no endpoint to DROP, or no free masquerade port). */
+  dropped: number;
 }
 
 // ---------------- the parent: namespaces, traffic, tables ----------------
@@ -492,7 +500,7 @@ async function traffic(targets: ReadonlyArray<{ mode: Mode; n: number }>, bin: s
       const st = p.child && isEbpf(p.mode) ? await p.child.ask<ProgramStats>({ op: 'stats' }) : null;
       if (st)
         console.log(
-          `${p.mode} at ${p.n} Services: ${st.socket} connections balanced at the socket, ${st.tcNew} by tc, ${st.xdpNew} in XDP (${st.xdpHit} packets translated in XDP)`,
+          `${p.mode} at ${p.n} Services: ${st.socket} connections balanced at the socket, ${st.tcNew} by tc, ${st.xdpNew} in XDP (${st.xdpHit} packets translated in XDP), ${st.dropped} packets dropped`,
         );
       await closePath(p);
     }

@@ -198,10 +198,18 @@ struct ct_value {
 	union kpt_addr addr; /* original: the endpoint; reply: the service address */
 	union kpt_addr nat;  /* with CT_SNAT: original: the new source; reply: the client's own address */
 	__be16 port;
-	__u8 flags; /* enum ct_flags */
-	__u8 pad;
+	__u8 flags;   /* enum ct_flags */
+	__u8 closing; /* a masquerade's reply entry (CT_UNMASQ), TCP: enum ct_closing, what its connection sent */
 	__u32 svc_id;
 	__u64 created_ns;
+};
+
+/* How far a masqueraded TCP connection has closed (snat.h): once over, its
+ * node port may go to a new connection to the same endpoint. */
+enum ct_closing {
+	CLOSE_FIN_CLIENT = 1 << 0,   /* the client sent a FIN */
+	CLOSE_FIN_ENDPOINT = 1 << 1, /* the endpoint sent a FIN */
+	CLOSE_RST = 1 << 2,          /* either side sent a RST */
 };
 
 /* ---- fragments (LRU) --------------------------------------------------- */

@@ -198,6 +198,9 @@ static __always_inline int netfilter_flow(void *ctx, int xdp, const struct pkt *
 	return kernel_ct(ctx, xdp, p, 0) == IP_CT_DIR_ORIGINAL;
 }
 
+/* Masquerade by the programs; a connection's packets note how it ends (ct_translate, below). */
+#include "snat.h"
+
 /* A packet of a connection we already balanced. */
 static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, struct ct_value *ct,
 					const struct cfg_value *cfg, int ingress)
@@ -206,6 +209,8 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 	if (at_egress == !!ingress)
 		return TC_ACT_UNSPEC; /* the other hook translates this one */
 	if (ct->flags & CT_REPLY) {
+		if (ct->flags & CT_AT_EGRESS)
+			masquerade_note_client(p, ct); /* only FIN and RST cost a lookup */
 		union kpt_addr a = ct->addr;
 		if (rewrite(skb, p, 0, &a, ct->port) < 0)
 			return TC_ACT_SHOT;
@@ -231,6 +236,9 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 			return CT_FALLTHROUGH; /* the client reuses the ports for a new connection */
 		if (!(ct->flags & CT_SEEN_ACK) && (p->tcp_flags & TCP_FLAG_ACK))
 			ct->flags |= CT_SEEN_ACK;
+		__u8 bit = (ct->flags & CT_UNMASQ) ? close_bit(p, CLOSE_FIN_ENDPOINT) : 0;
+		if (bit)
+			ct->closing |= bit; /* the endpoint ends a masqueraded connection (snat.h) */
 	}
 	/* A retransmitted SYN of a DSR connection: the first may have been lost before the endpoint's node. */
 	if ((ct->flags & CT_DSR) && pure_syn(p) && dsr_add_opt(skb, p) == -2)
@@ -324,9 +332,6 @@ static __always_inline int snat_source(struct __sk_buff *skb, const struct pkt *
 	}
 	return 1;
 }
-
-/* Masquerade by the programs (it asks kernel_ct, above). */
-#include "snat.h"
 
 static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const struct cfg_value *cfg,
 				    const struct ct_key *key, int ingress)

@@ -259,6 +259,8 @@ static __always_inline int xdp_hit(struct xdp_md *ctx, struct pkt *p, struct ct_
 		return XDP_NEW_AGAIN; /* ports reused for a new connection, as tc ingress sees it */
 	if ((flags & CT_UNMASQ) && (p->proto == IPPROTO_UDP || (p->tcp_flags & TCP_FLAG_SYN)))
 		return XDP_LEAVE; /* a masquerade's reply entry may be stale: tc asks conntrack first */
+	if ((flags & CT_UNMASQ) && (p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
+		return XDP_LEAVE; /* tc notes how the connection ends, for the port's next claim (snat.h) */
 	if ((flags & CT_DSR) && pure_syn(p))
 		return XDP_LEAVE; /* a retransmitted SYN of a DSR connection: tc adds the option (dsr.h) */
 	if ((flags & CT_MASQ) && (p->proto == IPPROTO_UDP || pure_syn(p)))
