@@ -186,7 +186,7 @@ async function child(mode: ProxyMode): Promise<void> {
   }
 }
 
-/** The ebpf child's kpt_stats (src/bpf/abi.h), summed over CPUs: connections balanced by tc, at the socket, in XDP. */
+/** The ebpf child's kpt_stats (src/bpf/abi.h), summed over CPUs: connections balanced by tc, at the socket, in XDP, and packets dropped. */
 function programStats(): ProgramStats {
   type Entry = { key: unknown; values: Array<{ value: unknown }> };
   const root = '/sys/fs/bpf/kpt-bench';
@@ -202,7 +202,7 @@ function programStats(): ProgramStats {
     socket: sum(L.STAT.sock),
     xdpNew: sum(L.STAT.xdpNew),
     xdpHit: sum(L.STAT.xdpHit),
-    drop: sum(L.STAT.drop),
+    dropped: sum(L.STAT.drop),
   };
 }
 interface ProgramStats {
@@ -210,8 +210,8 @@ interface ProgramStats {
   socket: number;
   xdpNew: number;
   xdpHit: number;
-  /** Packets the tc programs dropped (STAT_DROP): among them first packets no masquerade port was free for. */
-  drop: number;
+  /** STAT_DROP: a new connection's packet dropped (no endpoint to DROP, or no free masquerade port). */
+  dropped: number;
 }
 
 // ---------------- the parent: namespaces, traffic, tables ----------------
@@ -500,7 +500,7 @@ async function traffic(targets: ReadonlyArray<{ mode: Mode; n: number }>, bin: s
       const st = p.child && isEbpf(p.mode) ? await p.child.ask<ProgramStats>({ op: 'stats' }) : null;
       if (st)
         console.log(
-          `${p.mode} at ${p.n} Services: ${st.socket} connections balanced at the socket, ${st.tcNew} by tc, ${st.xdpNew} in XDP (${st.xdpHit} packets translated in XDP), ${st.drop} packets dropped by tc`,
+          `${p.mode} at ${p.n} Services: ${st.socket} connections balanced at the socket, ${st.tcNew} by tc, ${st.xdpNew} in XDP (${st.xdpHit} packets translated in XDP), ${st.dropped} packets dropped`,
         );
       await closePath(p);
     }

@@ -64,7 +64,8 @@ enum lb_algo {
 struct svc_value {
 	__u32 svc_id;        /* one per service port and family; affinity and lb_src key */
 	__u32 cluster_set;   /* endpoint set for cluster-policy traffic; 0 = none */
-	__u32 local_set;     /* endpoint set for local-policy traffic; 0 = none */
+	__u32 local_set;     /* endpoint set for local-policy traffic; 0 = none. With CFG_DSR an external
+			      * port with eTP Cluster has one too, with members: its node's endpoints */
 	__u32 affinity_secs; /* ClientIP affinity timeout; 0 = no affinity */
 	__u16 flags;         /* enum svc_flags */
 	__u8 kind;           /* enum svc_kind */
@@ -99,7 +100,8 @@ struct ep_value {
 };
 
 /* (set, endpoint) -> slot: lets affinity check that the endpoint it
- * remembers is still a member of the set it chooses from. */
+ * remembers is still a member of the set it chooses from, and DSR (dsr.h)
+ * that an endpoint is in a port's local set, i.e. on this node. */
 struct member_key {
 	__u32 set_id;
 	__be16 port;
@@ -154,6 +156,8 @@ enum cfg_flags {
 	CFG_DETECT_IFACE = 1 << 2, /* local pods enter through IFACE_POD interfaces */
 	CFG_MASQ_ALL = 1 << 3,     /* masqueradeAll */
 	CFG_TRAFFIC = 1 << 4,      /* count per-Service traffic in kpt_traffic (--service-traffic-metrics) */
+	CFG_DSR = 1 << 5,          /* --ebpf-lb-mode=dsr: external traffic to remote endpoints is not
+				    * masqueraded; their node answers the client directly (dsr.h) */
 };
 
 struct cfg_value {
@@ -186,16 +190,26 @@ enum ct_flags {
 	CT_SNAT = 1 << 5,      /* masqueraded at egress: original direction: the source becomes nat;
 				* reply: the destination goes back to nat */
 	CT_UNMASQ = 1 << 6,    /* a masquerade's reply entry (snat.h): the destination goes back to the client */
+	CT_DSR = 1 << 7,       /* original direction, DSR to another node's endpoint: a SYN (the first one
+				* or a retransmit) carries the DSR option (dsr.h) */
 };
 
 struct ct_value {
 	union kpt_addr addr; /* original: the endpoint; reply: the service address */
 	union kpt_addr nat;  /* with CT_SNAT: original: the new source; reply: the client's own address */
 	__be16 port;
-	__u8 flags; /* enum ct_flags */
-	__u8 pad;
+	__u8 flags;   /* enum ct_flags */
+	__u8 closing; /* a masquerade's reply entry (CT_UNMASQ), TCP: enum ct_closing, what its connection sent */
 	__u32 svc_id;
 	__u64 created_ns;
+};
+
+/* How far a masqueraded TCP connection has closed (snat.h): once over, its
+ * node port may go to a new connection to the same endpoint. */
+enum ct_closing {
+	CLOSE_FIN_CLIENT = 1 << 0,   /* the client sent a FIN */
+	CLOSE_FIN_ENDPOINT = 1 << 1, /* the endpoint sent a FIN */
+	CLOSE_RST = 1 << 2,          /* either side sent a RST */
 };
 
 /* ---- fragments (LRU) --------------------------------------------------- */
@@ -257,7 +271,9 @@ enum stat_index {
 	STAT_XDP_HIT = 11,   /* packets translated in XDP from a connection entry */
 	STAT_XDP_PASS = 12,  /* TCP/UDP packets XDP left to the tc programs untouched */
 	STAT_XDP_DROP = 13,  /* new connections XDP dropped: loadBalancerSourceRanges deny the client */
-	STAT_MAX = 14,
+	STAT_DSR_OPT = 14,   /* first packets sent to another node's endpoint with the DSR option (dsr.h) */
+	STAT_DSR_REPLY = 15, /* reply entries written from a received DSR option, for a local endpoint */
+	STAT_MAX = 16,
 };
 
 /* ---- the first check: addresses that may need the programs (filter.h) --

@@ -14,7 +14,9 @@
  * Masquerade is done here too (snat.h): for a connection that entered the
  * node, its source is rewritten at egress and its replies' destination at
  * ingress, so netfilter sees client <-> endpoint; for the node's own, at
- * egress with the DNAT.
+ * egress with the DNAT. With --ebpf-lb-mode=dsr, an external connection
+ * to another node's endpoint is DNATed only, and that node rewrites the
+ * replies' source instead (dsr.h).
  *
  * Most packets are not ours: they leave after a first check (filter.h)
  * that looks at no hash map.
@@ -89,6 +91,9 @@ static __always_inline int pure_syn(const struct pkt *p)
 {
 	return (p->tcp_flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
 }
+
+/* Direct server return, instead of masquerade, with --ebpf-lb-mode=dsr (it asks pure_syn). */
+#include "dsr.h"
 
 /* The packet's addresses and ports as the socket and conntrack lookups take them; returns the tuple's size. */
 static __always_inline __u32 tuple_of(const struct pkt *p, struct bpf_sock_tuple *t)
@@ -193,6 +198,9 @@ static __always_inline int netfilter_flow(void *ctx, int xdp, const struct pkt *
 	return kernel_ct(ctx, xdp, p, 0) == IP_CT_DIR_ORIGINAL;
 }
 
+/* Masquerade by the programs; a connection's packets note how it ends (ct_translate, below). */
+#include "snat.h"
+
 /* A packet of a connection we already balanced. */
 static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, struct ct_value *ct,
 					const struct cfg_value *cfg, int ingress)
@@ -201,6 +209,8 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 	if (at_egress == !!ingress)
 		return TC_ACT_UNSPEC; /* the other hook translates this one */
 	if (ct->flags & CT_REPLY) {
+		if (ct->flags & CT_AT_EGRESS)
+			masquerade_note_client(p, ct); /* only FIN and RST cost a lookup */
 		union kpt_addr a = ct->addr;
 		if (rewrite(skb, p, 0, &a, ct->port) < 0)
 			return TC_ACT_SHOT;
@@ -226,7 +236,13 @@ static __always_inline int ct_translate(struct __sk_buff *skb, struct pkt *p, st
 			return CT_FALLTHROUGH; /* the client reuses the ports for a new connection */
 		if (!(ct->flags & CT_SEEN_ACK) && (p->tcp_flags & TCP_FLAG_ACK))
 			ct->flags |= CT_SEEN_ACK;
+		__u8 bit = (ct->flags & CT_UNMASQ) ? close_bit(p, CLOSE_FIN_ENDPOINT) : 0;
+		if (bit)
+			ct->closing |= bit; /* the endpoint ends a masqueraded connection (snat.h) */
 	}
+	/* A retransmitted SYN of a DSR connection: the first may have been lost before the endpoint's node. */
+	if ((ct->flags & CT_DSR) && pure_syn(p) && dsr_add_opt(skb, p) == -2)
+		return TC_ACT_SHOT;
 	union kpt_addr a = ct->addr;
 	if (rewrite(skb, p, 1, &a, ct->port) < 0)
 		return TC_ACT_SHOT;
@@ -317,9 +333,6 @@ static __always_inline int snat_source(struct __sk_buff *skb, const struct pkt *
 	return 1;
 }
 
-/* Masquerade by the programs (it asks kernel_ct, above). */
-#include "snat.h"
-
 static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const struct cfg_value *cfg,
 				    const struct ct_key *key, int ingress)
 {
@@ -343,6 +356,17 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 		stat_inc(STAT_DROP);
 		return TC_ACT_SHOT;
 	}
+	/* DSR instead of masquerade (dsr.h): the option goes in before the DNAT, with the address it changes. */
+	int dsr = ingress && res.masq ? dsr_kind(skb, cfg, svc, p, &res) : DSR_NONE;
+	if (dsr == DSR_REMOTE) {
+		int r = dsr_add_opt(skb, p);
+		if (r == -2)
+			return TC_ACT_SHOT;
+		if (r < 0)
+			dsr = DSR_NONE;
+	}
+	if (dsr != DSR_NONE)
+		res.masq = 0;
 	__u64 now = bpf_ktime_get_ns();
 	union kpt_addr client = p->saddr, vip = p->daddr;
 	__be16 vport = p->dport;
@@ -374,7 +398,8 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 			return TC_ACT_SHOT;
 	}
 	struct ct_value fwd = { .addr = res.ep.addr, .port = res.ep.port, .svc_id = res.svc_id, .created_ns = now };
-	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (snat ? CT_SNAT : 0) | (masq == MASQ_BY_MARK ? CT_MASQ : 0);
+	fwd.flags = (ingress ? 0 : CT_AT_EGRESS) | (snat ? CT_SNAT : 0) | (masq == MASQ_BY_MARK ? CT_MASQ : 0) |
+		    (dsr == DSR_REMOTE ? CT_DSR : 0);
 	if (snat)
 		fwd.nat = nat;
 	struct ct_key rk = { .saddr = res.ep.addr, .daddr = p->saddr, .sport = res.ep.port, .dport = p->sport,
@@ -383,7 +408,9 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	rev.flags = CT_REPLY | (ingress ? CT_AT_EGRESS : ((af & ADDR_LOCAL) ? CT_VIA_LO : 0)) | (snat ? CT_SNAT : 0);
 	if (snat)
 		rev.nat = client;
-	/* Before the entries exist: the first check lets their packets through from the first one on. */
+	/* With DSR to another node the replies do not come back here; the reply entry still translates the
+	 * ICMP errors this node sends the client about the connection's packets (icmp.h).
+	 * Before the entries exist: the first check lets their packets through from the first one on. */
 	seen_mark(SEEN_REPLY_SRC, &res.ep.addr);
 	seen_mark(SEEN_ORIG_DST, &vip);
 	bpf_map_update_elem(&kpt_ct, &rk, &rev, BPF_ANY);
@@ -420,14 +447,22 @@ static __always_inline int handle(struct __sk_buff *skb, int ingress)
 {
 	struct pkt p;
 	int pr = parse(skb, &p);
-	if (pr < 0 && pr != PARSE_ICMP)
+	if (pr < 0 && pr != PARSE_ICMP) {
+		/* IPv6 with an extension header parse() does not follow: maybe DSR's option (dsr.h). */
+		if (ingress && pr == -1 && skb->protocol == bpf_htons(ETH_P_IPV6))
+			dsr_receive6(skb, &p);
 		return TC_ACT_UNSPEC;
+	}
 	__u32 fam = p.v6;
 	struct cfg_value *cfg = bpf_map_lookup_elem(&kpt_cfg, &fam);
 	if (!cfg || !(cfg->flags & CFG_ENABLED))
 		return TC_ACT_UNSPEC;
 	if (pr == PARSE_ICMP)
 		return icmp_error(skb, &p, ingress);
+	/* The endpoint's side of DSR: only IPv4 packets with options (p.ihl is 0 for IPv6) get this far. */
+	if (ingress && p.ihl > sizeof(struct iphdr) && (cfg->flags & CFG_DSR) && p.frag != FRAG_LATER &&
+	    (p.proto == IPPROTO_UDP || pure_syn(&p)))
+		dsr_receive(skb, &p);
 	if (!filter_maybe_ours(&p)) {
 		stat_inc(STAT_PASS);
 		return TC_ACT_UNSPEC;

@@ -33,6 +33,14 @@
  * Ports come from below the kernel's default ephemeral range (32768-60999):
  * a tuple node:port -> endpoint we use must not be one a local socket picks
  * for itself later, and the kernel's choice of local ports does not know ours.
+ *
+ * Entries go when the LRU drops them or when the client reuses its port for
+ * a new connection (forget_flow), so a busy client towards one endpoint
+ * soon holds most of that endpoint's 31,744 ports with connections long
+ * over, and the tries above find none free. So a TCP connection's FINs and
+ * RSTs are noted in its reply entry (`closing`), and a port whose
+ * connection is over is taken over when no try found a free one. UDP has
+ * no close: its ports wait for the LRU or the client's next flow.
  */
 #ifndef KPT_SNAT_H
 #define KPT_SNAT_H
@@ -77,6 +85,41 @@ static __always_inline int conntrack_knows(void *ctx, int xdp, struct ct_key *k,
 
 #define MASQ_BY_MARK 2
 
+/* The connection of a masquerade's reply entry is over: both sides sent FIN, or one sent RST. */
+static __always_inline int masquerade_closed(const struct ct_value *e)
+{
+	return (e->flags & CT_UNMASQ) && ((e->closing & CLOSE_RST) ||
+					  (e->closing & (CLOSE_FIN_CLIENT | CLOSE_FIN_ENDPOINT)) ==
+						  (CLOSE_FIN_CLIENT | CLOSE_FIN_ENDPOINT));
+}
+
+/* What a TCP packet says of its connection's end, as a CLOSE_* bit (0: nothing); fin: whose FIN it is. */
+static __always_inline __u8 close_bit(const struct pkt *p, __u8 fin)
+{
+	if (p->proto != IPPROTO_TCP)
+		return 0;
+	if (p->tcp_flags & TCP_FLAG_RST)
+		return CLOSE_RST;
+	return (p->tcp_flags & TCP_FLAG_FIN) ? fin : 0;
+}
+
+/*
+ * A client's packet on its way out to the endpoint, at the entry that
+ * rewrites its source (client -> endpoint, value nat:port): a FIN or RST is
+ * noted in the reply entry (endpoint -> nat:port), where port claims look.
+ */
+static __always_inline void masquerade_note_client(const struct pkt *p, const struct ct_value *out)
+{
+	__u8 bit = close_bit(p, CLOSE_FIN_CLIENT);
+	if (!bit)
+		return;
+	struct ct_key back = { .saddr = p->daddr, .daddr = out->addr, .sport = p->dport, .dport = out->port,
+			       .proto = p->proto };
+	struct ct_value *e = bpf_map_lookup_elem(&kpt_ct, &back);
+	if (e && (e->flags & CT_UNMASQ))
+		e->closing |= bit;
+}
+
 /*
  * p: the connection's first packet, already DNATed (client -> endpoint).
  * 1 when masqueraded, 0 when there is no route to the endpoint (the packet
@@ -111,29 +154,51 @@ static __always_inline int masquerade_in(void *ctx, int xdp, const struct pkt *p
 	struct ct_key k = { .saddr = p->daddr, .daddr = nat, .sport = p->dport, .proto = p->proto };
 	struct ct_value v = { .addr = p->saddr, .port = p->sport, .flags = CT_UNMASQ, .created_ns = now };
 	__u32 start = bpf_get_prandom_u32();
+	__be16 port = 0, over = 0;
 	/* Unrolled: the 6.1 verifier refuses this loop's back-edge (a kfunc call in its body). */
 #pragma unroll
 	for (int i = 0; i < NAT_PORT_TRIES; i++) {
-		__be16 port = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_SPAN);
-		k.dport = port;
+		k.dport = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_SPAN);
 		/* The endpoint's reply as it will come back (k): if conntrack knows it, netfilter masqueraded
 		 * another connection onto that port (a mode before a handover, an iptables rule): taken. */
 		if (conntrack_knows(ctx, xdp, &k, p->v6))
 			continue;
 		if (bpf_map_update_elem(&kpt_ct, &k, &v, BPF_NOEXIST) == 0) {
-			/* k and v again (the stack is short): client -> endpoint, at egress, source to nat:port. */
-			k.saddr = p->saddr;
-			k.daddr = p->daddr;
-			k.sport = p->sport;
-			k.dport = p->dport;
-			v.addr = nat;
-			v.port = port;
-			v.flags = CT_REPLY | CT_AT_EGRESS;
-			bpf_map_update_elem(&kpt_ct, &k, &v, BPF_ANY);
-			return 1;
+			port = k.dport;
+			break;
+		}
+		if (!over) {
+			struct ct_value *e = bpf_map_lookup_elem(&kpt_ct, &k);
+			if (e && masquerade_closed(e))
+				over = k.dport;
 		}
 	}
-	return -1;
+	if (!port) {
+		if (!over)
+			return -1;
+		/* No port was free: take over one whose connection is over. Its client's entry that
+		 * rewrote the source (client -> endpoint) goes with it, so that client's next connection
+		 * on the same port (forget_flow) does not take the new connection's reply entry along. */
+		k.dport = over;
+		struct ct_value *e = bpf_map_lookup_elem(&kpt_ct, &k);
+		if (!e || !masquerade_closed(e))
+			return -1; /* another CPU took it meanwhile */
+		struct ct_key old = { .saddr = e->addr, .daddr = p->daddr, .sport = e->port, .dport = p->dport,
+				      .proto = p->proto };
+		bpf_map_update_elem(&kpt_ct, &k, &v, BPF_ANY);
+		bpf_map_delete_elem(&kpt_ct, &old);
+		port = over;
+	}
+	/* k and v again (the stack is short): client -> endpoint, at egress, source to nat:port. */
+	k.saddr = p->saddr;
+	k.daddr = p->daddr;
+	k.sport = p->sport;
+	k.dport = p->dport;
+	v.addr = nat;
+	v.port = port;
+	v.flags = CT_REPLY | CT_AT_EGRESS;
+	bpf_map_update_elem(&kpt_ct, &k, &v, BPF_ANY);
+	return 1;
 }
 
 /* A connection masqueraded here is over: its two entries go too (out: client -> endpoint). */

@@ -36,6 +36,8 @@
  * cannot say a route's source (before 6.7, unless backported), where tc
  * sets the mark netfilter masquerades by (asked before the endpoint's
  * choice, fib_has_src), and when no port is free among the ones tried.
+ * With --ebpf-lb-mode=dsr every such first packet is left to tc, which
+ * may send the connection by DSR instead (dsr.h).
  * (Entries an older version made carry CT_MASQ: their SYNs and datagrams
  * still go to tc for the mark netfilter masqueraded by.)
  *
@@ -267,6 +269,10 @@ static __always_inline int xdp_hit(struct xdp_md *ctx, struct pkt *p, struct ct_
 		return XDP_NEW_AGAIN; /* ports reused for a new connection, as tc ingress sees it */
 	if ((flags & CT_UNMASQ) && (p->proto == IPPROTO_UDP || (p->tcp_flags & TCP_FLAG_SYN)))
 		return XDP_LEAVE; /* a masquerade's reply entry may be stale: tc asks conntrack first */
+	if ((flags & CT_UNMASQ) && (p->tcp_flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
+		return XDP_LEAVE; /* tc notes how the connection ends, for the port's next claim (snat.h) */
+	if ((flags & CT_DSR) && pure_syn(p))
+		return XDP_LEAVE; /* a retransmitted SYN of a DSR connection: tc adds the option (dsr.h) */
 	if ((flags & CT_MASQ) && (p->proto == IPPROTO_UDP || pure_syn(p)))
 		return XDP_LEAVE; /* an older version's entry: conntrack may take it for new, it needs the mark */
 	union kpt_addr a = ct->addr;
@@ -310,10 +316,11 @@ static __always_inline int xdp_new(struct xdp_md *ctx, struct pkt *p, const stru
 	}
 	if (v != V_DNAT)
 		return XDP_LEAVE; /* tc rejects */
-	/* Before the endpoint's choice, which has side effects (a round-robin turn, an affinity entry): a
-	 * kernel that cannot say a route's source (before 6.7, unless backported) masquerades through the
-	 * mark tc sets. */
-	if (res.masq && !fib_has_src(ctx))
+	/* Before the endpoint's choice, which has side effects (a round-robin turn, an affinity entry): with
+	 * --ebpf-lb-mode=dsr, tc may send such a connection by DSR instead (dsr.h), which XDP does not do;
+	 * a kernel that cannot say a route's source (before 6.7, unless backported) masquerades through
+	 * the mark tc sets. */
+	if (res.masq && ((cfg->flags & CFG_DSR) || !fib_has_src(ctx)))
 		return XDP_LEAVE;
 	/* From here on as balance() goes on. Whatever leaves the packet to tc after the choice costs tc a
 	 * second one; each such case is rare: a client that is an endpoint itself, an endpoint tc's first

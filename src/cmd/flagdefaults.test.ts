@@ -35,6 +35,7 @@ const EXPECTED: Readonly<Record<string, unknown>> = {
   'ebpf-maglev-table-size': DEFAULT_EBPF_OPTIONS.maglevM,
   'ebpf-socket-lb-cgroup': DEFAULT_EBPF_OPTIONS.socketLBCgroup,
   'ebpf-xdp': DEFAULT_EBPF_OPTIONS.xdp,
+  'ebpf-lb-mode': DEFAULT_EBPF_OPTIONS.lbMode,
   'kube-api-content-type': d.clientConnection.contentType,
   'kube-api-burst': d.clientConnection.burst,
   'kube-api-qps': d.clientConnection.qps,

@@ -82,6 +82,7 @@ export function defaultOptions(cfg: ResolvedConfig): CommandOptions {
     ebpfMaglevTableSize: DEFAULT_EBPF_OPTIONS.maglevM,
     ebpfSocketLBCgroup: '',
     ebpfXdp: DEFAULT_EBPF_OPTIONS.xdp,
+    ebpfLbMode: DEFAULT_EBPF_OPTIONS.lbMode,
   };
 }
 

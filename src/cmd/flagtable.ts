@@ -66,6 +66,7 @@ export interface CommandOptions {
   ebpfMaglevTableSize: number;
   ebpfSocketLBCgroup: string;
   ebpfXdp: string;
+  ebpfLbMode: string;
 }
 
 export interface FlagTarget {
@@ -234,6 +235,14 @@ export const COMMAND_FLAGS: readonly FlagSpec[] = [
     to: 'opts.ebpfLbAlgorithm',
     usage:
       "kube-proxy-ts only, ebpf mode: how a new connection's endpoint is chosen: 'random', 'round-robin' (each node cycles through the endpoints), 'maglev' (consistent hashing of the client address and port, the same choice on every node) or 'source-hash' (the client address alone decides, the same choice on every node). A Service (in nftables mode too) can choose for itself with the annotation kube-proxy-ts/lb-algorithm.",
+  },
+  {
+    name: 'ebpf-lb-mode',
+    kind: 'string',
+    scope: 'option',
+    to: 'opts.ebpfLbMode',
+    usage:
+      "kube-proxy-ts only, ebpf mode: how NodePort, externalIP and load-balancer connections with externalTrafficPolicy Cluster reach an endpoint on another node: 'snat' (the default: masqueraded, the replies come back through this node) or 'dsr' (DNATed only: the endpoint sees the client's address and its node answers the client directly). Set the same on every node: in dsr mode the endpoint's node must read the IP option the entering node adds.",
   },
   {
     name: 'ebpf-maglev-table-size',

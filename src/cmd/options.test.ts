@@ -499,3 +499,9 @@ test('--ebpf-lb-algorithm takes the four algorithms and refuses anything else', 
     /--ebpf-lb-algorithm: "rr": must be one of random, round-robin, maglev, source-hash/,
   );
 });
+
+test('--ebpf-lb-mode takes snat (the default) and dsr, and refuses anything else', async () => {
+  assert.equal((await run([])).ebpf.lbMode, 'snat');
+  assert.equal((await run(['--ebpf-lb-mode=dsr'])).ebpf.lbMode, 'dsr');
+  await rejects(['--ebpf-lb-mode=DSR'], 'KPT_FLAG_INVALID', /--ebpf-lb-mode: "DSR": must be one of snat, dsr/);
+});

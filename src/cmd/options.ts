@@ -48,7 +48,7 @@ import { ProxyError } from '../core/errors.js';
 import type { ProxyMode } from '../core/types.js';
 import { isLbAlgorithm, LB_ALGORITHMS } from '../core/lbalgorithm.js';
 import { isMaglevSize } from '../dataplane/ebpf/hash.js';
-import { type EbpfOptions, XDP_MODES } from '../dataplane/ebpf/options.js';
+import { type EbpfOptions, LB_MODES, XDP_MODES } from '../dataplane/ebpf/options.js';
 import { splitArgs } from './argv.js';
 import { parseFlagValues, type ParsedFlags } from './flagparse.js';
 import {
@@ -245,6 +245,8 @@ function ebpfFlags(o: CommandOptions): EbpfFlags {
     bad('ebpf-maglev-table-size', `${o.ebpfMaglevTableSize}: must be a prime between 3 and 65521`);
   if (!(XDP_MODES as readonly string[]).includes(o.ebpfXdp))
     bad('ebpf-xdp', `${JSON.stringify(o.ebpfXdp)}: must be one of ${XDP_MODES.join(', ')}`);
+  if (!(LB_MODES as readonly string[]).includes(o.ebpfLbMode))
+    bad('ebpf-lb-mode', `${JSON.stringify(o.ebpfLbMode)}: must be one of ${LB_MODES.join(', ')}`);
   if (!o.ebpfPinPath.startsWith('/')) bad('ebpf-pin-path', `${JSON.stringify(o.ebpfPinPath)}: must be absolute`);
   return {
     pinRoot: o.ebpfPinPath,
@@ -253,6 +255,7 @@ function ebpfFlags(o: CommandOptions): EbpfFlags {
     maglevM: o.ebpfMaglevTableSize,
     socketLBCgroup: o.ebpfSocketLBCgroup,
     xdp: o.ebpfXdp as EbpfFlags['xdp'],
+    lbMode: o.ebpfLbMode as EbpfFlags['lbMode'],
   };
 }
 

@@ -14,7 +14,10 @@
 //     processes, in a cgroup this test creates: connect/sendmsg go straight
 //     to an endpoint, getpeername/recvmsg still show the Service address;
 //   - --ebpf-xdp auto puts the XDP program on node1's uplink (the interface
-//     with its Node IP) and it balances NodePort connections from outside.
+//     with its Node IP) and it balances NodePort connections from outside;
+//   - --ebpf-lb-mode dsr on both nodes: an eTP Cluster NodePort connection
+//     from outside to node1, balanced to node2's endpoint, keeps the client's
+//     address, and node2 answers it (the option sent, the entry written).
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -286,6 +289,45 @@ if (RUN)
             assert.equal(srcIP(r.reply), env.cluster.external.ip, 'the client address kept');
           }
           assert.equal((await xdpNew()) - before, rs.length, 'every connection balanced in XDP');
+        });
+      });
+
+      describe('both nodes switched to --ebpf-lb-mode dsr (node1 keeps XDP)', () => {
+        before(async () => {
+          await env.replaceProxy('node1', ['--ebpf-xdp', 'auto', '--ebpf-lb-mode', 'dsr']);
+          await env.replaceProxy('node2', ['--ebpf-lb-mode', 'dsr']);
+          await nsRun(env.cluster.external.ns, ['ethtool', '-K', 'eth0', 'tx', 'off']);
+        });
+        after(() => nsRun(env.cluster.external.ns, ['ethtool', '-K', 'eth0', 'tx', 'on']));
+        it("an eTP Cluster NodePort on node1 to node2's endpoint: the endpoint sees the client, node2 answers it", async () => {
+          const ports = webPorts(30600);
+          await env.apply(
+            service({ name: 'dsr', type: 'NodePort', clusterIP: '10.96.6.10', ports }),
+            endpointSlice('dsr', eps('node2-b'), ports),
+          );
+          const n1 = env.cluster.node('node1');
+          await env.waitReachable('ext', 'tcp', n1.ip, 30600);
+          const stat = async (node: string, i: number) =>
+            Number(
+              (await env.proxy(node).bpfNode!.helper<{ stats: string[] }>({ cmd: 'stats', pinRoot: TEST_PIN_ROOT }))
+                .stats[i],
+            );
+          const before = [await stat('node1', L.STAT.dsrOpt), await stat('node2', L.STAT.dsrReply)];
+          const rs = [
+            ...(await env.sendMany('ext', 'tcp', n1.ip, 30600, 6)),
+            ...(await env.sendMany('ext', 'udp', n1.ip, 30601, 4)),
+          ];
+          for (const r of rs) {
+            assert.ok(r.ok, JSON.stringify(r));
+            assert.equal(r.reply.pod, 'node2-b');
+            assert.equal(srcIP(r.reply), env.cluster.external.ip, 'not masqueraded');
+          }
+          const after = [await stat('node1', L.STAT.dsrOpt), await stat('node2', L.STAT.dsrReply)];
+          assert.deepEqual(
+            after.map((x, i) => x - before[i]!),
+            [rs.length, rs.length],
+            'node1 sent each connection with the option, node2 wrote each reply entry',
+          );
         });
       });
     },

@@ -26,6 +26,11 @@ import { assertMasqueradedByNode1 } from '../ebpf/verdict.js';
 const VIP = '10.96.0.10';
 const NODEPORT = 30080;
 const CLUSTER_SET = 2;
+/** A NodePort whose one endpoint is node2-a: its masquerade's node ports are filled by a test. */
+const NODEPORT_FULL = 30090;
+const FULL_SET = 8;
+/** The masquerade's own node ports (src/bpf/snat.h). */
+const NAT_PORTS = { min: 1024, max: 32767 };
 
 describe('BPF programs with hand-written maps, real packets', { timeout: 120_000 }, () => {
   let c: NetnsCluster;
@@ -59,6 +64,8 @@ describe('BPF programs with hand-written maps, real packets', { timeout: 120_000
       E.svc(VIP, 53, 'UDP', { svcId: 2, kind: 'clusterIP', clusterSet: CLUSTER_SET + 2 }),
       E.svc('0.0.0.0', NODEPORT, 'TCP', { svcId: 1, kind: 'nodePort', clusterSet: CLUSTER_SET }),
       E.svc('0.0.0.0', NODEPORT, 'UDP', { svcId: 2, kind: 'nodePort', clusterSet: CLUSTER_SET + 2 }),
+      ...E.set(FULL_SET, [eps[1]!]),
+      E.svc('0.0.0.0', NODEPORT_FULL, 'TCP', { svcId: 9, kind: 'nodePort', clusterSet: FULL_SET }),
     ];
     const r = await load({ ops });
     assert.equal(r.mode, 'tcx');
@@ -148,6 +155,77 @@ describe('BPF programs with hand-written maps, real packets', { timeout: 120_000
     } finally {
       await nsRun(n1.ns, ['nft', 'delete', 'table', 'ip', 'kpt_ct_on']);
     }
+  });
+
+  // A masqueraded connection to node2-a holds a node port (its reply entry: node2-a:8080 -> node1:port).
+  const natKey = (port: number) => ({
+    saddr: c.pod('node2-a').ip,
+    daddr: c.node('node1').ip,
+    sport: 8080,
+    dport: port,
+    proto: 'TCP' as const,
+  });
+  const ctEntries = async () =>
+    (
+      await bpf.helper<{ entries: Array<[string, string]> }>({ cmd: 'dump', pinRoot: TEST_PIN_ROOT, map: 'ct' })
+    ).entries.map(([k, v]) => ({ key: L.decodeCtKey(L.unhex(k)), value: L.decodeCtValue(L.unhex(v)) }));
+  const drops = async () =>
+    Number((await bpf.helper<{ stats: string[] }>({ cmd: 'stats', pinRoot: TEST_PIN_ROOT })).stats[L.STAT.drop]);
+
+  test("a masqueraded connection's FINs are noted in its reply entry", async () => {
+    const a = await c.agent('ext');
+    const r = await a.tcp(c.node('node1').ip, NODEPORT_FULL);
+    assert.ok(r.ok, JSON.stringify(r));
+    const ext = c.external.ip;
+    let e;
+    for (let i = 0; i < 20; i++) {
+      e = (await ctEntries()).find((x) => x.value.flags & L.CT_UNMASQ && x.value.addr === ext);
+      if (e && (e.value.closing ?? 0) & L.CLOSE_FIN_CLIENT && (e.value.closing ?? 0) & L.CLOSE_FIN_ENDPOINT) break;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    assert.ok(e, 'the reply entry of the connection');
+    assert.equal(
+      (e.value.closing ?? 0) & (L.CLOSE_FIN_CLIENT | L.CLOSE_FIN_ENDPOINT),
+      L.CLOSE_FIN_CLIENT | L.CLOSE_FIN_ENDPOINT,
+    );
+  });
+
+  test('with every node port towards the endpoint taken, a connection takes over one whose connection is over', async () => {
+    const n1 = c.node('node1');
+    const ep = c.pod('node2-a').ip;
+    // Another client's connection on every port (203.0.113.0/24 never sends anything here).
+    const client = (port: number) => `203.0.113.${port % 250}`;
+    const fill = (closing: number) => {
+      const ops: E.HexOp[] = [];
+      for (let port = NAT_PORTS.min; port <= NAT_PORTS.max; port++) {
+        ops.push(E.ct(natKey(port), { addr: client(port), port, flags: L.CT_UNMASQ, closing }));
+        const out = { saddr: client(port), daddr: ep, sport: port, dport: 8080, proto: 'TCP' as const };
+        ops.push(E.ct(out, { addr: n1.ip, port, flags: L.CT_REPLY | L.CT_AT_EGRESS }));
+      }
+      return bpf.helper({ cmd: 'apply', pinRoot: TEST_PIN_ROOT, ops });
+    };
+    const a = await c.agent('ext');
+    // All of them open: no port to take, the SYN (and its retransmit) is dropped.
+    await fill(0);
+    const before = await drops();
+    const none = await a.tcp(n1.ip, NODEPORT_FULL, { timeoutMs: 1500 });
+    assert.equal(none.ok, false, JSON.stringify(none));
+    assert.ok((await drops()) > before, 'dropped for want of a port');
+    // All of them over (FINs both ways): the connection takes one.
+    await fill(L.CLOSE_FIN_CLIENT | L.CLOSE_FIN_ENDPOINT);
+    const r = await a.tcp(n1.ip, NODEPORT_FULL);
+    assert.ok(r.ok, JSON.stringify(r));
+    const [seen, seenPort] = r.reply.src.split(':');
+    assert.deepEqual([r.reply.pod, seen], ['node2-a', n1.ip], 'masqueraded by node1');
+    const all = await ctEntries();
+    const mine = all.filter((x) => x.key.saddr === ep && x.value.flags & L.CT_UNMASQ && x.value.addr === c.external.ip);
+    assert.equal(mine.length, 1, `reply entries for ext: ${mine.map((x) => x.key.dport).join(',')}`);
+    const port = mine[0]!.key.dport;
+    assert.equal(port, Number(seenPort), 'the port the endpoint saw');
+    // The old connection's entry that rewrote its source went with its port; the others' stay.
+    const outs = all.filter((x) => x.key.daddr === ep && x.key.saddr.startsWith('203.0.113.'));
+    assert.equal(outs.length, NAT_PORTS.max - NAT_PORTS.min, 'one old client entry gone');
+    assert.ok(!outs.some((x) => x.key.sport === port), 'the one of the port taken over');
   });
 
   test('a port the ClusterIP does not define is rejected; an unallocated ServiceCIDR address is dropped', async () => {

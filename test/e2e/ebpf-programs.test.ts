@@ -30,6 +30,7 @@ import { PACKET_FLOW_SCENARIOS, type PacketFlow, type Scenario } from '../cases/
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
 import { buildFrame, buildIcmpError, type Frame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
 import { assertTcVerdict, clearMaps as clear } from '../ebpf/verdict.js';
+import * as E from '../ebpf/entries.js';
 
 describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeout: 120_000 }, () => {
   let rt: EbpfRuntime;
@@ -233,6 +234,187 @@ describe('BPF programs vs their TypeScript mirrors (BPF_PROG_TEST_RUN)', { timeo
     const reply = testRun(egress, { frame: replyFrame(syn, first, { flags: 0x12 }) });
     const r = parseFrame(reply.frame);
     assert.deepEqual([r.src, r.sport, r.l4ok, r.l3ok], ['172.30.0.42', 80, true, true]);
+  });
+
+  describe("DSR (--ebpf-lb-mode=dsr): the option on the entering node, the reply entry on the endpoint's", () => {
+    const NODE = '192.0.2.11';
+    const CLIENT = '203.0.113.7';
+    const REMOTE = { addr: '10.244.2.10', port: 8080 };
+    const LOCAL = { addr: '10.244.1.10', port: 8080 };
+    const [NP, NP_LOCAL] = [30090, 30091];
+    /** One node's maps: NP's endpoint is REMOTE, NP_LOCAL's LOCAL; `mine` is in this node's local sets. */
+    const node = (flags: number, mine: ReadonlyArray<{ addr: string; port: number }>) => {
+      const ops: E.HexOp[] = [E.cfg('IPv4', L.CFG_DETECT_CIDR | flags), E.podCidr('10.244.1.0', 24)];
+      for (const [svcId, port, ep] of [
+        [1, NP, REMOTE],
+        [2, NP_LOCAL, LOCAL],
+      ] as const) {
+        const local = mine.includes(ep);
+        ops.push(...E.set(L.clusterSetOf(svcId), [ep]), ...(local ? E.set(L.localSetOf(svcId), [ep]) : []));
+        ops.push(
+          E.svc('0.0.0.0', port, 'TCP', {
+            svcId,
+            kind: 'nodePort',
+            clusterSet: L.clusterSetOf(svcId),
+            localSet: local ? L.localSetOf(svcId) : 0,
+          }),
+        );
+      }
+      ops.push(E.addr(NODE, L.ADDR_LOCAL | L.ADDR_NODEPORT));
+      clear(rt);
+      rt.apply(ops.map((o) => ({ map: o.map, op: o.op, key: L.unhex(o.key), value: L.unhex(o.value!) })));
+    };
+    const ingress = () => rt.obj.program('kpt_ingress');
+    const syn = { src: CLIENT, dst: NODE, sport: 40000, dport: NP, proto: 'TCP' as const };
+    /** The option right after the 20-byte header: type 0x9e, length 8, the port, the address. */
+    const optionOf = (f: Uint8Array) => ((f[14]! & 0xf) === 7 ? Array.from(f.subarray(34, 42)) : null);
+    const OPTION = [0x9e, 8, NP >> 8, NP & 0xff, 192, 0, 2, 11];
+    const ctOf = (k: L.CtKey) => {
+      const v = rt.lookup('ct', L.encodeCtKey(k));
+      return v && L.decodeCtValue(v);
+    };
+
+    test('a remote endpoint: DNAT only, the option on each SYN until the ACK and on the first datagram', () => {
+      node(L.CFG_DSR, [LOCAL]);
+      const first = testRun(ingress(), { frame: buildFrame(syn) });
+      const out = parseFrame(first.frame);
+      assert.equal(first.retval, TC_ACT.unspec);
+      assert.deepEqual(optionOf(first.frame), OPTION);
+      assert.equal(first.frame.length, buildFrame(syn).length + 8);
+      assert.deepEqual(
+        [out.src, out.sport, out.dst, out.dport, out.l3ok, out.l4ok],
+        [CLIENT, 40000, REMOTE.addr, 8080, true, true],
+      );
+      const fwd = ctOf({ saddr: CLIENT, daddr: NODE, sport: 40000, dport: NP, proto: 'TCP' })!;
+      assert.equal(fwd.flags, L.CT_DSR, 'translated at ingress, no masquerade');
+      assert.equal(
+        ctOf({ saddr: CLIENT, daddr: REMOTE.addr, sport: 40000, dport: 8080, proto: 'TCP' }),
+        null,
+        'no masquerade entry',
+      );
+      // The replies pass elsewhere; the reply entry is for the ICMP errors this node sends (icmp.h).
+      assert.ok(ctOf({ saddr: REMOTE.addr, daddr: CLIENT, sport: 8080, dport: 40000, proto: 'TCP' }));
+      assert.deepEqual(optionOf(testRun(ingress(), { frame: buildFrame(syn) }).frame), OPTION, 'a retransmitted SYN');
+      const ack = testRun(ingress(), { frame: buildFrame({ ...syn, flags: TCP_ACK }) });
+      assert.equal(optionOf(ack.frame), null, 'later packets: DNAT only');
+      assert.equal(parseFrame(ack.frame).dst, REMOTE.addr);
+      // This node cannot forward a later segment (too big for the link to node2): its error to the client,
+      // quoting the DNATed segment, names the NodePort again when it leaves.
+      const tooBig = buildIcmpError(NODE, CLIENT, ack.frame);
+      const err = parseFrame(testRun(rt.obj.program('kpt_egress'), { frame: tooBig }).frame);
+      assert.deepEqual(
+        [err.icmp?.inner.dst, err.icmp?.inner.dport, err.l4ok, err.icmp?.inner.l3ok],
+        [NODE, NP, true, true],
+      );
+      // UDP: the same Service port for UDP, its first datagram only.
+      rt.apply([
+        {
+          map: 'svc',
+          op: 'update',
+          key: L.encodeSvcKey({ addr: '0.0.0.0', port: NP, proto: 'UDP' }),
+          value: rt.lookup('svc', L.encodeSvcKey({ addr: '0.0.0.0', port: NP, proto: 'TCP' }))!,
+        },
+      ]);
+      const dgram = { ...syn, proto: 'UDP' as const, payload: new Uint8Array(10) };
+      const u1 = testRun(ingress(), { frame: buildFrame(dgram) });
+      assert.deepEqual(optionOf(u1.frame), OPTION);
+      assert.ok(parseFrame(u1.frame).l4ok && parseFrame(u1.frame).l3ok);
+      assert.equal(optionOf(testRun(ingress(), { frame: buildFrame(dgram) }).frame), null);
+    });
+
+    test('masqueraded as before: snat mode, a client that is a local pod; a local endpoint: DNAT only, no option', () => {
+      for (const [flags, src, what] of [
+        [0, CLIENT, 'snat mode'],
+        [L.CFG_DSR, '10.244.1.99', 'a local pod'],
+      ] as const) {
+        node(flags, [LOCAL]);
+        const f = testRun(ingress(), { frame: buildFrame({ ...syn, src }) }).frame;
+        assert.equal(optionOf(f), null, what);
+        const fwd = ctOf({ saddr: src, daddr: NODE, sport: 40000, dport: NP, proto: 'TCP' })!;
+        assert.equal(fwd.flags & L.CT_DSR, 0, what);
+      }
+      node(L.CFG_DSR, [LOCAL]);
+      const f = testRun(ingress(), { frame: buildFrame({ ...syn, dport: NP_LOCAL }) }).frame;
+      assert.equal(optionOf(f), null);
+      assert.equal(parseFrame(f).src, CLIENT);
+      const back = ctOf({ saddr: LOCAL.addr, daddr: CLIENT, sport: 8080, dport: 40000, proto: 'TCP' })!;
+      assert.deepEqual([back.addr, back.port, back.flags], [NODE, NP_LOCAL, L.CT_REPLY | L.CT_AT_EGRESS]);
+    });
+
+    test("the endpoint's node: the option writes the reply entry, whose replies leave from the Service", () => {
+      node(L.CFG_DSR, [LOCAL]);
+      const withOption = testRun(ingress(), { frame: buildFrame(syn) }).frame;
+      const back = { saddr: REMOTE.addr, daddr: CLIENT, sport: 8080, dport: 40000, proto: 'TCP' as const };
+      // What the option is trusted for: a Service port this node knows, whose local set holds the destination.
+      for (const [flags, mine, what] of [
+        [0, [REMOTE], 'without CFG_DSR'],
+        [L.CFG_DSR, [], 'an endpoint not on this node'],
+      ] as const) {
+        node(flags, mine);
+        const r = testRun(ingress(), { frame: withOption });
+        assert.deepEqual([r.retval, ctOf(back)], [TC_ACT.unspec, null], what);
+      }
+      node(L.CFG_DSR, [REMOTE]);
+      const r = testRun(ingress(), { frame: withOption });
+      assert.equal(r.retval, TC_ACT.unspec);
+      assert.deepEqual(r.frame, withOption, 'the packet goes on as it came, option and all');
+      const e = ctOf(back)!;
+      assert.deepEqual([e.addr, e.port, e.flags], [NODE, NP, L.CT_REPLY | L.CT_AT_EGRESS]);
+      const reply = parseFrame(
+        testRun(rt.obj.program('kpt_egress'), {
+          frame: replyFrame(syn, { dst: REMOTE.addr, dport: 8080 }, { flags: 0x12 }),
+        }).frame,
+      );
+      assert.deepEqual(
+        [reply.src, reply.sport, reply.dst, reply.dport, reply.l3ok, reply.l4ok],
+        [NODE, NP, CLIENT, 40000, true, true],
+      );
+    });
+
+    test("IPv6: the option in a destination-options header; the endpoint's node reads it", () => {
+      const [node6, client6, ep6] = ['fd00:77::11', 'fd00:77::99', { addr: 'fd00:10:244:2::10', port: 8080 }];
+      const load = (mine: boolean) => {
+        const ops: E.HexOp[] = [
+          E.cfg('IPv6', L.CFG_DSR),
+          E.addr(node6, L.ADDR_LOCAL | L.ADDR_NODEPORT),
+          ...E.set(L.clusterSetOf(7), [ep6]),
+          ...(mine ? E.set(L.localSetOf(7), [ep6]) : []),
+          E.svc('::', NP, 'TCP', {
+            svcId: 7,
+            kind: 'nodePort',
+            clusterSet: L.clusterSetOf(7),
+            localSet: mine ? L.localSetOf(7) : 0,
+          }),
+        ];
+        clear(rt);
+        rt.apply(ops.map((o) => ({ map: o.map, op: o.op, key: L.unhex(o.key), value: L.unhex(o.value!) })));
+      };
+      const syn6 = { ...syn, src: client6, dst: node6 };
+      load(false);
+      const sent = buildFrame(syn6);
+      const r = testRun(ingress(), { frame: sent });
+      const f = r.frame;
+      const dv = new DataView(f.buffer, f.byteOffset, f.byteLength);
+      assert.equal(r.retval, TC_ACT.unspec);
+      assert.equal(f.length, sent.length + 24);
+      assert.deepEqual([f[20], dv.getUint16(18)], [60, 20 + 24], 'next header: destination options; payload length');
+      assert.deepEqual(Array.from(f.subarray(54, 60)), [6, 2, 0x1e, 18, NP >> 8, NP & 0xff], 'header and option');
+      assert.equal(L.addrText(f.subarray(60, 76)), node6, "the option's address");
+      assert.deepEqual(Array.from(f.subarray(76, 78)), [1, 0], 'PadN');
+      assert.equal(L.addrText(f.subarray(38, 54)), ep6.addr, 'DNATed');
+      assert.equal(dv.getUint16(78 + 2), 8080);
+      // The TCP checksum, over the pseudo header (unchanged by the extension header) and the segment.
+      const seg = f.subarray(78);
+      const words = [...f.subarray(22, 54), 0, 6, 0, seg.length, ...seg];
+      let sum = 0;
+      for (let i = 0; i < words.length; i += 2) sum += (words[i]! << 8) | (words[i + 1] ?? 0);
+      while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
+      assert.equal(sum, 0xffff, 'TCP checksum');
+      load(true);
+      assert.equal(testRun(ingress(), { frame: f }).retval, TC_ACT.unspec);
+      const e = ctOf({ saddr: ep6.addr, daddr: client6, sport: 8080, dport: 40000, proto: 'TCP' })!;
+      assert.deepEqual([e.addr, e.port, e.flags], [node6, NP, L.CT_REPLY | L.CT_AT_EGRESS]);
+    });
   });
 
   test('ICMP errors about a balanced connection are translated back at the hook of the packets they are about', () => {

@@ -59,8 +59,12 @@ export class BpfNode {
 
   /** One helper.ts command; resolves to its result, throws with its error. */
   async helper<T = unknown>(cmd: Record<string, unknown>): Promise<T> {
-    const r = await this.exec([...nodeScript('./helper.js', import.meta.url), JSON.stringify(cmd)], {
+    // A long command (thousands of map entries) goes on stdin: argv has a size limit (E2BIG).
+    const json = JSON.stringify(cmd);
+    const long = json.length > 64 * 1024;
+    const r = await this.exec([...nodeScript('./helper.js', import.meta.url), long ? '-' : json], {
       allowFailure: true,
+      ...(long ? { input: json } : {}),
     });
     const line = r.stdout.trim().split('\n').pop() ?? '';
     let msg: { ok: boolean; result?: T; error?: string };

@@ -65,6 +65,6 @@ export function lbSrc(svcId: number, addrIP: string, prefix: number): HexOp {
 }
 
 /** A connection entry as the programs write them (svc_id 0, no CT_SNAT address). */
-export function ct(key: L.CtKey, value: { addr: string; port: number; flags: number }): HexOp {
+export function ct(key: L.CtKey, value: { addr: string; port: number; flags: number; closing?: number }): HexOp {
   return up('ct', L.encodeCtKey(key), L.encodeCtValue({ ...value, nat: null, svcId: 0, createdNs: 0n }));
 }

@@ -13,6 +13,7 @@ import { PinDir } from '../../src/platform/ebpf/pins.js';
 import { EbpfRuntime } from '../../src/platform/ebpf/runtime.js';
 import { HotFilter } from '../../src/platform/ebpf/hotfilter.js';
 import { pickUplinks, type XdpMode } from '../../src/platform/ebpf/xdpattach.js';
+import { readFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 
 interface Op {
@@ -77,11 +78,15 @@ async function main(c: Cmd): Promise<unknown> {
       return out;
     }
     case 'apply': {
+      // One descriptor per map for the whole list: a test may write tens of thousands of entries.
+      const maps = new Map<MapName, BpfMap>();
       for (const o of c.ops) {
-        const m = pinnedMap(c.pinRoot, o.map);
+        let m = maps.get(o.map);
+        if (!m) maps.set(o.map, (m = pinnedMap(c.pinRoot, o.map)));
         if (o.op === 'update') m.update(unhex(o.key), unhex(o.value!));
         else m.delete(unhex(o.key));
       }
+      for (const m of maps.values()) closeFd(m.fd);
       // Written past the runtime: bring the first check's bitmap in step as the runtime would.
       if (c.ops.some((o) => o.map === 'addrs' || o.map === 'svcCidrs'))
         new HotFilter({
@@ -137,7 +142,8 @@ async function main(c: Cmd): Promise<unknown> {
 
 try {
   await openIfaceSource();
-  const result = await main(JSON.parse(process.argv[2]!) as Cmd);
+  const arg = process.argv[2]!;
+  const result = await main(JSON.parse(arg === '-' ? readFileSync(0, 'utf8') : arg) as Cmd);
   process.stdout.write(JSON.stringify({ ok: true, result }) + '\n');
 } catch (err) {
   process.stdout.write(JSON.stringify({ ok: false, error: String(err) }) + '\n');

@@ -49,7 +49,7 @@ export const CT_VALUE = defineStruct('ct_value', {
   nat: 'addr',
   port: 'be16',
   flags: 'u8',
-  pad: 'u8',
+  closing: 'u8',
   svc_id: 'u32',
   created_ns: 'u64',
 });

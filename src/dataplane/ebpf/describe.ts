@@ -26,6 +26,7 @@ export const CFG_FLAG_NAMES = [
   [L.CFG_DETECT_IFACE, 'detect-iface'],
   [L.CFG_MASQ_ALL, 'masquerade-all'],
   [L.CFG_TRAFFIC, 'traffic'],
+  [L.CFG_DSR, 'dsr'],
 ] as const;
 export const CT_FLAG_NAMES = [
   [L.CT_REPLY, 'reply'],
@@ -34,6 +35,7 @@ export const CT_FLAG_NAMES = [
   [L.CT_SEEN_ACK, 'seen-ack'],
   [L.CT_VIA_LO, 'via-lo'],
   [L.CT_SNAT, 'snat'],
+  [L.CT_DSR, 'dsr'],
 ] as const;
 
 export function keyText(map: L.MapName, k: Uint8Array): string {

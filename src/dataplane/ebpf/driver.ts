@@ -40,6 +40,8 @@ export interface EbpfDriverOptions {
   readonly maglevM?: number;
   /** Set CFG_TRAFFIC: the programs count per-Service traffic (--service-traffic-metrics; see traffic.ts). */
   readonly trafficCounters?: boolean;
+  /** Set CFG_DSR and give external eTP Cluster ports a local set (--ebpf-lb-mode=dsr; see src/bpf/dsr.h). */
+  readonly dsr?: boolean;
 }
 
 export interface EbpfDesiredInput {
@@ -114,6 +116,7 @@ export class EbpfDriver implements ObjectDriver<L.MapName, string, EbpfDesiredIn
   private readonly algorithm: L.LbAlgorithm;
   private readonly maglevM: number;
   private readonly trafficCounters: boolean;
+  private readonly dsr: boolean;
   private ids = new Map<string, PortId>();
   /** Service key -> its ports that have ids (a partial sync finds the ports a Service lost here). */
   private portsOf = new Map<string, Set<string>>();
@@ -132,6 +135,7 @@ export class EbpfDriver implements ObjectDriver<L.MapName, string, EbpfDesiredIn
     this.algorithm = opts.algorithm ?? 'random';
     this.maglevM = opts.maglevM ?? 16381;
     this.trafficCounters = opts.trafficCounters ?? false;
+    this.dsr = opts.dsr ?? false;
     this.nextId = L.ID_RANGE[this.family][0];
   }
 
@@ -205,7 +209,10 @@ export class EbpfDriver implements ObjectDriver<L.MapName, string, EbpfDesiredIn
       owners.push([key, servicePortEntries(sp, this.idFor(sp), state, ctx)]);
     }
     // Node-level entries: always recomputed (a handful).
-    owners.push([NODE_OWNER, nodeEntries({ ...input, config: this.config, trafficCounters: this.trafficCounters })]);
+    owners.push([
+      NODE_OWNER,
+      nodeEntries({ ...input, config: this.config, trafficCounters: this.trafficCounters, dsr: this.dsr }),
+    ]);
     this.liveIds.clear();
     return { owners, ports: [...redo], skipped };
   }
@@ -224,6 +231,7 @@ export class EbpfDriver implements ObjectDriver<L.MapName, string, EbpfDesiredIn
       family: this.family,
       algorithm: this.algorithm,
       maglevM: this.maglevM,
+      dsr: this.dsr,
       held: (map, key) => memory.applied(map, key),
       claim(port, key, what) {
         const first = claimed.get(key);

@@ -27,6 +27,8 @@ export interface PortContext {
   /** Endpoint choice for ports without the annotation (--ebpf-lb-algorithm). */
   readonly algorithm: L.LbAlgorithm;
   readonly maglevM: number;
+  /** --ebpf-lb-mode=dsr: external ports with eTP Cluster get a local set too (src/bpf/dsr.h). */
+  readonly dsr?: boolean;
   /** What the maps hold under a key now (absent: undefined; unknown: null). */
   held(map: L.MapName, key: string): string | null | undefined;
   /**
@@ -49,13 +51,16 @@ export function servicePortEntries(sp: ServicePort, id: number, state: SyncState
   const policy = servicePortPolicy(sp, state.categorized.get(sp.key));
   const algo: L.LbAlgorithm = sp.lbAlgorithm ?? ctx.algorithm;
   const cluster = sp.usesClusterEndpoints ? policy.clusterEndpoints : [];
-  const local = sp.usesLocalEndpoints ? policy.localEndpoints : [];
+  // DSR asks whether an endpoint is on this node: its membership of the local set, which an external
+  // port then has even with no Local policy (the programs choose from it only under one).
+  const dsrLocal = !!ctx.dsr && sp.externallyAccessible;
+  const local = sp.usesLocalEndpoints ? policy.localEndpoints : dsrLocal ? cluster.filter((ep) => ep.isLocal) : [];
   const clusterSet = cluster.length ? L.clusterSetOf(id) : 0;
   const localSet = local.length ? L.localSetOf(id) : 0;
-  // Membership is what ClientIP affinity checks a remembered endpoint against; nothing else reads it.
+  // Membership is what ClientIP affinity checks a remembered endpoint against, and DSR an endpoint's place.
   const members = sp.stickyMaxAgeSeconds > 0;
   if (clusterSet) setEntries(clusterSet, cluster, algo, members, ctx, out);
-  if (localSet) setEntries(localSet, local, algo, members, ctx, out);
+  if (localSet) setEntries(localSet, local, algo, members || dsrLocal, ctx, out);
 
   const base = policy.hasEndpoints ? 0 : L.SVC_NO_ENDPOINTS;
   const frontend = (addr: string, port: number, kind: L.SvcKind, flags: number) => {
@@ -181,6 +186,8 @@ export function assignSlots(prev: readonly string[], eps: readonly Endpoint[]): 
 export interface NodeInput {
   readonly config: DataplaneConfig;
   readonly trafficCounters: boolean;
+  /** --ebpf-lb-mode=dsr: CFG_DSR. */
+  readonly dsr?: boolean;
   readonly state: SyncState;
   /** The node's addresses of this family now; default config.localIPs. */
   readonly localIPs?: readonly string[];
@@ -195,7 +202,10 @@ export function nodeEntries(input: NodeInput): MapEntry[] {
   const { config } = input;
   const family = config.family;
   const out: MapEntry[] = [];
-  const cfgFlags = (config.masqueradeAll ? L.CFG_MASQ_ALL : 0) | (input.trafficCounters ? L.CFG_TRAFFIC : 0);
+  const cfgFlags =
+    (config.masqueradeAll ? L.CFG_MASQ_ALL : 0) |
+    (input.trafficCounters ? L.CFG_TRAFFIC : 0) |
+    (input.dsr ? L.CFG_DSR : 0);
   const det = config.localDetector;
   let detect = 0;
   const one = L.encodeU8(1);

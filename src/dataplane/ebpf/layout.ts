@@ -43,6 +43,7 @@ export const CFG_DETECT_CIDR = 1 << 1;
 export const CFG_DETECT_IFACE = 1 << 2;
 export const CFG_MASQ_ALL = 1 << 3;
 export const CFG_TRAFFIC = 1 << 4;
+export const CFG_DSR = 1 << 5;
 
 export const CT_REPLY = 1 << 0;
 export const CT_AT_EGRESS = 1 << 1;
@@ -51,6 +52,12 @@ export const CT_SEEN_ACK = 1 << 3;
 export const CT_VIA_LO = 1 << 4;
 export const CT_SNAT = 1 << 5;
 export const CT_UNMASQ = 1 << 6;
+export const CT_DSR = 1 << 7;
+
+/** ct_value.closing of a masquerade's reply entry (src/bpf/abi.h enum ct_closing). */
+export const CLOSE_FIN_CLIENT = 1 << 0;
+export const CLOSE_FIN_ENDPOINT = 1 << 1;
+export const CLOSE_RST = 1 << 2;
 
 export const STAT = {
   new: 0,
@@ -67,8 +74,10 @@ export const STAT = {
   xdpHit: 11,
   xdpPass: 12,
   xdpDrop: 13,
+  dsrOpt: 14,
+  dsrReply: 15,
 } as const;
-export const STAT_MAX = 14;
+export const STAT_MAX = 16;
 
 export const PROTO_NUMBER: Readonly<Record<Protocol, number>> = { TCP: 6, UDP: 17, SCTP: 132 };
 export function protoName(n: number): Protocol | null {
@@ -288,11 +297,14 @@ export interface CtValue {
   readonly nat: string | null;
   readonly port: number;
   readonly flags: number;
+  /** A masquerade's reply entry (CT_UNMASQ): CLOSE_* bits, what its TCP connection sent; absent: 0. */
+  readonly closing?: number;
   readonly svcId: number;
   readonly createdNs: bigint;
 }
 /** Without CT_SNAT the nat field is zeros (::). */
-export const encodeCtValue = (v: CtValue): Uint8Array => A.CT_VALUE.encode({ ...v, nat: v.nat ?? '::' });
+export const encodeCtValue = (v: CtValue): Uint8Array =>
+  A.CT_VALUE.encode({ ...v, nat: v.nat ?? '::', closing: v.closing ?? 0 });
 export function decodeCtValue(b: Uint8Array): CtValue {
   const r = A.CT_VALUE.decode(b);
   return { ...r, nat: r.flags & CT_SNAT ? r.nat : null };

@@ -4,6 +4,8 @@ import type { LbAlgorithm } from './layout.js';
 
 export const XDP_MODES = ['auto', 'native', 'generic', 'off'] as const;
 export type XdpMode = (typeof XDP_MODES)[number];
+export const LB_MODES = ['snat', 'dsr'] as const;
+export type LbMode = (typeof LB_MODES)[number];
 
 export interface EbpfOptions {
   /** --ebpf-pin-path */
@@ -21,6 +23,12 @@ export interface EbpfOptions {
    * kernel's skb-based XDP), 'auto' (native where the driver has it) or 'off'.
    */
   readonly xdp: XdpMode;
+  /**
+   * --ebpf-lb-mode: external traffic (eTP Cluster) to another node's endpoint is masqueraded
+   * ('snat') or DNATed only, the endpoint's node answering the client directly ('dsr'). The same on
+   * every node: the endpoint's node must read the option the entering node writes.
+   */
+  readonly lbMode: LbMode;
   /** Connection map capacity (entries; a connection takes two). Derived from the conntrack settings. */
   readonly ctEntries: number;
 }
@@ -32,5 +40,6 @@ export const DEFAULT_EBPF_OPTIONS: EbpfOptions = {
   maglevM: 16381,
   socketLBCgroup: '',
   xdp: 'off',
+  lbMode: 'snat',
   ctEntries: 262144,
 };

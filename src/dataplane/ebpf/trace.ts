@@ -141,6 +141,22 @@ export const trace: TraceFunction<RuleSource, TraceResult, EbpfTraceOptions> = (
     setId = svc.localSet;
     masq = false;
   }
+  // dsr.h: with --ebpf-lb-mode=dsr, external traffic from outside the node is DNATed only.
+  const dsr =
+    masq &&
+    ingress &&
+    (cfg.flags & L.CFG_DSR) !== 0 &&
+    svc.kind !== 'clusterIP' &&
+    !(svc.flags & L.SVC_LOCAL_POLICY) &&
+    !pod &&
+    !local();
+  if (dsr) {
+    masq = false;
+    w.note(
+      'hook',
+      "direct server return: DNAT only; to another node's endpoint the first packet carries the Service's address and port in an IP option, and that node answers the client",
+    );
+  }
   const candidates = choose(w, svc, setId, { ...packet, protocol: proto }, opts);
   if (candidates.length === 0) return done('DROP');
   if (svc.affinitySecs) noteAffinity(w, svc.svcId, packet.src);

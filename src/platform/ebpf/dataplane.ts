@@ -86,7 +86,11 @@ export class EbpfDataplane implements Dataplane {
 
   constructor(private readonly deps: EbpfDataplaneDeps) {
     this.family = deps.config.family;
-    this.maps = new EbpfPlanner(deps.config, { algorithm: deps.ebpf.algorithm, maglevM: deps.ebpf.maglevM });
+    this.maps = new EbpfPlanner(deps.config, {
+      algorithm: deps.ebpf.algorithm,
+      maglevM: deps.ebpf.maglevM,
+      dsr: deps.ebpf.lbMode === 'dsr',
+    });
   }
 
   /**
@@ -100,6 +104,7 @@ export class EbpfDataplane implements Dataplane {
       algorithm: e.algorithm,
       maglevM: e.maglevM,
       trafficCounters: true,
+      dsr: e.lbMode === 'dsr',
     });
     this.traffic = new EbpfTrafficCounters(this.family, max);
     return this.traffic;

@@ -53,6 +53,7 @@ export async function diffEbpfFamily(i: EbpfFamilyInput): Promise<FamilyDiff> {
     algorithm: i.ebpf.algorithm,
     maglevM: i.ebpf.maglevM,
     trafficCounters: i.trafficCounters ?? false,
+    dsr: i.ebpf.lbMode === 'dsr',
   });
   const r = planner.plan({
     state: i.state,
