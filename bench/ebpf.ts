@@ -30,7 +30,7 @@
 // --etp local makes the measured Service externalTrafficPolicy: Local with
 // its endpoint on the node (the nodeport path is then DNAT only; XDP
 // balances its connections), cluster (the default) masquerades (XDP
-// translates all but each connection's first packet). Client and backend are
+// balances those too and sets up their masquerade). Client and backend are
 // bench/userspace-relay.c (usload). On each path:
 //   * connection rate: closed loop, 64 concurrent, one 64 B request each,
 //     with the CPU time per connection of the client and server processes

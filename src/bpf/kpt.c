@@ -375,7 +375,7 @@ static __always_inline int new_flow(struct __sk_buff *skb, struct pkt *p, const 
 	/* Ingress: the source is rewritten at egress, by entries of its own (snat.h).
 	 * Egress (the node's own connection): netfilter has run already, so
 	 * masquerade here, to the source address the route to the endpoint would use. */
-	int masq = ingress && res.masq ? masquerade_in(skb, p, now) : 0;
+	int masq = ingress && res.masq ? masquerade_in(skb, 0, p, now) : 0;
 	if (masq < 0) {
 		stat_inc(STAT_DROP);
 		return TC_ACT_SHOT;

@@ -160,12 +160,16 @@ static __always_inline int to_loopback(struct __sk_buff *skb)
  * masquerade picks); route_send sends the packet there, resolving the
  * neighbour if needed. A local endpoint (the node's own address) is looped
  * back up the stack.
+ * route_lookup_ctx is route_lookup for either context: ctx is the tc program's
+ * skb, or with xdp set the XDP program's xdp_md (xdp is a constant where it
+ * is inlined). Both ask as if forwarding from the interface the packet is
+ * on (tc) or came in through (XDP), and the helper takes either context.
  */
-static __always_inline int route_lookup(struct __sk_buff *skb, const struct pkt *p, int want_src,
-					struct bpf_fib_lookup *f)
+static __always_inline int route_lookup_ctx(void *ctx, int xdp, const struct pkt *p, int want_src,
+					    struct bpf_fib_lookup *f)
 {
 	__builtin_memset(f, 0, sizeof(*f));
-	f->ifindex = skb->ifindex;
+	f->ifindex = xdp ? ((struct xdp_md *)ctx)->ingress_ifindex : ((struct __sk_buff *)ctx)->ifindex;
 	f->l4_protocol = p->proto;
 	f->sport = p->sport;
 	f->dport = p->dport;
@@ -178,7 +182,27 @@ static __always_inline int route_lookup(struct __sk_buff *skb, const struct pkt 
 		__builtin_memcpy(f->ipv6_src, p->saddr.w, 16);
 		__builtin_memcpy(f->ipv6_dst, p->daddr.w, 16);
 	}
-	return bpf_fib_lookup(skb, f, sizeof(*f), want_src ? BPF_FIB_LOOKUP_SRC : 0);
+	return bpf_fib_lookup(ctx, f, sizeof(*f), want_src ? BPF_FIB_LOOKUP_SRC : 0);
+}
+
+static __always_inline int route_lookup(struct __sk_buff *skb, const struct pkt *p, int want_src,
+					struct bpf_fib_lookup *f)
+{
+	return route_lookup_ctx(skb, 0, p, want_src, f);
+}
+
+#define KPT_EINVAL 22
+
+/*
+ * Whether bpf_fib_lookup knows BPF_FIB_LOOKUP_SRC (Linux 6.7; Debian 12's
+ * 6.1 has it backported), without a lookup: asked for no address family,
+ * the helper refuses flags it does not know (-EINVAL) before it looks at
+ * the family (-EAFNOSUPPORT).
+ */
+static __always_inline int fib_has_src(void *ctx)
+{
+	struct bpf_fib_lookup f = {};
+	return bpf_fib_lookup(ctx, &f, sizeof(f), BPF_FIB_LOOKUP_SRC) != -KPT_EINVAL;
 }
 
 static __always_inline int route_send(struct __sk_buff *skb, struct bpf_fib_lookup *f, int rc)

@@ -7,8 +7,8 @@
  * route to the endpoint prefers (what MASQUERADE picks) and a port of our own.
  *
  * Where, so that netfilter still sees one consistent connection:
- *  - DNAT stays at tc ingress, before netfilter: netfilter sees
- *    client -> endpoint;
+ *  - DNAT stays at ingress (tc, or XDP in front of it), before netfilter:
+ *    netfilter sees client -> endpoint;
  *  - the source is rewritten at tc egress of the interface towards the
  *    endpoint, after netfilter: only the wire sees node:port -> endpoint;
  *  - the endpoint's replies get their destination back (the client's
@@ -23,6 +23,12 @@
  * never pick the same one, and skipped when the kernel's conntrack knows
  * the tuple (netfilter masqueraded something onto it); an entry left from a
  * finished connection yields to netfilter the same way (ct_translate).
+ *
+ * Who sets the two entries up: tc ingress when it balances the connection,
+ * or XDP in front of it on an uplink (xdp.h), which runs the same code with
+ * its own context before it rewrites the packet; either way DNAT happens
+ * before netfilter and the source rewrite at tc egress, so netfilter sees
+ * the same connection.
  *
  * Ports come from below the kernel's default ephemeral range (32768-60999):
  * a tuple node:port -> endpoint we use must not be one a local socket picks
@@ -47,22 +53,25 @@
 
 /*
  * Whether the kernel's connection tracker has the tuple of k. An IPv6 ct_key starts with the layout of
- * the IPv6 socket tuple, so it is passed as it is; IPv4 needs a 12-byte one. (new_flow, where this is
- * inlined, is close to the 512-byte stack limit.)
+ * the IPv6 socket tuple, so it is passed as it is; IPv4 needs a 12-byte one. (kpt_ingress and kpt_xdp,
+ * where this is inlined, are close to the 512-byte stack limit.) ctx and xdp as for kernel_ct (kpt.c).
  */
-static __always_inline int conntrack_knows(struct __sk_buff *skb, struct ct_key *k, int v6)
+static __always_inline int conntrack_knows(void *ctx, int xdp, struct ct_key *k, int v6)
 {
 	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = k->proto };
 	struct nf_conn *ct;
 	if (v6) {
-		ct = bpf_skb_ct_lookup(skb, (struct bpf_sock_tuple *)k, sizeof(((struct bpf_sock_tuple *)0)->ipv6), &o,
-				       CT_OPTS_OLD_SZ);
+		struct bpf_sock_tuple *t = (struct bpf_sock_tuple *)k;
+		ct = xdp ? bpf_xdp_ct_lookup(ctx, t, sizeof(t->ipv6), &o, CT_OPTS_OLD_SZ)
+			 : bpf_skb_ct_lookup(ctx, t, sizeof(t->ipv6), &o, CT_OPTS_OLD_SZ);
 	} else {
 		struct {
 			__be32 saddr, daddr;
 			__be16 sport, dport;
 		} t4 = { k->saddr.w[3], k->daddr.w[3], k->sport, k->dport };
-		ct = bpf_skb_ct_lookup(skb, (struct bpf_sock_tuple *)&t4, sizeof(t4), &o, CT_OPTS_OLD_SZ);
+		struct bpf_sock_tuple *t = (struct bpf_sock_tuple *)&t4;
+		ct = xdp ? bpf_xdp_ct_lookup(ctx, t, sizeof(t4), &o, CT_OPTS_OLD_SZ)
+			 : bpf_skb_ct_lookup(ctx, t, sizeof(t4), &o, CT_OPTS_OLD_SZ);
 	}
 	if (!ct)
 		return 0;
@@ -119,11 +128,16 @@ static __always_inline void masquerade_note_client(const struct pkt *p, const st
  * MASQ_BY_MARK where the kernel cannot say the route's source (before 6.7,
  * no BPF_FIB_LOOKUP_SRC): then the mark and the proxy's nftables table
  * masquerade the connection, as before this file existed.
+ * ctx is tc ingress's skb, or with xdp set (a constant where inlined) the
+ * XDP program's xdp_md: XDP balances such connections too (xdp.h), and sets
+ * up the same two entries. Only the answer 1 leaves entries behind (0 and
+ * -1 may leave a mark in kpt_seen, which only lets more packets past the
+ * first check).
  */
-static __always_inline int masquerade_in(struct __sk_buff *skb, const struct pkt *p, __u64 now)
+static __always_inline int masquerade_in(void *ctx, int xdp, const struct pkt *p, __u64 now)
 {
 	struct bpf_fib_lookup f;
-	int rc = route_lookup(skb, p, 1, &f);
+	int rc = route_lookup_ctx(ctx, xdp, p, 1, &f);
 	if (rc < 0)
 		return MASQ_BY_MARK;
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
@@ -147,7 +161,7 @@ static __always_inline int masquerade_in(struct __sk_buff *skb, const struct pkt
 		k.dport = bpf_htons(NAT_PORT_MIN + (start + i) % NAT_PORT_SPAN);
 		/* The endpoint's reply as it will come back (k): if conntrack knows it, netfilter masqueraded
 		 * another connection onto that port (a mode before a handover, an iptables rule): taken. */
-		if (conntrack_knows(skb, &k, p->v6))
+		if (conntrack_knows(ctx, xdp, &k, p->v6))
 			continue;
 		if (bpf_map_update_elem(&kpt_ct, &k, &v, BPF_NOEXIST) == 0) {
 			port = k.dport;

@@ -8,10 +8,15 @@
  *    translate (a kpt_ct entry without CT_REPLY or CT_AT_EGRESS): its
  *    destination is rewritten here;
  *  - the first packet of a connection to a NodePort, externalIP or load
- *    balancer address that keeps the client's address (eTP Local): balanced
- *    here with the steps of tc's balance() (lb.h), and both connection
- *    entries written exactly as tc ingress writes them, so every later
- *    packet (replies at egress included) finds them.
+ *    balancer address: balanced here with the steps of tc's balance()
+ *    (lb.h), and its connection entries written exactly as tc ingress
+ *    writes them, so every later packet (replies at egress included) finds
+ *    them. A connection that keeps the client's address (eTP Local) gets
+ *    the DNAT alone; one that is masqueraded (eTP Cluster) gets the DNAT
+ *    here and the masquerade's two entries as well (masquerade_in, snat.h,
+ *    the same code tc ingress runs): the source is still rewritten at tc
+ *    egress towards the endpoint, after netfilter, so netfilter sees what it
+ *    sees when tc balances the connection.
  * The one verdict of its own: a client that loadBalancerSourceRanges keep
  * out is dropped here (STAT_XDP_DROP), as tc would drop it.
  *
@@ -26,10 +31,15 @@
  * kernel's helpers at tc know how to fix such a checksum. A full checksum
  * that happens to equal the pseudo-header sum is passed too: harmless.
  *
- * A connection that needs masquerade has its first packet balanced by tc,
- * which sets up the masquerade's own entries as well (snat.h); XDP takes the
- * rest of such a flow. (Entries an older version made carry CT_MASQ: their
- * SYNs and datagrams still go to tc for the mark netfilter masqueraded by.)
+ * A masqueraded connection's first packet is left to tc where XDP cannot
+ * set the masquerade up as tc would: on a kernel whose bpf_fib_lookup
+ * cannot say a route's source (before 6.7, unless backported), where tc
+ * sets the mark netfilter masquerades by (asked before the endpoint's
+ * choice, fib_has_src), and when no port is free among the ones tried.
+ * With --ebpf-lb-mode=dsr every such first packet is left to tc, which
+ * may send the connection by DSR instead (dsr.h).
+ * (Entries an older version made carry CT_MASQ: their SYNs and datagrams
+ * still go to tc for the mark netfilter masqueraded by.)
  *
  * tc ingress then sees the packet with the endpoint as destination. XDP
  * translates only when tc would let that packet go untouched (tc_leaves),
@@ -304,11 +314,18 @@ static __always_inline int xdp_new(struct xdp_md *ctx, struct pkt *p, const stru
 		stat_inc(STAT_XDP_DROP);
 		return XDP_DROP;
 	}
-	if (v != V_DNAT || res.masq)
-		return XDP_LEAVE; /* tc rejects, or balances and masquerades (snat.h) */
-	/* From here on as balance() goes on; the endpoint's choice has side effects (a round-robin turn, an
-	 * affinity entry), so the rare case that leaves the packet to tc after it (a client that is an
-	 * endpoint itself, or an endpoint tc's first check would look at) costs tc a second choice. */
+	if (v != V_DNAT)
+		return XDP_LEAVE; /* tc rejects */
+	/* Before the endpoint's choice, which has side effects (a round-robin turn, an affinity entry): with
+	 * --ebpf-lb-mode=dsr, tc may send such a connection by DSR instead (dsr.h), which XDP does not do;
+	 * a kernel that cannot say a route's source (before 6.7, unless backported) masquerades through
+	 * the mark tc sets. */
+	if (res.masq && ((cfg->flags & CFG_DSR) || !fib_has_src(ctx)))
+		return XDP_LEAVE;
+	/* From here on as balance() goes on. Whatever leaves the packet to tc after the choice costs tc a
+	 * second one; each such case is rare: a client that is an endpoint itself, an endpoint tc's first
+	 * check would look at, no free masquerade port among the ones tried (which tc would drop), or a
+	 * kernel whose FIB refuses BPF_FIB_LOOKUP_SRC after fib_has_src said it knows it. */
 	res.svc_id = svc->svc_id;
 	if (choose(svc, set_id, p, &res) != V_DNAT)
 		return XDP_LEAVE;
@@ -317,8 +334,27 @@ static __always_inline int xdp_new(struct xdp_md *ctx, struct pkt *p, const stru
 	__u64 now = bpf_ktime_get_ns();
 	union kpt_addr client = p->saddr, vip = p->daddr;
 	__be16 vport = p->dport;
-	if (xdp_dnat(ctx, p, &res.ep.addr, res.ep.port) < 0)
+	/* The masquerade's two entries (snat.h), set up as tc ingress sets them up, on the packet as it
+	 * will be after the DNAT: before it, so that a packet left to tc is left having written none.
+	 * p stands for that packet meanwhile (a copy would not fit the stack). */
+	int masq = 0;
+	if (res.masq) {
+		p->daddr = res.ep.addr;
+		p->dport = res.ep.port;
+		masq = masquerade_in(ctx, 1, p, now);
+		p->daddr = vip;
+		p->dport = vport;
+		if (masq < 0 || masq == MASQ_BY_MARK)
+			return XDP_LEAVE;
+	}
+	if (xdp_dnat(ctx, p, &res.ep.addr, res.ep.port) < 0) {
+		if (masq) {
+			struct ct_key out = { .saddr = client, .daddr = res.ep.addr, .sport = p->sport,
+					      .dport = res.ep.port, .proto = p->proto };
+			masquerade_forget(&out);
+		}
 		return XDP_LEAVE;
+	}
 	struct ct_value fwd = { .addr = res.ep.addr, .port = res.ep.port, .svc_id = res.svc_id, .created_ns = now };
 	struct ct_key rk = { .saddr = res.ep.addr, .daddr = client, .sport = res.ep.port, .dport = p->sport,
 			     .proto = p->proto };

@@ -6,9 +6,13 @@
 // from a real network arrive (its veth's checksum offload is off); one test
 // turns the offload back on to show that what XDP cannot handle reaches tc.
 //
+// The cluster is dual-stack, for the masquerade's IPv6 case.
+//
 // Covers: XDP attached natively to the uplink only; NodePort with eTP
-// Cluster (the endpoint sees the node's address: its first packet through
-// tc, which sets up its masquerade, the rest through XDP) and eTP Local
+// Cluster, IPv4 and IPv6 (balanced in XDP, which sets up the masquerade
+// too: the endpoints, on node1 and node2, see the node's address and a port
+// of the programs' own range, and kpt_ct holds the masquerade's two entries
+// for each connection) and eTP Local
 // (the endpoint sees the client; balanced in XDP); a load-balancer IP with
 // source ranges (an allowed client connects through XDP, a denied one gets
 // nothing and the XDP drop counter rises); CHECKSUM_PARTIAL packets left
@@ -28,6 +32,8 @@ const NP_CLUSTER = 30080;
 const NP_LOCAL = 30081;
 const LB_IP = '198.51.100.10';
 const CLUSTER_SET = 2;
+const CLUSTER_SET6 = 8;
+const EP_PORT = 8080;
 const LOCAL_SET = 6;
 const LB_SVC = 4;
 
@@ -67,12 +73,16 @@ describe('XDP on the uplink with real packets from outside', { timeout: 180_000 
   };
 
   before(async () => {
-    c = await NetnsCluster.create({});
+    c = await NetnsCluster.create({ ipv6: true });
     const n1 = c.node('node1');
     bpf = await BpfNode.start(n1.ns);
     const eps = [
-      { addr: c.pod('node1-a').ip, port: 8080 },
-      { addr: c.pod('node2-a').ip, port: 8080 },
+      { addr: c.pod('node1-a').ip, port: EP_PORT },
+      { addr: c.pod('node2-a').ip, port: EP_PORT },
+    ];
+    const eps6 = [
+      { addr: c.pod('node1-a').ip6!, port: EP_PORT },
+      { addr: c.pod('node2-a').ip6!, port: EP_PORT },
     ];
     const local = { clusterSet: CLUSTER_SET, localSet: LOCAL_SET, flags: L.SVC_LOCAL_POLICY };
     const ops: E.HexOp[] = [
@@ -93,6 +103,13 @@ describe('XDP on the uplink with real packets from outside', { timeout: 180_000 
         flags: local.flags | L.SVC_SOURCE_RANGES,
       }),
       E.lbSrc(LB_SVC, c.external.ip, 32),
+      E.cfg('IPv6', L.CFG_DETECT_CIDR),
+      E.podCidr('fd00:10:244::', 48),
+      E.svcCidr('fd00:10:96::', 112),
+      ...E.set(CLUSTER_SET6, eps6),
+      E.addr(n1.ip6!, L.ADDR_LOCAL | L.ADDR_NODEPORT),
+      E.addr(n1.podGateway6!, L.ADDR_LOCAL),
+      E.svc('::', NP_CLUSTER, 'TCP', { svcId: 5, kind: 'nodePort', clusterSet: CLUSTER_SET6 }),
     ];
     await ip(['-n', c.external.ns, 'route', 'add', `${LB_IP}/32`, 'via', n1.ip]);
     await txChecksum(false);
@@ -113,14 +130,47 @@ describe('XDP on the uplink with real packets from outside', { timeout: 180_000 
     assert.deepEqual(withXdp, ['eth0']);
   });
 
-  test('NodePort, eTP Cluster: masqueraded; the first packets through tc, the rest through XDP', async () => {
-    const n1 = c.node('node1');
-    const { r: rs, d } = await delta(() => connect(NP_CLUSTER));
-    assertMasqueradedByNode1(rs, n1);
-    assert.equal(d.xdpNew, 0, 'XDP leaves the first packet of a masqueraded flow to tc');
-    assert.ok(d.tcNew >= rs.length, `tc balanced them (${d.tcNew})`);
-    assert.ok(d.xdpHit >= 2 * rs.length, `XDP translated their later packets (${d.xdpHit})`);
-  });
+  /**
+   * For each connection, the masquerade's two entries in kpt_ct (snat.h): endpoint -> node:port, which
+   * takes the replies back to the client (CT_UNMASQ), and client -> endpoint, which rewrites the source at
+   * egress (CT_REPLY | CT_AT_EGRESS). node:port is what the endpoint saw; the client's port only the
+   * first entry knows, and the second must agree with it.
+   */
+  const assertMasqueradeEntries = async (rs: Awaited<ReturnType<typeof connect>>, v6: boolean) => {
+    const { entries } = await bpf.helper<{ entries: [string, string][] }>({
+      cmd: 'dump',
+      pinRoot: TEST_PIN_ROOT,
+      map: 'ct',
+    });
+    const ct = new Map(entries.map(([k, v]) => [k, L.decodeCtValue(L.unhex(v))]));
+    const client = v6 ? c.external.ip6! : c.external.ip;
+    for (const r of rs) {
+      if (!r.ok) continue;
+      const ep = v6 ? c.pod(r.reply.pod).ip6! : c.pod(r.reply.pod).ip;
+      const i = r.reply.src.lastIndexOf(':');
+      const nat = { addr: r.reply.src.slice(0, i), port: Number(r.reply.src.slice(i + 1)) };
+      const key = (saddr: string, sport: number, daddr: string, dport: number) =>
+        L.hex(L.encodeCtKey({ saddr, sport, daddr, dport, proto: 'TCP' }));
+      const back = ct.get(key(ep, EP_PORT, nat.addr, nat.port));
+      assert.ok(back, `an entry ${ep}:${EP_PORT} -> ${r.reply.src}`);
+      assert.deepEqual([back.flags & ~L.CT_SEEN_ACK, back.addr], [L.CT_UNMASQ, client], r.reply.src);
+      const out = ct.get(key(client, back.port, ep, EP_PORT));
+      assert.ok(out, `an entry ${client}:${back.port} -> ${ep}:${EP_PORT}`);
+      assert.deepEqual([out.flags, out.addr, out.port], [L.CT_REPLY | L.CT_AT_EGRESS, nat.addr, nat.port]);
+    }
+  };
+
+  for (const v6 of [false, true]) {
+    test(`NodePort, eTP Cluster (${v6 ? 'IPv6' : 'IPv4'}): balanced and masqueraded in XDP`, async () => {
+      const n1 = c.node('node1');
+      const { r: rs, d } = await delta(() => connect(NP_CLUSTER, v6 ? n1.ip6! : n1.ip));
+      assertMasqueradedByNode1(rs, v6 ? { ip: n1.ip6!, podGateway: n1.podGateway6! } : n1);
+      assert.equal(d.xdpNew, rs.length, 'every connection balanced in XDP, its masquerade set up there');
+      assert.equal(d.tcNew, 0, 'none by tc');
+      assert.ok(d.xdpHit >= 2 * rs.length, `XDP translated their later packets (${d.xdpHit})`);
+      await assertMasqueradeEntries(rs, v6);
+    });
+  }
 
   test('NodePort, eTP Local: the endpoint sees the client; balanced in XDP', async () => {
     const { r: rs, d } = await delta(() => connect(NP_LOCAL));

@@ -71,7 +71,7 @@ export function clearMaps(rt: EbpfRuntime): void {
 /**
  * Connections from outside to node1's NodePort whose endpoints are node1-a and node2-a, masqueraded: all
  * answered, both endpoints used, and each saw node1's address towards it (the pod gateway for its own pod,
- * its IP for node2's) and a port of the programs' own range.
+ * its IP for node2's) and a port of the programs' own range. For IPv6, pass node1's IPv6 addresses.
  */
 export function assertMasqueradedByNode1(rs: readonly ClientResult[], n1: { ip: string; podGateway: string }): void {
   assert.ok(
@@ -81,7 +81,8 @@ export function assertMasqueradedByNode1(rs: readonly ClientResult[], n1: { ip: 
   assert.deepEqual(podsOf([...rs]), ['node1-a', 'node2-a']);
   for (const r of rs) {
     if (!r.ok) continue;
-    const [seen, port] = r.reply.src.split(':');
+    const i = r.reply.src.lastIndexOf(':'); // IPv6 too
+    const [seen, port] = [r.reply.src.slice(0, i), r.reply.src.slice(i + 1)];
     assert.equal(seen, r.reply.pod === 'node1-a' ? n1.podGateway : n1.ip, `source seen by ${r.reply.pod}`);
     assert.ok(Number(port) >= 1024 && Number(port) < 32768, `a port of the programs' own range: ${port}`);
   }
