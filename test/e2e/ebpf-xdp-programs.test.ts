@@ -41,11 +41,11 @@ import { PACKET_FLOW_SCENARIOS, type Scenario } from '../cases/packetflow.js';
 import { scenarioConfig, scenarioLocalIPs, scenarioSyncState } from '../cases/resolve.js';
 import { buildFrame, type Frame, parseFrame, TCP_ACK } from '../ebpf/frames.js';
 import { assertTcVerdict, clearMaps as clear } from '../ebpf/verdict.js';
-import { kernelHasFibLookupSrc } from '../ebpf/btf.js';
+import { hasFibLookupSrc } from '../../src/platform/ebpf/kernel.js';
 
 const MASQ = 0x4000;
 /** XDP balances masqueraded connections only where the FIB can say a route's source (xdp.h). */
-const XDP_MASQ = kernelHasFibLookupSrc();
+const XDP_MASQ = hasFibLookupSrc();
 
 type Counters = Record<'xdpNew' | 'xdpHit' | 'xdpPass' | 'xdpDrop' | 'new' | 'ctHit', number>;
 const counters = (rt: EbpfRuntime): Counters => {

@@ -4,7 +4,6 @@
 // type is once typedefs and qualifiers are peeled off, how big a type is, and
 // what each map of the .maps section was declared with.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 
 export interface BtfMember {
   readonly name: string;
@@ -112,13 +111,4 @@ export class Btf {
       };
     });
   }
-}
-
-/**
- * Whether the running kernel's bpf_fib_lookup knows BPF_FIB_LOOKUP_SRC, which the programs' own masquerade
- * needs: its BTF then names the flag. Tests ask the kernel rather than its release, because distributions
- * backport the flag (Debian 12's 6.1.0-57 has it); the programs ask the helper itself (src/bpf/reply.h).
- */
-export function kernelHasFibLookupSrc(): boolean {
-  return readFileSync('/sys/kernel/btf/vmlinux').includes('BPF_FIB_LOOKUP_SRC\0');
 }
