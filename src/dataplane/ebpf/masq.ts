@@ -1,7 +1,7 @@
 // The nftables table through which versions before masquerade moved into the
 // BPF programs (src/bpf/snat.h) masqueraded: the programs set the mark, and
 // this table turned it into `masquerade fully-random`, as upstream's
-// masquerading chain does. Still written on kernels before 6.7, where the
+// masquerading chain does. Still written on kernels without BPF_FIB_LOOKUP_SRC, where the
 // programs cannot ask a route's source (platform/ebpf/kernel.ts) and mark
 // instead; kept as well to remove it where an older proxy left it
 // (platform/ebpf/cleanup.ts), and for bench/ebpf.ts's `directnat` floor (what

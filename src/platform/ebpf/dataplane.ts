@@ -2,7 +2,7 @@
 // family's map entries (EbpfPlanner: the ebpf driver under the one
 // reconciler), writes only what changed, removes the masquerade table an
 // older version left (the programs masquerade themselves now; on a kernel
-// before 6.7 they mark instead, and the table stays), and forgets
+// without BPF_FIB_LOOKUP_SRC they mark instead, and the table stays), and forgets
 // UDP connection entries whose endpoint is gone (as
 // upstream deletes stale UDP conntrack entries). Programs, maps and the
 // interface watch are shared with the other family (SharedNode). After a
@@ -182,7 +182,7 @@ export class EbpfDataplane implements Dataplane {
         this.event('info', {}, 'removed the nftables masquerade table of an older version');
       this.oldTableChecked = true;
     } else if (!this.fibSrc && (!this.oldTableChecked || state.fullSync)) {
-      // A kernel before 6.7: the programs mark what needs masquerade, and this table masquerades it.
+      // No BPF_FIB_LOOKUP_SRC (kernel.ts): the programs mark what needs masquerade, and this table masquerades it.
       await run('nft', ['-f', '-'], {
         input: masqueradeTable(this.family, this.deps.config.masqueradeMark).toString(),
       });

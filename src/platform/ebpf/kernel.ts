@@ -12,6 +12,13 @@ export const KERNEL_BTF = '/sys/kernel/btf/vmlinux';
  * distribution backported it (Debian 12's 6.1 has it); without BTF the release decides (Linux 6.7).
  */
 export function hasFibLookupSrc(btf: string = KERNEL_BTF, rel: string = release()): boolean {
+  if (btf === KERNEL_BTF && rel === release()) return (runningKernel ??= fibLookupSrcOf(btf, rel));
+  return fibLookupSrcOf(btf, rel);
+}
+/** The running kernel's answer, read once per process (each family's dataplane asks). */
+let runningKernel: boolean | undefined;
+
+function fibLookupSrcOf(btf: string, rel: string): boolean {
   return fileNames(btf, 'BPF_FIB_LOOKUP_SRC') ?? releaseHasFibLookupSrc(rel);
 }
 
