@@ -72,6 +72,14 @@ extern void bpf_ct_release(struct nf_conn *ct) __ksym;
  * both). Without zones the fields after `dir` are not needed. */
 #define CT_OPTS_OLD_SZ 12
 
+/* A conntrack lookup from either program type: ctx is tc's skb, or with xdp set the XDP program's xdp_md
+ * (xdp is a constant where this is inlined, so each program keeps only its own kfunc call). */
+static __always_inline struct nf_conn *ct_lookup(void *ctx, int xdp, struct bpf_sock_tuple *t, __u32 tsz,
+						 struct bpf_ct_opts *o)
+{
+	return xdp ? bpf_xdp_ct_lookup(ctx, t, tsz, o, CT_OPTS_OLD_SZ) : bpf_skb_ct_lookup(ctx, t, tsz, o, CT_OPTS_OLD_SZ);
+}
+
 #define IP_CT_DIR_ORIGINAL 0
 #define IP_CT_DIR_REPLY 1
 #define CT_FALLTHROUGH 1000 /* ct_translate: treat the packet as a new flow */
@@ -124,8 +132,7 @@ static __always_inline int kernel_ct(void *ctx, int xdp, const struct pkt *p, in
 	struct bpf_sock_tuple t = {};
 	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = p->proto };
 	__u32 tsz = tuple_of(p, &t);
-	struct nf_conn *ct = xdp ? bpf_xdp_ct_lookup(ctx, &t, tsz, &o, CT_OPTS_OLD_SZ)
-				 : bpf_skb_ct_lookup(ctx, &t, tsz, &o, CT_OPTS_OLD_SZ);
+	struct nf_conn *ct = ct_lookup(ctx, xdp, &t, tsz, &o);
 	if (!ct)
 		return CT_NONE;
 	int dir = o.dir;

@@ -59,20 +59,21 @@
 static __always_inline int conntrack_knows(void *ctx, int xdp, struct ct_key *k, int v6)
 {
 	struct bpf_ct_opts o = { .netns_id = -1, .l4proto = k->proto };
-	struct nf_conn *ct;
-	if (v6) {
-		struct bpf_sock_tuple *t = (struct bpf_sock_tuple *)k;
-		ct = xdp ? bpf_xdp_ct_lookup(ctx, t, sizeof(t->ipv6), &o, CT_OPTS_OLD_SZ)
-			 : bpf_skb_ct_lookup(ctx, t, sizeof(t->ipv6), &o, CT_OPTS_OLD_SZ);
-	} else {
-		struct {
-			__be32 saddr, daddr;
-			__be16 sport, dport;
-		} t4 = { k->saddr.w[3], k->daddr.w[3], k->sport, k->dport };
-		struct bpf_sock_tuple *t = (struct bpf_sock_tuple *)&t4;
-		ct = xdp ? bpf_xdp_ct_lookup(ctx, t, sizeof(t4), &o, CT_OPTS_OLD_SZ)
-			 : bpf_skb_ct_lookup(ctx, t, sizeof(t4), &o, CT_OPTS_OLD_SZ);
+	struct bpf_sock_tuple *t = (struct bpf_sock_tuple *)k;
+	__u32 tsz = sizeof(t->ipv6);
+	struct {
+		__be32 saddr, daddr;
+		__be16 sport, dport;
+	} t4;
+	if (!v6) {
+		t4.saddr = k->saddr.w[3];
+		t4.daddr = k->daddr.w[3];
+		t4.sport = k->sport;
+		t4.dport = k->dport;
+		t = (struct bpf_sock_tuple *)&t4;
+		tsz = sizeof(t4);
 	}
+	struct nf_conn *ct = ct_lookup(ctx, xdp, t, tsz, &o);
 	if (!ct)
 		return 0;
 	bpf_ct_release(ct);
